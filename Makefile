@@ -1,0 +1,46 @@
+# flopplan: `make demo` runs the main job, `make test` installs what the tests need and runs them.
+# Both create .venv when missing. A torch already importable by $(PYTHON) (a GPU user's build) is kept:
+# the venv then sees it through --system-site-packages and pip never replaces it.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The CPU build on this machine's disk; elsewhere pip fetches it.
+TORCH ?= torch==2.13.0
+PYTEST_ARGS ?=
+
+HAS_TORCH := $(shell $(PYTHON) -c 'import torch' >/dev/null 2>&1 && echo yes)
+
+.PHONY: demo test lint bench tables clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(if $(HAS_TORCH),--system-site-packages) $(VENV)
+
+$(VENV)/.core-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	@touch $@
+
+$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -c 'import torch' >/dev/null 2>&1 || $(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e '.[torch,test]'
+	@touch $@ $(VENV)/.core-installed
+
+demo: $(VENV)/.core-installed
+	$(BIN)/flopplan models
+	$(BIN)/flopplan estimate --model qwen2.5-7b --phase train --batch 8 --seq 1280 --logits 1025 --lora-rank 64 --grad-ckpt
+
+lint: $(VENV)/.test-installed
+	$(BIN)/ruff check flopplan tests benchmarks examples
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest -n auto $(PYTEST_ARGS)
+
+bench: $(VENV)/.core-installed
+	$(BIN)/python benchmarks/peer_formulas.py
+
+tables: $(VENV)/.core-installed
+	$(BIN)/flopplan tables
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

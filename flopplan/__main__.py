@@ -1,0 +1,5 @@
+"""``python -m flopplan`` runs the command line."""
+
+from flopplan.cli import main
+
+main()

@@ -1,0 +1,378 @@
+"""Architecture specs: the Qwen2.5 registry and loading of Hugging Face ``config.json`` files.
+
+An :class:`ArchSpec` holds exactly the shapes that decide how many FLOPs a decoder-only transformer executes,
+plus what is needed to count its parameters. It never imports torch.
+
+Registry values are those of the public Hugging Face ``config.json`` files of the Qwen2.5 family (also Table 1
+of the Qwen2.5 technical report, arXiv:2412.15115); the parameter counts they give equal the safetensors totals.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from flopplan.errors import UserError
+
+LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""The seven linear projections of a decoder layer, in the order a layer executes them."""
+
+
+def projection_shapes(hidden: Any, q_dim: Any, kv_dim: Any, intermediate: Any) -> dict[str, tuple[Any, Any]]:
+    """(in_features, out_features) of the seven projections of a GQA decoder layer with a gated MLP.
+
+    Works on ints and on sympy symbols alike (the symbolic architecture of ``flopplan formula`` uses it too).
+    """
+    return {
+        "q_proj": (hidden, q_dim),
+        "k_proj": (hidden, kv_dim),
+        "v_proj": (hidden, kv_dim),
+        "o_proj": (q_dim, hidden),
+        "gate_proj": (hidden, intermediate),
+        "up_proj": (hidden, intermediate),
+        "down_proj": (intermediate, hidden),
+    }
+
+
+@dataclass(frozen=True)
+class HeadLayer:
+    """One linear layer of a model's head (activations between layers cost no counted FLOPs)."""
+
+    in_features: int
+    out_features: int
+    bias: bool = False
+
+
+@dataclass(frozen=True)
+class Head:
+    """What sits on the last hidden state: the LM head (``kind="lm"``) or a score head (``kind="score"``).
+
+    The LM head's single layer is ``hidden -> vocab`` and is derived from the spec, so ``layers`` is empty for it.
+    A score head lists its linear layers, e.g. Qwen2.5-Math-PRM: ``3584 -> 3584 (bias), ReLU, 3584 -> 2 (bias)``.
+    """
+
+    kind: str = "lm"
+    layers: tuple[HeadLayer, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("lm", "score"):
+            raise ValueError(f"head kind must be 'lm' or 'score', not {self.kind!r}")
+        if self.kind == "score" and not self.layers:
+            raise ValueError("a score head needs at least one layer")
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    """Shapes of a decoder-only transformer with grouped-query attention and a gated (SwiGLU) MLP."""
+
+    name: str
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    tie_embeddings: bool
+    family: str = "qwen2"
+    qkv_bias: bool = True
+    o_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False
+    head: Head = field(default_factory=Head)
+    max_position_embeddings: int | None = None
+    rope_theta: float | None = None
+    sliding_window: int | None = None
+    source: str = "registry"
+
+    def __post_init__(self) -> None:
+        for key in ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
+                    "vocab_size"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{key} must be a positive integer, not {value!r}")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads ({self.num_heads}) is not a multiple of num_kv_heads ({self.num_kv_heads})")
+        if self.head.kind == "score" and self.head.layers[0].in_features != self.hidden_size:
+            raise ValueError("the score head's first layer must take the hidden size as input")
+
+    # -- derived shapes ---------------------------------------------------------------------------------------
+    @property
+    def q_dim(self) -> int:
+        """Width of the query projection output, ``num_heads * head_dim`` (may differ from hidden, e.g. Qwen3)."""
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of each of the key and value projection outputs, ``num_kv_heads * head_dim``."""
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def head_layers(self) -> tuple[HeadLayer, ...]:
+        """The head's linear layers; for an LM head the single ``hidden -> vocab`` projection."""
+        if self.head.kind == "lm":
+            return (HeadLayer(self.hidden_size, self.vocab_size, False),)
+        return self.head.layers
+
+    def projection_shapes(self) -> dict[str, tuple[int, int]]:
+        """(in_features, out_features) of each of the seven linear projections of one decoder layer."""
+        return projection_shapes(self.hidden_size, self.q_dim, self.kv_dim, self.intermediate_size)
+
+    # -- parameter counts -------------------------------------------------------------------------------------
+    def layer_params(self) -> int:
+        """Parameters of one decoder layer: seven projections, their biases, two RMSNorms, optional q/k norms."""
+        shapes = self.projection_shapes()
+        weights = sum(n_in * n_out for n_in, n_out in shapes.values())
+        biases = 0
+        if self.qkv_bias:
+            biases += self.q_dim + 2 * self.kv_dim
+        if self.o_bias:
+            biases += self.hidden_size
+        if self.mlp_bias:
+            biases += 2 * self.intermediate_size + self.hidden_size
+        norms = 2 * self.hidden_size + (2 * self.head_dim if self.qk_norm else 0)
+        return weights + biases + norms
+
+    def embedding_params(self) -> int:
+        """Parameters of the input embedding table (``vocab x hidden``)."""
+        return self.vocab_size * self.hidden_size
+
+    def head_params(self) -> int:
+        """Parameters of the head: 0 for a tied LM head, ``hidden x vocab`` untied, or the score head's layers."""
+        if self.head.kind == "lm":
+            return 0 if self.tie_embeddings else self.hidden_size * self.vocab_size
+        return sum(layer.in_features * layer.out_features + (layer.out_features if layer.bias else 0)
+                   for layer in self.head.layers)
+
+    @property
+    def params(self) -> int:
+        """All parameters, counted once (a tied LM head shares the embedding table)."""
+        return self.params_non_embedding + self.embedding_params() + (
+            self.head_params() if self.head.kind == "lm" else 0)
+
+    @property
+    def params_non_embedding(self) -> int:
+        """Parameters without the embedding table and without an LM head (a score head is counted)."""
+        body = self.num_layers * self.layer_params() + self.hidden_size  # + the final RMSNorm
+        return body + (self.head_params() if self.head.kind == "score" else 0)
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready description of the spec."""
+        return {
+            "name": self.name,
+            "family": self.family,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "num_kv_heads": self.num_kv_heads,
+            "head_dim": self.head_dim,
+            "vocab_size": self.vocab_size,
+            "tie_embeddings": self.tie_embeddings,
+            "qkv_bias": self.qkv_bias,
+            "o_bias": self.o_bias,
+            "mlp_bias": self.mlp_bias,
+            "qk_norm": self.qk_norm,
+            "head": {"kind": self.head.kind,
+                     "layers": [[lay.in_features, lay.out_features, lay.bias] for lay in self.head_layers]},
+            "max_position_embeddings": self.max_position_embeddings,
+            "rope_theta": self.rope_theta,
+            "sliding_window": self.sliding_window,
+            "params": self.params,
+            "params_non_embedding": self.params_non_embedding,
+            "source": self.source,
+        }
+
+
+# -- the registry ---------------------------------------------------------------------------------------------
+
+def _qwen25(name: str, hidden: int, inter: int, layers: int, heads: int, kv: int, vocab: int, tied: bool,
+            max_pos: int, rope_theta: float = 1e6, head: Head | None = None) -> ArchSpec:
+    return ArchSpec(name=name, hidden_size=hidden, intermediate_size=inter, num_layers=layers, num_heads=heads,
+                    num_kv_heads=kv, head_dim=hidden // heads, vocab_size=vocab, tie_embeddings=tied,
+                    family="qwen2", qkv_bias=True, head=head or Head(), max_position_embeddings=max_pos,
+                    rope_theta=rope_theta)
+
+
+_PRM_HEAD = Head("score", (HeadLayer(3584, 3584, True), HeadLayer(3584, 2, True)))
+
+REGISTRY: dict[str, ArchSpec] = {spec.name: spec for spec in (
+    _qwen25("qwen2.5-0.5b", 896, 4864, 24, 14, 2, 151936, True, 32768),
+    _qwen25("qwen2.5-1.5b", 1536, 8960, 28, 12, 2, 151936, True, 131072),
+    _qwen25("qwen2.5-3b", 2048, 11008, 36, 16, 2, 151936, True, 32768),
+    _qwen25("qwen2.5-7b", 3584, 18944, 28, 28, 4, 152064, False, 131072),
+    _qwen25("qwen2.5-14b", 5120, 13824, 48, 40, 8, 152064, False, 131072),
+    _qwen25("qwen2.5-32b", 5120, 27648, 64, 40, 8, 152064, False, 131072),
+    _qwen25("qwen2.5-72b", 8192, 29568, 80, 64, 8, 152064, False, 131072),
+    _qwen25("qwen2.5-math-1.5b", 1536, 8960, 28, 12, 2, 151936, True, 4096, rope_theta=1e4),
+    _qwen25("qwen2.5-math-7b", 3584, 18944, 28, 28, 4, 152064, False, 4096, rope_theta=1e4),
+    _qwen25("qwen2.5-math-prm-7b", 3584, 18944, 28, 28, 4, 152064, False, 4096, rope_theta=1e4, head=_PRM_HEAD),
+)}
+
+QWEN25_SIZES: tuple[str, ...] = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b",
+                                 "qwen2.5-32b", "qwen2.5-72b")
+"""The general-purpose Qwen2.5 policies, smallest first."""
+
+_ALIASES = {name.replace("qwen2.5-", "qwen2.5/"): name for name in REGISTRY}
+
+
+def resolve(name_or_path: str) -> ArchSpec:
+    """A registry name (case-insensitive, ``Qwen/Qwen2.5-7B`` style accepted) or a config.json file or folder."""
+    key = name_or_path.strip().lower()
+    key = key.removeprefix("qwen/")
+    for suffix in ("-instruct",):
+        key = key.removesuffix(suffix)
+    key = _ALIASES.get(key, key)
+    if key in REGISTRY:
+        return REGISTRY[key]
+    path = Path(name_or_path)
+    if path.exists() or name_or_path.endswith(".json") or "/" in name_or_path:
+        return load_config(path)
+    raise UserError(f"unknown model {name_or_path!r}: use one of {', '.join(REGISTRY)} or a path to a config.json")
+
+
+# -- Hugging Face config.json ---------------------------------------------------------------------------------
+
+SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "llama", "mistral")
+_MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size", "num_experts_per_tok")
+
+
+def load_config(path: str | Path, name: str | None = None) -> ArchSpec:
+    """Load a Hugging Face ``config.json`` (or a folder holding one) of a supported decoder-only model.
+
+    Refuses, with a :class:`UserError` naming the reason, anything whose FLOPs this model would get wrong:
+    mixture-of-experts, encoder-decoder, layers with mixed sliding-window/full attention, unknown model types,
+    and configs missing a size key.
+    """
+    path = Path(path)
+    file = path / "config.json" if path.is_dir() else path
+    try:
+        text = file.read_text()
+    except OSError as exc:
+        raise UserError(f"cannot read config {str(file)!r}: {exc.strerror or exc}") from None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"config {str(file)!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(cfg, dict):
+        raise UserError(f"config {str(file)!r} is not a JSON object")
+    return spec_from_config(cfg, name=name or _name_from_path(file), source=str(file))
+
+
+def _name_from_path(file: Path) -> str:
+    return file.parent.name if file.name == "config.json" and file.parent.name else file.stem
+
+
+def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> ArchSpec:
+    """Build an :class:`ArchSpec` from the dictionary of a Hugging Face config."""
+    where = f"config {source!r}"
+    if cfg.get("is_encoder_decoder"):
+        raise UserError(f"{where}: encoder-decoder models are not supported (decoder-only only)")
+    model_type = cfg.get("model_type")
+    moe = [key for key in _MOE_KEYS if cfg.get(key)]
+    if moe or (isinstance(model_type, str) and ("moe" in model_type or model_type in ("mixtral", "deepseek_v3"))):
+        raise UserError(f"{where}: mixture-of-experts models are not supported "
+                        f"(model_type {model_type!r}{', ' + moe[0] if moe else ''})")
+    if "text_config" in cfg or "vision_config" in cfg:
+        raise UserError(f"{where}: multimodal configs are not supported (text decoder only)")
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise UserError(f"{where}: model_type {model_type!r} is not supported "
+                        f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
+    required = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+    missing = [key for key in required if key not in cfg]
+    if missing:
+        raise UserError(f"{where}: missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
+    sizes: dict[str, int] = {}
+    for key in (*required, "num_key_value_heads", "head_dim"):
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise UserError(f"{where}: {key} must be a positive integer, not {value!r}")
+        sizes[key] = value
+    hidden, heads = sizes["hidden_size"], sizes["num_attention_heads"]
+    kv_heads = sizes.get("num_key_value_heads", heads)  # transformers' default when the key is absent
+    if "head_dim" in sizes:
+        head_dim = sizes["head_dim"]
+    elif hidden % heads:
+        raise UserError(f"{where}: hidden_size {hidden} is not divisible by num_attention_heads {heads} "
+                        "and there is no head_dim")
+    else:
+        head_dim = hidden // heads
+    if heads % kv_heads:
+        raise UserError(f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}")
+    sliding_window = _uniform_sliding_window(cfg, model_type, where)
+    attention_bias = bool(cfg.get("attention_bias", False))
+    bias = {
+        "qwen2": (True, False, False),
+        "qwen3": (attention_bias, attention_bias, False),
+        "llama": (attention_bias, attention_bias, bool(cfg.get("mlp_bias", False))),
+        "mistral": (False, False, False),
+    }[model_type]
+    head = _head_from_config(cfg, hidden, where)
+    rope = cfg.get("rope_theta")
+    if rope is None and isinstance(cfg.get("rope_parameters"), dict):
+        rope = cfg["rope_parameters"].get("rope_theta")
+    try:
+        return ArchSpec(
+            name=name, hidden_size=hidden, intermediate_size=sizes["intermediate_size"],
+            num_layers=sizes["num_hidden_layers"], num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
+            vocab_size=sizes["vocab_size"], tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            family=model_type, qkv_bias=bias[0], o_bias=bias[1], mlp_bias=bias[2], qk_norm=model_type == "qwen3",
+            head=head, max_position_embeddings=cfg.get("max_position_embeddings"),
+            rope_theta=float(rope) if isinstance(rope, (int, float)) else None,
+            sliding_window=sliding_window, source=source)
+    except ValueError as exc:
+        raise UserError(f"{where}: {exc}") from None
+
+
+def _uniform_sliding_window(cfg: dict[str, Any], model_type: str, where: str) -> int | None:
+    """The sliding window if every layer uses the same one, None for full attention; refuse mixed layers."""
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and len(set(layer_types)) > 1:
+        raise UserError(f"{where}: mixed sliding-window and full-attention layers are not supported "
+                        f"(layer_types {sorted(set(layer_types))})")
+    window = cfg.get("sliding_window")
+    if model_type in ("qwen2", "qwen3"):
+        if not cfg.get("use_sliding_window", False):
+            return None
+        max_window_layers = cfg.get("max_window_layers", cfg.get("num_hidden_layers"))
+        if max_window_layers is not None and max_window_layers < cfg.get("num_hidden_layers", 0):
+            raise UserError(f"{where}: mixed sliding-window and full-attention layers are not supported "
+                            f"(use_sliding_window with max_window_layers {max_window_layers})")
+    if model_type == "llama":
+        return None
+    if window is None:
+        return None
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise UserError(f"{where}: sliding_window must be a positive integer or null, not {window!r}")
+    return window
+
+
+def _head_from_config(cfg: dict[str, Any], hidden: int, where: str) -> Head:
+    architectures = cfg.get("architectures") or []
+    arch = architectures[0] if isinstance(architectures, list) and architectures else ""
+    if arch.endswith("ForProcessRewardModel"):
+        # Qwen2.5-Math-PRM: Linear(h, h, bias) -> ReLU -> Linear(h, 2, bias) on every position.
+        return Head("score", (HeadLayer(hidden, hidden, True), HeadLayer(hidden, 2, True)))
+    if arch.endswith("ForSequenceClassification") or arch.endswith("ForRewardModel"):
+        labels = cfg.get("num_labels")
+        if labels is None and isinstance(cfg.get("id2label"), dict):
+            labels = len(cfg["id2label"])
+        labels = labels or 2  # transformers' default
+        if isinstance(labels, bool) or not isinstance(labels, int) or labels <= 0:
+            raise UserError(f"{where}: num_labels must be a positive integer, not {labels!r}")
+        return Head("score", (HeadLayer(hidden, labels, False),))
+    return Head()
+
+
+def with_head(spec: ArchSpec, head: Head, name: str | None = None) -> ArchSpec:
+    """The same backbone with another head (e.g. a policy architecture used as an outcome reward model)."""
+    return replace(spec, head=head, name=name or spec.name)
+
+
+def orm_head(spec: ArchSpec, labels: int = 1) -> Head:
+    """The score head of ``AutoModelForSequenceClassification``: one bias-free ``hidden -> labels`` layer."""
+    return Head("score", (HeadLayer(spec.hidden_size, labels, False),))

@@ -1,0 +1,418 @@
+"""The closed-form FLOP model: exact counts of what a transformers decoder executes.
+
+Every pass through the model (a forward over a batch, a decode step, a whole ``generate``, a training step) is
+linear in three quantities, summed over the batch:
+
+* ``tokens``: token positions that go through the decoder layers (every linear projection runs once per token);
+* ``pairs``:  query-key pairs per attention head (``QK^T`` and ``softmax(.)V`` each cost ``2 * q_dim`` per pair);
+* ``positions``: positions whose hidden state goes through the head (LM head or score head).
+
+So a pass is described by a :class:`Pass` of those three numbers, and one function, :func:`pass_terms`, turns it
+into a breakdown (term -> FLOPs). Each term is written once in plain ``+`` and ``*`` arithmetic; the only other
+operation is :func:`half`, exact on integers. The same definitions therefore evaluate on Python ints (exact
+integers), numpy arrays (whole grids at once; int64 is exact below 2**63, float64 for larger grids) and sympy
+symbols (the LaTeX of ``flopplan formula``).
+
+Conventions (each is a :class:`Conventions` field, documented in the README):
+
+* A multiply-add is 2 FLOPs (``FMA_FLOPS``), a ``[M,K]x[K,N]`` matmul ``2*M*K*N``; biases, norms, softmax, RoPE,
+  activations and embedding gathers count 0. This is what ``torch.utils.flop_counter.FlopCounterMode`` counts.
+* ``attention="dense"`` (default) counts every query against every key of the (masked) score matrix, as
+  FlopCounterMode and eager attention do; ``"causal"`` counts only the computed triangle (``s*(s+1)/2`` pairs for a
+  prefill of ``s`` tokens), the work a causal flash kernel really does, for time estimates.
+* ``attention_kernel="eager"`` (default): attention is two batched matmuls, each of whose operands gets a gradient
+  of the same cost (backward = 2x forward). ``"sdpa"``: a fused SDPA/flash kernel, whose backward FlopCounterMode
+  counts as 2.5x the forward (five matmuls: the recomputed scores, dV, dP, dQ, dK) whenever any of q, k, v needs a
+  gradient; use it to match a GPU measurement with SDPA.
+* Training counts what autograd executes: a frozen weight whose input needs a gradient costs its forward once more
+  (dgrad, no wgrad); an op none of whose inputs needs a gradient has no backward at all. Under LoRA the layers
+  before the first trainable module see inputs that need no gradient, unless the embedding output is made to
+  require one (``input_requires_grad``, which transformers turns on with gradient checkpointing).
+* Gradient checkpointing re-runs each decoder layer's forward during backward. Non-reentrant checkpointing (the
+  transformers 5 default) stops the re-run as soon as the last tensor the backward needs is recomputed, so the
+  final matmul of the layer, whose inputs are saved before it runs, is not re-executed. Reentrant checkpointing
+  re-runs the whole layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from flopplan.arch import LORA_TARGETS
+
+Num = Any
+"""A count: a Python int (exact), a numpy array (a grid) or a sympy expression (a formula)."""
+
+FMA_FLOPS = 2
+"""FLOPs per multiply-add: a [M,K]x[K,N] matmul is 2*M*K*N FLOPs (FlopCounterMode; Megatron's fma factor)."""
+
+ATTENTION_MATMULS = 2
+"""Attention does two matmuls per head per query-key pair: the scores QK^T and the weighted sum softmax(.)V."""
+
+SDPA_BACKWARD_MATMULS = 5
+"""FlopCounterMode's count for a fused SDPA backward: recomputed QK^T, dV, dP, dQ and dK (2.5x the forward)."""
+
+
+def half(x: Num) -> Num:
+    """``x / 2``, exact for Python ints and integer numpy arrays (every caller passes an even number)."""
+    if isinstance(x, int):
+        if x % 2:
+            raise ValueError(f"half() of an odd integer {x}")
+        return x // 2
+    kind = getattr(getattr(x, "dtype", None), "kind", None)
+    if kind in ("i", "u"):
+        return x // 2
+    return x / 2
+
+
+def matmul_flops(rows: Num, n_in: Num, n_out: Num) -> Num:
+    """FLOPs of ``[rows, n_in] x [n_in, n_out]``."""
+    return FMA_FLOPS * rows * n_in * n_out
+
+
+# -- conventions and fine-tuning set-up -------------------------------------------------------------------------
+
+ATTENTION_CONVENTIONS = ("dense", "causal")
+ATTENTION_KERNELS = ("eager", "sdpa")
+CHECKPOINTING = ("none", "non-reentrant", "reentrant")
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """The counting choices that differ between tools (see the module docstring)."""
+
+    attention: str = "dense"
+    attention_kernel: str = "eager"
+
+    def __post_init__(self) -> None:
+        if self.attention not in ATTENTION_CONVENTIONS:
+            raise ValueError(f"attention convention must be one of {ATTENTION_CONVENTIONS}, not {self.attention!r}")
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            raise ValueError(f"attention kernel must be one of {ATTENTION_KERNELS}, not {self.attention_kernel!r}")
+
+    @property
+    def causal(self) -> bool:
+        return self.attention == "causal"
+
+
+@dataclass(frozen=True)
+class LoRA:
+    """A LoRA adapter (peft): rank ``r`` on the named projections of every decoder layer, base weights frozen."""
+
+    rank: Num
+    targets: tuple[str, ...] = LORA_TARGETS
+
+    def __post_init__(self) -> None:
+        symbolic = hasattr(self.rank, "free_symbols")  # a sympy symbol, for formulas
+        if not symbolic and (isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank <= 0):
+            raise ValueError(f"LoRA rank must be a positive integer, not {self.rank!r}")
+        unknown = [t for t in self.targets if t not in LORA_TARGETS]
+        if unknown or not self.targets:
+            raise ValueError(f"LoRA targets must be a non-empty subset of {', '.join(LORA_TARGETS)}"
+                             + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
+        # one canonical order, so that equal adapters compare equal
+        object.__setattr__(self, "targets", tuple(t for t in LORA_TARGETS if t in self.targets))
+
+
+@dataclass(frozen=True)
+class Training:
+    """How the policy is updated: full fine-tuning (``lora=None``) or LoRA, and activation checkpointing.
+
+    ``input_requires_grad`` says whether the embedding output requires a gradient. ``None`` means what
+    transformers does: yes under full fine-tuning (the embedding is trained) and whenever gradient checkpointing is
+    enabled through transformers (it calls ``enable_input_require_grads``), no otherwise.
+    """
+
+    lora: LoRA | None = None
+    checkpointing: str = "none"
+    input_requires_grad: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.checkpointing not in CHECKPOINTING:
+            raise ValueError(f"checkpointing must be one of {CHECKPOINTING}, not {self.checkpointing!r}")
+        if self.lora is not None and self.checkpointing == "reentrant" and self.input_requires_grad is False:
+            raise ValueError("reentrant checkpointing under LoRA needs input_requires_grad: "
+                             "otherwise no gradient reaches the adapters")
+
+    @property
+    def embedding_output_requires_grad(self) -> bool:
+        if self.lora is None:
+            return True
+        if self.input_requires_grad is not None:
+            return self.input_requires_grad
+        return self.checkpointing != "none"
+
+
+FULL = Training()
+"""Full fine-tuning without checkpointing."""
+
+
+# -- a pass through the model -----------------------------------------------------------------------------------
+
+def prefill_pairs(seq: Num, causal: bool = False) -> Num:
+    """Query-key pairs of a forward over ``seq`` fresh tokens: ``seq**2`` dense, ``seq*(seq+1)/2`` causal."""
+    if causal:
+        return half(seq * (seq + 1))
+    return seq * seq
+
+
+def decode_pairs(context: Num) -> Num:
+    """Query-key pairs of one decode step with ``context`` tokens cached: the new token attends to context + 1."""
+    return context + 1
+
+
+def decode_pairs_sum(prompt: Num, steps: Num) -> Num:
+    """Pairs of ``steps`` consecutive decode steps after a ``prompt``-token prefill.
+
+    Step j (0-based) has ``prompt + j`` tokens cached and attends to ``prompt + j + 1`` keys, so the sum is
+    ``steps*(prompt+1) + steps*(steps-1)/2``, an arithmetic series in closed form.
+    """
+    return steps * (prompt + 1) + half(steps * (steps - 1))
+
+
+@dataclass(frozen=True)
+class Pass:
+    """The three quantities every FLOP of a pass is linear in, summed over the batch."""
+
+    tokens: Num
+    pairs: Num
+    positions: Num
+
+    def __add__(self, other: Pass) -> Pass:
+        return Pass(self.tokens + other.tokens, self.pairs + other.pairs, self.positions + other.positions)
+
+    def scaled(self, factor: Num) -> Pass:
+        return Pass(self.tokens * factor, self.pairs * factor, self.positions * factor)
+
+
+def forward_pass(batch: Num, seq: Num, logits: Num, conv: Conventions = Conventions()) -> Pass:
+    """``batch`` sequences of ``seq`` tokens with the head applied to the last ``logits`` positions of each."""
+    return Pass(batch * seq, batch * prefill_pairs(seq, conv.causal), batch * logits)
+
+
+def decode_pass(batch: Num, context: Num) -> Pass:
+    """One decode step of ``batch`` sequences with ``context`` tokens in the KV cache."""
+    return Pass(batch, batch * decode_pairs(context), batch)
+
+
+def generate_passes(batch: Num, prompt: Num, completion: Num, conv: Conventions = Conventions()) -> dict[str, Pass]:
+    """transformers ``generate`` of ``completion`` new tokens after a ``prompt``-token prompt (no early stop).
+
+    The prefill runs the whole prompt with logits for the last position only (``logits_to_keep=1``) and yields
+    the first new token; each of the remaining ``completion - 1`` tokens costs one decode step.
+    """
+    steps = completion - 1
+    return {
+        "prefill": forward_pass(batch, prompt, 1, conv),
+        "decode": Pass(batch * steps, batch * decode_pairs_sum(prompt, steps), batch * steps),
+    }
+
+
+# -- breakdowns -------------------------------------------------------------------------------------------------
+
+class Breakdown(dict[str, Num]):
+    """FLOPs by term. ``total`` is the exact sum; terms are never dropped."""
+
+    @property
+    def total(self) -> Num:
+        return sum(self.values(), 0)
+
+    def add(self, key: str, value: Num) -> None:
+        self[key] = self[key] + value if key in self else value
+
+    def prefixed(self, prefix: str) -> Breakdown:
+        return Breakdown({f"{prefix}/{key}": value for key, value in self.items()})
+
+    def grouped(self, key_of: Callable[[str], str]) -> Breakdown:
+        out = Breakdown()
+        for key, value in self.items():
+            out.add(key_of(key), value)
+        return out
+
+    def scaled(self, factor: Num) -> Breakdown:
+        return Breakdown({key: value * factor for key, value in self.items()})
+
+    @staticmethod
+    def combine(parts: Iterable[Breakdown]) -> Breakdown:
+        out = Breakdown()
+        for part in parts:
+            for key, value in part.items():
+                out.add(key, value)
+        return out
+
+
+def component(term: str) -> str:
+    """Group a term by the module it belongs to: ``backward/q_proj.lora_a.wgrad`` -> ``q_proj``."""
+    return term.rsplit("/", 1)[-1].split(".", 1)[0]
+
+
+# -- the decoder layer as an ordered list of matmuls ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Op:
+    """One matmul of a pass: its forward FLOPs and, per operand, whether that operand needs a gradient.
+
+    A matmul's gradient with respect to either operand costs exactly its forward FLOPs.
+    """
+
+    term: str
+    flops: Num
+    grads: tuple[tuple[str, bool], ...] = ()
+    fused_backward: Num | None = None  # SDPA: the whole attention backward, charged once, if any input needs grad
+
+
+@dataclass
+class _LayerBuilder:
+    arch: Any
+    tokens: Num
+    pairs: Num
+    lora: LoRA | None
+    trains_weights: bool
+    kernel: str
+    ops: list[_Op] = field(default_factory=list)
+
+    def linear(self, name: str, x_rg: bool) -> bool:
+        """Append a projection (and its LoRA branch); return whether its output needs a gradient."""
+        n_in, n_out = self.arch.projection_shapes()[name]
+        self.ops.append(_Op(name, matmul_flops(self.tokens, n_in, n_out),
+                            (("dgrad", x_rg), ("wgrad", self.trains_weights))))
+        out_rg = x_rg or self.trains_weights
+        if self.lora is not None and name in self.lora.targets:
+            r = self.lora.rank
+            # peft: result = base(x) + lora_B(lora_A(dropout(x))) * scaling; A and B are trained.
+            self.ops.append(_Op(f"{name}.lora_a", matmul_flops(self.tokens, n_in, r),
+                                (("dgrad", x_rg), ("wgrad", True))))
+            self.ops.append(_Op(f"{name}.lora_b", matmul_flops(self.tokens, r, n_out),
+                                (("dgrad", True), ("wgrad", True))))
+            out_rg = True
+        return out_rg
+
+    def attention(self, q_rg: bool, k_rg: bool, v_rg: bool) -> bool:
+        one = FMA_FLOPS * self.pairs * self.arch.q_dim  # one of the two attention matmuls, all heads
+        if self.kernel == "sdpa":
+            fused = SDPA_BACKWARD_MATMULS * one if (q_rg or k_rg or v_rg) else None
+            self.ops.append(_Op("attn_scores", one))
+            self.ops.append(_Op("attn_values", one, fused_backward=fused))
+        else:
+            self.ops.append(_Op("attn_scores", one, (("q", q_rg), ("k", k_rg))))
+            self.ops.append(_Op("attn_values", one, (("probs", q_rg or k_rg), ("v", v_rg))))
+        return q_rg or k_rg or v_rg
+
+
+def _layer_ops(arch: Any, tokens: Num, pairs: Num, lora: LoRA | None, trains_weights: bool, input_rg: bool,
+               kernel: str) -> list[_Op]:
+    """The matmuls of one decoder layer in execution order, with gradient needs propagated from the input."""
+    b = _LayerBuilder(arch, tokens, pairs, lora, trains_weights, kernel)
+    q = b.linear("q_proj", input_rg)
+    k = b.linear("k_proj", input_rg)
+    v = b.linear("v_proj", input_rg)
+    context = b.attention(q, k, v)
+    attn_out = b.linear("o_proj", context)
+    mlp_in = input_rg or attn_out  # residual add
+    gate = b.linear("gate_proj", mlp_in)
+    up = b.linear("up_proj", mlp_in)
+    b.linear("down_proj", gate or up)
+    return b.ops
+
+
+def _head_ops(arch: Any, positions: Num, trains_weights: bool) -> list[_Op]:
+    ops = []
+    for i, layer in enumerate(arch.head_layers):
+        term = "head" if len(arch.head_layers) == 1 else f"head.{i}"
+        ops.append(_Op(term, matmul_flops(positions, layer.in_features, layer.out_features),
+                       (("dgrad", True), ("wgrad", trains_weights))))
+    return ops
+
+
+def _forward_terms(ops: Iterable[_Op], out: Breakdown, prefix: str = "", times: Num = 1) -> None:
+    for op in ops:
+        out.add(prefix + op.term, op.flops * times)
+
+
+def _backward_terms(ops: Iterable[_Op], out: Breakdown, times: Num = 1) -> None:
+    for op in ops:
+        if op.fused_backward is not None:
+            out.add("backward/attention.sdpa", op.fused_backward * times)
+        for label, needs in op.grads:
+            if needs:
+                out.add(f"backward/{op.term}.{label}", op.flops * times)
+
+
+def _recomputed(ops: list[_Op], checkpointing: str) -> list[_Op]:
+    """The ops a checkpointed layer re-runs in backward.
+
+    Non-reentrant checkpointing stops at the pack hook of the last saved tensor. The layer's last matmul (the
+    down projection, or the LoRA B matrix of the down projection) saves its inputs before its kernel runs, and
+    everything after it (the LoRA scaling, the residual add) saves nothing, so that matmul is not re-run.
+    """
+    if checkpointing == "reentrant":
+        return ops
+    return ops[:-1]
+
+
+def pass_terms(arch: Any, p: Pass, lora: LoRA | None = None, conv: Conventions = Conventions()) -> Breakdown:
+    """Forward FLOPs of a pass, by term. LoRA adapters, when given, are active (not merged)."""
+    out = Breakdown()
+    _forward_terms(_layer_ops(arch, p.tokens, p.pairs, lora, False, False, conv.attention_kernel), out,
+                   times=arch.num_layers)
+    _forward_terms(_head_ops(arch, p.positions, False), out)
+    return out
+
+
+def train_terms(arch: Any, p: Pass, training: Training = FULL, conv: Conventions = Conventions()) -> Breakdown:
+    """Forward + backward (+ recompute) FLOPs of one training pass, by term (``forward/``, ``backward/``,
+    ``recompute/``).
+
+    With ``p`` from :func:`forward_pass` this is one optimizer micro-step on ``batch`` sequences.
+    """
+    full = training.lora is None
+    first_rg = training.embedding_output_requires_grad
+    kernel = conv.attention_kernel
+    L = arch.num_layers
+    out = Breakdown()
+    rest = _layer_ops(arch, p.tokens, p.pairs, training.lora, full, True, kernel)
+    if first_rg:
+        layers = [(rest, L)]
+    else:
+        first = _layer_ops(arch, p.tokens, p.pairs, training.lora, full, False, kernel)
+        layers = [(first, 1), (rest, L - 1)]
+    head = _head_ops(arch, p.positions, full)
+    for ops, times in layers:
+        _forward_terms(ops, out, "forward/", times)
+    _forward_terms(head, out, "forward/")
+    for ops, times in layers:
+        _backward_terms(ops, out, times)
+    _backward_terms(head, out)
+    if training.checkpointing != "none":
+        for ops, times in layers:
+            _forward_terms(_recomputed(ops, training.checkpointing), out, "recompute/", times)
+    return out
+
+
+# -- the phases of the CLI --------------------------------------------------------------------------------------
+
+def forward_flops(arch: Any, batch: Num, seq: Num, logits: Num, lora: LoRA | None = None,
+                  conv: Conventions = Conventions()) -> Breakdown:
+    """A forward over ``batch`` x ``seq`` tokens with the head on the last ``logits`` positions per sequence."""
+    return pass_terms(arch, forward_pass(batch, seq, logits, conv), lora, conv)
+
+
+def decode_flops(arch: Any, batch: Num, context: Num, lora: LoRA | None = None,
+                 conv: Conventions = Conventions()) -> Breakdown:
+    """One decode step of ``batch`` sequences with ``context`` tokens in the KV cache."""
+    return pass_terms(arch, decode_pass(batch, context), lora, conv)
+
+
+def generate_flops(arch: Any, batch: Num, prompt: Num, completion: Num, lora: LoRA | None = None,
+                   conv: Conventions = Conventions()) -> Breakdown:
+    """transformers ``generate``: prefill (``prefill/`` terms) and ``completion - 1`` decode steps (``decode/``)."""
+    return Breakdown.combine(pass_terms(arch, p, lora, conv).prefixed(name)
+                             for name, p in generate_passes(batch, prompt, completion, conv).items())
+
+
+def train_flops(arch: Any, batch: Num, seq: Num, logits: Num, training: Training = FULL,
+                conv: Conventions = Conventions()) -> Breakdown:
+    """Forward + backward of ``batch`` x ``seq`` tokens with the loss on the last ``logits`` positions."""
+    return train_terms(arch, forward_pass(batch, seq, logits, conv), training, conv)

@@ -1,0 +1,54 @@
+"""An :class:`ArchSpec` written back as a Hugging Face ``config.json`` dictionary (torch-free).
+
+The inverse of :func:`flopplan.arch.spec_from_config`: used to build real transformers models from a spec and to
+write config files for tests and users.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flopplan.arch import ArchSpec
+
+_ARCHITECTURES = {"qwen2": "Qwen2", "qwen3": "Qwen3", "llama": "Llama", "mistral": "Mistral"}
+
+
+def to_hf_config(spec: ArchSpec) -> dict[str, Any]:
+    """The config.json of the spec's architecture (sizes, biases, head, window)."""
+    prefix = _ARCHITECTURES[spec.family]
+    if spec.head.kind == "lm":
+        architecture = f"{prefix}ForCausalLM"
+    elif len(spec.head.layers) == 1 and not spec.head.layers[0].bias:
+        architecture = f"{prefix}ForSequenceClassification"
+    else:
+        architecture = f"{prefix}ForProcessRewardModel"
+    cfg: dict[str, Any] = {
+        "architectures": [architecture],
+        "model_type": spec.family,
+        "hidden_size": spec.hidden_size,
+        "intermediate_size": spec.intermediate_size,
+        "num_hidden_layers": spec.num_layers,
+        "num_attention_heads": spec.num_heads,
+        "num_key_value_heads": spec.num_kv_heads,
+        "vocab_size": spec.vocab_size,
+        "tie_word_embeddings": spec.tie_embeddings,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-6,
+        "max_position_embeddings": spec.max_position_embeddings or 32768,
+        "rope_theta": spec.rope_theta or 1e6,
+    }
+    if spec.family != "qwen2" or spec.head_dim * spec.num_heads != spec.hidden_size:
+        cfg["head_dim"] = spec.head_dim
+    if spec.family in ("qwen3", "llama"):
+        cfg["attention_bias"] = spec.qkv_bias
+    if spec.family == "llama":
+        cfg["mlp_bias"] = spec.mlp_bias
+    if spec.family in ("qwen2", "qwen3"):
+        cfg["use_sliding_window"] = spec.sliding_window is not None
+        cfg["sliding_window"] = spec.sliding_window
+        cfg["max_window_layers"] = spec.num_layers
+    if spec.family == "mistral":
+        cfg["sliding_window"] = spec.sliding_window
+    if spec.head.kind == "score":
+        cfg["num_labels"] = spec.head.layers[-1].out_features
+    return cfg

@@ -1,0 +1,83 @@
+"""Real transformers models built from an :class:`ArchSpec`, on any device (``meta``: no weights, no memory)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from flopplan.arch import ArchSpec
+from flopplan.formulas import LoRA
+from flopplan.hf_config import to_hf_config
+
+
+def hf_config(spec: ArchSpec, attn_implementation: str = "eager") -> Any:
+    """The transformers ``PretrainedConfig`` of a spec."""
+    from transformers import AutoConfig
+
+    cfg = dict(to_hf_config(spec))
+    model_type = cfg.pop("model_type")
+    cfg.pop("architectures")
+    cfg.setdefault("pad_token_id", 0)
+    config = AutoConfig.for_model(model_type, **cfg)
+    config._attn_implementation = attn_implementation
+    return config
+
+
+class ProcessRewardModel(nn.Module):
+    """A Qwen2.5-Math-PRM-style model: the transformers backbone plus a score head on every position.
+
+    The public Qwen2.5-Math-PRM-7B ships this as custom code (``Qwen2ForProcessRewardModel``): the Qwen2 backbone,
+    then ``Linear(h, h) -> ReLU -> Linear(h, 2)``; a step's reward is the softmax probability of class 1 at the
+    separator token after the step. This module builds the same layers for any score head of the spec.
+    """
+
+    def __init__(self, spec: ArchSpec, config: Any) -> None:
+        super().__init__()
+        from transformers import AutoModel
+
+        self.config = config
+        self.model = AutoModel.from_config(config)
+        layers: list[nn.Module] = []
+        for i, layer in enumerate(spec.head.layers):
+            if i:
+                layers.append(nn.ReLU())
+            layers.append(nn.Linear(layer.in_features, layer.out_features, bias=layer.bias))
+        self.score = nn.Sequential(*layers)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any) -> Any:
+        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
+        return self.score(hidden)
+
+
+def build_model(spec: ArchSpec, device: str | torch.device = "meta", dtype: torch.dtype = torch.float32,
+                attn_implementation: str = "eager", seed: int | None = None) -> nn.Module:
+    """A random-initialised transformers model of the spec (weights do not change FLOPs or timings).
+
+    LM head -> ``AutoModelForCausalLM``; a single bias-free score layer -> ``AutoModelForSequenceClassification``
+    (an outcome reward model); any other score head -> :class:`ProcessRewardModel`.
+    """
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    if seed is not None:
+        torch.manual_seed(seed)
+    config = hf_config(spec, attn_implementation)
+    with torch.device(device):
+        if spec.head.kind == "lm":
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        elif len(spec.head.layers) == 1 and not spec.head.layers[0].bias:
+            config.num_labels = spec.head.layers[0].out_features
+            model = AutoModelForSequenceClassification.from_config(config, dtype=dtype)
+        else:
+            model = ProcessRewardModel(spec, config).to(dtype)
+    return model
+
+
+def add_lora(model: nn.Module, lora: LoRA, alpha: int | None = None, dropout: float = 0.0) -> nn.Module:
+    """Wrap a model with a peft LoRA adapter on the spec's target projections (base frozen)."""
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=lora.rank, lora_alpha=alpha if alpha is not None else 2 * lora.rank,
+                        target_modules=list(lora.targets), lora_dropout=dropout, bias="none")
+    return get_peft_model(model, config)

@@ -1,0 +1,1 @@
+"""Rendering: engineering units, tables (md/latex/csv/json), symbolic formulas. Torch-free."""

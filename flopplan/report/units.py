@@ -1,0 +1,42 @@
+"""Engineering units for humans: 3.2 EFLOP, 1.54 B, 12.3 %. Machines get the exact integers instead."""
+
+from __future__ import annotations
+
+_PREFIXES = ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+_COUNT = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
+
+
+def eng(value: float, unit: str = "FLOP", digits: int = 3) -> str:
+    """``3.16e18`` -> ``3.16 EFLOP`` (three significant digits by default)."""
+    value = float(value)
+    magnitude = abs(value)
+    for scale, prefix in _PREFIXES:
+        if magnitude >= scale:
+            return f"{_sig(value / scale, digits)} {prefix}{unit}"
+    return f"{_sig(value, digits)} {unit}"
+
+
+def count(value: float, digits: int = 3) -> str:
+    """A count with a B/M/k suffix: ``1543714304`` -> ``1.54 B``; small counts print exactly."""
+    magnitude = abs(float(value))
+    if magnitude < 1e4 and float(value).is_integer():
+        return f"{int(value):,}"
+    for scale, suffix in _COUNT:
+        if magnitude >= scale:
+            return f"{_sig(value / scale, digits)} {suffix}"
+    return _sig(value, digits)
+
+
+def percent(part: float, whole: float, digits: int = 1) -> str:
+    if not whole:
+        return "-"
+    return f"{100.0 * float(part) / float(whole):.{digits}f} %"
+
+
+def _sig(value: float, digits: int) -> str:
+    if value == 0:
+        return "0"
+    text = f"{value:.{digits}g}"
+    if "e" in text:
+        return f"{value:.{digits - 1}e}"
+    return text
