@@ -30,7 +30,7 @@ demo: $(VENV)/.core-installed
 	$(BIN)/flopplan estimate --model qwen2.5-7b --phase train --batch 8 --seq 1280 --logits 1025 --lora-rank 64 --grad-ckpt
 
 lint: $(VENV)/.test-installed
-	$(BIN)/ruff check flopplan tests benchmarks examples
+	$(BIN)/ruff check .
 	$(BIN)/mypy
 
 test: lint
