@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from flopplan.arch import QWEN25_SIZES, REGISTRY, ArchSpec
@@ -48,7 +49,7 @@ def decoding(spec: ArchSpec) -> tuple[Breakdown, int]:
     return exact, fvcore_forward(exact)  # fvcore on each traced forward, attention dropped
 
 
-def _row(name: str, label: str, exact: Breakdown, fvcore: int, peer_counts: dict[str, float]) -> list[str]:
+def _row(name: str, label: str, exact: Breakdown, fvcore: int, peer_counts: Mapping[str, float]) -> list[str]:
     total = int(exact.total)
     errors = [relative_error(peer_counts[p], total) for p in PEERS] + [relative_error(fvcore, total)]
     return [name, label, eng(total), *(f"{100 * e:+.1f}%" for e in errors)]
@@ -65,12 +66,12 @@ def peer_error_tables() -> list[Table]:
         spec = REGISTRY[name]
         for seq in SEQ_LENGTHS:
             for table, (exact, fvcore) in ((lora, lora_update(spec, seq)), (full, full_step(spec, seq))):
-                peers = {p: f(spec, seq, seq) for p, f in PEERS.items()}
+                peers: dict[str, float] = {p: f(spec, seq, seq) for p, f in PEERS.items()}
                 table.rows.append(_row(name, str(seq), exact, fvcore, peers))
         exact, fvcore = decoding(spec)
         total_tokens = DECODE_PROMPT + DECODE_COMPLETION
-        peers = {p: f(spec, total_tokens, total_tokens) / FORWARD_BACKWARD for p, f in PEERS.items()}
-        decode.rows.append(_row(name, f"{DECODE_PROMPT}+{DECODE_COMPLETION}", exact, fvcore, peers))
+        per_forward = {p: f(spec, total_tokens, total_tokens) / FORWARD_BACKWARD for p, f in PEERS.items()}
+        decode.rows.append(_row(name, f"{DECODE_PROMPT}+{DECODE_COMPLETION}", exact, fvcore, per_forward))
     common = [
         "Cells: peer / exact - 1. Exact = flopplan's closed form, equal to torch FlopCounterMode on the "
         "transformers model (2 FLOPs per multiply-add, dense attention as executed).",
