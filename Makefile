@@ -26,8 +26,7 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	@touch $@ $(VENV)/.core-installed
 
 demo: $(VENV)/.core-installed
-	$(BIN)/flopplan models
-	$(BIN)/flopplan estimate --model qwen2.5-7b --phase train --batch 8 --seq 1280 --logits 1025 --lora-rank 64 --grad-ckpt
+	$(BIN)/flopplan plan
 
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check .
@@ -37,6 +36,7 @@ test: lint
 	$(BIN)/python -m pytest -n auto $(PYTEST_ARGS)
 
 bench: $(VENV)/.core-installed
+	$(BIN)/python benchmarks/plan_throughput.py
 	$(BIN)/python benchmarks/peer_formulas.py
 
 tables: $(VENV)/.core-installed

@@ -49,7 +49,7 @@ def console() -> Any:
     """A rich console; wide enough for the tables when output goes to a file or a pipe."""
     from rich.console import Console
 
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 180)
 
 
 @click.group(cls=FlopplanGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -262,6 +262,287 @@ def formula(phase: str, latex: bool, lora: bool, grad_ckpt: bool, attention: str
         click.echo(f"{key} = {value}")
     click.echo(f"total = {data['total']}")
     click.echo("where " + "; ".join(f"{k}: {v}" for k, v in data["symbols"].items()))
+
+
+# -- plan and compare -------------------------------------------------------------------------------------------
+
+DEFAULT_BUDGET_FLOPS = 10**19
+DEFAULT_MODELS = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b")
+FORMATS = ("table", "json", "csv", "markdown", "latex")
+
+
+def parse_number(text: str, what: str) -> int | float:
+    """``1e19``, ``10000``, ``2.5e3`` -> an int when integral (FLOP budgets stay exact), else a float."""
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        value = Decimal(text.replace("_", "").replace(",", ""))
+    except InvalidOperation:
+        fail(f"{what} must be a number, not {text!r}")
+    if not value.is_finite() or value <= 0:
+        fail(f"{what} must be a positive number, not {text!r}")
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+def recipe_options(func: Any) -> Any:
+    """The options of every recipe field (they override --recipe FILE, which overrides the defaults)."""
+    options = [
+        click.option("--recipe", "recipe_file", type=click.Path(dir_okay=False),
+                     help="A recipe file (TOML or JSON) to start from; options below override it."),
+        click.option("--reward", help="rule | orm:MODEL | prm:MODEL (default rule; prm alone: qwen2.5-math-prm-7b)."),
+        click.option("--group-size", "-G", type=int, help="Completions per prompt, G (default 8)."),
+        click.option("--prompts-per-step", type=int, help="Prompts per GRPO step (default 64)."),
+        click.option("--prompt-len", help="Prompt tokens: N, MEAN:MAX, or @FILE of lengths (default 256)."),
+        click.option("--completion-len", help="Completion tokens: N, MEAN:MAX, or @FILE (default 1024)."),
+        click.option("--iterations", "--mu", type=int, help="Policy updates per generation round, mu (default 1)."),
+        click.option("--beta", type=float, help="KL coefficient; > 0 adds a reference forward (default 0)."),
+        click.option("--lora-rank", type=int, help="LoRA rank (default 64)."),
+        click.option("--lora-targets", help="LoRA target projections (default all seven)."),
+        click.option("--full", "full_ft", is_flag=True, default=None, help="Full fine-tuning instead of LoRA."),
+        click.option("--old-logprobs", type=click.Choice(["auto", "on", "off"]),
+                     help="Recompute old-policy logprobs: auto = when mu > 1 or with vllm (TRL)."),
+        click.option("--grad-ckpt/--no-grad-ckpt", default=None, help="Gradient checkpointing (default on, TRL)."),
+        click.option("--logits", type=click.Choice(["completion", "all"]),
+                     help="Update/score logits on completion + 1 positions (TRL, default) or all."),
+        click.option("--engine", type=click.Choice(["hf", "vllm"]), help="Rollout engine traits (default hf)."),
+        click.option("--prefix-sharing", is_flag=True, default=None, help="vllm: prompt prefill once per group."),
+        click.option("--generation-batch", type=int, help="hf: sequences per generate call (default: all)."),
+        click.option("--micro-batch", type=int, help="Sequences per update forward/backward (default G)."),
+        click.option("--update-padding", type=click.Choice(["batch", "none"]),
+                     help="Pad update micro-batches to their longest (TRL, default) or not (packed, verl)."),
+        click.option("--optimizer-batch", type=int, help="Sequences per optimizer step (default: all)."),
+        click.option("--reward-overhead", type=int, help="Template tokens a reward model reads (default 32)."),
+        click.option("--prm-steps", type=int, help="Steps per response, one separator token each (default 8)."),
+        click.option("--eval-every", type=int, help="Greedy evaluation every K steps (own bucket)."),
+        click.option("--eval-prompts", type=int, help="Prompts per evaluation."),
+        click.option("--eval-prompt-len", help="Eval prompt tokens (default: --prompt-len)."),
+        click.option("--eval-completion-len", help="Eval completion tokens (default: --completion-len)."),
+        click.option("--attention", type=click.Choice(["dense", "causal"]), help="Attention convention."),
+        click.option("--attention-kernel", type=click.Choice(["eager", "sdpa"]), help="Attention backward kernel."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+_RECIPE_KEYS = ("reward", "group_size", "prompts_per_step", "prompt_len", "completion_len", "iterations", "beta",
+                "lora_rank", "lora_targets", "full_ft", "old_logprobs", "grad_ckpt", "logits", "engine",
+                "prefix_sharing", "generation_batch", "micro_batch", "update_padding", "optimizer_batch",
+                "reward_overhead", "prm_steps", "eval_every", "eval_prompts", "eval_prompt_len",
+                "eval_completion_len", "attention", "attention_kernel")
+
+
+def build_recipe(recipe_file: str | None, opts: dict[str, Any]) -> Any:
+    """A Recipe from defaults, then the file, then the command-line options that were given."""
+    from flopplan.lengths import Length
+    from flopplan.recipe import Recipe, RewardSystem
+
+    base = Recipe.load(recipe_file) if recipe_file else Recipe()
+    changes: dict[str, Any] = {}
+    rename = {"reward_overhead": "reward_overhead_tokens"}
+    for key in _RECIPE_KEYS:
+        value = opts.get(key)
+        if value is None:
+            continue
+        if key == "reward":
+            changes["reward"] = RewardSystem.parse(value)
+        elif key in ("prompt_len", "completion_len", "eval_prompt_len", "eval_completion_len"):
+            changes[key] = Length.parse(value, "--" + key.replace("_", "-"))
+        elif key == "lora_targets":
+            changes["lora_targets"] = tuple(t.strip() for t in value.split(",") if t.strip())
+        elif key == "full_ft":
+            if opts.get("lora_rank") is not None:
+                fail("--full and --lora-rank contradict each other")
+            changes["lora_rank"] = None
+        else:
+            changes[rename.get(key, key)] = value
+    if "lora_targets" in changes and changes.get("lora_rank", base.lora_rank) is None:
+        fail("--lora-targets needs LoRA (not --full)")
+    return base.with_(**changes)
+
+
+def budget_from(budget: str | None, gpu_hours: float | None, dollars: float | None) -> Any:
+    from flopplan.planner import Budget
+
+    given = sum(v is not None for v in (budget, gpu_hours, dollars))
+    if given > 1:
+        fail("give one budget: --budget FLOPS, --gpu-hours H or --dollars D")
+    if gpu_hours is not None:
+        return Budget(gpu_hours=gpu_hours)
+    if dollars is not None:
+        return Budget(dollars=dollars)
+    return Budget(flops=parse_number(budget, "--budget") if budget is not None else DEFAULT_BUDGET_FLOPS)
+
+
+def profile_from(device: str | None, profile: str | None, price: float | None, engine: str) -> Any:
+    from flopplan.hardware import load_profile, resolve_profile
+
+    if device and profile:
+        fail("give --device or --profile, not both")
+    if price is not None and price <= 0:
+        fail(f"--price-per-gpu-hour must be positive, not {price}")
+    if profile:
+        return load_profile(profile, price)
+    if device:
+        return resolve_profile(device, engine, price)
+    if price is not None:
+        fail("--price-per-gpu-hour needs --device or --profile")
+    return None
+
+
+def budget_options(func: Any) -> Any:
+    options = [
+        click.option("--budget", help=f"FLOP budget, e.g. 1e19 (default {DEFAULT_BUDGET_FLOPS:.0e})."),
+        click.option("--gpu-hours", type=float, help="Budget in GPU-hours (needs --device or --profile)."),
+        click.option("--dollars", type=float, help="Budget in dollars (needs a profile and a price)."),
+        click.option("--device", help="Datasheet profile: h100, h100-pcie, h200, a100, l40s, b200, mi300x."),
+        click.option("--profile", "profile_file", type=click.Path(dir_okay=False),
+                     help="A calibrated profile JSON (flopplan calibrate)."),
+        click.option("--price-per-gpu-hour", type=float, help="Dollars per GPU-hour, for dollar budgets."),
+        click.option("--format", "fmt", default="table", show_default=True, type=click.Choice(FORMATS)),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def render_tables(tables: list[Any], fmt: str, notes: list[str], command: str, extra_json: Any = None,
+                  plans: list[Any] | None = None) -> None:
+    from flopplan.report.plan_tables import plans_to_csv
+    from flopplan.report.tables import provenance, to_latex, to_markdown
+
+    if fmt == "json":
+        echo_json(extra_json)
+    elif fmt == "markdown":
+        click.echo(to_markdown(tables, command), nl=False)
+    elif fmt == "latex":
+        click.echo(to_latex(tables, command), nl=False)
+    elif fmt == "csv":
+        click.echo(plans_to_csv(plans or [], provenance(command)), nl=False)
+    else:
+        from rich.table import Table as RichTable
+
+        con = console()
+        for table in tables:
+            rich = RichTable(title=table.title, title_justify="left")
+            for name, align in zip(table.columns, table.alignment(), strict=True):
+                rich.add_column(name, justify="right" if align == "r" else "left")
+            for row in table.rows:
+                rich.add_row(*row)
+            con.print(rich)
+        for note in notes:
+            con.print(f"- {note}")
+
+
+def _models_option(models: tuple[str, ...]) -> list[str]:
+    names = [m.strip() for value in models for m in value.split(",") if m.strip()]
+    return names or list(DEFAULT_MODELS)
+
+
+def _command_line() -> str:
+    import shlex
+
+    return "flopplan " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+@main.command()
+@click.option("--model", "models", multiple=True, metavar="NAME",
+              help="Policy (repeatable or comma-separated; default Qwen2.5 0.5B to 14B).")
+@recipe_options
+@budget_options
+@click.option("--solve", "free", type=click.Choice(["steps", "group_size", "prompts_per_step", "iterations"]),
+              default="steps", show_default=True, help="The free quantity; others need --steps.")
+@click.option("--steps", type=int, help="GRPO steps to afford (with --solve or --largest-model).")
+@click.option("--target-learning-share", type=float,
+              help="Solve --solve iterations|group_size for this learning share (0-1) instead of a budget.")
+@click.option("--largest-model", is_flag=True, help="The largest registry model that affords --steps steps.")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), help="Write a versioned plan file (JSON).")
+@click.option("--save-recipe", type=click.Path(dir_okay=False), help="Write the effective recipe (TOML/JSON).")
+def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, gpu_hours: float | None,
+         dollars: float | None, device: str | None, profile_file: str | None, price_per_gpu_hour: float | None,
+         fmt: str, free: str, steps: int | None, target_learning_share: float | None, largest_model: bool,
+         out_file: str | None, save_recipe: str | None, **recipe_opts: Any) -> None:
+    """What a budget buys for each model: GRPO steps, rollouts, updates, reward calls, and the split into
+    rollout/search, learning and feedback.
+
+    With no options: a 1e19 FLOP budget, LoRA r=64, G=8, 64 prompts per step, 256-token prompts, 1024-token
+    completions, rule reward, Qwen2.5 0.5B to 14B.
+    """
+    from flopplan import planner as P
+    from flopplan.fileio import atomic_write_json
+    from flopplan.report.plan_tables import phase_table, plan_notes, plans_json, same_flop_table, time_table
+
+    base = build_recipe(recipe_file, recipe_opts)
+    names = _models_option(models) if (models or not recipe_file) else [base.policy]
+    the_budget = budget_from(budget, gpu_hours, dollars)
+    prof = profile_from(device, profile_file, price_per_gpu_hour, base.engine)
+    if steps is not None and steps <= 0:
+        fail(f"--steps must be a positive integer, not {steps}")
+    notes: list[str] = []
+    if target_learning_share is not None:
+        if free not in ("iterations", "group_size"):
+            fail("--target-learning-share needs --solve iterations or --solve group_size")
+        plans = []
+        for name in names:
+            solved, share, share_notes = P.solve_share(base.with_(policy=name), target_learning_share, free)
+            one = P.plan(solved, the_budget, prof)
+            one.notes += [f"{free}={getattr(solved, free)} gives a learning share of {share:.1%}", *share_notes]
+            plans.append(one)
+    elif largest_model:
+        if steps is None:
+            fail("--largest-model needs --steps N")
+        plans = [P.largest_model(base, the_budget, steps, prof)]
+    elif free != "steps":
+        plans = [P.solve(base.with_(policy=name), the_budget, free, steps, prof) for name in names]
+    else:
+        if steps is not None:
+            fail("--steps applies with --solve group_size|prompts_per_step|iterations or --largest-model")
+        plans = P.compare_models(base, names, the_budget, prof)
+    P.require_steps(plans)
+    if save_recipe:
+        base.with_(policy=plans[0].recipe.policy).save(save_recipe)
+    command = _command_line()
+    if out_file:
+        atomic_write_json(out_file, P.plans_file_data(plans, command))
+    tables = [same_flop_table(plans, with_time=prof is not None), phase_table(plans)]
+    if prof is not None:
+        tables.append(time_table(plans))
+    render_tables(tables, fmt, [*notes, *plan_notes(plans)] + ([f"plan file: {out_file}"] if out_file else []),
+                  command, plans_json(plans), plans)
+
+
+@main.command()
+@click.option("--models", "models", multiple=True, metavar="A,B,...", help="Policies (default Qwen2.5 0.5B-14B).")
+@click.option("--rewards", "rewards", multiple=True, metavar="R1,R2,...",
+              help="Reward systems (default rule, orm:qwen2.5-1.5b, prm:qwen2.5-math-prm-7b, prm:qwen2.5-1.5b).")
+@recipe_options
+@budget_options
+def compare(models: tuple[str, ...], rewards: tuple[str, ...], recipe_file: str | None, budget: str | None,
+            gpu_hours: float | None, dollars: float | None, device: str | None, profile_file: str | None,
+            price_per_gpu_hour: float | None, fmt: str, **recipe_opts: Any) -> None:
+    """Same-FLOP comparisons: every model size under one budget, and every feedback system per model."""
+    from flopplan import planner as P
+    from flopplan.report.plan_tables import phase_table, plan_notes, same_flop_table
+
+    base = build_recipe(recipe_file, recipe_opts)
+    names = _models_option(models)
+    reward_names = [r.strip() for value in rewards for r in value.split(",") if r.strip()] or list(DEFAULT_REWARDS)
+    the_budget = budget_from(budget, gpu_hours, dollars)
+    prof = profile_from(device, profile_file, price_per_gpu_hour, base.engine)
+    sizes = P.compare_models(base, names, the_budget, prof)
+    feedback = P.compare_rewards(base, reward_names, the_budget, names, prof)
+    P.require_steps(sizes + feedback)
+    tables = [same_flop_table(sizes, f"Model sizes at equal FLOPs ({the_budget.describe()}, reward {base.reward})",
+                              prof is not None),
+              same_flop_table(feedback, f"Feedback systems at equal FLOPs ({the_budget.describe()})",
+                              prof is not None),
+              phase_table(feedback, "Where the FLOPs go, by phase and feedback system")]
+    data = {"budget_flops": the_budget.flops, "budget": the_budget.to_data(),
+            "model_sizes": [p.to_data() for p in sizes], "feedback_systems": [p.to_data() for p in feedback]}
+    render_tables(tables, fmt, plan_notes(sizes), _command_line(), data, sizes + feedback)
+
+
+DEFAULT_REWARDS = ("rule", "orm:qwen2.5-1.5b", "prm:qwen2.5-math-prm-7b", "prm:qwen2.5-1.5b")
 
 
 # -- tables ----------------------------------------------------------------------------------------------------

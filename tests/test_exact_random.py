@@ -7,6 +7,8 @@ tied or not), a phase, LoRA targets and rank, checkpointing mode and input-grad 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 pytest.importorskip("torch")
@@ -49,7 +51,9 @@ def trainings(draw):
     return Training(lora, checkpointing, input_grads)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# FLOPPLAN_RANDOM_CASES=500 pytest tests/test_exact_random.py for a longer sweep
+@settings(max_examples=int(os.environ.get("FLOPPLAN_RANDOM_CASES", "40")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(small_archs(), st.sampled_from(["forward", "decode", "generate", "train"]), st.integers(1, 3),
        st.integers(1, 20), st.integers(0, 20), st.integers(1, 4), trainings(), st.data())
 def test_random_configurations_are_exact(arch, phase, batch, seq, context, completion, training, data):

@@ -18,7 +18,48 @@ def _peer_files() -> dict[str, str]:
     return {"peer_formulas.md": to_markdown(tables, COMMAND), "peer_formulas.tex": to_latex(tables, COMMAND)}
 
 
-GENERATORS: list[Callable[[], dict[str, str]]] = [_peer_files]
+PAPER_BUDGETS = (10**18, 10**19, 10**20)
+"""Budgets of the paper tables: 1, 10 and 100 EFLOP."""
+PAPER_SIZES = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b")
+PAPER_FEEDBACK_POLICIES = ("qwen2.5-1.5b", "qwen2.5-7b")
+PAPER_REWARDS = ("rule", "orm:qwen2.5-1.5b", "prm:qwen2.5-math-prm-7b", "prm:qwen2.5-1.5b")
+
+
+def _plan_files() -> dict[str, str]:
+    """Same-FLOP model sizes, feedback systems and the per-phase breakdown, at each paper budget, for the
+    default recipe (``flopplan plan`` with no options). CSVs hold the exact integers of every plan."""
+    from flopplan.planner import Budget, compare_models, compare_rewards
+    from flopplan.recipe import Recipe
+    from flopplan.report.plan_tables import phase_table, plan_notes, plans_to_csv, same_flop_table
+    from flopplan.report.tables import provenance
+    from flopplan.report.units import eng
+
+    recipe = Recipe()
+    tables: dict[str, list] = {"same_flop_sizes": [], "feedback_systems": [], "phase_breakdown": []}
+    csv_plans: dict[str, list] = {"same_flop_sizes": [], "feedback_systems": []}
+    for flops in PAPER_BUDGETS:
+        budget = Budget(flops=flops)
+        size_plans = compare_models(recipe, list(PAPER_SIZES), budget)
+        feedback_plans = compare_rewards(recipe, list(PAPER_REWARDS), budget, list(PAPER_FEEDBACK_POLICIES))
+        recipe_line = [n for n in plan_notes(size_plans) if n.startswith("recipe:")]
+        for stem, table in (
+                ("same_flop_sizes", same_flop_table(size_plans, f"Model sizes at equal FLOPs: {eng(flops)}")),
+                ("feedback_systems", same_flop_table(feedback_plans, f"Feedback systems at equal FLOPs: {eng(flops)}")),
+                ("phase_breakdown", phase_table(size_plans, f"FLOPs by phase and model size: {eng(flops)}"))):
+            table.notes = recipe_line
+            tables[stem].append(table)
+        csv_plans["same_flop_sizes"] += size_plans
+        csv_plans["feedback_systems"] += feedback_plans
+    files: dict[str, str] = {}
+    for stem, group in tables.items():
+        files[f"{stem}.md"] = to_markdown(group, COMMAND)
+        files[f"{stem}.tex"] = to_latex(group, COMMAND)
+    for stem, plans in csv_plans.items():  # phase columns are in both CSVs
+        files[f"{stem}.csv"] = plans_to_csv(plans, provenance(COMMAND))
+    return files
+
+
+GENERATORS: list[Callable[[], dict[str, str]]] = [_peer_files, _plan_files]
 
 
 def all_tables() -> dict[str, str]:

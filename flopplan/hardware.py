@@ -1,0 +1,112 @@
+"""Hardware profiles: FLOPs <-> seconds, GPU-hours and dollars, per kind of phase.
+
+A profile turns the FLOPs of a phase into seconds on one device. The datasheet profiles divide by the dense
+bf16 peak times a default efficiency per kind of work; a calibrated profile (``flopplan calibrate``) replaces the
+efficiencies with a fitted time model of the local hardware. Kinds of work (see ``cost.PHASE_KIND``):
+
+* ``train``   forward + backward: compute-bound large GEMMs;
+* ``forward`` no-grad teacher-forced scoring passes (old logprobs, reference, reward model);
+* ``prefill`` the prompt pass of generation;
+* ``decode``  one token per sequence per step: bound by memory bandwidth (weights and KV cache are re-read every
+  step), far below the compute peak, and much lower in HF ``generate`` than in vLLM's batched engine.
+
+The default efficiencies are rough, stated starting points, not measurements: training MFU of 35-45 % is
+typical of well-tuned bf16 runs (Megatron-LM and torchtitan report numbers in this range), prefill and scoring
+passes do somewhat better, decode is an order of magnitude worse. Calibrate to replace them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flopplan.errors import UserError
+from flopplan.fileio import read_json
+
+PEAK_BF16_FLOPS: dict[str, float] = {
+    # dense bf16 datasheet peaks (no sparsity), as used by verl and torchtitan
+    "h100": 989e12,  # H100 SXM
+    "h100-pcie": 756e12,
+    "h200": 989e12,
+    "a100": 312e12,
+    "l40s": 362e12,
+    "b200": 2.25e15,
+    "mi300x": 1307e12,
+}
+
+DEFAULT_EFFICIENCY: dict[str, dict[str, float]] = {
+    # fraction of the peak each kind of work reaches, by rollout engine
+    "hf": {"train": 0.40, "forward": 0.45, "prefill": 0.45, "decode": 0.02},
+    "vllm": {"train": 0.40, "forward": 0.45, "prefill": 0.50, "decode": 0.10},
+}
+KINDS = ("train", "forward", "prefill", "decode")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How fast each kind of work runs on one device. ``seconds`` is the only interface the planner uses."""
+
+    device: str
+    peak_flops: float
+    efficiency: dict[str, float] = field(default_factory=dict)  # kind -> fraction of peak
+    price_per_hour: float | None = None  # dollars per device-hour
+    source: str = "datasheet"
+    fitted: dict[str, Any] | None = None  # a calibrated time model, when present
+
+    def flops_per_second(self, kind: str) -> float:
+        if kind not in self.efficiency:
+            raise UserError(f"profile {self.device!r} has no efficiency for {kind!r} work")
+        return self.peak_flops * self.efficiency[kind]
+
+    def seconds(self, kind: str, flops: float) -> float:
+        """Seconds one device spends on ``flops`` of this kind of work."""
+        return float(flops) / self.flops_per_second(kind)
+
+    def describe(self) -> str:
+        effs = ", ".join(f"{k} {100 * v:.0f}%" for k, v in self.efficiency.items())
+        price = f", ${self.price_per_hour:g}/h" if self.price_per_hour else ""
+        return f"{self.device} ({self.source}: peak {self.peak_flops / 1e12:.0f} TFLOP/s bf16; {effs}{price})"
+
+    def to_data(self) -> dict[str, Any]:
+        return {"device": self.device, "peak_flops": self.peak_flops, "efficiency": dict(self.efficiency),
+                "price_per_hour": self.price_per_hour, "source": self.source}
+
+
+def datasheet_profile(device: str, engine: str = "hf", price_per_hour: float | None = None) -> Profile:
+    key = device.lower().replace("_", "-")
+    if key not in PEAK_BF16_FLOPS:
+        raise UserError(f"unknown device {device!r}: use one of {', '.join(PEAK_BF16_FLOPS)} or a profile JSON")
+    return Profile(key, PEAK_BF16_FLOPS[key], dict(DEFAULT_EFFICIENCY[engine]), price_per_hour,
+                   f"datasheet peak, default {engine} efficiencies")
+
+
+def load_profile(path: str | Path, price_per_hour: float | None = None) -> Profile:
+    """A profile JSON written by ``flopplan calibrate`` (or by hand: device, peak_flops, efficiency)."""
+    data = read_json(path, "profile")
+    if not isinstance(data, dict):
+        raise UserError(f"profile {str(path)!r} must be a JSON object")
+    try:
+        device = str(data["device"])
+        peak = float(data["peak_flops"])
+        efficiency = {str(k): float(v) for k, v in dict(data["efficiency"]).items()}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"profile {str(path)!r} is malformed: needs device, peak_flops and efficiency ({exc})") \
+            from None
+    missing = [k for k in KINDS if k not in efficiency]
+    if missing or peak <= 0 or any(v <= 0 for v in efficiency.values()):
+        raise UserError(f"profile {str(path)!r}: needs a positive peak and positive efficiencies for "
+                        f"{', '.join(KINDS)}")
+    price = price_per_hour if price_per_hour is not None else data.get("price_per_hour")
+    return Profile(device, peak, efficiency, price, str(data.get("source", f"profile {Path(path).name}")),
+                   data.get("fitted"))
+
+
+def resolve_profile(name_or_path: str, engine: str = "hf", price_per_hour: float | None = None) -> Profile:
+    """A device name (datasheet) or a profile JSON file."""
+    if name_or_path.lower().replace("_", "-") in PEAK_BF16_FLOPS:
+        return datasheet_profile(name_or_path, engine, price_per_hour)
+    if Path(name_or_path).exists() or name_or_path.endswith(".json"):
+        return load_profile(name_or_path, price_per_hour)
+    raise UserError(f"unknown device or profile {name_or_path!r}: use one of {', '.join(PEAK_BF16_FLOPS)} "
+                    "or a profile JSON")

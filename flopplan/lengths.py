@@ -1,0 +1,229 @@
+"""Token-length distributions of prompts and completions, and how phase costs are averaged over them.
+
+Every phase cost is a polynomial of degree at most 2 in the prompt length and in the completion length (attention
+is quadratic, everything else linear), and the two are independent. The expectation of such a polynomial only
+depends on each variable's first two moments, so it is computed exactly by a two-point Gauss rule per variable
+(nodes ``mean -/+ std``, weights 1/2 each; exact up to degree 3). This is how ``E[K^2]`` (not ``E[K]^2``) enters
+the attention terms. A fixed length is a single integer node, so fixed-length costs stay exact integers.
+
+Padded batches run to the longest member: the maximum of ``n`` independent draws has the distribution
+``P(max <= k) = F(k)^n``, from which its moments follow exactly.
+
+Three ways to give a length:
+
+* ``fixed``: every sequence has the same length;
+* ``mean`` and ``max`` (optionally ``min``): the maximum-entropy distribution on ``[min, max]`` with that mean,
+  ``p(k) ~ exp(lambda k)`` (uniform when the mean is the midpoint; mass piles up near ``max`` when the mean is
+  close to it, as with truncated RL completions). It is the least-informative choice given only these numbers;
+* ``empirical``: a list of observed lengths (e.g. from a previous run), used as its empirical distribution.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flopplan.errors import UserError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+@dataclass(frozen=True)
+class Length:
+    """A distribution over positive integer lengths, stored as support and probabilities."""
+
+    support: tuple[int, ...]
+    probs: tuple[float, ...]
+    kind: str = "fixed"
+    source: str = ""
+    data: Any = None  # the recipe form it was made from (saved back unchanged)
+
+    # -- constructors -------------------------------------------------------------------------------------------
+    @staticmethod
+    def fixed(n: int) -> Length:
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            raise UserError(f"a length must be a positive integer, not {n!r}")
+        return Length((n,), (1.0,), "fixed", data=n)
+
+    @staticmethod
+    def mean_max(mean: float, maximum: int, minimum: int = 1) -> Length:
+        """Maximum-entropy distribution on ``[minimum, maximum]`` with the given mean."""
+        for name, value in (("max", maximum), ("min", minimum)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise UserError(f"length {name} must be a positive integer, not {value!r}")
+        if not minimum <= mean <= maximum:
+            raise UserError(f"length mean {mean} must lie between min {minimum} and max {maximum}")
+        if minimum == maximum or mean in (minimum, maximum):
+            return Length.fixed(round(mean))
+        import numpy as np  # lazily: fixed-length planning never needs it
+
+        ks = np.arange(minimum, maximum + 1, dtype=np.float64)
+        probs = _max_entropy_probs(ks, float(mean))
+        data: dict[str, Any] = {"mean": mean, "max": maximum}
+        if minimum != 1:
+            data["min"] = minimum
+        return Length(tuple(range(minimum, maximum + 1)), tuple(probs.tolist()), "mean_max",
+                      f"mean {mean:g}, max {maximum}" + (f", min {minimum}" if minimum != 1 else ""), data)
+
+    @staticmethod
+    def empirical(lengths: list[int], source: str = "", data: Any = None) -> Length:
+        if not lengths:
+            raise UserError(f"no lengths in {source or 'the list'}")
+        counts: dict[int, int] = {}
+        for n in lengths:
+            if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+                raise UserError(f"lengths must be positive integers; found {n!r}" + (f" in {source}" if source
+                                                                                       else ""))
+            counts[n] = counts.get(n, 0) + 1
+        support = tuple(sorted(counts))
+        total = len(lengths)
+        if data is None:
+            data = {"counts": {str(k): counts[k] for k in support}}
+        return Length(support, tuple(counts[k] / total for k in support), "empirical",
+                      source or f"{total} lengths", data)
+
+    @staticmethod
+    def from_file(path: str | Path) -> Length:
+        """Lengths from a file: one integer per line, a JSON list, or JSONL objects with a ``length`` field."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot read lengths file {str(path)!r}: {exc.strerror or exc}") from None
+        stripped = text.strip()
+        values: list[Any]
+        try:
+            if stripped.startswith("["):
+                values = json.loads(stripped)
+            elif stripped.startswith("{"):
+                values = [json.loads(line)["length"] for line in stripped.splitlines() if line.strip()]
+            else:
+                values = [int(line.split()[0]) for line in stripped.splitlines() if line.strip()]
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise UserError(f"lengths file {str(path)!r} is malformed ({exc}): use one integer per line, a JSON "
+                            "list, or JSONL with a 'length' field") from None
+        return Length.empirical(values, source=path.name, data={"file": str(path)})
+
+    @staticmethod
+    def parse(spec: Any, what: str = "length") -> Length:
+        """From a recipe value: an int, ``{"fixed": n}``, ``{"mean": m, "max": M[, "min": n]}``, ``{"file": p}``,
+        ``{"lengths": [...]}``, or a CLI string ``"1024"``, ``"600:1024"`` (mean:max), ``"@lengths.txt"``."""
+        if isinstance(spec, Length):
+            return spec
+        if isinstance(spec, str):
+            text = spec.strip()
+            if text.startswith("@"):
+                return Length.from_file(text[1:])
+            mean_text, colon, max_text = text.partition(":")
+            try:
+                mean, maximum = float(mean_text), int(max_text) if colon else None
+                fixed = None if colon else int(text)
+            except ValueError:
+                raise UserError(f"{what} {spec!r}: use N, MEAN:MAX or @FILE") from None
+            if maximum is not None:
+                return Length.mean_max(mean, maximum)
+            assert fixed is not None
+            return Length.fixed(fixed)
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            return Length.fixed(spec)
+        if isinstance(spec, dict):
+            keys = set(spec)
+            if keys == {"fixed"}:
+                return Length.fixed(spec["fixed"])
+            if keys in ({"mean", "max"}, {"mean", "max", "min"}):
+                if not isinstance(spec["mean"], (int, float)) or isinstance(spec["mean"], bool):
+                    raise UserError(f"{what} mean must be a number, not {spec['mean']!r}")
+                return Length.mean_max(spec["mean"], spec["max"], spec.get("min", 1))
+            if keys == {"file"}:
+                return Length.from_file(spec["file"])
+            if keys == {"lengths"} and isinstance(spec["lengths"], list):
+                return Length.empirical(spec["lengths"])
+            if keys == {"counts"} and isinstance(spec["counts"], dict):
+                try:
+                    expanded = [int(k) for k, c in spec["counts"].items() for _ in range(int(c))]
+                except (TypeError, ValueError):
+                    raise UserError(f"{what} counts must map lengths to counts, got {spec['counts']!r}") from None
+                return Length.empirical(expanded, data=spec)
+        raise UserError(f"{what} must be an integer, {{fixed}}, {{mean, max[, min]}}, {{file}}, {{lengths}} or "
+                        "{counts}; "
+                        f"got {spec!r}")
+
+    def to_data(self) -> Any:
+        """The recipe form it was given in (for saving)."""
+        return self.data if self.data is not None else self.support[0]
+
+    # -- moments ------------------------------------------------------------------------------------------------
+    @property
+    def is_fixed(self) -> bool:
+        return len(self.support) == 1
+
+    @property
+    def min(self) -> int:
+        return self.support[0]
+
+    @property
+    def max(self) -> int:
+        return self.support[-1]
+
+    @property
+    def mean(self) -> float:
+        return math.fsum(k * p for k, p in zip(self.support, self.probs, strict=True))
+
+    def moment2(self) -> float:
+        return math.fsum(k * k * p for k, p in zip(self.support, self.probs, strict=True))
+
+    def variance(self) -> float:
+        m = self.mean
+        return max(0.0, self.moment2() - m * m)
+
+    def quadrature(self) -> list[tuple[int | float, float]]:
+        """Nodes and weights exact for polynomials of degree <= 3; a fixed length is one integer node."""
+        if self.is_fixed:
+            return [(self.support[0], 1.0)]
+        m, s = self.mean, math.sqrt(self.variance())
+        return [(m - s, 0.5), (m + s, 0.5)]
+
+    def max_of(self, n: int) -> Length:
+        """The distribution of the largest of ``n`` independent draws (a padded batch runs to it)."""
+        if n <= 1 or self.is_fixed:
+            return self
+        import numpy as np
+
+        cdf = np.minimum(np.cumsum(np.asarray(self.probs, dtype=np.float64)), 1.0)
+        cdf[-1] = 1.0
+        at_most = cdf ** n
+        probs = np.diff(np.concatenate(([0.0], at_most)))
+        return Length(self.support, tuple(probs.tolist()), "max", f"max of {n} x ({self.describe()})")
+
+    def describe(self) -> str:
+        if self.is_fixed:
+            return str(self.support[0])
+        if self.kind == "mean_max":
+            return self.source
+        return f"{self.source}: mean {self.mean:.1f}, max {self.max}"
+
+
+def _max_entropy_probs(ks: np.ndarray, mean: float) -> np.ndarray:
+    """p(k) ~ exp(lambda k) on the support ``ks`` with the given mean; lambda by bisection (the mean is monotone)."""
+    import numpy as np
+
+    lo, hi = float(ks[0]), float(ks[-1])
+    span = hi - lo
+
+    def probs_for(lam: float) -> np.ndarray:
+        logits = lam * ks
+        weights = np.exp(logits - logits.max())  # relative to the largest, for stability
+        return weights / weights.sum()
+
+    a, b = -60.0 / span, 60.0 / span
+    for _ in range(100):
+        mid = (a + b) / 2
+        if float(probs_for(mid) @ ks) < mean:
+            a = mid
+        else:
+            b = mid
+    return probs_for((a + b) / 2)

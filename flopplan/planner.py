@@ -1,0 +1,507 @@
+"""Budget -> plan: what a FLOP (or GPU-hour, or dollar) budget buys for a recipe, and the inverse questions.
+
+A plan states the GRPO steps the budget affords, everything they buy (prompts, rollouts, generated and update
+tokens, optimizer steps, reward-model evaluations), the FLOPs by bucket and phase with shares, the time where a
+hardware profile is given, and what is left over. Steps are the largest integer whose cost fits:
+``steps * step_cost + evaluations(steps) * eval_cost <= budget`` with ``evaluations(steps) = steps // eval_every``.
+
+Costs are those of :func:`flopplan.cost.step_cost`, i.e. the exact formulas of :mod:`flopplan.formulas`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from flopplan import __version__
+from flopplan.arch import QWEN25_SIZES, REGISTRY, ArchSpec
+from flopplan.cost import (
+    BUCKET_OF,
+    BUCKETS,
+    EVAL_PHASES,
+    PHASE_KIND,
+    STEP_PHASES,
+    StepCost,
+    reward_flops,
+    rollout_flops,
+    scoring_flops,
+    step_cost,
+    update_flops,
+)
+from flopplan.errors import UserError
+from flopplan.formulas import Conventions, LoRA, Training
+from flopplan.hardware import Profile
+from flopplan.recipe import Recipe, RewardSystem
+from flopplan.report.units import eng
+
+if TYPE_CHECKING:
+    import numpy as np
+
+PLAN_FILE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Exactly one of FLOPs, GPU-hours or dollars (the latter two need a profile, dollars also a price)."""
+
+    flops: float | None = None
+    gpu_hours: float | None = None
+    dollars: float | None = None
+
+    def __post_init__(self) -> None:
+        given = [(n, v) for n, v in (("flops", self.flops), ("gpu_hours", self.gpu_hours),
+                                     ("dollars", self.dollars)) if v is not None]
+        if len(given) != 1:
+            raise UserError("give exactly one budget: FLOPs, GPU-hours or dollars")
+        name, value = given[0]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise UserError(f"the budget ({name}) must be a positive number, not {value!r}")
+
+    @property
+    def unit(self) -> str:
+        return "flops" if self.flops is not None else "gpu_hours" if self.gpu_hours is not None else "dollars"
+
+    def describe(self) -> str:
+        if self.flops is not None:
+            return eng(self.flops)
+        if self.gpu_hours is not None:
+            return f"{self.gpu_hours:g} GPU-hours"
+        return f"${self.dollars:g}"
+
+    def to_data(self) -> dict[str, Any]:
+        return {"flops": self.flops, "gpu_hours": self.gpu_hours, "dollars": self.dollars}
+
+
+@dataclass
+class Plan:
+    """What ``budget`` buys with ``recipe``. Totals are integers (expected values, rounded, for distributions)."""
+
+    recipe: Recipe
+    cost: StepCost
+    budget: Budget
+    steps: int
+    evaluations: int
+    phases: dict[str, int]  # total FLOPs per phase over the run
+    seconds: dict[str, float] | None = None  # per phase, when a profile is given
+    profile: Profile | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def model(self) -> str:
+        return self.recipe.policy
+
+    @property
+    def flops(self) -> dict[str, int]:
+        """FLOPs by bucket and in total (``total`` is the sum of the buckets)."""
+        out = dict.fromkeys(BUCKETS, 0)
+        for phase, value in self.phases.items():
+            out[BUCKET_OF[phase]] += value
+        out["total"] = sum(out[b] for b in BUCKETS)
+        return out
+
+    @property
+    def total_flops(self) -> int:
+        return self.flops["total"]
+
+    @property
+    def budget_flops(self) -> float | None:
+        return self.budget.flops
+
+    @property
+    def leftover_flops(self) -> float | None:
+        return None if self.budget.flops is None else self.budget.flops - self.total_flops
+
+    @property
+    def gpu_hours(self) -> float | None:
+        return None if self.seconds is None else sum(self.seconds.values()) / 3600
+
+    @property
+    def dollars(self) -> float | None:
+        if self.gpu_hours is None or self.profile is None or self.profile.price_per_hour is None:
+            return None
+        return self.gpu_hours * self.profile.price_per_hour
+
+    def shares(self) -> dict[str, float]:
+        total = self.total_flops
+        return {b: (v / total if total else 0.0) for b, v in self.flops.items() if b != "total"}
+
+    def totals(self) -> dict[str, int]:
+        """Counts over the whole run."""
+        c = self.cost.counts
+        return {key: round(value * self.steps) for key, value in c.items()}
+
+    def to_data(self) -> dict[str, Any]:
+        totals = self.totals()
+        flops = self.flops
+        total = flops["total"]
+        data: dict[str, Any] = {
+            "model": self.model,
+            "reward": str(self.recipe.reward),
+            "steps": self.steps,
+            "prompts": totals["prompts"],
+            "rollouts": totals["rollouts"],
+            "generated_tokens": totals["generated_tokens"],
+            "generated_tokens_executed": totals["generated_tokens_executed"],
+            "update_tokens": totals["update_tokens"],
+            "update_tokens_executed": totals["update_tokens_executed"],
+            "optimizer_steps": totals["optimizer_steps"],
+            "reward_evaluations": totals["reward_evaluations"],
+            "evaluations": self.evaluations,
+            "flops": flops,
+            "shares": {b: round(s, 6) for b, s in self.shares().items()},
+            "phases": {p: {"flops": v, "share": round(v / total, 6) if total else 0.0, "bucket": BUCKET_OF[p]}
+                       for p, v in self.phases.items()},
+            "step_flops": _as_int(self.cost.step_flops),
+            "step_phases": {p: _as_int(v) for p, v in self.cost.step_phases.items()},
+            "eval_flops": _as_int(self.cost.eval_flops),
+            "budget": self.budget.to_data(),
+            "budget_flops": self.budget.flops,
+            "leftover_flops": self.leftover_flops,
+            "exact": self.recipe.prompt_len.is_fixed and self.recipe.completion_len.is_fixed,
+            "recipe": self.recipe.to_data(),
+            "notes": self.notes,
+        }
+        if self.seconds is not None:
+            data["seconds"] = {p: round(s, 3) for p, s in self.seconds.items()}
+            data["gpu_hours"] = round(sum(self.seconds.values()) / 3600, 6)
+            data["dollars"] = None if self.dollars is None else round(self.dollars, 2)
+            data["profile"] = self.profile.to_data() if self.profile else None
+        return data
+
+
+def _as_int(value: Any) -> int:
+    return round(float(value)) if not isinstance(value, int) else value
+
+
+# -- budget -> steps --------------------------------------------------------------------------------------------
+
+def _phase_seconds(cost: StepCost, profile: Profile) -> dict[str, float]:
+    return {phase: profile.seconds(PHASE_KIND[phase], flops)
+            for phase, flops in {**cost.step_phases, **cost.eval_phases}.items()}
+
+
+def _run_cost(step: float, evaluation: float, every: int | None, steps: int) -> float:
+    return steps * step + (steps // every if every else 0) * evaluation
+
+
+def affordable_steps(step: float, evaluation: float, every: int | None, budget: float) -> int:
+    """The largest ``steps`` with ``steps * step + (steps // every) * evaluation <= budget``."""
+    if step <= 0:
+        raise UserError("a step must cost something")
+    rate = step + (evaluation / every if every else 0)
+    steps = max(0, int(budget // rate))
+    while _run_cost(step, evaluation, every, steps + 1) <= budget:
+        steps += 1
+    while steps > 0 and _run_cost(step, evaluation, every, steps) > budget:
+        steps -= 1
+    return steps
+
+
+def plan(recipe: Recipe, budget: Budget, profile: Profile | None = None, cost: StepCost | None = None) -> Plan:
+    """What ``budget`` buys with ``recipe`` (0 steps, with a note, when one step does not fit)."""
+    cost = cost or step_cost(recipe)
+    every = recipe.eval_every
+    seconds_per = None
+    if budget.flops is not None:
+        step, evaluation, limit = cost.step_flops, cost.eval_flops, budget.flops
+    else:
+        if profile is None:
+            raise UserError(f"a budget in {budget.unit.replace('_', '-')} needs a hardware profile (--device or "
+                            "--profile)")
+        seconds_per = _phase_seconds(cost, profile)
+        step = sum(seconds_per[p] for p in cost.step_phases)
+        evaluation = sum(seconds_per[p] for p in cost.eval_phases)
+        if budget.gpu_hours is not None:
+            limit = budget.gpu_hours * 3600
+        else:
+            if profile.price_per_hour is None:
+                raise UserError("a budget in dollars needs a price per GPU-hour (--price-per-gpu-hour)")
+            assert budget.dollars is not None
+            limit = budget.dollars / profile.price_per_hour * 3600
+    steps = affordable_steps(float(step), float(evaluation), every, float(limit))
+    evaluations = steps // every if every else 0
+    phases = _phase_totals(cost, steps, evaluations)
+    # Expected (non-integer) costs are rounded per phase; never let the rounding step over a FLOP budget.
+    while budget.flops is not None and steps > 0 and sum(phases.values()) > budget.flops:
+        steps -= 1
+        evaluations = steps // every if every else 0
+        phases = _phase_totals(cost, steps, evaluations)
+    seconds = None
+    if profile is not None:
+        seconds_per = seconds_per or _phase_seconds(cost, profile)
+        seconds = {p: s * (evaluations if p in EVAL_PHASES else steps) for p, s in seconds_per.items()}
+    notes = []
+    if steps == 0:
+        unit = "FLOPs" if budget.flops is not None else "seconds"
+        one = eng(cost.step_flops) if budget.flops is not None else f"{step:.3g} s"
+        notes.append(f"the budget ({budget.describe()}) buys no step of {recipe.policy}: one step costs {one}"
+                     + ("" if budget.flops is not None else f" ({unit} on {profile.device if profile else '?'})"))
+    return Plan(recipe, cost, budget, steps, evaluations, phases, seconds, profile, notes)
+
+
+def _phase_totals(cost: StepCost, steps: int, evaluations: int) -> dict[str, int]:
+    out = {p: _as_int(v * steps) if not isinstance(v, int) else v * steps for p, v in cost.step_phases.items()}
+    out.update({p: _as_int(v * evaluations) if not isinstance(v, int) else v * evaluations
+                for p, v in cost.eval_phases.items()})
+    return out
+
+
+def require_steps(plans: list[Plan]) -> None:
+    """Refuse a request in which no plan affords a single step (the message says what one step costs)."""
+    if plans and all(p.steps == 0 for p in plans):
+        raise UserError(plans[0].notes[0] if len(plans) == 1 else
+                        "the budget buys no step of any model: " + "; ".join(
+                            f"{p.model} needs {eng(p.cost.step_flops)} per step" for p in plans))
+
+
+# -- comparisons ------------------------------------------------------------------------------------------------
+
+def compare_models(recipe: Recipe, models: list[str], budget: Budget, profile: Profile | None = None) -> list[Plan]:
+    """Same recipe, same budget, one plan per policy size: what each size buys at equal FLOPs."""
+    return [plan(recipe.with_(policy=m), budget, profile) for m in models]
+
+
+def compare_rewards(recipe: Recipe, rewards: list[str], budget: Budget, models: list[str] | None = None,
+                    profile: Profile | None = None) -> list[Plan]:
+    """One plan per (policy, reward system) at the same budget."""
+    return [plan(recipe.with_(policy=m, reward=RewardSystem.parse(r)), budget, profile)
+            for m in (models or [recipe.policy]) for r in rewards]
+
+
+# -- inverse modes ----------------------------------------------------------------------------------------------
+
+FREE_QUANTITIES = ("steps", "group_size", "prompts_per_step", "iterations")
+
+
+def _relaxed(recipe: Recipe, name: str, value: int) -> Recipe:
+    """``recipe`` with ``name`` set, dropping explicit batch sizes the new value would make invalid."""
+    try:
+        return recipe.with_(**{name: value})
+    except UserError:
+        return recipe.with_(**{name: value, "generation_batch": None, "micro_batch": None, "optimizer_batch": None})
+
+
+def _largest(predicate: Callable[[int], bool], upper: int = 1 << 20) -> int:
+    """The largest v in [1, upper] with predicate(v) true, for a predicate true up to some point (0 if none)."""
+    if not predicate(1):
+        return 0
+    lo, hi = 1, 2
+    while hi <= upper and predicate(hi):
+        lo, hi = hi, hi * 2
+    hi = min(hi, upper + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if predicate(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def solve(recipe: Recipe, budget: Budget, free: str, steps: int | None = None,
+          profile: Profile | None = None) -> Plan:
+    """Solve for one free quantity given the others and the budget.
+
+    ``steps``: the plan itself. ``group_size``, ``prompts_per_step``, ``iterations``: the largest value for which
+    ``steps`` steps fit the budget.
+    """
+    if free not in FREE_QUANTITIES:
+        raise UserError(f"cannot solve for {free!r}: use one of {', '.join(FREE_QUANTITIES)}")
+    if free == "steps":
+        return plan(recipe, budget, profile)
+    if steps is None or steps <= 0:
+        raise UserError(f"solving for {free} needs the number of steps (--steps N > 0)")
+
+    def fits(value: int) -> bool:
+        return plan(_relaxed(recipe, free, value), budget, profile).steps >= steps
+
+    best = _largest(fits)
+    if best == 0:
+        one = plan(_relaxed(recipe, free, 1), budget, profile)
+        raise UserError(f"even {free}=1 does not afford {steps} steps of {recipe.policy}: "
+                        f"one step costs {eng(one.cost.step_flops)}, {steps} steps "
+                        f"{eng(one.cost.step_flops * steps)}, budget {budget.describe()}")
+    result = plan(_relaxed(recipe, free, best), budget, profile)
+    result.notes.append(f"solved: largest {free} = {best} that affords {steps} steps")
+    return result
+
+
+def learning_share(recipe: Recipe) -> float:
+    cost = step_cost(recipe)
+    buckets = cost.buckets()
+    step = cost.step_flops
+    return float(buckets["learning"] / step) if step else 0.0
+
+
+def solve_share(recipe: Recipe, target: float, free: str, upper: int = 256) -> tuple[Recipe, float, list[str]]:
+    """The ``iterations`` or ``group_size`` whose per-step learning share is closest to ``target``.
+
+    The learning share rises with iterations (each adds an update pass); with the group size it barely moves
+    (rollouts, updates and rewards all scale with it), which the notes say when the target is out of reach.
+    """
+    if free not in ("iterations", "group_size"):
+        raise UserError(f"a target learning share is solved for iterations or group_size, not {free!r}")
+    if not 0 < target < 1:
+        raise UserError(f"the target learning share must be between 0 and 1, not {target}")
+    shares = {}
+    candidates = range(1, upper + 1) if free == "iterations" else sorted({1, 2, 4, *range(8, upper + 1, 8)})
+    for value in candidates:
+        shares[value] = learning_share(_relaxed(recipe, free, value))
+    best = min(shares, key=lambda v: (abs(shares[v] - target), v))
+    notes = []
+    low, high = min(shares.values()), max(shares.values())
+    if not low <= target <= high:
+        notes.append(f"target {target:.1%} is outside what {free} in [1, {upper}] reaches "
+                     f"({low:.1%} to {high:.1%}); closest: {free}={best} at {shares[best]:.1%}")
+    return _relaxed(recipe, free, best), shares[best], notes
+
+
+def largest_model(recipe: Recipe, budget: Budget, steps: int, profile: Profile | None = None,
+                  candidates: tuple[str, ...] = QWEN25_SIZES) -> Plan:
+    """The largest registry policy that affords ``steps`` steps of ``recipe`` within the budget."""
+    if steps <= 0:
+        raise UserError("the number of steps must be positive")
+    ordered = sorted(candidates, key=lambda name: REGISTRY[name].params)
+    best = None
+    for name in ordered:
+        candidate = plan(recipe.with_(policy=name), budget, profile)
+        if candidate.steps >= steps:
+            best = candidate
+    if best is None:
+        smallest = plan(recipe.with_(policy=ordered[0]), budget, profile)
+        raise UserError(f"no registry model affords {steps} steps: even {ordered[0]} needs "
+                        f"{eng(smallest.cost.step_flops * steps)} for them, budget {budget.describe()}")
+    best.notes.append(f"largest registry model that affords {steps} steps")
+    return best
+
+
+# -- vectorized grids -------------------------------------------------------------------------------------------
+
+@dataclass
+class Grid:
+    """Plans for every (recipe, budget) pair of a grid, as numpy arrays of shape (recipes, budgets)."""
+
+    step_flops: np.ndarray  # (recipes,)
+    bucket_step_flops: dict[str, np.ndarray]  # (recipes,)
+    budgets: np.ndarray  # (budgets,)
+    steps: np.ndarray  # (recipes, budgets)
+    flops: dict[str, np.ndarray]  # bucket -> (recipes, budgets), plus "total"
+    leftover: np.ndarray
+    rollouts: np.ndarray
+    generated_tokens: np.ndarray
+    update_tokens: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.steps.size)
+
+
+def grid_step_flops(policy: ArchSpec, reward: ArchSpec | None, reward_kind: str, *, prompts: Any, group: Any,
+                    prompt: Any, completion: Any, iterations: Any, lora: LoRA | None = LoRA(64),
+                    grad_ckpt: bool = True, engine: str = "hf", prefix_sharing: bool = False,
+                    old_logprobs: bool = False, reference: bool = False, completion_only: bool = True,
+                    overhead: int = 32, prm_steps: int = 8,
+                    conv: Conventions = Conventions()) -> dict[str, Any]:
+    """Per-bucket FLOPs of one step for arrays of recipes with fixed lengths (micro-batch = group size, one
+    generate call per step): the same phase functions as :func:`flopplan.cost.step_cost`, on numpy arrays."""
+    training = Training(lora, "non-reentrant" if grad_ckpt else "none")
+    rollouts = prompts * group
+    rollout_lora = lora if engine == "hf" else None
+    rollout = rollout_flops(policy, conv, rollout_lora, engine, prefix_sharing, prompts, group, rollouts, prompt,
+                            completion)
+    learning = update_flops(policy, conv, training, rollouts, group, prompt, completion, completion_only,
+                            iterations).total
+    if old_logprobs:
+        learning = learning + scoring_flops(policy, conv, lora, rollouts, group, prompt, completion,
+                                            completion_only).total
+    if reference:
+        learning = learning + scoring_flops(policy, conv, None, rollouts, group, prompt, completion,
+                                            completion_only).total
+    feedback = reward_flops(reward, reward_kind, conv, rollouts, prompt, completion, overhead, prm_steps).total
+    return {"rollout": rollout["rollout.prefill"].total + rollout["rollout.decode"].total,
+            "learning": learning, "feedback": feedback + 0 * rollouts, "evaluation": 0 * rollouts}
+
+
+def plan_grid(policy: ArchSpec, budgets: Any, reward: ArchSpec | None = None, reward_kind: str = "rule",
+              **recipe_arrays: Any) -> Grid:
+    """Plan every recipe of a grid (numpy arrays of equal shape, fixed lengths) under every budget at once."""
+    import numpy as np
+
+    numeric = ("prompts", "group", "prompt", "completion", "iterations")
+    missing = [k for k in numeric if k not in recipe_arrays]
+    if missing:
+        raise UserError(f"plan_grid needs {', '.join(missing)}")
+    shaped = np.broadcast_arrays(*(np.asarray(recipe_arrays[k], dtype=np.float64) for k in numeric))
+    arrays: dict[str, Any] = {k: a.ravel() for k, a in zip(numeric, shaped, strict=True)}
+    options: dict[str, Any] = {k: v for k, v in recipe_arrays.items() if k not in numeric}
+    buckets = grid_step_flops(policy, reward, reward_kind, **arrays, **options)
+    bucket_step = {b: np.broadcast_to(np.asarray(v, dtype=np.float64), arrays["prompts"].shape)
+                   for b, v in buckets.items()}
+    step: np.ndarray = np.sum(np.stack(list(bucket_step.values())), axis=0)
+    budgets = np.asarray(budgets, dtype=np.float64).ravel()
+    steps = np.floor(budgets[None, :] / step[:, None])
+    flops = {b: steps * v[:, None] for b, v in bucket_step.items()}
+    total = steps * step[:, None]
+    flops["total"] = total
+    rollouts = arrays["prompts"] * arrays["group"]
+    return Grid(step, bucket_step, budgets, steps, flops, budgets[None, :] - total,
+                steps * rollouts[:, None], steps * (rollouts * arrays["completion"])[:, None],
+                steps * (rollouts * (arrays["prompt"] + arrays["completion"]) * arrays["iterations"])[:, None])
+
+
+# -- plan files -------------------------------------------------------------------------------------------------
+
+def plans_file_data(plans: list[Plan], command: str) -> dict[str, Any]:
+    """The versioned plan file: every plan with its full recipe, for ``flopplan train --plan``."""
+    import datetime
+
+    return {
+        "flopplan_plan_version": PLAN_FILE_VERSION,
+        "flopplan_version": __version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "budget": plans[0].budget.to_data() if plans else None,
+        "budget_flops": plans[0].budget.flops if plans else None,
+        "plans": [p.to_data() for p in plans],
+    }
+
+
+def load_plan_file(path: str) -> dict[str, Any]:
+    """Read and check a plan file written by ``flopplan plan --out``."""
+    from flopplan.fileio import read_json
+
+    data = read_json(path, "plan")
+    if not isinstance(data, dict) or "flopplan_plan_version" not in data or not isinstance(data.get("plans"), list):
+        raise UserError(f"{path!r} is not a flopplan plan file (write one with `flopplan plan --out`)")
+    if data["flopplan_plan_version"] != PLAN_FILE_VERSION:
+        raise UserError(f"plan file {path!r} has version {data['flopplan_plan_version']}; this flopplan reads "
+                        f"version {PLAN_FILE_VERSION}")
+    return data
+
+
+def recipe_of_plan(entry: dict[str, Any], where: str) -> Recipe:
+    return Recipe.from_data(entry.get("recipe"), where)
+
+
+__all__ = [
+    "FREE_QUANTITIES",
+    "STEP_PHASES",
+    "Budget",
+    "Grid",
+    "Plan",
+    "compare_models",
+    "compare_rewards",
+    "largest_model",
+    "learning_share",
+    "load_plan_file",
+    "plan",
+    "plan_grid",
+    "plans_file_data",
+    "recipe_of_plan",
+    "replace",
+    "require_steps",
+    "solve",
+    "solve_share",
+]

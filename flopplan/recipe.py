@@ -1,0 +1,345 @@
+"""A GRPO run as data: the policy, how it is tuned, what one step generates and updates, and the feedback.
+
+A :class:`Recipe` is what the planner prices, what a plan file carries to the training run, and what RACE varies.
+It loads from and saves to TOML or JSON (see ``examples/recipe.toml``). Engine traits follow the public code of
+TRL's GRPOTrainer, verl and vLLM (../shared/reference/grpo-engines.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from flopplan.arch import LORA_TARGETS, ArchSpec, Head, HeadLayer, orm_head, resolve, with_head
+from flopplan.errors import UserError
+from flopplan.fileio import atomic_write_text
+from flopplan.formulas import Conventions, LoRA, Training
+from flopplan.lengths import Length
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ENGINES = ("hf", "vllm")
+UPDATE_PADDING = ("batch", "none")
+LOGITS = ("completion", "all")
+OLD_LOGPROBS = ("auto", "on", "off")
+DEFAULT_PRM = "qwen2.5-math-prm-7b"
+DEFAULT_REWARD_OVERHEAD_TOKENS = 32
+"""Chat-template tokens a reward model sees besides prompt and response: Qwen2.5-Math-PRM's usage wraps them in a
+system prompt ("Please reason step by step, and put your final answer within \\boxed{}.") and three role blocks,
+about 32 tokens with the Qwen2.5 tokenizer."""
+
+
+@dataclass(frozen=True)
+class RewardSystem:
+    """``rule`` (a Python function: no model FLOPs), ``orm:MODEL`` or ``prm:MODEL``.
+
+    ORM: one forward per completion over the templated prompt + completion; an LM architecture gets the
+    ``AutoModelForSequenceClassification`` head (one bias-free hidden -> 1 layer on every position).
+    PRM: one forward per completion over prompt + response + one separator token per step (Qwen2.5-Math-PRM
+    style); an LM architecture gets that model's score head (hidden -> hidden -> 2). A model that already has a
+    score head (``qwen2.5-math-prm-7b``, a sequence-classification config) is used as it is.
+    """
+
+    kind: str
+    model: str | None = None
+
+    @staticmethod
+    def parse(text: str) -> RewardSystem:
+        text = text.strip()
+        kind, _, model = text.partition(":")
+        kind = kind.lower()
+        if kind == "rule":
+            if model:
+                raise UserError(f"reward 'rule' takes no model (got {text!r})")
+            return RewardSystem("rule")
+        if kind == "prm":
+            return RewardSystem("prm", model or DEFAULT_PRM)
+        if kind == "orm":
+            if not model:
+                raise UserError("reward 'orm' needs a model: orm:MODEL (a registry name or a config.json)")
+            return RewardSystem("orm", model)
+        raise UserError(f"unknown reward system {text!r}: use rule, orm:MODEL or prm:MODEL")
+
+    def __str__(self) -> str:
+        return self.kind if self.model is None else f"{self.kind}:{self.model}"
+
+    def spec(self) -> ArchSpec | None:
+        """The reward model's architecture (with the head the reward system uses), or None for rules."""
+        if self.model is None:
+            return None
+        base = resolve(self.model)
+        if base.head.kind == "score":
+            return base
+        if self.kind == "orm":
+            return with_head(base, orm_head(base), f"{base.name}-orm")
+        prm_head = Head("score", (HeadLayer(base.hidden_size, base.hidden_size, True),
+                                  HeadLayer(base.hidden_size, 2, True)))
+        return with_head(base, prm_head, f"{base.name}-prm")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One GRPO run. Defaults: TRL's GRPOTrainer conventions where it has them, the planner's default otherwise."""
+
+    policy: str = "qwen2.5-1.5b"
+    lora_rank: int | None = 64  # None: full fine-tuning
+    lora_targets: tuple[str, ...] = LORA_TARGETS
+    prompts_per_step: int = 64
+    group_size: int = 8
+    prompt_len: Length = field(default_factory=lambda: Length.fixed(256))
+    completion_len: Length = field(default_factory=lambda: Length.fixed(1024))
+    iterations: int = 1  # mu: policy updates per generation round
+    beta: float = 0.0  # KL coefficient; > 0 adds a reference forward per completion per round
+    old_logprobs: str = "auto"  # auto: on when mu > 1 or with vllm (TRL); on; off
+    grad_ckpt: bool = True  # TRL's default
+    logits: str = "completion"  # completion: logits on completion + 1 positions (TRL); all
+    engine: str = "hf"
+    prefix_sharing: bool = False  # vllm: the prompt prefill is computed once per group
+    generation_batch: int | None = None  # hf: sequences per generate call; None: all rollouts of a step
+    micro_batch: int | None = None  # sequences per update forward/backward; None: the group size
+    update_padding: str = "batch"  # batch: pad to the micro-batch's longest (TRL); none: packed (verl)
+    optimizer_batch: int | None = None  # sequences per optimizer step; None: all rollouts of a step
+    reward: RewardSystem = field(default_factory=lambda: RewardSystem("rule"))
+    reward_overhead_tokens: int = DEFAULT_REWARD_OVERHEAD_TOKENS
+    prm_steps: int = 8  # steps per response (one separator token each) for prm feedback
+    eval_every: int | None = None  # greedy evaluation every k steps (its own bucket)
+    eval_prompts: int = 0
+    eval_prompt_len: Length | None = None  # default: prompt_len
+    eval_completion_len: Length | None = None  # default: completion_len
+    attention: str = "dense"
+    attention_kernel: str = "eager"
+
+    def __post_init__(self) -> None:
+        positive = ("prompts_per_step", "group_size", "iterations", "prm_steps")
+        for name in positive:
+            _check_int(name, getattr(self, name), 1)
+        _check_int("reward_overhead_tokens", self.reward_overhead_tokens, 0)
+        _check_int("eval_prompts", self.eval_prompts, 0)
+        for name in ("lora_rank", "generation_batch", "micro_batch", "optimizer_batch", "eval_every"):
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name), 1)
+        if not isinstance(self.beta, (int, float)) or isinstance(self.beta, bool) or not math.isfinite(self.beta) \
+                or self.beta < 0:
+            raise UserError(f"beta must be a number >= 0, not {self.beta!r}")
+        for name, allowed in (("engine", ENGINES), ("update_padding", UPDATE_PADDING), ("logits", LOGITS),
+                              ("old_logprobs", OLD_LOGPROBS)):
+            if getattr(self, name) not in allowed:
+                raise UserError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
+        if self.prefix_sharing and self.engine != "vllm":
+            raise UserError("prefix_sharing is a vllm engine trait (HF generate recomputes every prompt)")
+        if self.eval_every is not None and self.eval_prompts == 0:
+            raise UserError("eval_every needs eval_prompts > 0")
+        if self.eval_prompts and self.eval_every is None:
+            raise UserError("eval_prompts needs eval_every")
+        try:
+            Conventions(self.attention, self.attention_kernel)
+            if self.lora_rank is not None:
+                LoRA(self.lora_rank, self.lora_targets)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        rollouts = self.rollouts_per_step
+        for name, value in (("generation_batch", self.generation_batch_size), ("micro_batch", self.micro_batch_size),
+                            ("optimizer_batch", self.optimizer_batch_size)):
+            if rollouts % value:
+                raise UserError(f"{name} {value} must divide the rollouts per step "
+                                f"({self.prompts_per_step} prompts x {self.group_size} = {rollouts})")
+        if self.optimizer_batch_size % self.micro_batch_size:
+            raise UserError(f"optimizer_batch {self.optimizer_batch_size} must be a multiple of micro_batch "
+                            f"{self.micro_batch_size}")
+        if self.generation_batch is not None and self.engine != "hf":
+            raise UserError("generation_batch is an hf engine trait (vLLM schedules sequences itself)")
+
+    # -- derived ------------------------------------------------------------------------------------------------
+    @property
+    def rollouts_per_step(self) -> int:
+        return self.prompts_per_step * self.group_size
+
+    @property
+    def generation_batch_size(self) -> int:
+        return self.generation_batch or self.rollouts_per_step
+
+    @property
+    def micro_batch_size(self) -> int:
+        return self.micro_batch or min(self.group_size, self.rollouts_per_step)
+
+    @property
+    def optimizer_batch_size(self) -> int:
+        return self.optimizer_batch or self.rollouts_per_step
+
+    @property
+    def optimizer_steps_per_step(self) -> int:
+        return self.iterations * self.rollouts_per_step // self.optimizer_batch_size
+
+    @property
+    def computes_old_logprobs(self) -> bool:
+        if self.old_logprobs == "auto":
+            return self.iterations > 1 or self.engine == "vllm"
+        return self.old_logprobs == "on"
+
+    @property
+    def uses_reference(self) -> bool:
+        return self.beta > 0
+
+    @property
+    def lora(self) -> LoRA | None:
+        return None if self.lora_rank is None else LoRA(self.lora_rank, self.lora_targets)
+
+    @property
+    def training(self) -> Training:
+        return Training(self.lora, "non-reentrant" if self.grad_ckpt else "none")
+
+    @property
+    def conventions(self) -> Conventions:
+        return Conventions(self.attention, self.attention_kernel)
+
+    @property
+    def rollout_lora(self) -> LoRA | None:
+        """Adapters active during generation: HF generate runs the peft model; TRL merges them for vLLM."""
+        return self.lora if self.engine == "hf" else None
+
+    @cached_property
+    def policy_spec(self) -> ArchSpec:
+        spec = resolve(self.policy)
+        if spec.head.kind != "lm":
+            raise UserError(f"policy {self.policy!r} has a score head: a policy needs an LM head")
+        return spec
+
+    @cached_property
+    def reward_spec(self) -> ArchSpec | None:
+        return self.reward.spec()
+
+    @property
+    def evaluation_prompt_len(self) -> Length:
+        return self.eval_prompt_len or self.prompt_len
+
+    @property
+    def evaluation_completion_len(self) -> Length:
+        return self.eval_completion_len or self.completion_len
+
+    def with_(self, **changes: Any) -> Recipe:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+    def describe(self) -> str:
+        tuning = "full" if self.lora_rank is None else f"LoRA r={self.lora_rank}"
+        return (f"{self.policy}, {tuning}, {self.prompts_per_step} prompts x G={self.group_size}, "
+                f"prompt {self.prompt_len.describe()}, completion {self.completion_len.describe()}, "
+                f"mu={self.iterations}, beta={self.beta:g}, {self.engine}, reward {self.reward}")
+
+    # -- files --------------------------------------------------------------------------------------------------
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("lora_rank", "lora_targets"):
+                continue
+            if isinstance(value, Length):
+                value = value.to_data()
+            elif isinstance(value, RewardSystem):
+                value = str(value)
+            if value is None:
+                continue
+            data[f.name] = value
+        data["lora"] = "full" if self.lora_rank is None else {"rank": self.lora_rank,
+                                                            "targets": list(self.lora_targets)}
+        return data
+
+    @staticmethod
+    def from_data(data: Any, where: str = "recipe", base_dir: Path | None = None) -> Recipe:
+        if not isinstance(data, dict):
+            raise UserError(f"{where}: a recipe must be a table/object")
+        known = {f.name for f in fields(Recipe)} - {"lora_rank", "lora_targets"} | {"lora"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UserError(f"{where}: unknown recipe key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}")
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key == "lora":
+                if value in (None, False, "none", "full"):
+                    kwargs["lora_rank"] = None
+                elif isinstance(value, dict) and set(value) <= {"rank", "targets"} and "rank" in value:
+                    kwargs["lora_rank"] = value["rank"]
+                    if "targets" in value:
+                        if not isinstance(value["targets"], list):
+                            raise UserError(f"{where}: lora.targets must be a list")
+                        kwargs["lora_targets"] = tuple(value["targets"])
+                else:
+                    raise UserError(f"{where}: lora must be {{rank, targets}} or 'full', not {value!r}")
+            elif key in ("prompt_len", "completion_len", "eval_prompt_len", "eval_completion_len"):
+                kwargs[key] = Length.parse(_relative_file(value, base_dir), f"{where}: {key}")
+            elif key == "reward":
+                if not isinstance(value, str):
+                    raise UserError(f"{where}: reward must be a string like 'rule' or 'prm:MODEL'")
+                kwargs[key] = RewardSystem.parse(value)
+            else:
+                kwargs[key] = value
+        return Recipe(**kwargs)
+
+    @staticmethod
+    def load(path: str | Path) -> Recipe:
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot read recipe {str(path)!r}: {exc.strerror or exc}") from None
+        try:
+            if path.suffix == ".json":
+                data = json.loads(text)
+            else:
+                data = tomllib.loads(text)
+        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise UserError(f"recipe {str(path)!r} is malformed: {exc}") from None
+        return Recipe.from_data(data, f"recipe {str(path)!r}", path.parent)
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        data = self.to_data()
+        text = json.dumps(data, indent=2) + "\n" if path.suffix == ".json" else to_toml(data)
+        return atomic_write_text(path, text)
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise UserError(f"{name} must be {what}, not {value!r}")
+
+
+def _relative_file(value: Any, base_dir: Path | None) -> Any:
+    if base_dir is not None and isinstance(value, dict) and set(value) == {"file"}:
+        file = Path(value["file"])
+        return {"file": str(file if file.is_absolute() else base_dir / file)}
+    return value
+
+
+# -- a small TOML writer for recipes (tomllib only reads) --------------------------------------------------------
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def _toml_key(key: str) -> str:
+    return key if key.replace("_", "").replace("-", "").isalnum() else json.dumps(key)
+
+
+def to_toml(data: dict[str, Any]) -> str:
+    lines = ["# flopplan recipe (a GRPO run); see `flopplan plan --help` and the README"]
+    lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in data.items() if v is not None]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,119 @@
+"""Plans as tables: the same-FLOP comparison, the bucket split and the per-phase breakdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flopplan.cost import BUCKETS, EVAL_PHASES, STEP_PHASES
+from flopplan.planner import Plan
+from flopplan.report.tables import Table
+from flopplan.report.units import count, eng, percent
+
+
+def _tuning(plan: Plan) -> str:
+    r = plan.recipe
+    return "full" if r.lora_rank is None else f"LoRA r={r.lora_rank}"
+
+
+def same_flop_table(plans: list[Plan], title: str | None = None, with_time: bool = False) -> Table:
+    """One row per plan: what the budget buys and how it splits into buckets."""
+    budget = plans[0].budget.describe() if plans else ""
+    buckets = [b for b in BUCKETS if b != "evaluation" or any(p.evaluations for p in plans)]
+    columns = ["model", "reward", "steps", "prompts", "rollouts", "gen tok", "upd tok", "opt steps", "RM evals",
+               *buckets, "step", "spent"]
+    if with_time:
+        columns += ["GPU-h"]
+    table = Table(title or f"What {budget} buys: same-FLOP comparison", columns)
+    for p in plans:
+        totals = p.totals()
+        shares = p.shares()
+        row = [p.model, str(p.recipe.reward), f"{p.steps:,}", count(totals["prompts"]), count(totals["rollouts"]),
+               count(totals["generated_tokens"]), count(totals["update_tokens"]), count(totals["optimizer_steps"]),
+               count(totals["reward_evaluations"]), *(f"{100 * shares[b]:.1f}%" for b in buckets),
+               eng(p.cost.step_flops), eng(p.total_flops)]
+        if with_time:
+            row.append(f"{p.gpu_hours:,.1f}" if p.gpu_hours is not None else "-")
+        table.rows.append(row)
+    table.align = "ll" + "r" * (len(columns) - 2)
+    return table
+
+
+def phase_table(plans: list[Plan], title: str | None = None) -> Table:
+    """One row per plan: the share of each phase in the run's FLOPs."""
+    phases = [ph for ph in (*STEP_PHASES, *EVAL_PHASES) if any(ph in p.phases for p in plans)]
+    table = Table(title or "Where the FLOPs go, by phase", ["model", "reward", *phases, "total"])
+    for p in plans:
+        total = p.total_flops
+        table.rows.append([p.model, str(p.recipe.reward),
+                           *(percent(p.phases.get(ph, 0), total) if ph in p.phases else "-" for ph in phases),
+                           eng(total)])
+    table.align = "ll" + "r" * (len(table.columns) - 2)
+    return table
+
+
+def time_table(plans: list[Plan]) -> Table:
+    """Seconds per phase and GPU-hours, when a profile was given."""
+    phases = [ph for ph in (*STEP_PHASES, *EVAL_PHASES) if any(p.seconds and ph in p.seconds for p in plans)]
+    device = plans[0].profile.describe() if plans and plans[0].profile else ""
+    table = Table(f"Estimated time on {device}", ["model", "reward", *(f"{ph} h" for ph in phases), "GPU-hours",
+                                                  "dollars"])
+    for p in plans:
+        seconds = p.seconds or {}
+        table.rows.append([p.model, str(p.recipe.reward), *(f"{seconds.get(ph, 0) / 3600:,.2f}" for ph in phases),
+                           f"{p.gpu_hours or 0:,.2f}", f"{p.dollars:,.0f}" if p.dollars is not None else "-"])
+    table.align = "ll" + "r" * (len(table.columns) - 2)
+    return table
+
+
+def plans_json(plans: list[Plan]) -> dict[str, Any]:
+    return {"budget_flops": plans[0].budget.flops if plans else None,
+            "budget": plans[0].budget.to_data() if plans else None,
+            "plans": [p.to_data() for p in plans]}
+
+
+def plan_notes(plans: list[Plan]) -> list[str]:
+    notes = []
+    for p in plans:
+        notes += [f"{p.model} ({p.recipe.reward}): {n}" for n in p.notes]
+    if plans:
+        r = plans[0].recipe
+        notes.append(f"recipe: {_tuning(plans[0])}, {r.prompts_per_step} prompts x G={r.group_size}, prompt "
+                     f"{r.prompt_len.describe()}, completion {r.completion_len.describe()}, mu={r.iterations}, "
+                     f"beta={r.beta:g}, engine {r.engine}, checkpointing {'on' if r.grad_ckpt else 'off'}, "
+                     f"logits on {r.logits}")
+        leftover = [p.leftover_flops for p in plans if p.leftover_flops is not None]
+        if leftover:
+            notes.append("leftover per plan (< one more step): " + ", ".join(
+                f"{p.model} {eng(p.leftover_flops)}" for p in plans if p.leftover_flops is not None))
+    return notes
+
+
+CSV_COLUMNS = ("budget_flops", "model", "reward", "steps", "prompts", "rollouts", "generated_tokens",
+               "update_tokens", "optimizer_steps", "reward_evaluations", "evaluations", "step_flops",
+               *(f"flops_{b}" for b in (*BUCKETS, "total")), *(f"share_{b}" for b in BUCKETS),
+               *(f"flops_{ph}" for ph in (*STEP_PHASES, *EVAL_PHASES)), "leftover_flops", "gpu_hours")
+
+
+def plans_to_csv(plans: list[Plan], provenance_line: str | None = None, header: bool = True) -> str:
+    """Machine-readable rows: exact integers and unrounded shares, one row per plan."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    if provenance_line:
+        buffer.write(f"# {provenance_line}\n")
+    writer = csv.writer(buffer, lineterminator="\n")
+    if header:
+        writer.writerow(CSV_COLUMNS)
+    for p in plans:
+        data = p.to_data()
+        row: dict[str, Any] = {key: data.get(key) for key in CSV_COLUMNS}
+        row["budget_flops"] = p.budget.flops
+        for b, v in data["flops"].items():
+            row[f"flops_{b}"] = v
+        for b, v in p.shares().items():
+            row[f"share_{b}"] = f"{v:.6f}"
+        for ph in (*STEP_PHASES, *EVAL_PHASES):
+            row[f"flops_{ph}"] = p.phases.get(ph, 0)
+        writer.writerow(["" if row[c] is None else row[c] for c in CSV_COLUMNS])
+    return buffer.getvalue()

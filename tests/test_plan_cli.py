@@ -1,0 +1,183 @@
+"""`flopplan plan`, `compare` and `tables` from the command line; the examples run."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flopplan.cost import BUCKETS
+from flopplan.planner import load_plan_file, recipe_of_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "flopplan", *args], capture_output=True, text=True, timeout=120,
+                          cwd=cwd)
+
+
+def test_default_plan_json_has_the_documented_shape():
+    out = run("plan", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["budget_flops"] == 10**19
+    assert [p["model"] for p in data["plans"]] == ["qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b",
+                                                  "qwen2.5-14b"]
+    for p in data["plans"]:
+        for key in ("model", "reward", "steps", "prompts", "rollouts", "generated_tokens", "update_tokens",
+                    "reward_evaluations"):
+            assert isinstance(p[key], int) if key not in ("model", "reward") else isinstance(p[key], str)
+        assert set(p["flops"]) == {*BUCKETS, "total"}
+        assert all(isinstance(v, int) for v in p["flops"].values())
+        assert p["flops"]["total"] == sum(p["flops"][b] for b in BUCKETS) <= data["budget_flops"]
+        assert p["recipe"]["group_size"] == 8 and p["recipe"]["prompts_per_step"] == 64
+        assert p["recipe"]["prompt_len"] == 256 and p["recipe"]["completion_len"] == 1024
+        assert p["recipe"]["lora"]["rank"] == 64 and p["reward"] == "rule"
+
+
+def test_plan_does_not_import_torch():
+    code = ("import sys\nsys.argv=['flopplan','plan']\nfrom flopplan.cli import main\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code\nassert 'torch' not in sys.modules")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "latex", "csv"])
+def test_every_format(fmt):
+    out = run("plan", "--model", "qwen2.5-1.5b", "--format", fmt)
+    assert out.returncode == 0, out.stderr
+    assert "qwen2.5-1.5b" in out.stdout
+    if fmt == "csv":
+        rows = [r for r in csv.DictReader(io.StringIO(out.stdout.split("\n", 1)[1]))]
+        assert int(rows[0]["flops_total"]) == sum(int(rows[0][f"flops_{b}"]) for b in BUCKETS)
+    if fmt == "latex":
+        assert "\\toprule" in out.stdout
+    if fmt == "table":
+        assert "EFLOP" in out.stdout and "%" in out.stdout
+
+
+def test_plan_file_round_trip(tmp_path):
+    path = tmp_path / "plan.json"
+    out = run("plan", "--model", "qwen2.5-0.5b", "--completion-len", "300:900", "--beta", "0.04", "--reward",
+              "prm", "--out", str(path))
+    assert out.returncode == 0, out.stderr
+    data = load_plan_file(str(path))
+    assert data["flopplan_plan_version"] == 1 and len(data["plans"]) == 1
+    recipe = recipe_of_plan(data["plans"][0], "plan")
+    assert recipe.policy == "qwen2.5-0.5b" and recipe.beta == 0.04 and recipe.reward.kind == "prm"
+    assert recipe.completion_len.max == 900
+
+
+def test_recipe_file_and_overrides(tmp_path):
+    saved = tmp_path / "recipe.toml"
+    assert run("plan", "--model", "qwen2.5-3b", "--group-size", "16", "--save-recipe", str(saved)).returncode == 0
+    data = json.loads(run("plan", "--recipe", str(saved), "--iterations", "2", "--format", "json").stdout)
+    plan = data["plans"][0]
+    assert plan["model"] == "qwen2.5-3b" and plan["recipe"]["group_size"] == 16
+    assert plan["recipe"]["iterations"] == 2
+
+
+def test_budget_units_and_time(tmp_path):
+    data = json.loads(run("plan", "--model", "qwen2.5-1.5b", "--gpu-hours", "100", "--device", "h100",
+                          "--format", "json").stdout)
+    p = data["plans"][0]
+    assert 99 < p["gpu_hours"] <= 100 and set(p["seconds"]) >= {"rollout.decode", "update"}
+    data = json.loads(run("plan", "--model", "qwen2.5-1.5b", "--dollars", "500", "--device", "h200",
+                          "--price-per-gpu-hour", "2.5", "--format", "json").stdout)
+    assert data["plans"][0]["dollars"] <= 500
+
+
+def test_inverse_modes():
+    solved = json.loads(run("plan", "--model", "qwen2.5-1.5b", "--solve", "group_size", "--steps", "500",
+                            "--format", "json").stdout)["plans"][0]
+    assert solved["steps"] >= 500
+    shared = json.loads(run("plan", "--model", "qwen2.5-1.5b", "--solve", "iterations",
+                            "--target-learning-share", "0.9", "--format", "json").stdout)["plans"][0]
+    assert abs(shared["shares"]["learning"] - 0.9) < 0.03
+    largest = json.loads(run("plan", "--largest-model", "--steps", "300", "--format", "json").stdout)["plans"]
+    assert largest[0]["model"] == "qwen2.5-3b" and largest[0]["steps"] >= 300
+
+
+def test_compare_json():
+    data = json.loads(run("compare", "--models", "qwen2.5-0.5b,qwen2.5-7b", "--rewards", "rule,prm",
+                          "--format", "json").stdout)
+    assert len(data["model_sizes"]) == 2 and len(data["feedback_systems"]) == 4
+    assert data["model_sizes"][0]["steps"] > data["model_sizes"][1]["steps"]
+
+
+BAD = {
+    "budget too small": (["plan", "--model", "qwen2.5-7b", "--budget", "1e12"], "one step costs"),
+    "negative budget": (["plan", "--budget", "-5"], "positive"),
+    "garbage budget": (["plan", "--budget", "lots"], "number"),
+    "two budgets": (["plan", "--budget", "1e19", "--gpu-hours", "3"], "one budget"),
+    "hours without device": (["plan", "--gpu-hours", "3"], "profile"),
+    "dollars without price": (["plan", "--dollars", "3", "--device", "h100"], "price"),
+    "unknown device": (["plan", "--gpu-hours", "3", "--device", "tpu9"], "unknown device"),
+    "unknown model": (["plan", "--model", "gpt-9"], "unknown model"),
+    "unknown reward": (["plan", "--reward", "vibes"], "unknown reward"),
+    "negative group": (["plan", "--group-size", "-4"], "group_size"),
+    "zero iterations": (["plan", "--iterations", "0"], "iterations"),
+    "negative beta": (["plan", "--beta", "-1"], "beta"),
+    "full and lora": (["plan", "--full", "--lora-rank", "8"], "contradict"),
+    "prefix sharing hf": (["plan", "--prefix-sharing"], "vllm"),
+    "bad length": (["plan", "--completion-len", "900:100"], "between"),
+    "steps without solve": (["plan", "--steps", "10"], "--steps"),
+    "solve without steps": (["plan", "--solve", "group_size"], "steps"),
+    "share without solve": (["plan", "--target-learning-share", "0.5"], "--solve"),
+    "missing recipe": (["plan", "--recipe", "/no/such/recipe.toml"], "cannot read"),
+    "micro batch": (["plan", "--micro-batch", "7"], "divide"),
+    "policy with score head": (["plan", "--model", "qwen2.5-math-prm-7b"], "score head"),
+    "compare unknown reward": (["compare", "--rewards", "rule,orm"], "orm"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_one_line_and_exit_2(case):
+    args, fragment = BAD[case]
+    out = run(*args)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("flopplan: ") and "Traceback" not in out.stderr, out.stderr
+    assert fragment in lines[0]
+
+
+def test_malformed_recipe_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("group_size = [\n")
+    out = run("plan", "--recipe", str(bad))
+    assert out.returncode == 2 and "malformed" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_tables_check_detects_a_stale_file(tmp_path):
+    assert run("tables", "--out", str(tmp_path)).returncode == 0
+    assert run("tables", "--out", str(tmp_path), "--check").returncode == 0
+    target = tmp_path / "same_flop_sizes.md"
+    target.write_text(target.read_text().replace("qwen2.5-7b", "qwen2.5-8b"))
+    out = run("tables", "--out", str(tmp_path), "--check")
+    assert out.returncode == 1 and "same_flop_sizes.md" in out.stderr
+
+
+EXAMPLES = {
+    "plan_budget.sh": ["What 30 EFLOP buys", "solved: largest iterations", "GPU-hours"],
+    "compare_sizes_and_feedback.sh": ["Feedback systems at equal FLOPs", "largest registry model"],
+    "python_api.py": ["rollout.decode", "largest G for 400 steps", "grid of"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_examples_run(name, tmp_path):
+    script = ROOT / "examples" / name
+    cmd = [sys.executable, str(script)] if name.endswith(".py") else ["bash", str(script)]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+               TMPDIR=str(tmp_path))
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stderr
+    for fragment in EXAMPLES[name]:
+        assert fragment in out.stdout, fragment

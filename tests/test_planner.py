@@ -1,0 +1,381 @@
+"""GRPO step cost and the planner: invariants, exactness per phase, expectations, inverse modes, observations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flopplan.arch import QWEN25_SIZES, REGISTRY, orm_head, with_head
+from flopplan.cost import BUCKETS, step_cost
+from flopplan.errors import UserError
+from flopplan.formulas import (
+    LoRA,
+    Training,
+    decode_flops,
+    forward_flops,
+    generate_flops,
+    train_flops,
+)
+from flopplan.hardware import datasheet_profile
+from flopplan.lengths import Length
+from flopplan.planner import (
+    Budget,
+    compare_models,
+    compare_rewards,
+    largest_model,
+    learning_share,
+    plan,
+    plan_grid,
+    solve,
+    solve_share,
+)
+from flopplan.recipe import Recipe, RewardSystem
+
+SMALL = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b")
+
+
+# -- strategies -------------------------------------------------------------------------------------------------
+
+@st.composite
+def recipes(draw, fixed: bool = False):
+    group = draw(st.sampled_from([1, 2, 4, 8, 16]))
+    prompts = draw(st.sampled_from([1, 2, 8, 32]))
+    rollouts = group * prompts
+
+    def length(lo, hi):
+        n = draw(st.integers(lo, hi))
+        if fixed or draw(st.booleans()):
+            return Length.fixed(n)
+        top = draw(st.integers(n, hi * 2))
+        return Length.mean_max(float(draw(st.integers(1, top))), top)
+
+    engine = draw(st.sampled_from(["hf", "vllm"]))
+    lora = draw(st.one_of(st.none(), st.sampled_from([8, 64])))
+    reward = draw(st.sampled_from(["rule", "orm:qwen2.5-0.5b", "prm", "prm:qwen2.5-0.5b"]))
+    evaluate = draw(st.booleans())
+    return Recipe(
+        policy=draw(st.sampled_from(SMALL)), lora_rank=lora, prompts_per_step=prompts, group_size=group,
+        prompt_len=length(1, 600), completion_len=length(1, 1500), iterations=draw(st.integers(1, 4)),
+        beta=draw(st.sampled_from([0.0, 0.04])), old_logprobs=draw(st.sampled_from(["auto", "on", "off"])),
+        grad_ckpt=draw(st.booleans()), logits=draw(st.sampled_from(["completion", "all"])), engine=engine,
+        prefix_sharing=engine == "vllm" and draw(st.booleans()),
+        micro_batch=draw(st.sampled_from([d for d in (1, 2, 4, 8) if rollouts % d == 0])),
+        update_padding=draw(st.sampled_from(["batch", "none"])), reward=RewardSystem.parse(reward),
+        eval_every=draw(st.integers(1, 20)) if evaluate else None, eval_prompts=8 if evaluate else 0)
+
+
+budgets = st.floats(1e15, 1e21).map(lambda x: int(x))
+
+
+# -- invariants -------------------------------------------------------------------------------------------------
+
+@settings(max_examples=150, deadline=None)
+@given(recipes(), budgets)
+def test_plan_invariants(recipe, budget_flops):
+    p = plan(recipe, Budget(flops=budget_flops))
+    flops = p.flops
+    assert flops["total"] == sum(flops[b] for b in BUCKETS)
+    assert sum(p.phases.values()) == flops["total"]
+    assert flops["total"] <= budget_flops
+    assert p.leftover_flops == budget_flops - flops["total"] >= 0
+    # one more step (and the evaluation it may bring) would not fit
+    cost = p.cost
+    nxt = p.steps + 1
+    more = nxt * cost.step_flops + (nxt // recipe.eval_every if recipe.eval_every else 0) * cost.eval_flops
+    assert more > budget_flops - 1  # -1: totals of distributions are rounded per phase
+    for value in flops.values():
+        assert isinstance(value, int)
+
+
+@settings(max_examples=100, deadline=None)
+@given(recipes(fixed=True), st.integers(1, 10_000))
+def test_costs_are_linear_in_steps(recipe, steps):
+    """With a budget of exactly k steps, every step phase is k times its per-step cost."""
+    cost = step_cost(recipe)
+    budget = steps * cost.step_flops + (steps // recipe.eval_every if recipe.eval_every else 0) * cost.eval_flops
+    p = plan(recipe, Budget(flops=budget))
+    assert p.steps == steps
+    assert p.leftover_flops == 0
+    for phase, per_step in cost.step_phases.items():
+        assert p.phases[phase] == steps * per_step
+    for phase, per_eval in cost.eval_phases.items():
+        assert p.phases[phase] == (steps // recipe.eval_every) * per_eval
+
+
+def test_budget_too_small_says_what_a_step_costs():
+    p = plan(Recipe(policy="qwen2.5-7b"), Budget(flops=10**12))
+    assert p.steps == 0 and "one step costs" in p.notes[0]
+
+
+# -- each phase equals the FLOP model's exact formula ----------------------------------------------------------
+
+def test_fixed_length_phases_equal_the_exact_formulas():
+    """Q prompts x G, fixed P and K, hf: one generate call of all rollouts; update micro-batches of G."""
+    Q, G, P, K, mu, r = 16, 8, 200, 700, 2, 32
+    spec, prm = REGISTRY["qwen2.5-1.5b"], REGISTRY["qwen2.5-math-prm-7b"]
+    recipe = Recipe(policy="qwen2.5-1.5b", lora_rank=r, prompts_per_step=Q, group_size=G,
+                    prompt_len=Length.fixed(P), completion_len=Length.fixed(K), iterations=mu, beta=0.1,
+                    reward=RewardSystem.parse("prm:qwen2.5-math-prm-7b"), prm_steps=6, reward_overhead_tokens=30,
+                    eval_every=10, eval_prompts=50)
+    phases = step_cost(recipe).step_phases
+    lora = LoRA(r)
+    generate = generate_flops(spec, Q * G, P, K, lora)
+    prefill = sum(v for k, v in generate.items() if k.startswith("prefill/"))
+    assert phases["rollout.prefill"] == prefill
+    assert phases["rollout.decode"] == generate.total - prefill
+    # the decode steps again, one by one (the closed form sums the series)
+    assert phases["rollout.decode"] == sum(decode_flops(spec, Q * G, P + j, lora).total for j in range(K - 1))
+    assert phases["old_logprobs"] == Q * forward_flops(spec, G, P + K, K + 1, lora).total
+    assert phases["reference"] == Q * forward_flops(spec, G, P + K, K + 1).total
+    training = Training(lora, "non-reentrant")
+    assert phases["update"] == mu * Q * train_flops(spec, G, P + K, K + 1, training).total
+    assert phases["reward"] == forward_flops(prm, Q * G, P + K + 30 + 6, P + K + 30 + 6).total
+    evaluation = step_cost(recipe).eval_phases
+    assert sum(evaluation.values()) == generate_flops(spec, 50, P, K, lora).total
+
+
+def test_vllm_traits():
+    base = Recipe(engine="vllm", lora_rank=16, prompts_per_step=4, group_size=8,
+                  prompt_len=Length.fixed(100), completion_len=Length.fixed(50))
+    spec = REGISTRY[base.policy]
+    shared = step_cost(base.with_(prefix_sharing=True)).step_phases
+    plain = step_cost(base).step_phases
+    # no LoRA in the rollout (TRL merges adapters for vLLM); prefill once per prompt with sharing
+    assert plain["rollout.prefill"] == forward_flops(spec, 32, 100, 1).total
+    assert shared["rollout.prefill"] == forward_flops(spec, 4, 100, 1).total
+    assert plain["rollout.decode"] == shared["rollout.decode"]
+    # vllm: old logprobs are recomputed by default (importance-sampling correction in TRL)
+    assert "old_logprobs" in plain
+
+
+def test_orm_head_and_prm_head():
+    spec = REGISTRY["qwen2.5-1.5b"]
+    orm = RewardSystem.parse("orm:qwen2.5-1.5b").spec()
+    assert orm.head == orm_head(spec)
+    assert orm.params == with_head(spec, orm_head(spec)).params
+    prm = RewardSystem.parse("prm:qwen2.5-1.5b").spec()
+    assert [(lay.in_features, lay.out_features) for lay in prm.head.layers] == [(1536, 1536), (1536, 2)]
+    assert RewardSystem.parse("prm").spec() is REGISTRY["qwen2.5-math-prm-7b"]
+
+
+# -- distributions ----------------------------------------------------------------------------------------------
+
+def _brute(fn, *dists):
+    """E[fn(...)] by summing over the whole joint support (the definition of the expectation)."""
+    total = 0.0
+    if len(dists) == 1:
+        for k, p in zip(dists[0].support, dists[0].probs, strict=True):
+            total += p * fn(k)
+        return total
+    for a, pa in zip(dists[0].support, dists[0].probs, strict=True):
+        for b, pb in zip(dists[1].support, dists[1].probs, strict=True):
+            total += pa * pb * fn(a, b)
+    return total
+
+
+def test_vllm_rollout_expectation_uses_the_second_moment():
+    K = Length.mean_max(300.0, 600)
+    recipe = Recipe(policy="qwen2.5-0.5b", engine="vllm", prompts_per_step=2, group_size=4,
+                    prompt_len=Length.fixed(64), completion_len=K, lora_rank=None)
+    spec = REGISTRY["qwen2.5-0.5b"]
+    decode = step_cost(recipe).step_phases["rollout.decode"]
+    exact = _brute(lambda k: sum(v for key, v in generate_flops(spec, 8, 64, k).items()
+                                 if key.startswith("decode/")), K)
+    assert decode == pytest.approx(exact, rel=1e-12)
+    naive = sum(v for key, v in generate_flops(spec, 8, 64, round(K.mean)).items() if key.startswith("decode/"))
+    assert abs(naive - exact) / exact > 1e-4  # E[K]^2 would be wrong
+
+
+def test_hf_rollout_runs_to_the_expected_batch_maximum():
+    P, K = Length.empirical([10, 20, 40]), Length.mean_max(100.0, 300)
+    recipe = Recipe(policy="qwen2.5-0.5b", engine="hf", prompts_per_step=3, group_size=4, prompt_len=P,
+                    completion_len=K, lora_rank=None)
+    spec = REGISTRY["qwen2.5-0.5b"]
+    rollout = step_cost(recipe).step_phases
+    pmax, kmax = P.max_of(3), K.max_of(12)
+    exact = _brute(lambda p, k: generate_flops(spec, 12, p, k).total, pmax, kmax)
+    assert rollout["rollout.prefill"] + rollout["rollout.decode"] == pytest.approx(exact, rel=1e-12)
+    assert kmax.mean > K.mean + 50  # padding waste is visible
+
+
+def test_update_expectation_matches_brute_force_with_padding_and_without():
+    P, K = Length.mean_max(50.0, 120), Length.mean_max(200.0, 400)
+    spec = REGISTRY["qwen2.5-0.5b"]
+    training = Training(LoRA(8), "non-reentrant")
+    for padding, batch in (("none", 1), ("batch", 4)):
+        recipe = Recipe(policy="qwen2.5-0.5b", lora_rank=8, prompts_per_step=2, group_size=4, prompt_len=P,
+                        completion_len=K, update_padding=padding, micro_batch=4)
+        got = step_cost(recipe).step_phases["update"]
+        dp, dk = (P, K) if padding == "none" else (P.max_of(1), K.max_of(4))
+        exact = _brute(lambda p, k, b=batch: train_flops(spec, b, p + k, k + 1, training).total, dp, dk)
+        assert got == pytest.approx(exact * 8 / batch, rel=1e-12)
+
+
+def test_length_distributions():
+    d = Length.mean_max(600.0, 1024)
+    assert d.mean == pytest.approx(600, rel=1e-9) and d.max == 1024 and d.min == 1
+    assert Length.mean_max(512.5, 1024).variance() == pytest.approx((1024**2 - 1) / 12, rel=1e-6)  # uniform
+    assert Length.parse("7").is_fixed and Length.parse({"mean": 3, "max": 9}).max == 9
+    m = Length.empirical([1, 2, 3, 4]).max_of(2)
+    assert m.probs == pytest.approx((1 / 16, 3 / 16, 5 / 16, 7 / 16))
+    for bad in ("x", "0", "5:3", {"mean": 3}, -1, "@/no/such/file"):
+        with pytest.raises(UserError):
+            Length.parse(bad)
+
+
+def test_lengths_from_files(tmp_path):
+    lines = tmp_path / "lengths.txt"
+    lines.write_text("10\n20\n20\n")
+    as_json = tmp_path / "lengths.json"
+    as_json.write_text("[10, 20, 20]")
+    jsonl = tmp_path / "lengths.jsonl"
+    jsonl.write_text('{"length": 10}\n{"length": 20}\n{"length": 20}\n')
+    for path in (lines, as_json, jsonl):
+        d = Length.from_file(path)
+        assert d.support == (10, 20) and d.probs == pytest.approx((1 / 3, 2 / 3))
+    bad = tmp_path / "bad.txt"
+    bad.write_text("ten\n")
+    with pytest.raises(UserError, match="malformed"):
+        Length.from_file(bad)
+
+
+# -- the seed paper's two observations --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("budget", [10**18, 10**19, 10**20])
+@pytest.mark.parametrize("reward", ["rule", "prm:qwen2.5-math-prm-7b"])
+def test_larger_policies_get_fewer_updates_and_rollouts_at_equal_flops(budget, reward):
+    plans = compare_models(Recipe(reward=RewardSystem.parse(reward)), list(QWEN25_SIZES), Budget(flops=budget))
+    steps = [p.steps for p in plans]
+    rollouts = [p.totals()["rollouts"] for p in plans]
+    updates = [p.totals()["update_tokens"] for p in plans]
+    assert steps == sorted(steps, reverse=True) and steps[0] > steps[-1]
+    assert rollouts == sorted(rollouts, reverse=True) and updates == sorted(updates, reverse=True)
+    per_token = [p.cost.step_flops for p in plans]
+    assert per_token == sorted(per_token)
+
+
+@pytest.mark.parametrize("policy", ["qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b", "qwen2.5-14b"])
+def test_rule_reward_leaves_non_update_compute_to_rollouts_prm_takes_a_visible_share(policy):
+    budget = Budget(flops=10**19)
+    rule, prm, small_prm = compare_rewards(Recipe(), ["rule", "prm:qwen2.5-math-prm-7b", "prm:qwen2.5-1.5b"],
+                                           budget, [policy])
+    rule_shares = rule.shares()
+    non_update = rule_shares["rollout"] + rule_shares["feedback"] + rule_shares["evaluation"]
+    assert rule_shares["feedback"] == 0 and rule_shares["rollout"] / non_update == 1.0
+    assert prm.shares()["feedback"] > 0.10  # a visible part of the budget (Qwen2.5-Math-PRM-7B)
+    assert 0 < small_prm.shares()["feedback"] < prm.shares()["feedback"]  # a smaller PRM takes less
+    assert prm.steps < small_prm.steps <= rule.steps
+
+
+# -- budgets in time and money ----------------------------------------------------------------------------------
+
+def test_gpu_hour_and_dollar_budgets():
+    profile = datasheet_profile("h100", "hf", price_per_hour=2.0)
+    by_hours = plan(Recipe(), Budget(gpu_hours=100), profile)
+    by_dollars = plan(Recipe(), Budget(dollars=200), profile)
+    assert by_hours.steps == by_dollars.steps > 0
+    assert by_hours.gpu_hours <= 100
+    assert by_dollars.dollars == pytest.approx(by_hours.gpu_hours * 2.0)
+    seconds = {ph: profile.seconds(kind, 1.0) for ph, kind in (("u", "train"), ("d", "decode"))}
+    assert seconds["d"] > 10 * seconds["u"]  # decode is far below training
+    with pytest.raises(UserError, match="profile"):
+        plan(Recipe(), Budget(gpu_hours=1))
+    with pytest.raises(UserError, match="price"):
+        plan(Recipe(), Budget(dollars=1), datasheet_profile("a100"))
+
+
+def test_budget_validation():
+    for bad in ({}, {"flops": -1}, {"flops": 1, "gpu_hours": 2}, {"gpu_hours": math.inf}):
+        with pytest.raises(UserError):
+            Budget(**bad)
+
+
+# -- inverse modes ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("free", ["group_size", "prompts_per_step", "iterations"])
+def test_solve_finds_the_largest_value_that_affords_the_steps(free):
+    budget = Budget(flops=10**19)
+    solved = solve(Recipe(), budget, free, steps=300)
+    value = getattr(solved.recipe, free)
+    assert solved.steps >= 300
+    assert plan(Recipe().with_(**{free: value + 1}), budget).steps < 300
+
+
+def test_solve_share_and_largest_model():
+    recipe, share, notes = solve_share(Recipe(), 0.9, "iterations")
+    assert abs(share - 0.9) <= abs(learning_share(recipe.with_(iterations=recipe.iterations + 1)) - 0.9)
+    assert abs(share - 0.9) <= abs(learning_share(recipe.with_(iterations=max(1, recipe.iterations - 1))) - 0.9)
+    _, _, notes = solve_share(Recipe(), 0.05, "group_size")
+    assert notes and "outside" in notes[0]
+    best = largest_model(Recipe(), Budget(flops=10**19), steps=300)
+    bigger = QWEN25_SIZES[QWEN25_SIZES.index(best.model) + 1]
+    assert best.steps >= 300 and plan(Recipe(policy=bigger), Budget(flops=10**19)).steps < 300
+    with pytest.raises(UserError):
+        largest_model(Recipe(), Budget(flops=10**15), steps=300)
+
+
+# -- vectorized grids -------------------------------------------------------------------------------------------
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1, 4, 16]), st.sampled_from([2, 8]), st.integers(1, 500),
+                          st.integers(1, 3000), st.integers(1, 3)), min_size=1, max_size=8),
+       st.sampled_from(SMALL), st.sampled_from(["rule", "prm:qwen2.5-math-prm-7b"]), st.booleans())
+def test_grid_equals_the_scalar_planner(rows, policy, reward, vllm):
+    Q, G, P, K, mu = (np.array(col) for col in zip(*rows, strict=True))
+    system = RewardSystem.parse(reward)
+    budgets = [1e17, 3e19]
+    grid = plan_grid(REGISTRY[policy], budgets, system.spec(), system.kind, prompts=Q, group=G, prompt=P,
+                     completion=K, iterations=mu, engine="vllm" if vllm else "hf",
+                     old_logprobs=vllm, reference=False)
+    for i, (q, g, p, k, m) in enumerate(rows):
+        recipe = Recipe(policy=policy, prompts_per_step=q, group_size=g, prompt_len=Length.fixed(p),
+                        completion_len=Length.fixed(k), iterations=m, reward=system,
+                        engine="vllm" if vllm else "hf", old_logprobs="on" if vllm else "off")
+        cost = step_cost(recipe)
+        assert grid.step_flops[i] == pytest.approx(cost.step_flops, rel=1e-12)
+        for b, value in cost.buckets().items():
+            assert grid.bucket_step_flops[b][i] == pytest.approx(value, rel=1e-12)
+        for j, budget in enumerate(budgets):
+            assert grid.steps[i, j] == plan(recipe, Budget(flops=budget)).steps
+
+
+# -- recipes ----------------------------------------------------------------------------------------------------
+
+@settings(max_examples=50, deadline=None)
+@given(recipes())
+def test_recipe_round_trips_through_toml_and_json(tmp_path_factory, recipe):
+    folder = tmp_path_factory.mktemp("recipes")
+    for name in ("r.toml", "r.json"):
+        path = recipe.save(folder / name)
+        assert Recipe.load(path) == recipe
+
+
+BAD_RECIPES = {
+    "unknown key": {"polcy": "qwen2.5-7b"},
+    "negative group": {"group_size": -2},
+    "zero prompts": {"prompts_per_step": 0},
+    "bad beta": {"beta": -0.1},
+    "bad engine": {"engine": "sglang"},
+    "prefix sharing with hf": {"prefix_sharing": True},
+    "micro batch not dividing": {"micro_batch": 7},
+    "bad reward": {"reward": "dpo"},
+    "orm without model": {"reward": "orm"},
+    "bad lora": {"lora": {"rank": 8, "targets": ["lm_head"]}},
+    "eval without prompts": {"eval_every": 10},
+    "bad length": {"completion_len": {"mean": 5000, "max": 100}},
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RECIPES))
+def test_bad_recipes_are_refused(case):
+    with pytest.raises(UserError):
+        Recipe.from_data(BAD_RECIPES[case])
+
+
+def test_policy_must_be_a_language_model():
+    with pytest.raises(UserError, match="score head"):
+        plan(Recipe(policy="qwen2.5-math-prm-7b"), Budget(flops=10**19))
