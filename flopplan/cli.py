@@ -315,6 +315,8 @@ def recipe_options(func: Any) -> Any:
         click.option("--prm-steps", type=int, help="Steps per response, one separator token each (default 8)."),
         click.option("--eval-every", type=int, help="Greedy evaluation every K steps (own bucket)."),
         click.option("--eval-prompts", type=int, help="Prompts per evaluation."),
+        click.option("--eval-at-start/--no-eval-at-start", default=None,
+                     help="With evaluation: a baseline evaluation before the first step (default on)."),
         click.option("--eval-prompt-len", help="Eval prompt tokens (default: --prompt-len)."),
         click.option("--eval-completion-len", help="Eval completion tokens (default: --completion-len)."),
         click.option("--attention", type=click.Choice(["dense", "causal"]), help="Attention convention."),
@@ -328,7 +330,7 @@ def recipe_options(func: Any) -> Any:
 _RECIPE_KEYS = ("reward", "group_size", "prompts_per_step", "prompt_len", "completion_len", "iterations", "beta",
                 "lora_rank", "lora_targets", "full_ft", "old_logprobs", "grad_ckpt", "logits", "engine",
                 "prefix_sharing", "generation_batch", "micro_batch", "update_padding", "optimizer_batch",
-                "reward_overhead", "prm_steps", "eval_every", "eval_prompts", "eval_prompt_len",
+                "reward_overhead", "prm_steps", "eval_every", "eval_prompts", "eval_at_start", "eval_prompt_len",
                 "eval_completion_len", "attention", "attention_kernel")
 
 

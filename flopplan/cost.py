@@ -18,8 +18,9 @@ eval.decode
 =================  ==========  ==================================================================================
 
 Lengths: per-phase costs are polynomials of degree <= 2 in the prompt and completion lengths, so their
-expectation is exact with the two-point rules of :mod:`flopplan.lengths`; padded batches (HF generate, TRL's
-update micro-batches) use the distribution of the batch maximum. Fixed lengths give exact integers.
+expectation is exact with the two-point rules of :mod:`flopplan.lengths`; padded batches (HF generate; TRL's
+scoring and update passes, padded once for the whole generation batch) use the distribution of the batch
+maximum. Fixed lengths give exact integers.
 
 Every function below is plain arithmetic on its numeric arguments, so the vectorized planner evaluates the same
 definitions on numpy arrays of recipes.
@@ -205,8 +206,10 @@ def step_cost(recipe: Recipe) -> StepCost:
                                                       r.prompts_per_step, group, n, p, k), gen_p, gen_k))
 
     if r.update_padding == "batch":
+        # TRL pads prompts (left) and completions (right) once for the whole generation batch and slices
+        # micro-batches from it: every micro-batch has the generation batch's longest prompt and completion.
         m = r.micro_batch_size
-        upd_p, upd_k = P.max_of(_prompts_in(m, group)), K.max_of(m)
+        upd_p, upd_k = gen_p, gen_k
     else:
         m, upd_p, upd_k = 1, P, K
     if r.computes_old_logprobs:

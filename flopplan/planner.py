@@ -3,7 +3,8 @@
 A plan states the GRPO steps the budget affords, everything they buy (prompts, rollouts, generated and update
 tokens, optimizer steps, reward-model evaluations), the FLOPs by bucket and phase with shares, the time where a
 hardware profile is given, and what is left over. Steps are the largest integer whose cost fits:
-``steps * step_cost + evaluations(steps) * eval_cost <= budget`` with ``evaluations(steps) = steps // eval_every``.
+``steps * step_cost + evaluations(steps) * eval_cost <= budget`` with ``evaluations(steps) = steps // eval_every``
+(+ 1 for the baseline evaluation before the first step, when enabled).
 
 Costs are those of :func:`flopplan.cost.step_cost`, i.e. the exact formulas of :mod:`flopplan.formulas`.
 """
@@ -182,19 +183,22 @@ def _phase_seconds(cost: StepCost, profile: Profile) -> dict[str, float]:
             for phase, flops in {**cost.step_phases, **cost.eval_phases}.items()}
 
 
-def _run_cost(step: float, evaluation: float, every: int | None, steps: int) -> float:
-    return steps * step + (steps // every if every else 0) * evaluation
-
-
-def affordable_steps(step: float, evaluation: float, every: int | None, budget: float) -> int:
-    """The largest ``steps`` with ``steps * step + (steps // every) * evaluation <= budget``."""
+def affordable_steps(step: float, evaluation: float, evaluations: Callable[[int], int], budget: float) -> int:
+    """The largest ``steps`` with ``steps * step + evaluations(steps) * evaluation <= budget`` (-1: not even the
+    baseline evaluation fits)."""
     if step <= 0:
         raise UserError("a step must cost something")
-    rate = step + (evaluation / every if every else 0)
-    steps = max(0, int(budget // rate))
-    while _run_cost(step, evaluation, every, steps + 1) <= budget:
+
+    def cost(steps: int) -> float:
+        return steps * step + evaluations(steps) * evaluation
+
+    if cost(0) > budget:
+        return -1
+    per_eval = evaluations(1_000_000) / 1_000_000 if evaluation else 0.0
+    steps = max(0, int((budget - cost(0)) // (step + per_eval * evaluation)))
+    while cost(steps + 1) <= budget:
         steps += 1
-    while steps > 0 and _run_cost(step, evaluation, every, steps) > budget:
+    while steps > 0 and cost(steps) > budget:
         steps -= 1
     return steps
 
@@ -202,7 +206,6 @@ def affordable_steps(step: float, evaluation: float, every: int | None, budget: 
 def plan(recipe: Recipe, budget: Budget, profile: Profile | None = None, cost: StepCost | None = None) -> Plan:
     """What ``budget`` buys with ``recipe`` (0 steps, with a note, when one step does not fit)."""
     cost = cost or step_cost(recipe)
-    every = recipe.eval_every
     seconds_per = None
     if budget.flops is not None:
         step, evaluation, limit = cost.step_flops, cost.eval_flops, budget.flops
@@ -220,13 +223,18 @@ def plan(recipe: Recipe, budget: Budget, profile: Profile | None = None, cost: S
                 raise UserError("a budget in dollars needs a price per GPU-hour (--price-per-gpu-hour)")
             assert budget.dollars is not None
             limit = budget.dollars / profile.price_per_hour * 3600
-    steps = affordable_steps(float(step), float(evaluation), every, float(limit))
-    evaluations = steps // every if every else 0
+    steps = affordable_steps(float(step), float(evaluation), recipe.evaluations, float(limit))
+    baseline_only = steps < 0  # not even the baseline evaluation fits: nothing runs
+    steps = max(steps, 0)
+    evaluations = 0 if baseline_only else recipe.evaluations(steps)
     phases = _phase_totals(cost, steps, evaluations)
     # Expected (non-integer) costs are rounded per phase; never let the rounding step over a FLOP budget.
-    while budget.flops is not None and steps > 0 and sum(phases.values()) > budget.flops:
-        steps -= 1
-        evaluations = steps // every if every else 0
+    while budget.flops is not None and sum(phases.values()) > budget.flops and (steps > 0 or evaluations > 0):
+        if steps > 0:
+            steps -= 1
+            evaluations = recipe.evaluations(steps)
+        else:
+            evaluations = 0
         phases = _phase_totals(cost, steps, evaluations)
     seconds = None
     if profile is not None:

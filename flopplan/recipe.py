@@ -105,13 +105,14 @@ class Recipe:
     prefix_sharing: bool = False  # vllm: the prompt prefill is computed once per group
     generation_batch: int | None = None  # hf: sequences per generate call; None: all rollouts of a step
     micro_batch: int | None = None  # sequences per update forward/backward; None: the group size
-    update_padding: str = "batch"  # batch: pad to the micro-batch's longest (TRL); none: packed (verl)
+    update_padding: str = "batch"  # batch: pad to the generation batch's longest (TRL); none: packed (verl)
     optimizer_batch: int | None = None  # sequences per optimizer step; None: all rollouts of a step
     reward: RewardSystem = field(default_factory=lambda: RewardSystem("rule"))
     reward_overhead_tokens: int = DEFAULT_REWARD_OVERHEAD_TOKENS
     prm_steps: int = 8  # steps per response (one separator token each) for prm feedback
     eval_every: int | None = None  # greedy evaluation every k steps (its own bucket)
     eval_prompts: int = 0
+    eval_at_start: bool = True  # with evaluation: one more before the first step (the baseline)
     eval_prompt_len: Length | None = None  # default: prompt_len
     eval_completion_len: Length | None = None  # default: completion_len
     attention: str = "dense"
@@ -177,6 +178,12 @@ class Recipe:
     @property
     def optimizer_steps_per_step(self) -> int:
         return self.iterations * self.rollouts_per_step // self.optimizer_batch_size
+
+    def evaluations(self, steps: int) -> int:
+        """Evaluation runs in a run of ``steps`` steps: after every ``eval_every``-th step, plus the baseline."""
+        if self.eval_every is None:
+            return 0
+        return steps // self.eval_every + (1 if self.eval_at_start else 0)
 
     @property
     def computes_old_logprobs(self) -> bool:

@@ -65,7 +65,8 @@ def recipes(draw, fixed: bool = False):
         prefix_sharing=engine == "vllm" and draw(st.booleans()),
         micro_batch=draw(st.sampled_from([d for d in (1, 2, 4, 8) if rollouts % d == 0])),
         update_padding=draw(st.sampled_from(["batch", "none"])), reward=RewardSystem.parse(reward),
-        eval_every=draw(st.integers(1, 20)) if evaluate else None, eval_prompts=8 if evaluate else 0)
+        eval_every=draw(st.integers(1, 20)) if evaluate else None, eval_prompts=8 if evaluate else 0,
+        eval_at_start=draw(st.booleans()))
 
 
 budgets = st.floats(1e15, 1e21).map(lambda x: int(x))
@@ -85,8 +86,9 @@ def test_plan_invariants(recipe, budget_flops):
     # one more step (and the evaluation it may bring) would not fit
     cost = p.cost
     nxt = p.steps + 1
-    more = nxt * cost.step_flops + (nxt // recipe.eval_every if recipe.eval_every else 0) * cost.eval_flops
+    more = nxt * cost.step_flops + recipe.evaluations(nxt) * cost.eval_flops
     assert more > budget_flops - 1  # -1: totals of distributions are rounded per phase
+    assert p.evaluations == (recipe.evaluations(p.steps) if p.total_flops else 0)
     for value in flops.values():
         assert isinstance(value, int)
 
@@ -96,14 +98,23 @@ def test_plan_invariants(recipe, budget_flops):
 def test_costs_are_linear_in_steps(recipe, steps):
     """With a budget of exactly k steps, every step phase is k times its per-step cost."""
     cost = step_cost(recipe)
-    budget = steps * cost.step_flops + (steps // recipe.eval_every if recipe.eval_every else 0) * cost.eval_flops
+    budget = steps * cost.step_flops + recipe.evaluations(steps) * cost.eval_flops
     p = plan(recipe, Budget(flops=budget))
     assert p.steps == steps
     assert p.leftover_flops == 0
     for phase, per_step in cost.step_phases.items():
         assert p.phases[phase] == steps * per_step
     for phase, per_eval in cost.eval_phases.items():
-        assert p.phases[phase] == (steps // recipe.eval_every) * per_eval
+        assert p.phases[phase] == recipe.evaluations(steps) * per_eval
+
+
+def test_evaluations_count_the_baseline():
+    recipe = Recipe(eval_every=10, eval_prompts=20)
+    assert [recipe.evaluations(s) for s in (0, 9, 10, 25)] == [1, 1, 2, 3]
+    assert recipe.with_(eval_at_start=False).evaluations(25) == 2
+    cost = step_cost(recipe)
+    tiny = plan(recipe, Budget(flops=cost.eval_flops // 2))  # not even the baseline evaluation fits
+    assert tiny.steps == 0 and tiny.total_flops == 0
 
 
 def test_budget_too_small_says_what_a_step_costs():
@@ -203,6 +214,8 @@ def test_hf_rollout_runs_to_the_expected_batch_maximum():
 
 
 def test_update_expectation_matches_brute_force_with_padding_and_without():
+    """Packed: each sequence at its own lengths. Padded (TRL): every micro-batch runs at the generation batch's
+    longest prompt and completion."""
     P, K = Length.mean_max(50.0, 120), Length.mean_max(200.0, 400)
     spec = REGISTRY["qwen2.5-0.5b"]
     training = Training(LoRA(8), "non-reentrant")
@@ -210,7 +223,7 @@ def test_update_expectation_matches_brute_force_with_padding_and_without():
         recipe = Recipe(policy="qwen2.5-0.5b", lora_rank=8, prompts_per_step=2, group_size=4, prompt_len=P,
                         completion_len=K, update_padding=padding, micro_batch=4)
         got = step_cost(recipe).step_phases["update"]
-        dp, dk = (P, K) if padding == "none" else (P.max_of(1), K.max_of(4))
+        dp, dk = (P, K) if padding == "none" else (P.max_of(2), K.max_of(8))
         exact = _brute(lambda p, k, b=batch: train_flops(spec, b, p + k, k + 1, training).total, dp, dk)
         assert got == pytest.approx(exact * 8 / batch, rel=1e-12)
 
