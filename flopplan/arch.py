@@ -9,12 +9,12 @@ of the Qwen2.5 technical report, arXiv:2412.15115); the parameter counts they gi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from flopplan.errors import UserError
+from flopplan.fileio import read_json
 
 LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 """The seven linear projections of a decoder layer, in the order a layer executes them."""
@@ -209,6 +209,9 @@ REGISTRY: dict[str, ArchSpec] = {spec.name: spec for spec in (
     _qwen25("qwen2.5-math-1.5b", 1536, 8960, 28, 12, 2, 151936, True, 4096, rope_theta=1e4),
     _qwen25("qwen2.5-math-7b", 3584, 18944, 28, 28, 4, 152064, False, 4096, rope_theta=1e4),
     _qwen25("qwen2.5-math-prm-7b", 3584, 18944, 28, 28, 4, 152064, False, 4096, rope_theta=1e4, head=_PRM_HEAD),
+    # A Qwen2-architecture test policy of 300,160 parameters for CPU runs of `flopplan train` (the built-in
+    # character tokenizer has 23 symbols; the head is padded to 32 rows like real LM heads).
+    _qwen25("tiny", 128, 256, 2, 4, 2, 32, True, 512),
 )}
 
 QWEN25_SIZES: tuple[str, ...] = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b",
@@ -248,14 +251,7 @@ def load_config(path: str | Path, name: str | None = None) -> ArchSpec:
     """
     path = Path(path)
     file = path / "config.json" if path.is_dir() else path
-    try:
-        text = file.read_text()
-    except OSError as exc:
-        raise UserError(f"cannot read config {str(file)!r}: {exc.strerror or exc}") from None
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"config {str(file)!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    cfg = read_json(file, "config")
     if not isinstance(cfg, dict):
         raise UserError(f"config {str(file)!r} is not a JSON object")
     return spec_from_config(cfg, name=name or _name_from_path(file), source=str(file))
@@ -336,12 +332,19 @@ def _uniform_sliding_window(cfg: dict[str, Any], model_type: str, where: str) ->
                         f"(layer_types {sorted(set(layer_types))})")
     window = cfg.get("sliding_window")
     if model_type in ("qwen2", "qwen3"):
-        if not cfg.get("use_sliding_window", False):
+        # transformers: layer i slides iff use_sliding_window and i >= max_window_layers
+        if not cfg.get("use_sliding_window", False) or window is None:
             return None
-        max_window_layers = cfg.get("max_window_layers", cfg.get("num_hidden_layers"))
-        if max_window_layers is not None and max_window_layers < cfg.get("num_hidden_layers", 0):
+        layers = cfg.get("num_hidden_layers")
+        max_window_layers = cfg.get("max_window_layers", 28)  # transformers' default
+        for key, value in (("max_window_layers", max_window_layers), ("num_hidden_layers", layers)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise UserError(f"{where}: {key} must be a non-negative integer, not {value!r}")
+        if max_window_layers >= layers:
+            return None  # every layer is a full-attention layer
+        if max_window_layers > 0:
             raise UserError(f"{where}: mixed sliding-window and full-attention layers are not supported "
-                            f"(use_sliding_window with max_window_layers {max_window_layers})")
+                            f"(use_sliding_window with max_window_layers {max_window_layers} of {layers})")
     if model_type == "llama":
         return None
     if window is None:
@@ -353,7 +356,9 @@ def _uniform_sliding_window(cfg: dict[str, Any], model_type: str, where: str) ->
 
 def _head_from_config(cfg: dict[str, Any], hidden: int, where: str) -> Head:
     architectures = cfg.get("architectures") or []
-    arch = architectures[0] if isinstance(architectures, list) and architectures else ""
+    if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
+        raise UserError(f"{where}: architectures must be a list of class names, not {architectures!r}")
+    arch = architectures[0] if architectures else ""
     if arch.endswith("ForProcessRewardModel"):
         # Qwen2.5-Math-PRM: Linear(h, h, bias) -> ReLU -> Linear(h, 2, bias) on every position.
         return Head("score", (HeadLayer(hidden, hidden, True), HeadLayer(hidden, 2, True)))

@@ -336,10 +336,16 @@ _RECIPE_KEYS = ("reward", "group_size", "prompts_per_step", "prompt_len", "compl
 
 def build_recipe(recipe_file: str | None, opts: dict[str, Any]) -> Any:
     """A Recipe from defaults, then the file, then the command-line options that were given."""
-    from flopplan.lengths import Length
-    from flopplan.recipe import Recipe, RewardSystem
+    from flopplan.recipe import Recipe
 
-    base = Recipe.load(recipe_file) if recipe_file else Recipe()
+    return build_recipe_from(Recipe.load(recipe_file) if recipe_file else Recipe(), opts)
+
+
+def build_recipe_from(base: Any, opts: dict[str, Any]) -> Any:
+    """``base`` with the recipe options that were given on the command line."""
+    from flopplan.lengths import Length
+    from flopplan.recipe import RewardSystem
+
     changes: dict[str, Any] = {}
     rename = {"reward_overhead": "reward_overhead_tokens"}
     for key in _RECIPE_KEYS:
@@ -438,6 +444,8 @@ def render_tables(tables: list[Any], fmt: str, notes: list[str], command: str, e
 
 def _models_option(models: tuple[str, ...]) -> list[str]:
     names = [m.strip() for value in models for m in value.split(",") if m.strip()]
+    if models and not names:
+        fail("--model/--models was given without a model name")
     return names or list(DEFAULT_MODELS)
 
 
@@ -502,7 +510,7 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
         plans = P.compare_models(base, names, the_budget, prof)
     P.require_steps(plans)
     if save_recipe:
-        base.with_(policy=plans[0].recipe.policy).save(save_recipe)
+        plans[0].recipe.save(save_recipe)  # the effective recipe, solved values included
     command = _command_line()
     if out_file:
         atomic_write_json(out_file, P.plans_file_data(plans, command))
@@ -528,7 +536,10 @@ def compare(models: tuple[str, ...], rewards: tuple[str, ...], recipe_file: str 
 
     base = build_recipe(recipe_file, recipe_opts)
     names = _models_option(models)
-    reward_names = [r.strip() for value in rewards for r in value.split(",") if r.strip()] or list(DEFAULT_REWARDS)
+    reward_names = [r.strip() for value in rewards for r in value.split(",") if r.strip()]
+    if rewards and not reward_names:
+        fail("--rewards was given without a reward system")
+    reward_names = reward_names or list(DEFAULT_REWARDS)
     the_budget = budget_from(budget, gpu_hours, dollars)
     prof = profile_from(device, profile_file, price_per_gpu_hour, base.engine)
     sizes = P.compare_models(base, names, the_budget, prof)
@@ -545,6 +556,193 @@ def compare(models: tuple[str, ...], rewards: tuple[str, ...], recipe_file: str 
 
 
 DEFAULT_REWARDS = ("rule", "orm:qwen2.5-1.5b", "prm:qwen2.5-math-prm-7b", "prm:qwen2.5-1.5b")
+
+
+# -- train and report -------------------------------------------------------------------------------------------
+
+TRAIN_DEFAULTS: dict[str, Any] = {"policy": "tiny", "lora_rank": None, "prompts_per_step": 16, "group_size": 16,
+                  "completion_len": 2, "micro_batch": 64, "eval_every": 10, "eval_prompts": 200}
+"""`flopplan train` with no recipe or plan: the tiny policy, fully fine-tuned from random initialisation on the
+built-in digits task (a digit and EOS: two new tokens). LoRA on a random-initialised 300k-parameter model learns
+unreliably; on real policies LoRA is the default (--lora-rank, or a plan's recipe)."""
+
+
+@main.command()
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Run folder.")
+@click.option("--plan", "plan_file", type=click.Path(dir_okay=False), help="A plan file (flopplan plan --out).")
+@click.option("--plan-model", help="Which model's plan to run when the plan file holds several.")
+@click.option("--budget", help="FLOP budget (default: the plan's).")
+@click.option("--steps", "max_steps", type=int, help="Stop after N steps (also without a budget).")
+@click.option("--model", "model_name", help="Policy: tiny (default), or a registry name with --random-init.")
+@click.option("--model-path", type=click.Path(file_okay=False), help="A local model folder (weights + tokenizer).")
+@click.option("--random-init", is_flag=True, help="Registry architecture without weights (FLOP/time-faithful).")
+@click.option("--task", default="digits", show_default=True, help="Built-in task: digits[:first|last|max|sum[:N]].")
+@click.option("--dataset", type=click.Path(dir_okay=False), help="JSONL {prompt, answer} (GSM8K '#### x' ok).")
+@click.option("--eval-dataset", type=click.Path(dir_okay=False), help="JSONL held-out set.")
+@click.option("--train-size", default=20000, show_default=True, type=int, help="Built-in task problems.")
+@recipe_options
+@click.option("--lr", type=float, help="AdamW learning rate (default 3e-3 tiny, 1e-5 LoRA, 1e-6 full).")
+@click.option("--lora-alpha", type=int, help="LoRA alpha (default 2 x rank).")
+@click.option("--temperature", default=1.0, show_default=True, type=float, help="Sampling temperature.")
+@click.option("--clip-eps", default=0.2, show_default=True, type=float, help="Lower clip of the ratio.")
+@click.option("--clip-eps-high", type=float, help="Upper clip (default = --clip-eps; DAPO uses 0.28).")
+@click.option("--scale-rewards", default="group", show_default=True, type=click.Choice(["group", "none"]),
+              help="Divide advantages by the group std (GRPO) or not (Dr. GRPO).")
+@click.option("--loss-aggregation", default="token", show_default=True, type=click.Choice(["token", "sequence"]))
+@click.option("--max-grad-norm", default=1.0, show_default=True, type=float)
+@click.option("--weight-decay", default=0.0, show_default=True, type=float)
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--checkpoint-every", default=10, show_default=True, type=int)
+@click.option("--resume", is_flag=True, help="Continue the run in --out from its last checkpoint.")
+@click.option("--measure-flops", is_flag=True, help="Also count every phase with torch FlopCounterMode.")
+@click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"]))
+@click.option("--format-reward", default=0.0, show_default=True, type=float, help="Reward for a well-formed answer.")
+@click.option("--reward-model-path", type=click.Path(file_okay=False), help="A local reward model folder.")
+@click.option("--prm-aggregate", default="min", show_default=True, type=click.Choice(["min", "prod", "last"]))
+@click.option("--prm-max-steps", default=32, show_default=True, type=int)
+@click.option("--eval-batch", default=256, show_default=True, type=int, help="Prompts per evaluation generate call.")
+@click.option("--no-eval", is_flag=True, help="No held-out evaluation.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: str | None, max_steps: int | None,
+          model_name: str | None, model_path: str | None, random_init: bool, task: str, dataset: str | None,
+          eval_dataset: str | None, train_size: int, recipe_file: str | None, lr: float | None,
+          lora_alpha: int | None, temperature: float, clip_eps: float, clip_eps_high: float | None,
+          scale_rewards: str, loss_aggregation: str, max_grad_norm: float, weight_decay: float, seed: int,
+          checkpoint_every: int, resume: bool, measure_flops: bool, device: str, format_reward: float,
+          reward_model_path: str | None, prm_aggregate: str, prm_max_steps: int, eval_batch: int,
+          no_eval: bool, no_progress: bool, **recipe_opts: Any) -> None:
+    """Run GRPO with a FLOP ledger that never exceeds the budget (the validating run of a plan)."""
+    from flopplan.train.config import TrainConfig
+
+    if no_eval:
+        if recipe_opts.get("eval_every") or recipe_opts.get("eval_prompts"):
+            fail("--no-eval contradicts --eval-every/--eval-prompts")
+        recipe_opts = {**recipe_opts, "no_eval": True}
+    if resume:
+        config = _resume_config(out_dir)
+    else:
+        config = _train_config(out_dir, plan_file, plan_model, budget, max_steps, model_name, model_path,
+                               random_init, task, dataset, eval_dataset, train_size, recipe_file, recipe_opts,
+                               dict(lr=lr, lora_alpha=lora_alpha, temperature=temperature, clip_low=clip_eps,
+                                    clip_high=clip_eps if clip_eps_high is None else clip_eps_high,
+                                    scale_rewards=scale_rewards, loss_aggregation=loss_aggregation,
+                                    max_grad_norm=max_grad_norm, weight_decay=weight_decay, seed=seed,
+                                    checkpoint_every=checkpoint_every, measure_flops=measure_flops, device=device,
+                                    format_reward=format_reward, reward_model_path=reward_model_path,
+                                    prm_aggregate=prm_aggregate, prm_max_steps=prm_max_steps,
+                                    eval_batch=eval_batch))
+        assert isinstance(config, TrainConfig)
+    try:
+        from flopplan.train.trainer import Trainer
+    except ImportError as exc:
+        fail(f"flopplan train needs the torch extra (pip install 'flopplan[torch]'): {exc}")
+    trainer = Trainer(config, resume=resume, progress=not no_progress and sys.stdout.isatty())
+    con = console()
+    if trainer.random_policy and config.model_path is None:
+        con.print(f"policy {trainer.spec.name}: random-initialised ({trainer.spec.params:,} parameters)")
+    if trainer.reward_model is not None and trainer.reward_model.random_init:
+        con.print(f"reward model {trainer.reward_model.spec.name}: random-initialised, its scores are meaningless "
+                  "(the FLOPs and the plumbing are real)")
+    summary = trainer.run()
+    _render_run(summary, out_dir)
+
+
+def _train_config(out_dir: str, plan_file: str | None, plan_model: str | None, budget: str | None,
+                  max_steps: int | None, model_name: str | None, model_path: str | None, random_init: bool,
+                  task: str, dataset: str | None, eval_dataset: str | None, train_size: int,
+                  recipe_file: str | None, recipe_opts: dict[str, Any], knobs: dict[str, Any]) -> Any:
+    from flopplan.planner import load_plan_file, recipe_of_plan
+    from flopplan.recipe import Recipe
+    from flopplan.train.config import TrainConfig
+
+    plan_entry = None
+    if plan_file:
+        if recipe_file:
+            fail("--plan carries its recipe: give --plan or --recipe, not both")
+        data = load_plan_file(plan_file)
+        entries = data["plans"]
+        if plan_model:
+            entries = [p for p in entries if p.get("model") == plan_model]
+            if not entries:
+                fail(f"plan file {plan_file!r} has no plan for {plan_model!r}")
+        if len(entries) != 1:
+            fail(f"plan file {plan_file!r} holds {len(entries)} plans: choose one with --plan-model "
+                 f"({', '.join(p.get('model', '?') for p in data['plans'])})")
+        plan_entry = entries[0]
+        base = recipe_of_plan(plan_entry, f"plan {plan_file!r}")
+    elif recipe_file:
+        base = Recipe.load(recipe_file)
+    else:
+        from flopplan.lengths import Length
+
+        defaults = dict(TRAIN_DEFAULTS)
+        defaults["completion_len"] = Length.fixed(int(defaults["completion_len"]))
+        base = Recipe(**defaults)
+    no_eval = recipe_opts.pop("no_eval", False)
+    recipe = build_recipe_from(base, recipe_opts)
+    if no_eval:
+        recipe = recipe.with_(eval_every=None, eval_prompts=0)
+    if model_name:
+        recipe = recipe.with_(policy=model_name)
+    budget_flops = None
+    if budget is not None:
+        value = parse_number(budget, "--budget")
+        if not isinstance(value, int):
+            fail("--budget must be a whole number of FLOPs")
+        budget_flops = value
+    elif plan_entry is not None:
+        planned = plan_entry.get("budget", {}).get("flops")
+        if planned is None:
+            fail("this plan's budget is in GPU-hours or dollars: give --budget FLOPS")
+        budget_flops = int(planned)
+    if max_steps is not None and max_steps <= 0:
+        fail(f"--steps must be a positive integer, not {max_steps}")
+    return TrainConfig(recipe=recipe, out_dir=out_dir, budget_flops=budget_flops, max_steps=max_steps,
+                       plan=plan_entry, task=task, dataset=dataset, eval_dataset=eval_dataset,
+                       train_size=train_size, model_path=model_path, random_init=random_init, **knobs)
+
+
+def _resume_config(out_dir: str) -> Any:
+    from pathlib import Path
+
+    from flopplan.fileio import read_json
+    from flopplan.train.config import TrainConfig
+
+    path = Path(out_dir) / "config.json"
+    if not path.exists():
+        fail(f"nothing to resume in {out_dir!r}: no config.json")
+    data = read_json(path, "run config")
+    data.pop("flopplan_version", None)
+    return TrainConfig.from_data(data)
+
+
+def _render_run(summary: dict[str, Any], out_dir: str) -> None:
+    from flopplan.report.run_report import run_tables
+
+    tables, notes = run_tables(summary)
+    render_tables(tables, "table", notes, "", None)
+    console().print(f"run folder: {out_dir} (flopplan report {out_dir})")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
+              help="Where to draw the curves (default RUN_DIR/report.png).")
+@click.option("--no-plot", is_flag=True, help="Do not draw.")
+def report(run_dir: str, as_json: bool, plot_file: str | None, no_plot: bool) -> None:
+    """Summarise a training run: FLOPs by bucket vs budget vs plan, and reward/accuracy against FLOPs spent."""
+    from flopplan.report.run_report import load_run, plot_run, run_tables
+
+    summary, metrics = load_run(run_dir)
+    path = None
+    if not no_plot:
+        path = plot_run(summary, metrics, plot_file or f"{run_dir}/report.png")
+    if as_json:
+        echo_json({**summary, "plot": path})
+        return
+    tables, notes = run_tables(summary)
+    render_tables(tables, "table", notes + ([f"plot: {path}"] if path else []), "", None)
 
 
 # -- tables ----------------------------------------------------------------------------------------------------

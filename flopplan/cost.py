@@ -208,8 +208,12 @@ def step_cost(recipe: Recipe) -> StepCost:
     if r.update_padding == "batch":
         # TRL pads prompts (left) and completions (right) once for the whole generation batch and slices
         # micro-batches from it: every micro-batch has the generation batch's longest prompt and completion.
+        # With vLLM the padded batch is all rollouts of the step, whatever the engine did not pad.
         m = r.micro_batch_size
-        upd_p, upd_k = gen_p, gen_k
+        if r.engine == "hf":
+            upd_p, upd_k = gen_p, gen_k
+        else:
+            upd_p, upd_k = P.max_of(r.prompts_per_step), K.max_of(rollouts)
     else:
         m, upd_p, upd_k = 1, P, K
     if r.computes_old_logprobs:

@@ -35,13 +35,20 @@ def atomic_write_json(path: str | Path, data: Any) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
-def read_json(path: str | Path, what: str) -> Any:
-    """Read a JSON file flopplan or the user wrote; any problem is a one-line :class:`UserError`."""
+def read_text(path: str | Path, what: str) -> str:
+    """The UTF-8 text of a file; unreadable or undecodable files are a one-line :class:`UserError`."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{what} {str(path)!r} is not UTF-8 text (byte {exc.start})") from None
+
+
+def read_json(path: str | Path, what: str) -> Any:
+    """Read a JSON file flopplan or the user wrote; any problem is a one-line :class:`UserError`."""
+    text = read_text(path, what)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

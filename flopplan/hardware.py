@@ -17,6 +17,7 @@ passes do somewhat better, decode is an order of magnitude worse. Calibrate to r
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,8 @@ class Profile:
 
 
 def datasheet_profile(device: str, engine: str = "hf", price_per_hour: float | None = None) -> Profile:
+    if price_per_hour is not None and not (math.isfinite(price_per_hour) and price_per_hour > 0):
+        raise UserError(f"the price per GPU-hour must be a positive number, not {price_per_hour}")
     key = device.lower().replace("_", "-")
     if key not in PEAK_BF16_FLOPS:
         raise UserError(f"unknown device {device!r}: use one of {', '.join(PEAK_BF16_FLOPS)} or a profile JSON")
@@ -94,10 +97,14 @@ def load_profile(path: str | Path, price_per_hour: float | None = None) -> Profi
         raise UserError(f"profile {str(path)!r} is malformed: needs device, peak_flops and efficiency ({exc})") \
             from None
     missing = [k for k in KINDS if k not in efficiency]
-    if missing or peak <= 0 or any(v <= 0 for v in efficiency.values()):
-        raise UserError(f"profile {str(path)!r}: needs a positive peak and positive efficiencies for "
-                        f"{', '.join(KINDS)}")
+    values = [peak, *efficiency.values()]
+    if missing or not all(math.isfinite(v) and v > 0 for v in values):
+        raise UserError(f"profile {str(path)!r}: needs a finite positive peak and finite positive efficiencies "
+                        f"for {', '.join(KINDS)}")
     price = price_per_hour if price_per_hour is not None else data.get("price_per_hour")
+    if price is not None and (isinstance(price, bool) or not isinstance(price, (int, float))
+                              or not math.isfinite(price) or price <= 0):
+        raise UserError(f"profile {str(path)!r}: price_per_hour must be a positive number, not {price!r}")
     return Profile(device, peak, efficiency, price, str(data.get("source", f"profile {Path(path).name}")),
                    data.get("fitted"))
 

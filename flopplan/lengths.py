@@ -23,10 +23,15 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flopplan.errors import UserError
+from flopplan.fileio import read_text
+
+MAX_LENGTH = 1 << 20
+"""Longest supported length (1,048,576 tokens): the distributions are held over their whole support."""
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,7 +60,9 @@ class Length:
         for name, value in (("max", maximum), ("min", minimum)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise UserError(f"length {name} must be a positive integer, not {value!r}")
-        if not minimum <= mean <= maximum:
+        if maximum > MAX_LENGTH:
+            raise UserError(f"length max {maximum} is above the supported {MAX_LENGTH:,} tokens")
+        if not math.isfinite(mean) or not minimum <= mean <= maximum:
             raise UserError(f"length mean {mean} must lie between min {minimum} and max {maximum}")
         if minimum == maximum or mean in (minimum, maximum):
             return Length.fixed(round(mean))
@@ -71,30 +78,34 @@ class Length:
 
     @staticmethod
     def empirical(lengths: list[int], source: str = "", data: Any = None) -> Length:
-        if not lengths:
-            raise UserError(f"no lengths in {source or 'the list'}")
         counts: dict[int, int] = {}
         for n in lengths:
-            if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-                raise UserError(f"lengths must be positive integers; found {n!r}" + (f" in {source}" if source
-                                                                                       else ""))
             counts[n] = counts.get(n, 0) + 1
+        return Length.from_counts(counts, source, data)
+
+    @staticmethod
+    def from_counts(counts: dict[int, int], source: str = "", data: Any = None) -> Length:
+        """The empirical distribution of lengths observed ``counts[length]`` times."""
+        where = f" in {source}" if source else ""
+        if not counts:
+            raise UserError(f"no lengths{where or ' in the list'}")
+        for n, c in counts.items():
+            if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= MAX_LENGTH:
+                raise UserError(f"lengths must be integers from 1 to {MAX_LENGTH:,}; found {n!r}{where}")
+            if isinstance(c, bool) or not isinstance(c, int) or c <= 0:
+                raise UserError(f"length counts must be positive integers; found {c!r}{where}")
         support = tuple(sorted(counts))
-        total = len(lengths)
+        total = sum(counts.values())
         if data is None:
             data = {"counts": {str(k): counts[k] for k in support}}
         return Length(support, tuple(counts[k] / total for k in support), "empirical",
-                      source or f"{total} lengths", data)
+                      source or f"{total:,} lengths", data)
 
     @staticmethod
     def from_file(path: str | Path) -> Length:
         """Lengths from a file: one integer per line, a JSON list, or JSONL objects with a ``length`` field."""
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"cannot read lengths file {str(path)!r}: {exc.strerror or exc}") from None
-        stripped = text.strip()
+        stripped = read_text(path, "lengths file").strip()
         values: list[Any]
         try:
             if stripped.startswith("["):
@@ -106,7 +117,8 @@ class Length:
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise UserError(f"lengths file {str(path)!r} is malformed ({exc}): use one integer per line, a JSON "
                             "list, or JSONL with a 'length' field") from None
-        return Length.empirical(values, source=path.name, data={"file": str(path)})
+        # the absolute path, so a saved recipe or plan file reads it from anywhere
+        return Length.empirical(values, source=path.name, data={"file": str(path.resolve())})
 
     @staticmethod
     def parse(spec: Any, what: str = "length") -> Length:
@@ -141,13 +153,13 @@ class Length:
             if keys == {"file"}:
                 return Length.from_file(spec["file"])
             if keys == {"lengths"} and isinstance(spec["lengths"], list):
-                return Length.empirical(spec["lengths"])
+                return Length.empirical(spec["lengths"], data=spec)
             if keys == {"counts"} and isinstance(spec["counts"], dict):
                 try:
-                    expanded = [int(k) for k, c in spec["counts"].items() for _ in range(int(c))]
+                    counts = {int(k): c for k, c in spec["counts"].items()}
                 except (TypeError, ValueError):
                     raise UserError(f"{what} counts must map lengths to counts, got {spec['counts']!r}") from None
-                return Length.empirical(expanded, data=spec)
+                return Length.from_counts(counts, data=spec)
         raise UserError(f"{what} must be an integer, {{fixed}}, {{mean, max[, min]}}, {{file}}, {{lengths}} or "
                         "{counts}; "
                         f"got {spec!r}")
@@ -169,16 +181,27 @@ class Length:
     def max(self) -> int:
         return self.support[-1]
 
-    @property
+    def _weighted_sum(self, power: int) -> float:
+        if len(self.support) < 1024:
+            return math.fsum(k ** power * p for k, p in zip(self.support, self.probs, strict=True))
+        import numpy as np
+
+        return float(np.asarray(self.probs) @ np.asarray(self.support, dtype=np.float64) ** power)
+
+    @cached_property
     def mean(self) -> float:
-        return math.fsum(k * p for k, p in zip(self.support, self.probs, strict=True))
+        return self._weighted_sum(1)
+
+    @cached_property
+    def _moment2(self) -> float:
+        return self._weighted_sum(2)
 
     def moment2(self) -> float:
-        return math.fsum(k * k * p for k, p in zip(self.support, self.probs, strict=True))
+        return self._moment2
 
     def variance(self) -> float:
         m = self.mean
-        return max(0.0, self.moment2() - m * m)
+        return max(0.0, self._moment2 - m * m)
 
     def quadrature(self) -> list[tuple[int | float, float]]:
         """Nodes and weights exact for polynomials of degree <= 3; a fixed length is one integer node."""
@@ -208,22 +231,39 @@ class Length:
 
 
 def _max_entropy_probs(ks: np.ndarray, mean: float) -> np.ndarray:
-    """p(k) ~ exp(lambda k) on the support ``ks`` with the given mean; lambda by bisection (the mean is monotone)."""
+    """p(k) ~ exp(lambda k) on the support ``ks`` with the given mean.
+
+    The mean is increasing in lambda; the bracket grows until it holds the target, then bisection; the result
+    is checked, so a mean the family cannot reach is an error, not a silently different distribution.
+    """
     import numpy as np
 
-    lo, hi = float(ks[0]), float(ks[-1])
-    span = hi - lo
+    span = float(ks[-1] - ks[0])
 
     def probs_for(lam: float) -> np.ndarray:
         logits = lam * ks
         weights = np.exp(logits - logits.max())  # relative to the largest, for stability
         return weights / weights.sum()
 
-    a, b = -60.0 / span, 60.0 / span
-    for _ in range(100):
+    def mean_of(lam: float) -> float:
+        return float(probs_for(lam) @ ks)
+
+    a, b = -1.0 / span, 1.0 / span
+    while mean_of(a) > mean and a > -1e6:
+        a *= 2
+    while mean_of(b) < mean and b < 1e6:
+        b *= 2
+    for _ in range(200):
         mid = (a + b) / 2
-        if float(probs_for(mid) @ ks) < mean:
+        if mean_of(mid) < mean:
             a = mid
         else:
             b = mid
-    return probs_for((a + b) / 2)
+        if b - a <= 1e-13 * max(abs(a), abs(b), 1e-300):
+            break
+    probs = probs_for((a + b) / 2)
+    reached = float(probs @ ks)
+    if abs(reached - mean) > 1e-6 * max(1.0, span):
+        raise UserError(f"no maximum-entropy length distribution on [{int(ks[0])}, {int(ks[-1])}] has mean "
+                        f"{mean:g} (closest {reached:.3f}); use a fixed length or an empirical one")
+    return probs

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 PLAN_FILE_VERSION = 1
+BUDGET_LIMITS = {"flops": 1e30, "gpu_hours": 1e12, "dollars": 1e15}
+"""Budgets beyond these are refused: 1e30 FLOPs is a million times the largest training runs to date."""
 
 
 @dataclass(frozen=True)
@@ -57,8 +59,14 @@ class Budget:
         if len(given) != 1:
             raise UserError("give exactly one budget: FLOPs, GPU-hours or dollars")
         name, value = given[0]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UserError(f"the budget ({name}) must be a number, not {value!r}")
+        if value <= 0 or (isinstance(value, float) and not math.isfinite(value)):
             raise UserError(f"the budget ({name}) must be a positive number, not {value!r}")
+        if value > BUDGET_LIMITS[name]:
+            shown = f"{float(value):.3g}" if value < 1e300 else "over 1e300"
+            raise UserError(f"a budget of {shown} {name.replace('_', '-')} is beyond what flopplan plans "
+                            f"(at most {BUDGET_LIMITS[name]:.0e})")
 
     @property
     def unit(self) -> str:
@@ -183,30 +191,30 @@ def _phase_seconds(cost: StepCost, profile: Profile) -> dict[str, float]:
             for phase, flops in {**cost.step_phases, **cost.eval_phases}.items()}
 
 
-def affordable_steps(step: float, evaluation: float, evaluations: Callable[[int], int], budget: float) -> int:
-    """The largest ``steps`` with ``steps * step + evaluations(steps) * evaluation <= budget`` (-1: not even the
-    baseline evaluation fits)."""
-    if step <= 0:
-        raise UserError("a step must cost something")
-
-    def cost(steps: int) -> float:
-        return steps * step + evaluations(steps) * evaluation
-
-    if cost(0) > budget:
+def largest_affordable(total: Callable[[int], float], limit: float) -> int:
+    """The largest ``steps >= 0`` with ``total(steps) <= limit`` for a nondecreasing ``total``; -1 when not even
+    ``total(0)`` (the baseline evaluation) fits. Exact for integer totals: doubling, then bisection."""
+    if total(0) > limit:
         return -1
-    per_eval = evaluations(1_000_000) / 1_000_000 if evaluation else 0.0
-    steps = max(0, int((budget - cost(0)) // (step + per_eval * evaluation)))
-    while cost(steps + 1) <= budget:
-        steps += 1
-    while steps > 0 and cost(steps) > budget:
-        steps -= 1
-    return steps
+    lo, hi = 0, 1
+    while total(hi) <= limit:
+        lo, hi = hi, hi * 2
+        if hi > 1 << 80:
+            raise UserError("the budget affords an unbounded number of steps (does a step cost nothing?)")
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if total(mid) <= limit:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def plan(recipe: Recipe, budget: Budget, profile: Profile | None = None, cost: StepCost | None = None) -> Plan:
     """What ``budget`` buys with ``recipe`` (0 steps, with a note, when one step does not fit)."""
     cost = cost or step_cost(recipe)
     seconds_per = None
+    limit: float
     if budget.flops is not None:
         step, evaluation, limit = cost.step_flops, cost.eval_flops, budget.flops
     else:
@@ -223,19 +231,18 @@ def plan(recipe: Recipe, budget: Budget, profile: Profile | None = None, cost: S
                 raise UserError("a budget in dollars needs a price per GPU-hour (--price-per-gpu-hour)")
             assert budget.dollars is not None
             limit = budget.dollars / profile.price_per_hour * 3600
-    steps = affordable_steps(float(step), float(evaluation), recipe.evaluations, float(limit))
-    baseline_only = steps < 0  # not even the baseline evaluation fits: nothing runs
+    if budget.flops is not None:
+        # the exact (per-phase rounded) FLOPs of a run of s steps, against the budget
+        def run_total(s: int) -> float:
+            return sum(_phase_totals(cost, s, recipe.evaluations(s)).values())
+    else:
+        def run_total(s: int) -> float:
+            return s * float(step) + recipe.evaluations(s) * float(evaluation)
+    steps = largest_affordable(run_total, limit)
+    nothing = steps < 0  # not even the baseline evaluation fits: nothing runs
     steps = max(steps, 0)
-    evaluations = 0 if baseline_only else recipe.evaluations(steps)
+    evaluations = 0 if nothing else recipe.evaluations(steps)
     phases = _phase_totals(cost, steps, evaluations)
-    # Expected (non-integer) costs are rounded per phase; never let the rounding step over a FLOP budget.
-    while budget.flops is not None and sum(phases.values()) > budget.flops and (steps > 0 or evaluations > 0):
-        if steps > 0:
-            steps -= 1
-            evaluations = recipe.evaluations(steps)
-        else:
-            evaluations = 0
-        phases = _phase_totals(cost, steps, evaluations)
     seconds = None
     if profile is not None:
         seconds_per = seconds_per or _phase_seconds(cost, profile)
@@ -291,6 +298,14 @@ def _relaxed(recipe: Recipe, name: str, value: int) -> Recipe:
         return recipe.with_(**{name: value, "generation_batch": None, "micro_batch": None, "optimizer_batch": None})
 
 
+def _valid(recipe: Recipe, name: str, value: int) -> Recipe | None:
+    """``recipe`` with ``name`` set, or None when that value conflicts with the recipe's batch sizes."""
+    try:
+        return recipe.with_(**{name: value})
+    except UserError:
+        return None
+
+
 def _largest(predicate: Callable[[int], bool], upper: int = 1 << 20) -> int:
     """The largest v in [1, upper] with predicate(v) true, for a predicate true up to some point (0 if none)."""
     if not predicate(1):
@@ -325,13 +340,21 @@ def solve(recipe: Recipe, budget: Budget, free: str, steps: int | None = None,
     def fits(value: int) -> bool:
         return plan(_relaxed(recipe, free, value), budget, profile).steps >= steps
 
-    best = _largest(fits)
-    if best == 0:
+    bound = _largest(fits)  # the costs rise with the value; batch sizes only shift them slightly
+    best, result = 0, None
+    for value in range(bound + 1, 0, -1):  # the largest value the recipe's own batch sizes allow that fits
+        candidate = _valid(recipe, free, value)
+        if candidate is None:
+            continue
+        attempt = plan(candidate, budget, profile)
+        if attempt.steps >= steps:
+            best, result = value, attempt
+            break
+    if result is None:
         one = plan(_relaxed(recipe, free, 1), budget, profile)
-        raise UserError(f"even {free}=1 does not afford {steps} steps of {recipe.policy}: "
-                        f"one step costs {eng(one.cost.step_flops)}, {steps} steps "
+        raise UserError(f"no {free} affords {steps} steps of {recipe.policy} with its batch sizes: "
+                        f"one step costs at least {eng(one.cost.step_flops)}, {steps} steps "
                         f"{eng(one.cost.step_flops * steps)}, budget {budget.describe()}")
-    result = plan(_relaxed(recipe, free, best), budget, profile)
     result.notes.append(f"solved: largest {free} = {best} that affords {steps} steps")
     return result
 
@@ -389,7 +412,10 @@ def largest_model(recipe: Recipe, budget: Budget, steps: int, profile: Profile |
 
 @dataclass
 class Grid:
-    """Plans for every (recipe, budget) pair of a grid, as numpy arrays of shape (recipes, budgets)."""
+    """Plans for every (recipe, budget) pair of a grid, as numpy arrays of shape (recipes, budgets).
+
+    Computed in float64 (relative error ~1e-16); the scalar planner is the exact reference.
+    """
 
     step_flops: np.ndarray  # (recipes,)
     bucket_step_flops: dict[str, np.ndarray]  # (recipes,)
@@ -409,11 +435,17 @@ class Grid:
 def grid_step_flops(policy: ArchSpec, reward: ArchSpec | None, reward_kind: str, *, prompts: Any, group: Any,
                     prompt: Any, completion: Any, iterations: Any, lora: LoRA | None = LoRA(64),
                     grad_ckpt: bool = True, engine: str = "hf", prefix_sharing: bool = False,
-                    old_logprobs: bool = False, reference: bool = False, completion_only: bool = True,
+                    old_logprobs: bool | None = None, beta: float = 0.0, completion_only: bool = True,
                     overhead: int = 32, prm_steps: int = 8,
                     conv: Conventions = Conventions()) -> dict[str, Any]:
-    """Per-bucket FLOPs of one step for arrays of recipes with fixed lengths (micro-batch = group size, one
-    generate call per step): the same phase functions as :func:`flopplan.cost.step_cost`, on numpy arrays."""
+    """Per-bucket FLOPs of one step for arrays of recipes with fixed lengths (one generate call per step, so
+    no padding): the same phase functions as :func:`flopplan.cost.step_cost`, on numpy arrays.
+
+    ``old_logprobs=None`` follows the recipe's ``auto`` rule (recomputed when iterations > 1 or with vllm);
+    ``beta > 0`` adds the reference forward, as in a :class:`Recipe`.
+    """
+    import numpy as np
+
     training = Training(lora, "non-reentrant" if grad_ckpt else "none")
     rollouts = prompts * group
     rollout_lora = lora if engine == "hf" else None
@@ -421,10 +453,11 @@ def grid_step_flops(policy: ArchSpec, reward: ArchSpec | None, reward_kind: str,
                             completion)
     learning = update_flops(policy, conv, training, rollouts, group, prompt, completion, completion_only,
                             iterations).total
-    if old_logprobs:
-        learning = learning + scoring_flops(policy, conv, lora, rollouts, group, prompt, completion,
-                                            completion_only).total
-    if reference:
+    old = (np.asarray(iterations) > 1) | (engine == "vllm") if old_logprobs is None else old_logprobs
+    if np.any(old):
+        learning = learning + np.where(old, scoring_flops(policy, conv, lora, rollouts, group, prompt, completion,
+                                                          completion_only).total, 0)
+    if beta > 0:
         learning = learning + scoring_flops(policy, conv, None, rollouts, group, prompt, completion,
                                             completion_only).total
     feedback = reward_flops(reward, reward_kind, conv, rollouts, prompt, completion, overhead, prm_steps).total
@@ -450,6 +483,7 @@ def plan_grid(policy: ArchSpec, budgets: Any, reward: ArchSpec | None = None, re
     step: np.ndarray = np.sum(np.stack(list(bucket_step.values())), axis=0)
     budgets = np.asarray(budgets, dtype=np.float64).ravel()
     steps = np.floor(budgets[None, :] / step[:, None])
+    steps = np.where(steps * step[:, None] > budgets[None, :], steps - 1, steps)  # guard the float division
     flops = {b: steps * v[:, None] for b, v in bucket_step.items()}
     total = steps * step[:, None]
     flops["total"] = total

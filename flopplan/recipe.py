@@ -17,7 +17,7 @@ from typing import Any
 
 from flopplan.arch import LORA_TARGETS, ArchSpec, Head, HeadLayer, orm_head, resolve, with_head
 from flopplan.errors import UserError
-from flopplan.fileio import atomic_write_text
+from flopplan.fileio import atomic_write_text, read_text
 from flopplan.formulas import Conventions, LoRA, Training
 from flopplan.lengths import Length
 
@@ -119,6 +119,18 @@ class Recipe:
     attention_kernel: str = "eager"
 
     def __post_init__(self) -> None:
+        if not isinstance(self.policy, str) or not self.policy.strip():
+            raise UserError(f"policy must be a model name or a config path, not {self.policy!r}")
+        for name in ("grad_ckpt", "prefix_sharing", "eval_at_start"):
+            if not isinstance(getattr(self, name), bool):
+                raise UserError(f"{name} must be true or false, not {getattr(self, name)!r}")
+        if not isinstance(self.lora_targets, tuple) or not all(isinstance(t, str) for t in self.lora_targets):
+            raise UserError(f"lora targets must be a list of projection names, not {self.lora_targets!r}")
+        for name in ("prompt_len", "completion_len"):
+            if not isinstance(getattr(self, name), Length):
+                raise UserError(f"{name} must be a length, not {getattr(self, name)!r}")
+        if not isinstance(self.reward, RewardSystem):
+            raise UserError(f"reward must be a reward system, not {self.reward!r}")
         positive = ("prompts_per_step", "group_size", "iterations", "prm_steps")
         for name in positive:
             _check_int(name, getattr(self, name), 1)
@@ -217,6 +229,14 @@ class Recipe:
         spec = resolve(self.policy)
         if spec.head.kind != "lm":
             raise UserError(f"policy {self.policy!r} has a score head: a policy needs an LM head")
+        if spec.sliding_window is not None:
+            longest = max(self.prompt_len.max + self.completion_len.max,
+                          self.evaluation_prompt_len.max + self.evaluation_completion_len.max if self.eval_every
+                          else 0)
+            if longest - 1 > spec.sliding_window:
+                raise UserError(f"{spec.name} has a sliding window of {spec.sliding_window} tokens; sequences of "
+                                f"up to {longest} tokens would outgrow it during generation, which flopplan "
+                                "does not model")
         return spec
 
     @cached_property
@@ -275,9 +295,10 @@ class Recipe:
                 elif isinstance(value, dict) and set(value) <= {"rank", "targets"} and "rank" in value:
                     kwargs["lora_rank"] = value["rank"]
                     if "targets" in value:
-                        if not isinstance(value["targets"], list):
-                            raise UserError(f"{where}: lora.targets must be a list")
-                        kwargs["lora_targets"] = tuple(value["targets"])
+                        targets = value["targets"]
+                        if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+                            raise UserError(f"{where}: lora.targets must be a list of projection names")
+                        kwargs["lora_targets"] = tuple(targets)
                 else:
                     raise UserError(f"{where}: lora must be {{rank, targets}} or 'full', not {value!r}")
             elif key in ("prompt_len", "completion_len", "eval_prompt_len", "eval_completion_len"):
@@ -293,10 +314,7 @@ class Recipe:
     @staticmethod
     def load(path: str | Path) -> Recipe:
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"cannot read recipe {str(path)!r}: {exc.strerror or exc}") from None
+        text = read_text(path, "recipe")
         try:
             if path.suffix == ".json":
                 data = json.loads(text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from configs import LLAMA_3_2_1B, MISTRAL_7B_V01, MISTRAL_7B_V03, PUBLISHED_PARAMS, QWEN3_0_6B
@@ -81,7 +82,8 @@ REFUSED = {
     "moe": (dict(QWEN3_0_6B, model_type="qwen3_moe", num_experts=128), "mixture-of-experts"),
     "mixtral": (dict(MISTRAL_7B_V03, model_type="mixtral", num_local_experts=8), "mixture-of-experts"),
     "encoder-decoder": ({"model_type": "t5", "is_encoder_decoder": True}, "encoder-decoder"),
-    "mixed-window": (dict(QWEN3_0_6B, use_sliding_window=True, max_window_layers=20), "mixed sliding-window"),
+    "mixed-window": (dict(QWEN3_0_6B, use_sliding_window=True, sliding_window=4096, max_window_layers=20),
+                     "mixed sliding-window"),
     "layer-types": (dict(QWEN3_0_6B, layer_types=["full_attention", "sliding_attention"] * 14),
                     "mixed sliding-window"),
     "missing-key": ({k: v for k, v in LLAMA_3_2_1B.items() if k != "intermediate_size"}, "missing key"),
@@ -98,6 +100,18 @@ def test_unsupported_configs_are_refused_with_the_reason(tmp_path, case):
         load_config(write_config(tmp_path, case, cfg))
 
 
+def test_qwen_sliding_window_follows_max_window_layers():
+    """transformers: layer i slides iff use_sliding_window and i >= max_window_layers."""
+    base = dict(QWEN3_0_6B, use_sliding_window=True, sliding_window=4096)
+    assert spec_from_config(dict(base, max_window_layers=28), "q").sliding_window is None  # all full
+    assert spec_from_config(dict(base, max_window_layers=40), "q").sliding_window is None
+    assert spec_from_config(dict(base, max_window_layers=0), "q").sliding_window == 4096  # all sliding
+    with pytest.raises(UserError, match="mixed"):
+        spec_from_config(dict(base, max_window_layers=20), "q")
+    with pytest.raises(UserError, match="max_window_layers"):
+        spec_from_config(dict(base, max_window_layers="x"), "q")
+
+
 def test_unreadable_and_malformed_configs(tmp_path):
     with pytest.raises(UserError, match="cannot read"):
         load_config(tmp_path / "nope" / "config.json")
@@ -107,6 +121,12 @@ def test_unreadable_and_malformed_configs(tmp_path):
         load_config(bad)
     bad.write_text("[1, 2]")
     with pytest.raises(UserError, match="not a JSON object"):
+        load_config(bad)
+    bad.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(UserError, match="UTF-8"):
+        load_config(bad)
+    bad.write_text(json.dumps(dict(LLAMA_3_2_1B, architectures=[5])))
+    with pytest.raises(UserError, match="architectures"):
         load_config(bad)
 
 

@@ -84,6 +84,26 @@ def test_recipe_file_and_overrides(tmp_path):
     assert plan["recipe"]["iterations"] == 2
 
 
+def test_save_recipe_writes_the_solved_recipe(tmp_path):
+    saved = tmp_path / "solved.toml"
+    out = run("plan", "--model", "qwen2.5-1.5b", "--solve", "group_size", "--steps", "2000", "--save-recipe",
+              str(saved), "--format", "json")
+    solved = json.loads(out.stdout)["plans"][0]["recipe"]["group_size"]
+    assert solved != 8 and f"group_size = {solved}" in saved.read_text()
+
+
+def test_lengths_file_survives_the_recipe_moving(tmp_path):
+    lengths = tmp_path / "lengths.txt"
+    lengths.write_text("100\n300\n500\n")
+    (tmp_path / "sub").mkdir()
+    saved = tmp_path / "sub" / "r.toml"
+    assert run("plan", "--model", "qwen2.5-0.5b", "--completion-len", f"@{lengths}", "--save-recipe",
+               str(saved)).returncode == 0
+    elsewhere = tmp_path / "sub"
+    out = run("plan", "--recipe", str(saved), "--format", "json", cwd=elsewhere)
+    assert out.returncode == 0, out.stderr
+
+
 def test_budget_units_and_time(tmp_path):
     data = json.loads(run("plan", "--model", "qwen2.5-1.5b", "--gpu-hours", "100", "--device", "h100",
                           "--format", "json").stdout)
@@ -135,12 +155,26 @@ BAD = {
     "micro batch": (["plan", "--micro-batch", "7"], "divide"),
     "policy with score head": (["plan", "--model", "qwen2.5-math-prm-7b"], "score head"),
     "compare unknown reward": (["compare", "--rewards", "rule,orm"], "orm"),
+    "compare empty rewards": (["compare", "--rewards", ""], "--rewards"),
+    "empty model": (["plan", "--model", ","], "model"),
+    "huge budget": (["plan", "--budget", "1e400"], "beyond"),
+    "nan budget": (["plan", "--budget", "nan"], "number"),
+    "negative price": (["plan", "--dollars", "5", "--device", "h100", "--price-per-gpu-hour", "-2"], "price"),
+    "huge length": (["plan", "--completion-len", "500:100000000000"], "supported"),
+    "unreachable mean": (["plan", "--completion-len", "1024.5:1024"], "between"),
+    "window": (["plan", "--model", "WINDOWED", "--completion-len", "9000"], "sliding window"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
-def test_bad_input_is_one_line_and_exit_2(case):
+def test_bad_input_is_one_line_and_exit_2(case, tmp_path):
     args, fragment = BAD[case]
+    if "WINDOWED" in args:
+        from configs import MISTRAL_7B_V01
+        from conftest import write_config
+
+        config = write_config(tmp_path, "mistral", MISTRAL_7B_V01)
+        args = [str(config) if a == "WINDOWED" else a for a in args]
     out = run(*args)
     assert out.returncode == 2, (out.stdout, out.stderr)
     lines = out.stderr.strip().splitlines()
@@ -148,11 +182,14 @@ def test_bad_input_is_one_line_and_exit_2(case):
     assert fragment in lines[0]
 
 
-def test_malformed_recipe_file(tmp_path):
+@pytest.mark.parametrize(("content", "fragment"), [
+    (b"group_size = [\n", "malformed"), (b"\xff\xfe\x00", "UTF-8"), (b'grad_ckpt = "false"\n', "true or false"),
+    (b"policy = 5\n", "policy"), (b'lora = { rank = 64, targets = [1, 2] }\n', "targets")])
+def test_malformed_recipe_file(tmp_path, content, fragment):
     bad = tmp_path / "bad.toml"
-    bad.write_text("group_size = [\n")
+    bad.write_bytes(content)
     out = run("plan", "--recipe", str(bad))
-    assert out.returncode == 2 and "malformed" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert out.returncode == 2 and fragment in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
 def test_tables_check_detects_a_stale_file(tmp_path):
@@ -168,6 +205,8 @@ EXAMPLES = {
     "plan_budget.sh": ["What 30 EFLOP buys", "solved: largest iterations", "GPU-hours"],
     "compare_sizes_and_feedback.sh": ["Feedback systems at equal FLOPs", "largest registry model"],
     "python_api.py": ["rollout.decode", "largest G for 400 steps", "grid of"],
+    "plan_train_report.sh": ["plan file:", "FlopCounterMode vs closed form, phase by phase: equal", "spent / plan",
+                             "plot:"],
 }
 
 
@@ -175,8 +214,10 @@ EXAMPLES = {
 def test_examples_run(name, tmp_path):
     script = ROOT / "examples" / name
     cmd = [sys.executable, str(script)] if name.endswith(".py") else ["bash", str(script)]
+    if name == "plan_train_report.sh":
+        pytest.importorskip("torch")
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-               TMPDIR=str(tmp_path))
+               TMPDIR=str(tmp_path), FLOPPLAN_EXAMPLE_BUDGET="6e10")
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert out.returncode == 0, out.stderr
     for fragment in EXAMPLES[name]:

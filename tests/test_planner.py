@@ -228,6 +228,13 @@ def test_update_expectation_matches_brute_force_with_padding_and_without():
         assert got == pytest.approx(exact * 8 / batch, rel=1e-12)
 
 
+@pytest.mark.parametrize(("mean", "top"), [(100.0, 20480), (5.0, 1024), (1.01, 1024), (1020.0, 1024),
+                                           (1023.9, 1024), (60000.0, 131072), (512.5, 1024)])
+def test_mean_max_reaches_the_requested_mean_anywhere_in_its_range(mean, top):
+    d = Length.mean_max(mean, top)
+    assert d.mean == pytest.approx(mean, rel=1e-9) and d.max == top and abs(sum(d.probs) - 1) < 1e-12
+
+
 def test_length_distributions():
     d = Length.mean_max(600.0, 1024)
     assert d.mean == pytest.approx(600, rel=1e-9) and d.max == 1024 and d.min == 1
@@ -235,7 +242,8 @@ def test_length_distributions():
     assert Length.parse("7").is_fixed and Length.parse({"mean": 3, "max": 9}).max == 9
     m = Length.empirical([1, 2, 3, 4]).max_of(2)
     assert m.probs == pytest.approx((1 / 16, 3 / 16, 5 / 16, 7 / 16))
-    for bad in ("x", "0", "5:3", {"mean": 3}, -1, "@/no/such/file"):
+    for bad in ("x", "0", "5:3", {"mean": 3}, -1, "@/no/such/file", "500:100000000000", "nan:100",
+                {"counts": {"5": 0}}, {"counts": {"0": 3}}):
         with pytest.raises(UserError):
             Length.parse(bad)
 
@@ -277,8 +285,9 @@ def test_rule_reward_leaves_non_update_compute_to_rollouts_prm_takes_a_visible_s
     rule, prm, small_prm = compare_rewards(Recipe(), ["rule", "prm:qwen2.5-math-prm-7b", "prm:qwen2.5-1.5b"],
                                            budget, [policy])
     rule_shares = rule.shares()
-    non_update = rule_shares["rollout"] + rule_shares["feedback"] + rule_shares["evaluation"]
-    assert rule_shares["feedback"] == 0 and rule_shares["rollout"] / non_update == 1.0
+    assert rule.phases.get("reward", 0) == 0 and rule_shares["feedback"] == 0
+    non_update = rule.total_flops - rule.flops["learning"]
+    assert non_update == rule.phases["rollout.prefill"] + rule.phases["rollout.decode"] > 0
     assert prm.shares()["feedback"] > 0.10  # a visible part of the budget (Qwen2.5-Math-PRM-7B)
     assert 0 < small_prm.shares()["feedback"] < prm.shares()["feedback"]  # a smaller PRM takes less
     assert prm.steps < small_prm.steps <= rule.steps
@@ -336,24 +345,49 @@ def test_solve_share_and_largest_model():
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([1, 4, 16]), st.sampled_from([2, 8]), st.integers(1, 500),
                           st.integers(1, 3000), st.integers(1, 3)), min_size=1, max_size=8),
-       st.sampled_from(SMALL), st.sampled_from(["rule", "prm:qwen2.5-math-prm-7b"]), st.booleans())
-def test_grid_equals_the_scalar_planner(rows, policy, reward, vllm):
+       st.sampled_from(SMALL), st.sampled_from(["rule", "prm:qwen2.5-math-prm-7b"]), st.booleans(),
+       st.sampled_from([0.0, 0.04]))
+def test_grid_equals_the_scalar_planner(rows, policy, reward, vllm, beta):
+    """Default arguments on both sides: the grid follows the recipe's rules (old logprobs auto, beta)."""
     Q, G, P, K, mu = (np.array(col) for col in zip(*rows, strict=True))
     system = RewardSystem.parse(reward)
     budgets = [1e17, 3e19]
+    engine = "vllm" if vllm else "hf"
     grid = plan_grid(REGISTRY[policy], budgets, system.spec(), system.kind, prompts=Q, group=G, prompt=P,
-                     completion=K, iterations=mu, engine="vllm" if vllm else "hf",
-                     old_logprobs=vllm, reference=False)
+                     completion=K, iterations=mu, engine=engine, beta=beta)
     for i, (q, g, p, k, m) in enumerate(rows):
         recipe = Recipe(policy=policy, prompts_per_step=q, group_size=g, prompt_len=Length.fixed(p),
-                        completion_len=Length.fixed(k), iterations=m, reward=system,
-                        engine="vllm" if vllm else "hf", old_logprobs="on" if vllm else "off")
+                        completion_len=Length.fixed(k), iterations=m, reward=system, engine=engine, beta=beta)
         cost = step_cost(recipe)
         assert grid.step_flops[i] == pytest.approx(cost.step_flops, rel=1e-12)
         for b, value in cost.buckets().items():
             assert grid.bucket_step_flops[b][i] == pytest.approx(value, rel=1e-12)
         for j, budget in enumerate(budgets):
             assert grid.steps[i, j] == plan(recipe, Budget(flops=budget)).steps
+            assert grid.flops["total"][i, j] <= budget
+
+
+def test_huge_budgets_are_planned_exactly_or_refused():
+    p = plan(Recipe(policy="qwen2.5-0.5b"), Budget(flops=10**29))
+    assert p.total_flops <= 10**29 < p.total_flops + p.cost.step_flops
+    for bad in ({"flops": 10**31}, {"flops": 10**400}, {"gpu_hours": 1e300}, {"flops": float("nan")}):
+        with pytest.raises(UserError):
+            Budget(**bad)
+
+
+def test_vllm_updates_are_padded_to_the_step_maximum():
+    K = Length.mean_max(300.0, 1000)
+    base = Recipe(engine="vllm", completion_len=K, prompts_per_step=8, group_size=4)
+    padded = step_cost(base).step_phases["update"]
+    packed = step_cost(base.with_(update_padding="none")).step_phases["update"]
+    assert padded > 1.5 * packed
+
+
+def test_solve_keeps_the_recipe_batch_sizes():
+    recipe = Recipe(policy="qwen2.5-1.5b", generation_batch=128, micro_batch=16)
+    solved = solve(recipe, Budget(flops=10**19), "group_size", steps=1600)
+    assert solved.recipe.generation_batch == 128 and solved.recipe.micro_batch == 16
+    assert solved.recipe.rollouts_per_step % 128 == 0 and solved.steps >= 1600
 
 
 # -- recipes ----------------------------------------------------------------------------------------------------
@@ -380,6 +414,10 @@ BAD_RECIPES = {
     "bad lora": {"lora": {"rank": 8, "targets": ["lm_head"]}},
     "eval without prompts": {"eval_every": 10},
     "bad length": {"completion_len": {"mean": 5000, "max": 100}},
+    "string bool": {"grad_ckpt": "false"},
+    "string eval start": {"eval_at_start": "no"},
+    "numeric policy": {"policy": 5},
+    "numeric targets": {"lora": {"rank": 8, "targets": [1, 2]}},
 }
 
 

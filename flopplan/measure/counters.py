@@ -130,12 +130,11 @@ def train_step(model: nn.Module, batch: int, seq: int, logits: int | None, train
 
 def prepare_training(model: nn.Module, training: Training) -> nn.Module:
     """Apply ``training`` to a freshly built model: peft LoRA or full fine-tuning, checkpointing, input grads."""
-    from flopplan.measure.models import add_lora
+    from flopplan.measure.models import add_lora, enable_checkpointing
 
     if training.checkpointing != "none":
         lm = _causal_lm(model)
-        lm.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": training.checkpointing == "reentrant"})
+        enable_checkpointing(lm, reentrant=training.checkpointing == "reentrant")
     if training.lora is not None:
         model = add_lora(model, training.lora)
     lm = _causal_lm(model)

@@ -81,3 +81,13 @@ def add_lora(model: nn.Module, lora: LoRA, alpha: int | None = None, dropout: fl
     config = LoraConfig(r=lora.rank, lora_alpha=alpha if alpha is not None else 2 * lora.rank,
                         target_modules=list(lora.targets), lora_dropout=dropout, bias="none")
     return get_peft_model(model, config)
+
+
+def enable_checkpointing(model: Any, reentrant: bool = False) -> None:
+    """Gradient (activation) checkpointing as transformers enables it, which also makes the embedding output
+    require grad. ``activation_checkpointing_enable`` is the transformers >= 5.x name."""
+    kwargs = {"use_reentrant": reentrant}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:  # pragma: no cover - older transformers
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)

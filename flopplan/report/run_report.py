@@ -1,0 +1,121 @@
+"""``flopplan report``: a training run's FLOPs against its budget and plan, and its curves against FLOPs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from flopplan.cost import BUCKETS
+from flopplan.errors import UserError
+from flopplan.fileio import read_json
+from flopplan.report.tables import Table
+from flopplan.report.units import eng, percent
+
+
+def load_run(run_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    folder = Path(run_dir)
+    if not (folder / "summary.json").exists():
+        raise UserError(f"{str(folder)!r} is not a flopplan run folder (no summary.json)")
+    summary = read_json(folder / "summary.json", "run summary")
+    metrics = []
+    file = folder / "metrics.jsonl"
+    if file.exists():
+        for number, line in enumerate(file.read_text().splitlines(), 1):
+            if line.strip():
+                try:
+                    metrics.append(json.loads(line))
+                except json.JSONDecodeError:
+                    raise UserError(f"{str(file)!r} line {number} is not JSON") from None
+    return summary, metrics
+
+
+def run_tables(summary: dict[str, Any]) -> tuple[list[Table], list[str]]:
+    """Spent (executed, useful, measured) vs budget vs plan, per bucket; notes on the run."""
+    budget = summary.get("budget_flops")
+    plan = summary.get("plan") or {}
+    planned = plan.get("flops") or {}
+    measured = summary.get("measured_flops")
+    columns = ["bucket", "spent (executed)", "useful (no padding)"]
+    if measured:
+        columns.append("FlopCounterMode")
+    if planned:
+        columns += ["plan", "spent / plan"]
+    columns += ["share of spent"]
+    title = f"{summary.get('model')} GRPO run: {summary.get('steps')} steps"
+    if budget:
+        title += f", budget {eng(budget)}"
+    table = Table(title, columns)
+    flops, useful = summary["flops"], summary["useful_flops"]
+    for bucket in (*BUCKETS, "total"):
+        row = [bucket, f"{flops[bucket]:,}", f"{useful[bucket]:,}"]
+        if measured:
+            row.append(f"{measured[bucket]:,}")
+        if planned:
+            p = planned.get(bucket, 0)
+            row += [f"{p:,}", f"{flops[bucket] / p:.3f}" if p else "-"]
+        row.append(percent(flops[bucket], flops["total"]) if bucket != "total" else "100.0 %")
+        table.rows.append(row)
+    notes = [f"stopped: {summary.get('stop_reason') or 'finished'}"]
+    if budget:
+        notes.append(f"spent {flops['total']:,} of {budget:,} FLOPs ({percent(flops['total'], budget)}); "
+                     f"never more than the budget")
+    if planned:
+        notes.append(f"plan: {plan.get('steps')} steps for {eng(planned.get('total', 0))}")
+    if measured:
+        verdict = "equal" if summary.get("measured_equals_closed_form") else "DIFFERENT"
+        notes.append(f"FlopCounterMode vs closed form, phase by phase: {verdict}")
+    evals = summary.get("eval_accuracy") or []
+    if evals:
+        first, last = evals[0], evals[-1]
+        chance = summary.get("chance")
+        notes.append(f"held-out accuracy {first[1]:.3f} (step {first[0]}) -> {last[1]:.3f} (step {last[0]})"
+                     + (f"; chance {chance:.2f}" if chance else ""))
+    if summary.get("random_init_reward_model"):
+        notes.append("the reward model is random-initialised: its scores are meaningless (FLOPs are real)")
+    if summary.get("interrupted"):
+        notes.append(f"interrupted: {summary['interrupted']}")
+    return [table], notes
+
+
+def plot_run(summary: dict[str, Any], metrics: list[dict[str, Any]], path: str | Path) -> str | None:
+    """Reward and accuracy against FLOPs spent, and the spent FLOPs by bucket (PNG)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    train = [m for m in metrics if m.get("step", 0) > 0]
+    evals = [m for m in metrics if "eval_accuracy" in m]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    if train:
+        x = [m["flops"]["total"] for m in train]
+        ax1.plot(x, [m["reward"] for m in train], "--", label="train reward", color="tab:blue", alpha=0.7)
+        ax1.plot(x, [m["accuracy"] for m in train], label="train accuracy", color="tab:green", alpha=0.7)
+    if evals:
+        ax1.plot([m["flops"]["total"] for m in evals], [m["eval_accuracy"] for m in evals], "o-",
+                 label="held-out accuracy", color="tab:red")
+    if summary.get("chance"):
+        ax1.axhline(summary["chance"], ls="--", color="grey", label="chance")
+    ax1.set_xlabel("FLOPs spent")
+    ax1.set_ylabel("reward / accuracy")
+    ax1.legend(loc="best", fontsize=8)
+    ax1.set_title(f"{summary.get('model')}: learning against compute")
+    if metrics:
+        x = [m["flops"]["total"] for m in metrics]
+        stacks = [[m["flops"][b] for m in metrics] for b in BUCKETS]
+        ax2.stackplot(x, *stacks, labels=list(BUCKETS), alpha=0.8)
+        ax2.set_xlabel("FLOPs spent")
+        ax2.set_ylabel("FLOPs by bucket (cumulative)")
+        ax2.legend(loc="upper left", fontsize=8)
+        ax2.set_title("where the FLOPs went")
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(out)
+    return str(out)

@@ -1,0 +1,150 @@
+"""Feedback for the GRPO run: rule rewards and reward models (ORM, Qwen2.5-Math-PRM-style PRM).
+
+* ``rule``: 1 if the completion's final answer equals the reference answer (exact match after normalisation),
+  plus an optional format reward when the completion ended with EOS and has an extractable answer.
+* ``orm``: a sequence-classification model reads the templated prompt + completion; the reward is its score at
+  the last token.
+* ``prm``: the response is split into steps on blank lines, a separator token follows each step, ONE forward
+  pass reads prompt + steps, and each step's score is the softmax probability of class 1 at its separator;
+  the scalar reward aggregates the step scores by ``min``, ``prod`` or ``last``.
+
+Reward models load from a local path or are random-initialised from a registry architecture: a random model's
+scores mean nothing, but its FLOPs and plumbing are real, and the run says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from flopplan.arch import ArchSpec, load_config
+from flopplan.formulas import Conventions
+from flopplan.recipe import RewardSystem
+from flopplan.train.ledger import PhaseCharge, reward_charge
+from flopplan.train.phases import Codec, _device, _right_pad, timed_and_counted
+from flopplan.train.tasks import extract_answer, is_correct
+
+PRM_AGGREGATES = ("min", "prod", "last")
+
+
+def rule_rewards(completions: list[str], answers: list[str], ended: list[bool],
+                 format_weight: float = 0.0) -> tuple[list[float], list[bool]]:
+    """Exact-match rewards (and whether each was correct); ``format_weight`` for a well-formed completion."""
+    correct = [is_correct(c, a) for c, a in zip(completions, answers, strict=True)]
+    rewards = []
+    for c, ok, done in zip(completions, correct, ended, strict=True):
+        well_formed = done and extract_answer(c) is not None
+        rewards.append(float(ok) + (format_weight if well_formed else 0.0))
+    return rewards, correct
+
+
+@dataclass
+class RewardModel:
+    """A reward model, its architecture (for the ledger) and how it reads a completion."""
+
+    system: RewardSystem
+    spec: ArchSpec
+    model: nn.Module
+    random_init: bool
+    aggregate: str = "min"
+    max_steps: int = 32
+    batch: int = 16
+
+    @staticmethod
+    def load(system: RewardSystem, device: torch.device, dtype: torch.dtype, attn: str, seed: int,
+             path: str | None = None, aggregate: str = "min", max_steps: int = 32, pad_id: int = 0) -> RewardModel:
+        from flopplan.measure.models import build_model
+
+        if aggregate not in PRM_AGGREGATES:
+            raise ValueError(f"PRM aggregate must be one of {PRM_AGGREGATES}")
+        if path is not None:
+            spec = load_config(Path(path))
+            if spec.head.kind != "score":
+                raise ValueError(f"reward model at {path!r} has no score head")
+            model = _load_local(spec, path, device, dtype, attn)
+            random_init = False
+        else:
+            spec = system.spec()  # type: ignore[assignment]
+            model = build_model(spec, device=device, dtype=dtype, attn_implementation=attn, seed=seed)
+            random_init = True
+        config = getattr(model, "config", None)
+        if config is not None:
+            config.pad_token_id = pad_id
+        model.eval()
+        for p in model.parameters():
+            p.requires_grad_(False)
+        return RewardModel(system, spec, model, random_init, aggregate, max_steps)
+
+    def token_rows(self, codec: Codec, prompts: list[str], completions: list[str]) -> list[list[int]]:
+        """What the reward model reads for each completion (prompt + response, separators for a PRM)."""
+        rows = []
+        for prompt, completion in zip(prompts, completions, strict=True):
+            ids = codec.encode(prompt)
+            if self.system.kind == "prm":
+                for step in split_steps(completion, self.max_steps):
+                    ids = ids + codec.encode_piece(step) + [codec.sep_id]
+            else:
+                ids = ids + codec.encode_piece(completion) + [codec.eos_id]
+            rows.append(ids)
+        return rows
+
+    def worst_case_tokens(self, prompt_tokens: int, completion_tokens: int) -> int:
+        """An upper bound on the tokens read for one completion (budget checks happen before generation)."""
+        extra = 2 * self.max_steps if self.system.kind == "prm" else 1
+        return prompt_tokens + completion_tokens + extra
+
+    def score(self, codec: Codec, prompts: list[str], completions: list[str], conv: Conventions,
+              measure: bool = False) -> tuple[list[float], PhaseCharge]:
+        rows = self.token_rows(codec, prompts, completions)
+        device = _device(self.model)
+        rewards: list[float] = []
+        batches = []
+        with torch.no_grad(), timed_and_counted(measure, device.type == "cuda") as info:
+            for start in range(0, len(rows), self.batch):
+                chunk = rows[start:start + self.batch]
+                width = max(len(r) for r in chunk)
+                ids, mask = _right_pad(chunk, codec.pad_id, width, device)
+                batches.append((len(chunk), width))
+                out = self.model(input_ids=ids, attention_mask=mask)
+                scores = out.logits if hasattr(out, "logits") else out
+                rewards += self._rewards(scores.float(), ids, chunk, codec)
+        charge = reward_charge(self.spec, conv, batches, [len(r) for r in rows])
+        charge.measured, charge.seconds = info["measured"], info["seconds"]
+        return rewards, charge
+
+    def _rewards(self, scores: torch.Tensor, ids: torch.Tensor, rows: list[list[int]], codec: Codec) -> list[float]:
+        if self.system.kind == "orm":  # sequence classification: already pooled at the last token
+            return scores.view(len(rows), -1)[:, 0].tolist()
+        probs = torch.softmax(scores, dim=-1)[..., 1]
+        out = []
+        for i, row in enumerate(rows):
+            steps = [probs[i, j].item() for j, token in enumerate(row) if token == codec.sep_id]
+            if not steps:
+                out.append(0.0)
+            elif self.aggregate == "min":
+                out.append(min(steps))
+            elif self.aggregate == "prod":
+                out.append(math.prod(steps))
+            else:
+                out.append(steps[-1])
+        return out
+
+
+def split_steps(response: str, max_steps: int) -> list[str]:
+    """Steps of a response: blocks separated by blank lines; beyond ``max_steps`` the rest is the last step."""
+    steps = [s for s in response.split("\n\n") if s.strip()] or [response]
+    if len(steps) > max_steps:
+        steps = [*steps[:max_steps - 1], "\n\n".join(steps[max_steps - 1:])]
+    return steps
+
+
+def _load_local(spec: ArchSpec, path: str, device: torch.device, dtype: torch.dtype, attn: str) -> Any:
+    from transformers import AutoModelForSequenceClassification
+
+    return AutoModelForSequenceClassification.from_pretrained(path, local_files_only=True, dtype=dtype,
+                                                              attn_implementation=attn).to(device)

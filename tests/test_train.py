@@ -1,0 +1,225 @@
+"""The validating GRPO run: it learns, its ledger equals FlopCounterMode, it resumes exactly, it never overspends."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = ["--prompts-per-step", "4", "--group-size", "4", "--micro-batch", "8", "--no-progress"]
+
+
+def flopplan(*args: str, timeout: int = 600, check: bool = True) -> subprocess.CompletedProcess:
+    out = subprocess.run([sys.executable, "-m", "flopplan", *args], capture_output=True, text=True,
+                         timeout=timeout, cwd=ROOT)
+    if check:
+        assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+def summary_of(run: Path) -> dict:
+    return json.loads((run / "summary.json").read_text())
+
+
+def metrics_of(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line]
+
+
+def test_tiny_policy_learns_the_builtin_task_within_its_budget(tmp_path):
+    """From random initialisation to at least twice chance held-out accuracy, under a fixed FLOP budget."""
+    run = tmp_path / "learn"
+    budget = 600_000_000_000  # about 65 steps of the default recipe
+    flopplan("train", "--out", str(run), "--budget", str(budget), "--seed", "0", "--no-progress")
+    s = summary_of(run)
+    accuracy = s["eval_accuracy"]
+    chance = s["chance"]
+    assert accuracy[0][0] == 0 and accuracy[0][1] <= chance  # the baseline, before any update
+    assert accuracy[-1][1] >= 2 * chance, accuracy
+    assert s["flops"]["total"] <= budget
+    assert s["stop_reason"].startswith("budget")
+
+
+def test_ledger_equals_flop_counter_for_every_phase(tmp_path):
+    """LoRA with checkpointing, beta > 0 (reference = base with the adapter disabled), mu = 2 (old logprobs),
+    a PRM, variable completion lengths, evaluation: FlopCounterMode equals the closed form phase by phase."""
+    run = tmp_path / "measured"
+    flopplan("train", "--out", str(run), "--steps", "3", *SMALL, "--lora-rank", "8", "--beta", "0.05",
+             "--iterations", "2", "--reward", "prm:tiny", "--completion-len", "5", "--eval-every", "2",
+             "--eval-prompts", "12", "--measure-flops")
+    s = summary_of(run)
+    assert s["measured_equals_closed_form"] is True
+    assert s["measured_flops"] == s["flops"]
+    phases = s["measured_by_phase"]
+    assert set(phases) == {"rollout", "old_logprobs", "reference", "reward", "update", "eval"}
+    for unit, values in phases.items():
+        assert values["measured"] == values["closed_form"] > 0, unit
+    assert s["random_init_reward_model"] is True
+
+
+def test_ledger_equals_flop_counter_full_fine_tuning_orm_all_logits(tmp_path):
+    run = tmp_path / "measured-full"
+    flopplan("train", "--out", str(run), "--steps", "2", *SMALL, "--full", "--reward", "orm:tiny",
+             "--old-logprobs", "on", "--no-grad-ckpt", "--logits", "all", "--completion-len", "4",
+             "--update-padding", "none", "--no-eval", "--measure-flops")
+    s = summary_of(run)
+    assert s["measured_equals_closed_form"] is True and s["measured_flops"] == s["flops"]
+    assert s["flops"]["total"] > s["useful_flops"]["total"] or s["flops"] == s["useful_flops"]
+
+
+RESUME = ["--steps", "6", *SMALL, "--completion-len", "3", "--checkpoint-every", "2", "--eval-every", "3",
+          "--eval-prompts", "16", "--seed", "7"]
+COMPARED = ("reward", "accuracy", "loss", "completion_tokens", "clip_fraction", "grad_norm")
+
+
+def _final(run: Path) -> tuple[dict, dict]:
+    s = summary_of(run)
+    final = {k: s["final"][k] for k in COMPARED}
+    return s, final
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    run = tmp_path_factory.mktemp("resume") / "straight"
+    flopplan("train", "--out", str(run), *RESUME)
+    return _final(run)
+
+
+def _start(run: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "flopplan", "train", "--out", str(run), *RESUME], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(path: Path, process: subprocess.Popen, timeout: float = 300) -> None:
+    start = time.time()
+    while not path.exists():
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        assert time.time() - start < timeout
+        time.sleep(0.05)
+
+
+def test_killed_run_resumes_to_the_same_ledger_and_metrics(tmp_path, uninterrupted):
+    straight, final = uninterrupted
+    run = tmp_path / "killed"
+    process = _start(run)
+    _wait_for(run / "checkpoints" / "step-000004.pt", process)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    flopplan("train", "--out", str(run), "--resume", "--no-progress")
+    resumed, resumed_final = _final(run)
+    assert resumed["flops"] == straight["flops"] and resumed["useful_flops"] == straight["useful_flops"]
+    assert resumed_final == final
+    assert resumed["eval_accuracy"] == straight["eval_accuracy"]
+    assert [m["step"] for m in metrics_of(run)] == list(range(0, 7))
+
+
+def test_ctrl_c_stops_after_the_phase_with_a_checkpoint_and_resumes(tmp_path, uninterrupted):
+    straight, final = uninterrupted
+    run = tmp_path / "interrupted"
+    process = _start(run)
+    _wait_for(run / "checkpoints" / "step-000002.pt", process)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    stopped = summary_of(run)
+    assert stopped["stop_reason"].startswith("interrupted") or stopped["steps"] == 6
+    flopplan("train", "--out", str(run), "--resume", "--no-progress")
+    resumed, resumed_final = _final(run)
+    assert resumed["flops"] == straight["flops"]
+    assert resumed_final == final
+
+
+def test_budget_is_never_exceeded_with_variable_lengths(tmp_path):
+    run = tmp_path / "budget"
+    budget = 9_000_000_000
+    flopplan("train", "--out", str(run), "--budget", str(budget), *SMALL, "--completion-len", "8",
+             "--temperature", "1.5", "--no-eval")
+    s = summary_of(run)
+    lengths = [m["completion_tokens"] for m in metrics_of(run) if m["step"] > 0]
+    assert len(set(lengths)) > 1  # completions really vary
+    assert s["flops"]["total"] <= budget and s["steps"] >= 1
+    assert s["stop_reason"].startswith("budget")
+    worst_next = int(s["stop_reason"].split("up to ")[1].split(" FLOPs")[0].replace(",", ""))
+    assert s["flops"]["total"] + worst_next > budget  # it stopped only because the next step might not fit
+
+
+def test_plan_train_report(tmp_path):
+    plan = tmp_path / "plan.json"
+    flopplan("plan", "--model", "tiny", "--full", "--prompts-per-step", "8", "--group-size", "8",
+             "--prompt-len", "10", "--completion-len", "2", "--micro-batch", "64", "--budget", "2e11",
+             "--out", str(plan), "--format", "json")
+    run = tmp_path / "validated"
+    flopplan("train", "--plan", str(plan), "--out", str(run), "--no-progress")
+    s = summary_of(run)
+    planned = json.loads(plan.read_text())["plans"][0]
+    assert s["plan"]["steps"] == planned["steps"] and s["plan"]["flops"] == planned["flops"]
+    assert s["flops"]["total"] <= planned["budget_flops"]
+    assert s["steps"] >= planned["steps"]  # completions are at most the planned length
+    out = flopplan("report", str(run), "--json")
+    data = json.loads(out.stdout)
+    assert data["flops"] == s["flops"] and Path(data["plot"]).exists()
+    text = flopplan("report", str(run)).stdout
+    assert "spent / plan" in text and "learning" in text
+
+
+def test_jsonl_dataset_with_gsm8k_answers(tmp_path):
+    data = tmp_path / "train.jsonl"
+    lines = [json.dumps({"prompt": f"{a}+{b}=", "answer": f"step by step #### {a + b}"})
+             for a in range(10) for b in range(10)]
+    data.write_text("\n".join(lines) + "\n")
+    run = tmp_path / "jsonl"
+    flopplan("train", "--out", str(run), "--dataset", str(data), "--eval-dataset", str(data), "--steps", "2",
+             *SMALL, "--completion-len", "3", "--eval-every", "2", "--eval-prompts", "20")
+    assert summary_of(run)["steps"] == 2 and len(metrics_of(run)) == 3
+
+
+def test_registry_architecture_without_weights(tmp_path):
+    run = tmp_path / "qwen"
+    flopplan("train", "--out", str(run), "--model", "qwen2.5-0.5b", "--random-init", "--steps", "1",
+             "--prompts-per-step", "1", "--group-size", "2", "--micro-batch", "2", "--completion-len", "2",
+             "--lora-rank", "4", "--no-eval", "--no-progress", "--measure-flops")
+    s = summary_of(run)
+    assert s["model"] == "qwen2.5-0.5b" and s["random_init_policy"] and s["measured_equals_closed_form"]
+
+
+BAD_TRAIN = {
+    "no budget": (["--steps", "0"], "positive"),
+    "no weights": (["--model", "qwen2.5-7b", "--steps", "1"], "no weights"),
+    "vllm": (["--engine", "vllm", "--steps", "1"], "engine"),
+    "missing plan": (["--plan", "/no/such/plan.json"], "cannot read"),
+    "not a plan": (["--plan", "README.md"], "not valid JSON"),
+    "bad dataset": (["--dataset", "/no/such.jsonl", "--steps", "1"], "cannot read"),
+    "bad task": (["--task", "chess", "--steps", "1"], "unknown task"),
+    "resume nothing": (["--resume"], "nothing to resume"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TRAIN))
+def test_bad_train_input(tmp_path, case):
+    args, fragment = BAD_TRAIN[case]
+    out = flopplan("train", "--out", str(tmp_path / "bad"), *args, check=False, timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], out.stderr
+
+
+def test_existing_run_folder_is_not_overwritten(tmp_path):
+    run = tmp_path / "once"
+    flopplan("train", "--out", str(run), "--steps", "1", *SMALL, "--no-eval")
+    out = flopplan("train", "--out", str(run), "--steps", "1", *SMALL, "--no-eval", check=False)
+    assert out.returncode == 2 and "--resume" in out.stderr
+
+
+@pytest.fixture(autouse=True)
+def _quiet_env(monkeypatch):
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    monkeypatch.setenv("PYTHONWARNINGS", os.environ.get("PYTHONWARNINGS", "ignore"))
