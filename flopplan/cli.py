@@ -633,9 +633,11 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
                                     eval_batch=eval_batch))
         assert isinstance(config, TrainConfig)
     try:
+        from flopplan.measure import quiet_transformers
         from flopplan.train.trainer import Trainer
     except ImportError as exc:
         fail(f"flopplan train needs the torch extra (pip install 'flopplan[torch]'): {exc}")
+    quiet_transformers()
     trainer = Trainer(config, resume=resume, progress=not no_progress and sys.stdout.isatty())
     con = console()
     if trainer.random_policy and config.model_path is None:
@@ -743,6 +745,114 @@ def report(run_dir: str, as_json: bool, plot_file: str | None, no_plot: bool) ->
         return
     tables, notes = run_tables(summary)
     render_tables(tables, "table", notes + ([f"plot: {path}"] if path else []), "", None)
+
+
+# -- calibrate --------------------------------------------------------------------------------------------------
+
+@main.command()
+@click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"]))
+@click.option("--models", "models", multiple=True, metavar="A,B",
+              help="Models to sweep (default: tiny,cal-small with --quick on CPU; qwen2.5-0.5b on CPU; "
+                   "qwen2.5-0.5b,qwen2.5-1.5b on GPU). With --verify: models to verify (default: the registry).")
+@click.option("--quick", is_flag=True, help="A small sweep (CPU: tiny configs, under 2 minutes).")
+@click.option("--verify", is_flag=True,
+              help="Only check a GRPO step of every registry size on the meta device against the closed form.")
+@click.option("--repeats", type=int, help="Timed repeats per point (median; default 4 quick, 5 otherwise).")
+@click.option("--no-counters", is_flag=True, help="Skip the counters-side-by-side section.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Folder for profile.json, report.md and the plot (default calibration/<device>).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def calibrate(device: str, models: tuple[str, ...], quick: bool, verify: bool, repeats: int | None,
+              no_counters: bool, out_dir: str | None, as_json: bool) -> None:
+    """Prove the closed form against real counters and fit how fast each GRPO phase runs here."""
+    names = [m.strip() for value in models for m in value.split(",") if m.strip()]
+    if models and not names:
+        fail("--models was given without a model name")
+    if repeats is not None and repeats <= 0:
+        fail(f"--repeats must be a positive integer, not {repeats}")
+    try:
+        import torch
+
+        from flopplan.measure import calibrate as C
+        from flopplan.measure import quiet_transformers
+    except ImportError as exc:
+        fail(f"flopplan calibrate needs the torch extra (pip install 'flopplan[torch]'): {exc}")
+    quiet_transformers()
+    from flopplan.arch import REGISTRY
+
+    for name in names:
+        C.spec_named(name)  # unknown names fail here, before any work
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    con = console()
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=con, disable=as_json or not sys.stdout.isatty(), transient=True)
+    if verify:
+        targets = names or list(REGISTRY)
+        with progress:
+            task = progress.add_task("verify", total=len(targets))
+            rows = []
+            for name in targets:
+                progress.update(task, description=f"verify {name}")
+                rows += C.verify([name])
+                progress.advance(task)
+        if as_json:
+            echo_json({"exact": all(r["exact"] for r in rows), "rows": rows})
+        else:
+            from flopplan.report.calibration_report import verify_table
+
+            exact = sum(r["exact"] for r in rows)
+            render_tables([verify_table(rows)], "table", [f"{exact} of {len(rows)} phases exact"], "", None)
+        if not all(r["exact"] for r in rows):
+            sys.exit(1)
+        return
+    from pathlib import Path
+
+    from flopplan.fileio import atomic_write_json
+    from flopplan.report.calibration_report import counters_table, fit_table, write_report
+    from flopplan.train.trainer import pick_device
+
+    dev = pick_device(device)
+    if not names:
+        names = (["tiny", "cal-small"] if quick else ["qwen2.5-0.5b"]) if dev.type == "cpu" else \
+            ["qwen2.5-0.5b", "qwen2.5-1.5b"]
+    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    reps = repeats or (4 if quick else 5)
+    counters_rows = None
+    with progress:
+        if not no_counters:
+            task = progress.add_task("counters side by side", total=None)
+            counters_rows = C.compare_counters(C.spec_named(names[0]), dev, dtype,
+                                               ("eager", "sdpa"))
+            progress.remove_task(task)
+        task = progress.add_task("sweep", total=1)
+
+        def report(label: str, done: int, total: int) -> None:
+            progress.update(task, description=f"sweep {label}", completed=done, total=total)
+
+        measurements = C.sweep(names, dev, quick, reps, report)
+    bytes_per_element = 2.0 if dev.type == "cuda" else 4.0
+    fits = C.fit(measurements, bytes_per_element)
+    profile = C.profile_data(dev, names, fits, measurements, quick, counters_rows)
+    folder = Path(out_dir) if out_dir else Path("calibration") / _slug(profile["device"], quick)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(folder / "profile.json", profile)
+    report_path = write_report(folder, profile, counters_rows, None, _command_line())
+    if as_json:
+        echo_json({"profile": str(folder / "profile.json"), "report": str(report_path), "fit": fits,
+                   "counters": counters_rows})
+        return
+    tables = ([counters_table(counters_rows)] if counters_rows else []) + [fit_table(fits)]
+    render_tables(tables, "table", [f"profile: {folder / 'profile.json'}", f"report: {report_path}",
+                                    f"use it: flopplan plan --profile {folder / 'profile.json'} --gpu-hours 1"],
+                  "", None)
+
+
+def _slug(device: str, quick: bool) -> str:
+    import re
+
+    text = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")[:48]
+    return f"{text}{'-quick' if quick else ''}"
 
 
 # -- tables ----------------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from flopplan.formulas import (
     LoRA,
     Num,
     Training,
+    decode_flops,
     forward_flops,
     forward_pass,
     generate_passes,
@@ -46,6 +47,7 @@ from flopplan.formulas import (
 )
 from flopplan.lengths import Length
 from flopplan.recipe import Recipe
+from flopplan.timing import Call, attention_flops
 
 BUCKETS = ("rollout", "learning", "feedback", "evaluation")
 STEP_PHASES = ("rollout.prefill", "rollout.decode", "old_logprobs", "reference", "update", "reward")
@@ -253,3 +255,79 @@ def step_cost(recipe: Recipe) -> StepCost:
         "reward_evaluations": rollouts if reward is not None else 0,
     }
     return StepCost(r, phases, counts)
+
+
+# -- the calls of a step, for time models -------------------------------------------------------------------------
+
+def _decode_calls(spec: ArchSpec, lora: LoRA | None, conv: Conventions, batch: int, prompt: float,
+                  completion: float) -> list[Call]:
+    """One call per decode step after a ``prompt``-token prefill; each reads the weights and the KV cache."""
+    steps = max(0, round(completion) - 1)
+    kv_per_token = 2 * spec.num_layers * spec.kv_dim
+    out = []
+    for j in range(steps):
+        context = prompt + j
+        flops = float(decode_flops(spec, batch, context, lora, conv).total)
+        out.append(Call(flops, batch, spec.params, batch * (context + 1) * kv_per_token, spec.num_layers))
+    return out
+
+
+def phase_calls(recipe: Recipe) -> dict[str, list[tuple[float, Call]]]:
+    """(count, call) pairs per phase of one step (eval phases: one evaluation), at expected lengths.
+
+    This is what a fitted time model prices; the FLOPs of the calls come from the same formulas as
+    :func:`step_cost` (evaluated at the expected, possibly padded, lengths).
+    """
+    r = recipe
+    policy, conv = r.policy_spec, r.conventions
+    rollouts, group = r.rollouts_per_step, r.group_size
+    completion_only = r.logits == "completion"
+    P, K = r.prompt_len, r.completion_len
+    out: dict[str, list[tuple[float, Call]]] = {}
+
+    def call(terms: Breakdown, tokens: float, layers: int) -> Call:
+        return Call(float(terms.total), tokens, layers=layers, attention_flops=float(attention_flops(terms)))
+
+    def generation(prefix: str, calls: float, batch: int, prefill_batch: int, p: float, k: float) -> None:
+        prefill = forward_flops(policy, prefill_batch, p, 1, r.rollout_lora, conv)
+        out[f"{prefix}.prefill"] = [(calls, call(prefill, prefill_batch * p, policy.num_layers))]
+        out[f"{prefix}.decode"] = [(calls, c) for c in _decode_calls(policy, r.rollout_lora, conv, batch, p, k)]
+
+    if r.engine == "hf":
+        n = r.generation_batch_size
+        generation("rollout", rollouts // n, n, n, P.max_of(_prompts_in(n, group)).mean, K.max_of(n).mean)
+    else:
+        generation("rollout", 1, rollouts, r.prompts_per_step if r.prefix_sharing else rollouts, P.mean, K.mean)
+    if r.update_padding == "batch":
+        m = r.micro_batch_size
+        if r.engine == "hf":
+            n = r.generation_batch_size
+            up, uk = P.max_of(_prompts_in(n, group)).mean, K.max_of(n).mean
+        else:
+            up, uk = P.max_of(r.prompts_per_step).mean, K.max_of(rollouts).mean
+    else:
+        m, up, uk = 1, P.mean, K.mean
+    micro = rollouts // m
+    positions = head_positions(up, uk, completion_only)
+    L = policy.num_layers
+    if r.computes_old_logprobs:
+        out["old_logprobs"] = [(micro, call(forward_flops(policy, m, up + uk, positions, r.lora, conv),
+                                            m * (up + uk), L))]
+    if r.uses_reference:
+        out["reference"] = [(micro, call(forward_flops(policy, m, up + uk, positions, None, conv), m * (up + uk),
+                                         L))]
+    out["update"] = [(micro * r.iterations, call(train_flops(policy, m, up + uk, positions, r.training, conv),
+                                                 m * (up + uk), L))]
+    reward = r.reward_spec
+    if reward is not None:  # scored a group at a time
+        tokens = reward_tokens(r.reward.kind, P.mean, K.mean, r.reward_overhead_tokens, r.prm_steps)
+        out["reward"] = [(r.prompts_per_step, call(forward_flops(reward, group, tokens, tokens, None, conv),
+                                                   group * tokens, reward.num_layers))]
+    if r.eval_every is not None:
+        e = r.eval_prompts
+        EP, EK = r.evaluation_prompt_len, r.evaluation_completion_len
+        if r.engine == "hf":
+            generation("eval", 1, e, e, EP.max_of(e).mean, EK.max_of(e).mean)
+        else:
+            generation("eval", 1, e, e, EP.mean, EK.mean)
+    return out

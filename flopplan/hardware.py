@@ -24,6 +24,7 @@ from typing import Any
 
 from flopplan.errors import UserError
 from flopplan.fileio import read_json
+from flopplan.timing import FORMS, PARAMETERS, Call, call_seconds
 
 PEAK_BF16_FLOPS: dict[str, float] = {
     # dense bf16 datasheet peaks (no sparsity), as used by verl and torchtitan
@@ -53,7 +54,8 @@ class Profile:
     efficiency: dict[str, float] = field(default_factory=dict)  # kind -> fraction of peak
     price_per_hour: float | None = None  # dollars per device-hour
     source: str = "datasheet"
-    fitted: dict[str, Any] | None = None  # a calibrated time model, when present
+    time_model: dict[str, dict[str, Any]] | None = None  # kind -> {"form": ..., parameters}: calibrated
+    bytes_per_element: float = 2.0  # weights and KV cache (bf16), for the decode roofline
 
     def flops_per_second(self, kind: str) -> float:
         if kind not in self.efficiency:
@@ -61,17 +63,32 @@ class Profile:
         return self.peak_flops * self.efficiency[kind]
 
     def seconds(self, kind: str, flops: float) -> float:
-        """Seconds one device spends on ``flops`` of this kind of work."""
+        """Seconds one device spends on ``flops`` of this kind of work (peak x efficiency)."""
         return float(flops) / self.flops_per_second(kind)
 
+    def calls_seconds(self, kind: str, calls: list[tuple[float, Call]]) -> float:
+        """Seconds for ``count`` repetitions of each call: the fitted time model when the profile has one,
+        else the FLOPs at peak x efficiency."""
+        if self.time_model is None or kind not in self.time_model:
+            return sum(count * self.seconds(kind, call.flops) for count, call in calls)
+        entry = self.time_model[kind]
+        return sum(count * call_seconds(entry["form"], entry, call, self.bytes_per_element)
+                   for count, call in calls)
+
     def describe(self) -> str:
+        if self.time_model is not None:
+            return f"{self.device} ({self.source}; fitted time model for {', '.join(self.time_model)})"
         effs = ", ".join(f"{k} {100 * v:.0f}%" for k, v in self.efficiency.items())
         price = f", ${self.price_per_hour:g}/h" if self.price_per_hour else ""
         return f"{self.device} ({self.source}: peak {self.peak_flops / 1e12:.0f} TFLOP/s bf16; {effs}{price})"
 
     def to_data(self) -> dict[str, Any]:
-        return {"device": self.device, "peak_flops": self.peak_flops, "efficiency": dict(self.efficiency),
+        data = {"device": self.device, "peak_flops": self.peak_flops, "efficiency": dict(self.efficiency),
                 "price_per_hour": self.price_per_hour, "source": self.source}
+        if self.time_model is not None:
+            data["time_model"] = self.time_model
+            data["bytes_per_element"] = self.bytes_per_element
+        return data
 
 
 def datasheet_profile(device: str, engine: str = "hf", price_per_hour: float | None = None) -> Profile:
@@ -105,8 +122,33 @@ def load_profile(path: str | Path, price_per_hour: float | None = None) -> Profi
     if price is not None and (isinstance(price, bool) or not isinstance(price, (int, float))
                               or not math.isfinite(price) or price <= 0):
         raise UserError(f"profile {str(path)!r}: price_per_hour must be a positive number, not {price!r}")
+    time_model = _time_model(data.get("time_model"), str(path))
+    bytes_per_element = data.get("bytes_per_element", 2.0)
+    if isinstance(bytes_per_element, bool) or not isinstance(bytes_per_element, (int, float)) \
+            or not bytes_per_element > 0:
+        raise UserError(f"profile {str(path)!r}: bytes_per_element must be a positive number")
     return Profile(device, peak, efficiency, price, str(data.get("source", f"profile {Path(path).name}")),
-                   data.get("fitted"))
+                   time_model, float(bytes_per_element))
+
+
+def _time_model(data: Any, where: str) -> dict[str, dict[str, Any]] | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise UserError(f"profile {where!r}: time_model must be an object")
+    out = {}
+    for kind, entry in data.items():
+        if kind not in KINDS or not isinstance(entry, dict) or entry.get("form") not in FORMS:
+            raise UserError(f"profile {where!r}: time_model.{kind} must have a form ({', '.join(FORMS)})")
+        params = {}
+        for name in PARAMETERS[entry["form"]]:
+            value = entry.get(name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0 or (value == 0 and name != "overhead" and name != "tokens_half"):
+                raise UserError(f"profile {where!r}: time_model.{kind}.{name} must be a positive number")
+            params[name] = float(value)
+        out[kind] = {"form": entry["form"], **params}
+    return out
 
 
 def resolve_profile(name_or_path: str, engine: str = "hf", price_per_hour: float | None = None) -> Profile:

@@ -25,6 +25,7 @@ from flopplan.cost import (
     PHASE_KIND,
     STEP_PHASES,
     StepCost,
+    phase_calls,
     reward_flops,
     rollout_flops,
     scoring_flops,
@@ -187,8 +188,13 @@ def _as_int(value: Any) -> int:
 # -- budget -> steps --------------------------------------------------------------------------------------------
 
 def _phase_seconds(cost: StepCost, profile: Profile) -> dict[str, float]:
-    return {phase: profile.seconds(PHASE_KIND[phase], flops)
-            for phase, flops in {**cost.step_phases, **cost.eval_phases}.items()}
+    """Seconds per phase of one step (eval phases: one evaluation): a calibrated time model prices the calls of
+    the phase (their shapes matter: decode is bound by bandwidth), a datasheet profile the FLOPs."""
+    phases = {**cost.step_phases, **cost.eval_phases}
+    if profile.time_model is None:
+        return {phase: profile.seconds(PHASE_KIND[phase], flops) for phase, flops in phases.items()}
+    calls = phase_calls(cost.recipe)
+    return {phase: profile.calls_seconds(PHASE_KIND[phase], calls.get(phase, [])) for phase in phases}
 
 
 def largest_affordable(total: Callable[[int], float], limit: float) -> int:

@@ -91,3 +91,9 @@ def enable_checkpointing(model: Any, reentrant: bool = False) -> None:
         model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
     else:  # pragma: no cover - older transformers
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+def recommended_threads(params: int) -> int | None:
+    """CPU threads for a model: 1 below 50M parameters (per-op overhead dominates and extra threads only add
+    synchronisation), torch's default above (None)."""
+    return 1 if params < 50_000_000 else None

@@ -7,7 +7,7 @@ from typing import Any
 from flopplan.cost import BUCKETS, EVAL_PHASES, STEP_PHASES
 from flopplan.planner import Plan
 from flopplan.report.tables import Table
-from flopplan.report.units import count, eng, percent
+from flopplan.report.units import count, duration, eng, percent
 
 
 def _tuning(plan: Plan) -> str:
@@ -32,7 +32,7 @@ def same_flop_table(plans: list[Plan], title: str | None = None, with_time: bool
                count(totals["reward_evaluations"]), *(f"{100 * shares[b]:.1f}%" for b in buckets),
                eng(p.cost.step_flops), eng(p.total_flops)]
         if with_time:
-            row.append(f"{p.gpu_hours:,.1f}" if p.gpu_hours is not None else "-")
+            row.append(_sig3(p.gpu_hours) if p.gpu_hours is not None else "-")
         table.rows.append(row)
     table.align = "ll" + "r" * (len(columns) - 2)
     return table
@@ -55,12 +55,11 @@ def time_table(plans: list[Plan]) -> Table:
     """Seconds per phase and GPU-hours, when a profile was given."""
     phases = [ph for ph in (*STEP_PHASES, *EVAL_PHASES) if any(p.seconds and ph in p.seconds for p in plans)]
     device = plans[0].profile.describe() if plans and plans[0].profile else ""
-    table = Table(f"Estimated time on {device}", ["model", "reward", *(f"{ph} h" for ph in phases), "GPU-hours",
-                                                  "dollars"])
+    table = Table(f"Estimated time on {device}", ["model", "reward", *phases, "GPU-hours", "dollars"])
     for p in plans:
         seconds = p.seconds or {}
-        table.rows.append([p.model, str(p.recipe.reward), *(f"{seconds.get(ph, 0) / 3600:,.2f}" for ph in phases),
-                           f"{p.gpu_hours or 0:,.2f}", f"{p.dollars:,.0f}" if p.dollars is not None else "-"])
+        table.rows.append([p.model, str(p.recipe.reward), *(duration(seconds.get(ph, 0)) for ph in phases),
+                           _sig3(p.gpu_hours or 0), f"{p.dollars:,.0f}" if p.dollars is not None else "-"])
     table.align = "ll" + "r" * (len(table.columns) - 2)
     return table
 
@@ -117,3 +116,7 @@ def plans_to_csv(plans: list[Plan], provenance_line: str | None = None, header: 
             row[f"flops_{ph}"] = p.phases.get(ph, 0)
         writer.writerow(["" if row[c] is None else row[c] for c in CSV_COLUMNS])
     return buffer.getvalue()
+
+
+def _sig3(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"

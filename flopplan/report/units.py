@@ -10,8 +10,9 @@ def eng(value: float, unit: str = "FLOP", digits: int = 3) -> str:
     """``3.16e18`` -> ``3.16 EFLOP`` (three significant digits by default)."""
     value = float(value)
     magnitude = abs(value)
+    rounds_up = 1 - 5 * 10 ** (-digits - 1)  # 999.7 k prints as 1 M, not 1.00e+03 k
     for scale, prefix in _PREFIXES:
-        if magnitude >= scale:
+        if magnitude >= scale * rounds_up:
             return f"{_sig(value / scale, digits)} {prefix}{unit}"
     return f"{_sig(value, digits)} {unit}"
 
@@ -40,3 +41,14 @@ def _sig(value: float, digits: int) -> str:
     if "e" in text:
         return f"{value:.{digits - 1}e}"
     return text
+
+
+def duration(seconds: float) -> str:
+    """``42.0`` -> ``42 s``, ``5400`` -> ``1.5 h``: the unit that keeps the number readable."""
+    if seconds < 120:
+        return f"{_sig(seconds, 3)} s"
+    if seconds < 7200:
+        return f"{_sig(seconds / 60, 3)} min"
+    if seconds < 172800:
+        return f"{_sig(seconds / 3600, 3)} h"
+    return f"{_sig(seconds / 86400, 3)} d"

@@ -38,17 +38,23 @@ class Codec:
 
 @contextlib.contextmanager
 def timed_and_counted(measure: bool, sync: bool) -> Iterator[dict[str, Any]]:
-    """Time a block (synchronising CUDA when asked) and, with ``measure``, count it with FlopCounterMode."""
+    """Time a block (with CUDA events when ``sync``, the GPU's own clock) and, with ``measure``, count it with
+    FlopCounterMode."""
     out: dict[str, Any] = {"measured": None, "seconds": 0.0}
     counter = FlopCounterMode(display=False) if measure else contextlib.nullcontext()
     if sync:
+        start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
+        start_event.record()
     start = time.perf_counter()
     with counter:
         yield out
     if sync:
-        torch.cuda.synchronize()
-    out["seconds"] = time.perf_counter() - start
+        end_event.record()
+        end_event.synchronize()
+        out["seconds"] = start_event.elapsed_time(end_event) / 1000.0
+    else:
+        out["seconds"] = time.perf_counter() - start
     if measure:
         out["measured"] = int(counter.get_total_flops())  # type: ignore[union-attr]
 
@@ -102,9 +108,11 @@ def _device(model: nn.Module) -> torch.device:
 
 def generate(model: Any, codec: Codec, prompt_ids: list[list[int]], batch: int, max_new_tokens: int,
              temperature: float, greedy: bool, spec: ArchSpec, lora: LoRA | None, conv: Conventions,
-             measure: bool = False, prefix: str = "rollout") -> tuple[Rollouts, list[PhaseCharge]]:
+             measure: bool = False, prefix: str = "rollout",
+             min_new_tokens: int = 0) -> tuple[Rollouts, list[PhaseCharge]]:
     """Sample (or greedily decode) completions with transformers ``generate``, in calls of ``batch`` prompts
-    left-padded to the call's longest; each call runs until its longest completion."""
+    left-padded to the call's longest; each call runs until its longest completion (``min_new_tokens`` forces
+    a length, as calibration does)."""
     device = _device(model)
     was_training = model.training
     model.eval()  # with gradient checkpointing, transformers disables the KV cache in training mode
@@ -116,6 +124,8 @@ def generate(model: Any, codec: Codec, prompt_ids: list[list[int]], batch: int, 
         ids, mask = _left_pad(rows, codec.pad_id, device)
         kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
                                       pad_token_id=codec.pad_id, eos_token_id=codec.eos_id)
+        if min_new_tokens:
+            kwargs["min_new_tokens"] = min_new_tokens
         if greedy:
             kwargs.update(do_sample=False)
         else:

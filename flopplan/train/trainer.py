@@ -35,6 +35,7 @@ from flopplan.cost import head_positions
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, atomic_write_text
 from flopplan.formulas import Conventions, LoRA, forward_flops, generate_flops, train_flops
+from flopplan.measure.models import recommended_threads
 from flopplan.train import phases as P
 from flopplan.train.config import WEIGHTLESS_POLICIES, TrainConfig
 from flopplan.train.ledger import Ledger, PhaseCharge
@@ -104,8 +105,9 @@ class Trainer:
         self._load_policy()
         if self.device.type == "cpu":
             # small models are dominated by per-op overhead, where extra threads only add synchronisation
-            threads = config.threads or (1 if self.spec.params < 50_000_000 else torch.get_num_threads())
-            torch.set_num_threads(threads)
+            threads = config.threads or recommended_threads(self.spec.params)
+            if threads:
+                torch.set_num_threads(threads)
         self._load_data()
         self.reward_model = None
         if self.recipe.reward.kind != "rule":

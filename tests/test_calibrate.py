@@ -1,0 +1,172 @@
+"""`flopplan calibrate`: the counters side by side, the meta-device verification, the fitted time model, and the
+profile the planner reads."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flopplan.errors import UserError
+from flopplan.hardware import load_profile
+from flopplan.planner import Budget, plan
+from flopplan.recipe import Recipe
+from flopplan.timing import Call, call_seconds
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def flopplan(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "flopplan", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("calibration")
+    result = flopplan("calibrate", "--quick", "--device", "cpu", "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out, json.loads(result.stdout)
+
+
+def test_quick_calibration_writes_a_profile_and_a_report(quick):
+    out, _ = quick
+    profile = json.loads((out / "profile.json").read_text())
+    assert profile["flopplan_profile_version"] == 1
+    for key in ("device", "dtype", "torch", "transformers", "date", "fit", "measurements"):
+        assert profile[key]
+    assert set(profile["time_model"]) == {"train", "forward", "prefill", "decode"}
+    for kind, fit in profile["fit"].items():
+        assert fit["heldout_points"] >= 2 and len(fit["heldout_errors"]) == fit["heldout_points"]
+        assert 0 <= fit["heldout_error"]["median"] < 0.5, (kind, fit["heldout_error"])  # a sane fit, not a target
+        assert len(fit["fit_residuals"]) == fit["fit_points"]
+    report = (out / "report.md").read_text()
+    for fragment in ("FlopCounterMode", "profiler (all ops)", "fvcore (MACs x2)", "held-out", "Blind spots",
+                     "measured_vs_predicted.png"):
+        assert fragment in report
+    assert (out / "measured_vs_predicted.png").stat().st_size > 10_000
+
+
+def test_counters_and_their_blind_spots(quick):
+    _, data = quick
+    rows = data["counters"]
+    eager = [r for r in rows if r["attention"] == "eager"]
+    sdpa = [r for r in rows if r["attention"] == "sdpa"]
+    assert len(eager) == len(sdpa) == 4
+    for r in eager:  # eager attention: FlopCounterMode exact; profiler matmuls exact on forward phases
+        assert r["flop_counter"] == r["closed_form"]
+        assert r["profiler_all_ops"] > r["closed_form"]  # it adds elementwise ops
+        if r["fvcore"] is not None:
+            assert r["fvcore"] == r["closed_form"] == r["profiler_matmul"]
+    assert [r["fvcore"] is None for r in eager] == [True, False, True, False]  # no generate, no backward
+    for r in sdpa:  # SDPA on CPU: every counter misses the attention
+        assert r["flop_counter"] < r["closed_form"] and r["profiler_matmul"] < r["closed_form"]
+        if r["fvcore"] is not None:
+            assert r["fvcore"] < r["closed_form"]
+
+
+def test_the_planner_uses_the_calibrated_profile(quick):
+    out, _ = quick
+    profile_path = out / "profile.json"
+    result = flopplan("plan", "--model", "tiny", "--full", "--prompts-per-step", "16", "--group-size", "16",
+                      "--prompt-len", "10", "--completion-len", "2", "--budget", "6e11", "--profile",
+                      str(profile_path))
+    assert result.returncode == 0, result.stderr
+    assert "Estimated time" in result.stdout and "rollout.decode" in result.stdout and "update" in result.stdout
+    data = json.loads(flopplan("plan", "--model", "tiny", "--budget", "1e13", "--completion-len", "2",
+                               "--profile", str(profile_path), "--format", "json").stdout)
+    seconds = data["plans"][0]["seconds"]
+    assert set(seconds) >= {"rollout.prefill", "rollout.decode", "update"} and all(v > 0 for v in seconds.values())
+    hours = json.loads(flopplan("plan", "--model", "tiny", "--completion-len", "2", "--gpu-hours", "0.01",
+                                "--profile", str(profile_path), "--format", "json").stdout)["plans"][0]
+    assert 0 < hours["gpu_hours"] <= 0.01 and hours["steps"] > 0
+
+
+def test_verify_on_the_meta_device():
+    pytest.importorskip("torch")
+    result = flopplan("calibrate", "--verify", "--models", "tiny,qwen2.5-1.5b,qwen2.5-math-prm-7b", "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = json.loads(result.stdout)
+    assert data["exact"] is True
+    phases = {(r["model"], r["phase"].split(" B=")[0]) for r in data["rows"]}
+    assert ("qwen2.5-1.5b", "generate+LoRA") in phases and ("qwen2.5-math-prm-7b", "reward forward") in phases
+    assert all(r["closed_form"] == r["flop_counter"] > 0 for r in data["rows"])
+
+
+# -- the time model and its fit, on synthetic data whose truth is known ------------------------------------------
+
+TRUE = {
+    "saturating": {"form": "saturating", "throughput_max": 4e11, "tokens_half": 300.0, "overhead": 2e-3,
+                   "overhead_layer": 5e-4, "attention_throughput": 1e11},
+    "roofline": {"form": "roofline", "throughput": 2e11, "bandwidth": 8e11, "overhead": 1e-3,
+                 "overhead_layer": 2e-4},
+}
+
+
+def _synthetic(kind: str, n: int, noise: float, seed: int):
+    pytest.importorskip("scipy")
+    from flopplan.measure.calibrate import KIND_FORM, Measurement
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        layers = rng.choice([2, 12, 24])
+        batch, prompt = rng.choice([1, 4, 16, 64]), rng.choice([64, 256, 1024])
+        flops = 2e6 * layers * batch * prompt
+        attention = 0.1 * flops
+        tokens = batch * prompt if kind != "decode" else batch
+        weights, kv = 5e8 * layers / 24, batch * prompt * 4096.0
+        call = Call(flops, tokens, weights, kv, layers, attention)
+        seconds = call_seconds(KIND_FORM[kind], TRUE[KIND_FORM[kind]], call, 2.0) * (1 + rng.gauss(0, noise))
+        out.append(Measurement("m", kind, batch, prompt, 1, flops, tokens, weights, kv, seconds, layers, attention))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["train", "decode"])
+def test_fit_recovers_a_known_time_model(kind):
+    from flopplan.measure.calibrate import fit
+
+    fits = fit(_synthetic(kind, 40, 0.0, seed=1), 2.0)
+    assert fits[kind]["heldout_error"]["max"] < 1e-3  # noise-free: the form is identifiable
+    noisy = fit(_synthetic(kind, 40, 0.05, seed=2), 2.0)
+    assert noisy[kind]["heldout_error"]["median"] < 0.15
+
+
+def test_profile_validation(tmp_path):
+    bad = tmp_path / "profile.json"
+    base = {"device": "x", "peak_flops": 1e12, "efficiency": {"train": 0.5, "forward": 0.5, "prefill": 0.5,
+                                                             "decode": 0.1}}
+    bad.write_text(json.dumps({**base, "time_model": {"train": {"form": "magic"}}}))
+    with pytest.raises(UserError, match="form"):
+        load_profile(bad)
+    bad.write_text(json.dumps({**base, "time_model": {"decode": {"form": "roofline", "throughput": 1e12,
+                                                                "bandwidth": -1, "overhead": 0,
+                                                                "overhead_layer": 0}}}))
+    with pytest.raises(UserError, match="bandwidth"):
+        load_profile(bad)
+    bad.write_text(json.dumps({**base, "efficiency": {**base["efficiency"], "decode": float("nan")}}))
+    with pytest.raises(UserError):
+        load_profile(bad)
+
+
+def test_time_model_profile_prices_each_call(tmp_path):
+    """A profile with a time model prices the calls of every phase; decode is bound by the weights and KV cache
+    it reads, so a step's decode time exceeds its FLOPs at the compute rate."""
+    from flopplan.lengths import Length
+
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"device": "x", "peak_flops": 1e12, "bytes_per_element": 2.0,
+                                "efficiency": {"train": 0.5, "forward": 0.5, "prefill": 0.5, "decode": 0.1},
+                                "time_model": {"train": TRUE["saturating"], "forward": TRUE["saturating"],
+                                               "prefill": TRUE["saturating"], "decode": TRUE["roofline"]}}))
+    profile = load_profile(path)
+    p = plan(Recipe(policy="qwen2.5-1.5b", prompt_len=Length.fixed(64)), Budget(gpu_hours=100), profile)
+    assert p.steps > 0 and all(v > 0 for v in p.seconds.values())
+    decode_flops = p.phases["rollout.decode"]
+    assert p.seconds["rollout.decode"] > decode_flops / TRUE["roofline"]["throughput"]
+    assert p.gpu_hours <= 100
