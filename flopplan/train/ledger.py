@@ -10,7 +10,7 @@ The charging functions below only compute *shapes*; every FLOP comes from :mod:`
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,31 +65,29 @@ def generate_charge(spec: ArchSpec, lora: LoRA | None, conv: Conventions, batch:
                        shapes={"batch": batch, "prompt_padded": prompt_padded, "generated": generated})
 
 
+def _sequence_charge(phase: str, flops_of: Callable[[int, int, int], Any],
+                     micro_batches: Iterable[tuple[int, int, int]], lengths: Iterable[tuple[int, int]]) -> PhaseCharge:
+    """Passes over prompt + completion: ``flops_of(rows, prompt, completion)`` per padded micro-batch
+    (executed) and per unpadded sequence (useful)."""
+    batches = [list(b) for b in micro_batches]
+    executed = sum(int(flops_of(rows, p, k)) for rows, p, k in batches)
+    useful = sum(int(flops_of(1, p, k)) for p, k in lengths)
+    return PhaseCharge(phase, {phase: executed}, {phase: useful}, shapes={"micro_batches": batches})
+
+
 def scoring_charge(phase: str, spec: ArchSpec, lora: LoRA | None, conv: Conventions,
                    micro_batches: Iterable[tuple[int, int, int]], lengths: Iterable[tuple[int, int]],
                    completion_only: bool) -> PhaseCharge:
     """No-grad forwards (old logprobs, reference): micro-batches of (rows, padded prompt, padded completion)."""
-    executed = useful = 0
-    shapes = []
-    for rows, p, k in micro_batches:
-        executed += int(forward_flops(spec, rows, p + k, head_positions(p, k, completion_only), lora, conv).total)
-        shapes.append([rows, p, k])
-    for p, k in lengths:
-        useful += int(forward_flops(spec, 1, p + k, head_positions(p, k, completion_only), lora, conv).total)
-    return PhaseCharge(phase, {phase: executed}, {phase: useful}, shapes={"micro_batches": shapes})
+    return _sequence_charge(phase, lambda rows, p, k: forward_flops(
+        spec, rows, p + k, head_positions(p, k, completion_only), lora, conv).total, micro_batches, lengths)
 
 
 def update_charge(spec: ArchSpec, training: Training, conv: Conventions, micro_batches: Iterable[tuple[int, int, int]],
                   lengths: Iterable[tuple[int, int]], completion_only: bool) -> PhaseCharge:
     """Forward + backward (+ recompute) of micro-batches of (rows, padded prompt, padded completion)."""
-    executed = useful = 0
-    shapes = []
-    for rows, p, k in micro_batches:
-        executed += int(train_flops(spec, rows, p + k, head_positions(p, k, completion_only), training, conv).total)
-        shapes.append([rows, p, k])
-    for p, k in lengths:
-        useful += int(train_flops(spec, 1, p + k, head_positions(p, k, completion_only), training, conv).total)
-    return PhaseCharge("update", {"update": executed}, {"update": useful}, shapes={"micro_batches": shapes})
+    return _sequence_charge("update", lambda rows, p, k: train_flops(
+        spec, rows, p + k, head_positions(p, k, completion_only), training, conv).total, micro_batches, lengths)
 
 
 def reward_charge(spec: ArchSpec, conv: Conventions, batches: Iterable[tuple[int, int]],
