@@ -56,6 +56,17 @@ class Profile:
     source: str = "datasheet"
     time_model: dict[str, dict[str, Any]] | None = None  # kind -> {"form": ..., parameters}: calibrated
     bytes_per_element: float = 2.0  # weights and KV cache (bf16), for the decode roofline
+    fitted_on: dict[str, int] | None = None  # models (name -> parameters) a calibrated profile was fitted on
+
+    def extrapolation_note(self, params: int) -> str | None:
+        """A warning when a calibrated profile prices a model far outside the sizes it was fitted on."""
+        if not self.fitted_on:
+            return None
+        low, high = min(self.fitted_on.values()), max(self.fitted_on.values())
+        if low / 4 <= params <= high * 4:
+            return None
+        return (f"the profile was fitted on {', '.join(self.fitted_on)} ({low:,} to {high:,} parameters): "
+                f"times for {params:,} parameters are an extrapolation")
 
     def flops_per_second(self, kind: str) -> float:
         if kind not in self.efficiency:
@@ -127,8 +138,12 @@ def load_profile(path: str | Path, price_per_hour: float | None = None) -> Profi
     if isinstance(bytes_per_element, bool) or not isinstance(bytes_per_element, (int, float)) \
             or not bytes_per_element > 0:
         raise UserError(f"profile {str(path)!r}: bytes_per_element must be a positive number")
+    fitted_on = data.get("model_params")
+    if fitted_on is not None and (not isinstance(fitted_on, dict) or not all(
+            isinstance(v, int) and v > 0 for v in fitted_on.values())):
+        raise UserError(f"profile {str(path)!r}: model_params must map model names to parameter counts")
     return Profile(device, peak, efficiency, price, str(data.get("source", f"profile {Path(path).name}")),
-                   time_model, float(bytes_per_element))
+                   time_model, float(bytes_per_element), fitted_on)
 
 
 def _time_model(data: Any, where: str) -> dict[str, dict[str, Any]] | None:

@@ -254,6 +254,10 @@ def plan(recipe: Recipe, budget: Budget, profile: Profile | None = None, cost: S
         seconds_per = seconds_per or _phase_seconds(cost, profile)
         seconds = {p: s * (evaluations if p in EVAL_PHASES else steps) for p, s in seconds_per.items()}
     notes = []
+    if profile is not None:
+        note = profile.extrapolation_note(recipe.policy_spec.params)
+        if note:
+            notes.append(note)
     if steps == 0:
         unit = "FLOPs" if budget.flops is not None else "seconds"
         one = eng(cost.step_flops) if budget.flops is not None else f"{step:.3g} s"
@@ -272,7 +276,7 @@ def _phase_totals(cost: StepCost, steps: int, evaluations: int) -> dict[str, int
 def require_steps(plans: list[Plan]) -> None:
     """Refuse a request in which no plan affords a single step (the message says what one step costs)."""
     if plans and all(p.steps == 0 for p in plans):
-        raise UserError(plans[0].notes[0] if len(plans) == 1 else
+        raise UserError(plans[0].notes[-1] if len(plans) == 1 else
                         "the budget buys no step of any model: " + "; ".join(
                             f"{p.model} needs {eng(p.cost.step_flops)} per step" for p in plans))
 
@@ -447,7 +451,8 @@ def grid_step_flops(policy: ArchSpec, reward: ArchSpec | None, reward_kind: str,
     """Per-bucket FLOPs of one step for arrays of recipes with fixed lengths (one generate call per step, so
     no padding): the same phase functions as :func:`flopplan.cost.step_cost`, on numpy arrays.
 
-    ``old_logprobs=None`` follows the recipe's ``auto`` rule (recomputed when iterations > 1 or with vllm);
+    ``old_logprobs=None`` follows the recipe's ``auto`` rule (recomputed when iterations > 1 or with vllm; the
+    grid's optimizer batch is the whole round);
     ``beta > 0`` adds the reference forward, as in a :class:`Recipe`.
     """
     import numpy as np

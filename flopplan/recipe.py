@@ -98,7 +98,7 @@ class Recipe:
     completion_len: Length = field(default_factory=lambda: Length.fixed(1024))
     iterations: int = 1  # mu: policy updates per generation round
     beta: float = 0.0  # KL coefficient; > 0 adds a reference forward per completion per round
-    old_logprobs: str = "auto"  # auto: on when mu > 1 or with vllm (TRL); on; off
+    old_logprobs: str = "auto"  # auto: on when a round takes several optimizer steps or with vllm (TRL); on; off
     grad_ckpt: bool = True  # TRL's default
     logits: str = "completion"  # completion: logits on completion + 1 positions (TRL); all
     engine: str = "hf"
@@ -199,8 +199,11 @@ class Recipe:
 
     @property
     def computes_old_logprobs(self) -> bool:
+        """TRL recomputes old-policy logprobs when the rollouts of a round feed more than one optimizer step
+        (mu > 1, or an optimizer batch smaller than the round: the policy moves before the last one is used) and
+        for vLLM's importance-sampling correction."""
         if self.old_logprobs == "auto":
-            return self.iterations > 1 or self.engine == "vllm"
+            return self.optimizer_steps_per_step > 1 or self.engine == "vllm"
         return self.old_logprobs == "on"
 
     @property

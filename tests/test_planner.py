@@ -149,6 +149,14 @@ def test_fixed_length_phases_equal_the_exact_formulas():
     assert sum(evaluation.values()) == generate_flops(spec, 50, P, K, lora).total
 
 
+def test_old_logprobs_auto_follows_optimizer_steps_per_round():
+    assert not Recipe().computes_old_logprobs
+    assert Recipe(iterations=2).computes_old_logprobs
+    assert Recipe(optimizer_batch=128).computes_old_logprobs  # 512 rollouts feed 4 optimizer steps
+    assert Recipe(engine="vllm").computes_old_logprobs
+    assert not Recipe(iterations=2, old_logprobs="off").computes_old_logprobs
+
+
 def test_vllm_traits():
     base = Recipe(engine="vllm", lora_rank=16, prompts_per_step=4, group_size=8,
                   prompt_len=Length.fixed(100), completion_len=Length.fixed(50))
