@@ -5,10 +5,10 @@
 #   bash calibration/run_gpu.sh [OUT_DIR]          # about 5-7 minutes on one H200
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out="${1:-calibration/$(python3 -c 'import torch; print(torch.cuda.get_device_name(0).lower().replace(" ", "-"))')}"
-mkdir -p "$out"
 py=".venv/bin/python"
 [ -x "$py" ] || py=python3
+out="${1:-calibration/$("$py" -c 'import torch; print(torch.cuda.get_device_name(0).lower().replace(" ", "-"))')}"
+mkdir -p "$out"
 # 1. the SDPA convention on the GPU: FlopCounterMode counts the flash/efficient kernels (backward 2.5x forward)
 "$py" -m pytest -q tests/test_exact_counts.py -k "sdpa" -p no:cacheprovider -n 0 2>&1 | tee "$out/sdpa_exactness.txt"
 # 2. the sweep, the fit, the counters side by side

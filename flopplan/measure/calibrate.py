@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from flopplan import __version__
-from flopplan.arch import ArchSpec, Head, HeadLayer, with_head
+from flopplan.arch import ArchSpec, Head, HeadLayer, orm_head, with_head
 from flopplan.formulas import Conventions, LoRA, Training, forward_flops, generate_flops, train_flops
 from flopplan.measure import counters
 from flopplan.measure.models import add_lora, build_model, enable_checkpointing, recommended_threads
@@ -52,13 +52,29 @@ def spec_named(name: str) -> ArchSpec:
     return CALIBRATION_SPECS.get(name) or resolve(name)
 
 
+def sweepable(name: str) -> ArchSpec:
+    """A policy the sweep can run: an LM head and room for the built-in tokenizer's ids."""
+    from flopplan.errors import UserError
+    from flopplan.train.tokenizer import CharTokenizer
+
+    spec = spec_named(name)
+    if spec.head.kind != "lm":
+        raise UserError(f"{name} has a score head: the timing sweep runs policies (LM heads)")
+    if spec.vocab_size < CharTokenizer().vocab_size:
+        raise UserError(f"{name} has {spec.vocab_size} embeddings, fewer than the calibration tokenizer's "
+                        f"{CharTokenizer().vocab_size}")
+    return spec
+
+
 # -- verify on the meta device ----------------------------------------------------------------------------------
 
 VERIFY = {"batch": 2, "prompt": 16, "completion": 3, "seq": 24, "logits": 9, "rank": 16}
 
 
 def verify(models: list[str], progress: Callable[[str], None] = lambda _: None) -> list[dict[str, Any]]:
-    """FlopCounterMode vs closed form for the phases of a GRPO step, per registry model (meta device)."""
+    """FlopCounterMode vs closed form for the phases of a GRPO step, per registry model (meta device): generate
+    and the old-logprob forward with LoRA active, the reference forward (adapter disabled), a LoRA update with
+    checkpointing, a full fine-tuning update, and PRM- and ORM-head forwards (a score-head model: its forward)."""
     b, p, k, t, n, r = (VERIFY[x] for x in ("batch", "prompt", "completion", "seq", "logits", "rank"))
     rows: list[dict[str, Any]] = []
     lora = LoRA(r)
@@ -75,7 +91,9 @@ def verify(models: list[str], progress: Callable[[str], None] = lambda _: None) 
         policy: Any = counters.prepare_training(build_model(spec), Training(lora))
         rows.append(_row(name, f"generate+LoRA B={b} P={p} K={k}", generate_flops(spec, b, p, k, lora).total,
                          counters.generate(policy, b, p, k)))
-        progress(f"{name}: reference forward")
+        progress(f"{name}: old logprobs and reference forwards")
+        rows.append(_row(name, f"old-logprob forward+LoRA B={b} T={t} logits={n}",
+                         forward_flops(spec, b, t, n, lora).total, counters.forward(policy, b, t, n)))
         with policy.disable_adapter():
             rows.append(_row(name, f"reference forward B={b} T={t} logits={n}", forward_flops(spec, b, t, n).total,
                              counters.forward(policy, b, t, n)))
@@ -83,11 +101,19 @@ def verify(models: list[str], progress: Callable[[str], None] = lambda _: None) 
         policy = counters.prepare_training(build_model(spec), training)
         rows.append(_row(name, f"LoRA r={r} update+ckpt B={b} T={t} logits={n}",
                          train_flops(spec, b, t, n, training).total, counters.train_step(policy, b, t, n, training)))
-        progress(f"{name}: PRM head forward")
+        progress(f"{name}: full fine-tuning update")
+        full = Training()
+        policy = counters.prepare_training(build_model(spec), full)
+        rows.append(_row(name, f"full update B={b} T={t} logits={n}", train_flops(spec, b, t, n, full).total,
+                         counters.train_step(policy, b, t, n, full)))
+        progress(f"{name}: reward heads")
         prm = with_head(spec, Head("score", (HeadLayer(spec.hidden_size, spec.hidden_size, True),
                                             HeadLayer(spec.hidden_size, 2, True))), f"{name}-prm")
         rows.append(_row(name, f"PRM-head forward B={b} T={t}", forward_flops(prm, b, t, t).total,
                          counters.forward(build_model(prm), b, t, None)))
+        orm = with_head(spec, orm_head(spec), f"{name}-orm")
+        rows.append(_row(name, f"ORM-head forward B={b} T={t}", forward_flops(orm, b, t, t).total,
+                         counters.forward(build_model(orm), b, t, None)))
     return rows
 
 
@@ -119,8 +145,8 @@ class Setup:
     @staticmethod
     def build(spec: ArchSpec, device: torch.device, dtype: torch.dtype, attn: str, seed: int = 0,
               rank: int = 16) -> Setup:
+        from flopplan.train.codecs import char_codec
         from flopplan.train.tokenizer import CharTokenizer
-        from flopplan.train.trainer import char_codec
 
         torch.manual_seed(seed)
         policy: Any = build_model(spec, device=device, dtype=dtype, attn_implementation=attn, seed=seed)
@@ -352,7 +378,7 @@ def sweep(models: list[str], device: torch.device, quick: bool, repeats: int = 5
     out: list[Measurement] = []
     total = len(models) * sum(len(v) for v in grid.values())
     for name in models:
-        spec = spec_named(name)
+        spec = sweepable(name)
         threads = recommended_threads(spec.params) if device.type == "cpu" else None
         with _threads(threads):
             s = Setup.build(spec, device, dtype, attn)
@@ -489,6 +515,7 @@ def profile_data(device: torch.device, models: list[str], fits: dict[str, dict[s
         "flopplan_version": __version__,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "models": models,
+        "model_params": {name: spec_named(name).params for name in models},
         "sweep": "quick" if quick else "full",
         "source": f"calibrated {datetime.date.today().isoformat()}",
         # the simple interface (FLOPs / (peak x efficiency)) for readers that ignore the time model
