@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any, NoReturn
 
@@ -593,14 +594,15 @@ unreliably; on real policies LoRA is the default (--lora-rank, or a plan's recip
 @click.option("--weight-decay", default=0.0, show_default=True, type=float)
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--checkpoint-every", default=10, show_default=True, type=int)
-@click.option("--resume", is_flag=True, help="Continue the run in --out from its last checkpoint.")
+@click.option("--resume", is_flag=True,
+              help="Continue the run in --out from its last checkpoint (--steps/--budget may extend it).")
 @click.option("--measure-flops", is_flag=True, help="Also count every phase with torch FlopCounterMode.")
 @click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"]))
 @click.option("--format-reward", default=0.0, show_default=True, type=float, help="Reward for a well-formed answer.")
 @click.option("--reward-model-path", type=click.Path(file_okay=False), help="A local reward model folder.")
 @click.option("--prm-aggregate", default="min", show_default=True, type=click.Choice(["min", "prod", "last"]))
 @click.option("--prm-max-steps", default=32, show_default=True, type=int)
-@click.option("--eval-batch", default=256, show_default=True, type=int, help="Prompts per evaluation generate call.")
+@click.option("--eval-batch", type=int, help="Prompts per evaluation generate call (default: all, one call).")
 @click.option("--no-eval", is_flag=True, help="No held-out evaluation.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: str | None, max_steps: int | None,
@@ -609,7 +611,7 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
           lora_alpha: int | None, temperature: float, clip_eps: float, clip_eps_high: float | None,
           scale_rewards: str, loss_aggregation: str, max_grad_norm: float, weight_decay: float, seed: int,
           checkpoint_every: int, resume: bool, measure_flops: bool, device: str, format_reward: float,
-          reward_model_path: str | None, prm_aggregate: str, prm_max_steps: int, eval_batch: int,
+          reward_model_path: str | None, prm_aggregate: str, prm_max_steps: int, eval_batch: int | None,
           no_eval: bool, no_progress: bool, **recipe_opts: Any) -> None:
     """Run GRPO with a FLOP ledger that never exceeds the budget (the validating run of a plan)."""
     from flopplan.train.config import TrainConfig
@@ -620,6 +622,24 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
         recipe_opts = {**recipe_opts, "no_eval": True}
     if resume:
         config = _resume_config(out_dir)
+        extend: dict[str, Any] = {"out_dir": out_dir}  # the folder given now, wherever the run was made
+        if max_steps is not None:  # a finished run can be continued for more steps or with a larger budget
+            if max_steps <= 0:
+                fail(f"--steps must be a positive integer, not {max_steps}")
+            extend["max_steps"] = max_steps
+        if budget is not None:
+            value = parse_number(budget, "--budget")
+            if not isinstance(value, int):
+                fail("--budget must be a whole number of FLOPs")
+            extend["budget_flops"] = value
+        from flopplan.train.config import replace_config
+
+        config = replace_config(config, **extend)
+        if set(extend) != {"out_dir"}:  # record the extension with the run
+            from flopplan.fileio import atomic_write_json, read_json
+
+            stored = read_json(f"{out_dir}/config.json", "run config")
+            atomic_write_json(f"{out_dir}/config.json", {**stored, **extend, "out_dir": stored.get("out_dir")})
     else:
         config = _train_config(out_dir, plan_file, plan_model, budget, max_steps, model_name, model_path,
                                random_init, task, dataset, eval_dataset, train_size, recipe_file, recipe_opts,
@@ -662,14 +682,16 @@ def _train_config(out_dir: str, plan_file: str | None, plan_model: str | None, b
         if recipe_file:
             fail("--plan carries its recipe: give --plan or --recipe, not both")
         data = load_plan_file(plan_file)
-        entries = data["plans"]
+        entries = [p for p in data["plans"] if isinstance(p, dict)]
+        if len(entries) != len(data["plans"]):
+            fail(f"plan file {plan_file!r} is malformed: every plan must be an object")
         if plan_model:
             entries = [p for p in entries if p.get("model") == plan_model]
             if not entries:
                 fail(f"plan file {plan_file!r} has no plan for {plan_model!r}")
         if len(entries) != 1:
             fail(f"plan file {plan_file!r} holds {len(entries)} plans: choose one with --plan-model "
-                 f"({', '.join(p.get('model', '?') for p in data['plans'])})")
+                 f"({', '.join(str(p.get('model', '?')) for p in data['plans'])})")
         plan_entry = entries[0]
         base = recipe_of_plan(plan_entry, f"plan {plan_file!r}")
     elif recipe_file:
@@ -689,13 +711,17 @@ def _train_config(out_dir: str, plan_file: str | None, plan_model: str | None, b
     budget_flops = None
     if budget is not None:
         value = parse_number(budget, "--budget")
-        if not isinstance(value, int):
-            fail("--budget must be a whole number of FLOPs")
+        if not isinstance(value, int) or value > 1e30:
+            fail("--budget must be a whole number of FLOPs, at most 1e30")
         budget_flops = value
     elif plan_entry is not None:
-        planned = plan_entry.get("budget", {}).get("flops")
+        planned_budget = plan_entry.get("budget")
+        planned = planned_budget.get("flops") if isinstance(planned_budget, dict) else None
         if planned is None:
-            fail("this plan's budget is in GPU-hours or dollars: give --budget FLOPS")
+            fail("this plan has no FLOP budget (GPU-hours or dollars, or none): give --budget FLOPS")
+        if isinstance(planned, bool) or not isinstance(planned, (int, float)) or not math.isfinite(planned) \
+                or not 0 < planned <= 1e30:
+            fail(f"plan file {plan_file!r}: its budget {planned!r} is not a positive number of FLOPs")
         budget_flops = int(planned)
     if max_steps is not None and max_steps <= 0:
         fail(f"--steps must be a positive integer, not {max_steps}")
@@ -714,8 +740,13 @@ def _resume_config(out_dir: str) -> Any:
     if not path.exists():
         fail(f"nothing to resume in {out_dir!r}: no config.json")
     data = read_json(path, "run config")
+    if not isinstance(data, dict) or "recipe" not in data:
+        fail(f"{str(path)!r} is not a flopplan run config")
     data.pop("flopplan_version", None)
-    return TrainConfig.from_data(data)
+    try:
+        return TrainConfig.from_data(data)
+    except TypeError as exc:
+        fail(f"{str(path)!r} is not a flopplan run config ({exc})")
 
 
 def _render_run(summary: dict[str, Any], out_dir: str) -> None:
@@ -780,8 +811,8 @@ def calibrate(device: str, models: tuple[str, ...], quick: bool, verify: bool, r
     quiet_transformers()
     from flopplan.arch import REGISTRY
 
-    for name in names:
-        C.spec_named(name)  # unknown names fail here, before any work
+    for name in names:  # unknown or unusable names fail here, before any work
+        C.spec_named(name) if verify else C.sweepable(name)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     con = console()

@@ -192,6 +192,15 @@ def test_malformed_recipe_file(tmp_path, content, fragment):
     assert out.returncode == 2 and fragment in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("summary", [{}, [], {"flops": "many"}, {"flops": {"total": 1}}])
+def test_report_refuses_what_is_not_a_run(tmp_path, summary):
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    out = run("report", str(tmp_path))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    out = run("report", str(tmp_path / "nothing"))
+    assert out.returncode == 2 and "not a flopplan run" in out.stderr
+
+
 def test_tables_check_detects_a_stale_file(tmp_path):
     assert run("tables", "--out", str(tmp_path)).returncode == 0
     assert run("tables", "--out", str(tmp_path), "--check").returncode == 0

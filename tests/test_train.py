@@ -191,8 +191,40 @@ def test_registry_architecture_without_weights(tmp_path):
     assert s["model"] == "qwen2.5-0.5b" and s["random_init_policy"] and s["measured_equals_closed_form"]
 
 
+def test_resume_from_a_moved_folder_and_extend(tmp_path):
+    first = tmp_path / "first"
+    flopplan("train", "--out", str(first), "--steps", "2", *SMALL, "--no-eval")
+    moved = tmp_path / "moved"
+    first.rename(moved)
+    flopplan("train", "--out", str(moved), "--resume", "--steps", "3", "--no-progress")
+    s = summary_of(moved)
+    assert s["steps"] == 3 and [m["step"] for m in metrics_of(moved)] == [1, 2, 3]
+    assert not first.exists()
+    out = flopplan("train", "--out", str(moved), "--resume", "--budget", "1000", check=False)
+    assert out.returncode == 2 and "already spent" in out.stderr
+
+
+def test_corrupt_checkpoint_and_logs(tmp_path):
+    run = tmp_path / "corrupt"
+    flopplan("train", "--out", str(run), "--steps", "1", *SMALL, "--no-eval")
+    with open(run / "metrics.jsonl", "a") as handle:
+        handle.write('{"step": 2, "rew')  # a line a kill cut short
+    flopplan("train", "--out", str(run), "--resume", "--steps", "2", "--no-progress")
+    assert [m["step"] for m in metrics_of(run)] == [1, 2]
+    (run / "checkpoints" / "step-000002.pt").write_bytes(b"garbage")
+    out = flopplan("train", "--out", str(run), "--resume", "--steps", "3", check=False)
+    assert out.returncode == 2 and "cannot be read" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
 BAD_TRAIN = {
     "no budget": (["--steps", "0"], "positive"),
+    "negative seed": (["--steps", "1", "--seed", "-1"], "seed"),
+    "zero alpha": (["--steps", "1", "--lora-rank", "4", "--lora-alpha", "0"], "lora_alpha"),
+    "clip above one": (["--steps", "1", "--clip-eps", "1.5"], "clip"),
+    "reward path with rule": (["--steps", "1", "--reward-model-path", "tests"], "model reward"),
+    "huge budget": (["--budget", "1e400"], "at most 1e30"),
+    "score head policy": (["--model", "qwen2.5-math-prm-7b", "--random-init", "--steps", "1"], "score head"),
+    "small vocab reward": (["--steps", "1", "--reward", "orm:SMALLVOCAB"], "embeddings"),
     "no weights": (["--model", "qwen2.5-7b", "--steps", "1"], "no weights"),
     "vllm": (["--engine", "vllm", "--steps", "1"], "engine"),
     "missing plan": (["--plan", "/no/such/plan.json"], "cannot read"),
@@ -200,16 +232,40 @@ BAD_TRAIN = {
     "bad dataset": (["--dataset", "/no/such.jsonl", "--steps", "1"], "cannot read"),
     "bad task": (["--task", "chess", "--steps", "1"], "unknown task"),
     "resume nothing": (["--resume"], "nothing to resume"),
+    "plan of numbers": (["--plan", "PLAN_NUMBERS"], "malformed"),
+    "plan budget text": (["--plan", "PLAN_TEXT_BUDGET"], "budget"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD_TRAIN))
 def test_bad_train_input(tmp_path, case):
     args, fragment = BAD_TRAIN[case]
+    numbers = tmp_path / "numbers.json"
+    numbers.write_text(json.dumps({"flopplan_plan_version": 1, "plans": [1]}))
+    text_budget = tmp_path / "text.json"
+    entry = {"model": "tiny", "recipe": {"policy": "tiny"}, "budget": {"flops": "lots"}}
+    text_budget.write_text(json.dumps({"flopplan_plan_version": 1, "plans": [entry]}))
+    small = tmp_path / "small" / "config.json"
+    small.parent.mkdir()
+    small.write_text(json.dumps({"model_type": "qwen2", "hidden_size": 32, "intermediate_size": 64,
+                                 "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+                                 "vocab_size": 12}))
+    replace = {"PLAN_NUMBERS": str(numbers), "PLAN_TEXT_BUDGET": str(text_budget),
+               "orm:SMALLVOCAB": f"orm:{small}"}
+    args = [replace.get(a, a) for a in args]
     out = flopplan("train", "--out", str(tmp_path / "bad"), *args, check=False, timeout=120)
     assert out.returncode == 2, out.stderr[-2000:]
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and fragment in lines[0], out.stderr
+
+
+def test_builtin_task_holds_out_unseen_strings():
+    from flopplan.train.tasks import DigitTask
+
+    train, held_out = DigitTask().split(20_000, 200, seed=3)
+    assert len(held_out) == 200 and len(train) == 10_000 - 200
+    assert not {p.prompt for p in train} & {p.prompt for p in held_out}
+    assert len({p.prompt for p in train}) == len(train)
 
 
 def test_existing_run_folder_is_not_overwritten(tmp_path):

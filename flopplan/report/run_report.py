@@ -8,7 +8,7 @@ from typing import Any
 
 from flopplan.cost import BUCKETS
 from flopplan.errors import UserError
-from flopplan.fileio import read_json
+from flopplan.fileio import read_json, read_text
 from flopplan.report.tables import Table
 from flopplan.report.units import eng, percent
 
@@ -18,16 +18,47 @@ def load_run(run_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
     if not (folder / "summary.json").exists():
         raise UserError(f"{str(folder)!r} is not a flopplan run folder (no summary.json)")
     summary = read_json(folder / "summary.json", "run summary")
+    _check_summary(summary, folder / "summary.json")
     metrics = []
     file = folder / "metrics.jsonl"
     if file.exists():
-        for number, line in enumerate(file.read_text().splitlines(), 1):
+        for line in read_text(file, "metrics").splitlines():
             if line.strip():
                 try:
-                    metrics.append(json.loads(line))
+                    item = json.loads(line)
                 except json.JSONDecodeError:
-                    raise UserError(f"{str(file)!r} line {number} is not JSON") from None
+                    continue  # a line a kill cut short
+                if isinstance(item, dict) and isinstance(item.get("step"), int) and _is_buckets(item.get("flops")):
+                    metrics.append(item)
     return summary, metrics
+
+
+def _is_buckets(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(value.get(b), int) for b in (*BUCKETS, "total"))
+
+
+def _check_summary(summary: Any, where: Path) -> None:
+    """A summary must carry what the report reads; anything else is one clear line, not a traceback."""
+    problems = []
+    if not isinstance(summary, dict):
+        problems.append("not an object")
+    else:
+        for key in ("flops", "useful_flops"):
+            if not _is_buckets(summary.get(key)):
+                problems.append(f"{key} is not FLOPs by bucket")
+        if summary.get("measured_flops") is not None and not _is_buckets(summary["measured_flops"]):
+            problems.append("measured_flops is not FLOPs by bucket")
+        budget = summary.get("budget_flops")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
+            problems.append("budget_flops is not an integer")
+        evals = summary.get("eval_accuracy") or []
+        if not isinstance(evals, list) or not all(isinstance(e, list) and len(e) == 3 for e in evals):
+            problems.append("eval_accuracy is malformed")
+        plan = summary.get("plan")
+        if plan is not None and (not isinstance(plan, dict) or not _is_buckets(plan.get("flops") or {})):
+            problems.append("plan is malformed")
+    if problems:
+        raise UserError(f"{str(where)!r} is not a flopplan run summary: {problems[0]}")
 
 
 def run_tables(summary: dict[str, Any]) -> tuple[list[Table], list[str]]:
@@ -58,8 +89,11 @@ def run_tables(summary: dict[str, Any]) -> tuple[list[Table], list[str]]:
         table.rows.append(row)
     notes = [f"stopped: {summary.get('stop_reason') or 'finished'}"]
     if budget:
-        notes.append(f"spent {flops['total']:,} of {budget:,} FLOPs ({percent(flops['total'], budget)}); "
-                     f"never more than the budget")
+        abandoned = summary.get("abandoned_flops") or 0
+        spent = flops["total"] + abandoned
+        verdict = "within the budget" if spent <= budget else "OVER THE BUDGET"
+        notes.append(f"spent {spent:,} of {budget:,} FLOPs ({percent(spent, budget)}): {verdict}"
+                     + (f" (including {abandoned:,} FLOPs of abandoned steps)" if abandoned else ""))
     if planned:
         notes.append(f"plan: {plan.get('steps')} steps for {eng(planned.get('total', 0))}")
     if measured:
@@ -87,8 +121,11 @@ def plot_run(summary: dict[str, Any], metrics: list[dict[str, Any]], path: str |
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    train = [m for m in metrics if m.get("step", 0) > 0]
-    evals = [m for m in metrics if "eval_accuracy" in m]
+    def numeric(m: dict[str, Any], *keys: str) -> bool:
+        return all(isinstance(m.get(k), (int, float)) and not isinstance(m.get(k), bool) for k in keys)
+
+    train = [m for m in metrics if m["step"] > 0 and numeric(m, "reward", "accuracy")]
+    evals = [m for m in metrics if numeric(m, "eval_accuracy")]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     if train:
         x = [m["flops"]["total"] for m in train]
@@ -113,9 +150,13 @@ def plot_run(summary: dict[str, Any], metrics: list[dict[str, Any]], path: str |
         ax2.set_title("where the FLOPs went")
     fig.tight_layout()
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(tmp, dpi=110)
+        tmp.replace(out)
+    except OSError as exc:
+        raise UserError(f"cannot write the plot {str(out)!r}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
     return str(out)

@@ -47,7 +47,7 @@ class TrainConfig:
     format_reward: float = 0.0
     prm_aggregate: str = "min"
     prm_max_steps: int = 32
-    eval_batch: int = 256
+    eval_batch: int | None = None  # prompts per evaluation generate call; None: all (one call, as planned)
     threads: int | None = None  # CPU threads for torch; None: 1 for policies under 50M parameters, else torch's
 
     def __post_init__(self) -> None:
@@ -69,6 +69,18 @@ class TrainConfig:
                 raise UserError(f"{name} must be a number >= 0, not {value!r}")
         if self.lr is not None and (not math.isfinite(self.lr) or self.lr <= 0):
             raise UserError(f"lr must be a positive number, not {self.lr!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
+            raise UserError(f"seed must be an integer from 0 to 2**32 - 1, not {self.seed!r}")
+        if self.lora_alpha is not None and (isinstance(self.lora_alpha, bool) or not isinstance(self.lora_alpha, int)
+                                            or self.lora_alpha <= 0):
+            raise UserError(f"lora_alpha must be a positive integer, not {self.lora_alpha!r}")
+        if self.clip_low >= 1:
+            raise UserError(f"the lower clip must be below 1 (the ratio is clipped at 1 - eps), not {self.clip_low}")
+        if self.budget_flops is not None and self.budget_flops > 1e30:
+            raise UserError(f"a budget of {float(self.budget_flops):.3g} FLOPs is beyond what flopplan plans "
+                            "(at most 1e30)")
+        if self.reward_model_path is not None and r.reward.kind == "rule":
+            raise UserError("--reward-model-path needs a model reward (--reward orm:MODEL), not a rule")
         for name, allowed in (("scale_rewards", SCALE_REWARDS), ("loss_aggregation", AGGREGATIONS),
                               ("device", DEVICES), ("prm_aggregate", ("min", "prod", "last"))):
             if getattr(self, name) not in allowed:
@@ -88,9 +100,9 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and not Path(value).exists():
                 raise UserError(f"cannot read {name.replace('_', ' ')} {value!r}: no such file or folder")
-        if self.model_path is None and not self.random_init:
-            name = r.policy_spec.name
-            if name not in WEIGHTLESS_POLICIES:
+        if self.model_path is None:
+            name = r.policy_spec.name  # an LM head is required of a policy
+            if not self.random_init and name not in WEIGHTLESS_POLICIES:
                 raise UserError(f"no weights for {name} on disk: pass --model-path DIR (a downloaded model) or "
                                 "--random-init (the architecture without weights)")
         if self.model_path is not None and self.random_init:

@@ -120,15 +120,21 @@ class Ledger:
     unit_measured: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     steps_completed: int = 0
-    interrupted: dict[str, Any] | None = None  # compute spent in an abandoned step (not in the totals)
+    abandoned: int = 0  # FLOPs of interrupted, rolled-back steps: not in the buckets, but spent
+    interrupted: dict[str, Any] | None = None
 
     @property
     def spent(self) -> int:
         return sum(self.executed.values())
 
     @property
+    def spent_with_abandoned(self) -> int:
+        return self.spent + self.abandoned
+
+    @property
     def remaining(self) -> float:
-        return float("inf") if self.budget_flops is None else self.budget_flops - self.spent
+        """What the budget still allows: abandoned steps were real compute, so they count here too."""
+        return float("inf") if self.budget_flops is None else self.budget_flops - self.spent_with_abandoned
 
     def fits(self, flops: int) -> bool:
         return flops <= self.remaining
@@ -161,7 +167,9 @@ class Ledger:
             "phases": {p: {"executed": self.executed[p], "useful": self.useful[p]} for p in BUCKET_OF
                        if self.executed[p]},
             "seconds": {p: round(s, 3) for p, s in self.seconds.items()},
-            "leftover_flops": None if self.budget_flops is None else self.budget_flops - self.spent,
+            "leftover_flops": None if self.budget_flops is None else self.budget_flops - self.spent_with_abandoned,
+            "abandoned_flops": self.abandoned,
+            "within_budget": self.budget_flops is None or self.spent_with_abandoned <= self.budget_flops,
         }
         if self.unit_measured:
             buckets = dict.fromkeys(BUCKETS, 0)
@@ -179,7 +187,8 @@ class Ledger:
     def to_state(self) -> dict[str, Any]:
         return {"budget_flops": self.budget_flops, "executed": self.executed, "useful": self.useful,
                 "unit_executed": self.unit_executed, "unit_measured": self.unit_measured,
-                "seconds": self.seconds, "steps_completed": self.steps_completed, "interrupted": self.interrupted}
+                "seconds": self.seconds, "steps_completed": self.steps_completed, "abandoned": self.abandoned,
+                "interrupted": self.interrupted}
 
     @staticmethod
     def from_state(state: dict[str, Any]) -> Ledger:
@@ -190,5 +199,6 @@ class Ledger:
         ledger.unit_measured = dict(state["unit_measured"])
         ledger.seconds = dict(state["seconds"])
         ledger.steps_completed = state["steps_completed"]
+        ledger.abandoned = int(state.get("abandoned", 0))
         ledger.interrupted = state.get("interrupted")
         return ledger

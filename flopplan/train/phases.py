@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
+from transformers import GenerationConfig
 
 from flopplan.arch import ArchSpec
 from flopplan.formulas import Conventions, LoRA, Training
@@ -122,16 +123,17 @@ def generate(model: Any, codec: Codec, prompt_ids: list[list[int]], batch: int, 
     for start in range(0, len(prompt_ids), batch):
         rows = prompt_ids[start:start + batch]
         ids, mask = _left_pad(rows, codec.pad_id, device)
-        kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                                      pad_token_id=codec.pad_id, eos_token_id=codec.eos_id)
-        if min_new_tokens:
-            kwargs["min_new_tokens"] = min_new_tokens
-        if greedy:
-            kwargs.update(do_sample=False)
-        else:
-            kwargs.update(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
+        # A clean generation config: the model's own (repetition penalties, top-k, ...) would change what is
+        # sampled, and the loss assumes samples from softmax(logits / temperature).
+        # transformers fills unset (None) fields from the model's own config, so every sampling knob is set.
+        neutral = {"repetition_penalty": 1.0, "no_repeat_ngram_size": 0}
+        sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0, "min_p": 0.0,
+                    "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0}
+        config = GenerationConfig(max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens or None,
+                                  pad_token_id=codec.pad_id, eos_token_id=codec.eos_id, **neutral,
+                                  **({"do_sample": False} if greedy else sampling))
         with torch.no_grad(), timed_and_counted(measure, sync) as info:
-            out = model.generate(**kwargs)
+            out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
         generated = out.shape[1] - ids.shape[1]
         for row in out[:, ids.shape[1]:].tolist():
             completion = row[:row.index(codec.eos_id) + 1] if codec.eos_id in row else row
@@ -263,7 +265,7 @@ def update(model: Any, optimizer: torch.optim.Optimizer, batches: list[ScoringBa
     accumulated over micro-batches."""
     model.train()
     device = batches[0].input_ids.device
-    stats = {"loss": 0.0, "clip_fraction": 0.0, "kl": 0.0, "grad_norm": 0.0}
+    stats = {"loss": 0.0, "clip_fraction": 0.0, "kl": 0.0, "grad_norm": 0.0}  # means over the pass
     groups: list[list[ScoringBatch]] = [[]]
     for b in batches:
         if sum(len(x.rows) for x in groups[-1]) + len(b.rows) > optimizer_batch:
@@ -288,12 +290,12 @@ def update(model: Any, optimizer: torch.optim.Optimizer, batches: list[ScoringBa
                 loss.backward()
             measured += info["measured"] or 0
             seconds += info["seconds"]
-            stats["loss"] += float(loss.detach())
+            stats["loss"] += float(loss.detach()) / len(groups)  # each group's loss is its own mean
             weight = len(b.rows) / len(rollouts.completion_ids)
             stats["clip_fraction"] += s["clip_fraction"] * weight
             stats["kl"] += s["kl"] * weight
         params = [p for p in model.parameters() if p.requires_grad]
-        stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+        stats["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm)) / len(groups)
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     charge = update_charge(spec, training, conv, [(len(b.rows), b.prompt_width, b.completion_width)
@@ -304,10 +306,10 @@ def update(model: Any, optimizer: torch.optim.Optimizer, batches: list[ScoringBa
 
 
 def group_advantages(rewards: torch.Tensor, group: int, scale: str = "group", eps: float = 1e-4) -> torch.Tensor:
-    """GRPO advantages: reward minus its group mean, divided by the group std (``scale="group"``) or not
-    (``"none"``, Dr. GRPO)."""
+    """GRPO advantages: reward minus its group mean, divided by the group's (unbiased, as TRL) std
+    (``scale="group"``) or not (``"none"``, Dr. GRPO). A group of one has no spread: its advantage is 0."""
     grouped = rewards.view(-1, group)
     centred = grouped - grouped.mean(dim=1, keepdim=True)
-    if scale == "group":
-        centred = centred / (grouped.std(dim=1, keepdim=True, unbiased=False) + eps)
+    if scale == "group" and group > 1:
+        centred = centred / (grouped.std(dim=1, keepdim=True) + eps)
     return centred.reshape(-1)

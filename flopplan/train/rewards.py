@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from flopplan.arch import ArchSpec, load_config
+from flopplan.errors import UserError
 from flopplan.formulas import Conventions
 from flopplan.recipe import RewardSystem
 from flopplan.train.ledger import PhaseCharge, reward_charge
@@ -54,42 +55,69 @@ class RewardModel:
     aggregate: str = "min"
     max_steps: int = 32
     batch: int = 16
+    codec: Codec | None = None  # its own tokenizer (a local model); None: it reads the policy's ids
 
     @staticmethod
     def load(system: RewardSystem, device: torch.device, dtype: torch.dtype, attn: str, seed: int,
-             path: str | None = None, aggregate: str = "min", max_steps: int = 32, pad_id: int = 0) -> RewardModel:
+             policy_codec: Codec, policy_vocab: int, path: str | None = None, aggregate: str = "min",
+             max_steps: int = 32, batch: int = 16) -> RewardModel:
+        """A local outcome reward model (with its tokenizer), or a random-initialised registry architecture that
+        reads the policy's token ids."""
         from flopplan.measure.models import build_model
 
         if aggregate not in PRM_AGGREGATES:
-            raise ValueError(f"PRM aggregate must be one of {PRM_AGGREGATES}")
+            raise UserError(f"PRM aggregate must be one of {', '.join(PRM_AGGREGATES)}")
+        codec = None
         if path is not None:
+            if system.kind == "prm":
+                raise UserError("a local PRM needs its own modeling code (Qwen2ForProcessRewardModel is custom "
+                                "code), which flopplan does not run: use a local ORM (sequence classification) or "
+                                "a registry PRM architecture (random-initialised)")
             spec = load_config(Path(path))
-            if spec.head.kind != "score":
-                raise ValueError(f"reward model at {path!r} has no score head")
+            if spec.head.kind != "score" or len(spec.head.layers) != 1:
+                raise UserError(f"reward model at {path!r} is not a sequence-classification model")
             model = _load_local(spec, path, device, dtype, attn)
+            from transformers import AutoTokenizer
+
+            from flopplan.train.codecs import hf_codec
+
+            codec = hf_codec(AutoTokenizer.from_pretrained(path, local_files_only=True))
             random_init = False
         else:
             spec = system.spec()  # type: ignore[assignment]
+            if spec.vocab_size < policy_vocab:
+                raise UserError(f"the reward model {spec.name} has {spec.vocab_size:,} embeddings but reads the "
+                                f"policy's tokens (up to {policy_vocab:,}): use a model with a larger vocabulary")
             model = build_model(spec, device=device, dtype=dtype, attn_implementation=attn, seed=seed)
             random_init = True
         config = getattr(model, "config", None)
         if config is not None:
-            config.pad_token_id = pad_id
+            config.pad_token_id = (codec or policy_codec).pad_id
         model.eval()
         for p in model.parameters():
             p.requires_grad_(False)
-        return RewardModel(system, spec, model, random_init, aggregate, max_steps)
+        return RewardModel(system, spec, model, random_init, aggregate, max_steps, batch, codec)
 
-    def token_rows(self, codec: Codec, prompts: list[str], completions: list[str]) -> list[list[int]]:
-        """What the reward model reads for each completion (prompt + response, separators for a PRM)."""
+    def token_rows(self, codec: Codec, prompts: list[str], completions: list[str],
+                   max_completion_tokens: int | None = None) -> list[list[int]]:
+        """What the reward model reads for each completion (prompt + response, separators for a PRM).
+
+        Re-tokenising decoded text can yield more tokens than were generated; with ``max_completion_tokens`` a
+        row longer than :meth:`worst_case_tokens` loses the start of its prompt, so the budget's worst case
+        holds whatever the tokenizer does.
+        """
         rows = []
         for prompt, completion in zip(prompts, completions, strict=True):
-            ids = codec.encode(prompt)
+            prompt_ids = codec.encode(prompt)
+            ids = list(prompt_ids)
             if self.system.kind == "prm":
                 for step in split_steps(completion, self.max_steps):
                     ids = ids + codec.encode_piece(step) + [codec.sep_id]
             else:
                 ids = ids + codec.encode_piece(completion) + [codec.eos_id]
+            if max_completion_tokens is not None:
+                bound = self.worst_case_tokens(len(prompt_ids), max_completion_tokens)
+                ids = ids[-bound:]
             rows.append(ids)
         return rows
 
@@ -99,8 +127,9 @@ class RewardModel:
         return prompt_tokens + completion_tokens + extra
 
     def score(self, codec: Codec, prompts: list[str], completions: list[str], conv: Conventions,
-              measure: bool = False) -> tuple[list[float], PhaseCharge]:
-        rows = self.token_rows(codec, prompts, completions)
+              measure: bool = False, max_completion_tokens: int | None = None) -> tuple[list[float], PhaseCharge]:
+        codec = self.codec or codec
+        rows = self.token_rows(codec, prompts, completions, max_completion_tokens)
         device = _device(self.model)
         rewards: list[float] = []
         batches = []

@@ -1,9 +1,10 @@
 """Problems to train on: the built-in procedural task, JSONL datasets, and rule-based answer checking.
 
 Built-in task (``digits``): the prompt is a random string of digits followed by ``>``, the answer is one digit
-computed from it (by default the first digit). Unseen strings make a genuinely held-out evaluation set, chance
-accuracy is 1/10, and a few-hundred-thousand-parameter policy learns it from random initialisation on CPU in
-about a minute of GRPO. Other rules (``last``, ``max``, ``sum``: the digit sum mod 10) make it harder.
+computed from it (by default the first digit). The held-out strings never occur in training (the 10,000 strings
+of the default length are split, not resampled), chance accuracy is 1/10, and a few-hundred-thousand-parameter
+policy learns it from random initialisation on CPU in about a minute of GRPO. Other rules (``last``, ``max``,
+``sum``: the digit sum mod 10) make it harder.
 
 JSONL datasets: one ``{"prompt": ..., "answer": ...}`` object per line; a GSM8K-style answer ending in
 ``#### 42`` is reduced to ``42``.
@@ -55,19 +56,29 @@ class DigitTask:
             return str(max(digits))
         return str(sum(digits) % 10)
 
-    def problems(self, count: int, seed: int, exclude: set[str] | None = None) -> list[Problem]:
+    def _problem(self, digits: list[int]) -> Problem:
+        return Problem(" ".join(map(str, digits)) + " >", self.answer(digits))
+
+    def split(self, train: int, held_out: int, seed: int) -> tuple[list[Problem], list[Problem]]:
+        """Disjoint training and held-out problems (no string in both). Small spaces are enumerated, so the
+        training set is at most what the held-out set leaves; large ones are sampled without repetition."""
         rng = random.Random(seed)
-        out: list[Problem] = []
-        seen = set(exclude or ())
         space = 10 ** self.length
-        while len(out) < count:
-            digits = [rng.randrange(10) for _ in range(self.length)]
-            prompt = " ".join(map(str, digits)) + " >"
-            if prompt in seen and len(seen) < space:
-                continue
-            seen.add(prompt)
-            out.append(Problem(prompt, self.answer(digits)))
-        return out
+        if held_out >= space:
+            raise UserError(f"the digits task of length {self.length} has only {space:,} problems: "
+                            f"{held_out:,} cannot be held out")
+        if space <= 1_000_000:
+            order = rng.sample(range(space), min(space, held_out + train))
+            strings = [[int(c) for c in str(n).zfill(self.length)] for n in order]
+            return ([self._problem(d) for d in strings[held_out:]], [self._problem(d) for d in strings[:held_out]])
+        seen: set[tuple[int, ...]] = set()
+        out: list[Problem] = []
+        while len(out) < held_out + train:
+            digits = tuple(rng.randrange(10) for _ in range(self.length))
+            if digits not in seen:
+                seen.add(digits)
+                out.append(self._problem(list(digits)))
+        return out[held_out:], out[:held_out]
 
 
 def parse_task(name: str) -> DigitTask:

@@ -37,6 +37,7 @@ from flopplan.fileio import atomic_write_json, atomic_write_text
 from flopplan.formulas import Conventions, LoRA, forward_flops, generate_flops, train_flops
 from flopplan.measure.models import recommended_threads
 from flopplan.train import phases as P
+from flopplan.train.codecs import char_codec, hf_codec
 from flopplan.train.config import WEIGHTLESS_POLICIES, TrainConfig
 from flopplan.train.ledger import Ledger, PhaseCharge
 from flopplan.train.rewards import RewardModel, rule_rewards
@@ -63,24 +64,6 @@ def pick_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: no CUDA device is available")
     return torch.device(name)
-
-
-def char_codec(tokenizer: CharTokenizer) -> P.Codec:
-    return P.Codec(encode=lambda text: tokenizer.encode(text, bos=True),
-                   encode_piece=lambda text: tokenizer.encode(text, bos=False, strict=False),
-                   decode=tokenizer.decode, pad_id=tokenizer.pad_token_id, eos_id=tokenizer.eos_token_id,
-                   sep_id=tokenizer.sep_token_id)
-
-
-def hf_codec(tokenizer: Any) -> P.Codec:
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    sep = tokenizer.convert_tokens_to_ids("<extra_0>")
-    if not isinstance(sep, int) or sep == tokenizer.unk_token_id:
-        sep = tokenizer.eos_token_id
-    return P.Codec(encode=lambda text: tokenizer(text, add_special_tokens=True).input_ids,
-                   encode_piece=lambda text: tokenizer(text, add_special_tokens=False).input_ids,
-                   decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=True), pad_id=pad,
-                   eos_id=tokenizer.eos_token_id, sep_id=sep)
 
 
 def default_lr(spec: ArchSpec, lora: LoRA | None) -> float:
@@ -112,8 +95,9 @@ class Trainer:
         self.reward_model = None
         if self.recipe.reward.kind != "rule":
             self.reward_model = RewardModel.load(self.recipe.reward, self.device, self.dtype, self.attn,
-                                                 config.seed + 1, config.reward_model_path, config.prm_aggregate,
-                                                 config.prm_max_steps, self.codec.pad_id)
+                                                 config.seed + 1, self.codec, self.policy_vocab,
+                                                 config.reward_model_path, config.prm_aggregate,
+                                                 config.prm_max_steps, batch=self.recipe.group_size)
         self.ledger = Ledger(config.budget_flops)
         self.step = 0
         self.data_position = 0
@@ -143,6 +127,7 @@ class Trainer:
             self.spec = load_config(path)
             tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
             self.codec = hf_codec(tokenizer)
+            self.policy_vocab = len(tokenizer)
             loaded: Any = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=self.dtype,
                                                                attn_implementation=self.attn)
             self.policy: Any = loaded.to(self.device)
@@ -153,6 +138,7 @@ class Trainer:
             if tokenizer_.vocab_size > self.spec.vocab_size:
                 raise UserError(f"{self.spec.name}'s vocabulary is smaller than the built-in tokenizer")
             self.codec = char_codec(tokenizer_)
+            self.policy_vocab = tokenizer_.vocab_size
             self.policy = build_model(self.spec, device=self.device, dtype=self.dtype,
                                       attn_implementation=self.attn, seed=cfg.seed)
             self.random_policy = True
@@ -183,15 +169,14 @@ class Trainer:
             self.chance = None
         else:
             task = parse_task(cfg.task)
-            self.eval_set = task.problems(r.eval_prompts, seed=cfg.seed + 10_000) if r.eval_prompts else []
-            self.train_set = task.problems(cfg.train_size, seed=cfg.seed, exclude={p.prompt for p in self.eval_set})
+            self.train_set, self.eval_set = task.split(cfg.train_size, r.eval_prompts, seed=cfg.seed)
             self.chance = task.chance
         if r.eval_prompts:
             if len(self.eval_set) < r.eval_prompts:
                 raise UserError(f"eval_prompts {r.eval_prompts} but the eval set has {len(self.eval_set)} problems")
             self.eval_set = self.eval_set[:r.eval_prompts]
         self._orders: dict[int, list[int]] = {}
-        self._check_tokens(self.train_set[:64] + self.eval_set[:64])
+        self._check_tokens(self.train_set + self.eval_set)
 
     def _check_tokens(self, problems: list[Problem]) -> None:
         for problem in problems:
@@ -246,24 +231,16 @@ class Trainer:
         if "cuda" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda"])
 
-    def _snapshot(self) -> dict[str, Any]:
-        return {"step": self.step, "trainable": self._trainable_state(),
-                "optimizer": copy.deepcopy(self.optimizer.state_dict()), "rng": self._rng_state(),
-                "data_position": self.data_position, "last_eval": dict(self.last_eval)}
-
-    def _apply_snapshot(self, snap: dict[str, Any]) -> None:
-        self.step = snap["step"]
-        self._load_trainable_state(snap["trainable"])
-        self.optimizer.load_state_dict(snap["optimizer"])
-        self._set_rng_state(snap["rng"])
-        self.data_position = snap["data_position"]
-        self.last_eval = dict(snap["last_eval"])
+    def _state(self) -> dict[str, Any]:
+        """Everything a resumed run needs (written in checkpoints)."""
+        return {"step": self.step, "trainable": self._trainable_state(), "optimizer": self.optimizer.state_dict(),
+                "rng": self._rng_state(), "data_position": self.data_position, "last_eval": dict(self.last_eval)}
 
     def save_checkpoint(self) -> Path:
         folder = self.out / "checkpoints"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"step-{self.step:06d}.pt"
-        state = {**self._snapshot(), "ledger": self.ledger.to_state(), "config": self.config.to_data(),
+        state = {**self._state(), "ledger": self.ledger.to_state(), "config": self.config.to_data(),
                  "flopplan_version": __version__}
         tmp = path.with_suffix(".pt.tmp")
         torch.save(state, tmp)
@@ -273,20 +250,33 @@ class Trainer:
         return path
 
     def _restore(self) -> None:
-        latest = self.out / "checkpoints" / "latest"
-        if not latest.exists():
+        folder = self.out / "checkpoints"
+        latest = folder / "latest"
+        name = latest.read_text().strip() if latest.exists() else ""
+        if not name or not (folder / name).is_file():
             raise UserError(f"nothing to resume in {str(self.out)!r}: no checkpoint")
-        path = self.out / "checkpoints" / latest.read_text().strip()
-        state = torch.load(path, weights_only=False, map_location="cpu")
-        self._apply_snapshot(state)
-        self.ledger = Ledger.from_state(state["ledger"])
+        try:
+            state = torch.load(folder / name, weights_only=False, map_location="cpu")
+            self.step = int(state["step"])
+            self._load_trainable_state(state["trainable"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self._set_rng_state(state["rng"])
+            self.data_position = int(state["data_position"])
+            self.last_eval = dict(state["last_eval"])
+            self.ledger = Ledger.from_state(state["ledger"])
+        except Exception as exc:  # any corruption of the file: one clear line, not a traceback
+            raise UserError(f"checkpoint {str(folder / name)!r} cannot be read ({type(exc).__name__}: {exc})") \
+                from None
         self.ledger.budget_flops = self.config.budget_flops
-        # drop log lines of steps the checkpoint does not contain (done after it, before a crash)
-        for name in ("metrics.jsonl", "ledger.jsonl"):
-            file = self.out / name
-            lines = file.read_text().splitlines() if file.exists() else []
-            kept = [line for line in lines if line and json.loads(line)["step"] <= self.step]
-            atomic_write_text(file, "".join(line + "\n" for line in kept))
+        if self.config.budget_flops is not None and self.ledger.spent_with_abandoned > self.config.budget_flops:
+            raise UserError(f"the run has already spent {self.ledger.spent_with_abandoned:,} FLOPs, more than the "
+                            f"budget of {self.config.budget_flops:,}")
+        # drop log lines of steps the checkpoint does not contain (done after it, before a crash), and a line a
+        # kill may have cut short
+        for log in ("metrics.jsonl", "ledger.jsonl"):
+            file = self.out / log
+            kept = [line for line in _json_lines(file) if line["step"] <= self.step]
+            atomic_write_text(file, "".join(json.dumps(line) + "\n" for line in kept))
 
     # -- worst case and the budget ----------------------------------------------------------------------------
     def worst_case(self, problems: list[Problem], with_eval: bool) -> int:
@@ -309,7 +299,9 @@ class Trainer:
         total += r.iterations * batches * int(train_flops(spec, m, p_max + k, positions, self.training,
                                                           conv).total)
         if self.reward_model is not None:
-            t = self.reward_model.worst_case_tokens(p_max, k)
+            rm_codec = self.reward_model.codec or self.codec  # a local reward model has its own tokenizer
+            rm_prompt = max(len(rm_codec.encode(p.prompt)) for p in problems)
+            t = self.reward_model.worst_case_tokens(rm_prompt, k)
             b = self.reward_model.batch
             calls = -(-rollouts // b)
             total += calls * int(forward_flops(self.reward_model.spec, b, t, t, None, conv).total)
@@ -319,11 +311,11 @@ class Trainer:
 
     def eval_worst_case(self) -> int:
         prompts = [len(self.codec.encode(p.prompt)) for p in self.eval_set]
-        b = self.config.eval_batch
+        b = self.eval_batch
         total = 0
         for start in range(0, len(prompts), b):
             chunk = prompts[start:start + b]
-            total += int(generate_flops(self.spec, len(chunk), max(chunk), self.config.max_new_tokens,
+            total += int(generate_flops(self.spec, len(chunk), max(chunk), self.eval_max_new_tokens,
                                         self.recipe.rollout_lora, self.conv).total)
         return total
 
@@ -333,16 +325,26 @@ class Trainer:
 
     # -- phases -----------------------------------------------------------------------------------------------
     @contextmanager
-    def _phase(self) -> Iterator[None]:
+    def _phase(self, last_interruptible: bool = True) -> Iterator[None]:
+        """A phase; on Ctrl-C the step is abandoned after it, until the first update (``last_interruptible``
+        False from then on: the policy has moved, so the step is completed instead)."""
         yield
-        if self.stop_requested:
+        if self.stop_requested and last_interruptible:
             raise Interrupted
+
+    @property
+    def eval_batch(self) -> int:
+        return self.config.eval_batch or max(1, len(self.eval_set))  # default: one call, as the plan assumes
+
+    @property
+    def eval_max_new_tokens(self) -> int:
+        return self.recipe.evaluation_completion_len.max
 
     def evaluate(self) -> tuple[dict[str, float], list[PhaseCharge]]:
         prompts = [self.codec.encode(p.prompt) for p in self.eval_set]
-        rollouts, charges = P.generate(self.policy, self.codec, prompts, self.config.eval_batch,
-                                       self.config.max_new_tokens, 1.0, True, self.spec, self.recipe.rollout_lora,
-                                       self.conv, self.config.measure_flops, prefix="eval")
+        rollouts, charges = P.generate(self.policy, self.codec, prompts, self.eval_batch, self.eval_max_new_tokens,
+                                       1.0, True, self.spec, self.recipe.rollout_lora, self.conv,
+                                       self.config.measure_flops, prefix="eval")
         ended = [bool(c) and c[-1] == self.codec.eos_id for c in rollouts.completion_ids]
         _, correct = rule_rewards(rollouts.completions, [p.answer for p in self.eval_set], ended)
         return {"eval_accuracy": float(np.mean(correct)) if correct else 0.0}, charges
@@ -365,7 +367,7 @@ class Trainer:
             if self.reward_model is not None:
                 texts = [p.prompt for p in problems for _ in range(r.group_size)]
                 rewards, charge = self.reward_model.score(self.codec, texts, rollouts.completions, self.conv,
-                                                          cfg.measure_flops)
+                                                          cfg.measure_flops, cfg.max_new_tokens)
                 charges.append(charge)
         reward_t = torch.tensor(rewards, dtype=torch.float32, device=self.device)
         advantages = P.group_advantages(reward_t, r.group_size, cfg.scale_rewards)
@@ -385,12 +387,15 @@ class Trainer:
                                       adapter_disabled=self.reference_model is None)
                 charges.append(charge)
         stats: dict[str, float] = {}
-        for _ in range(r.iterations):
-            with self._phase():
-                stats, charge = P.update(self.policy, self.optimizer, batches, rollouts, advantages, old, ref,
-                                         self.loss_cfg, completion_only, r.optimizer_batch_size, cfg.max_grad_norm,
-                                         self.spec, self.training, self.conv, cfg.measure_flops)
+        for _ in range(r.iterations):  # from the first update on, an interrupted step is completed
+            with self._phase(last_interruptible=False):
+                pass_stats, charge = P.update(self.policy, self.optimizer, batches, rollouts, advantages, old, ref,
+                                              self.loss_cfg, completion_only, r.optimizer_batch_size,
+                                              cfg.max_grad_norm, self.spec, self.training, self.conv,
+                                              cfg.measure_flops)
                 charges.append(charge)
+            for key, value in pass_stats.items():  # means over the mu passes
+                stats[key] = stats.get(key, 0.0) + value / r.iterations
         lengths = [len(c) for c in rollouts.completion_ids]
         result.metrics = {
             "reward": float(np.mean(rewards)), "reward_std": float(np.std(rewards)),
@@ -398,7 +403,7 @@ class Trainer:
             "ended_with_eos": float(np.mean(ended)), **stats,
         }
         if self._eval_due(result.step):
-            with self._phase():
+            with self._phase(last_interruptible=False):
                 metrics, c = self.evaluate()
                 charges += c
                 result.metrics.update(metrics)
@@ -462,11 +467,11 @@ class Trainer:
                 problems = self.prompts_at(self.data_position)
                 if self._should_stop(problems):
                     break
-                snapshot = self._snapshot()
+                rng = self._rng_state()
                 try:
                     result = self.run_step(problems)
                 except Interrupted:
-                    partial = self._abandon(snapshot)
+                    partial = self._abandon(rng)
                     self.stop_reason = f"interrupted during step {self.step + 1} ({partial:,} FLOPs abandoned)"
                     break
                 self.step = result.step
@@ -481,17 +486,17 @@ class Trainer:
         return self._write_summary()
 
     def _baseline_done(self) -> bool:
-        file = self.out / "metrics.jsonl"
-        return file.exists() and any(json.loads(line)["step"] == 0 for line in file.read_text().splitlines()
-                                     if line)
+        return any(line["step"] == 0 for line in _json_lines(self.out / "metrics.jsonl"))
 
-    def _abandon(self, snapshot: dict[str, Any]) -> int:
-        """Roll back an interrupted step to its start (model, optimizer, RNG, data position). The FLOPs its
-        finished phases spent are recorded apart, not in the totals: a resumed run redoes the step."""
+    def _abandon(self, rng: dict[str, Any]) -> int:
+        """Abandon a step interrupted before its first update: the model and optimizer are untouched, so putting
+        back the RNG (the data position only moves when a step completes) makes a resumed run redo it exactly.
+        The FLOPs its finished phases spent are recorded apart from the buckets and still count against the
+        budget."""
         partial = sum(c.executed_total for c in self._pending)
-        self._apply_snapshot(snapshot)
-        previous = (self.ledger.interrupted or {}).get("abandoned_flops", 0)
-        self.ledger.interrupted = {"step": snapshot["step"] + 1, "abandoned_flops": previous + partial}
+        self._set_rng_state(rng)
+        self.ledger.abandoned += partial
+        self.ledger.interrupted = {"step": self.step + 1, "abandoned_flops": self.ledger.abandoned}
         return partial
 
     @contextmanager
@@ -522,7 +527,7 @@ class Trainer:
     # -- summary ----------------------------------------------------------------------------------------------
     def _write_summary(self) -> dict[str, Any]:
         data = self.ledger.summary()
-        lines = [json.loads(x) for x in (self.out / "metrics.jsonl").read_text().splitlines() if x]
+        lines = _json_lines(self.out / "metrics.jsonl")
         train_lines = [x for x in lines if x["step"] > 0]
         evals = [x for x in lines if "eval_accuracy" in x]
         data.update({
@@ -546,3 +551,18 @@ class Trainer:
         atomic_write_json(self.out / "summary.json", data)
         return data
 
+
+
+def _json_lines(file: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL log; a line that is not one (cut short by a kill) is dropped."""
+    out: list[dict[str, Any]] = []
+    if not file.exists():
+        return out
+    for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("step"), int):
+            out.append(item)
+    return out
