@@ -4,6 +4,7 @@
 # FLOPs by bucket against the budget and the plan, and reward/accuracy against FLOPs spent (report.png).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PATH="$PWD/.venv/bin:$PATH"   # the venv `make demo` / `make test` creates, when there is one
 out="${TMPDIR:-/tmp}/flopplan-example"
 budget="${FLOPPLAN_EXAMPLE_BUDGET:-6e11}"   # about 67 steps, a minute on 2 CPU cores
 rm -rf "$out" && mkdir -p "$out"
