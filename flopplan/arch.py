@@ -277,7 +277,7 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
         raise UserError(f"{where}: model_type {model_type!r} is not supported "
                         f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
     required = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
-    missing = [key for key in required if key not in cfg]
+    missing = [key for key in required if cfg.get(key) is None]  # absent or null
     if missing:
         raise UserError(f"{where}: missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
     sizes: dict[str, int] = {}

@@ -24,11 +24,24 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, _mode_for(path))  # mkstemp creates 0600; the file gets the mode a plain open would give
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise UserError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
         raise
     return path
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits of the file being replaced, or 0666 less the umask for a new file."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def atomic_write_json(path: str | Path, data: Any) -> Path:

@@ -87,6 +87,7 @@ REFUSED = {
     "layer-types": (dict(QWEN3_0_6B, layer_types=["full_attention", "sliding_attention"] * 14),
                     "mixed sliding-window"),
     "missing-key": ({k: v for k, v in LLAMA_3_2_1B.items() if k != "intermediate_size"}, "missing key"),
+    "null-key": (dict(LLAMA_3_2_1B, intermediate_size=None), "missing key intermediate_size"),
     "unknown-type": (dict(LLAMA_3_2_1B, model_type="gpt2"), "not supported"),
     "bad-size": (dict(LLAMA_3_2_1B, hidden_size=-5), "positive integer"),
     "kv-mismatch": (dict(LLAMA_3_2_1B, num_key_value_heads=7), "multiple"),
