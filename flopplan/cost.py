@@ -261,15 +261,18 @@ def step_cost(recipe: Recipe) -> StepCost:
 
 def _decode_calls(spec: ArchSpec, lora: LoRA | None, conv: Conventions, batch: int, prompt: float,
                   completion: float) -> list[Call]:
-    """One call per decode step after a ``prompt``-token prefill; each reads the weights and the KV cache."""
+    """The decode steps after a ``prompt``-token prefill, as one :class:`Call` whose FLOPs and KV-cache reads are
+    arrays (one entry per step: step j attends to ``prompt + j + 1`` keys); each step reads the weights and the
+    KV cache. One numpy evaluation of the decode formula, not a loop over 32k steps of a long completion."""
+    import numpy as np
+
     steps = max(0, round(completion) - 1)
-    kv_per_token = 2 * spec.num_layers * spec.kv_dim
-    out = []
-    for j in range(steps):
-        context = prompt + j
-        flops = float(decode_flops(spec, batch, context, lora, conv).total)
-        out.append(Call(flops, batch, spec.params, batch * (context + 1) * kv_per_token, spec.num_layers))
-    return out
+    if steps == 0:
+        return []
+    context = prompt + np.arange(steps, dtype=np.float64)
+    flops = decode_flops(spec, batch, context, lora, conv).total
+    kv = batch * (context + 1) * (2 * spec.num_layers * spec.kv_dim)
+    return [Call(flops, batch, spec.params, kv, spec.num_layers)]
 
 
 def phase_calls(recipe: Recipe) -> dict[str, list[tuple[float, Call]]]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from flopplan.errors import UserError
 from flopplan.fileio import read_json
-from flopplan.timing import FORMS, PARAMETERS, Call, call_seconds
+from flopplan.timing import FORMS, PARAMETERS, Call, call_seconds, total
 
 PEAK_BF16_FLOPS: dict[str, float] = {
     # dense bf16 datasheet peaks (no sparsity), as used by verl and torchtitan
@@ -81,7 +81,7 @@ class Profile:
         """Seconds for ``count`` repetitions of each call: the fitted time model when the profile has one,
         else the FLOPs at peak x efficiency."""
         if self.time_model is None or kind not in self.time_model:
-            return sum(count * self.seconds(kind, call.flops) for count, call in calls)
+            return sum(count * total(self.seconds(kind, call.flops)) for count, call in calls)
         entry = self.time_model[kind]
         return sum(count * call_seconds(entry["form"], entry, call, self.bytes_per_element)
                    for count, call in calls)
@@ -102,6 +102,9 @@ class Profile:
         return data
 
 
+PROFILE_VERSION = 1  # the layout of a profile JSON (flopplan calibrate writes it, load_profile reads it)
+
+
 def datasheet_profile(device: str, engine: str = "hf", price_per_hour: float | None = None) -> Profile:
     if price_per_hour is not None and not (math.isfinite(price_per_hour) and price_per_hour > 0):
         raise UserError(f"the price per GPU-hour must be a positive number, not {price_per_hour}")
@@ -117,6 +120,12 @@ def load_profile(path: str | Path, price_per_hour: float | None = None) -> Profi
     data = read_json(path, "profile")
     if not isinstance(data, dict):
         raise UserError(f"profile {str(path)!r} must be a JSON object")
+    version = data.get("flopplan_profile_version", PROFILE_VERSION)
+    if version != PROFILE_VERSION:
+        raise UserError(f"profile {str(path)!r} has version {version!r}; this flopplan reads version "
+                        f"{PROFILE_VERSION} (recalibrate with this flopplan)")
+    if not isinstance(data.get("device"), str) or not data["device"].strip():
+        raise UserError(f"profile {str(path)!r}: device must be a non-empty name")
     try:
         device = str(data["device"])
         peak = float(data["peak_flops"])
@@ -136,7 +145,7 @@ def load_profile(path: str | Path, price_per_hour: float | None = None) -> Profi
     time_model = _time_model(data.get("time_model"), str(path))
     bytes_per_element = data.get("bytes_per_element", 2.0)
     if isinstance(bytes_per_element, bool) or not isinstance(bytes_per_element, (int, float)) \
-            or not bytes_per_element > 0:
+            or not (math.isfinite(bytes_per_element) and bytes_per_element > 0):
         raise UserError(f"profile {str(path)!r}: bytes_per_element must be a positive number")
     fitted_on = data.get("model_params")
     if fitted_on is not None and (not isinstance(fitted_on, dict) or not all(

@@ -192,9 +192,15 @@ def _phase_seconds(cost: StepCost, profile: Profile) -> dict[str, float]:
     the phase (their shapes matter: decode is bound by bandwidth), a datasheet profile the FLOPs."""
     phases = {**cost.step_phases, **cost.eval_phases}
     if profile.time_model is None:
-        return {phase: profile.seconds(PHASE_KIND[phase], flops) for phase, flops in phases.items()}
-    calls = phase_calls(cost.recipe)
-    return {phase: profile.calls_seconds(PHASE_KIND[phase], calls.get(phase, [])) for phase in phases}
+        out = {phase: profile.seconds(PHASE_KIND[phase], flops) for phase, flops in phases.items()}
+    else:
+        calls = phase_calls(cost.recipe)
+        out = {phase: profile.calls_seconds(PHASE_KIND[phase], calls.get(phase, [])) for phase in phases}
+    bad = [phase for phase, seconds in out.items() if not math.isfinite(seconds)]
+    if bad:
+        raise UserError(f"the profile ({profile.source}) gives no finite time for {', '.join(bad)}: "
+                        "its throughputs are too small")
+    return out
 
 
 def largest_affordable(total: Callable[[int], float], limit: float) -> int:
@@ -254,16 +260,36 @@ def plan(recipe: Recipe, budget: Budget, profile: Profile | None = None, cost: S
         seconds_per = seconds_per or _phase_seconds(cost, profile)
         seconds = {p: s * (evaluations if p in EVAL_PHASES else steps) for p, s in seconds_per.items()}
     notes = []
+    context = recipe.policy_spec.max_position_embeddings
+    if context and recipe.longest_sequence > context:
+        notes.append(f"sequences of up to {recipe.longest_sequence:,} tokens exceed {recipe.policy}'s "
+                     f"{context:,}-token context (max_position_embeddings): the FLOPs are counted, but the model "
+                     "was not trained for such lengths")
     if profile is not None:
         note = profile.extrapolation_note(recipe.policy_spec.params)
         if note:
             notes.append(note)
+    result = Plan(recipe, cost, budget, steps, evaluations, phases, seconds, profile, notes)
     if steps == 0:
-        unit = "FLOPs" if budget.flops is not None else "seconds"
-        one = eng(cost.step_flops) if budget.flops is not None else f"{step:.3g} s"
-        notes.append(f"the budget ({budget.describe()}) buys no step of {recipe.policy}: one step costs {one}"
-                     + ("" if budget.flops is not None else f" ({unit} on {profile.device if profile else '?'})"))
-    return Plan(recipe, cost, budget, steps, evaluations, phases, seconds, profile, notes)
+        notes.append(f"the budget ({budget.describe()}) buys no step of {recipe.policy}: {one_step_cost(result)}")
+    return result
+
+
+def one_step_cost(p: Plan) -> str:
+    """What the first step of a run costs, in the budget's unit, the evaluations it triggers included."""
+    evals = p.recipe.evaluations(1)
+    if p.budget.flops is not None:
+        step, evaluation = eng(p.cost.step_flops), eng(p.cost.eval_flops * evals)
+    else:
+        assert p.profile is not None
+        per = _phase_seconds(p.cost, p.profile)
+        hours = (sum(per[x] for x in p.cost.step_phases) / 3600,
+                 evals * sum(per[x] for x in p.cost.eval_phases) / 3600)
+        step, evaluation = (f"{h:.3g} GPU-hours on {p.profile.device}" for h in hours)
+    text = f"one step costs {step}"
+    if evals and p.cost.eval_flops:
+        text += f", plus {evaluation} for the {evals} evaluation{'s' if evals > 1 else ''} a one-step run includes"
+    return text
 
 
 def _phase_totals(cost: StepCost, steps: int, evaluations: int) -> dict[str, int]:
@@ -277,8 +303,8 @@ def require_steps(plans: list[Plan]) -> None:
     """Refuse a request in which no plan affords a single step (the message says what one step costs)."""
     if plans and all(p.steps == 0 for p in plans):
         raise UserError(plans[0].notes[-1] if len(plans) == 1 else
-                        "the budget buys no step of any model: " + "; ".join(
-                            f"{p.model} needs {eng(p.cost.step_flops)} per step" for p in plans))
+                        f"the budget ({plans[0].budget.describe()}) buys no step of any model: " + "; ".join(
+                            f"{p.model}: {one_step_cost(p)}" for p in plans))
 
 
 # -- comparisons ------------------------------------------------------------------------------------------------
@@ -316,7 +342,10 @@ def _valid(recipe: Recipe, name: str, value: int) -> Recipe | None:
         return None
 
 
-def _largest(predicate: Callable[[int], bool], upper: int = 1 << 20) -> int:
+SOLVE_UPPER = 1 << 40  # the search for a free quantity stops here (a trillion prompts or samples per step)
+
+
+def _largest(predicate: Callable[[int], bool], upper: int = SOLVE_UPPER) -> int:
     """The largest v in [1, upper] with predicate(v) true, for a predicate true up to some point (0 if none)."""
     if not predicate(1):
         return 0
@@ -351,6 +380,10 @@ def solve(recipe: Recipe, budget: Budget, free: str, steps: int | None = None,
         return plan(_relaxed(recipe, free, value), budget, profile).steps >= steps
 
     bound = _largest(fits)  # the costs rise with the value; batch sizes only shift them slightly
+    if bound >= SOLVE_UPPER:
+        raise UserError(f"{steps} step{'s' if steps > 1 else ''} of {recipe.policy} afford more than "
+                        f"{SOLVE_UPPER:,} as {free}: "
+                        "the budget is far beyond this recipe; solve for steps instead")
     best, result = 0, None
     for value in range(bound + 1, 0, -1):  # the largest value the recipe's own batch sizes allow that fits
         candidate = _valid(recipe, free, value)

@@ -233,14 +233,18 @@ class Recipe:
         if spec.head.kind != "lm":
             raise UserError(f"policy {self.policy!r} has a score head: a policy needs an LM head")
         if spec.sliding_window is not None:
-            longest = max(self.prompt_len.max + self.completion_len.max,
-                          self.evaluation_prompt_len.max + self.evaluation_completion_len.max if self.eval_every
-                          else 0)
+            longest = self.longest_sequence
             if longest - 1 > spec.sliding_window:
                 raise UserError(f"{spec.name} has a sliding window of {spec.sliding_window} tokens; sequences of "
                                 f"up to {longest} tokens would outgrow it during generation, which flopplan "
                                 "does not model")
         return spec
+
+    @property
+    def longest_sequence(self) -> int:
+        """Prompt plus completion at their maxima, over training and evaluation rollouts."""
+        return max(self.prompt_len.max + self.completion_len.max,
+                   self.evaluation_prompt_len.max + self.evaluation_completion_len.max if self.eval_every else 0)
 
     @cached_property
     def reward_spec(self) -> ArchSpec | None:

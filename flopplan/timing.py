@@ -30,14 +30,15 @@ PARAMETERS = {"saturating": ("throughput_max", "tokens_half", "overhead", "overh
 
 @dataclass(frozen=True)
 class Call:
-    """One model call: its FLOPs and what bounds it besides them."""
+    """One model call: its FLOPs and what bounds it besides them. ``flops``, ``kv_elements`` and
+    ``attention_flops`` may be numpy arrays: a series of calls that differ only in those (decode steps)."""
 
-    flops: float
+    flops: Any  # float, or an array over a series of calls
     tokens: float  # tokens in flight: rows x positions (a decode step: rows)
     weight_elements: float = 0.0  # parameters read once per call (decode)
-    kv_elements: float = 0.0  # KV-cache elements read (decode)
+    kv_elements: Any = 0.0  # KV-cache elements read (decode); float or array
     layers: float = 1.0  # decoder layers the call runs through
-    attention_flops: float = 0.0  # the part of ``flops`` in attention matmuls
+    attention_flops: Any = 0.0  # the part of ``flops`` in attention matmuls; float or array
 
 
 def smooth_max(a: Any, b: Any) -> Any:
@@ -60,13 +61,19 @@ def roofline_seconds(params: dict[str, float], flops: Any, elements: Any, layers
 
 
 def call_seconds(form: str, params: dict[str, float], call: Call, bytes_per_element: float) -> float:
+    """Seconds of a call (summed over the series when its fields are arrays)."""
     if form == "saturating":
-        return float(saturating_seconds(params, call.flops, max(call.tokens, 1e-9), call.layers,
+        return total(saturating_seconds(params, call.flops, max(call.tokens, 1e-9), call.layers,
                                         call.attention_flops))
     if form == "roofline":
-        return float(roofline_seconds(params, call.flops, call.weight_elements + call.kv_elements, call.layers,
+        return total(roofline_seconds(params, call.flops, call.weight_elements + call.kv_elements, call.layers,
                                       bytes_per_element))
     raise ValueError(f"unknown time-model form {form!r}")
+
+
+def total(value: Any) -> float:
+    """A float, or the sum of a numpy array."""
+    return float(value.sum()) if hasattr(value, "sum") else float(value)
 
 
 def attention_flops(terms: dict[str, Any]) -> Any:

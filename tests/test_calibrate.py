@@ -152,6 +152,19 @@ def test_profile_validation(tmp_path):
     bad.write_text(json.dumps({**base, "efficiency": {**base["efficiency"], "decode": float("nan")}}))
     with pytest.raises(UserError):
         load_profile(bad)
+    for change, fragment in [({"bytes_per_element": float("inf")}, "bytes_per_element"),
+                             ({"device": None}, "device"), ({"flopplan_profile_version": 99}, "version")]:
+        bad.write_text(json.dumps({**base, **change}))
+        with pytest.raises(UserError, match=fragment):
+            load_profile(bad)
+
+
+def test_profile_too_slow_for_a_finite_time_is_refused(tmp_path):
+    path = tmp_path / "slow.json"
+    path.write_text(json.dumps({"device": "x", "peak_flops": 1e-300,
+                                "efficiency": {"train": 1e-10, "forward": 1e-10, "prefill": 1e-10, "decode": 1e-10}}))
+    with pytest.raises(UserError, match="finite"):
+        plan(Recipe(), Budget(gpu_hours=1), load_profile(path))
 
 
 def test_time_model_profile_prices_each_call(tmp_path):

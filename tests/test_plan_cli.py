@@ -163,6 +163,15 @@ BAD = {
     "huge length": (["plan", "--completion-len", "500:100000000000"], "supported"),
     "unreachable mean": (["plan", "--completion-len", "1024.5:1024"], "between"),
     "window": (["plan", "--model", "WINDOWED", "--completion-len", "9000"], "sliding window"),
+    "largest with model": (["plan", "--largest-model", "--steps", "10", "--model", "qwen2.5-0.5b"],
+                           "--largest-model"),
+    "largest with solve": (["plan", "--largest-model", "--steps", "10", "--solve", "group_size"], "--solve"),
+    "share and largest": (["plan", "--largest-model", "--target-learning-share", "0.5", "--solve", "iterations"],
+                          "--target-learning-share"),
+    "solve beyond the search": (["plan", "--model", "qwen2.5-0.5b", "--solve", "prompts_per_step", "--steps", "1",
+                                 "--budget", "1e30"], "solve for steps instead"),
+    "share and steps": (["plan", "--target-learning-share", "0.9", "--solve", "iterations", "--steps", "7"],
+                        "--steps"),
 }
 
 

@@ -326,9 +326,10 @@ def test_budget_validation():
 
 # -- inverse modes ----------------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("flops", [10**19, 10**23])  # 1e23: the answer lies beyond 2^20
 @pytest.mark.parametrize("free", ["group_size", "prompts_per_step", "iterations"])
-def test_solve_finds_the_largest_value_that_affords_the_steps(free):
-    budget = Budget(flops=10**19)
+def test_solve_finds_the_largest_value_that_affords_the_steps(free, flops):
+    budget = Budget(flops=flops)
     solved = solve(Recipe(), budget, free, steps=300)
     value = getattr(solved.recipe, free)
     assert solved.steps >= 300
@@ -438,3 +439,31 @@ def test_bad_recipes_are_refused(case):
 def test_policy_must_be_a_language_model():
     with pytest.raises(UserError, match="score head"):
         plan(Recipe(policy="qwen2.5-math-prm-7b"), Budget(flops=10**19))
+
+
+def test_decode_steps_priced_as_one_array_equal_the_step_by_step_sum():
+    """The time model prices a rollout's decode steps in one numpy evaluation; that equals pricing each step
+    (step j: context prompt + j, FLOPs from the decode formula, KV cache of prompt + j + 1 tokens) on its own."""
+    from flopplan.cost import phase_calls
+    from flopplan.formulas import decode_flops
+    from flopplan.timing import Call, call_seconds
+
+    params = {"throughput": 2e11, "bandwidth": 8e11, "overhead": 1e-3, "overhead_layer": 2e-4}
+    recipe = Recipe(policy="qwen2.5-0.5b", prompt_len=Length.fixed(100), completion_len=Length.fixed(300))
+    [(count, series)] = phase_calls(recipe)["rollout.decode"]
+    vectorised = count * call_seconds("roofline", params, series, 2.0)
+    spec, batch = recipe.policy_spec, recipe.generation_batch_size
+    looped = 0.0
+    for j in range(299):
+        flops = decode_flops(spec, batch, 100 + j, recipe.rollout_lora, recipe.conventions).total
+        kv = batch * (100 + j + 1) * 2 * spec.num_layers * spec.kv_dim
+        looped += count * call_seconds("roofline", params, Call(float(flops), batch, spec.params, kv,
+                                                                 spec.num_layers), 2.0)
+    assert len(series.flops) == 299 and vectorised == pytest.approx(looped, rel=1e-12)
+
+
+def test_sequences_beyond_the_model_context_are_noted():
+    long = plan(Recipe(policy="qwen2.5-0.5b", completion_len=Length.fixed(40000)), Budget(flops=10**21))
+    short = plan(Recipe(policy="qwen2.5-0.5b"), Budget(flops=10**21))
+    assert any("32,768-token context" in n for n in long.notes)
+    assert not any("context" in n for n in short.notes)
