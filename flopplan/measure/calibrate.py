@@ -32,11 +32,11 @@ import torch
 from flopplan import __version__
 from flopplan.arch import ArchSpec, Head, HeadLayer, orm_head, with_head
 from flopplan.formulas import Conventions, LoRA, Training, forward_flops, generate_flops, train_flops
+from flopplan.hardware import PROFILE_VERSION
 from flopplan.measure import counters
 from flopplan.measure.models import add_lora, build_model, enable_checkpointing, recommended_threads
 from flopplan.timing import PARAMETERS, Call, attention_flops, call_seconds, roofline_seconds, saturating_seconds
 
-PROFILE_VERSION = 1
 KIND_FORM = {"train": "saturating", "forward": "saturating", "prefill": "saturating", "decode": "roofline"}
 
 # a calibration-only architecture: a 3.4M-parameter Qwen2 for the CPU quick sweep (with the tiny registry one)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -60,6 +62,8 @@ def build_model(spec: ArchSpec, device: str | torch.device = "meta", dtype: torc
     """
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
+    if torch.device(device).type != "meta":
+        check_memory(spec, torch.device(device), dtype)
     if seed is not None:
         torch.manual_seed(seed)
     config = hf_config(spec, attn_implementation)
@@ -72,6 +76,35 @@ def build_model(spec: ArchSpec, device: str | torch.device = "meta", dtype: torc
         else:
             model = ProcessRewardModel(spec, config).to(dtype)
     return model
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Bytes free for new tensors: the device's free memory on CUDA, MemAvailable (Linux) on the CPU."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_memory(spec: ArchSpec, device: torch.device, dtype: torch.dtype) -> None:
+    """Refuse a model whose weights alone would not fit the free memory (with a 20 % margin for activations),
+    rather than letting the kernel's out-of-memory killer end the process without a word."""
+    free = available_memory(device)
+    weights = spec.params * torch.empty((), dtype=dtype).element_size()
+    if free is not None and weights * 1.2 > free:
+        from flopplan.errors import UserError
+
+        raise UserError(f"{spec.name}: {weights / 2**30:.1f} GiB of {str(dtype).replace('torch.', '')} weights do "
+                        f"not fit the {free / 2**30:.1f} GiB free on {device.type}; use a smaller model"
+                        + (" or a GPU" if device.type == "cpu" else ""))
 
 
 def add_lora(model: nn.Module, lora: LoRA, alpha: int | None = None, dropout: float = 0.0) -> nn.Module:
