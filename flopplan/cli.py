@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -43,7 +44,11 @@ class FlopplanGroup(click.Group):
 
 
 def echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2))
+    try:
+        text = json.dumps(data, indent=2, allow_nan=False)
+    except ValueError:
+        fail("the result holds a non-finite number (inf or nan), which JSON cannot carry")
+    click.echo(text)
 
 
 def console() -> Any:
@@ -490,6 +495,10 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
     if steps is not None and steps <= 0:
         fail(f"--steps must be a positive integer, not {steps}")
     notes: list[str] = []
+    if target_learning_share is not None and (largest_model or steps is not None):
+        fail("--target-learning-share solves for a share, not for steps: drop --largest-model and --steps")
+    if largest_model and (free != "steps" or models):
+        fail("--largest-model searches the registry for the model: it takes neither --model nor --solve")
     if target_learning_share is not None:
         if free not in ("iterations", "group_size"):
             fail("--target-learning-share needs --solve iterations or --solve group_size")
@@ -565,7 +574,8 @@ TRAIN_DEFAULTS: dict[str, Any] = {"policy": "tiny", "lora_rank": None, "prompts_
                   "completion_len": 2, "micro_batch": 64, "eval_every": 10, "eval_prompts": 200}
 """`flopplan train` with no recipe or plan: the tiny policy, fully fine-tuned from random initialisation on the
 built-in digits task (a digit and EOS: two new tokens). LoRA on a random-initialised 300k-parameter model learns
-unreliably; on real policies LoRA is the default (--lora-rank, or a plan's recipe)."""
+unreliably; any other policy (--model, --model-path) gets the recipe default, LoRA r=64, unless --full or
+--lora-rank says otherwise."""
 
 
 @main.command()
@@ -620,9 +630,18 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
         if recipe_opts.get("eval_every") or recipe_opts.get("eval_prompts"):
             fail("--no-eval contradicts --eval-every/--eval-prompts")
         recipe_opts = {**recipe_opts, "no_eval": True}
+    extend: dict[str, Any] = {}
     if resume:
+        ctx = click.get_current_context()
+        given = sorted(name for name in ctx.params
+                       if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+                       and name not in RESUME_OPTIONS)
+        if given:
+            option = next(p.opts[0] for p in ctx.command.params if p.name == given[0])
+            fail(f"--resume continues the run as it was configured; it takes only --out, --steps, --budget and "
+                 f"--no-progress, not {option}")
         config = _resume_config(out_dir)
-        extend: dict[str, Any] = {"out_dir": out_dir}  # the folder given now, wherever the run was made
+        extend["out_dir"] = out_dir  # the folder given now, wherever the run was made
         if max_steps is not None:  # a finished run can be continued for more steps or with a larger budget
             if max_steps <= 0:
                 fail(f"--steps must be a positive integer, not {max_steps}")
@@ -635,11 +654,6 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
         from flopplan.train.config import replace_config
 
         config = replace_config(config, **extend)
-        if set(extend) != {"out_dir"}:  # record the extension with the run
-            from flopplan.fileio import atomic_write_json, read_json
-
-            stored = read_json(f"{out_dir}/config.json", "run config")
-            atomic_write_json(f"{out_dir}/config.json", {**stored, **extend, "out_dir": stored.get("out_dir")})
     else:
         config = _train_config(out_dir, plan_file, plan_model, budget, max_steps, model_name, model_path,
                                random_init, task, dataset, eval_dataset, train_size, recipe_file, recipe_opts,
@@ -659,6 +673,11 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
         fail(f"flopplan train needs the torch extra (pip install 'flopplan[torch]'): {exc}")
     quiet_transformers()
     trainer = Trainer(config, resume=resume, progress=not no_progress and sys.stdout.isatty())
+    if set(extend) - {"out_dir"}:  # the checkpoint accepted the extension: record it with the run
+        from flopplan.fileio import atomic_write_json, read_json
+
+        stored = read_json(f"{out_dir}/config.json", "run config")
+        atomic_write_json(f"{out_dir}/config.json", {**stored, **extend, "out_dir": stored.get("out_dir")})
     con = console()
     if trainer.random_policy and config.model_path is None:
         con.print(f"policy {trainer.spec.name}: random-initialised ({trainer.spec.params:,} parameters)")
@@ -667,6 +686,21 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
                   "(the FLOPs and the plumbing are real)")
     summary = trainer.run()
     _render_run(summary, out_dir)
+
+
+RESUME_OPTIONS = {"out_dir", "resume", "max_steps", "budget", "no_progress"}
+
+
+def _check_plan_entry(entry: dict[str, Any], plan_file: str) -> None:
+    """A plan the run compares itself with must carry integer steps and integer FLOPs per bucket."""
+    from flopplan.cost import BUCKETS
+
+    flops, steps = entry.get("flops"), entry.get("steps")
+    if not isinstance(flops, dict) or not all(isinstance(flops.get(b), int) and not isinstance(flops.get(b), bool)
+                                              and flops[b] >= 0 for b in (*BUCKETS, "total")):
+        fail(f"plan file {plan_file!r} is malformed: flops must map {', '.join((*BUCKETS, 'total'))} to integers")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        fail(f"plan file {plan_file!r} is malformed: steps must be a whole number, not {steps!r}")
 
 
 def _train_config(out_dir: str, plan_file: str | None, plan_model: str | None, budget: str | None,
@@ -693,7 +727,10 @@ def _train_config(out_dir: str, plan_file: str | None, plan_model: str | None, b
             fail(f"plan file {plan_file!r} holds {len(entries)} plans: choose one with --plan-model "
                  f"({', '.join(str(p.get('model', '?')) for p in data['plans'])})")
         plan_entry = entries[0]
+        _check_plan_entry(plan_entry, plan_file)
         base = recipe_of_plan(plan_entry, f"plan {plan_file!r}")
+    elif plan_model:
+        fail("--plan-model chooses a plan of --plan; there is no --plan")
     elif recipe_file:
         base = Recipe.load(recipe_file)
     else:
@@ -701,6 +738,8 @@ def _train_config(out_dir: str, plan_file: str | None, plan_model: str | None, b
 
         defaults = dict(TRAIN_DEFAULTS)
         defaults["completion_len"] = Length.fixed(int(defaults["completion_len"]))
+        if recipe_opts.get("prompts_per_step") or recipe_opts.get("group_size"):
+            defaults["micro_batch"] = None  # the default 64 fits only the default round of 16 x 16
         base = Recipe(**defaults)
     no_eval = recipe_opts.pop("no_eval", False)
     recipe = build_recipe_from(base, recipe_opts)
@@ -708,6 +747,16 @@ def _train_config(out_dir: str, plan_file: str | None, plan_model: str | None, b
         recipe = recipe.with_(eval_every=None, eval_prompts=0)
     if model_name:
         recipe = recipe.with_(policy=model_name)
+    if not (plan_file or recipe_file) and (model_path or (model_name and model_name != "tiny")) \
+            and recipe_opts.get("lora_rank") is None and not recipe_opts.get("full_ft"):
+        recipe = recipe.with_(lora_rank=Recipe().lora_rank)  # a real policy: LoRA unless --full says otherwise
+    if plan_entry is not None and recipe != base:  # the run validates a changed recipe: the report says so
+        import dataclasses
+
+        changed = [f.name for f in dataclasses.fields(recipe) if getattr(recipe, f.name) != getattr(base, f.name)]
+        plan_entry = {**plan_entry, "overridden": changed}
+    if eval_dataset and not dataset:
+        fail("--eval-dataset goes with --dataset (the built-in task makes its own held-out set)")
     budget_flops = None
     if budget is not None:
         value = parse_number(budget, "--budget")
@@ -731,7 +780,6 @@ def _train_config(out_dir: str, plan_file: str | None, plan_model: str | None, b
 
 
 def _resume_config(out_dir: str) -> Any:
-    from pathlib import Path
 
     from flopplan.fileio import read_json
     from flopplan.train.config import TrainConfig
@@ -837,7 +885,6 @@ def calibrate(device: str, models: tuple[str, ...], quick: bool, verify: bool, r
         if not all(r["exact"] for r in rows):
             sys.exit(1)
         return
-    from pathlib import Path
 
     from flopplan.fileio import atomic_write_json
     from flopplan.report.calibration_report import counters_table, fit_table, write_report
@@ -848,6 +895,12 @@ def calibrate(device: str, models: tuple[str, ...], quick: bool, verify: bool, r
         names = (["tiny", "cal-small"] if quick else ["qwen2.5-0.5b"]) if dev.type == "cpu" else \
             ["qwen2.5-0.5b", "qwen2.5-1.5b"]
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    from flopplan.measure.models import check_memory
+
+    for name in names:
+        check_memory(C.sweepable(name), dev, dtype)
+    if out_dir:  # an unusable folder fails now, not after the sweep
+        _writable_folder(Path(out_dir))
     reps = repeats or (4 if quick else 5)
     counters_rows = None
     with progress:
@@ -866,7 +919,7 @@ def calibrate(device: str, models: tuple[str, ...], quick: bool, verify: bool, r
     fits = C.fit(measurements, bytes_per_element)
     profile = C.profile_data(dev, names, fits, measurements, quick, counters_rows)
     folder = Path(out_dir) if out_dir else Path("calibration") / _slug(profile["device"], quick)
-    folder.mkdir(parents=True, exist_ok=True)
+    _writable_folder(folder)
     atomic_write_json(folder / "profile.json", profile)
     report_path = write_report(folder, profile, counters_rows, None, _command_line())
     if as_json:
@@ -875,8 +928,20 @@ def calibrate(device: str, models: tuple[str, ...], quick: bool, verify: bool, r
         return
     tables = ([counters_table(counters_rows)] if counters_rows else []) + [fit_table(fits)]
     render_tables(tables, "table", [f"profile: {folder / 'profile.json'}", f"report: {report_path}",
-                                    f"use it: flopplan plan --profile {folder / 'profile.json'} --gpu-hours 1"],
+                                    f"use it: flopplan plan --profile {folder / 'profile.json'} --budget 1e17"],
                   "", None)
+
+
+def _writable_folder(folder: Path) -> None:
+    """Create ``folder`` (and parents) and make sure files can be written in it, or fail with one line."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        fail(f"cannot write to {str(folder)!r}: {exc.strerror or exc}")
 
 
 def _slug(device: str, quick: bool) -> str:

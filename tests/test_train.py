@@ -168,7 +168,13 @@ def test_plan_train_report(tmp_path):
     data = json.loads(out.stdout)
     assert data["flops"] == s["flops"] and Path(data["plot"]).exists()
     text = flopplan("report", str(run)).stdout
-    assert "spent / plan" in text and "learning" in text
+    assert "spent / plan" in text and "learning" in text and "changed the plan's recipe" not in text
+    assert s["plan"]["overridden"] == []
+    pdf = tmp_path / "curves.pdf"
+    flopplan("report", str(run), "--plot", str(pdf))
+    assert pdf.read_bytes().startswith(b"%PDF")  # the suffix chooses the format
+    out = flopplan("report", str(run), "--plot", str(tmp_path / "curves.nope"), check=False)
+    assert out.returncode == 2 and "cannot write the plot" in out.stderr
 
 
 def test_jsonl_dataset_with_gsm8k_answers(tmp_path):
@@ -202,6 +208,12 @@ def test_resume_from_a_moved_folder_and_extend(tmp_path):
     assert not first.exists()
     out = flopplan("train", "--out", str(moved), "--resume", "--budget", "1000", check=False)
     assert out.returncode == 2 and "already spent" in out.stderr
+    # the refused extension left the run as it was: it still resumes and extends
+    assert json.loads((moved / "config.json").read_text())["budget_flops"] is None
+    out = flopplan("train", "--out", str(moved), "--resume", "--lr", "0.1", check=False)
+    assert out.returncode == 2 and "--lr" in out.stderr  # a resumed run keeps its configuration
+    flopplan("train", "--out", str(moved), "--resume", "--steps", "4", "--no-progress")
+    assert summary_of(moved)["steps"] == 4
 
 
 def test_corrupt_checkpoint_and_logs(tmp_path):
@@ -234,6 +246,15 @@ BAD_TRAIN = {
     "resume nothing": (["--resume"], "nothing to resume"),
     "plan of numbers": (["--plan", "PLAN_NUMBERS"], "malformed"),
     "plan budget text": (["--plan", "PLAN_TEXT_BUDGET"], "budget"),
+    "plan flops not buckets": (["--plan", "PLAN_FLAT_FLOPS"], "flops must map"),
+    "plan model without plan": (["--plan-model", "tiny", "--steps", "1"], "--plan"),
+    "eval dataset alone": (["--eval-dataset", "README.md", "--steps", "1"], "--dataset"),
+    "old logprobs off with mu 2": (["--steps", "1", "--iterations", "2", "--old-logprobs", "off"], "clip"),
+    "too many problems": (["--steps", "1", "--train-size", "20000000"], "train_size"),
+    "out under a file": (["--steps", "1", "--out", "FILE/run"], "cannot write the run folder"),
+    "out is a model folder": (["--steps", "1", "--out", "MODEL_DIR"], "not a flopplan run"),
+    "model folder without weights": (["--steps", "1", "--model-path", "MODEL_DIR"], "cannot load"),
+    "weights beyond memory": (["--steps", "1", "--model", "qwen2.5-72b", "--random-init"], "do not fit"),
 }
 
 
@@ -243,17 +264,28 @@ def test_bad_train_input(tmp_path, case):
     numbers = tmp_path / "numbers.json"
     numbers.write_text(json.dumps({"flopplan_plan_version": 1, "plans": [1]}))
     text_budget = tmp_path / "text.json"
-    entry = {"model": "tiny", "recipe": {"policy": "tiny"}, "budget": {"flops": "lots"}}
+    buckets = {"rollout": 1, "learning": 1, "feedback": 0, "evaluation": 0, "total": 2}
+    entry = {"model": "tiny", "recipe": {"policy": "tiny"}, "budget": {"flops": "lots"}, "steps": 1,
+             "flops": buckets}
     text_budget.write_text(json.dumps({"flopplan_plan_version": 1, "plans": [entry]}))
     small = tmp_path / "small" / "config.json"
     small.parent.mkdir()
     small.write_text(json.dumps({"model_type": "qwen2", "hidden_size": 32, "intermediate_size": 64,
                                  "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
                                  "vocab_size": 12}))
-    replace = {"PLAN_NUMBERS": str(numbers), "PLAN_TEXT_BUDGET": str(text_budget),
-               "orm:SMALLVOCAB": f"orm:{small}"}
+    flat = tmp_path / "flat.json"
+    flat.write_text(json.dumps({"flopplan_plan_version": 1, "plans": [
+        {"model": "tiny", "recipe": {"policy": "tiny"}, "budget": {"flops": 10**12}, "steps": 3, "flops": 7}]}))
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    model_dir = tmp_path / "model"  # a model folder: its config, no weights, no tokenizer
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text(small.read_text())
+    replace = {"PLAN_NUMBERS": str(numbers), "PLAN_TEXT_BUDGET": str(text_budget), "PLAN_FLAT_FLOPS": str(flat),
+               "orm:SMALLVOCAB": f"orm:{small}", "FILE/run": str(a_file / "run"), "MODEL_DIR": str(model_dir)}
     args = [replace.get(a, a) for a in args]
-    out = flopplan("train", "--out", str(tmp_path / "bad"), *args, check=False, timeout=120)
+    out_args = [] if "--out" in args else ["--out", str(tmp_path / "bad")]
+    out = flopplan("train", *out_args, *args, check=False, timeout=120)
     assert out.returncode == 2, out.stderr[-2000:]
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and fragment in lines[0], out.stderr
@@ -279,3 +311,36 @@ def test_existing_run_folder_is_not_overwritten(tmp_path):
 def _quiet_env(monkeypatch):
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
     monkeypatch.setenv("PYTHONWARNINGS", os.environ.get("PYTHONWARNINGS", "ignore"))
+
+
+def test_run_that_changes_the_plan_recipe_says_so(tmp_path):
+    plan = tmp_path / "plan.json"
+    flopplan("plan", "--model", "tiny", "--full", "--prompts-per-step", "4", "--group-size", "4", "--prompt-len", "10",
+             "--completion-len", "2", "--micro-batch", "16", "--budget", "1e10", "--out", str(plan),
+             "--format", "json")
+    run = tmp_path / "changed"
+    flopplan("train", "--plan", str(plan), "--out", str(run), "--micro-batch", "8", "--steps", "1", "--no-progress")
+    assert summary_of(run)["plan"]["overridden"] == ["micro_batch"]
+    assert "changed the plan's recipe (micro_batch)" in flopplan("report", str(run)).stdout
+
+
+def test_default_recipe_with_another_round_size(tmp_path):
+    """The default micro-batch (64) fits the default round (16 x 16); another round size drops it."""
+    run = tmp_path / "round"
+    flopplan("train", "--out", str(run), "--prompts-per-step", "2", "--group-size", "2", "--steps", "1", "--no-eval",
+             "--no-progress")
+    assert summary_of(run)["steps"] == 1
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")
+def test_full_fine_tuning_on_gpu_keeps_float32_master_weights(tmp_path):
+    """On a GPU full fine-tuning runs under bf16 autocast with float32 weights (bf16 weights would round tiny
+    AdamW steps away); the FLOPs are the same closed form."""
+    import torch
+
+    run = tmp_path / "gpu"
+    flopplan("train", "--out", str(run), "--device", "cuda", "--steps", "2", *SMALL, "--no-eval", "--measure-flops")
+    s = summary_of(run)
+    assert s["dtype"] == "float32 weights, bfloat16 autocast" and s["measured_equals_closed_form"]
+    state = torch.load(sorted((run / "checkpoints").iterdir())[-1], weights_only=False)
+    assert all(v.dtype == torch.float32 for v in state["trainable"].values())

@@ -52,7 +52,9 @@ def _check_summary(summary: Any, where: Path) -> None:
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
             problems.append("budget_flops is not an integer")
         evals = summary.get("eval_accuracy") or []
-        if not isinstance(evals, list) or not all(isinstance(e, list) and len(e) == 3 for e in evals):
+        if not isinstance(evals, list) or not all(
+                isinstance(e, list) and len(e) == 3 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                             for v in e) for e in evals):
             problems.append("eval_accuracy is malformed")
         plan = summary.get("plan")
         if plan is not None and (not isinstance(plan, dict) or not _is_buckets(plan.get("flops") or {})):
@@ -96,6 +98,10 @@ def run_tables(summary: dict[str, Any]) -> tuple[list[Table], list[str]]:
                      + (f" (including {abandoned:,} FLOPs of abandoned steps)" if abandoned else ""))
     if planned:
         notes.append(f"plan: {plan.get('steps')} steps for {eng(planned.get('total', 0))}")
+        overridden = plan.get("overridden")
+        if overridden and isinstance(overridden, list):
+            notes.append(f"the run changed the plan's recipe ({', '.join(map(str, overridden))}): spent / plan "
+                         "compares two recipes")
     if measured:
         verdict = "equal" if summary.get("measured_equals_closed_form") else "DIFFERENT"
         notes.append(f"FlopCounterMode vs closed form, phase by phase: {verdict}")
@@ -150,13 +156,16 @@ def plot_run(summary: dict[str, Any], metrics: list[dict[str, Any]], path: str |
         ax2.set_title("where the FLOPs went")
     fig.tight_layout()
     out = Path(path)
-    tmp = out.with_name(f".{out.name}.tmp.png")
+    tmp = out.with_name(f".{out.stem}.tmp{out.suffix or '.png'}")  # the suffix picks the format (png, pdf, svg)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(tmp, dpi=110)
         tmp.replace(out)
     except OSError as exc:
         raise UserError(f"cannot write the plot {str(out)!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a suffix matplotlib has no writer for
+        raise UserError(f"cannot write the plot {str(out)!r}: {exc}") from None
     finally:
         plt.close(fig)
+        tmp.unlink(missing_ok=True)
     return str(out)

@@ -15,7 +15,14 @@ def char_codec(tokenizer: CharTokenizer) -> Codec:
                    sep_id=tokenizer.sep_token_id)
 
 
-def hf_codec(tokenizer: Any) -> Codec:
+def hf_codec(tokenizer: Any, where: str = "the tokenizer") -> Codec:
+    """A codec of a Hugging Face tokenizer; one without a vocabulary or an end-of-sequence token is refused
+    (a folder without tokenizer files loads as an empty tokenizer)."""
+    from flopplan.errors import UserError
+
+    if len(tokenizer) <= 1 or tokenizer.eos_token_id is None:
+        raise UserError(f"{where} has no usable tokenizer (vocabulary of {len(tokenizer)}, eos token "
+                        f"{tokenizer.eos_token_id}): the folder needs the tokenizer files of its model")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     sep = tokenizer.convert_tokens_to_ids("<extra_0>")
     if not isinstance(sep, int) or sep == tokenizer.unk_token_id:

@@ -17,6 +17,9 @@ AGGREGATIONS = ("token", "sequence")
 DEVICES = ("auto", "cpu", "cuda")
 
 
+MAX_TRAIN_SIZE = 1_000_000  # problems of the built-in task held in memory
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     recipe: Recipe
@@ -59,6 +62,12 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 raise UserError(f"{name} must be a positive integer, not {value!r}")
+        if self.train_size > MAX_TRAIN_SIZE:
+            raise UserError(f"train_size is at most {MAX_TRAIN_SIZE:,} problems, not {self.train_size:,}")
+        if r.old_logprobs == "off" and r.optimizer_steps_per_step > 1:
+            raise UserError("old_logprobs off with several optimizer steps per round (mu > 1 or an optimizer batch "
+                            "below the round) would leave the ratio at 1, so the clip never acts; the run computes "
+                            "them with a forward pass: use --old-logprobs auto or on")
         for name in ("temperature", "max_grad_norm"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:

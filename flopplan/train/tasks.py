@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,25 +61,23 @@ class DigitTask:
         return Problem(" ".join(map(str, digits)) + " >", self.answer(digits))
 
     def split(self, train: int, held_out: int, seed: int) -> tuple[list[Problem], list[Problem]]:
-        """Disjoint training and held-out problems (no string in both). Small spaces are enumerated, so the
-        training set is at most what the held-out set leaves; large ones are sampled without repetition."""
+        """Disjoint training and held-out problems (no string in both), sampled without repetition; the
+        training set is at most what the held-out set leaves of the 10^length strings."""
         rng = random.Random(seed)
         space = 10 ** self.length
         if held_out >= space:
             raise UserError(f"the digits task of length {self.length} has only {space:,} problems: "
                             f"{held_out:,} cannot be held out")
-        if space <= 1_000_000:
-            order = rng.sample(range(space), min(space, held_out + train))
-            strings = [[int(c) for c in str(n).zfill(self.length)] for n in order]
-            return ([self._problem(d) for d in strings[held_out:]], [self._problem(d) for d in strings[:held_out]])
-        seen: set[tuple[int, ...]] = set()
-        out: list[Problem] = []
-        while len(out) < held_out + train:
-            digits = tuple(rng.randrange(10) for _ in range(self.length))
-            if digits not in seen:
-                seen.add(digits)
-                out.append(self._problem(list(digits)))
-        return out[held_out:], out[:held_out]
+        wanted = min(space, held_out + train)
+        if space <= sys.maxsize:  # random.sample draws from a range without materialising it
+            order = rng.sample(range(space), wanted)
+        else:  # beyond 2^63 strings: rejection sampling, with (at most a million) draws a vanishing share
+            drawn: dict[int, None] = {}
+            while len(drawn) < wanted:
+                drawn.setdefault(rng.randrange(space))
+            order = list(drawn)
+        strings = [[int(c) for c in str(n).zfill(self.length)] for n in order]
+        return [self._problem(d) for d in strings[held_out:]], [self._problem(d) for d in strings[:held_out]]
 
 
 def parse_task(name: str) -> DigitTask:

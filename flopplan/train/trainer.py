@@ -13,6 +13,7 @@ consistent ledger; Ctrl-C stops after the current phase, rolls the unfinished st
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -79,6 +80,11 @@ class Trainer:
         self.out = Path(config.out_dir)
         self.device = pick_device(config.device)
         self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        # Full fine-tuning on a GPU keeps float32 master weights and runs under bf16 autocast: AdamW steps of
+        # lr ~1e-6 on bf16 weights (8 mantissa bits) round away. LoRA keeps a bf16 base (peft holds the adapters
+        # in float32). FLOPs are the same either way.
+        self.mixed_precision = self.device.type == "cuda" and self.recipe.lora is None
+        self.policy_dtype = torch.float32 if self.mixed_precision else self.dtype
         self.attn = "sdpa" if self.device.type == "cuda" else "eager"
         self.conv = Conventions(self.recipe.attention, "sdpa" if self.attn == "sdpa" else "eager")
         self.progress = progress
@@ -125,11 +131,16 @@ class Trainer:
             if not (path / "config.json").exists():
                 raise UserError(f"--model-path {str(path)!r} has no config.json")
             self.spec = load_config(path)
-            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-            self.codec = hf_codec(tokenizer)
-            self.policy_vocab = len(tokenizer)
-            loaded: Any = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=self.dtype,
-                                                               attn_implementation=self.attn)
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+                self.codec = hf_codec(tokenizer, f"--model-path {str(path)!r}")
+                self.policy_vocab = len(tokenizer)
+                loaded: Any = AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
+                                                                   dtype=self.policy_dtype,
+                                                                   attn_implementation=self.attn)
+            except (OSError, ValueError) as exc:  # no weights, unreadable files
+                message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise UserError(f"cannot load the model in {str(path)!r}: {message}") from None
             self.policy: Any = loaded.to(self.device)
             self.random_policy = False
         else:
@@ -139,7 +150,7 @@ class Trainer:
                 raise UserError(f"{self.spec.name}'s vocabulary is smaller than the built-in tokenizer")
             self.codec = char_codec(tokenizer_)
             self.policy_vocab = tokenizer_.vocab_size
-            self.policy = build_model(self.spec, device=self.device, dtype=self.dtype,
+            self.policy = build_model(self.spec, device=self.device, dtype=self.policy_dtype,
                                       attn_implementation=self.attn, seed=cfg.seed)
             self.random_policy = True
         self.policy.config.pad_token_id = self.codec.pad_id
@@ -173,7 +184,9 @@ class Trainer:
             self.chance = task.chance
         if r.eval_prompts:
             if len(self.eval_set) < r.eval_prompts:
-                raise UserError(f"eval_prompts {r.eval_prompts} but the eval set has {len(self.eval_set)} problems")
+                hint = " (give --eval-dataset FILE, or --no-eval)" if cfg.dataset and not cfg.eval_dataset else ""
+                raise UserError(f"eval_prompts {r.eval_prompts} but the eval set has {len(self.eval_set)} "
+                                f"problems{hint}")
             self.eval_set = self.eval_set[:r.eval_prompts]
         self._orders: dict[int, list[int]] = {}
         self._check_tokens(self.train_set + self.eval_set)
@@ -181,9 +194,11 @@ class Trainer:
     def _check_tokens(self, problems: list[Problem]) -> None:
         for problem in problems:
             try:
-                self.codec.encode(problem.prompt)
+                ids = self.codec.encode(problem.prompt)
             except ValueError as exc:
                 raise UserError(f"prompt {problem.prompt[:40]!r} cannot be tokenized: {exc}") from None
+            if not ids:
+                raise UserError(f"prompt {problem.prompt[:40]!r} encodes to no tokens: generation needs at least one")
 
     def _order(self, epoch: int) -> list[int]:
         """The training-set order of an epoch: a fixed permutation of (seed, epoch), independent of any state."""
@@ -200,13 +215,40 @@ class Trainer:
                 for i in range(self.recipe.prompts_per_step)]
 
     # -- run directory, checkpoints ---------------------------------------------------------------------------
+    RUN_FILES = frozenset({"config.json", "metrics.jsonl", "ledger.jsonl", "summary.json", "report.png",
+                           "checkpoints"})
+
     def _fresh_run_dir(self) -> None:
-        if (self.out / "checkpoints").exists() and any((self.out / "checkpoints").iterdir()):
-            raise UserError(f"{str(self.out)!r} already holds a run: use --resume or another --out")
-        self.out.mkdir(parents=True, exist_ok=True)
-        for name in ("metrics.jsonl", "ledger.jsonl"):
-            (self.out / name).write_text("")
+        """A new run folder; an existing one is reused only when it holds nothing but an earlier run's files
+        that never reached a checkpoint (a run stopped during its first step)."""
+        where = str(self.out)
+        try:
+            if self.out.exists():
+                if not self.out.is_dir():
+                    raise UserError(f"--out {where!r} is a file, not a folder")
+                if (self.out / "checkpoints").is_dir() and any((self.out / "checkpoints").iterdir()):
+                    raise UserError(f"{where!r} already holds a run: use --resume or another --out")
+                others = sorted(p.name for p in self.out.iterdir()
+                                if p.name not in self.RUN_FILES and not p.name.startswith("."))
+                if (self.out / "config.json").exists() and not self._is_run_config(self.out / "config.json"):
+                    others.append("config.json")  # e.g. a model folder
+                if others:
+                    raise UserError(f"--out {where!r} holds files that are not a flopplan run "
+                                    f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): "
+                                    "use an empty or new folder")
+            self.out.mkdir(parents=True, exist_ok=True)
+            for name in ("metrics.jsonl", "ledger.jsonl"):
+                (self.out / name).write_text("")
+        except OSError as exc:
+            raise UserError(f"cannot write the run folder {where!r}: {exc.strerror or exc}") from None
         atomic_write_json(self.out / "config.json", {"flopplan_version": __version__, **self.config.to_data()})
+
+    @staticmethod
+    def _is_run_config(path: Path) -> bool:
+        try:
+            return "flopplan_version" in json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, TypeError):
+            return False
 
     def _trainable_state(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().clone().cpu() for k, v in self.policy.named_parameters() if v.requires_grad}
@@ -328,9 +370,16 @@ class Trainer:
     def _phase(self, last_interruptible: bool = True) -> Iterator[None]:
         """A phase; on Ctrl-C the step is abandoned after it, until the first update (``last_interruptible``
         False from then on: the policy has moved, so the step is completed instead)."""
-        yield
+        with self._precision():
+            yield
         if self.stop_requested and last_interruptible:
             raise Interrupted
+
+    def _precision(self) -> Any:
+        """bf16 autocast around the policy's work when it keeps float32 master weights on a GPU."""
+        if self.mixed_precision:
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     @property
     def eval_batch(self) -> int:
@@ -342,9 +391,10 @@ class Trainer:
 
     def evaluate(self) -> tuple[dict[str, float], list[PhaseCharge]]:
         prompts = [self.codec.encode(p.prompt) for p in self.eval_set]
-        rollouts, charges = P.generate(self.policy, self.codec, prompts, self.eval_batch, self.eval_max_new_tokens,
-                                       1.0, True, self.spec, self.recipe.rollout_lora, self.conv,
-                                       self.config.measure_flops, prefix="eval")
+        with self._precision():
+            rollouts, charges = P.generate(self.policy, self.codec, prompts, self.eval_batch,
+                                           self.eval_max_new_tokens, 1.0, True, self.spec, self.recipe.rollout_lora,
+                                           self.conv, self.config.measure_flops, prefix="eval")
         ended = [bool(c) and c[-1] == self.codec.eos_id for c in rollouts.completion_ids]
         _, correct = rule_rewards(rollouts.completions, [p.answer for p in self.eval_set], ended)
         return {"eval_accuracy": float(np.mean(correct)) if correct else 0.0}, charges
@@ -542,12 +592,13 @@ class Trainer:
             "chance": self.chance,
             "conventions": {"attention": self.conv.attention, "attention_kernel": self.conv.attention_kernel},
             "device": str(self.device),
-            "dtype": str(self.dtype).replace("torch.", ""),
+            "dtype": ("float32 weights, bfloat16 autocast" if self.mixed_precision
+                      else str(self.dtype).replace("torch.", "")),
         })
         if self.config.plan is not None:
             plan = self.config.plan
             data["plan"] = {"steps": plan.get("steps"), "flops": plan.get("flops"),
-                            "budget_flops": plan.get("budget_flops")}
+                            "budget_flops": plan.get("budget_flops"), "overridden": plan.get("overridden", [])}
         atomic_write_json(self.out / "summary.json", data)
         return data
 
