@@ -8,7 +8,9 @@ reference logprobs, then ``iterations`` passes of clipped-surrogate updates (Ada
 Budget: before each step the worst case of that step (maximum completion lengths, the step's actual prompts,
 its evaluation if due) is priced with the core formulas; the run stops cleanly when it does not fit what is left.
 Charges of a step are committed to the ledger only when the step completes, so a checkpoint always holds a
-consistent ledger; Ctrl-C stops after the current phase, rolls the unfinished step back and checkpoints.
+consistent ledger. Ctrl-C stops after the current phase: before the step's first update the step is abandoned
+(its FLOPs are counted as abandoned, against the budget; resume redoes it with the same randomness), from the
+first update on the step is completed; either way a checkpoint is written.
 """
 
 from __future__ import annotations
