@@ -492,8 +492,7 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
     names = _models_option(models) if (models or not recipe_file) else [base.policy]
     the_budget = budget_from(budget, gpu_hours, dollars)
     prof = profile_from(device, profile_file, price_per_gpu_hour, base.engine)
-    if steps is not None and steps <= 0:
-        fail(f"--steps must be a positive integer, not {steps}")
+    _steps_option(steps)
     notes: list[str] = []
     if target_learning_share is not None and (largest_model or steps is not None):
         fail("--target-learning-share solves for a share, not for steps: drop --largest-model and --steps")
@@ -643,14 +642,9 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
         config = _resume_config(out_dir)
         extend["out_dir"] = out_dir  # the folder given now, wherever the run was made
         if max_steps is not None:  # a finished run can be continued for more steps or with a larger budget
-            if max_steps <= 0:
-                fail(f"--steps must be a positive integer, not {max_steps}")
-            extend["max_steps"] = max_steps
+            extend["max_steps"] = _steps_option(max_steps)
         if budget is not None:
-            value = parse_number(budget, "--budget")
-            if not isinstance(value, int):
-                fail("--budget must be a whole number of FLOPs")
-            extend["budget_flops"] = value
+            extend["budget_flops"] = _flop_budget_option(budget)
         from flopplan.train.config import replace_config
 
         config = replace_config(config, **extend)
@@ -691,13 +685,30 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
 RESUME_OPTIONS = {"out_dir", "resume", "max_steps", "budget", "no_progress"}
 
 
+def _steps_option(steps: int | None) -> int | None:
+    if steps is not None and steps <= 0:
+        fail(f"--steps must be a positive integer, not {steps}")
+    return steps
+
+
+def _flop_budget_option(budget: str | None) -> int | None:
+    """``--budget`` of a training run: a whole number of FLOPs up to the planner's cap."""
+    from flopplan.planner import BUDGET_LIMITS, budget_cap
+
+    if budget is None:
+        return None
+    value = parse_number(budget, "--budget")
+    if not isinstance(value, int) or value > BUDGET_LIMITS["flops"]:
+        fail(f"--budget must be a whole number of FLOPs, at most {budget_cap('flops')}")
+    return value
+
+
 def _check_plan_entry(entry: dict[str, Any], plan_file: str) -> None:
     """A plan the run compares itself with must carry integer steps and integer FLOPs per bucket."""
-    from flopplan.cost import BUCKETS
+    from flopplan.cost import BUCKETS, is_bucket_flops
 
     flops, steps = entry.get("flops"), entry.get("steps")
-    if not isinstance(flops, dict) or not all(isinstance(flops.get(b), int) and not isinstance(flops.get(b), bool)
-                                              and flops[b] >= 0 for b in (*BUCKETS, "total")):
+    if not is_bucket_flops(flops):
         fail(f"plan file {plan_file!r} is malformed: flops must map {', '.join((*BUCKETS, 'total'))} to integers")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         fail(f"plan file {plan_file!r} is malformed: steps must be a whole number, not {steps!r}")
@@ -707,7 +718,7 @@ def _train_config(out_dir: str, plan_file: str | None, plan_model: str | None, b
                   max_steps: int | None, model_name: str | None, model_path: str | None, random_init: bool,
                   task: str, dataset: str | None, eval_dataset: str | None, train_size: int,
                   recipe_file: str | None, recipe_opts: dict[str, Any], knobs: dict[str, Any]) -> Any:
-    from flopplan.planner import load_plan_file, recipe_of_plan
+    from flopplan.planner import BUDGET_LIMITS, load_plan_file, recipe_of_plan
     from flopplan.recipe import Recipe
     from flopplan.train.config import TrainConfig
 
@@ -757,23 +768,17 @@ def _train_config(out_dir: str, plan_file: str | None, plan_model: str | None, b
         plan_entry = {**plan_entry, "overridden": changed}
     if eval_dataset and not dataset:
         fail("--eval-dataset goes with --dataset (the built-in task makes its own held-out set)")
-    budget_flops = None
-    if budget is not None:
-        value = parse_number(budget, "--budget")
-        if not isinstance(value, int) or value > 1e30:
-            fail("--budget must be a whole number of FLOPs, at most 1e30")
-        budget_flops = value
-    elif plan_entry is not None:
+    budget_flops = _flop_budget_option(budget)
+    if budget_flops is None and plan_entry is not None:
         planned_budget = plan_entry.get("budget")
         planned = planned_budget.get("flops") if isinstance(planned_budget, dict) else None
         if planned is None:
             fail("this plan has no FLOP budget (GPU-hours or dollars, or none): give --budget FLOPS")
         if isinstance(planned, bool) or not isinstance(planned, (int, float)) or not math.isfinite(planned) \
-                or not 0 < planned <= 1e30:
+                or not 0 < planned <= BUDGET_LIMITS["flops"]:
             fail(f"plan file {plan_file!r}: its budget {planned!r} is not a positive number of FLOPs")
         budget_flops = int(planned)
-    if max_steps is not None and max_steps <= 0:
-        fail(f"--steps must be a positive integer, not {max_steps}")
+    _steps_option(max_steps)
     return TrainConfig(recipe=recipe, out_dir=out_dir, budget_flops=budget_flops, max_steps=max_steps,
                        plan=plan_entry, task=task, dataset=dataset, eval_dataset=eval_dataset,
                        train_size=train_size, model_path=model_path, random_init=random_init, **knobs)
@@ -886,7 +891,7 @@ def calibrate(device: str, models: tuple[str, ...], quick: bool, verify: bool, r
             sys.exit(1)
         return
 
-    from flopplan.fileio import atomic_write_json
+    from flopplan.fileio import atomic_write_json, writable_folder
     from flopplan.report.calibration_report import counters_table, fit_table, write_report
     from flopplan.train.trainer import pick_device
 
@@ -897,10 +902,10 @@ def calibrate(device: str, models: tuple[str, ...], quick: bool, verify: bool, r
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     from flopplan.measure.models import check_memory
 
-    for name in names:
-        check_memory(C.sweepable(name), dev, dtype)
+    for name in names:  # before any sweep: not after an hour spent on the smaller models
+        check_memory(C.spec_named(name), dev, dtype)
     if out_dir:  # an unusable folder fails now, not after the sweep
-        _writable_folder(Path(out_dir))
+        writable_folder(out_dir, "calibration folder")
     reps = repeats or (4 if quick else 5)
     counters_rows = None
     with progress:
@@ -919,7 +924,7 @@ def calibrate(device: str, models: tuple[str, ...], quick: bool, verify: bool, r
     fits = C.fit(measurements, bytes_per_element)
     profile = C.profile_data(dev, names, fits, measurements, quick, counters_rows)
     folder = Path(out_dir) if out_dir else Path("calibration") / _slug(profile["device"], quick)
-    _writable_folder(folder)
+    writable_folder(folder, "calibration folder")
     atomic_write_json(folder / "profile.json", profile)
     report_path = write_report(folder, profile, counters_rows, None, _command_line())
     if as_json:
@@ -930,18 +935,6 @@ def calibrate(device: str, models: tuple[str, ...], quick: bool, verify: bool, r
     render_tables(tables, "table", [f"profile: {folder / 'profile.json'}", f"report: {report_path}",
                                     f"use it: flopplan plan --profile {folder / 'profile.json'} --budget 1e17"],
                   "", None)
-
-
-def _writable_folder(folder: Path) -> None:
-    """Create ``folder`` (and parents) and make sure files can be written in it, or fail with one line."""
-    import tempfile
-
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder):
-            pass
-    except OSError as exc:
-        fail(f"cannot write to {str(folder)!r}: {exc.strerror or exc}")
 
 
 def _slug(device: str, quick: bool) -> str:

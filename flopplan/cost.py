@@ -50,6 +50,14 @@ from flopplan.recipe import Recipe
 from flopplan.timing import Call, attention_flops
 
 BUCKETS = ("rollout", "learning", "feedback", "evaluation")
+
+
+def is_bucket_flops(value: object) -> bool:
+    """FLOPs by bucket as plans, ledgers and summaries store them: a non-negative integer per bucket and total."""
+    return isinstance(value, dict) and all(
+        isinstance(value.get(b), int) and not isinstance(value.get(b), bool) and value[b] >= 0
+        for b in (*BUCKETS, "total"))
+
 STEP_PHASES = ("rollout.prefill", "rollout.decode", "old_logprobs", "reference", "update", "reward")
 EVAL_PHASES = ("eval.prefill", "eval.decode")
 BUCKET_OF = {

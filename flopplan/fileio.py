@@ -44,6 +44,18 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~umask
 
 
+def writable_folder(folder: str | Path, what: str = "folder") -> Path:
+    """Create ``folder`` (and its parents) and make sure files can be written in it, or one-line UserError."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise UserError(f"cannot write the {what} {str(folder)!r}: {exc.strerror or exc}") from None
+    return folder
+
+
 def atomic_write_json(path: str | Path, data: Any) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
@@ -57,6 +69,23 @@ def read_text(path: str | Path, what: str) -> str:
         raise UserError(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise UserError(f"{what} {str(path)!r} is not UTF-8 text (byte {exc.start})") from None
+
+
+def read_step_log(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a run's JSONL log (metrics.jsonl, ledger.jsonl): JSON objects with an integer ``step``. A
+    line that is not one (cut short by a kill) is dropped; a missing file has no records."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    records = []
+    for line in read_text(path, "run log").splitlines():
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("step"), int) and not isinstance(item["step"], bool):
+            records.append(item)
+    return records
 
 
 def read_json(path: str | Path, what: str) -> Any:

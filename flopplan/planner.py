@@ -46,6 +46,11 @@ BUDGET_LIMITS = {"flops": 1e30, "gpu_hours": 1e12, "dollars": 1e15}
 """Budgets beyond these are refused: 1e30 FLOPs is a million times the largest training runs to date."""
 
 
+def budget_cap(unit: str) -> str:
+    """The largest budget in ``unit`` (flops, gpu_hours, dollars), as text: 1e30."""
+    return f"{BUDGET_LIMITS[unit]:.0e}".replace("e+", "e")
+
+
 @dataclass(frozen=True)
 class Budget:
     """Exactly one of FLOPs, GPU-hours or dollars (the latter two need a profile, dollars also a price)."""
@@ -67,7 +72,7 @@ class Budget:
         if value > BUDGET_LIMITS[name]:
             shown = f"{float(value):.3g}" if value < 1e300 else "over 1e300"
             raise UserError(f"a budget of {shown} {name.replace('_', '-')} is beyond what flopplan plans "
-                            f"(at most {BUDGET_LIMITS[name]:.0e})")
+                            f"(at most {budget_cap(name)})")
 
     @property
     def unit(self) -> str:
@@ -97,6 +102,7 @@ class Plan:
     seconds: dict[str, float] | None = None  # per phase, when a profile is given
     profile: Profile | None = None
     notes: list[str] = field(default_factory=list)
+    shortfall: str | None = None  # with 0 steps: what one step costs, in the budget's unit
 
     @property
     def model(self) -> str:
@@ -269,26 +275,24 @@ def plan(recipe: Recipe, budget: Budget, profile: Profile | None = None, cost: S
         note = profile.extrapolation_note(recipe.policy_spec.params)
         if note:
             notes.append(note)
-    result = Plan(recipe, cost, budget, steps, evaluations, phases, seconds, profile, notes)
+    shortfall = None
     if steps == 0:
-        notes.append(f"the budget ({budget.describe()}) buys no step of {recipe.policy}: {one_step_cost(result)}")
-    return result
+        shortfall = _one_step_cost(recipe.evaluations(1), step, evaluation,
+                                   None if budget.flops is not None else profile)
+        notes.append(f"the budget ({budget.describe()}) buys no step of {recipe.policy}: {shortfall}")
+    return Plan(recipe, cost, budget, steps, evaluations, phases, seconds, profile, notes, shortfall)
 
 
-def one_step_cost(p: Plan) -> str:
-    """What the first step of a run costs, in the budget's unit, the evaluations it triggers included."""
-    evals = p.recipe.evaluations(1)
-    if p.budget.flops is not None:
-        step, evaluation = eng(p.cost.step_flops), eng(p.cost.eval_flops * evals)
-    else:
-        assert p.profile is not None
-        per = _phase_seconds(p.cost, p.profile)
-        hours = (sum(per[x] for x in p.cost.step_phases) / 3600,
-                 evals * sum(per[x] for x in p.cost.eval_phases) / 3600)
-        step, evaluation = (f"{h:.3g} GPU-hours on {p.profile.device}" for h in hours)
-    text = f"one step costs {step}"
-    if evals and p.cost.eval_flops:
-        text += f", plus {evaluation} for the {evals} evaluation{'s' if evals > 1 else ''} a one-step run includes"
+def _one_step_cost(evals: int, step: float, evaluation: float, profile: Profile | None) -> str:
+    """What the first step of a run costs in the budget's unit (FLOPs, or seconds on ``profile``'s device), the
+    evaluations a one-step run includes counted apart."""
+    def unit(value: float) -> str:
+        return eng(value) if profile is None else f"{value / 3600:.3g} GPU-hours on {profile.device}"
+
+    text = f"one step costs {unit(step)}"
+    if evals and evaluation:
+        text += (f", plus {unit(evals * evaluation)} for the {evals} evaluation{'s' if evals > 1 else ''} a "
+                 "one-step run includes")
     return text
 
 
@@ -304,7 +308,7 @@ def require_steps(plans: list[Plan]) -> None:
     if plans and all(p.steps == 0 for p in plans):
         raise UserError(plans[0].notes[-1] if len(plans) == 1 else
                         f"the budget ({plans[0].budget.describe()}) buys no step of any model: " + "; ".join(
-                            f"{p.model}: {one_step_cost(p)}" for p in plans))
+                            f"{p.model}: {p.shortfall}" for p in plans))
 
 
 # -- comparisons ------------------------------------------------------------------------------------------------

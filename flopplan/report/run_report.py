@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from flopplan.cost import BUCKETS
+from flopplan.cost import BUCKETS, is_bucket_flops
 from flopplan.errors import UserError
-from flopplan.fileio import read_json, read_text
+from flopplan.fileio import read_json, read_step_log
 from flopplan.report.tables import Table
 from flopplan.report.units import eng, percent
 
@@ -19,22 +18,8 @@ def load_run(run_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
         raise UserError(f"{str(folder)!r} is not a flopplan run folder (no summary.json)")
     summary = read_json(folder / "summary.json", "run summary")
     _check_summary(summary, folder / "summary.json")
-    metrics = []
-    file = folder / "metrics.jsonl"
-    if file.exists():
-        for line in read_text(file, "metrics").splitlines():
-            if line.strip():
-                try:
-                    item = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line a kill cut short
-                if isinstance(item, dict) and isinstance(item.get("step"), int) and _is_buckets(item.get("flops")):
-                    metrics.append(item)
+    metrics = [m for m in read_step_log(folder / "metrics.jsonl") if is_bucket_flops(m.get("flops"))]
     return summary, metrics
-
-
-def _is_buckets(value: Any) -> bool:
-    return isinstance(value, dict) and all(isinstance(value.get(b), int) for b in (*BUCKETS, "total"))
 
 
 def _check_summary(summary: Any, where: Path) -> None:
@@ -44,9 +29,9 @@ def _check_summary(summary: Any, where: Path) -> None:
         problems.append("not an object")
     else:
         for key in ("flops", "useful_flops"):
-            if not _is_buckets(summary.get(key)):
+            if not is_bucket_flops(summary.get(key)):
                 problems.append(f"{key} is not FLOPs by bucket")
-        if summary.get("measured_flops") is not None and not _is_buckets(summary["measured_flops"]):
+        if summary.get("measured_flops") is not None and not is_bucket_flops(summary["measured_flops"]):
             problems.append("measured_flops is not FLOPs by bucket")
         budget = summary.get("budget_flops")
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
@@ -57,7 +42,7 @@ def _check_summary(summary: Any, where: Path) -> None:
                                                              for v in e) for e in evals):
             problems.append("eval_accuracy is malformed")
         plan = summary.get("plan")
-        if plan is not None and (not isinstance(plan, dict) or not _is_buckets(plan.get("flops") or {})):
+        if plan is not None and (not isinstance(plan, dict) or not is_bucket_flops(plan.get("flops") or {})):
             problems.append("plan is malformed")
     if problems:
         raise UserError(f"{str(where)!r} is not a flopplan run summary: {problems[0]}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from flopplan.train.phases import Codec
@@ -15,13 +16,26 @@ def char_codec(tokenizer: CharTokenizer) -> Codec:
                    sep_id=tokenizer.sep_token_id)
 
 
+def local_codec(path: str | Path, where: str) -> tuple[Codec, int]:
+    """The codec and vocabulary size of the tokenizer saved in a local model folder (no download)."""
+    from transformers import AutoTokenizer
+
+    from flopplan.errors import UserError, first_line
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load the tokenizer of {where}: {first_line(exc)}") from None
+    return hf_codec(tokenizer, where), len(tokenizer)
+
+
 def hf_codec(tokenizer: Any, where: str = "the tokenizer") -> Codec:
     """A codec of a Hugging Face tokenizer; one without a vocabulary or an end-of-sequence token is refused
     (a folder without tokenizer files loads as an empty tokenizer)."""
     from flopplan.errors import UserError
 
     if len(tokenizer) <= 1 or tokenizer.eos_token_id is None:
-        raise UserError(f"{where} has no usable tokenizer (vocabulary of {len(tokenizer)}, eos token "
+        raise UserError(f"cannot load a usable tokenizer from {where} (vocabulary of {len(tokenizer)}, eos token "
                         f"{tokenizer.eos_token_id}): the folder needs the tokenizer files of its model")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     sep = tokenizer.convert_tokens_to_ids("<extra_0>")

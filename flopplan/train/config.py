@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from flopplan.errors import UserError
+from flopplan.planner import Budget
 from flopplan.recipe import Recipe
 
 WEIGHTLESS_POLICIES = ("tiny",)
@@ -85,9 +86,8 @@ class TrainConfig:
             raise UserError(f"lora_alpha must be a positive integer, not {self.lora_alpha!r}")
         if self.clip_low >= 1:
             raise UserError(f"the lower clip must be below 1 (the ratio is clipped at 1 - eps), not {self.clip_low}")
-        if self.budget_flops is not None and self.budget_flops > 1e30:
-            raise UserError(f"a budget of {float(self.budget_flops):.3g} FLOPs is beyond what flopplan plans "
-                            "(at most 1e30)")
+        if self.budget_flops is not None:
+            Budget(flops=self.budget_flops)  # the planner's limits
         if self.reward_model_path is not None and r.reward.kind == "rule":
             raise UserError("--reward-model-path needs a model reward (--reward orm:MODEL), not a rule")
         for name, allowed in (("scale_rewards", SCALE_REWARDS), ("loss_aggregation", AGGREGATIONS),

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from flopplan.arch import ArchSpec, load_config
-from flopplan.errors import UserError
+from flopplan.errors import UserError, first_line
 from flopplan.formulas import Conventions
 from flopplan.recipe import RewardSystem
 from flopplan.train.ledger import PhaseCharge, reward_charge
@@ -76,17 +76,13 @@ class RewardModel:
             spec = load_config(Path(path))
             if spec.head.kind != "score" or len(spec.head.layers) != 1:
                 raise UserError(f"reward model at {path!r} is not a sequence-classification model")
-            from transformers import AutoTokenizer
+            from flopplan.train.codecs import local_codec
 
-            from flopplan.train.codecs import hf_codec
-
+            codec, _ = local_codec(path, f"--reward-model-path {path!r}")
             try:
-                codec = hf_codec(AutoTokenizer.from_pretrained(path, local_files_only=True),
-                                 f"--reward-model-path {path!r}")
                 model = _load_local(spec, path, device, dtype, attn)
             except (OSError, ValueError) as exc:  # no weights, unreadable files
-                message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                raise UserError(f"cannot load the reward model in {path!r}: {message}") from None
+                raise UserError(f"cannot load the reward model in {path!r}: {first_line(exc)}") from None
             random_init = False
         else:
             spec = system.spec()  # type: ignore[assignment]

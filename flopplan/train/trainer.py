@@ -35,12 +35,12 @@ from torch import nn
 from flopplan import __version__
 from flopplan.arch import ArchSpec, load_config, resolve
 from flopplan.cost import head_positions
-from flopplan.errors import UserError
-from flopplan.fileio import atomic_write_json, atomic_write_text
+from flopplan.errors import UserError, first_line
+from flopplan.fileio import atomic_write_json, atomic_write_text, read_step_log, writable_folder
 from flopplan.formulas import Conventions, LoRA, forward_flops, generate_flops, train_flops
 from flopplan.measure.models import recommended_threads
 from flopplan.train import phases as P
-from flopplan.train.codecs import char_codec, hf_codec
+from flopplan.train.codecs import char_codec, local_codec
 from flopplan.train.config import WEIGHTLESS_POLICIES, TrainConfig
 from flopplan.train.ledger import Ledger, PhaseCharge
 from flopplan.train.rewards import RewardModel, rule_rewards
@@ -127,22 +127,19 @@ class Trainer:
 
         cfg, r = self.config, self.recipe
         if cfg.model_path:
-            from transformers import AutoModelForCausalLM, AutoTokenizer
+            from transformers import AutoModelForCausalLM
 
             path = Path(cfg.model_path)
             if not (path / "config.json").exists():
                 raise UserError(f"--model-path {str(path)!r} has no config.json")
             self.spec = load_config(path)
+            self.codec, self.policy_vocab = local_codec(path, f"--model-path {str(path)!r}")
             try:
-                tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-                self.codec = hf_codec(tokenizer, f"--model-path {str(path)!r}")
-                self.policy_vocab = len(tokenizer)
                 loaded: Any = AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
                                                                    dtype=self.policy_dtype,
                                                                    attn_implementation=self.attn)
             except (OSError, ValueError) as exc:  # no weights, unreadable files
-                message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                raise UserError(f"cannot load the model in {str(path)!r}: {message}") from None
+                raise UserError(f"cannot load the model in {str(path)!r}: {first_line(exc)}") from None
             self.policy: Any = loaded.to(self.device)
             self.random_policy = False
         else:
@@ -224,25 +221,20 @@ class Trainer:
         """A new run folder; an existing one is reused only when it holds nothing but an earlier run's files
         that never reached a checkpoint (a run stopped during its first step)."""
         where = str(self.out)
-        try:
-            if self.out.exists():
-                if not self.out.is_dir():
-                    raise UserError(f"--out {where!r} is a file, not a folder")
-                if (self.out / "checkpoints").is_dir() and any((self.out / "checkpoints").iterdir()):
-                    raise UserError(f"{where!r} already holds a run: use --resume or another --out")
-                others = sorted(p.name for p in self.out.iterdir()
-                                if p.name not in self.RUN_FILES and not p.name.startswith("."))
-                if (self.out / "config.json").exists() and not self._is_run_config(self.out / "config.json"):
-                    others.append("config.json")  # e.g. a model folder
-                if others:
-                    raise UserError(f"--out {where!r} holds files that are not a flopplan run "
-                                    f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): "
-                                    "use an empty or new folder")
-            self.out.mkdir(parents=True, exist_ok=True)
-            for name in ("metrics.jsonl", "ledger.jsonl"):
-                (self.out / name).write_text("")
-        except OSError as exc:
-            raise UserError(f"cannot write the run folder {where!r}: {exc.strerror or exc}") from None
+        if self.out.is_dir():
+            if (self.out / "checkpoints").is_dir() and any((self.out / "checkpoints").iterdir()):
+                raise UserError(f"{where!r} already holds a run: use --resume or another --out")
+            others = sorted(p.name for p in self.out.iterdir()
+                            if p.name not in self.RUN_FILES and not p.name.startswith("."))
+            if (self.out / "config.json").exists() and not self._is_run_config(self.out / "config.json"):
+                others.append("config.json")  # e.g. a model folder
+            if others:
+                raise UserError(f"--out {where!r} holds files that are not a flopplan run "
+                                f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): "
+                                "use an empty or new folder")
+        writable_folder(self.out, "run folder")
+        for name in ("metrics.jsonl", "ledger.jsonl"):
+            atomic_write_text(self.out / name, "")
         atomic_write_json(self.out / "config.json", {"flopplan_version": __version__, **self.config.to_data()})
 
     @staticmethod
@@ -319,7 +311,7 @@ class Trainer:
         # kill may have cut short
         for log in ("metrics.jsonl", "ledger.jsonl"):
             file = self.out / log
-            kept = [line for line in _json_lines(file) if line["step"] <= self.step]
+            kept = [line for line in read_step_log(file) if line["step"] <= self.step]
             atomic_write_text(file, "".join(json.dumps(line) + "\n" for line in kept))
 
     # -- worst case and the budget ----------------------------------------------------------------------------
@@ -538,7 +530,7 @@ class Trainer:
         return self._write_summary()
 
     def _baseline_done(self) -> bool:
-        return any(line["step"] == 0 for line in _json_lines(self.out / "metrics.jsonl"))
+        return any(line["step"] == 0 for line in read_step_log(self.out / "metrics.jsonl"))
 
     def _abandon(self, rng: dict[str, Any]) -> int:
         """Abandon a step interrupted before its first update: the model and optimizer are untouched, so putting
@@ -579,7 +571,7 @@ class Trainer:
     # -- summary ----------------------------------------------------------------------------------------------
     def _write_summary(self) -> dict[str, Any]:
         data = self.ledger.summary()
-        lines = _json_lines(self.out / "metrics.jsonl")
+        lines = read_step_log(self.out / "metrics.jsonl")
         train_lines = [x for x in lines if x["step"] > 0]
         evals = [x for x in lines if "eval_accuracy" in x]
         data.update({
@@ -605,17 +597,3 @@ class Trainer:
         return data
 
 
-
-def _json_lines(file: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL log; a line that is not one (cut short by a kill) is dropped."""
-    out: list[dict[str, Any]] = []
-    if not file.exists():
-        return out
-    for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(item, dict) and isinstance(item.get("step"), int):
-            out.append(item)
-    return out
