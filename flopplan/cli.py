@@ -578,7 +578,8 @@ unreliably; any other policy (--model, --model-path) gets the recipe default, Lo
 
 
 @main.command()
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Run folder.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Run folder: new or empty (with --resume: the run to continue).")
 @click.option("--plan", "plan_file", type=click.Path(dir_okay=False), help="A plan file (flopplan plan --out).")
 @click.option("--plan-model", help="Which model's plan to run when the plan file holds several.")
 @click.option("--budget", help="FLOP budget (default: the plan's).")
