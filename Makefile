@@ -1,4 +1,5 @@
-# flopplan: `make demo` runs the main job, `make test` installs what the tests need and runs them.
+# flopplan: `make demo` runs the main job, `make test` installs what the tests need and runs them all
+# (`make test-fast`: all but the slow ones).
 # Both create .venv when missing. A torch already importable by $(PYTHON) (a GPU user's build) is kept:
 # the venv then sees it through --system-site-packages and pip never replaces it.
 
@@ -11,7 +12,7 @@ PYTEST_ARGS ?=
 
 HAS_TORCH := $(shell $(PYTHON) -c 'import torch' >/dev/null 2>&1 && echo yes)
 
-.PHONY: demo test lint bench tables clean
+.PHONY: demo test test-fast lint bench tables clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(if $(HAS_TORCH),--system-site-packages) $(VENV)
@@ -32,8 +33,13 @@ lint: $(VENV)/.test-installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# Every test (CI runs this); test-fast skips the ones marked slow (real training runs, 14B-72B meta-device counts,
+# calibration sweeps). Tests that share a module fixture carry an xdist_group mark and run on one worker.
 test: lint
-	$(BIN)/python -m pytest -n auto $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n auto --dist loadgroup $(PYTEST_ARGS)
+
+test-fast: lint
+	$(BIN)/python -m pytest -n auto --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 bench: $(VENV)/.core-installed
 	$(BIN)/python benchmarks/plan_throughput.py

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from flopplan.arch import REGISTRY
-from flopplan.cost import step_cost
-from flopplan.lengths import Length
-from flopplan.planner import Budget, plan, plan_grid, solve
-from flopplan.recipe import Recipe, RewardSystem
-from flopplan.report.units import eng
+from flopplan import Budget, Length, Recipe, RewardSystem, plan, plan_grid, price_steps, solve, step_cost
+from flopplan.units import eng
 
 # A GRPO run as data (every field has a TRL-like default).
 recipe = Recipe(policy="qwen2.5-1.5b", group_size=8, prompts_per_step=64,
@@ -27,13 +23,15 @@ for phase, flops in cost.step_phases.items():
 p = plan(recipe, Budget(flops=10**19))
 print(f"{p.steps} steps, {p.totals()['rollouts']:,} rollouts, split {p.shares()}")
 
+# The converse: what 400 steps cost, by bucket.
+print("400 steps cost", {b: eng(v) for b, v in price_steps(recipe, 400).flops.items()})
+
 # Inverse: the largest group size that still affords 400 steps.
 solved = solve(recipe, Budget(flops=10**19), "group_size", steps=400)
 print(f"largest G for 400 steps: {solved.recipe.group_size}")
 
 # A vectorized grid: 4096 completion lengths x 3 budgets, one pass.
 completion = np.arange(128, 128 + 4096)
-grid = plan_grid(REGISTRY["qwen2.5-1.5b"], [1e18, 1e19, 1e20], prompts=64, group=8, prompt=256,
-                 completion=completion, iterations=1)
+grid = plan_grid(Recipe(policy="qwen2.5-1.5b"), [1e18, 1e19, 1e20], completion_len=completion)
 print(f"grid of {grid.size:,} plans; steps at 1e19 for 512/1024/2048-token completions:",
       [int(grid.steps[c - 128, 1]) for c in (512, 1024, 2048)])

@@ -196,7 +196,13 @@ def _qwen25(name: str, hidden: int, inter: int, layers: int, heads: int, kv: int
                     rope_theta=rope_theta)
 
 
-_PRM_HEAD = Head("score", (HeadLayer(3584, 3584, True), HeadLayer(3584, 2, True)))
+def prm_head(hidden: int) -> Head:
+    """Qwen2.5-Math-PRM's score head on every position: ``Linear(h, h, bias) -> ReLU -> Linear(h, 2, bias)``; a
+    step's reward is the softmax probability of class 1 at the separator token after the step."""
+    return Head("score", (HeadLayer(hidden, hidden, True), HeadLayer(hidden, 2, True)))
+
+
+_PRM_HEAD = prm_head(3584)
 
 REGISTRY: dict[str, ArchSpec] = {spec.name: spec for spec in (
     _qwen25("qwen2.5-0.5b", 896, 4864, 24, 14, 2, 151936, True, 32768),
@@ -360,8 +366,7 @@ def _head_from_config(cfg: dict[str, Any], hidden: int, where: str) -> Head:
         raise UserError(f"{where}: architectures must be a list of class names, not {architectures!r}")
     arch = architectures[0] if architectures else ""
     if arch.endswith("ForProcessRewardModel"):
-        # Qwen2.5-Math-PRM: Linear(h, h, bias) -> ReLU -> Linear(h, 2, bias) on every position.
-        return Head("score", (HeadLayer(hidden, hidden, True), HeadLayer(hidden, 2, True)))
+        return prm_head(hidden)
     if arch.endswith("ForSequenceClassification") or arch.endswith("ForRewardModel"):
         labels = cfg.get("num_labels")
         if labels is None and isinstance(cfg.get("id2label"), dict):

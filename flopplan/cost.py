@@ -1,6 +1,8 @@
-"""Recipe -> StepCost: the FLOPs of one GRPO step by phase, grouped into buckets.
+"""Recipe -> StepCost: the FLOPs of one GRPO step (one generation round) by phase, grouped into buckets; and the
+worst case of the next round, the budget guard every runner uses.
 
-Phases of one step (one generation round) and what each charges, all through :mod:`flopplan.formulas`:
+Both evaluate :func:`flopplan.passes.step_passes`, the one description of a round's passes (phases, models,
+adapters, calls, padding). The phases and what each charges:
 
 =================  ==========  ==================================================================================
 phase              bucket      FLOPs
@@ -21,146 +23,85 @@ Lengths: per-phase costs are polynomials of degree <= 2 in the prompt and comple
 expectation is exact with the two-point rules of :mod:`flopplan.lengths`; padded batches (HF generate; TRL's
 scoring and update passes, padded once for the whole generation batch) use the distribution of the batch
 maximum. Fixed lengths give exact integers.
-
-Every function below is plain arithmetic on its numeric arguments, so the vectorized planner evaluates the same
-definitions on numpy arrays of recipes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flopplan.arch import ArchSpec
-from flopplan.formulas import (
-    Breakdown,
-    Conventions,
-    LoRA,
-    Num,
-    Training,
-    decode_flops,
-    forward_flops,
-    forward_pass,
-    generate_passes,
-    pass_terms,
-    train_flops,
-)
+from flopplan.formulas import Breakdown, Num
 from flopplan.lengths import Length
+from flopplan.passes import (
+    BUCKETS,
+    EVAL_PHASES,
+    STEP_PHASES,
+    Observed,
+    RoundLengths,
+    RoundPass,
+    RoundShape,
+    by_bucket,
+    mean_of,
+    reward_extra_tokens,
+    step_passes,
+)
 from flopplan.recipe import Recipe
-from flopplan.timing import Call, attention_flops
 
-BUCKETS = ("rollout", "learning", "feedback", "evaluation")
+# -- evaluating a pass ------------------------------------------------------------------------------------------
 
-
-def is_bucket_flops(value: object) -> bool:
-    """FLOPs by bucket as plans, ledgers and summaries store them: a non-negative integer per bucket and total."""
-    return isinstance(value, dict) and all(
-        isinstance(value.get(b), int) and not isinstance(value.get(b), bool) and value[b] >= 0
-        for b in (*BUCKETS, "total"))
-
-STEP_PHASES = ("rollout.prefill", "rollout.decode", "old_logprobs", "reference", "update", "reward")
-EVAL_PHASES = ("eval.prefill", "eval.decode")
-BUCKET_OF = {
-    "rollout.prefill": "rollout", "rollout.decode": "rollout",
-    "old_logprobs": "learning", "reference": "learning", "update": "learning",
-    "reward": "feedback",
-    "eval.prefill": "evaluation", "eval.decode": "evaluation",
-}
-PHASE_KIND = {
-    "rollout.prefill": "prefill", "rollout.decode": "decode", "old_logprobs": "forward", "reference": "forward",
-    "update": "train", "reward": "forward", "eval.prefill": "prefill", "eval.decode": "decode",
-}
-"""What kind of work each phase is, for time models: prefill, decode, forward (no-grad, teacher-forced), train."""
-
-
-# -- per-phase FLOPs on plain numbers (ints, floats or numpy arrays) ---------------------------------------------
-
-def head_positions(prompt: Num, completion: Num, completion_only: bool) -> Num:
-    """Logit positions of a scoring pass: TRL keeps ``completion + 1`` (then drops the last), or all."""
-    return completion + 1 if completion_only else prompt + completion
-
-
-def rollout_flops(policy: ArchSpec, conv: Conventions, lora: LoRA | None, engine: str, prefix_sharing: bool,
-                  prompts: Num, group: Num, generation_batch: Num, prompt: Num,
-                  completion: Num) -> dict[str, Breakdown]:
-    """Generation of ``prompts x group`` completions.
-
-    ``hf``: ``generate`` calls of ``generation_batch`` sequences, each left-padded to its longest prompt and run
-    until its longest completion (``prompt``/``completion`` are then those batch maxima); padded positions cost.
-    ``vllm``: every sequence at its own lengths; with prefix sharing the prompt prefill runs once per group.
-    """
-    rollouts = prompts * group
-    if engine == "hf":
-        calls = rollouts // generation_batch
-        passes = generate_passes(generation_batch, prompt, completion, conv)
-        return {f"rollout.{name}": pass_terms(policy, p.scaled(calls), lora, conv) for name, p in passes.items()}
-    passes = generate_passes(rollouts, prompt, completion, conv)
-    prefill = forward_pass(prompts, prompt, 1, conv) if prefix_sharing else passes["prefill"]
-    return {"rollout.prefill": pass_terms(policy, prefill, lora, conv),
-            "rollout.decode": pass_terms(policy, passes["decode"], lora, conv)}
-
-
-def scoring_flops(policy: ArchSpec, conv: Conventions, lora: LoRA | None, rollouts: Num, batch: Num, prompt: Num,
-                  completion: Num, completion_only: bool) -> Breakdown:
-    """A no-grad forward over prompt + completion of every rollout, in batches of ``batch`` sequences."""
-    return forward_flops(policy, batch, prompt + completion, head_positions(prompt, completion, completion_only),
-                         lora, conv).scaled(rollouts // batch)
-
-
-def update_flops(policy: ArchSpec, conv: Conventions, training: Training, rollouts: Num, batch: Num, prompt: Num,
-                 completion: Num, completion_only: bool, iterations: Num) -> Breakdown:
-    """``iterations`` passes of forward + backward over every rollout, in micro-batches of ``batch``."""
-    return train_flops(policy, batch, prompt + completion, head_positions(prompt, completion, completion_only),
-                       training, conv).scaled((rollouts // batch) * iterations)
-
-
-def reward_tokens(kind: str, prompt: Num, completion: Num, overhead: Num, steps: Num) -> Num:
-    """Tokens a reward model reads per completion: the templated text, plus one separator per step for a PRM."""
-    return prompt + completion + overhead + (steps if kind == "prm" else 0)
-
-
-def reward_flops(reward: ArchSpec | None, kind: str, conv: Conventions, rollouts: Num, prompt: Num, completion: Num,
-                 overhead: Num, steps: Num) -> Breakdown:
-    """One reward-model forward per completion, the score head on every position (none for rule rewards)."""
-    if reward is None:
-        return Breakdown()
-    tokens = reward_tokens(kind, prompt, completion, overhead, steps)
-    return forward_flops(reward, rollouts, tokens, tokens, None, conv)
-
-
-# -- expectation over length distributions ----------------------------------------------------------------------
-
-def expected(fn: Any, prompt: Length, completion: Length) -> Any:
+def expected(fn: Any, prompt: Any, completion: Any) -> Any:
     """E[fn(P, K)] for independent P and K, exact for fn of degree <= 3 in each (two-point Gauss rules).
 
-    ``fn`` returns a Breakdown or a dict of Breakdowns; fixed lengths call it once with integers.
+    ``fn`` returns a Breakdown; a fixed length (or a plain number) is one node with weight 1, so fixed lengths
+    call it once with integers and stay exact.
     """
-    total: Any = None
-    for p, wp in prompt.quadrature():
-        for k, wk in completion.quadrature():
+    total: Breakdown | None = None
+    for p, wp in _nodes(prompt):
+        for k, wk in _nodes(completion):
             value = fn(p, k)
             weight = wp * wk
-            term = value if weight == 1.0 else _scale(value, weight)
-            total = term if total is None else _add(total, term)
+            term = value if weight == 1.0 else value.scaled(weight)
+            total = term if total is None else Breakdown.combine([total, term])
+    assert total is not None
     return total
 
 
-def _scale(value: Any, weight: float) -> Any:
-    if isinstance(value, Breakdown):
-        return value.scaled(weight)
-    return {key: part.scaled(weight) for key, part in value.items()}
+def _nodes(source: Any) -> list[tuple[Any, float]]:
+    return source.quadrature() if isinstance(source, Length) else [(source, 1.0)]
 
 
-def _add(a: Any, b: Any) -> Any:
-    if isinstance(a, Breakdown):
-        return Breakdown.combine([a, b])
-    return {key: Breakdown.combine([a[key], b[key]]) for key in a}
+def pass_flops(p: RoundPass) -> Breakdown:
+    """All FLOPs of a pass: ``calls`` x the expected FLOPs of one call, or, with observed lengths, the sum over
+    its calls (padded: each call at its rows' widths) or rows (unpadded: each sequence at its own lengths)."""
+    if isinstance(p.prompt, Observed) or isinstance(p.completion, Observed):
+        once = _observed_flops(p)
+        return once if p.repeats == 1 else once.scaled(p.repeats)
+    return expected(lambda pr, k: p.call_flops(p.rows, pr, k), p.prompt, p.completion).scaled(p.count)
 
 
-def _prompts_in(batch: int, group: int) -> int:
-    """Distinct prompts in a batch of ``batch`` sequences laid out group by group."""
-    return max(1, -(-batch // group))
+def _observed_flops(p: RoundPass) -> Breakdown:
+    rows = p.calls * p.rows
+    prompts, completions = (_per_row(source, rows, p.phase) for source in (p.prompt, p.completion))
+    if not p.padded:
+        return Breakdown.combine(p.call_flops(1, pr, k) for pr, k in zip(prompts, completions, strict=True))
+    calls = []
+    for start in range(0, rows, p.rows):
+        calls.append(p.call_flops(p.rows, max(prompts[start:start + p.rows]), max(completions[start:start + p.rows])))
+    return Breakdown.combine(calls)
 
+
+def _per_row(source: Any, rows: int, phase: str) -> Sequence[int]:
+    if isinstance(source, Observed):
+        if len(source.values) != rows:
+            raise ValueError(f"{phase}: {len(source.values)} observed lengths for {rows} rows")
+        return source.values
+    if isinstance(source, Length):
+        raise ValueError(f"{phase}: observed lengths cannot mix with a length distribution")
+    return [source] * rows
+
+
+# -- the expected step ------------------------------------------------------------------------------------------
 
 @dataclass
 class StepCost:
@@ -191,154 +132,87 @@ class StepCost:
         return sum(self.eval_phases.values(), 0)
 
     def buckets(self) -> dict[str, Num]:
-        """Per-step FLOPs by bucket (evaluation: one evaluation run)."""
-        out: dict[str, Num] = dict.fromkeys(BUCKETS, 0)
-        for phase, flops in {**self.step_phases, **self.eval_phases}.items():
-            out[BUCKET_OF[phase]] += flops
+        """Per-step FLOPs by bucket (evaluation: one evaluation run), without the total."""
+        out = by_bucket({**self.step_phases, **self.eval_phases})
+        out.pop("total")
         return out
+
+
+def phase_flops(passes: list[RoundPass]) -> dict[str, Breakdown]:
+    """FLOPs by phase of a list of passes (a phase may take several passes)."""
+    phases: dict[str, Breakdown] = {}
+    for p in passes:
+        flops = pass_flops(p)
+        phases[p.phase] = Breakdown.combine([phases[p.phase], flops]) if p.phase in phases else flops
+    return phases
 
 
 def step_cost(recipe: Recipe) -> StepCost:
     """The per-phase FLOPs of one GRPO step of ``recipe`` (exact integers for fixed lengths)."""
     r = recipe
-    policy, conv = r.policy_spec, r.conventions
-    rollouts, group = r.rollouts_per_step, r.group_size
-    completion_only = r.logits == "completion"
-    P, K = r.prompt_len, r.completion_len
-    phases: dict[str, Breakdown] = {}
-
-    if r.engine == "hf":
-        n = r.generation_batch_size
-        gen_p, gen_k = P.max_of(_prompts_in(n, group)), K.max_of(n)
-    else:
-        n, gen_p, gen_k = rollouts, P, K
-    phases.update(expected(lambda p, k: rollout_flops(policy, conv, r.rollout_lora, r.engine, r.prefix_sharing,
-                                                      r.prompts_per_step, group, n, p, k), gen_p, gen_k))
-
-    if r.update_padding == "batch":
-        # TRL pads prompts (left) and completions (right) once for the whole generation batch and slices
-        # micro-batches from it: every micro-batch has the generation batch's longest prompt and completion.
-        # With vLLM the padded batch is all rollouts of the step, whatever the engine did not pad.
-        m = r.micro_batch_size
-        if r.engine == "hf":
-            upd_p, upd_k = gen_p, gen_k
-        else:
-            upd_p, upd_k = P.max_of(r.prompts_per_step), K.max_of(rollouts)
-    else:
-        m, upd_p, upd_k = 1, P, K
-    if r.computes_old_logprobs:
-        phases["old_logprobs"] = expected(lambda p, k: scoring_flops(policy, conv, r.lora, rollouts, m, p, k,
-                                                                     completion_only), upd_p, upd_k)
-    if r.uses_reference:
-        phases["reference"] = expected(lambda p, k: scoring_flops(policy, conv, None, rollouts, m, p, k,
-                                                                  completion_only), upd_p, upd_k)
-    phases["update"] = expected(lambda p, k: update_flops(policy, conv, r.training, rollouts, m, p, k,
-                                                          completion_only, r.iterations), upd_p, upd_k)
-    reward = r.reward_spec
-    if reward is not None:
-        phases["reward"] = expected(lambda p, k: reward_flops(reward, r.reward.kind, conv, rollouts, p, k,
-                                                              r.reward_overhead_tokens, r.prm_steps), P, K)
-    if r.eval_every is not None:
-        e = r.eval_prompts
-        EP, EK = r.evaluation_prompt_len, r.evaluation_completion_len
-        if r.engine == "hf":
-            ev_p, ev_k = EP.max_of(e), EK.max_of(e)
-        else:
-            ev_p, ev_k = EP, EK
-        evaluation = expected(lambda p, k: rollout_flops(policy, conv, r.rollout_lora, r.engine, False, e, 1, e, p,
-                                                         k), ev_p, ev_k)
-        phases["eval.prefill"] = evaluation["rollout.prefill"]
-        phases["eval.decode"] = evaluation["rollout.decode"]
-
-    update_tokens_useful = r.iterations * rollouts * (P.mean + K.mean)
-    update_tokens_executed = r.iterations * rollouts * (upd_p.mean + upd_k.mean)
+    passes = step_passes(RoundShape.of(r), RoundLengths.of(r))
+    by_phase = {p.phase: p for p in passes}
+    rollouts = r.rollouts_per_step
+    decode, update = by_phase["rollout.decode"], by_phase["update"]
     counts = {
         "prompts": r.prompts_per_step,
         "rollouts": rollouts,
-        "generated_tokens": rollouts * K.mean,
-        "generated_tokens_executed": rollouts * gen_k.mean,
-        "update_tokens": update_tokens_useful,
-        "update_tokens_executed": update_tokens_executed,
-        "optimizer_steps": r.optimizer_steps_per_step,
-        "reward_evaluations": rollouts if reward is not None else 0,
+        "generated_tokens": rollouts * r.completion_len.mean,
+        "generated_tokens_executed": rollouts * mean_of(decode.completion),
+        "update_tokens": r.iterations * rollouts * (r.prompt_len.mean + r.completion_len.mean),
+        "update_tokens_executed": r.iterations * rollouts * (mean_of(update.prompt) + mean_of(update.completion)),
+        "optimizer_steps": r.optimizer_steps_per_round,
+        "reward_evaluations": rollouts if r.reward_spec is not None else 0,
     }
-    return StepCost(r, phases, counts)
+    return StepCost(r, phase_flops(passes), counts)
 
 
-# -- the calls of a step, for time models -------------------------------------------------------------------------
+# -- the worst case of the next round: the budget guard ---------------------------------------------------------
 
-def _decode_calls(spec: ArchSpec, lora: LoRA | None, conv: Conventions, batch: int, prompt: float,
-                  completion: float) -> list[Call]:
-    """The decode steps after a ``prompt``-token prefill, as one :class:`Call` whose FLOPs and KV-cache reads are
-    arrays (one entry per step: step j attends to ``prompt + j + 1`` keys); each step reads the weights and the
-    KV cache. One numpy evaluation of the decode formula, not a loop over 32k steps of a long completion."""
-    import numpy as np
+def worst_case_round(recipe: Recipe, prompt_tokens: Sequence[int] | None, completion_max: int, *,
+                     reward_prompt_tokens: Sequence[int] | None = None, reward_extra: int | None = None,
+                     eval_prompt_tokens: Sequence[int] | None = None, eval_completion_max: int | None = None,
+                     round_phases: bool = True, evaluation: bool = False) -> int:
+    """An upper bound of the FLOPs of the next round (and/or of an evaluation), before it runs: every completion
+    at ``completion_max`` tokens, each generate call padded to its longest observed prompt.
 
-    steps = max(0, round(completion) - 1)
-    if steps == 0:
-        return []
-    context = prompt + np.arange(steps, dtype=np.float64)
-    flops = decode_flops(spec, batch, context, lora, conv).total
-    kv = batch * (context + 1) * (2 * spec.num_layers * spec.kv_dim)
-    return [Call(flops, batch, spec.params, kv, spec.num_layers)]
-
-
-def phase_calls(recipe: Recipe) -> dict[str, list[tuple[float, Call]]]:
-    """(count, call) pairs per phase of one step (eval phases: one evaluation), at expected lengths.
-
-    This is what a fitted time model prices; the FLOPs of the calls come from the same formulas as
-    :func:`step_cost` (evaluated at the expected, possibly padded, lengths).
+    ``prompt_tokens``: the prompt tokens of each of the round's rollouts in round order (prompts repeat within a
+    group; an engine that does not know its next prompts passes the longest prompt it can see, for every row;
+    None: the recipe's longest prompt).
+    ``reward_prompt_tokens`` and ``reward_extra``: what the reward model reads (its own tokenizer may count the
+    prompt differently; the tokens it adds to each completion); default: the policy's prompt tokens and the
+    recipe's template and separators. The guard stops a run before any round for which this does not fit what is
+    left, so the budget is never exceeded; the built-in trainer, the TRL meter and RACE all call it.
     """
     r = recipe
-    policy, conv = r.policy_spec, r.conventions
-    rollouts, group = r.rollouts_per_step, r.group_size
-    completion_only = r.logits == "completion"
-    P, K = r.prompt_len, r.completion_len
-    out: dict[str, list[tuple[float, Call]]] = {}
+    rows = r.rollouts_per_step
+    if prompt_tokens is None:
+        prompt_tokens = [r.prompt_len.max] * rows
+    if len(prompt_tokens) != rows:
+        raise ValueError(f"worst_case_round: {len(prompt_tokens)} prompt lengths for {rows} rollouts")
+    extra = reward_extra if reward_extra is not None else reward_extra_tokens(r.reward.kind, r.reward_overhead_tokens,
+                                                                              r.prm_steps)
+    eval_prompts = Observed(tuple(eval_prompt_tokens)) if eval_prompt_tokens is not None \
+        else r.evaluation_prompt_len.max
+    eval_max = eval_completion_max if eval_completion_max is not None else r.evaluation_completion_len.max
+    lengths = RoundLengths(Observed(tuple(prompt_tokens)), completion_max,
+                           Observed(tuple(reward_prompt_tokens if reward_prompt_tokens is not None else prompt_tokens)),
+                           extra, eval_prompts if evaluation else None, eval_max)
+    shape = RoundShape.of(r)
+    if not evaluation:
+        shape = _without_evaluation(shape)
+    total = 0
+    for p in step_passes(shape, lengths):
+        if (p.bucket == "evaluation" and evaluation) or (p.bucket != "evaluation" and round_phases):
+            total += int(pass_flops(p).total)
+    return total
 
-    def call(terms: Breakdown, tokens: float, layers: int) -> Call:
-        return Call(float(terms.total), tokens, layers=layers, attention_flops=float(attention_flops(terms)))
 
-    def generation(prefix: str, calls: float, batch: int, prefill_batch: int, p: float, k: float) -> None:
-        prefill = forward_flops(policy, prefill_batch, p, 1, r.rollout_lora, conv)
-        out[f"{prefix}.prefill"] = [(calls, call(prefill, prefill_batch * p, policy.num_layers))]
-        out[f"{prefix}.decode"] = [(calls, c) for c in _decode_calls(policy, r.rollout_lora, conv, batch, p, k)]
+def _without_evaluation(shape: RoundShape) -> RoundShape:
+    from dataclasses import replace
 
-    if r.engine == "hf":
-        n = r.generation_batch_size
-        generation("rollout", rollouts // n, n, n, P.max_of(_prompts_in(n, group)).mean, K.max_of(n).mean)
-    else:
-        generation("rollout", 1, rollouts, r.prompts_per_step if r.prefix_sharing else rollouts, P.mean, K.mean)
-    if r.update_padding == "batch":
-        m = r.micro_batch_size
-        if r.engine == "hf":
-            n = r.generation_batch_size
-            up, uk = P.max_of(_prompts_in(n, group)).mean, K.max_of(n).mean
-        else:
-            up, uk = P.max_of(r.prompts_per_step).mean, K.max_of(rollouts).mean
-    else:
-        m, up, uk = 1, P.mean, K.mean
-    micro = rollouts // m
-    positions = head_positions(up, uk, completion_only)
-    L = policy.num_layers
-    if r.computes_old_logprobs:
-        out["old_logprobs"] = [(micro, call(forward_flops(policy, m, up + uk, positions, r.lora, conv),
-                                            m * (up + uk), L))]
-    if r.uses_reference:
-        out["reference"] = [(micro, call(forward_flops(policy, m, up + uk, positions, None, conv), m * (up + uk),
-                                         L))]
-    out["update"] = [(micro * r.iterations, call(train_flops(policy, m, up + uk, positions, r.training, conv),
-                                                 m * (up + uk), L))]
-    reward = r.reward_spec
-    if reward is not None:  # scored a group at a time
-        tokens = reward_tokens(r.reward.kind, P.mean, K.mean, r.reward_overhead_tokens, r.prm_steps)
-        out["reward"] = [(r.prompts_per_step, call(forward_flops(reward, group, tokens, tokens, None, conv),
-                                                   group * tokens, reward.num_layers))]
-    if r.eval_every is not None:
-        e = r.eval_prompts
-        EP, EK = r.evaluation_prompt_len, r.evaluation_completion_len
-        if r.engine == "hf":
-            generation("eval", 1, e, e, EP.max_of(e).mean, EK.max_of(e).mean)
-        else:
-            generation("eval", 1, e, e, EP.mean, EK.mean)
-    return out
+    return replace(shape, eval_prompts=0)
+
+
+__all__ = ["BUCKETS", "EVAL_PHASES", "STEP_PHASES", "StepCost", "expected", "pass_flops", "phase_flops",
+           "step_cost", "worst_case_round"]

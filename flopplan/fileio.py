@@ -44,6 +44,24 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~umask
 
 
+def atomic_savefig(fig: Any, path: str | Path, dpi: int = 110) -> Path:
+    """Save a matplotlib figure through a temporary file and a rename (the suffix picks the format: png, pdf,
+    svg); one-line UserError when it cannot be written."""
+    out = Path(path)
+    tmp = out.with_name(f".{out.stem}.tmp{out.suffix or '.png'}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(tmp, dpi=dpi)
+        tmp.replace(out)
+    except OSError as exc:
+        raise UserError(f"cannot write the plot {str(out)!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a suffix matplotlib has no writer for
+        raise UserError(f"cannot write the plot {str(out)!r}: {exc}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
+
+
 def writable_folder(folder: str | Path, what: str = "folder") -> Path:
     """Create ``folder`` (and its parents) and make sure files can be written in it, or one-line UserError."""
     folder = Path(folder)

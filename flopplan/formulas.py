@@ -210,6 +210,17 @@ def generate_passes(batch: Num, prompt: Num, completion: Num, conv: Conventions 
     }
 
 
+def kv_cache_elements(arch: Any, batch: Num, context: Num) -> Num:
+    """Elements a decode step reads from the KV cache: keys and values of ``context + 1`` positions (the cached
+    tokens and the new one) in every layer, ``batch * (context + 1) * 2 * layers * kv_dim``."""
+    return batch * (context + 1) * (2 * arch.num_layers * arch.kv_dim)
+
+
+def is_attention_term(term: str) -> bool:
+    """Whether a breakdown term is attention (QK^T, AV, or a fused SDPA backward), in any pass."""
+    return "attn_" in term or "attention" in term
+
+
 # -- breakdowns -------------------------------------------------------------------------------------------------
 
 class Breakdown(dict[str, Num]):

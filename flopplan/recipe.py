@@ -8,18 +8,18 @@ TRL's GRPOTrainer, verl and vLLM (../shared/reference/grpo-engines.md).
 from __future__ import annotations
 
 import json
-import math
 import sys
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from flopplan.arch import LORA_TARGETS, ArchSpec, Head, HeadLayer, orm_head, resolve, with_head
-from flopplan.errors import UserError
+from flopplan.arch import LORA_TARGETS, ArchSpec, orm_head, prm_head, resolve, with_head
+from flopplan.errors import UserError, check_choice, check_int, check_number
 from flopplan.fileio import atomic_write_text, read_text
-from flopplan.formulas import Conventions, LoRA, Training
+from flopplan.formulas import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, Conventions, LoRA, Training
 from flopplan.lengths import Length
+from flopplan.passes import old_logprobs_run
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -80,43 +80,83 @@ class RewardSystem:
             return base
         if self.kind == "orm":
             return with_head(base, orm_head(base), f"{base.name}-orm")
-        prm_head = Head("score", (HeadLayer(base.hidden_size, base.hidden_size, True),
-                                  HeadLayer(base.hidden_size, 2, True)))
-        return with_head(base, prm_head, f"{base.name}-prm")
+        return with_head(base, prm_head(base.hidden_size), f"{base.name}-prm")
+
+
+def option(flag: str, help: str, kind: str = "int", choices: tuple[str, ...] = (), short: str | None = None,
+           alias: str | None = None) -> dict[str, Any]:
+    """Field metadata: the command-line option of a recipe field (flopplan.cli.options builds every option, its
+    help and its default from these, so a new field is one edit). ``kind``: int, float, length, choice, bool
+    (an on/off pair), flag (on only), reward, targets (a comma-separated list)."""
+    return {"option": flag, "help": help, "kind": kind, "choices": choices, "short": short, "alias": alias}
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """One GRPO run. Defaults: TRL's GRPOTrainer conventions where it has them, the planner's default otherwise."""
+    """One GRPO run. Defaults: TRL's GRPOTrainer conventions where it has them, the planner's default otherwise.
 
-    policy: str = "qwen2.5-1.5b"
-    lora_rank: int | None = 64  # None: full fine-tuning
-    lora_targets: tuple[str, ...] = LORA_TARGETS
-    prompts_per_step: int = 64
-    group_size: int = 8
-    prompt_len: Length = field(default_factory=lambda: Length.fixed(256))
-    completion_len: Length = field(default_factory=lambda: Length.fixed(1024))
-    iterations: int = 1  # mu: policy updates per generation round
-    beta: float = 0.0  # KL coefficient; > 0 adds a reference forward per completion per round
-    old_logprobs: str = "auto"  # auto: on when a round takes several optimizer steps or with vllm (TRL); on; off
-    grad_ckpt: bool = True  # TRL's default
-    logits: str = "completion"  # completion: logits on completion + 1 positions (TRL); all
-    engine: str = "hf"
-    prefix_sharing: bool = False  # vllm: the prompt prefill is computed once per group
-    generation_batch: int | None = None  # hf: sequences per generate call; None: all rollouts of a step
-    micro_batch: int | None = None  # sequences per update forward/backward; None: the group size
-    update_padding: str = "batch"  # batch: pad to the generation batch's longest (TRL); none: packed (verl)
-    optimizer_batch: int | None = None  # sequences per optimizer step; None: all rollouts of a step
-    reward: RewardSystem = field(default_factory=lambda: RewardSystem("rule"))
-    reward_overhead_tokens: int = DEFAULT_REWARD_OVERHEAD_TOKENS
-    prm_steps: int = 8  # steps per response (one separator token each) for prm feedback
-    eval_every: int | None = None  # greedy evaluation every k steps (its own bucket)
-    eval_prompts: int = 0
-    eval_at_start: bool = True  # with evaluation: one more before the first step (the baseline)
-    eval_prompt_len: Length | None = None  # default: prompt_len
-    eval_completion_len: Length | None = None  # default: completion_len
-    attention: str = "dense"
-    attention_kernel: str = "eager"
+    In all of flopplan a *step* is one generation round: ``prompts_per_step`` prompts, ``group_size`` completions
+    each, scored, then ``iterations`` update passes over them. TRL counts optimizer steps instead (its
+    ``global_step``); a round has :attr:`optimizer_steps_per_round` of them.
+    """
+
+    policy: str = field(default="qwen2.5-1.5b", metadata={"help": "registry name or a config.json"})
+    lora_rank: int | None = field(default=64, metadata=option(
+        "--lora-rank", "LoRA rank (--full: full fine-tuning)"))  # None: full fine-tuning
+    lora_targets: tuple[str, ...] = field(default=LORA_TARGETS, metadata=option(
+        "--lora-targets", "LoRA target projections, comma-separated", "targets"))
+    prompts_per_step: int = field(default=64, metadata=option("--prompts-per-step", "Prompts per GRPO step"))
+    group_size: int = field(default=8, metadata=option("--group-size", "Completions per prompt, G", short="-G"))
+    prompt_len: Length = field(default_factory=lambda: Length.fixed(256), metadata=option(
+        "--prompt-len", "Prompt tokens: N, MEAN:MAX, or @FILE of lengths", "length"))
+    completion_len: Length = field(default_factory=lambda: Length.fixed(1024), metadata=option(
+        "--completion-len", "Completion tokens: N, MEAN:MAX, or @FILE of lengths", "length"))
+    iterations: int = field(default=1, metadata=option(
+        "--iterations", "Policy update passes per generation round, mu", alias="--mu"))
+    beta: float = field(default=0.0, metadata=option(
+        "--beta", "KL coefficient; > 0 adds a reference forward per completion", "float"))
+    old_logprobs: str = field(default="auto", metadata=option(
+        "--old-logprobs", "Recompute old-policy logprobs: auto = when a round feeds several optimizer steps "
+        "(mu > 1 or a smaller --optimizer-batch) or with vllm (TRL)", "choice", OLD_LOGPROBS))
+    grad_ckpt: bool = field(default=True, metadata=option("--grad-ckpt", "Gradient checkpointing (TRL's default)",
+                                                          "bool"))
+    logits: str = field(default="completion", metadata=option(
+        "--logits", "Scoring/update logits on completion + 1 positions (TRL) or all", "choice", LOGITS))
+    engine: str = field(default="hf", metadata=option("--engine", "Rollout engine traits", "choice", ENGINES))
+    prefix_sharing: bool = field(default=False, metadata=option(
+        "--prefix-sharing", "vllm: the prompt prefill once per group", "flag"))
+    generation_batch: int | None = field(default=None, metadata=option(
+        "--generation-batch", "hf: sequences per generate call (default: all rollouts of a step)"))
+    micro_batch: int | None = field(default=None, metadata=option(
+        "--micro-batch", "Sequences per scoring/update forward (default: G)"))
+    update_padding: str = field(default="batch", metadata=option(
+        "--update-padding", "Pad scoring/update micro-batches to the generation batch's longest (TRL) or not "
+        "(packed, verl)", "choice", UPDATE_PADDING))
+    optimizer_batch: int | None = field(default=None, metadata=option(
+        "--optimizer-batch", "Sequences per optimizer step (default: all rollouts of a step)"))
+    reward: RewardSystem = field(default_factory=lambda: RewardSystem("rule"), metadata=option(
+        "--reward", f"rule | orm:MODEL | prm:MODEL (prm alone: {DEFAULT_PRM})", "reward"))
+    reward_overhead_tokens: int = field(default=DEFAULT_REWARD_OVERHEAD_TOKENS, metadata=option(
+        "--reward-overhead", "Chat-template tokens a reward model reads besides prompt and completion"))
+    prm_steps: int = field(default=8, metadata=option(
+        "--prm-steps", "Steps per response for PRM feedback: one separator token each (the run's maximum)"))
+    eval_every: int | None = field(default=None, metadata=option(
+        "--eval-every", "Greedy evaluation every K steps (its own bucket)"))
+    eval_prompts: int = field(default=0, metadata=option("--eval-prompts", "Prompts per evaluation"))
+    eval_batch: int | None = field(default=None, metadata=option(
+        "--eval-batch", "Prompts per evaluation generate call (default: all, one call)"))
+    eval_at_start: bool = field(default=True, metadata=option(
+        "--eval-at-start", "With evaluation: a baseline evaluation before the first step", "bool"))
+    eval_prompt_len: Length | None = field(default=None, metadata=option(
+        "--eval-prompt-len", "Eval prompt tokens (default: --prompt-len)", "length"))
+    eval_completion_len: Length | None = field(default=None, metadata=option(
+        "--eval-completion-len", "Eval completion tokens (default: --completion-len)", "length"))
+    attention: str = field(default="dense", metadata=option(
+        "--attention", "Attention convention: dense (as executed) or causal (the computed triangle)", "choice",
+        ATTENTION_CONVENTIONS))
+    attention_kernel: str = field(default="eager", metadata=option(
+        "--attention-kernel", "Attention backward: eager matmuls (2x forward) or fused SDPA as counted on GPU "
+        "(2.5x)", "choice", ATTENTION_KERNELS))
 
     def __post_init__(self) -> None:
         if not isinstance(self.policy, str) or not self.policy.strip():
@@ -131,27 +171,26 @@ class Recipe:
                 raise UserError(f"{name} must be a length, not {getattr(self, name)!r}")
         if not isinstance(self.reward, RewardSystem):
             raise UserError(f"reward must be a reward system, not {self.reward!r}")
-        positive = ("prompts_per_step", "group_size", "iterations", "prm_steps")
-        for name in positive:
-            _check_int(name, getattr(self, name), 1)
-        _check_int("reward_overhead_tokens", self.reward_overhead_tokens, 0)
-        _check_int("eval_prompts", self.eval_prompts, 0)
-        for name in ("lora_rank", "generation_batch", "micro_batch", "optimizer_batch", "eval_every"):
+        for name in ("prompts_per_step", "group_size", "iterations", "prm_steps"):
+            check_int(name, getattr(self, name), 1)
+        check_int("reward_overhead_tokens", self.reward_overhead_tokens, 0)
+        check_int("eval_prompts", self.eval_prompts, 0)
+        for name in ("lora_rank", "generation_batch", "micro_batch", "optimizer_batch", "eval_every", "eval_batch"):
             if getattr(self, name) is not None:
-                _check_int(name, getattr(self, name), 1)
-        if not isinstance(self.beta, (int, float)) or isinstance(self.beta, bool) or not math.isfinite(self.beta) \
-                or self.beta < 0:
-            raise UserError(f"beta must be a number >= 0, not {self.beta!r}")
+                check_int(name, getattr(self, name), 1)
+        check_number("beta", self.beta, 0.0)
         for name, allowed in (("engine", ENGINES), ("update_padding", UPDATE_PADDING), ("logits", LOGITS),
                               ("old_logprobs", OLD_LOGPROBS)):
-            if getattr(self, name) not in allowed:
-                raise UserError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
+            check_choice(name, getattr(self, name), allowed)
         if self.prefix_sharing and self.engine != "vllm":
             raise UserError("prefix_sharing is a vllm engine trait (HF generate recomputes every prompt)")
         if self.eval_every is not None and self.eval_prompts == 0:
             raise UserError("eval_every needs eval_prompts > 0")
         if self.eval_prompts and self.eval_every is None:
             raise UserError("eval_prompts needs eval_every")
+        if self.eval_batch is not None and (self.eval_every is None or self.eval_prompts % self.eval_batch):
+            raise UserError(f"eval_batch {self.eval_batch} must divide eval_prompts ({self.eval_prompts}) of an "
+                            "evaluation (eval_every)")
         try:
             Conventions(self.attention, self.attention_kernel)
             if self.lora_rank is not None:
@@ -188,8 +227,15 @@ class Recipe:
         return self.optimizer_batch or self.rollouts_per_step
 
     @property
-    def optimizer_steps_per_step(self) -> int:
+    def optimizer_steps_per_round(self) -> int:
+        """Optimizer steps in one round (one flopplan step): mu passes over the rollouts, an optimizer step per
+        ``optimizer_batch`` sequences. This is what TRL's ``global_step`` counts."""
         return self.iterations * self.rollouts_per_step // self.optimizer_batch_size
+
+    @property
+    def evaluation_batch_size(self) -> int:
+        """Prompts per evaluation generate call (all of them in one call by default)."""
+        return self.eval_batch or max(1, self.eval_prompts)
 
     def evaluations(self, steps: int) -> int:
         """Evaluation runs in a run of ``steps`` steps: after every ``eval_every``-th step, plus the baseline."""
@@ -202,9 +248,7 @@ class Recipe:
         """TRL recomputes old-policy logprobs when the rollouts of a round feed more than one optimizer step
         (mu > 1, or an optimizer batch smaller than the round: the policy moves before the last one is used) and
         for vLLM's importance-sampling correction."""
-        if self.old_logprobs == "auto":
-            return self.optimizer_steps_per_step > 1 or self.engine == "vllm"
-        return self.old_logprobs == "on"
+        return bool(old_logprobs_run(self.old_logprobs, self.optimizer_steps_per_round, self.engine))
 
     @property
     def uses_reference(self) -> bool:
@@ -336,12 +380,6 @@ class Recipe:
         data = self.to_data()
         text = json.dumps(data, indent=2) + "\n" if path.suffix == ".json" else to_toml(data)
         return atomic_write_text(path, text)
-
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise UserError(f"{name} must be {what}, not {value!r}")
 
 
 def _relative_file(value: Any, base_dir: Path | None) -> Any:

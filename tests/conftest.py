@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 EXACT_CASES: list[tuple[str, int, int]] = []
@@ -42,10 +39,3 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         write(f"{case:<{width}}  {ours:>26,}  {measured:>26,}  {verdict}")
     exact = sum(ours == measured for _, ours, measured in EXACT_CASES)
     write(f"{exact} of {len(EXACT_CASES)} cases exact")
-
-
-def write_config(directory: Path, name: str, cfg: dict) -> Path:
-    path = directory / name / "config.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(cfg))
-    return path

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from configs import LLAMA_3_2_1B, MISTRAL_7B_V01, MISTRAL_7B_V03, PUBLISHED_PARAMS, QWEN3_0_6B
-from conftest import write_config
+from helpers import write_config
 
 from flopplan.arch import REGISTRY, ArchSpec, load_config, resolve, spec_from_config
 from flopplan.errors import UserError

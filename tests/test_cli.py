@@ -8,13 +8,11 @@ import sys
 
 import pytest
 from configs import LLAMA_3_2_1B, MISTRAL_7B_V01, MISTRAL_7B_V03, QWEN3_0_6B
-from conftest import write_config
+from helpers import cli, one_line_error, write_config
 
 from flopplan.arch import REGISTRY
 
-
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flopplan", *args], capture_output=True, text=True, timeout=120)
+run = cli  # every command below runs in this process; the no-torch checks need a fresh one
 
 
 def estimate_json(*args: str) -> dict:
@@ -166,11 +164,7 @@ BAD = {
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
     args = [str(write_config(tmp_path, "v01", MISTRAL_7B_V01)) if a == "CONFIG_V01" else a for a in BAD[case]]
-    out = run(*args)
-    assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1, out.stderr
-    assert lines[0].startswith("flopplan: ") and "Traceback" not in out.stderr
+    one_line_error(run(*args))
 
 
 def test_malformed_config_file(tmp_path):

@@ -362,8 +362,8 @@ def test_grid_equals_the_scalar_planner(rows, policy, reward, vllm, beta):
     system = RewardSystem.parse(reward)
     budgets = [1e17, 3e19]
     engine = "vllm" if vllm else "hf"
-    grid = plan_grid(REGISTRY[policy], budgets, system.spec(), system.kind, prompts=Q, group=G, prompt=P,
-                     completion=K, iterations=mu, engine=engine, beta=beta)
+    grid = plan_grid(Recipe(policy=policy, reward=system, engine=engine, beta=beta), budgets, prompts_per_step=Q,
+                     group_size=G, prompt_len=P, completion_len=K, iterations=mu)
     for i, (q, g, p, k, m) in enumerate(rows):
         recipe = Recipe(policy=policy, prompts_per_step=q, group_size=g, prompt_len=Length.fixed(p),
                         completion_len=Length.fixed(k), iterations=m, reward=system, engine=engine, beta=beta)
@@ -444,9 +444,8 @@ def test_policy_must_be_a_language_model():
 def test_decode_steps_priced_as_one_array_equal_the_step_by_step_sum():
     """The time model prices a rollout's decode steps in one numpy evaluation; that equals pricing each step
     (step j: context prompt + j, FLOPs from the decode formula, KV cache of prompt + j + 1 tokens) on its own."""
-    from flopplan.cost import phase_calls
     from flopplan.formulas import decode_flops
-    from flopplan.timing import Call, call_seconds
+    from flopplan.timing import Call, call_seconds, phase_calls
 
     params = {"throughput": 2e11, "bandwidth": 8e11, "overhead": 1e-3, "overhead_layer": 2e-4}
     recipe = Recipe(policy="qwen2.5-0.5b", prompt_len=Length.fixed(100), completion_len=Length.fixed(300))

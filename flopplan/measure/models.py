@@ -60,14 +60,24 @@ def build_model(spec: ArchSpec, device: str | torch.device = "meta", dtype: torc
     LM head -> ``AutoModelForCausalLM``; a single bias-free score layer -> ``AutoModelForSequenceClassification``
     (an outcome reward model); any other score head -> :class:`ProcessRewardModel`.
     """
+    import contextlib
+
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
-    if torch.device(device).type != "meta":
+    meta = torch.device(device).type == "meta"
+    if not meta:
         check_memory(spec, torch.device(device), dtype)
     if seed is not None:
         torch.manual_seed(seed)
     config = hf_config(spec, attn_implementation)
-    with torch.device(device):
+    # On the meta device there are no values to initialise: skipping transformers' initialisation builds a 72B
+    # model in a fraction of a second instead of tens of seconds (the FLOPs do not depend on weights).
+    skip_init: Any = contextlib.nullcontext()
+    if meta:
+        from transformers.initialization import no_init_weights
+
+        skip_init = no_init_weights()
+    with torch.device(device), skip_init:
         if spec.head.kind == "lm":
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
         elif len(spec.head.layers) == 1 and not spec.head.layers[0].bias:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from flopplan.fileio import atomic_write_text
+from flopplan.fileio import atomic_savefig, atomic_write_text
 from flopplan.report.tables import Table, to_markdown
-from flopplan.report.units import eng
 from flopplan.timing import Call, call_seconds
+from flopplan.units import eng
 
 BLIND_SPOTS = {
     "flop_counter": "FlopCounterMode counts registered ops only (mm/addmm/bmm, SDPA flash/efficient/cudnn and their "
@@ -127,10 +127,10 @@ def plot_fit(profile: dict[str, Any], path: Path) -> str | None:
         ax.legend(fontsize=8)
     fig.suptitle(f"{profile['device']}: measured vs predicted (dotted: +-15%)", fontsize=10)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
     return str(path)
 
 

@@ -32,7 +32,7 @@ def _plan_files() -> dict[str, str]:
     from flopplan.recipe import Recipe
     from flopplan.report.plan_tables import phase_table, plan_notes, plans_to_csv, same_flop_table
     from flopplan.report.tables import provenance
-    from flopplan.report.units import eng
+    from flopplan.units import eng
 
     recipe = Recipe()
     tables: dict[str, list] = {"same_flop_sizes": [], "feedback_systems": [], "phase_breakdown": []}

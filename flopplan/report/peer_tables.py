@@ -16,7 +16,7 @@ from flopplan.formulas import (
 )
 from flopplan.peers import FORWARD_BACKWARD, PEER_SOURCES, PEERS, fvcore_forward, relative_error
 from flopplan.report.tables import Table
-from flopplan.report.units import eng
+from flopplan.units import eng
 
 SEQ_LENGTHS = (512, 2048, 8192)
 LORA_RANK = 64

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopplan.cost import BUCKETS, EVAL_PHASES, STEP_PHASES
+from flopplan.passes import BUCKETS, EVAL_PHASES, STEP_PHASES
 from flopplan.planner import Plan
 from flopplan.report.tables import Table
-from flopplan.report.units import count, duration, eng, percent
+from flopplan.units import count, duration, eng, percent
 
 
 def _tuning(plan: Plan) -> str:
@@ -23,7 +23,15 @@ def same_flop_table(plans: list[Plan], title: str | None = None, with_time: bool
                *buckets, "step", "spent"]
     if with_time:
         columns += ["GPU-h"]
-    table = Table(title or f"What {budget} buys: same-FLOP comparison", columns)
+    if title is None:
+        if plans and plans[0].priced:
+            steps = sorted({p.steps for p in plans})
+            title = f"What {', '.join(f'{s:,}' for s in steps)} step{'s' if steps != [1] else ''} cost"
+        elif plans and plans[0].budget.flops is None:
+            title = f"What {budget} buys: same-budget comparison"
+        else:
+            title = f"What {budget} buys: same-FLOP comparison"
+    table = Table(title, columns)
     for p in plans:
         totals = p.totals()
         shares = p.shares()
@@ -64,12 +72,6 @@ def time_table(plans: list[Plan]) -> Table:
     return table
 
 
-def plans_json(plans: list[Plan]) -> dict[str, Any]:
-    return {"budget_flops": plans[0].budget.flops if plans else None,
-            "budget": plans[0].budget.to_data() if plans else None,
-            "plans": [p.to_data() for p in plans]}
-
-
 def plan_notes(plans: list[Plan]) -> list[str]:
     notes = []
     for p in plans:
@@ -80,10 +82,16 @@ def plan_notes(plans: list[Plan]) -> list[str]:
                      f"{r.prompt_len.describe()}, completion {r.completion_len.describe()}, mu={r.iterations}, "
                      f"beta={r.beta:g}, engine {r.engine}, checkpointing {'on' if r.grad_ckpt else 'off'}, "
                      f"logits on {r.logits}")
-        leftover = [p.leftover_flops for p in plans if p.leftover_flops is not None]
+        priced = [p for p in plans if p.priced]
+        if priced:
+            notes.append("the budget these steps need: " + ", ".join(
+                f"{p.model} {eng(p.total_flops)}" + (f" ({_sig3(p.gpu_hours)} GPU-hours)" if p.gpu_hours else "")
+                for p in priced))
+        leftover = [p.leftover_flops for p in plans if p.leftover_flops is not None and not p.priced]
         if leftover:
             notes.append("leftover per plan (< one more step): " + ", ".join(
-                f"{p.model} {eng(p.leftover_flops)}" for p in plans if p.leftover_flops is not None))
+                f"{p.model} {eng(p.leftover_flops)}" for p in plans
+                if p.leftover_flops is not None and not p.priced))
     return notes
 
 

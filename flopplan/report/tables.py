@@ -18,6 +18,7 @@ class Table:
     rows: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     align: str | None = None  # one of "l"/"r" per column; default: first left, rest right
+    sections: set[int] = field(default_factory=set)  # row indices a rule line goes above (terminal only)
 
     def alignment(self) -> str:
         return self.align or "l" + "r" * (len(self.columns) - 1)

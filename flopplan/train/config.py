@@ -1,24 +1,39 @@
-"""What a ``flopplan train`` run is asked to do: a recipe plus the training knobs a plan does not fix (torch-free)."""
+"""What a ``flopplan train`` run is asked to do: a recipe plus the training knobs a plan does not fix (torch-free).
+
+:func:`train_config` is the one place that turns a request (a plan entry, a recipe file or the demo defaults, plus
+changes) into a :class:`TrainConfig`; the CLI, RACE pilots and the engine launchers all go through it.
+"""
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from flopplan.errors import UserError
-from flopplan.planner import Budget
+from flopplan.budget import Budget
+from flopplan.errors import UserError, check_choice, check_int, check_number, is_int
+from flopplan.grpo.config import AGGREGATIONS, SCALE_REWARDS, LossConfig
+from flopplan.lengths import Length
+from flopplan.planfile import PlanEntry, PlanFile
 from flopplan.recipe import Recipe
 
 WEIGHTLESS_POLICIES = ("tiny",)
 """Policies that are trained from random initialisation by design (no weights exist for them)."""
-SCALE_REWARDS = ("group", "none")
-AGGREGATIONS = ("token", "sequence")
 DEVICES = ("auto", "cpu", "cuda")
-
-
+PRM_AGGREGATES = ("min", "prod", "last")
 MAX_TRAIN_SIZE = 1_000_000  # problems of the built-in task held in memory
+
+DEMO_RECIPE: dict[str, Any] = {"policy": "tiny", "lora_rank": None, "prompts_per_step": 16, "group_size": 16,
+                               "completion_len": 2, "micro_batch": 64, "eval_every": 10, "eval_prompts": 200}
+"""`flopplan train` with no recipe or plan: the tiny policy, fully fine-tuned from random initialisation on the
+built-in digits task (a digit and EOS: two new tokens), 16 prompts x G=16 in micro-batches of 64, held-out
+accuracy on 200 problems every 10 steps. LoRA on a random-initialised 300k-parameter model learns unreliably; any
+other policy (--model, --model-path) gets the recipe default, LoRA r=64, unless --full or --lora-rank says
+otherwise."""
+
+
+def demo_recipe() -> Recipe:
+    return Recipe(**{**DEMO_RECIPE, "completion_len": Length.fixed(DEMO_RECIPE["completion_len"])})
 
 
 @dataclass(frozen=True)
@@ -27,7 +42,7 @@ class TrainConfig:
     out_dir: str
     budget_flops: int | None = None
     max_steps: int | None = None
-    plan: dict[str, Any] | None = None  # the plan entry this run validates
+    plan: PlanEntry | None = None  # the plan entry this run validates
     task: str = "digits"  # built-in task when no dataset is given
     dataset: str | None = None
     eval_dataset: str | None = None
@@ -50,40 +65,31 @@ class TrainConfig:
     device: str = "auto"
     format_reward: float = 0.0
     prm_aggregate: str = "min"
-    prm_max_steps: int = 32
-    eval_batch: int | None = None  # prompts per evaluation generate call; None: all (one call, as planned)
     threads: int | None = None  # CPU threads for torch; None: 1 for policies under 50M parameters, else torch's
 
     def __post_init__(self) -> None:
         r = self.recipe
         if self.budget_flops is None and self.max_steps is None:
             raise UserError("give a budget (--budget FLOPS or --plan FILE) or a number of steps (--steps N)")
-        for name in ("budget_flops", "max_steps", "train_size", "checkpoint_every", "eval_batch", "prm_max_steps",
-                     "threads"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-                raise UserError(f"{name} must be a positive integer, not {value!r}")
+        for name in ("budget_flops", "max_steps", "train_size", "checkpoint_every", "threads"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), 1)
         if self.train_size > MAX_TRAIN_SIZE:
             raise UserError(f"train_size is at most {MAX_TRAIN_SIZE:,} problems, not {self.train_size:,}")
-        if r.old_logprobs == "off" and r.optimizer_steps_per_step > 1:
+        if r.old_logprobs == "off" and r.optimizer_steps_per_round > 1:
             raise UserError("old_logprobs off with several optimizer steps per round (mu > 1 or an optimizer batch "
                             "below the round) would leave the ratio at 1, so the clip never acts; the run computes "
                             "them with a forward pass: use --old-logprobs auto or on")
         for name in ("temperature", "max_grad_norm"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise UserError(f"{name} must be a positive number, not {value!r}")
+            check_number(name, getattr(self, name), 0.0, strict=True)
         for name in ("clip_low", "clip_high", "weight_decay", "format_reward"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise UserError(f"{name} must be a number >= 0, not {value!r}")
-        if self.lr is not None and (not math.isfinite(self.lr) or self.lr <= 0):
-            raise UserError(f"lr must be a positive number, not {self.lr!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
+            check_number(name, getattr(self, name), 0.0)
+        if self.lr is not None:
+            check_number("lr", self.lr, 0.0, strict=True)
+        if not is_int(self.seed) or not 0 <= self.seed < 2**32:
             raise UserError(f"seed must be an integer from 0 to 2**32 - 1, not {self.seed!r}")
-        if self.lora_alpha is not None and (isinstance(self.lora_alpha, bool) or not isinstance(self.lora_alpha, int)
-                                            or self.lora_alpha <= 0):
-            raise UserError(f"lora_alpha must be a positive integer, not {self.lora_alpha!r}")
+        if self.lora_alpha is not None:
+            check_int("lora_alpha", self.lora_alpha, 1)
         if self.clip_low >= 1:
             raise UserError(f"the lower clip must be below 1 (the ratio is clipped at 1 - eps), not {self.clip_low}")
         if self.budget_flops is not None:
@@ -91,18 +97,15 @@ class TrainConfig:
         if self.reward_model_path is not None and r.reward.kind == "rule":
             raise UserError("--reward-model-path needs a model reward (--reward orm:MODEL), not a rule")
         for name, allowed in (("scale_rewards", SCALE_REWARDS), ("loss_aggregation", AGGREGATIONS),
-                              ("device", DEVICES), ("prm_aggregate", ("min", "prod", "last"))):
-            if getattr(self, name) not in allowed:
-                raise UserError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
+                              ("device", DEVICES), ("prm_aggregate", PRM_AGGREGATES)):
+            check_choice(name, getattr(self, name), allowed)
         if r.engine != "hf":
             raise UserError("flopplan train generates with transformers (engine hf); the vllm engine is for planning")
         if r.update_padding == "batch" and r.generation_batch_size % r.micro_batch_size:
             raise UserError(f"micro_batch {r.micro_batch_size} must divide the generation batch "
                             f"{r.generation_batch_size}")
-        if r.optimizer_batch_size % r.micro_batch_size:
-            raise UserError("optimizer_batch must be a multiple of micro_batch")
         if self.dataset is None:
-            from flopplan.train.tasks import parse_task
+            from flopplan.grpo.tasks import parse_task
 
             parse_task(self.task)
         for name in ("dataset", "eval_dataset", "model_path", "reward_model_path"):
@@ -122,20 +125,75 @@ class TrainConfig:
     def max_new_tokens(self) -> int:
         return self.recipe.completion_len.max
 
+    @property
+    def loss(self) -> LossConfig:
+        return LossConfig(self.clip_low, self.clip_high, self.recipe.beta, self.loss_aggregation, self.temperature)
+
     def to_data(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "recipe"}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("recipe", "plan")}
         data["recipe"] = self.recipe.to_data()
+        data["plan"] = None if self.plan is None else self.plan.to_data()
         return data
 
     @staticmethod
-    def from_data(data: dict[str, Any]) -> TrainConfig:
+    def from_data(data: dict[str, Any], where: str = "run config") -> TrainConfig:
         data = dict(data)
-        recipe = Recipe.from_data(data.pop("recipe"), "run config")
-        return TrainConfig(recipe=recipe, **data)
+        known = {f.name for f in fields(TrainConfig)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UserError(f"{where} has unknown keys: {', '.join(unknown)}")
+        recipe = Recipe.from_data(data.pop("recipe", None), where)
+        plan = data.pop("plan", None)
+        return TrainConfig(recipe=recipe, plan=None if plan is None else PlanEntry.from_data(plan, f"{where}: plan"),
+                           **data)
 
 
 def replace_config(config: TrainConfig, **changes: Any) -> TrainConfig:
-    data = asdict(config)
-    data.update(changes)
-    data["recipe"] = changes.get("recipe", config.recipe)
-    return TrainConfig(**data)
+    return replace(config, **changes)
+
+
+def train_config(out_dir: str, *, plan_file: str | None = None, plan_model: str | None = None,
+                 recipe_file: str | None = None, changes: dict[str, Any] | None = None, tuning_given: bool = False,
+                 no_eval: bool = False, model: str | None = None, budget_flops: int | None = None,
+                 **knobs: Any) -> TrainConfig:
+    """The configuration of a run: the recipe of a plan entry, a recipe file or the demo defaults, with
+    ``changes`` (recipe fields) applied; the plan's FLOP budget unless ``budget_flops`` is given.
+
+    ``tuning_given``: the request chose LoRA or full fine-tuning itself; otherwise a real policy (a model path, or
+    a registry model other than the tiny one) gets the recipe default, LoRA, since the demo fine-tunes fully.
+    """
+    changes = dict(changes or {})
+    entry = None
+    if plan_file:
+        if recipe_file:
+            raise UserError("--plan carries its recipe: give --plan or --recipe, not both")
+        entry = PlanFile.load(plan_file).select(plan_model)
+        base = entry.recipe
+    elif plan_model:
+        raise UserError("--plan-model chooses a plan of --plan; there is no --plan")
+    elif recipe_file:
+        base = Recipe.load(recipe_file)
+    else:
+        base = demo_recipe()
+        if "prompts_per_step" in changes or "group_size" in changes:
+            base = base.with_(micro_batch=None)  # the demo's 64 fits only its round of 16 x 16
+    recipe = base.with_(**changes) if changes else base
+    if no_eval:
+        recipe = recipe.with_(eval_every=None, eval_prompts=0, eval_batch=None)
+    if model:
+        recipe = recipe.with_(policy=model)
+    if not (plan_file or recipe_file) and not tuning_given and (knobs.get("model_path") or recipe.policy
+                                                                not in WEIGHTLESS_POLICIES):
+        recipe = recipe.with_(lora_rank=Recipe().lora_rank)  # a real policy: LoRA unless --full says otherwise
+    if entry is not None and recipe != base:  # the run validates a changed recipe: the report says so
+        entry = entry.with_overrides(recipe)
+    if knobs.get("eval_dataset") and not knobs.get("dataset"):
+        raise UserError("--eval-dataset goes with --dataset (the built-in task makes its own held-out set)")
+    if budget_flops is None and entry is not None:
+        if entry.budget_flops is None:
+            raise UserError("this plan has no FLOP budget (GPU-hours or dollars): give --budget FLOPS")
+        budget_flops = entry.budget_flops
+    return TrainConfig(recipe=recipe, out_dir=out_dir, budget_flops=budget_flops, plan=entry, **knobs)
+
+
+__all__ = ["DEMO_RECIPE", "TrainConfig", "demo_recipe", "replace_config", "train_config"]

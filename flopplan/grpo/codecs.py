@@ -1,19 +1,32 @@
-"""Text <-> ids for the built-in character tokenizer and for Hugging Face tokenizers."""
+"""Text <-> ids for the built-in character tokenizer and for Hugging Face tokenizers (torch-free)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flopplan.train.phases import Codec
-from flopplan.train.tokenizer import CharTokenizer
+from flopplan.grpo.tokenizer import CharTokenizer
+
+
+@dataclass
+class Codec:
+    """Text <-> ids for prompts and completions, whatever the tokenizer (built-in or Hugging Face)."""
+
+    encode: Callable[[str], list[int]]  # a prompt (with BOS when the tokenizer uses one)
+    encode_piece: Callable[[str], list[int]]  # text that continues a sequence (no BOS)
+    decode: Callable[[list[int]], str]
+    pad_id: int
+    eos_id: int
+    sep_id: int
 
 
 def char_codec(tokenizer: CharTokenizer) -> Codec:
     return Codec(encode=lambda text: tokenizer.encode(text, bos=True),
-                   encode_piece=lambda text: tokenizer.encode(text, bos=False, strict=False),
-                   decode=tokenizer.decode, pad_id=tokenizer.pad_token_id, eos_id=tokenizer.eos_token_id,
-                   sep_id=tokenizer.sep_token_id)
+                 encode_piece=lambda text: tokenizer.encode(text, bos=False, strict=False),
+                 decode=tokenizer.decode, pad_id=tokenizer.pad_token_id, eos_id=tokenizer.eos_token_id,
+                 sep_id=tokenizer.sep_token_id)
 
 
 def local_codec(path: str | Path, where: str) -> tuple[Codec, int]:
@@ -42,6 +55,6 @@ def hf_codec(tokenizer: Any, where: str = "the tokenizer") -> Codec:
     if not isinstance(sep, int) or sep == tokenizer.unk_token_id:
         sep = tokenizer.eos_token_id
     return Codec(encode=lambda text: tokenizer(text, add_special_tokens=True).input_ids,
-                   encode_piece=lambda text: tokenizer(text, add_special_tokens=False).input_ids,
-                   decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=True), pad_id=pad,
-                   eos_id=tokenizer.eos_token_id, sep_id=sep)
+                 encode_piece=lambda text: tokenizer(text, add_special_tokens=False).input_ids,
+                 decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=True), pad_id=pad,
+                 eos_id=tokenizer.eos_token_id, sep_id=sep)

@@ -1,9 +1,12 @@
 """The FLOP ledger of a run: every executed phase charged with the core's exact formulas (torch-free).
 
-Each charge holds the FLOPs of the shapes actually executed, padding included (``executed``, what the hardware
-did), the same work without padding (``useful``), and, when measured, torch FlopCounterMode's count of the same
-call (``measured``). Charges are grouped by phase and bucket exactly as the planner groups its predictions
-(:data:`flopplan.cost.BUCKET_OF`), so a run can be compared with its plan line by line.
+A runtime *unit* (a ``generate`` call, a scoring pass, an update pass, a reward-model call) charges one or more
+*phases* (a generate call: ``rollout.prefill`` and ``rollout.decode``). Each :class:`PhaseCharge` holds the FLOPs
+of the shapes actually executed, padding included (``executed``, what the hardware did), the same work without
+padding (``useful``), and, when measured, torch FlopCounterMode's count of the unit (``measured``). Charges are
+grouped by phase and bucket exactly as the planner groups its predictions (:data:`flopplan.passes.BUCKET_OF`), so
+a run can be compared with its plan line by line. The built-in trainer and the TRL meter charge into the same
+ledger.
 
 The charging functions below only compute *shapes*; every FLOP comes from :mod:`flopplan.formulas`.
 """
@@ -15,17 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flopplan.arch import ArchSpec
-from flopplan.cost import BUCKET_OF, BUCKETS, head_positions
 from flopplan.formulas import Conventions, LoRA, Training, forward_flops, generate_flops, train_flops
-
-LEDGER_VERSION = 1
+from flopplan.passes import BUCKET_OF, BUCKETS, by_bucket, head_positions
 
 
 @dataclass
 class PhaseCharge:
-    """FLOPs of one executed phase unit, by sub-phase (e.g. ``rollout.prefill``, ``rollout.decode``)."""
+    """FLOPs of one executed unit, by phase (e.g. a rollout's ``rollout.prefill`` and ``rollout.decode``)."""
 
-    phase: str
+    unit: str  # rollout, old_logprobs, reference, update, reward, eval
     executed: dict[str, int]
     useful: dict[str, int]
     measured: int | None = None
@@ -36,12 +37,8 @@ class PhaseCharge:
     def executed_total(self) -> int:
         return sum(self.executed.values())
 
-    @property
-    def useful_total(self) -> int:
-        return sum(self.useful.values())
-
     def to_data(self) -> dict[str, Any]:
-        return {"phase": self.phase, "executed": self.executed, "useful": self.useful, "measured": self.measured,
+        return {"unit": self.unit, "executed": self.executed, "useful": self.useful, "measured": self.measured,
                 "seconds": round(self.seconds, 6), "shapes": self.shapes}
 
 
@@ -93,9 +90,10 @@ def update_charge(spec: ArchSpec, training: Training, conv: Conventions, micro_b
 def reward_charge(spec: ArchSpec, conv: Conventions, batches: Iterable[tuple[int, int]],
                   lengths: Iterable[int]) -> PhaseCharge:
     """Reward-model forwards: batches of (rows, padded tokens); the score head runs on every position."""
-    executed = sum(int(forward_flops(spec, rows, t, t, None, conv).total) for rows, t in batches)
+    shapes = [[rows, t] for rows, t in batches]
+    executed = sum(int(forward_flops(spec, rows, t, t, None, conv).total) for rows, t in shapes)
     useful = sum(int(forward_flops(spec, 1, t, t, None, conv).total) for t in lengths)
-    return PhaseCharge("reward", {"reward": executed}, {"reward": useful})
+    return PhaseCharge("reward", {"reward": executed}, {"reward": useful}, shapes={"batches": shapes})
 
 
 # -- the ledger -------------------------------------------------------------------------------------------------
@@ -104,23 +102,22 @@ def _zero() -> dict[str, int]:
     return dict.fromkeys(BUCKET_OF, 0)
 
 
-UNIT_BUCKET = {"rollout": "rollout", "old_logprobs": "learning", "reference": "learning", "update": "learning",
-               "reward": "feedback", "eval": "evaluation"}
-"""Bucket of each phase unit (a unit may charge several sub-phases, e.g. a rollout its prefill and decode)."""
-
-
 @dataclass
 class Ledger:
-    """Running totals by sub-phase (executed, useful, measured) and the budget they are charged against."""
+    """Running totals by phase (executed, useful), by unit (executed and measured) and the budget they are
+    charged against. ``abandoned``: FLOPs of interrupted, rolled-back steps; ``lost``: FLOPs of steps a kill
+    lost after the last checkpoint. Neither is in the buckets, both were spent, both count against the budget."""
 
     budget_flops: int | None = None
     executed: dict[str, int] = field(default_factory=_zero)
     useful: dict[str, int] = field(default_factory=_zero)
-    unit_executed: dict[str, int] = field(default_factory=dict)  # by phase unit, for comparison with measured
+    unit_executed: dict[str, int] = field(default_factory=dict)  # by unit, for comparison with measured
     unit_measured: dict[str, int] = field(default_factory=dict)
+    unit_bucket: dict[str, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     steps_completed: int = 0
-    abandoned: int = 0  # FLOPs of interrupted, rolled-back steps: not in the buckets, but spent
+    abandoned: int = 0
+    lost: int = 0
     interrupted: dict[str, Any] | None = None
 
     @property
@@ -128,13 +125,14 @@ class Ledger:
         return sum(self.executed.values())
 
     @property
-    def spent_with_abandoned(self) -> int:
-        return self.spent + self.abandoned
+    def spent_in_total(self) -> int:
+        """Everything spent, abandoned and lost work included."""
+        return self.spent + self.abandoned + self.lost
 
     @property
     def remaining(self) -> float:
-        """What the budget still allows: abandoned steps were real compute, so they count here too."""
-        return float("inf") if self.budget_flops is None else self.budget_flops - self.spent_with_abandoned
+        """What the budget still allows: abandoned and lost steps were real compute, so they count here too."""
+        return float("inf") if self.budget_flops is None else self.budget_flops - self.spent_in_total
 
     def fits(self, flops: int) -> bool:
         return flops <= self.remaining
@@ -144,51 +142,42 @@ class Ledger:
             self.executed[key] += value
         for key, value in c.useful.items():
             self.useful[key] += value
-        self.unit_executed[c.phase] = self.unit_executed.get(c.phase, 0) + c.executed_total
+        self.unit_executed[c.unit] = self.unit_executed.get(c.unit, 0) + c.executed_total
+        self.unit_bucket[c.unit] = BUCKET_OF[next(iter(c.executed))]
         if c.measured is not None:
-            self.unit_measured[c.phase] = self.unit_measured.get(c.phase, 0) + c.measured
-        self.seconds[c.phase] = self.seconds.get(c.phase, 0.0) + c.seconds
+            self.unit_measured[c.unit] = self.unit_measured.get(c.unit, 0) + c.measured
+        self.seconds[c.unit] = self.seconds.get(c.unit, 0.0) + c.seconds
 
-    @staticmethod
-    def by_bucket(per_phase: dict[str, int]) -> dict[str, int]:
-        out = dict.fromkeys(BUCKETS, 0)
-        for phase, value in per_phase.items():
-            out[BUCKET_OF[phase]] += value
-        out["total"] = sum(out[b] for b in BUCKETS)
-        return out
-
-    def summary(self) -> dict[str, Any]:
+    def totals(self) -> dict[str, Any]:
+        """The ledger's part of a run summary (:class:`flopplan.runfile.RunSummary` fields)."""
         data: dict[str, Any] = {
-            "ledger_version": LEDGER_VERSION,
             "budget_flops": self.budget_flops,
             "steps": self.steps_completed,
-            "flops": self.by_bucket(self.executed),
-            "useful_flops": self.by_bucket(self.useful),
+            "flops": by_bucket(self.executed),
+            "useful_flops": by_bucket(self.useful),
             "phases": {p: {"executed": self.executed[p], "useful": self.useful[p]} for p in BUCKET_OF
                        if self.executed[p]},
-            "seconds": {p: round(s, 3) for p, s in self.seconds.items()},
-            "leftover_flops": None if self.budget_flops is None else self.budget_flops - self.spent_with_abandoned,
+            "seconds": {u: round(s, 3) for u, s in self.seconds.items()},
             "abandoned_flops": self.abandoned,
-            "within_budget": self.budget_flops is None or self.spent_with_abandoned <= self.budget_flops,
+            "lost_flops": self.lost,
+            "interrupted": self.interrupted,
         }
         if self.unit_measured:
-            buckets = dict.fromkeys(BUCKETS, 0)
+            measured = dict.fromkeys(BUCKETS, 0)
             for unit, value in self.unit_measured.items():
-                buckets[UNIT_BUCKET[unit]] += value
-            data["measured_flops"] = {**buckets, "total": sum(buckets.values())}
-            data["measured_by_phase"] = {u: {"measured": self.unit_measured.get(u), "closed_form": v}
+                measured[self.unit_bucket[unit]] += value
+            data["measured_flops"] = {**measured, "total": sum(measured.values())}
+            data["measured_by_unit"] = {u: {"measured": self.unit_measured.get(u), "closed_form": v}
                                          for u, v in self.unit_executed.items()}
             data["measured_equals_closed_form"] = all(
                 self.unit_measured.get(u) == v for u, v in self.unit_executed.items())
-        if self.interrupted:
-            data["interrupted"] = self.interrupted
         return data
 
     def to_state(self) -> dict[str, Any]:
         return {"budget_flops": self.budget_flops, "executed": self.executed, "useful": self.useful,
                 "unit_executed": self.unit_executed, "unit_measured": self.unit_measured,
-                "seconds": self.seconds, "steps_completed": self.steps_completed, "abandoned": self.abandoned,
-                "interrupted": self.interrupted}
+                "unit_bucket": self.unit_bucket, "seconds": self.seconds, "steps_completed": self.steps_completed,
+                "abandoned": self.abandoned, "lost": self.lost, "interrupted": self.interrupted}
 
     @staticmethod
     def from_state(state: dict[str, Any]) -> Ledger:
@@ -197,8 +186,10 @@ class Ledger:
         ledger.useful.update(state["useful"])
         ledger.unit_executed = dict(state["unit_executed"])
         ledger.unit_measured = dict(state["unit_measured"])
+        ledger.unit_bucket = dict(state.get("unit_bucket", {}))
         ledger.seconds = dict(state["seconds"])
         ledger.steps_completed = state["steps_completed"]
         ledger.abandoned = int(state.get("abandoned", 0))
+        ledger.lost = int(state.get("lost", 0))
         ledger.interrupted = state.get("interrupted")
         return ledger

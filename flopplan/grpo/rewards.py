@@ -25,10 +25,12 @@ from torch import nn
 from flopplan.arch import ArchSpec, load_config
 from flopplan.errors import UserError, first_line
 from flopplan.formulas import Conventions
+from flopplan.grpo.batching import model_device, right_pad
+from flopplan.grpo.codecs import Codec
+from flopplan.grpo.tasks import extract_answer, is_correct
+from flopplan.ledger import PhaseCharge, reward_charge
+from flopplan.measure.timer import timed_and_counted
 from flopplan.recipe import RewardSystem
-from flopplan.train.ledger import PhaseCharge, reward_charge
-from flopplan.train.phases import Codec, _device, _right_pad, timed_and_counted
-from flopplan.train.tasks import extract_answer, is_correct
 
 PRM_AGGREGATES = ("min", "prod", "last")
 
@@ -76,7 +78,7 @@ class RewardModel:
             spec = load_config(Path(path))
             if spec.head.kind != "score" or len(spec.head.layers) != 1:
                 raise UserError(f"reward model at {path!r} is not a sequence-classification model")
-            from flopplan.train.codecs import local_codec
+            from flopplan.grpo.codecs import local_codec
 
             codec, _ = local_codec(path, f"--reward-model-path {path!r}")
             try:
@@ -122,23 +124,30 @@ class RewardModel:
             rows.append(ids)
         return rows
 
+    @property
+    def extra_tokens(self) -> int:
+        """Tokens read besides prompt and completion: the EOS an ORM reads after the response, or one separator
+        per step for a PRM (at most ``max_steps`` steps: :func:`split_steps` merges the rest into the last)."""
+        return self.max_steps if self.system.kind == "prm" else 1
+
     def worst_case_tokens(self, prompt_tokens: int, completion_tokens: int) -> int:
-        """An upper bound on the tokens read for one completion (budget checks happen before generation)."""
-        extra = 2 * self.max_steps if self.system.kind == "prm" else 1
-        return prompt_tokens + completion_tokens + extra
+        """An upper bound on the tokens read for one completion (budget checks happen before generation):
+        separators replace the blank lines between steps, and a row re-tokenised to more tokens than this is cut
+        from the start of its prompt (:meth:`token_rows`), so the bound holds whatever the tokenizer does."""
+        return prompt_tokens + completion_tokens + self.extra_tokens
 
     def score(self, codec: Codec, prompts: list[str], completions: list[str], conv: Conventions,
               measure: bool = False, max_completion_tokens: int | None = None) -> tuple[list[float], PhaseCharge]:
         codec = self.codec or codec
         rows = self.token_rows(codec, prompts, completions, max_completion_tokens)
-        device = _device(self.model)
+        device = model_device(self.model)
         rewards: list[float] = []
         batches = []
         with torch.no_grad(), timed_and_counted(measure, device.type == "cuda") as info:
             for start in range(0, len(rows), self.batch):
                 chunk = rows[start:start + self.batch]
                 width = max(len(r) for r in chunk)
-                ids, mask = _right_pad(chunk, codec.pad_id, width, device)
+                ids, mask = right_pad(chunk, codec.pad_id, width, device)
                 batches.append((len(chunk), width))
                 out = self.model(input_ids=ids, attention_mask=mask)
                 scores = out.logits if hasattr(out, "logits") else out

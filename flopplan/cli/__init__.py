@@ -1,0 +1,71 @@
+"""The ``flopplan`` command line: parses, calls the API, renders. One module per command group; bad input ->
+one line on stderr and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from typing import Any, NoReturn
+
+import click
+
+from flopplan import __version__
+from flopplan.errors import UserError
+
+EXIT_BAD_INPUT = 2
+
+
+def fail(message: str) -> NoReturn:
+    raise UserError(message)
+
+
+class FlopplanGroup(click.Group):
+    """A click group whose errors are one line on stderr and exit code 2, never a traceback."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        try:
+            return super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
+                                **extra)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("flopplan: aborted", err=True)
+            sys.exit(130)
+        except click.ClickException as exc:
+            click.echo(f"flopplan: {exc.format_message()}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except UserError as exc:
+            click.echo(f"flopplan: {exc}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except BrokenPipeError:
+            sys.exit(0)
+
+
+def echo_json(data: Any) -> None:
+    try:
+        text = json.dumps(data, indent=2, allow_nan=False)
+    except ValueError:
+        fail("the result holds a non-finite number (inf or nan), which JSON cannot carry")
+    click.echo(text)
+
+
+def command_line() -> str:
+    """The command as the user typed it, for the provenance lines of files and tables."""
+    return "flopplan " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+@click.group(cls=FlopplanGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="flopplan")
+def main() -> None:
+    """flopplan: where RL post-training compute goes.
+
+    Exact FLOP counts for Qwen2.5 and any Hugging Face decoder; GRPO budgets split into rollout/search,
+    learning and feedback.
+    """
+
+
+from flopplan.cli import calibrate, estimate, plan, train  # noqa: E402  (each registers its commands on main)
+
+__all__ = ["calibrate", "echo_json", "estimate", "fail", "main", "plan", "train"]

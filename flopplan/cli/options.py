@@ -1,0 +1,199 @@
+"""Options shared by commands, derived from the data they fill: every :class:`~flopplan.recipe.Recipe` field with
+``option`` metadata becomes one click option (flag, type, help, the default of the command's base recipe), so a new
+recipe field is one edit. Budgets, profiles and model lists are parsed here too."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import fields
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import click
+
+from flopplan.arch import LORA_TARGETS
+from flopplan.budget import BUDGET_LIMITS, DEFAULT_BUDGET_FLOPS, Budget, budget_cap
+from flopplan.errors import UserError
+from flopplan.hardware import PEAK_BF16_FLOPS, Profile
+from flopplan.lengths import Length
+from flopplan.recipe import Recipe, RewardSystem
+
+Decorator = Callable[[Any], Any]
+
+
+def _default_text(recipe: Recipe, name: str) -> str | None:
+    value = getattr(recipe, name)
+    if value is None:
+        return None  # the help text says what None means
+    if name == "lora_rank":
+        return str(value)
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, Length):
+        return value.describe()
+    if isinstance(value, RewardSystem):
+        return str(value)
+    if isinstance(value, tuple):
+        return "all seven" if value == LORA_TARGETS else ",".join(value)
+    return str(value)
+
+
+def recipe_option_fields() -> list[Any]:
+    return [f for f in fields(Recipe) if "option" in f.metadata]
+
+
+def recipe_options(defaults: Recipe) -> Decorator:
+    """``--recipe FILE``, ``--full`` and one option per recipe field, their help stating ``defaults``' values."""
+    options: list[Decorator] = [
+        click.option("--recipe", "recipe_file", type=click.Path(dir_okay=False),
+                     help="A recipe file (TOML or JSON) to start from; the options below override it."),
+    ]
+    for f in recipe_option_fields():
+        meta = f.metadata
+        names = [meta["option"]] + ([meta["short"]] if meta["short"] else []) + ([meta["alias"]] if meta["alias"]
+                                                                                  else [])
+        default = _default_text(defaults, f.name)
+        help_text = meta["help"] + (f" (default: {default})." if default is not None else ".")
+        kind = meta["kind"]
+        if kind == "bool":
+            flag = meta["option"][2:]
+            options.append(click.option(f"--{flag}/--no-{flag}", f.name, default=None, help=help_text))
+        elif kind == "flag":
+            options.append(click.option(*names, f.name, is_flag=True, default=None, help=help_text))
+        else:
+            kinds = {"int": int, "float": float, "choice": click.Choice(meta["choices"])}
+            options.append(click.option(*names, f.name, type=kinds.get(kind, str), default=None, help=help_text))
+        if f.name == "lora_rank":
+            options.append(click.option("--full", "full_ft", is_flag=True, default=None,
+                                        help="Full fine-tuning instead of LoRA."))
+
+    def apply(func: Any) -> Any:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return apply
+
+
+def recipe_changes(opts: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The recipe fields the options set (as field values), and whether LoRA or full fine-tuning was chosen.
+    Consumes the recipe options from ``opts``."""
+    changes: dict[str, Any] = {}
+    full = opts.pop("full_ft", None)
+    for f in recipe_option_fields():
+        value = opts.pop(f.name, None)
+        if value is None:
+            continue
+        kind = f.metadata["kind"]
+        flag = f.metadata["option"]
+        if kind == "length":
+            value = Length.parse(value, flag)
+        elif kind == "reward":
+            value = RewardSystem.parse(value)
+        elif kind == "targets":
+            value = tuple(t.strip() for t in value.split(",") if t.strip())
+        changes[f.name] = value
+    if full:
+        if "lora_rank" in changes:
+            raise UserError("--full and --lora-rank contradict each other")
+        changes["lora_rank"] = None
+    return changes, bool(full) or "lora_rank" in changes
+
+
+def apply_changes(base: Recipe, changes: dict[str, Any]) -> Recipe:
+    """``base`` with the options' changes (validated again)."""
+    if "lora_targets" in changes and changes.get("lora_rank", base.lora_rank) is None:
+        raise UserError("--lora-targets needs LoRA (not --full)")
+    return base.with_(**changes) if changes else base
+
+
+def build_recipe(recipe_file: str | None, opts: dict[str, Any], base: Recipe | None = None) -> Recipe:
+    """A Recipe from ``base`` (default: the planner's defaults), then the file, then the options given."""
+    changes, _ = recipe_changes(opts)
+    start = Recipe.load(recipe_file) if recipe_file else (base or Recipe())
+    return apply_changes(start, changes)
+
+
+# -- numbers, budgets, profiles, models ------------------------------------------------------------------------
+
+def parse_number(text: str, what: str) -> int | float:
+    """``1e19``, ``10000``, ``2.5e3`` -> an int when integral (FLOP budgets stay exact), else a float."""
+    try:
+        value = Decimal(text.replace("_", "").replace(",", ""))
+    except InvalidOperation:
+        raise UserError(f"{what} must be a number, not {text!r}") from None
+    if not value.is_finite() or value <= 0:
+        raise UserError(f"{what} must be a positive number, not {text!r}")
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+def flop_budget(budget: str | None) -> int | None:
+    """``--budget`` of a training run: a whole number of FLOPs up to the planner's cap."""
+    if budget is None:
+        return None
+    value = parse_number(budget, "--budget")
+    if not isinstance(value, int) or value > BUDGET_LIMITS["flops"]:
+        raise UserError(f"--budget must be a whole number of FLOPs, at most {budget_cap('flops')}")
+    return value
+
+
+def steps_option(steps: int | None) -> int | None:
+    if steps is not None and steps <= 0:
+        raise UserError(f"--steps must be a positive integer, not {steps}")
+    return steps
+
+
+def budget_options(func: Any) -> Any:
+    options = [
+        click.option("--budget", help=f"FLOP budget, e.g. 1e19 (default {DEFAULT_BUDGET_FLOPS:.0e})."),
+        click.option("--gpu-hours", type=float, help="Budget in GPU-hours (needs --device or --profile)."),
+        click.option("--dollars", type=float, help="Budget in dollars (needs a profile and a price)."),
+        click.option("--device", help=f"Datasheet profile: {', '.join(PEAK_BF16_FLOPS)}."),
+        click.option("--profile", "profile_file", type=click.Path(dir_okay=False),
+                     help="A calibrated profile JSON (flopplan calibrate)."),
+        click.option("--price-per-gpu-hour", type=float, help="Dollars per GPU-hour, for dollar budgets."),
+        click.option("--format", "fmt", default="table", show_default=True,
+                     type=click.Choice(["table", "json", "csv", "markdown", "latex"])),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def budget_given(budget: str | None, gpu_hours: float | None, dollars: float | None) -> bool:
+    return any(v is not None for v in (budget, gpu_hours, dollars))
+
+
+def budget_from(budget: str | None, gpu_hours: float | None, dollars: float | None) -> Budget:
+    given = sum(v is not None for v in (budget, gpu_hours, dollars))
+    if given > 1:
+        raise UserError("give one budget: --budget FLOPS, --gpu-hours H or --dollars D")
+    if gpu_hours is not None:
+        return Budget(gpu_hours=gpu_hours)
+    if dollars is not None:
+        return Budget(dollars=dollars)
+    return Budget(flops=parse_number(budget, "--budget") if budget is not None else DEFAULT_BUDGET_FLOPS)
+
+
+def profile_from(device: str | None, profile: str | None, price: float | None, engine: str) -> Profile | None:
+    from flopplan.hardware import load_profile, resolve_profile
+
+    if device and profile:
+        raise UserError("give --device or --profile, not both")
+    if price is not None and price <= 0:
+        raise UserError(f"--price-per-gpu-hour must be positive, not {price}")
+    if profile:
+        return load_profile(profile, price)
+    if device:
+        return resolve_profile(device, engine, price)
+    if price is not None:
+        raise UserError("--price-per-gpu-hour needs --device or --profile")
+    return None
+
+
+def names_option(values: tuple[str, ...], what: str) -> list[str]:
+    """Names from a repeatable, comma-separated option, without repeats (first occurrence kept)."""
+    names = [m.strip() for value in values for m in value.split(",") if m.strip()]
+    if values and not names:
+        raise UserError(f"{what} was given without a name")
+    return list(dict.fromkeys(names))

@@ -1,0 +1,155 @@
+"""``flopplan plan``, ``compare`` and ``tables``: budgets into plans, same-FLOP comparisons, paper tables."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from flopplan.cli import command_line, echo_json, fail, main
+from flopplan.cli.options import (
+    budget_from,
+    budget_given,
+    budget_options,
+    build_recipe,
+    names_option,
+    profile_from,
+    recipe_options,
+    steps_option,
+)
+from flopplan.recipe import Recipe
+
+DEFAULT_MODELS = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b")
+DEFAULT_REWARDS = ("rule", "orm:qwen2.5-1.5b", "prm:qwen2.5-math-prm-7b", "prm:qwen2.5-1.5b")
+
+
+def _output(tables: list[Any], fmt: str, notes: list[str], command: str, data: Any, plans: list[Any]) -> None:
+    from flopplan.report.console import render
+    from flopplan.report.plan_tables import plans_to_csv
+    from flopplan.report.tables import provenance
+
+    if fmt == "json":
+        echo_json(data)
+        return
+    text = render(tables, fmt, notes, command, plans_to_csv(plans, provenance(command)) if fmt == "csv" else "")
+    if text is not None:
+        click.echo(text, nl=False)
+
+
+@main.command()
+@click.option("--model", "models", multiple=True, metavar="NAME",
+              help="Policy (repeatable or comma-separated; default Qwen2.5 0.5B to 14B).")
+@recipe_options(Recipe())
+@budget_options
+@click.option("--solve", "free", type=click.Choice(["steps", "group_size", "prompts_per_step", "iterations"]),
+              default="steps", show_default=True, help="The free quantity; others need --steps.")
+@click.option("--steps", type=int, help="GRPO steps: alone, what they cost; with --solve or --largest-model, the "
+                                        "steps to afford.")
+@click.option("--target-learning-share", type=float,
+              help="Solve --solve iterations|group_size for this learning share (0-1) instead of a budget.")
+@click.option("--largest-model", is_flag=True, help="The largest registry model that affords --steps steps.")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), help="Write a versioned plan file (JSON).")
+@click.option("--save-recipe", type=click.Path(dir_okay=False), help="Write the effective recipe (TOML/JSON).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan file as JSON (same as --format json).")
+def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, gpu_hours: float | None,
+         dollars: float | None, device: str | None, profile_file: str | None, price_per_gpu_hour: float | None,
+         fmt: str, free: str, steps: int | None, target_learning_share: float | None, largest_model: bool,
+         out_file: str | None, save_recipe: str | None, as_json: bool, **recipe_opts: Any) -> None:
+    """What a budget buys for each model: GRPO steps, rollouts, updates, reward calls, and the split into
+    rollout/search, learning and feedback; or what --steps N steps cost.
+
+    With no options: a 1e19 FLOP budget, LoRA r=64, G=8, 64 prompts per step, 256-token prompts, 1024-token
+    completions, rule reward, Qwen2.5 0.5B to 14B.
+    """
+    from flopplan.inverse import plan_request
+    from flopplan.planfile import PlanFile
+    from flopplan.planner import require_steps
+    from flopplan.report.plan_tables import phase_table, plan_notes, same_flop_table, time_table
+
+    fmt = "json" if as_json else fmt
+    base = build_recipe(recipe_file, recipe_opts)
+    if largest_model and models:
+        fail("--largest-model searches the registry for the model: it takes no --model")
+    names = names_option(models, "--model") if (models or not recipe_file) else [base.policy]
+    names = names or list(DEFAULT_MODELS)
+    the_budget = budget_from(budget, gpu_hours, dollars)
+    prof = profile_from(device, profile_file, price_per_gpu_hour, base.engine)
+    steps_option(steps)
+    plans = plan_request(base, names, the_budget, prof, free=free, steps=steps, target_share=target_learning_share,
+                         largest=largest_model, budget_given=budget_given(budget, gpu_hours, dollars))
+    require_steps(plans)
+    if save_recipe:
+        plans[0].recipe.save(save_recipe)  # the effective recipe, solved values included
+    command = command_line()
+    plan_file = PlanFile.of(plans, command)
+    if out_file:
+        plan_file.save(out_file)
+    tables = [same_flop_table(plans, with_time=prof is not None), phase_table(plans)]
+    if prof is not None:
+        tables.append(time_table(plans))
+    _output(tables, fmt, plan_notes(plans) + ([f"plan file: {out_file}"] if out_file else []), command,
+            plan_file.to_data(), plans)
+
+
+@main.command()
+@click.option("--models", "models", multiple=True, metavar="A,B,...", help="Policies (default Qwen2.5 0.5B-14B).")
+@click.option("--rewards", "rewards", multiple=True, metavar="R1,R2,...",
+              help="Reward systems (default rule, orm:qwen2.5-1.5b, prm:qwen2.5-math-prm-7b, prm:qwen2.5-1.5b).")
+@recipe_options(Recipe())
+@budget_options
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (same as --format json).")
+def compare(models: tuple[str, ...], rewards: tuple[str, ...], recipe_file: str | None, budget: str | None,
+            gpu_hours: float | None, dollars: float | None, device: str | None, profile_file: str | None,
+            price_per_gpu_hour: float | None, fmt: str, as_json: bool, **recipe_opts: Any) -> None:
+    """Same-FLOP comparisons: every model size under one budget, and every feedback system per model."""
+    from flopplan.planfile import PlanEntry
+    from flopplan.planner import compare_models, compare_rewards, require_steps
+    from flopplan.report.plan_tables import phase_table, plan_notes, same_flop_table
+
+    fmt = "json" if as_json else fmt
+    base = build_recipe(recipe_file, recipe_opts)
+    names = names_option(models, "--models") or list(DEFAULT_MODELS)
+    reward_names = names_option(rewards, "--rewards") or list(DEFAULT_REWARDS)
+    the_budget = budget_from(budget, gpu_hours, dollars)
+    prof = profile_from(device, profile_file, price_per_gpu_hour, base.engine)
+    sizes = compare_models(base, names, the_budget, prof)
+    feedback = compare_rewards(base, reward_names, the_budget, names, prof)
+    require_steps(sizes + feedback)
+    what = "equal FLOPs" if the_budget.flops is not None else "an equal budget"
+    tables = [same_flop_table(sizes, f"Model sizes at {what} ({the_budget.describe()}, reward {base.reward})",
+                              prof is not None),
+              same_flop_table(feedback, f"Feedback systems at {what} ({the_budget.describe()})", prof is not None),
+              phase_table(feedback, "Where the FLOPs go, by phase and feedback system")]
+    data = {"budget_flops": the_budget.flops, "budget": the_budget.to_data(),
+            "model_sizes": [PlanEntry.of(p).to_data() for p in sizes],
+            "feedback_systems": [PlanEntry.of(p).to_data() for p in feedback]}
+    _output(tables, fmt, plan_notes(sizes), command_line(), data, sizes + feedback)
+
+
+@main.command()
+@click.option("--out", "out_dir", default="tables", show_default=True, type=click.Path(file_okay=False),
+              help="Folder to write the tables into.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if any committed table differs.")
+@click.option("--json", "as_json", is_flag=True, help="Print the files written (or stale) as JSON.")
+def tables(out_dir: str, check: bool, as_json: bool) -> None:
+    """Regenerate the paper tables (Markdown, LaTeX, CSV) from the closed form."""
+    from flopplan.report.generate import stale_tables, write_tables
+
+    if check:
+        stale = stale_tables(out_dir)
+        if as_json:
+            echo_json({"folder": out_dir, "stale": stale})
+        elif stale:
+            click.echo(f"flopplan: stale tables in {out_dir}: {', '.join(stale)} (run `flopplan tables`)", err=True)
+        else:
+            click.echo(f"all tables in {out_dir} are up to date")
+        if stale:
+            sys.exit(1)
+        return
+    written = [str(p) for p in write_tables(out_dir)]
+    if as_json:
+        echo_json({"folder": out_dir, "written": written})
+        return
+    for path in written:
+        click.echo(f"wrote {path}")

@@ -1,0 +1,154 @@
+"""``flopplan train`` and ``report``: the metered validating run of a plan, and what it spent and learned."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from flopplan.cli import echo_json, fail, main
+from flopplan.cli.options import flop_budget, recipe_changes, recipe_options, steps_option
+from flopplan.train.config import demo_recipe
+
+RESUME_OPTIONS = {"out_dir", "resume", "max_steps", "budget", "no_progress", "as_json"}
+"""What ``--resume`` accepts besides the run folder: a longer run, a larger budget, no progress bar, JSON."""
+
+
+@main.command()
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Run folder: new or empty (with --resume: the run to continue).")
+@click.option("--plan", "plan_file", type=click.Path(dir_okay=False), help="A plan file (flopplan plan --out).")
+@click.option("--plan-model", help="Which model's plan to run when the plan file holds several.")
+@click.option("--budget", help="FLOP budget (default: the plan's).")
+@click.option("--steps", "max_steps", type=int, help="Stop after N steps (also without a budget).")
+@click.option("--model", "model_name", help="Policy: tiny (default), or a registry name with --random-init.")
+@click.option("--model-path", type=click.Path(file_okay=False), help="A local model folder (weights + tokenizer).")
+@click.option("--random-init", is_flag=True, help="Registry architecture without weights (FLOP/time-faithful).")
+@click.option("--task", default="digits", show_default=True, help="Built-in task: digits[:first|last|max|sum[:N]].")
+@click.option("--dataset", type=click.Path(dir_okay=False), help="JSONL {prompt, answer} (GSM8K '#### x' ok).")
+@click.option("--eval-dataset", type=click.Path(dir_okay=False), help="JSONL held-out set.")
+@click.option("--train-size", default=20000, show_default=True, type=int, help="Built-in task problems.")
+@recipe_options(demo_recipe())
+@click.option("--lr", type=float, help="AdamW learning rate (default 3e-3 tiny, 1e-5 LoRA, 1e-6 full).")
+@click.option("--lora-alpha", type=int, help="LoRA alpha (default 2 x rank).")
+@click.option("--temperature", default=1.0, show_default=True, type=float, help="Sampling temperature.")
+@click.option("--clip-eps", default=0.2, show_default=True, type=float, help="Lower clip of the ratio (TRL epsilon).")
+@click.option("--clip-eps-high", type=float, help="Upper clip (default = --clip-eps; DAPO uses 0.28).")
+@click.option("--scale-rewards", default="group", show_default=True, type=click.Choice(["group", "none"]),
+              help="Divide advantages by the group std (GRPO) or not (Dr. GRPO).")
+@click.option("--loss-aggregation", default="token", show_default=True, type=click.Choice(["token", "sequence"]),
+              help="Average token losses over the optimizer batch (token: DAPO, TRL) or per sequence first.")
+@click.option("--max-grad-norm", default=1.0, show_default=True, type=float, help="Gradient clipping norm.")
+@click.option("--weight-decay", default=0.0, show_default=True, type=float, help="AdamW weight decay.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the data order, sampling and init.")
+@click.option("--checkpoint-every", default=10, show_default=True, type=int, help="Steps between checkpoints.")
+@click.option("--resume", is_flag=True,
+              help="Continue the run in --out from its last checkpoint (--steps/--budget may extend it).")
+@click.option("--measure-flops", is_flag=True, help="Also count every phase with torch FlopCounterMode.")
+@click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"]),
+              help="Where the run executes (auto: a GPU when there is one).")
+@click.option("--format-reward", default=0.0, show_default=True, type=float, help="Reward for a well-formed answer.")
+@click.option("--reward-model-path", type=click.Path(file_okay=False), help="A local reward model folder.")
+@click.option("--prm-aggregate", default="min", show_default=True, type=click.Choice(["min", "prod", "last"]),
+              help="How a PRM's step scores become one reward.")
+@click.option("--no-eval", is_flag=True, help="No held-out evaluation.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
+def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: str | None, max_steps: int | None,
+          model_name: str | None, model_path: str | None, random_init: bool, task: str, dataset: str | None,
+          eval_dataset: str | None, train_size: int, recipe_file: str | None, lr: float | None,
+          lora_alpha: int | None, temperature: float, clip_eps: float, clip_eps_high: float | None,
+          scale_rewards: str, loss_aggregation: str, max_grad_norm: float, weight_decay: float, seed: int,
+          checkpoint_every: int, resume: bool, measure_flops: bool, device: str, format_reward: float,
+          reward_model_path: str | None, prm_aggregate: str, no_eval: bool, no_progress: bool, as_json: bool,
+          **recipe_opts: Any) -> None:
+    """Run GRPO with a FLOP ledger that never exceeds the budget (the validating run of a plan)."""
+    from flopplan.train.config import replace_config, train_config
+    from flopplan.train.runfolder import RunFolder
+
+    changes, tuning_given = recipe_changes(recipe_opts)
+    if no_eval and {"eval_every", "eval_prompts"} & set(changes):
+        fail("--no-eval contradicts --eval-every/--eval-prompts")
+    extend: dict[str, Any] = {}
+    folder = RunFolder(out_dir)
+    if resume:
+        ctx = click.get_current_context()
+        given = sorted(name for name in ctx.params
+                       if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+                       and name not in RESUME_OPTIONS)
+        if given:
+            option = next(p.opts[0] for p in ctx.command.params if p.name == given[0])
+            fail(f"--resume continues the run as it was configured; it takes only --out, --steps, --budget, "
+                 f"--no-progress and --json, not {option}")
+        config = folder.read_config()
+        extend["out_dir"] = out_dir  # the folder given now, wherever the run was made
+        if max_steps is not None:  # a finished run can be continued for more steps or with a larger budget
+            extend["max_steps"] = steps_option(max_steps)
+        if budget is not None:
+            extend["budget_flops"] = flop_budget(budget)
+        config = replace_config(config, **extend)
+    else:
+        steps_option(max_steps)
+        config = train_config(
+            out_dir, plan_file=plan_file, plan_model=plan_model, recipe_file=recipe_file, changes=changes,
+            tuning_given=tuning_given, no_eval=no_eval, model=model_name, budget_flops=flop_budget(budget),
+            max_steps=max_steps, task=task, dataset=dataset, eval_dataset=eval_dataset, train_size=train_size,
+            model_path=model_path, random_init=random_init, lr=lr, lora_alpha=lora_alpha, temperature=temperature,
+            clip_low=clip_eps, clip_high=clip_eps if clip_eps_high is None else clip_eps_high,
+            scale_rewards=scale_rewards, loss_aggregation=loss_aggregation, max_grad_norm=max_grad_norm,
+            weight_decay=weight_decay, seed=seed, checkpoint_every=checkpoint_every, measure_flops=measure_flops,
+            device=device, format_reward=format_reward, reward_model_path=reward_model_path,
+            prm_aggregate=prm_aggregate)
+    try:
+        from flopplan.measure import quiet_transformers
+        from flopplan.train.trainer import Trainer
+    except ImportError as exc:
+        fail(f"flopplan train needs the torch extra (pip install 'flopplan[torch]'): {exc}")
+    quiet_transformers()
+    trainer = Trainer(config, resume=resume, progress=not no_progress and not as_json and sys.stdout.isatty())
+    if set(extend) - {"out_dir"}:  # the checkpoint accepted the extension: record it with the run
+        stored = folder.read_config()
+        folder.write_config(replace_config(stored, **{k: v for k, v in extend.items() if k != "out_dir"}))
+    from flopplan.report.console import console
+
+    con = console()
+    if not as_json:
+        if trainer.random_policy and config.model_path is None:
+            con.print(f"policy {trainer.spec.name}: random-initialised ({trainer.spec.params:,} parameters)")
+        if trainer.reward_model is not None and trainer.reward_model.random_init:
+            con.print(f"reward model {trainer.reward_model.spec.name}: random-initialised, its scores are "
+                      "meaningless (the FLOPs and the plumbing are real)")
+    summary = trainer.run()
+    if as_json:
+        echo_json(summary.to_data())
+        return
+    from flopplan.report.console import print_tables
+    from flopplan.report.run_report import run_tables
+
+    tables, notes = run_tables(summary)
+    print_tables(tables, notes)
+    con.print(f"run folder: {out_dir} (flopplan report {out_dir})")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
+              help="Where to draw the curves (default RUN_DIR/report.png).")
+@click.option("--no-plot", is_flag=True, help="Do not draw.")
+def report(run_dir: str, as_json: bool, plot_file: str | None, no_plot: bool) -> None:
+    """Summarise a training run: FLOPs by bucket vs budget vs plan, and reward/accuracy against FLOPs spent."""
+    from flopplan.report.console import print_tables
+    from flopplan.report.run_report import plot_run, run_tables
+    from flopplan.runfile import load_run
+
+    summary, metrics = load_run(run_dir)
+    path = None
+    if not no_plot:
+        path = plot_run(summary, metrics, plot_file or f"{run_dir}/report.png")
+    if as_json:
+        echo_json({**summary.to_data(), "plot": path})
+        return
+    tables, notes = run_tables(summary)
+    print_tables(tables, notes + ([f"plot: {path}"] if path else []))

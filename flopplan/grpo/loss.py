@@ -1,0 +1,42 @@
+"""The GRPO objective: group-normalised advantages and the clipped surrogate with an optional k3 KL term."""
+
+from __future__ import annotations
+
+import torch
+
+from flopplan.grpo.config import LossConfig
+
+
+def grpo_loss(logps: torch.Tensor, old: torch.Tensor, ref: torch.Tensor | None, advantages: torch.Tensor,
+              mask: torch.Tensor, cfg: LossConfig, normaliser: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """Clipped surrogate with optional k3 KL to the reference, summed and divided by ``normaliser`` (the token
+    or sequence count of the whole optimizer batch, so micro-batches accumulate to the batch mean)."""
+    ratio = torch.exp(logps - old)
+    clipped = torch.clamp(ratio, 1 - cfg.clip_low, 1 + cfg.clip_high)
+    adv = advantages.unsqueeze(1)
+    per_token = -torch.min(ratio * adv, clipped * adv)
+    kl = None
+    if ref is not None and cfg.beta > 0:
+        delta = ref - logps
+        kl = torch.exp(delta) - delta - 1
+        per_token = per_token + cfg.beta * kl
+    maskf = mask.float()
+    if cfg.aggregation == "token":
+        loss = (per_token * maskf).sum() / normaliser
+    else:
+        loss = ((per_token * maskf).sum(1) / maskf.sum(1).clamp(min=1)).sum() / normaliser
+    with torch.no_grad():
+        tokens = maskf.sum().clamp(min=1)
+        stats = {"clip_fraction": float((((ratio - clipped).abs() > 0).float() * maskf).sum() / tokens),
+                 "kl": float((kl * maskf).sum() / tokens) if kl is not None else 0.0}
+    return loss, stats
+
+
+def group_advantages(rewards: torch.Tensor, group: int, scale: str = "group", eps: float = 1e-4) -> torch.Tensor:
+    """GRPO advantages: reward minus its group mean, divided by the group's (unbiased, as TRL) std
+    (``scale="group"``) or not (``"none"``, Dr. GRPO). A group of one has no spread: its advantage is 0."""
+    grouped = rewards.view(-1, group)
+    centred = grouped - grouped.mean(dim=1, keepdim=True)
+    if scale == "group" and group > 1:
+        centred = centred / (grouped.std(dim=1, keepdim=True) + eps)
+    return centred.reshape(-1)

@@ -1,0 +1,356 @@
+"""The passes of one GRPO round: the one place that says which phases run, on which model, with which adapters,
+in how many calls of how many sequences, and at which padded lengths.
+
+Glossary (used everywhere in flopplan):
+
+* a **step** is one *generation round*: ``prompts_per_step`` prompts, ``group_size`` completions each, scored, then
+  ``iterations`` (mu) update passes over them. TRL's ``global_step`` counts *optimizer* steps instead; a round has
+  ``Recipe.optimizer_steps_per_round`` of them.
+* a **phase** is one kind of model work inside a round (``rollout.prefill``, ``rollout.decode``, ``old_logprobs``,
+  ``reference``, ``update``, ``reward``, ``eval.prefill``, ``eval.decode``); each belongs to one **bucket**
+  (rollout, learning, feedback, evaluation) and is one **kind** of work for time models (prefill, decode,
+  forward, train). The runtime's **units** (a ``generate`` call, a scoring pass) may charge several phases.
+* a **pass** (:class:`RoundPass`) is a group of identical model calls of one phase: ``calls`` calls of ``rows``
+  sequences padded to ``prompt`` + ``completion`` tokens.
+
+:func:`step_passes` turns a :class:`RoundShape` (the counts of a round) and :class:`RoundLengths` (where the
+lengths come from) into the list of passes. Four consumers evaluate that same list:
+
+* :func:`flopplan.cost.step_cost`: the expectation over length distributions (exact integers for fixed lengths);
+* :func:`flopplan.cost.worst_case_round`: the budget guard's upper bound for the next round, from the prompt
+  lengths observed and the maximum completion length (the built-in trainer, an engine callback and RACE);
+* :func:`flopplan.timing.phase_calls`: the calls a fitted time model prices, at expected lengths;
+* :func:`flopplan.grid.plan_grid`: numpy arrays of recipes with fixed lengths.
+
+A length *source* is a :class:`~flopplan.lengths.Length` (a distribution), a number or numpy array (fixed
+lengths), or :class:`Observed` (the lengths of the round's sequences, one per row, in round order). Padding
+rules apply to a source through :func:`prompt_width` and :func:`completion_width`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flopplan.arch import ArchSpec
+from flopplan.formulas import (
+    Breakdown,
+    Conventions,
+    LoRA,
+    Num,
+    Training,
+    forward_flops,
+    generate_passes,
+    pass_terms,
+    train_flops,
+)
+from flopplan.lengths import Length
+
+BUCKETS = ("rollout", "learning", "feedback", "evaluation")
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of a round: its bucket, the kind of work it is for time models, and what it charges."""
+
+    name: str
+    bucket: str
+    kind: str  # prefill | decode | forward (no-grad, teacher-forced) | train (forward + backward)
+    charges: str
+
+
+PHASE_TABLE = (
+    Phase("rollout.prefill", "rollout", "prefill", "prompt prefill of every rollout (generate: last-position "
+          "logits); with vLLM prefix sharing once per prompt instead of once per sample"),
+    Phase("rollout.decode", "rollout", "decode", "the decode steps of every rollout (adapters active under HF "
+          "generate; TRL merges LoRA into the weights it syncs to vLLM)"),
+    Phase("old_logprobs", "learning", "forward", "a no-grad policy forward over prompt + completion (when "
+          "recomputed)"),
+    Phase("reference", "learning", "forward", "a no-grad forward of the reference (the base, adapter disabled) "
+          "when beta > 0"),
+    Phase("update", "learning", "train", "iterations x forward + backward (+ recompute) over prompt + completion"),
+    Phase("reward", "feedback", "forward", "the reward model's forward over each templated completion (none for "
+          "rules)"),
+    Phase("eval.prefill", "evaluation", "prefill", "greedy generate over the eval set: the prompt prefill"),
+    Phase("eval.decode", "evaluation", "decode", "greedy generate over the eval set: the decode steps"),
+)
+PHASES = {phase.name: phase for phase in PHASE_TABLE}
+STEP_PHASES = tuple(p.name for p in PHASE_TABLE if p.bucket != "evaluation")
+EVAL_PHASES = tuple(p.name for p in PHASE_TABLE if p.bucket == "evaluation")
+BUCKET_OF = {p.name: p.bucket for p in PHASE_TABLE}
+PHASE_KIND = {p.name: p.kind for p in PHASE_TABLE}
+"""What kind of work each phase is, for time models: prefill, decode, forward (no-grad, teacher-forced), train."""
+
+
+def by_bucket(per_phase: dict[str, Any]) -> dict[str, Any]:
+    """FLOPs by bucket (every bucket present) and their ``total``, from FLOPs by phase."""
+    out: dict[str, Any] = dict.fromkeys(BUCKETS, 0)
+    for phase, value in per_phase.items():
+        out[BUCKET_OF[phase]] += value
+    out["total"] = sum(out[b] for b in BUCKETS)
+    return out
+
+
+# -- the rules of the round, written once ----------------------------------------------------------------------
+
+def old_logprobs_run(mode: str, optimizer_steps_per_round: Num, engine: str) -> Any:
+    """Whether the old-policy logprob forward runs. ``auto`` follows TRL: when the rollouts of a round feed more
+    than one optimizer step (mu > 1, or an optimizer batch smaller than the round: the policy moves before the
+    last one is used), and for vLLM's importance-sampling correction. Works on numpy arrays (a grid)."""
+    if mode == "on":
+        return True
+    if mode == "off":
+        return False
+    return (optimizer_steps_per_round > 1) | (engine == "vllm")
+
+
+def distinct_prompts(rows: int, group: int) -> int:
+    """Distinct prompts in a batch of ``rows`` sequences laid out group by group: ``ceil(rows / group)``."""
+    return max(1, -(-rows // group))
+
+
+def head_positions(prompt: Num, completion: Num, completion_only: bool) -> Num:
+    """Logit positions of a scoring pass: TRL keeps ``completion + 1`` (then drops the last), or all."""
+    return completion + 1 if completion_only else prompt + completion
+
+
+def reward_extra_tokens(kind: str, overhead: Num, prm_steps: Num) -> Num:
+    """Tokens a reward model reads besides prompt and completion: the chat template, plus one separator token
+    per step for a PRM."""
+    return overhead + (prm_steps if kind == "prm" else 0)
+
+
+# -- where lengths come from ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Observed:
+    """Lengths of the round's sequences, one per row in round order (prompts repeat within a group)."""
+
+    values: tuple[int, ...]
+
+
+def prompt_width(source: Any, rows: Any, group: Any) -> Any:
+    """The prompt width of batches of ``rows`` sequences left-padded to their longest prompt. A distribution gives
+    the maximum over the distinct prompts of the batch; observed lengths give each row its batch's maximum."""
+    if isinstance(source, Length):
+        return source.max_of(distinct_prompts(rows, group))
+    if isinstance(source, Observed):
+        return _batch_maxima(source, rows)
+    return source
+
+
+def completion_width(source: Any, rows: Any) -> Any:
+    """The completion width of batches of ``rows`` sequences right-padded to (run until) their longest."""
+    if isinstance(source, Length):
+        return source.max_of(rows)
+    if isinstance(source, Observed):
+        return _batch_maxima(source, rows)
+    return source
+
+
+def per_prompt(source: Any, group: int) -> Any:
+    """One length per prompt of a source with one per row (the rows of a group share their prompt)."""
+    return Observed(source.values[::group]) if isinstance(source, Observed) else source
+
+
+def _batch_maxima(source: Observed, rows: int) -> Observed:
+    values = source.values
+    out: list[int] = []
+    for start in range(0, len(values), rows):
+        chunk = values[start:start + rows]
+        out += [max(chunk)] * len(chunk)
+    return Observed(tuple(out))
+
+
+def mean_of(source: Any) -> Any:
+    """The expected length of a source (a number or array stays itself)."""
+    if isinstance(source, Length):
+        return source.mean
+    if isinstance(source, Observed):
+        return sum(source.values) / len(source.values)
+    return source
+
+
+# -- the shape of a round ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RoundShape:
+    """The counts and traits of one round. Counts may be numpy arrays of one shape (a grid of recipes); traits
+    (models, adapters, engine, padding) are scalars."""
+
+    policy: ArchSpec
+    conv: Conventions
+    lora: LoRA | None  # the policy's adapters (None: full fine-tuning)
+    rollout_lora: LoRA | None  # adapters active during generation (HF generate: the peft model; vLLM: merged)
+    training: Training
+    engine: str
+    prefix_sharing: bool
+    completion_only: bool  # scoring and update heads on completion + 1 positions (TRL) or all
+    update_padding: str  # batch: padded to the generation batch's longest (TRL); none: packed, one per pass
+    prompts: Num
+    group: Num
+    generation_batch: Num  # hf: sequences per generate call
+    micro_batch: Num  # sequences per scoring/update forward (update_padding batch)
+    iterations: Num
+    old_logprobs: Any  # bool, or a bool array on a grid
+    reference: bool
+    reward: ArchSpec | None = None
+    reward_kind: str = "rule"
+    eval_prompts: int = 0  # 0: no evaluation
+    eval_batch: int = 1
+
+    @property
+    def rollouts(self) -> Num:
+        return self.prompts * self.group
+
+    @staticmethod
+    def of(recipe: Any) -> RoundShape:
+        """The shape of a :class:`~flopplan.recipe.Recipe`'s round."""
+        r = recipe
+        return RoundShape(
+            policy=r.policy_spec, conv=r.conventions, lora=r.lora, rollout_lora=r.rollout_lora, training=r.training,
+            engine=r.engine, prefix_sharing=r.prefix_sharing, completion_only=r.logits == "completion",
+            update_padding=r.update_padding, prompts=r.prompts_per_step, group=r.group_size,
+            generation_batch=r.generation_batch_size, micro_batch=r.micro_batch_size, iterations=r.iterations,
+            old_logprobs=r.computes_old_logprobs, reference=r.uses_reference, reward=r.reward_spec,
+            reward_kind=r.reward.kind, eval_prompts=r.eval_prompts if r.eval_every is not None else 0,
+            eval_batch=r.evaluation_batch_size)
+
+
+@dataclass(frozen=True)
+class RoundLengths:
+    """Where the lengths of a round's sequences come from (see the module docstring for the kinds of source)."""
+
+    prompt: Any
+    completion: Any
+    reward_prompt: Any  # the prompt as the reward model reads it (its own tokenizer may differ)
+    reward_extra: Num  # template and separator tokens the reward model reads besides prompt and completion
+    eval_prompt: Any = None
+    eval_completion: Any = None
+
+    @staticmethod
+    def of(recipe: Any) -> RoundLengths:
+        """The recipe's length distributions: what the planner expects a round to run at."""
+        r = recipe
+        return RoundLengths(r.prompt_len, r.completion_len, r.prompt_len,
+                            reward_extra_tokens(r.reward.kind, r.reward_overhead_tokens, r.prm_steps),
+                            r.evaluation_prompt_len, r.evaluation_completion_len)
+
+
+@dataclass(frozen=True)
+class RoundPass:
+    """``calls`` calls of one phase, each on ``rows`` sequences of ``prompt`` + ``completion`` tokens (padded
+    widths when ``padded``, else each row at its own lengths), the whole pass run ``repeats`` times (the update:
+    mu passes over the same rollouts)."""
+
+    phase: str
+    spec: ArchSpec  # the model that runs (policy or reward model)
+    conv: Conventions
+    lora: LoRA | None  # adapters active in a forward pass
+    training: Training | None  # the update pass: how the policy is trained
+    calls: Num
+    rows: Num
+    prompt: Any
+    completion: Any
+    padded: bool = True
+    head: str = "completion"  # scoring heads: completion (k + 1 positions, TRL) or all (every position)
+    extra: Num = 0  # tokens read besides prompt and completion (a reward model's template and separators)
+    present: Any = True  # a bool array on a grid: the pass runs for some of its recipes
+    repeats: Num = 1
+
+    @property
+    def count(self) -> Num:
+        """Calls per round (eval phases: per evaluation), repeats included."""
+        return self.calls * self.repeats
+
+    @property
+    def bucket(self) -> str:
+        return BUCKET_OF[self.phase]
+
+    @property
+    def kind(self) -> str:
+        return PHASE_KIND[self.phase]
+
+    def sequence_tokens(self, prompt: Num, completion: Num) -> Num:
+        """Tokens one sequence of a scoring, update or reward pass runs through the model."""
+        return prompt + completion + self.extra
+
+    def call_flops(self, rows: Num, prompt: Num, completion: Num) -> Breakdown:
+        """FLOPs of one call on ``rows`` sequences at the given widths (plain arithmetic: ints, floats, arrays)."""
+        spec, conv = self.spec, self.conv
+        if self.kind == "prefill":  # generate's prefill: logits for the last position only
+            return forward_flops(spec, rows, prompt, 1, self.lora, conv)
+        if self.kind == "decode":  # the completion - 1 decode steps after the prefill
+            return pass_terms(spec, generate_passes(rows, prompt, completion, conv)["decode"], self.lora, conv)
+        seq = self.sequence_tokens(prompt, completion)
+        positions = seq if self.head == "all" else head_positions(prompt, completion, True)
+        if self.kind == "train":
+            assert self.training is not None
+            return train_flops(spec, rows, seq, positions, self.training, conv)
+        return forward_flops(spec, rows, seq, positions, self.lora, conv)
+
+
+def step_passes(shape: RoundShape, lengths: RoundLengths) -> list[RoundPass]:
+    """The passes of one round (and of one evaluation, the ``eval.*`` phases, when the shape has one)."""
+    s = shape
+    rollouts = s.rollouts
+    out: list[RoundPass] = []
+
+    def add(phase: str, spec: ArchSpec, calls: Num, rows: Num, prompt: Any, completion: Any, *,
+            lora: LoRA | None = None, training: Training | None = None, padded: bool = True, head: str = "completion",
+            extra: Num = 0, present: Any = True, repeats: Num = 1) -> None:
+        if present is False:  # a scalar "does not run" (on a grid, the mask multiplies instead)
+            return
+        out.append(RoundPass(phase, spec, s.conv, lora, training, calls, rows, prompt, completion, padded, head,
+                             extra, present, repeats))
+
+    # rollouts. HF generate: calls of generation_batch sequences, left-padded to the call's longest prompt and run
+    # until its longest completion (padded positions cost). vLLM: every sequence at its own lengths.
+    if s.engine == "hf":
+        n = s.generation_batch
+        p, k = prompt_width(lengths.prompt, n, s.group), completion_width(lengths.completion, n)
+        for phase in ("rollout.prefill", "rollout.decode"):
+            add(phase, s.policy, rollouts // n, n, p, k, lora=s.rollout_lora)
+    else:
+        if s.prefix_sharing:  # the prefill once per prompt
+            add("rollout.prefill", s.policy, 1, s.prompts, per_prompt(lengths.prompt, s.group),
+                per_prompt(lengths.completion, s.group), lora=s.rollout_lora, padded=False)
+        else:
+            add("rollout.prefill", s.policy, 1, rollouts, lengths.prompt, lengths.completion, lora=s.rollout_lora,
+                padded=False)
+        add("rollout.decode", s.policy, 1, rollouts, lengths.prompt, lengths.completion, lora=s.rollout_lora,
+            padded=False)
+
+    # scoring and update passes. TRL pads prompts (left) and completions (right) once for the whole generation
+    # batch and slices micro-batches from it, so every micro-batch has the generation batch's longest prompt and
+    # completion; with vLLM the padded batch is all rollouts of the round. "none": packed, one sequence a pass.
+    if s.update_padding == "batch":
+        m = s.micro_batch
+        padded_rows = s.generation_batch if s.engine == "hf" else rollouts
+        p = prompt_width(lengths.prompt, padded_rows, s.group)
+        k = completion_width(lengths.completion, padded_rows)
+    else:
+        m, p, k = 1, lengths.prompt, lengths.completion
+    micro_batches = rollouts // m
+    head = "completion" if s.completion_only else "all"
+    add("old_logprobs", s.policy, micro_batches, m, p, k, lora=s.lora, head=head, present=s.old_logprobs)
+    add("reference", s.policy, micro_batches, m, p, k, head=head, present=s.reference)  # the base: no adapters
+    add("update", s.policy, micro_batches, m, p, k, training=s.training, head=head, repeats=s.iterations)
+
+    # the reward model scores a group at a time, each completion at its own length, the head on every position
+    if s.reward is not None:
+        add("reward", s.reward, s.prompts, s.group, lengths.reward_prompt, lengths.completion, padded=False,
+            head="all", extra=lengths.reward_extra)
+
+    # evaluation: greedy generate over the eval set in calls of eval_batch prompts (one per prompt)
+    if s.eval_prompts:
+        e, b = s.eval_prompts, s.eval_batch
+        if s.engine == "hf":
+            p, k = prompt_width(lengths.eval_prompt, b, 1), completion_width(lengths.eval_completion, b)
+            for phase in ("eval.prefill", "eval.decode"):
+                add(phase, s.policy, e // b, b, p, k, lora=s.rollout_lora)
+        else:
+            for phase in ("eval.prefill", "eval.decode"):
+                add(phase, s.policy, 1, e, lengths.eval_prompt, lengths.eval_completion, lora=s.rollout_lora,
+                    padded=False)
+    return out

@@ -1,0 +1,258 @@
+"""Run folders: the typed, versioned seam between a metered run (the built-in trainer, the TRL meter, a RACE pilot)
+and whatever reads it (``flopplan report``, RACE's analysis, the time-model fit).
+
+A run folder holds ``config.json`` (what was asked), ``summary.json`` (a :class:`RunSummary`: what was spent,
+by bucket, against the budget and the plan), ``metrics.jsonl`` (one :class:`StepRecord` per step: metrics and
+cumulative FLOPs) and ``ledger.jsonl`` (one :class:`LedgerRecord` per step: every phase call with its shapes,
+FLOPs and seconds). Reading a summary is one call (:func:`load_summary`, :func:`load_run`) with one clear line
+for a bad file. The layout is versioned by ``RUN_VERSION``, recorded in the config and the summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flopplan import __version__
+from flopplan.errors import UserError, is_int, is_number
+from flopplan.fileio import read_json, read_step_log
+from flopplan.passes import BUCKET_OF
+from flopplan.planfile import bucket_flops
+
+RUN_VERSION = 1
+SUMMARY = "summary.json"
+METRICS = "metrics.jsonl"
+LEDGER = "ledger.jsonl"
+CONFIG = "config.json"
+
+
+@dataclass(frozen=True)
+class PlanReference:
+    """The plan a run validates: its steps and FLOPs by bucket, and the recipe fields the run changed."""
+
+    steps: int
+    flops: dict[str, int]
+    budget_flops: int | None = None
+    overridden: tuple[str, ...] = ()
+
+    def to_data(self) -> dict[str, Any]:
+        return {"steps": self.steps, "flops": self.flops, "budget_flops": self.budget_flops,
+                "overridden": list(self.overridden)}
+
+    @staticmethod
+    def from_data(data: Any, where: str) -> PlanReference:
+        if not isinstance(data, dict) or not is_int(data.get("steps")):
+            raise UserError(f"{where}: plan is malformed")
+        budget = data.get("budget_flops")
+        if budget is not None and not is_number(budget):
+            raise UserError(f"{where}: plan budget_flops is not a number")
+        overridden = data.get("overridden") or []
+        if not isinstance(overridden, list):
+            raise UserError(f"{where}: plan overridden is not a list")
+        return PlanReference(int(data["steps"]), bucket_flops(data.get("flops"), f"{where}: plan flops"),
+                             None if budget is None else int(budget), tuple(str(o) for o in overridden))
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a run spent and learned. FLOPs are the ledger's exact integers: ``flops`` as executed (padding
+    included), ``useful_flops`` without padding, ``measured_flops`` FlopCounterMode's count when measured;
+    ``abandoned_flops`` (steps interrupted and rolled back) and ``lost_flops`` (steps a kill lost, redone on
+    resume) were spent too and count against the budget."""
+
+    model: str
+    reward: str
+    steps: int
+    budget_flops: int | None
+    flops: dict[str, int]
+    useful_flops: dict[str, int]
+    phases: dict[str, dict[str, int]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    abandoned_flops: int = 0
+    lost_flops: int = 0
+    stop_reason: str = ""
+    final: dict[str, Any] | None = None
+    eval_accuracy: tuple[tuple[int, float, int], ...] = ()  # (step, accuracy, FLOPs spent) per evaluation
+    chance: float | None = None
+    measured_flops: dict[str, int] | None = None
+    measured_by_unit: dict[str, dict[str, Any]] | None = None
+    measured_equals_closed_form: bool | None = None
+    interrupted: dict[str, Any] | None = None
+    random_init_policy: bool = False
+    random_init_reward_model: bool = False
+    conventions: dict[str, str] = field(default_factory=dict)
+    device: str = ""
+    dtype: str = ""
+    engine: str = "builtin"
+    plan: PlanReference | None = None
+    flopplan_version: str = __version__
+
+    @property
+    def spent(self) -> int:
+        """Everything the run spent: its buckets plus abandoned and lost work."""
+        return self.flops["total"] + self.abandoned_flops + self.lost_flops
+
+    @property
+    def leftover_flops(self) -> int | None:
+        return None if self.budget_flops is None else self.budget_flops - self.spent
+
+    @property
+    def within_budget(self) -> bool:
+        return self.budget_flops is None or self.spent <= self.budget_flops
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "flopplan_run_version": RUN_VERSION, "flopplan_version": self.flopplan_version, "engine": self.engine,
+            "model": self.model, "reward": self.reward, "steps": self.steps, "budget_flops": self.budget_flops,
+            "flops": self.flops, "useful_flops": self.useful_flops, "phases": self.phases, "seconds": self.seconds,
+            "leftover_flops": self.leftover_flops, "abandoned_flops": self.abandoned_flops,
+            "lost_flops": self.lost_flops, "within_budget": self.within_budget, "stop_reason": self.stop_reason,
+            "final": self.final, "eval_accuracy": [list(e) for e in self.eval_accuracy], "chance": self.chance,
+            "random_init_policy": self.random_init_policy, "random_init_reward_model": self.random_init_reward_model,
+            "conventions": self.conventions, "device": self.device, "dtype": self.dtype,
+        }
+        if self.measured_flops is not None:
+            data["measured_flops"] = self.measured_flops
+            data["measured_by_unit"] = self.measured_by_unit
+            data["measured_equals_closed_form"] = self.measured_equals_closed_form
+        if self.interrupted:
+            data["interrupted"] = self.interrupted
+        if self.plan is not None:
+            data["plan"] = self.plan.to_data()
+        return data
+
+    @staticmethod
+    def from_data(data: Any, where: str = "run summary") -> RunSummary:
+        """A summary as :meth:`to_data` writes it; a malformed one is one line naming the first problem."""
+        if not isinstance(data, dict):
+            raise UserError(f"{where} is not a flopplan run summary: not an object")
+        version = data.get("flopplan_run_version")
+        if version != RUN_VERSION:
+            raise UserError(f"{where} is not a flopplan run summary of version {RUN_VERSION} "
+                            f"(flopplan_run_version {version!r})")
+
+        def bad(problem: str) -> UserError:
+            return UserError(f"{where} is not a flopplan run summary: {problem}")
+
+        budget = data.get("budget_flops")
+        if budget is not None and (not is_int(budget) or budget <= 0):
+            raise bad("budget_flops is not a positive integer")
+        for key in ("steps", "abandoned_flops", "lost_flops"):
+            if not is_int(data.get(key, 0)) or data.get(key, 0) < 0:
+                raise bad(f"{key} is not a non-negative integer")
+        chance = data.get("chance")
+        if chance is not None and (not is_number(chance) or not 0 <= chance <= 1):
+            raise bad("chance is not a number between 0 and 1")
+        evals = data.get("eval_accuracy") or []
+        if not isinstance(evals, list) or not all(
+                isinstance(e, list) and len(e) == 3 and all(is_number(v) for v in e) for e in evals):
+            raise bad("eval_accuracy is malformed")
+        measured = data.get("measured_flops")
+        for key in ("phases", "seconds", "conventions"):
+            if not isinstance(data.get(key, {}), dict):
+                raise bad(f"{key} is not an object")
+        final = data.get("final")
+        if final is not None and not isinstance(final, dict):
+            raise bad("final is not an object")
+        try:
+            flops = bucket_flops(data.get("flops"), "flops")
+            useful = bucket_flops(data.get("useful_flops"), "useful_flops")
+            measured_flops = None if measured is None else bucket_flops(measured, "measured_flops")
+            plan = None if data.get("plan") is None else PlanReference.from_data(data["plan"], "plan")
+        except UserError as exc:
+            raise bad(str(exc)) from None
+        return RunSummary(
+            model=str(data.get("model", "")), reward=str(data.get("reward", "")), steps=int(data.get("steps", 0)),
+            budget_flops=budget, flops=flops, useful_flops=useful, phases=dict(data.get("phases", {})),
+            seconds=dict(data.get("seconds", {})), abandoned_flops=int(data.get("abandoned_flops", 0)),
+            lost_flops=int(data.get("lost_flops", 0)), stop_reason=str(data.get("stop_reason", "")), final=final,
+            eval_accuracy=tuple((int(s), float(a), int(f)) for s, a, f in evals),
+            chance=None if chance is None else float(chance), measured_flops=measured_flops,
+            measured_by_unit=data.get("measured_by_unit"),
+            measured_equals_closed_form=data.get("measured_equals_closed_form"),
+            interrupted=data.get("interrupted"), random_init_policy=bool(data.get("random_init_policy")),
+            random_init_reward_model=bool(data.get("random_init_reward_model")),
+            conventions=dict(data.get("conventions", {})), device=str(data.get("device", "")),
+            dtype=str(data.get("dtype", "")), engine=str(data.get("engine", "builtin")), plan=plan,
+            flopplan_version=str(data.get("flopplan_version", "")))
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One line of ``metrics.jsonl``: a step's metrics (step 0: the baseline evaluation) and the FLOPs spent so
+    far, by bucket."""
+
+    step: int
+    metrics: dict[str, Any]
+    flops: dict[str, int]
+    useful_flops: int
+    time: float
+
+    def to_data(self) -> dict[str, Any]:
+        return {"step": self.step, **self.metrics, "flops": self.flops, "useful_flops": self.useful_flops,
+                "time": self.time}
+
+    @staticmethod
+    def from_data(data: dict[str, Any]) -> StepRecord | None:
+        """The record, or None for a line that is not one (a kill can cut the last line short)."""
+        try:
+            flops = bucket_flops(data.get("flops"), "flops")
+        except UserError:
+            return None
+        useful = data.get("useful_flops")
+        metrics = {k: v for k, v in data.items() if k not in ("step", "flops", "useful_flops", "time")}
+        return StepRecord(int(data["step"]), metrics, flops, useful if is_int(useful) else 0,
+                          float(data.get("time", 0.0)) if is_number(data.get("time", 0.0)) else 0.0)
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    """One line of ``ledger.jsonl``: the phase calls a step charged, each with its phase, FLOPs executed and
+    useful by sub-phase, FlopCounterMode's count when measured, seconds and shapes."""
+
+    step: int
+    charges: tuple[dict[str, Any], ...]
+
+    @property
+    def executed_flops(self) -> int:
+        return sum(sum(c["executed"].values()) for c in self.charges)
+
+    def to_data(self) -> dict[str, Any]:
+        return {"step": self.step, "charges": list(self.charges)}
+
+    @staticmethod
+    def from_data(data: dict[str, Any]) -> LedgerRecord | None:
+        charges = data.get("charges")
+        if not isinstance(charges, list) or not all(
+                isinstance(c, dict) and isinstance(c.get("executed"), dict)
+                and all(k in BUCKET_OF and is_int(v) for k, v in c["executed"].items()) for c in charges):
+            return None
+        return LedgerRecord(int(data["step"]), tuple(charges))
+
+
+def read_metrics(folder: str | Path) -> list[StepRecord]:
+    return [r for r in (StepRecord.from_data(d) for d in read_step_log(Path(folder) / METRICS)) if r is not None]
+
+
+def read_ledger(folder: str | Path) -> list[LedgerRecord]:
+    return [r for r in (LedgerRecord.from_data(d) for d in read_step_log(Path(folder) / LEDGER)) if r is not None]
+
+
+def load_summary(folder: str | Path) -> RunSummary:
+    """The summary of a run folder, checked; one clear line when the folder is not a run."""
+    path = Path(folder) / SUMMARY
+    if not path.exists():
+        raise UserError(f"{str(folder)!r} is not a flopplan run folder (no {SUMMARY})")
+    return RunSummary.from_data(read_json(path, "run summary"), repr(str(path)))
+
+
+def load_run(folder: str | Path) -> tuple[RunSummary, list[StepRecord]]:
+    return load_summary(folder), read_metrics(folder)
+
+
+def jsonl(records: Iterable[StepRecord | LedgerRecord]) -> str:
+    import json
+
+    return "".join(json.dumps(r.to_data()) + "\n" for r in records)

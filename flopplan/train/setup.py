@@ -1,0 +1,160 @@
+"""What a run trains on: the policy (a local model or a random-initialised registry architecture, LoRA or full,
+checkpointing), its reference, its optimizer, the reward model, and the data (the built-in task or JSONL)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from flopplan.arch import ArchSpec, load_config, resolve
+from flopplan.errors import UserError, first_line
+from flopplan.formulas import Conventions, LoRA
+from flopplan.grpo.codecs import Codec, char_codec, local_codec
+from flopplan.grpo.rewards import RewardModel
+from flopplan.grpo.tasks import Problem, load_jsonl, parse_task
+from flopplan.grpo.tokenizer import CharTokenizer
+from flopplan.measure.device import DevicePolicy
+from flopplan.measure.models import add_lora, build_model, enable_checkpointing
+from flopplan.train.config import WEIGHTLESS_POLICIES, TrainConfig
+
+
+def default_lr(spec: ArchSpec, lora: LoRA | None) -> float:
+    """3e-3 for the tiny random-initialised policy; 1e-5 with LoRA, 1e-6 full fine-tuning of a real one."""
+    if spec.name in WEIGHTLESS_POLICIES:
+        return 3e-3
+    return 1e-5 if lora is not None else 1e-6
+
+
+@dataclass
+class Precision:
+    """The run's device policy. Full fine-tuning on a GPU keeps float32 master weights and runs under bf16
+    autocast: AdamW steps of lr ~1e-6 on bf16 weights (8 mantissa bits) round away. LoRA keeps a bf16 base
+    (peft holds the adapters in float32). FLOPs are the same either way."""
+
+    policy: DevicePolicy
+    mixed: bool  # float32 weights under bf16 autocast
+
+    @staticmethod
+    def of(config: TrainConfig) -> Precision:
+        device = DevicePolicy.of(config.device)
+        return Precision(device, device.on_gpu and config.recipe.lora is None)
+
+    @property
+    def device(self) -> torch.device:
+        return self.policy.device
+
+    @property
+    def policy_dtype(self) -> torch.dtype:
+        return torch.float32 if self.mixed else self.policy.dtype
+
+    def conventions(self, attention: str) -> Conventions:
+        return Conventions(attention, self.policy.attention)
+
+    def describe(self) -> str:
+        return "float32 weights, bfloat16 autocast" if self.mixed else self.policy.dtype_name
+
+
+@dataclass
+class Policy:
+    spec: ArchSpec
+    codec: Codec
+    vocab: int  # ids the codec can produce (a reward model that reads them must embed as many)
+    model: Any
+    reference: nn.Module | None  # a frozen copy under full fine-tuning with beta > 0 (LoRA: the adapter disabled)
+    random_init: bool
+    optimizer: torch.optim.Optimizer
+    lr: float
+
+
+def load_policy(config: TrainConfig, precision: Precision) -> Policy:
+    """The policy with its adapters, checkpointing, reference and optimizer, on the run's device."""
+    r = config.recipe
+    device, attn = precision.device, precision.policy.attention
+    if config.model_path:
+        from transformers import AutoModelForCausalLM
+
+        path = Path(config.model_path)
+        if not (path / "config.json").exists():
+            raise UserError(f"--model-path {str(path)!r} has no config.json")
+        spec = load_config(path)
+        codec, vocab = local_codec(path, f"--model-path {str(path)!r}")
+        try:
+            loaded: Any = AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
+                                                               dtype=precision.policy_dtype, attn_implementation=attn)
+        except (OSError, ValueError) as exc:  # no weights, unreadable files
+            raise UserError(f"cannot load the model in {str(path)!r}: {first_line(exc)}") from None
+        model: Any = loaded.to(device)
+        random_init = False
+    else:
+        spec = resolve(r.policy)
+        tokenizer = CharTokenizer()
+        if tokenizer.vocab_size > spec.vocab_size:
+            raise UserError(f"{spec.name}'s vocabulary is smaller than the built-in tokenizer")
+        codec, vocab = char_codec(tokenizer), tokenizer.vocab_size
+        model = build_model(spec, device=device, dtype=precision.policy_dtype, attn_implementation=attn,
+                            seed=config.seed)
+        random_init = True
+    model.config.pad_token_id = codec.pad_id
+    model.generation_config.pad_token_id = codec.pad_id
+    model.generation_config.eos_token_id = codec.eos_id
+    reference = None
+    if r.uses_reference and r.lora is None:
+        reference = copy.deepcopy(model).eval()
+        for p in reference.parameters():
+            p.requires_grad_(False)
+    if r.grad_ckpt:
+        enable_checkpointing(model, reentrant=False)
+    if r.lora is not None:
+        model = add_lora(model, r.lora, alpha=config.lora_alpha)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    lr = config.lr if config.lr is not None else default_lr(spec, r.lora)
+    optimizer = torch.optim.AdamW(trainable, lr=lr, weight_decay=config.weight_decay)
+    return Policy(spec, codec, vocab, model, reference, random_init, optimizer, lr)
+
+
+def load_reward_model(config: TrainConfig, precision: Precision, policy: Policy) -> RewardModel | None:
+    r = config.recipe
+    if r.reward.kind == "rule":
+        return None
+    return RewardModel.load(r.reward, precision.device, precision.policy.dtype, precision.policy.attention,
+                            config.seed + 1, policy.codec, policy.vocab, config.reward_model_path,
+                            config.prm_aggregate, r.prm_steps, batch=r.group_size)
+
+
+@dataclass
+class Data:
+    train: list[Problem]
+    evaluation: list[Problem]
+    chance: float | None  # accuracy of a uniform guess (the built-in task), None for a dataset
+
+
+def load_data(config: TrainConfig, codec: Codec) -> Data:
+    """The training and held-out problems; every prompt must tokenize to at least one token."""
+    r = config.recipe
+    if config.dataset:
+        train = load_jsonl(config.dataset)
+        evaluation = load_jsonl(config.eval_dataset) if config.eval_dataset else []
+        chance = None
+    else:
+        task = parse_task(config.task)
+        train, evaluation = task.split(config.train_size, r.eval_prompts, seed=config.seed)
+        chance = task.chance
+    if r.eval_prompts:
+        if len(evaluation) < r.eval_prompts:
+            hint = " (give --eval-dataset FILE, or --no-eval)" if config.dataset and not config.eval_dataset else ""
+            raise UserError(f"eval_prompts {r.eval_prompts} but the eval set has {len(evaluation)} "
+                            f"problems{hint}")
+        evaluation = evaluation[:r.eval_prompts]
+    for problem in train + evaluation:
+        try:
+            ids = codec.encode(problem.prompt)
+        except ValueError as exc:
+            raise UserError(f"prompt {problem.prompt[:40]!r} cannot be tokenized: {exc}") from None
+        if not ids:
+            raise UserError(f"prompt {problem.prompt[:40]!r} encodes to no tokens: generation needs at least one")
+    return Data(train, evaluation, chance)

@@ -1,0 +1,57 @@
+"""Helpers shared by the tests: run the CLI in this process (click's runner, milliseconds) or in a new one (for
+what needs a process of its own: the no-torch checks, kills and Ctrl-C), and write config files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(*args: str, check: bool = False) -> Result:
+    """``flopplan ARGS`` in this process; exit code, stdout and stderr as a subprocess would give them."""
+    from click.testing import CliRunner
+
+    from flopplan.cli import main
+
+    out = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    result = Result(out.exit_code, out.stdout, out.stderr)
+    if check:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def run(*args: str, timeout: int = 600, check: bool = False) -> subprocess.CompletedProcess:
+    """``python -m flopplan ARGS`` in a new process, from the repository root."""
+    out = subprocess.run([sys.executable, "-m", "flopplan", *args], capture_output=True, text=True, timeout=timeout,
+                         cwd=ROOT)
+    if check:
+        assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+def one_line_error(result: Result | subprocess.CompletedProcess, fragment: str = "") -> str:
+    """Assert the command failed as bad input: exit code 2, one line on stderr (containing ``fragment``)."""
+    assert result.returncode == 2, (result.returncode, result.stdout[-1000:], result.stderr[-2000:])
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("flopplan: "), result.stderr
+    assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
+def write_config(directory: Path, name: str, cfg: dict) -> Path:
+    path = directory / name / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(cfg))
+    return path
