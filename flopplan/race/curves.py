@@ -1,0 +1,455 @@
+"""ScaleRL reward-vs-compute curve over FLOPs, fitted the ScaleRL way; power-law and monotone-envelope checks.
+
+Curve (ScaleRL: Khatri et al., "The Art of Scaling Reinforcement Learning Compute for LLMs", arXiv 2510.13786,
+eq. 1), with the compute C taken as FLOPs F:
+
+    R(F) = R0 + (A - R0) / (1 + (F_mid / F)^B)  =  R0 + (A - R0) * expit(B * (ln F - ln F_mid))
+
+A is the asymptotic reward, B > 0 the efficiency exponent, F_mid the FLOPs at half the gain, R0 the measured
+step-0 reward: not fitted, and R(0) = R0. Internally x = ln F and m = ln F_mid.
+
+The fit (ScaleRL appendix A.5): A on a grid (they use 0.450..0.800, step 0.005), C_mid on a grid (100 values), B by
+least squares (scipy ``curve_fit``) for each (A, C_mid) pair; the pair with the smallest sum of squared residuals
+(SSE) wins, because the joint three-parameter fit is ill-posed. Here:
+
+* A grid: the multiples of ``a_step`` (0.005) strictly above R0, up to ``a_max`` (1.0): ScaleRL's grid widened to
+  all a pass rate allows. The cost does not grow with the A grid (below), and cutting it to "above the largest
+  observation" would, under noise, push A up.
+* F_mid grid: 100 values, log-spaced from the smallest positive observed F to 100 x the largest.
+* B: minimised for every (A, F_mid) pair at the cost of a matrix product. For fixed (F_mid, B) put
+  s_i = expit(B (x_i - m)) and g = A - R0. The model is linear in g, and with weights w_i
+      SSE(g) = Syy - 2 g Syz + g^2 Szz,   Syy = sum w (y-R0)^2,  Syz = sum w (y-R0) s,  Szz = sum w s^2,
+  a parabola, whose minimum over the A grid is the grid value nearest its vertex g* = Syz / Szz. So (1) s is
+  tabulated once on the F_mid grid x a log-spaced B grid (120 values in [0.05, 20], ratio 1.05); (2) Syz and Szz
+  for every (F_mid, B) and every bootstrap replicate are one matrix product (replicates only reweight and rescore
+  the same points); (3) for every (F_mid, B) the best A on its grid is taken and the smallest SSE wins; (4) B is
+  refined continuously by safeguarded Gauss-Newton steps in the original (not log) space with A and F_mid held,
+  then A is re-chosen on its grid for the refined B (two rounds; no step raises the SSE).
+  With ``refine_f_mid=False`` that is ScaleRL's procedure: A and F_mid on their grids, B continuous, minimum SSE;
+  it matches a literal per-pair scipy ``curve_fit`` (tests/test_race_curves.py) except where the SSE in B has a
+  basin narrower than the B grid spacing.
+* ``refine_f_mid=True`` (the default) departs from ScaleRL in one respect, F_mid continuous: a grid of 100 values
+  over 3.5 decades has 8 % steps, which on noise-free curves moved A by up to 0.03 (six A steps) along the
+  A-F_mid-B ridge. Steps (4) then also move ln F_mid (within the grid's range), and a second start polishes
+  (A, B, F_mid) jointly, puts A back on its grid and repeats (4); the lower SSE of the two starts wins. A stays on
+  its grid; the F_mid grid still seeds the search and defines the edge flags (nearest grid value).
+
+Edges: A or F_mid at the upper edge of its grid means the curve has not bent within the data: A is not identified
+and the curve must not be extrapolated. :mod:`flopplan.race.bootstrap` extends this to the bootstrap distribution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.special import expit
+
+from flopplan.errors import UserError
+
+FloatArray = NDArray[np.float64]
+
+A_STEP = 0.005
+A_MAX = 1.0
+N_F_MID = 100
+F_MID_SPAN = 100.0
+B_RANGE = (0.05, 20.0)
+N_B = 120
+_CHUNK = 64  # replicates per matrix product: bounds memory at _CHUNK x N_F_MID x N_B doubles per temporary
+_GN_ITERS = 6
+_ROUNDS = 2
+FIT_METHOD = ("ScaleRL grid fit (arXiv 2510.13786 A.5): A on a 0.005 grid, F_mid grid-seeded then continuous, B least "
+              "squares (B grid then Gauss-Newton), minimum SSE; R0 measured at step 0")
+FIT_METHOD_GRID = ("ScaleRL grid fit (arXiv 2510.13786 A.5): A and F_mid on grids, B least squares per pair (B grid "
+                   "then Gauss-Newton), minimum SSE; R0 measured at step 0")
+
+
+def _log_flops(flops: ArrayLike) -> FloatArray:
+    f = np.asarray(flops, dtype=float)
+    if np.any(~np.isfinite(f)) or np.any(f < 0):
+        raise UserError("FLOPs must be finite and >= 0")
+    with np.errstate(divide="ignore"):
+        return np.log(f)
+
+
+def scalerl_curve(flops: ArrayLike, a: ArrayLike, b: ArrayLike, f_mid: ArrayLike, r0: ArrayLike) -> FloatArray:
+    """R(F) = R0 + (A - R0) / (1 + (F_mid / F)^B), computed as R0 + (A - R0) expit(B (ln F - ln F_mid)).
+
+    R(0) = R0. Broadcasts like numpy: parameters of shape (k, 1) against FLOPs of shape (n,) give (k, n).
+    """
+    x = _log_flops(flops)
+    a_, b_, r0_ = (np.asarray(v, dtype=float) for v in (a, b, r0))
+    return np.asarray(r0_ + (a_ - r0_) * expit(b_ * (x - np.log(np.asarray(f_mid, dtype=float)))))
+
+
+@dataclass(frozen=True, eq=False)
+class CurveGrids:
+    """The fit's grids: A values, ln F_mid values and the B values of the first pass (each sorted ascending)."""
+
+    a: FloatArray
+    log_f_mid: FloatArray
+    b: FloatArray
+
+    def __post_init__(self) -> None:
+        for name in ("a", "log_f_mid", "b"):
+            values = np.asarray(getattr(self, name), dtype=float)
+            if values.ndim != 1 or values.size == 0 or np.any(np.diff(values) <= 0) or not np.all(np.isfinite(values)):
+                raise UserError(f"grid {name!r} must be a non-empty, strictly increasing 1-D array")
+            object.__setattr__(self, name, values)
+        if self.b[0] <= 0:
+            raise UserError("the B grid must be > 0")
+
+
+def default_grids(flops: ArrayLike, r0: float, *, a_step: float = A_STEP, a_max: float = A_MAX,
+                  n_f_mid: int = N_F_MID, f_mid_span: float = F_MID_SPAN, b_range: tuple[float, float] = B_RANGE,
+                  n_b: int = N_B) -> CurveGrids:
+    """A: multiples of ``a_step`` in (R0, a_max]; ln F_mid: ``n_f_mid`` values evenly spaced from ln min F to
+    ln(``f_mid_span`` x max F) over the positive FLOPs; B: ``n_b`` values log-spaced over ``b_range``."""
+    f = np.asarray(flops, dtype=float)
+    f = f[f > 0]
+    if f.size == 0:
+        raise UserError("no evaluation point with FLOPs > 0")
+    first, last = int(np.floor(r0 / a_step + 1e-9)) + 1, int(np.floor(a_max / a_step + 1e-9))
+    if last < first:
+        raise UserError(f"R0 = {r0:.4g} leaves no A grid value below a_max = {a_max}")
+    log_f_mid = np.linspace(np.log(f.min()), np.log(f.max() * f_mid_span), n_f_mid)
+    return CurveGrids((np.arange(first, last + 1) * a_step).astype(np.float64), log_f_mid, np.geomspace(*b_range, n_b))
+
+
+@dataclass(frozen=True)
+class CurveFit:
+    """One fitted curve R(F) = R0 + (A - R0) / (1 + (F_mid / F)^B) and where its parameters sit on the grids.
+
+    ``n_points``: the sum of the weights of the fitted points (their number when unweighted; step-0 points define
+    R0 and are not counted). ``*_at_grid_edge``: at either end of the grid (for A: of the values above R0);
+    ``*_at_upper_edge``: at the top end, the signature of a curve that has not bent within the data.
+    """
+
+    a: float
+    b: float
+    f_mid: float
+    r0: float
+    sse: float
+    n_points: float
+    a_at_grid_edge: bool
+    f_mid_at_grid_edge: bool
+    a_at_upper_edge: bool
+    f_mid_at_upper_edge: bool
+    b_at_grid_edge: bool
+    a_step: float
+    f_mid_grid: tuple[float, float]
+    dropped_first: int = 0
+    method: str = FIT_METHOD
+
+    @property
+    def identified(self) -> bool:
+        """False when A or F_mid sits at the top of its grid: the curve has not bent, do not extrapolate."""
+        return not (self.a_at_upper_edge or self.f_mid_at_upper_edge)
+
+    @overload
+    def predict(self, flops: float) -> float: ...
+    @overload
+    def predict(self, flops: ArrayLike) -> float | FloatArray: ...
+    def predict(self, flops: ArrayLike) -> float | FloatArray:
+        """The fitted R at ``flops`` (a float for a scalar, an array for an array); R(0) = R0."""
+        out = scalerl_curve(flops, self.a, self.b, self.f_mid, self.r0)
+        return float(out) if out.ndim == 0 else out
+
+
+@dataclass(frozen=True, eq=False)
+class CurveFitBatch:
+    """k fits sharing grids and FLOPs (bootstrap replicates): arrays of shape (k,)."""
+
+    a: FloatArray
+    b: FloatArray
+    log_f_mid: FloatArray
+    r0: FloatArray
+    sse: FloatArray
+    n_points: FloatArray
+    a_index: NDArray[np.intp]
+    a_lowest_valid: NDArray[np.intp]
+    f_mid_index: NDArray[np.intp]
+    grids: CurveGrids
+    refined_f_mid: bool = True
+
+    @property
+    def a_at_upper_edge(self) -> NDArray[np.bool_]:
+        return np.asarray(self.a_index == self.grids.a.size - 1)
+
+    @property
+    def f_mid_at_upper_edge(self) -> NDArray[np.bool_]:
+        return np.asarray(self.f_mid_index == self.grids.log_f_mid.size - 1)
+
+    def predict(self, flops: ArrayLike) -> FloatArray:
+        """R of every fit at ``flops`` of shape (n,): shape (k, n)."""
+        f = np.atleast_1d(np.asarray(flops, dtype=float))
+        return scalerl_curve(f[None, :], self.a[:, None], self.b[:, None], np.exp(self.log_f_mid)[:, None],
+                             self.r0[:, None])
+
+    def fit(self, i: int, dropped_first: int = 0) -> CurveFit:
+        """Fit ``i`` as a :class:`CurveFit`."""
+        g = self.grids
+        ai, mi = int(self.a_index[i]), int(self.f_mid_index[i])
+        spacing = np.diff(g.a)
+        return CurveFit(
+            a=float(self.a[i]), b=float(self.b[i]), f_mid=float(np.exp(self.log_f_mid[i])), r0=float(self.r0[i]),
+            sse=float(self.sse[i]), n_points=float(self.n_points[i]),
+            a_at_grid_edge=ai in (int(self.a_lowest_valid[i]), g.a.size - 1),
+            f_mid_at_grid_edge=mi in (0, g.log_f_mid.size - 1), a_at_upper_edge=ai == g.a.size - 1,
+            f_mid_at_upper_edge=mi == g.log_f_mid.size - 1,
+            b_at_grid_edge=bool(np.isclose(self.b[i], g.b[0]) or np.isclose(self.b[i], g.b[-1])),
+            a_step=float(spacing[min(ai, spacing.size - 1)]) if spacing.size else 0.0,
+            f_mid_grid=(float(np.exp(g.log_f_mid[0])), float(np.exp(g.log_f_mid[-1]))), dropped_first=dropped_first,
+            method=FIT_METHOD if self.refined_f_mid else FIT_METHOD_GRID)
+
+
+def _nearest_index(grid: FloatArray, target: FloatArray, lowest: NDArray[np.intp]) -> NDArray[np.intp]:
+    """Index of the grid value nearest ``target`` among indices >= ``lowest`` (broadcast against ``target``)."""
+    spacing = np.diff(grid)
+    if spacing.size and np.allclose(spacing, spacing[0], rtol=1e-9, atol=0):  # evenly spaced: arithmetic
+        nearest = np.rint((target - grid[0]) / spacing[0])
+        return np.clip(nearest, lowest, grid.size - 1).astype(np.intp)
+    hi = np.searchsorted(grid, target)
+    below = np.clip(hi - 1, lowest, grid.size - 1)
+    above = np.clip(hi, lowest, grid.size - 1)
+    return np.where(np.abs(grid[above] - target) < np.abs(grid[below] - target), above, below)
+
+
+def _sse_at(x: FloatArray, y: FloatArray, w: FloatArray, r0: FloatArray, g: FloatArray, m: FloatArray,
+            b: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    s = expit(b[:, None] * (x[None, :] - m[:, None]))
+    r = y - r0[:, None] - g[:, None] * s
+    return (w * r * r).sum(axis=1), s, r
+
+
+_Params = dict[str, FloatArray]
+
+
+def _gauss_newton(x: FloatArray, y: FloatArray, w: FloatArray, r0: FloatArray, par: _Params, free: tuple[str, ...],
+                  lo: _Params, hi: _Params) -> _Params:
+    """Minimise the SSE over the ``free`` ones of g = A - R0, b = B, m = ln F_mid, the others held, within bounds.
+
+    Gauss-Newton in the original space with the model's derivatives dR/dg = s, dR/dB = g s (1 - s) (x - m),
+    dR/dm = -g s (1 - s) B: the step solves sum w J J^T d = sum w J r (a 1e-10 x trace ridge keeps it solvable);
+    of the step x {1, 1/2, 1/4, 1/8} the best is kept, and only if it lowers the SSE: no step raises it.
+    """
+    par = dict(par)
+    cur, s, r = _sse_at(x, y, w, r0, par["g"], par["m"], par["b"])
+    rows = np.arange(cur.size)
+    for _ in range(_GN_ITERS):
+        core = par["g"][:, None] * s * (1 - s)
+        jac = {"g": s, "b": core * (x[None, :] - par["m"][:, None]), "m": -core * par["b"][:, None]}
+        jj = np.stack([jac[name] for name in free], axis=-1)
+        h = np.einsum("kni,knj,kn->kij", jj, jj, w)
+        ridge = 1e-10 * np.trace(h, axis1=1, axis2=2) + 1e-300
+        h += ridge[:, None, None] * np.eye(len(free))
+        step = np.linalg.solve(h, np.einsum("kni,kn->ki", jj, w * r)[..., None])[..., 0]
+        cands = []
+        for f in (1.0, 0.5, 0.25, 0.125):
+            cand = dict(par)
+            for i, name in enumerate(free):
+                cand[name] = np.clip(par[name] + f * step[:, i], lo[name], hi[name])
+            cands.append((cand, _sse_at(x, y, w, r0, cand["g"], cand["m"], cand["b"])[0]))
+        vals = np.stack([c[1] for c in cands])
+        pick = vals.argmin(axis=0)
+        better = vals[pick, rows] < cur
+        for name in free:
+            par[name] = np.where(better, np.stack([c[0][name] for c in cands])[pick, rows], par[name])
+        cur, s, r = _sse_at(x, y, w, r0, par["g"], par["m"], par["b"])
+    return par
+
+
+def fit_curve_batch(log_f: ArrayLike, y: ArrayLike, w: ArrayLike, r0: ArrayLike, grids: CurveGrids, *,
+                    refine_f_mid: bool = True) -> CurveFitBatch:
+    """Fit k curves on the same points: ``log_f`` (n,) = ln F (> 0 FLOPs only), ``y`` and ``w`` (k, n) rewards and
+    weights (0 drops a point), ``r0`` (k,). The method is the module's: grid over F_mid x B with A at the grid value
+    nearest the vertex, then Gauss-Newton on B (and on ln F_mid within the grid's range, ``refine_f_mid``) with A
+    re-chosen on its grid. ``f_mid_index``: the grid value nearest the (refined) F_mid."""
+    x = np.asarray(log_f, dtype=float)
+    yy, ww = np.atleast_2d(np.asarray(y, dtype=float)), np.atleast_2d(np.asarray(w, dtype=float))
+    r = np.atleast_1d(np.asarray(r0, dtype=float))
+    k, n = yy.shape
+    if x.shape != (n,) or ww.shape != (k, n) or r.shape != (k,) or not np.all(np.isfinite(x)):
+        raise UserError("fit_curve_batch: shapes must be log_f (n,), y and w (k, n), r0 (k,), log_f finite")
+    lowest = np.searchsorted(grids.a, r, side="right")
+    if np.any(lowest >= grids.a.size):
+        raise UserError("R0 is at or above the top of the A grid: no room for a gain")
+    nm, nb = grids.log_f_mid.size, grids.b.size
+    s = expit(grids.b[None, :, None] * (x[None, None, :] - grids.log_f_mid[:, None, None])).reshape(nm * nb, n).T
+    s2 = s * s
+    a_idx = np.empty(k, dtype=np.intp)
+    m_idx = np.empty(k, dtype=np.intp)
+    b = np.empty(k)
+    for start in range(0, k, _CHUNK):
+        sl = slice(start, start + _CHUNK)
+        rc = r[sl, None]
+        wd = ww[sl] * (yy[sl] - rc)
+        syz, szz = wd @ s, ww[sl] @ s2
+        vertex = syz / np.maximum(szz, 1e-300)  # Szz = 0 only where every s = 0, and then Syz = 0
+        vertex += rc
+        ai = _nearest_index(grids.a, vertex, lowest[sl, None])
+        g = np.take(grids.a, ai, out=vertex)
+        g -= rc
+        syz *= -2.0
+        szz *= g
+        szz += syz
+        szz *= g  # = g^2 Szz - 2 g Syz, the SSE less Syy (a constant per replicate)
+        best = szz.argmin(axis=1)
+        a_idx[sl] = ai[np.arange(best.size), best]
+        m_idx[sl], b[sl] = best // nb, grids.b[best % nb]
+    free = ("b", "m") if refine_f_mid else ("b",)
+    a_lo, a_hi = grids.a[lowest] - r, np.full(k, grids.a[-1]) - r
+    lo = {"g": a_lo, "b": np.full(k, grids.b[0]), "m": np.full(k, grids.log_f_mid[0])}
+    hi = {"g": a_hi, "b": np.full(k, grids.b[-1]), "m": np.full(k, grids.log_f_mid[-1])}
+
+    def held_a(par: _Params, a_idx: NDArray[np.intp]) -> tuple[_Params, NDArray[np.intp], FloatArray]:
+        for _ in range(_ROUNDS):
+            par = _gauss_newton(x, yy, ww, r, par, free, lo, hi)
+            sv = expit(par["b"][:, None] * (x[None, :] - par["m"][:, None]))
+            num, den = (ww * (yy - r[:, None]) * sv).sum(axis=1), (ww * sv * sv).sum(axis=1)
+            a_idx = _nearest_index(grids.a, np.divide(num, den, out=np.zeros_like(num), where=den > 0) + r, lowest)
+            par["g"] = grids.a[a_idx] - r
+        par = _gauss_newton(x, yy, ww, r, par, free, lo, hi)
+        return par, a_idx, _sse_at(x, yy, ww, r, par["g"], par["m"], par["b"])[0]
+
+    grid_par = {"g": grids.a[a_idx] - r, "b": b, "m": grids.log_f_mid[m_idx]}
+    par, a_idx, sse = held_a(grid_par, a_idx)
+    if refine_f_mid:  # also polish A continuously along the A-F_mid-B ridge, then put A back on its grid
+        free_par = _gauss_newton(x, yy, ww, r, grid_par, ("g", "b", "m"), lo, hi)
+        free_par = _gauss_newton(x, yy, ww, r, free_par, ("g", "b", "m"), lo, hi)
+        snapped = _nearest_index(grids.a, free_par["g"] + r, lowest)
+        free_par["g"] = grids.a[snapped] - r
+        par2, a_idx2, sse2 = held_a(free_par, snapped)
+        take = sse2 < sse
+        par = {name: np.where(take, par2[name], par[name]) for name in par}
+        a_idx, sse = np.where(take, a_idx2, a_idx), np.where(take, sse2, sse)
+    b, m = par["b"], par["m"]
+    m_idx = _nearest_index(grids.log_f_mid, m, np.zeros_like(m_idx))
+    return CurveFitBatch(a=grids.a[a_idx], b=b, log_f_mid=m, r0=r, sse=sse, n_points=ww.sum(axis=1), a_index=a_idx,
+                         a_lowest_valid=lowest, f_mid_index=m_idx, grids=grids, refined_f_mid=refine_f_mid)
+
+
+def _first_k_mask(flops: FloatArray, runs: NDArray[np.object_] | None, k: int) -> NDArray[np.bool_]:
+    """True for the k smallest-FLOP positive points of each run (the "first evaluation points")."""
+    drop = np.zeros(flops.size, dtype=bool)
+    labels = np.zeros(flops.size, dtype=int) if runs is None else runs
+    for label in dict.fromkeys(labels.tolist()):
+        idx = np.flatnonzero((labels == label) & (flops > 0))
+        drop[idx[np.argsort(flops[idx], kind="stable")[:k]]] = True
+    return drop
+
+
+def _prepare(flops: ArrayLike, rewards: ArrayLike, r0: float | None, weights: ArrayLike | None
+             ) -> tuple[FloatArray, FloatArray, FloatArray, float]:
+    f = np.asarray(flops, dtype=float).ravel()
+    y = np.asarray(rewards, dtype=float).ravel()
+    w = np.ones_like(y) if weights is None else np.asarray(weights, dtype=float).ravel()
+    if not (f.size == y.size == w.size) or np.any(~np.isfinite(y)) or np.any(w < 0):
+        raise UserError("flops, rewards and weights must have one finite value per point (weights >= 0)")
+    _log_flops(f)
+    if r0 is None:
+        at0 = (f == 0) & (w > 0)
+        if not at0.any():
+            raise UserError("no step-0 evaluation (FLOPs = 0): pass r0")
+        r0 = float(np.average(y[at0], weights=w[at0]))
+    return f, y, w, float(r0)
+
+
+def fit_curve(flops: ArrayLike, rewards: ArrayLike, *, r0: float | None = None, weights: ArrayLike | None = None,
+              runs: ArrayLike | None = None, drop_first: int = 0, grids: CurveGrids | None = None,
+              a_step: float = A_STEP, a_max: float = A_MAX, refine_f_mid: bool = True) -> CurveFit:
+    """Fit R(F) = R0 + (A - R0) / (1 + (F_mid / F)^B) the ScaleRL way (module docstring).
+
+    ``flops``/``rewards``: one value per evaluation (pooled seeds allowed). Points at F = 0 are the step-0
+    evaluations: R0 is their (weighted) mean unless ``r0`` is given; they are not fitted. ``drop_first`` drops the
+    first k positive-FLOP points of each run (``runs`` labels the points' runs; default: one run), as ScaleRL drops
+    its early near-linear window. ``grids`` default to :func:`default_grids` on the kept points;
+    ``refine_f_mid=False`` keeps F_mid on its grid (ScaleRL's procedure exactly).
+    """
+    f, y, w, r0_ = _prepare(flops, rewards, r0, weights)
+    keep = (f > 0) & (w > 0)
+    if drop_first:
+        keep &= ~_first_k_mask(f, None if runs is None else np.asarray(runs, dtype=object).ravel(), drop_first)
+    if np.unique(f[keep]).size < 3:
+        raise UserError("the curve needs evaluation points at >= 3 distinct FLOPs > 0 (after dropping)")
+    g = grids or default_grids(f[keep], r0_, a_step=a_step, a_max=a_max)
+    batch = fit_curve_batch(np.log(f[keep]), y[keep][None, :], w[keep][None, :], [r0_], g, refine_f_mid=refine_f_mid)
+    return batch.fit(0, dropped_first=drop_first)
+
+
+def fit_with_and_without_first(flops: ArrayLike, rewards: ArrayLike, k: int = 1, **kwargs: object
+                               ) -> tuple[CurveFit, CurveFit]:
+    """(fit on all points, fit without the first ``k`` points of each run): RACE reports both."""
+    return fit_curve(flops, rewards, **kwargs), fit_curve(flops, rewards, drop_first=k, **kwargs)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class PowerLawFit:
+    """R(F) = R0 + c F^alpha, fitted as ln(R - R0) = ln c + alpha ln F by (weighted) least squares over the points
+    with F > 0 and R > R0 (``n_excluded`` others). ``sse``: in the original space over the used points.
+    ``f_at_ceiling``: the F where the power law reaches ``a_max`` (inf when alpha <= 0); ScaleRL's objection to the
+    power law is that, fitted early, it runs to the ceiling where the real run saturates."""
+
+    c: float
+    alpha: float
+    r0: float
+    sse: float
+    n_used: int
+    n_excluded: int
+    f_at_ceiling: float
+
+    @overload
+    def predict(self, flops: float) -> float: ...
+    @overload
+    def predict(self, flops: ArrayLike) -> float | FloatArray: ...
+    def predict(self, flops: ArrayLike) -> float | FloatArray:
+        out = self.r0 + self.c * np.asarray(flops, dtype=float) ** self.alpha
+        return float(out) if np.ndim(out) == 0 else np.asarray(out)
+
+
+def fit_power_law(flops: ArrayLike, rewards: ArrayLike, *, r0: float | None = None, weights: ArrayLike | None = None,
+                  a_max: float = A_MAX) -> PowerLawFit:
+    """The power-law check: ln(R - R0) = ln c + alpha ln F on the points with F > 0 and R - R0 > 0."""
+    f, y, w, r0_ = _prepare(flops, rewards, r0, weights)
+    pos = (f > 0) & (w > 0)
+    use = pos & (y > r0_)
+    if np.unique(f[use]).size < 2:
+        raise UserError("the power law needs points above R0 at >= 2 distinct FLOPs")
+    alpha, ln_c = np.polyfit(np.log(f[use]), np.log(y[use] - r0_), 1, w=np.sqrt(w[use]))
+    c = float(np.exp(ln_c))
+    sse = float(np.sum(w[use] * (y[use] - r0_ - c * f[use] ** alpha) ** 2))
+    ceiling = float(((a_max - r0_) / c) ** (1.0 / alpha)) if alpha > 0 else float("inf")
+    return PowerLawFit(c=c, alpha=float(alpha), r0=r0_, sse=sse, n_used=int(use.sum()),
+                       n_excluded=int(pos.sum() - use.sum()), f_at_ceiling=ceiling)
+
+
+@dataclass(frozen=True, eq=False)
+class EnvelopeCheck:
+    """Running maximum of the observed R in FLOP order, envelope_i = max_{j <= i} R_j, and the largest drop below
+    it, max_i (envelope_i - R_i), with the FLOPs where it happens and where the envelope was set. A large drop is
+    a run that fell back (instability): the monotone curve fit then describes a run that did not happen."""
+
+    flops: FloatArray
+    rewards: FloatArray
+    envelope: FloatArray
+    max_drop: float
+    flops_at_max_drop: float
+    peak_flops: float
+
+
+def monotone_envelope(flops: ArrayLike, rewards: ArrayLike) -> EnvelopeCheck:
+    """The monotone-envelope check on one run (or on a seed-mean curve); step-0 points included."""
+    f = np.asarray(flops, dtype=float).ravel()
+    y = np.asarray(rewards, dtype=float).ravel()
+    if f.size != y.size or f.size == 0:
+        raise UserError("flops and rewards must be non-empty and of equal length")
+    order = np.argsort(f, kind="stable")
+    f, y = f[order], y[order]
+    env = np.maximum.accumulate(y)
+    drop = env - y
+    i = int(drop.argmax())
+    peak = int(np.flatnonzero(y[: i + 1] == env[i])[0])
+    return EnvelopeCheck(flops=f, rewards=y, envelope=env, max_drop=float(drop[i]), flops_at_max_drop=float(f[i]),
+                         peak_flops=float(f[peak]))
