@@ -45,7 +45,7 @@ from typing import overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import expit
+from scipy.special import expit, ndtr
 
 from flopplan.errors import UserError
 
@@ -254,7 +254,9 @@ def _gauss_newton(x: FloatArray, y: FloatArray, w: FloatArray, r0: FloatArray, p
             cands.append((cand, _sse_at(x, y, w, r0, cand["g"], cand["m"], cand["b"])[0]))
         vals = np.stack([c[1] for c in cands])
         pick = vals.argmin(axis=0)
-        better = vals[pick, rows] < cur
+        better = vals[pick, rows] < cur * (1 - 1e-12)
+        if not better.any():  # converged (or stuck at a bound) everywhere
+            break
         for name in free:
             par[name] = np.where(better, np.stack([c[0][name] for c in cands])[pick, rows], par[name])
         cur, s, r = _sse_at(x, y, w, r0, par["g"], par["m"], par["b"])
@@ -282,22 +284,31 @@ def fit_curve_batch(log_f: ArrayLike, y: ArrayLike, w: ArrayLike, r0: ArrayLike,
     a_idx = np.empty(k, dtype=np.intp)
     m_idx = np.empty(k, dtype=np.intp)
     b = np.empty(k)
+    spacing = np.diff(grids.a)
+    even = spacing.size > 0 and bool(np.allclose(spacing, spacing[0], rtol=1e-9, atol=0))
     for start in range(0, k, _CHUNK):
         sl = slice(start, start + _CHUNK)
         rc = r[sl, None]
         wd = ww[sl] * (yy[sl] - rc)
         syz, szz = wd @ s, ww[sl] @ s2
-        vertex = syz / np.maximum(szz, 1e-300)  # Szz = 0 only where every s = 0, and then Syz = 0
-        vertex += rc
-        ai = _nearest_index(grids.a, vertex, lowest[sl, None])
-        g = np.take(grids.a, ai, out=vertex)
-        g -= rc
+        t = syz / np.maximum(szz, 1e-300)  # the vertex g*; Szz = 0 only where every s = 0, and then Syz = 0
+        t += rc
+        if even:  # nearest grid index by arithmetic, in place (this loop is the fit's hot spot)
+            t -= grids.a[0]
+            t /= spacing[0]
+            np.rint(t, out=t)
+            np.clip(t, lowest[sl, None], grids.a.size - 1, out=t)
+            g = t * spacing[0]
+            g += grids.a[0] - rc
+        else:
+            t = _nearest_index(grids.a, t, lowest[sl, None]).astype(float)
+            g = grids.a[t.astype(np.intp)] - rc
         syz *= -2.0
         szz *= g
         szz += syz
         szz *= g  # = g^2 Szz - 2 g Syz, the SSE less Syy (a constant per replicate)
         best = szz.argmin(axis=1)
-        a_idx[sl] = ai[np.arange(best.size), best]
+        a_idx[sl] = t[np.arange(best.size), best].astype(np.intp)
         m_idx[sl], b[sl] = best // nb, grids.b[best % nb]
     free = ("b", "m") if refine_f_mid else ("b",)
     a_lo, a_hi = grids.a[lowest] - r, np.full(k, grids.a[-1]) - r
@@ -453,3 +464,28 @@ def monotone_envelope(flops: ArrayLike, rewards: ArrayLike) -> EnvelopeCheck:
     peak = int(np.flatnonzero(y[: i + 1] == env[i])[0])
     return EnvelopeCheck(flops=f, rewards=y, envelope=env, max_drop=float(drop[i]), flops_at_max_drop=float(f[i]),
                          peak_flops=float(f[peak]))
+
+
+def synthetic_scores(rng: np.random.Generator, *, a: float, b: float, f_mid: float, r0: float, f_pilot: float,
+                     n_points: int = 5, n_seeds: int = 3, n_prompts: int = 200, seed_sd: float = 0.02,
+                     log_f_mid_sd: float = 0.0, prompt_rho: float = 0.5, prompt_latent: ArrayLike | None = None,
+                     flops_jitter: float = 0.01) -> tuple[FloatArray, FloatArray]:
+    """Synthetic pilots from a known curve, for coverage checks: flops (S, T) and 0/1 scores (S, T, Q), T = 1 + points.
+
+    Seed s follows R_s(F) = R0 + (A_s - R0) / (1 + (F_mid_s / F)^B), A_s = A + seed_sd N(0, 1) (clipped to
+    [R0 + 0.01, 1]), ln F_mid_s = ln F_mid + log_f_mid_sd N(0, 1), evaluated at step 0 and at
+    F_pilot 2^-(n_points-1), ..., F_pilot, each x (1 + flops_jitter U(-1, 1)). Prompt q at seed s, point t is solved
+    when Phi(sqrt(rho) eta_q + sqrt(1 - rho) eps_stq) < R_s(F_t): eta_q ~ N(0, 1) the prompt's difficulty, shared
+    by every seed and point (and by arms given the same ``prompt_latent``), eps independent (a Gaussian copula). So
+    each score is Bernoulli(R_s(F_t)), the prompt-population mean is R_s(F_t), and with log_f_mid_sd = 0 (and no
+    clip binding) the truth, the mean over seeds and prompts, is R(F) with the given A, B, F_mid, R0.
+    """
+    eta = rng.standard_normal(n_prompts) if prompt_latent is None else np.asarray(prompt_latent, dtype=float)
+    grid = f_pilot * 2.0 ** np.arange(-(n_points - 1), 1)
+    a_s = np.clip(a + seed_sd * rng.standard_normal((n_seeds, 1)), r0 + 0.01, 1.0)
+    fm_s = f_mid * np.exp(log_f_mid_sd * rng.standard_normal((n_seeds, 1)))
+    jitter = 1 + flops_jitter * rng.uniform(-1, 1, (n_seeds, n_points))
+    flops = np.concatenate([np.zeros((n_seeds, 1)), grid * jitter], axis=1)
+    p = scalerl_curve(flops, a_s, b, fm_s, r0)
+    z = np.sqrt(prompt_rho) * eta + np.sqrt(1 - prompt_rho) * rng.standard_normal((n_seeds, n_points + 1, eta.size))
+    return flops, (ndtr(z) < p[:, :, None]).astype(float)
