@@ -57,7 +57,8 @@ N_F_MID = 100
 F_MID_SPAN = 100.0
 B_RANGE = (0.05, 20.0)
 N_B = 120
-_CHUNK = 64  # replicates per matrix product: bounds memory at _CHUNK x N_F_MID x N_B doubles per temporary
+_BLOCK = 128  # replicates per matrix product (bounds memory at _BLOCK x N_F_MID x N_B doubles)
+_CHUNK = 16  # replicates per elementwise pass (temporaries that stay in cache)
 _GN_ITERS = 6
 _ROUNDS = 2
 FIT_METHOD = ("ScaleRL grid fit (arXiv 2510.13786 A.5): A on a 0.005 grid, F_mid grid-seeded then continuous, B least "
@@ -140,13 +141,16 @@ class CurveFit:
     b_at_grid_edge: bool
     a_step: float
     f_mid_grid: tuple[float, float]
+    f_max: float
     dropped_first: int = 0
     method: str = FIT_METHOD
 
     @property
     def identified(self) -> bool:
-        """False when A or F_mid sits at the top of its grid: the curve has not bent, do not extrapolate."""
-        return not (self.a_at_upper_edge or self.f_mid_at_upper_edge)
+        """False when A or F_mid sits at the top of its grid, or F_mid lies beyond the largest fitted FLOPs
+        ``f_max`` (less than half the gain observed; an unbent run fits A - R0 ~ F_mid^B anywhere on that ridge):
+        the curve has not bent within the data, do not extrapolate it."""
+        return not (self.a_at_upper_edge or self.f_mid_at_upper_edge or self.f_mid > self.f_max)
 
     @overload
     def predict(self, flops: float) -> float: ...
@@ -171,6 +175,7 @@ class CurveFitBatch:
     a_index: NDArray[np.intp]
     a_lowest_valid: NDArray[np.intp]
     f_mid_index: NDArray[np.intp]
+    log_f_max: FloatArray
     grids: CurveGrids
     refined_f_mid: bool = True
 
@@ -201,7 +206,8 @@ class CurveFitBatch:
             f_mid_at_upper_edge=mi == g.log_f_mid.size - 1,
             b_at_grid_edge=bool(np.isclose(self.b[i], g.b[0]) or np.isclose(self.b[i], g.b[-1])),
             a_step=float(spacing[min(ai, spacing.size - 1)]) if spacing.size else 0.0,
-            f_mid_grid=(float(np.exp(g.log_f_mid[0])), float(np.exp(g.log_f_mid[-1]))), dropped_first=dropped_first,
+            f_mid_grid=(float(np.exp(g.log_f_mid[0])), float(np.exp(g.log_f_mid[-1]))),
+            f_max=float(np.exp(self.log_f_max[i])), dropped_first=dropped_first,
             method=FIT_METHOD if self.refined_f_mid else FIT_METHOD_GRID)
 
 
@@ -286,30 +292,35 @@ def fit_curve_batch(log_f: ArrayLike, y: ArrayLike, w: ArrayLike, r0: ArrayLike,
     b = np.empty(k)
     spacing = np.diff(grids.a)
     even = spacing.size > 0 and bool(np.allclose(spacing, spacing[0], rtol=1e-9, atol=0))
-    for start in range(0, k, _CHUNK):
-        sl = slice(start, start + _CHUNK)
-        rc = r[sl, None]
-        wd = ww[sl] * (yy[sl] - rc)
-        syz, szz = wd @ s, ww[sl] @ s2
-        t = syz / np.maximum(szz, 1e-300)  # the vertex g*; Szz = 0 only where every s = 0, and then Syz = 0
-        t += rc
-        if even:  # nearest grid index by arithmetic, in place (this loop is the fit's hot spot)
-            t -= grids.a[0]
-            t /= spacing[0]
-            np.rint(t, out=t)
-            np.clip(t, lowest[sl, None], grids.a.size - 1, out=t)
-            g = t * spacing[0]
-            g += grids.a[0] - rc
-        else:
-            t = _nearest_index(grids.a, t, lowest[sl, None]).astype(float)
-            g = grids.a[t.astype(np.intp)] - rc
-        syz *= -2.0
-        szz *= g
-        szz += syz
-        szz *= g  # = g^2 Szz - 2 g Syz, the SSE less Syy (a constant per replicate)
-        best = szz.argmin(axis=1)
-        a_idx[sl] = t[np.arange(best.size), best].astype(np.intp)
-        m_idx[sl], b[sl] = best // nb, grids.b[best % nb]
+    shared_w = bool(np.all(ww == ww[:1]))  # the same weights in every replicate: Szz is computed once
+    szz_shared = np.maximum(ww[:1] @ s2, 1e-300)
+    for start in range(0, k, _BLOCK):  # few large matrix products, then the elementwise work in cache-sized chunks
+        blk = slice(start, start + _BLOCK)
+        syz_blk = (ww[blk] * (yy[blk] - r[blk, None])) @ s
+        szz_blk = szz_shared if shared_w else np.maximum(ww[blk] @ s2, 1e-300)
+        for sub in range(0, syz_blk.shape[0], _CHUNK):
+            sl, loc = slice(start + sub, start + sub + _CHUNK), slice(sub, sub + _CHUNK)
+            rc, syz = r[sl, None], syz_blk[loc]
+            szz = szz_shared if shared_w else szz_blk[loc]
+            t = syz / szz  # the vertex g*; Szz is 0 (floored) only where every s = 0, and then Syz = 0
+            t += rc
+            if even:  # nearest grid index by arithmetic, in place (this loop is the fit's hot spot)
+                t -= grids.a[0]
+                t /= spacing[0]
+                np.rint(t, out=t)
+                np.clip(t, lowest[sl, None], grids.a.size - 1, out=t)
+                g = t * spacing[0]
+                g += grids.a[0] - rc
+            else:
+                t = _nearest_index(grids.a, t, lowest[sl, None]).astype(float)
+                g = grids.a[t.astype(np.intp)] - rc
+            crit = g * szz
+            crit -= syz
+            crit -= syz
+            crit *= g  # = g^2 Szz - 2 g Syz, the SSE less Syy (a constant per replicate)
+            best = crit.argmin(axis=1)
+            a_idx[sl] = t[np.arange(best.size), best].astype(np.intp)
+            m_idx[sl], b[sl] = best // nb, grids.b[best % nb]
     free = ("b", "m") if refine_f_mid else ("b",)
     a_lo, a_hi = grids.a[lowest] - r, np.full(k, grids.a[-1]) - r
     lo = {"g": a_lo, "b": np.full(k, grids.b[0]), "m": np.full(k, grids.log_f_mid[0])}
@@ -339,7 +350,8 @@ def fit_curve_batch(log_f: ArrayLike, y: ArrayLike, w: ArrayLike, r0: ArrayLike,
     b, m = par["b"], par["m"]
     m_idx = _nearest_index(grids.log_f_mid, m, np.zeros_like(m_idx))
     return CurveFitBatch(a=grids.a[a_idx], b=b, log_f_mid=m, r0=r, sse=sse, n_points=ww.sum(axis=1), a_index=a_idx,
-                         a_lowest_valid=lowest, f_mid_index=m_idx, grids=grids, refined_f_mid=refine_f_mid)
+                         a_lowest_valid=lowest, f_mid_index=m_idx, log_f_max=np.where(ww > 0, x, -np.inf).max(axis=1),
+                         grids=grids, refined_f_mid=refine_f_mid)
 
 
 def _first_k_mask(flops: FloatArray, runs: NDArray[np.object_] | None, k: int) -> NDArray[np.bool_]:
