@@ -16,7 +16,8 @@ One replicate (Efron & Tibshirani, "An Introduction to the Bootstrap", 1993, ch.
    seed ids. ``seed_scheme`` says what a draw does:
    * ``resample``: slot j is seed s_j (seeds and prompts both resampled: the "pigeonhole" bootstrap, Owen 2007,
      Ann. Appl. Stat. 1:246). It counts the seed x prompt evaluation noise (each 0/1 score's own sampling noise)
-     about 2-3 times, the seed variance (S-1)/S times: conservative where evaluation noise dominates.
+     E[k^2] E[c^2 Q^2] - 1 ~ 2.3 times (S = 3), the seed variance (S-1)/S times: conservative where evaluation
+     noise dominates, as it does for 200 0/1 prompts and seed sd of a few points.
    * ``shrunk`` (default): slot j keeps its own prompt-resampled scores and swaps its seed deviation
      d_{j,t} = ybar_{j,t} - ybar_{.,t} for c d_{s_j,t}: y*_{j,t} = sum_q c_q score_{j,t,q} - d_{j,t} + c d_{s_j,t}.
      c rescales the deviations to the estimated seed variance (as Carpenter, Goldstein & Rasbash 2003, JRSS C
@@ -61,9 +62,9 @@ Interval = Literal["percentile", "basic", "bc"]
 INTERVALS: tuple[Interval, ...] = ("percentile", "basic", "bc")
 NOT_SHOWN = ("Not shown by the interval: error of the curve form itself (a run that leaves ScaleRL's curve after the "
              "pilots), anything past the largest pilot budget (late instability), another evaluation target or "
-             "prompt population, seed variance the pilots' few seeds did not show (a bootstrap of n seeds carries "
-             "(n-1)/n of their variance and no rare bad seed), and for unidentified arms the grid bounds "
-             "(A <= a_max, F_mid <= 100 x the largest FLOPs), which then set the interval.")
+             "prompt population, seed variance the pilots' few seeds did not show (S seeds give it S-1 degrees of "
+             "freedom and no rare bad seed), and for unidentified arms the grid bounds (A <= a_max, F_mid <= 100 x "
+             "the largest FLOPs), which then set the interval.")
 
 
 @dataclass(frozen=True, eq=False)

@@ -12,9 +12,8 @@ The fit (ScaleRL appendix A.5): A on a grid (they use 0.450..0.800, step 0.005),
 least squares (scipy ``curve_fit``) for each (A, C_mid) pair; the pair with the smallest sum of squared residuals
 (SSE) wins, because the joint three-parameter fit is ill-posed. Here:
 
-* A grid: the multiples of ``a_step`` (0.005) strictly above R0, up to ``a_max`` (1.0): ScaleRL's grid widened to
-  all a pass rate allows. The cost does not grow with the A grid (below), and cutting it to "above the largest
-  observation" would, under noise, push A up.
+* A grid: the multiples of ``a_step`` (0.005) above R0 up to ``a_max`` (1.0): all a pass rate allows; the cost does
+  not grow with it (below), and cutting it to "above the largest observation" would, under noise, push A up.
 * F_mid grid: 100 values, log-spaced from the smallest positive observed F to 100 x the largest.
 * B: minimised for every (A, F_mid) pair at the cost of a matrix product. For fixed (F_mid, B) put
   s_i = expit(B (x_i - m)) and g = A - R0. The model is linear in g, and with weights w_i
@@ -87,7 +86,8 @@ def scalerl_curve(flops: ArrayLike, a: ArrayLike, b: ArrayLike, f_mid: ArrayLike
 
 @dataclass(frozen=True, eq=False)
 class CurveGrids:
-    """The fit's grids: A values, ln F_mid values and the B values of the first pass (each sorted ascending)."""
+    """The fit's grids: A values (evenly spaced), ln F_mid values and the B values of the first pass (each sorted
+    ascending)."""
 
     a: FloatArray
     log_f_mid: FloatArray
@@ -101,6 +101,8 @@ class CurveGrids:
             object.__setattr__(self, name, values)
         if self.b[0] <= 0:
             raise UserError("the B grid must be > 0")
+        if self.a.size < 2 or not np.allclose(np.diff(self.a), self.a[1] - self.a[0], rtol=1e-9, atol=0):
+            raise UserError("the A grid must be evenly spaced, with at least 2 values")
 
 
 def default_grids(flops: ArrayLike, r0: float, *, a_step: float = A_STEP, a_max: float = A_MAX,
@@ -197,7 +199,6 @@ class CurveFitBatch:
         """Fit ``i`` as a :class:`CurveFit`."""
         g = self.grids
         ai, mi = int(self.a_index[i]), int(self.f_mid_index[i])
-        spacing = np.diff(g.a)
         return CurveFit(
             a=float(self.a[i]), b=float(self.b[i]), f_mid=float(np.exp(self.log_f_mid[i])), r0=float(self.r0[i]),
             sse=float(self.sse[i]), n_points=float(self.n_points[i]),
@@ -205,7 +206,7 @@ class CurveFitBatch:
             f_mid_at_grid_edge=mi in (0, g.log_f_mid.size - 1), a_at_upper_edge=ai == g.a.size - 1,
             f_mid_at_upper_edge=mi == g.log_f_mid.size - 1,
             b_at_grid_edge=bool(np.isclose(self.b[i], g.b[0]) or np.isclose(self.b[i], g.b[-1])),
-            a_step=float(spacing[min(ai, spacing.size - 1)]) if spacing.size else 0.0,
+            a_step=float(g.a[1] - g.a[0]),
             f_mid_grid=(float(np.exp(g.log_f_mid[0])), float(np.exp(g.log_f_mid[-1]))),
             f_max=float(np.exp(self.log_f_max[i])), dropped_first=dropped_first,
             method=FIT_METHOD if self.refined_f_mid else FIT_METHOD_GRID)
@@ -272,9 +273,7 @@ def _gauss_newton(x: FloatArray, y: FloatArray, w: FloatArray, r0: FloatArray, p
 def fit_curve_batch(log_f: ArrayLike, y: ArrayLike, w: ArrayLike, r0: ArrayLike, grids: CurveGrids, *,
                     refine_f_mid: bool = True) -> CurveFitBatch:
     """Fit k curves on the same points: ``log_f`` (n,) = ln F (> 0 FLOPs only), ``y`` and ``w`` (k, n) rewards and
-    weights (0 drops a point), ``r0`` (k,). The method is the module's: grid over F_mid x B with A at the grid value
-    nearest the vertex, then Gauss-Newton on B (and on ln F_mid within the grid's range, ``refine_f_mid``) with A
-    re-chosen on its grid. ``f_mid_index``: the grid value nearest the (refined) F_mid."""
+    weights (0 drops a point), ``r0`` (k,), by the module's method. ``f_mid_index``: the grid value nearest F_mid."""
     x = np.asarray(log_f, dtype=float)
     yy, ww = np.atleast_2d(np.asarray(y, dtype=float)), np.atleast_2d(np.asarray(w, dtype=float))
     r = np.atleast_1d(np.asarray(r0, dtype=float))
@@ -290,8 +289,7 @@ def fit_curve_batch(log_f: ArrayLike, y: ArrayLike, w: ArrayLike, r0: ArrayLike,
     a_idx = np.empty(k, dtype=np.intp)
     m_idx = np.empty(k, dtype=np.intp)
     b = np.empty(k)
-    spacing = np.diff(grids.a)
-    even = spacing.size > 0 and bool(np.allclose(spacing, spacing[0], rtol=1e-9, atol=0))
+    a0, step = float(grids.a[0]), float(grids.a[1] - grids.a[0])
     shared_w = bool(np.all(ww == ww[:1]))  # the same weights in every replicate: Szz is computed once
     szz_shared = np.maximum(ww[:1] @ s2, 1e-300)
     for start in range(0, k, _BLOCK):  # few large matrix products, then the elementwise work in cache-sized chunks
@@ -304,16 +302,12 @@ def fit_curve_batch(log_f: ArrayLike, y: ArrayLike, w: ArrayLike, r0: ArrayLike,
             szz = szz_shared if shared_w else szz_blk[loc]
             t = syz / szz  # the vertex g*; Szz is 0 (floored) only where every s = 0, and then Syz = 0
             t += rc
-            if even:  # nearest grid index by arithmetic, in place (this loop is the fit's hot spot)
-                t -= grids.a[0]
-                t /= spacing[0]
-                np.rint(t, out=t)
-                np.clip(t, lowest[sl, None], grids.a.size - 1, out=t)
-                g = t * spacing[0]
-                g += grids.a[0] - rc
-            else:
-                t = _nearest_index(grids.a, t, lowest[sl, None]).astype(float)
-                g = grids.a[t.astype(np.intp)] - rc
+            t -= a0  # nearest A grid index by arithmetic, in place (this loop is the fit's hot spot)
+            t /= step
+            np.rint(t, out=t)
+            np.clip(t, lowest[sl, None], grids.a.size - 1, out=t)
+            g = t * step
+            g += a0 - rc
             crit = g * szz
             crit -= syz
             crit -= syz
@@ -423,10 +417,6 @@ class PowerLawFit:
     n_excluded: int
     f_at_ceiling: float
 
-    @overload
-    def predict(self, flops: float) -> float: ...
-    @overload
-    def predict(self, flops: ArrayLike) -> float | FloatArray: ...
     def predict(self, flops: ArrayLike) -> float | FloatArray:
         out = self.r0 + self.c * np.asarray(flops, dtype=float) ** self.alpha
         return float(out) if np.ndim(out) == 0 else np.asarray(out)
