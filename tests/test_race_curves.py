@@ -78,14 +78,18 @@ def test_noise_free_truth_on_the_grids_is_recovered_exactly(a, b, mid_index, r0,
 
 
 @settings(max_examples=40, deadline=None)
-@given(a_gain=st.floats(0.1, 0.6), b=st.floats(0.8, 3.0), log2_mid=st.floats(-4.0, 0.0), r0=st.floats(0.0, 0.35))
+@given(a_gain=st.floats(0.1, 0.6), b=st.floats(0.8, 3.0), log2_mid=st.floats(-4.0, -1.0), r0=st.floats(0.0, 0.35))
 def test_noise_free_truth_off_the_grids_is_recovered_within_a_grid_step(a_gain, b, log2_mid, r0):
+    """F_mid within the data (<= F_pilot / 2: the curve has bent). Nearer the last point the fit can stop on the
+    A-F_mid ridge (noise-free, F_mid = F_pilot: A 0.38 for 0.305, flagged unidentified); not asserted here."""
     a, f_mid = r0 + a_gain, F_PILOT * 2.0**log2_mid
     fit = fit_curve(LADDER, scalerl_curve(LADDER, a, b, f_mid, r0))
+    assert fit.identified
     assert abs(fit.a - a) <= fit.a_step + 1e-9
     inside = np.geomspace(F_PILOT / 32, F_PILOT, 25)
-    assert np.max(np.abs(fit.predict(inside) - scalerl_curve(inside, a, b, f_mid, r0))) < 2e-3
-    assert abs(fit.predict(2 * F_PILOT) - scalerl_curve(2 * F_PILOT, a, b, f_mid, r0)) < 5e-3
+    # A on its grid: a saturated curve whose A lies between two grid values is off by up to half a step
+    assert np.max(np.abs(fit.predict(inside) - scalerl_curve(inside, a, b, f_mid, r0))) < fit.a_step / 2 + 1e-3
+    assert abs(fit.predict(2 * F_PILOT) - scalerl_curve(2 * F_PILOT, a, b, f_mid, r0)) < fit.a_step
 
 
 def _literal_scalerl(flops, y, r0, grids):
