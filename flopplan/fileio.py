@@ -1,19 +1,62 @@
-"""Atomic, versioned files: a reader never sees a half-written plan, ledger, profile or table."""
+"""Atomic, versioned files: a reader never sees a half-written plan, ledger, profile or table; and the lock that
+gives a run folder one writer.
+
+What the atomic writer does with what is already there:
+
+* nothing, or a regular file: replaced through a temporary file in the same folder and a rename (the old file or
+  the new one, never half of one), keeping the old file's permission bits;
+* a symbolic link: written *through*: the file it points to is replaced (the link stays a link), with the same
+  rules for what it points to;
+* anything else (a directory, a device such as /dev/null or /dev/full, a FIFO, a socket): refused with one line,
+  never replaced by a regular file.
+
+``-`` as a path means standard output, for the commands whose ``--out`` and ``--save-recipe`` accept it.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import stat
+import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from flopplan.errors import UserError
 
+STDOUT = "-"
+
+
+def writable_target(path: str | Path) -> Path:
+    """The file a write to ``path`` replaces: ``path`` itself, or what a symbolic link points to. Refuses (one line)
+    a path that exists and is not a regular file."""
+    path = Path(path)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        return target
+    except OSError as exc:
+        raise UserError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+        raise UserError(f"will not write {str(path)!r}: it is {kind}, not a regular file")
+    return target
+
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename."""
-    path = Path(path)
+    """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename (see the module
+    docstring for links and special files); ``-`` writes to standard output."""
+    if str(path) == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return Path(STDOUT)
+    path = writable_target(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -46,8 +89,10 @@ def _mode_for(path: Path) -> int:
 
 def atomic_savefig(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     """Save a matplotlib figure through a temporary file and a rename (the suffix picks the format: png, pdf,
-    svg); one-line UserError when it cannot be written."""
-    out = Path(path)
+    svg); one-line UserError when it cannot be written. Links and special files as :func:`atomic_write_text`."""
+    if str(path) == STDOUT:
+        raise UserError("a plot cannot go to standard output: give a file name")
+    out = writable_target(path)
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix or '.png'}")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -60,6 +105,30 @@ def atomic_savefig(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return out
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | Path, what: str) -> Iterator[Path]:
+    """Hold ``folder/.lock`` for the life of the block (and of the process: the kernel releases an flock when its
+    process ends, however it ends, so a lock left by a killed process is no lock). A second holder is refused
+    with one line naming the process that holds it."""
+    folder = writable_folder(folder, what)
+    path = folder / ".lock"
+    handle = open(path, "a+")  # noqa: SIM115  (held until the block ends)
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise UserError(f"{what} {str(folder)!r} is in use by {holder}: one writer at a time") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"process {os.getpid()}\n")
+        handle.flush()
+        yield folder
+    finally:
+        handle.close()
 
 
 def writable_folder(folder: str | Path, what: str = "folder") -> Path:

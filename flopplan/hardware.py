@@ -22,25 +22,46 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flopplan.errors import UserError
+from flopplan.errors import UserError, is_int, is_number
 from flopplan.fileio import read_json
 from flopplan.timing import FORMS, PARAMETERS, Call, call_seconds, total
 
-PEAK_BF16_FLOPS: dict[str, float] = {
-    # dense bf16 datasheet peaks (no sparsity), as used by verl and torchtitan
-    "h100": 989e12,  # H100 SXM
-    "h100-pcie": 756e12,
-    "h200": 989e12,
-    "a100": 312e12,
-    "l40s": 362e12,
-    "b200": 2.25e15,
-    "mi300x": 1307e12,
+
+@dataclass(frozen=True)
+class Datasheet:
+    """A device's dense bf16 peak (no sparsity) and its memory bandwidth, from the vendor's datasheet."""
+
+    peak_flops: float
+    bandwidth: float  # bytes/s of HBM (GDDR for the L40S)
+    source: str
+
+
+DATASHEETS: dict[str, Datasheet] = {
+    # NVIDIA H100/H200/A100/L40S/B200 and AMD MI300X product datasheets (dense, no sparsity); the same peaks
+    # verl and torchtitan use for MFU
+    "h100": Datasheet(989e12, 3.35e12, "H100 SXM5 80GB: 989 TFLOP/s bf16, 3.35 TB/s HBM3"),
+    "h100-pcie": Datasheet(756e12, 2.0e12, "H100 PCIe 80GB: 756 TFLOP/s bf16, 2.0 TB/s HBM2e"),
+    "h200": Datasheet(989e12, 4.8e12, "H200 SXM 141GB: 989 TFLOP/s bf16, 4.8 TB/s HBM3e"),
+    "a100": Datasheet(312e12, 2.039e12, "A100 SXM4 80GB: 312 TFLOP/s bf16, 2.039 TB/s HBM2e"),
+    "l40s": Datasheet(362e12, 0.864e12, "L40S: 362 TFLOP/s bf16, 864 GB/s GDDR6"),
+    "b200": Datasheet(2.25e15, 8.0e12, "B200: 2.25 PFLOP/s bf16, 8 TB/s HBM3e"),
+    "mi300x": Datasheet(1307e12, 5.3e12, "MI300X: 1307 TFLOP/s bf16, 5.3 TB/s HBM3"),
 }
+PEAK_BF16_FLOPS: dict[str, float] = {name: sheet.peak_flops for name, sheet in DATASHEETS.items()}
 
 DEFAULT_EFFICIENCY: dict[str, dict[str, float]] = {
-    # fraction of the peak each kind of work reaches, by rollout engine
-    "hf": {"train": 0.40, "forward": 0.45, "prefill": 0.45, "decode": 0.02},
-    "vllm": {"train": 0.40, "forward": 0.45, "prefill": 0.50, "decode": 0.10},
+    # fraction of the compute peak each kind of work reaches, by rollout engine (decode: its matmuls, when the
+    # roofline below makes it compute-bound)
+    "hf": {"train": 0.40, "forward": 0.45, "prefill": 0.45, "decode": 0.40},
+    "vllm": {"train": 0.40, "forward": 0.45, "prefill": 0.50, "decode": 0.50},
+}
+DEFAULT_DECODE: dict[str, dict[str, float]] = {
+    # decode as a roofline: the larger of its FLOPs at the compute rate and the weights plus KV cache it reads at
+    # a fraction of the memory bandwidth, plus a fixed cost per layer per step. HF generate runs eager kernels
+    # launched from Python (tens of microseconds per layer per step, a third of the bandwidth); vLLM's fused
+    # kernels and CUDA graphs come closer to the roofline. Stated starting points, not measurements.
+    "hf": {"bandwidth_efficiency": 0.30, "overhead_layer": 1.0e-4},
+    "vllm": {"bandwidth_efficiency": 0.60, "overhead_layer": 1.0e-5},
 }
 KINDS = ("train", "forward", "prefill", "decode")
 
@@ -73,32 +94,42 @@ class Profile:
             raise UserError(f"profile {self.device!r} has no efficiency for {kind!r} work")
         return self.peak_flops * self.efficiency[kind]
 
-    def seconds(self, kind: str, flops: float) -> float:
-        """Seconds one device spends on ``flops`` of this kind of work (peak x efficiency)."""
-        return float(flops) / self.flops_per_second(kind)
+    def seconds(self, kind: str, flops: Any) -> float:
+        """Seconds one device spends on ``flops`` (a number, or an array summed) of this kind of work at peak x
+        efficiency."""
+        return total(flops) / self.flops_per_second(kind)
 
     def calls_seconds(self, kind: str, calls: list[tuple[float, Call]]) -> float:
-        """Seconds for ``count`` repetitions of each call: the fitted time model when the profile has one,
-        else the FLOPs at peak x efficiency."""
-        if self.time_model is None or kind not in self.time_model:
-            return sum(count * total(self.seconds(kind, call.flops)) for count, call in calls)
+        """Seconds for ``count`` repetitions of each call: the time model when the profile has one (calibrated,
+        or a datasheet roofline), else the FLOPs at peak x efficiency."""
+        if self.time_model is None:
+            return sum(count * self.seconds(kind, call.flops) for count, call in calls)
         entry = self.time_model[kind]
         return sum(count * call_seconds(entry["form"], entry, call, self.bytes_per_element)
                    for count, call in calls)
 
     def describe(self) -> str:
-        if self.time_model is not None:
-            return f"{self.device} ({self.source}; fitted time model for {', '.join(self.time_model)})"
-        effs = ", ".join(f"{k} {100 * v:.0f}%" for k, v in self.efficiency.items())
         price = f", ${self.price_per_hour:g}/h" if self.price_per_hour else ""
+        if self.time_model is not None and self.source.startswith("datasheet"):
+            decode = self.time_model["decode"]
+            effs = ", ".join(f"{k} {100 * v:.0f}%" for k, v in self.efficiency.items() if k != "decode")
+            return (f"{self.device} ({self.source}: peak {self.peak_flops / 1e12:.0f} TFLOP/s bf16; {effs}; decode "
+                    f"roofline at {decode['bandwidth'] / 1e12:.2f} TB/s effective{price})")
+        if self.time_model is not None:
+            return f"{self.device} ({self.source}; fitted time model for {', '.join(self.time_model)}{price})"
+        effs = ", ".join(f"{k} {100 * v:.0f}%" for k, v in self.efficiency.items())
         return f"{self.device} ({self.source}: peak {self.peak_flops / 1e12:.0f} TFLOP/s bf16; {effs}{price})"
 
     def to_data(self) -> dict[str, Any]:
-        data = {"device": self.device, "peak_flops": self.peak_flops, "efficiency": dict(self.efficiency),
-                "price_per_hour": self.price_per_hour, "source": self.source}
+        """The profile as a profile file holds it (it reads back through :func:`profile_from_data`)."""
+        data: dict[str, Any] = {"flopplan_profile_version": PROFILE_VERSION, "device": self.device,
+                                "peak_flops": self.peak_flops, "efficiency": dict(self.efficiency),
+                                "price_per_hour": self.price_per_hour, "source": self.source,
+                                "bytes_per_element": self.bytes_per_element}
         if self.time_model is not None:
             data["time_model"] = self.time_model
-            data["bytes_per_element"] = self.bytes_per_element
+        if self.fitted_on is not None:
+            data["model_params"] = dict(self.fitted_on)
         return data
 
 
@@ -106,70 +137,99 @@ PROFILE_VERSION = 1  # the layout of a profile JSON (flopplan calibrate writes i
 
 
 def datasheet_profile(device: str, engine: str = "hf", price_per_hour: float | None = None) -> Profile:
+    """A device from its datasheet: compute-bound kinds at peak x the default efficiency, decode as a roofline
+    on the device's memory bandwidth (:data:`DEFAULT_DECODE`)."""
     if price_per_hour is not None and not (math.isfinite(price_per_hour) and price_per_hour > 0):
         raise UserError(f"the price per GPU-hour must be a positive number, not {price_per_hour}")
     key = device.lower().replace("_", "-")
-    if key not in PEAK_BF16_FLOPS:
-        raise UserError(f"unknown device {device!r}: use one of {', '.join(PEAK_BF16_FLOPS)} or a profile JSON")
-    return Profile(key, PEAK_BF16_FLOPS[key], dict(DEFAULT_EFFICIENCY[engine]), price_per_hour,
-                   f"datasheet peak, default {engine} efficiencies")
+    if key not in DATASHEETS:
+        raise UserError(f"unknown device {device!r}: use one of {', '.join(DATASHEETS)} or a profile JSON")
+    sheet, efficiency, decode = DATASHEETS[key], DEFAULT_EFFICIENCY[engine], DEFAULT_DECODE[engine]
+    time_model: dict[str, dict[str, Any]] = {
+        kind: {"form": "saturating", "throughput_max": sheet.peak_flops * efficiency[kind], "tokens_half": 0.0,
+               "overhead": 0.0, "overhead_layer": 0.0, "attention_throughput": sheet.peak_flops * efficiency[kind]}
+        for kind in ("train", "forward", "prefill")}
+    time_model["decode"] = {"form": "roofline", "throughput": sheet.peak_flops * efficiency["decode"],
+                            "bandwidth": sheet.bandwidth * decode["bandwidth_efficiency"], "overhead": 0.0,
+                            "overhead_layer": decode["overhead_layer"]}
+    return Profile(key, sheet.peak_flops, dict(efficiency), price_per_hour,
+                   f"datasheet ({sheet.source}), default {engine} efficiencies", time_model, 2.0)
+
+
+RATE_PARAMETERS = ("throughput_max", "attention_throughput", "throughput", "bandwidth")
+MIN_RATE = 1e3
+"""Throughputs (FLOP/s) and bandwidths (bytes/s) below this are not a device: a profile that claims one is
+malformed (a tiny rate would only overflow into infinite times)."""
+MAX_OVERHEAD = 60.0
+"""A fixed cost of more than a minute per call or per layer is not a measurement either."""
 
 
 def load_profile(path: str | Path, price_per_hour: float | None = None) -> Profile:
-    """A profile JSON written by ``flopplan calibrate`` (or by hand: device, peak_flops, efficiency)."""
-    data = read_json(path, "profile")
+    """A profile JSON written by ``flopplan calibrate`` (or by hand: its version, device, peak_flops and an
+    efficiency per kind of work, at most 1; optionally a time model for every kind)."""
+    return profile_from_data(read_json(path, "profile"), f"profile {str(path)!r}", price_per_hour,
+                             f"profile {Path(path).name}")
+
+
+def profile_from_data(data: Any, where: str, price_per_hour: float | None = None,
+                      source: str = "profile") -> Profile:
     if not isinstance(data, dict):
-        raise UserError(f"profile {str(path)!r} must be a JSON object")
-    version = data.get("flopplan_profile_version", PROFILE_VERSION)
-    if version != PROFILE_VERSION:
-        raise UserError(f"profile {str(path)!r} has version {version!r}; this flopplan reads version "
-                        f"{PROFILE_VERSION} (recalibrate with this flopplan)")
+        raise UserError(f"{where} must be a JSON object")
+    version = data.get("flopplan_profile_version")
+    if version is None:
+        raise UserError(f"{where} has no flopplan_profile_version (this flopplan reads version {PROFILE_VERSION}; "
+                        "write it, or recalibrate)")
+    if not is_int(version) or version != PROFILE_VERSION:
+        raise UserError(f"{where}: flopplan_profile_version must be the integer {PROFILE_VERSION}, not {version!r} "
+                        "(recalibrate with this flopplan)")
     if not isinstance(data.get("device"), str) or not data["device"].strip():
-        raise UserError(f"profile {str(path)!r}: device must be a non-empty name")
-    try:
-        device = str(data["device"])
-        peak = float(data["peak_flops"])
-        efficiency = {str(k): float(v) for k, v in dict(data["efficiency"]).items()}
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"profile {str(path)!r} is malformed: needs device, peak_flops and efficiency ({exc})") \
-            from None
+        raise UserError(f"{where}: device must be a non-empty name")
+    efficiency = data.get("efficiency")
+    if not isinstance(efficiency, dict) or not is_number(data.get("peak_flops")) or data["peak_flops"] <= 0:
+        raise UserError(f"{where} is malformed: needs a positive peak_flops and an efficiency per kind of work")
     missing = [k for k in KINDS if k not in efficiency]
-    values = [peak, *efficiency.values()]
-    if missing or not all(math.isfinite(v) and v > 0 for v in values):
-        raise UserError(f"profile {str(path)!r}: needs a finite positive peak and finite positive efficiencies "
-                        f"for {', '.join(KINDS)}")
+    bad = [k for k, v in efficiency.items() if not is_number(v) or not 0 < v <= 1]
+    if missing or bad:
+        raise UserError(f"{where}: efficiencies are fractions of the peak in (0, 1], one for each of "
+                        f"{', '.join(KINDS)}" + (f"; {bad[0]} is {efficiency[bad[0]]!r}" if bad else ""))
     price = price_per_hour if price_per_hour is not None else data.get("price_per_hour")
-    if price is not None and (isinstance(price, bool) or not isinstance(price, (int, float))
-                              or not math.isfinite(price) or price <= 0):
-        raise UserError(f"profile {str(path)!r}: price_per_hour must be a positive number, not {price!r}")
-    time_model = _time_model(data.get("time_model"), str(path))
+    if price is not None and (not is_number(price) or price <= 0):
+        raise UserError(f"{where}: price_per_hour must be a positive number, not {price!r}")
     bytes_per_element = data.get("bytes_per_element", 2.0)
-    if isinstance(bytes_per_element, bool) or not isinstance(bytes_per_element, (int, float)) \
-            or not (math.isfinite(bytes_per_element) and bytes_per_element > 0):
-        raise UserError(f"profile {str(path)!r}: bytes_per_element must be a positive number")
+    if not is_number(bytes_per_element) or bytes_per_element <= 0:
+        raise UserError(f"{where}: bytes_per_element must be a positive number")
     fitted_on = data.get("model_params")
     if fitted_on is not None and (not isinstance(fitted_on, dict) or not all(
-            isinstance(v, int) and v > 0 for v in fitted_on.values())):
-        raise UserError(f"profile {str(path)!r}: model_params must map model names to parameter counts")
-    return Profile(device, peak, efficiency, price, str(data.get("source", f"profile {Path(path).name}")),
-                   time_model, float(bytes_per_element), fitted_on)
+            is_int(v) and v > 0 for v in fitted_on.values())):
+        raise UserError(f"{where}: model_params must map model names to parameter counts")
+    return Profile(str(data["device"]), float(data["peak_flops"]), {k: float(v) for k, v in efficiency.items()},
+                   price, str(data.get("source", source)), _time_model(data.get("time_model"), where),
+                   float(bytes_per_element), fitted_on)
 
 
 def _time_model(data: Any, where: str) -> dict[str, dict[str, Any]] | None:
     if data is None:
         return None
     if not isinstance(data, dict):
-        raise UserError(f"profile {where!r}: time_model must be an object")
-    out = {}
+        raise UserError(f"{where}: time_model must be an object")
     for kind, entry in data.items():
         if kind not in KINDS or not isinstance(entry, dict) or entry.get("form") not in FORMS:
-            raise UserError(f"profile {where!r}: time_model.{kind} must have a form ({', '.join(FORMS)})")
+            raise UserError(f"{where}: time_model.{kind} must have a form ({', '.join(FORMS)})")
+    missing = [k for k in KINDS if k not in data]
+    if missing:
+        raise UserError(f"{where}: time_model has no model for {', '.join(missing)} (it needs one for each of "
+                        f"{', '.join(KINDS)})")
+    out = {}
+    for kind, entry in data.items():
         params = {}
         for name in PARAMETERS[entry["form"]]:
             value = entry.get(name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0 or (value == 0 and name != "overhead" and name != "tokens_half"):
-                raise UserError(f"profile {where!r}: time_model.{kind}.{name} must be a positive number")
+            rate = name in RATE_PARAMETERS
+            if not is_number(value) or value < (MIN_RATE if rate else 0) or (not rate and name != "tokens_half"
+                                                                             and value > MAX_OVERHEAD):
+                limit = f"at least {MIN_RATE:g}" if rate else f"from 0 to {MAX_OVERHEAD:g} seconds" \
+                    if name != "tokens_half" else "a number >= 0"
+                raise UserError(f"{where}: time_model.{kind}.{name} must be {limit}, not {value!r}")
             params[name] = float(value)
         out[kind] = {"form": entry["form"], **params}
     return out

@@ -99,6 +99,10 @@ def solve_share(recipe: Recipe, target: float, free: str, upper: int = 256) -> t
     candidates = range(1, upper + 1) if free == "iterations" else sorted({1, 2, 4, *range(8, upper + 1, 8)})
     for value in candidates:
         shares[value] = learning_share(with_free_value(recipe, free, value))
+    if max(shares.values()) - min(shares.values()) <= 1e-9 * max(shares.values()):
+        raise UserError(f"the learning share does not depend on {free} for this recipe ({min(shares.values()):.1%} "
+                        f"at every value{' with a rule reward' if recipe.reward.kind == 'rule' else ''}): solve for "
+                        "another quantity")
     best = min(shares, key=lambda v: (abs(shares[v] - target), v))
     notes = []
     low, high = min(shares.values()), max(shares.values())

@@ -196,9 +196,6 @@ class Length:
     def _moment2(self) -> float:
         return self._weighted_sum(2)
 
-    def moment2(self) -> float:
-        return self._moment2
-
     def variance(self) -> float:
         m = self.mean
         return max(0.0, self._moment2 - m * m)

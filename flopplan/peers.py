@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flopplan.arch import ArchSpec
-from flopplan.formulas import FMA_FLOPS, Breakdown
+from flopplan.formulas import ATTENTION_MATMULS, FMA_FLOPS, Breakdown, is_attention_term
 
 FORWARD_BACKWARD = 3
 """Training = forward + backward (dgrad + wgrad) = 3 x forward, the assumption every peer makes."""
@@ -49,7 +49,8 @@ def kaplan(spec: ArchSpec, tokens: int, seq: int) -> int:
 
 def palm_nanogpt(spec: ArchSpec, tokens: int, seq: int) -> int:
     # 6N + 12*L*H*Q*T per token: 12 = 3 (fwd+bwd) x 2 (QK^T and AV) x 2 (FMA)
-    attention = FORWARD_BACKWARD * 2 * FMA_FLOPS * spec.num_layers * spec.num_heads * spec.head_dim * seq
+    attention = (FORWARD_BACKWARD * ATTENTION_MATMULS * FMA_FLOPS * spec.num_layers * spec.num_heads * spec.head_dim
+                 * seq)
     return tokens * (FORWARD_BACKWARD * FMA_FLOPS * spec.params + attention)
 
 
@@ -74,7 +75,7 @@ def verl(spec: ArchSpec, tokens: int, seq: int) -> int:
 
 def fvcore_forward(terms: Breakdown) -> int:
     """What fvcore reports for an executed forward (MACs doubled): every matmul but SDPA attention."""
-    return int(sum(value for key, value in terms.items() if "attn_" not in key and "attention" not in key))
+    return int(sum(value for key, value in terms.items() if not is_attention_term(key)))
 
 
 PEERS: dict[str, Callable[[ArchSpec, int, int], int]] = {

@@ -188,9 +188,10 @@ class Recipe:
             raise UserError("eval_every needs eval_prompts > 0")
         if self.eval_prompts and self.eval_every is None:
             raise UserError("eval_prompts needs eval_every")
-        if self.eval_batch is not None and (self.eval_every is None or self.eval_prompts % self.eval_batch):
-            raise UserError(f"eval_batch {self.eval_batch} must divide eval_prompts ({self.eval_prompts}) of an "
-                            "evaluation (eval_every)")
+        if self.eval_batch is not None and self.eval_every is None:
+            raise UserError("eval_batch applies to an evaluation (eval_every, eval_prompts)")
+        if self.eval_batch is not None and self.eval_prompts % self.eval_batch:
+            raise UserError(f"eval_batch {self.eval_batch} must divide eval_prompts ({self.eval_prompts})")
         try:
             Conventions(self.attention, self.attention_kernel)
             if self.lora_rank is not None:
@@ -203,6 +204,11 @@ class Recipe:
             if rollouts % value:
                 raise UserError(f"{name} {value} must divide the rollouts per step "
                                 f"({self.prompts_per_step} prompts x {self.group_size} = {rollouts})")
+        if self.old_logprobs == "off" and self.engine == "hf" and self.optimizer_steps_per_round > 1:
+            raise UserError("old_logprobs off with several optimizer steps per round (mu > 1 or an optimizer batch "
+                            "below the round) leaves the ratio at 1 under HF generate, so the clip never acts: "
+                            "use --old-logprobs auto or on (vllm: the sampler's logprobs can stand in, as verl's "
+                            "bypass mode)")
         if self.optimizer_batch_size % self.micro_batch_size:
             raise UserError(f"optimizer_batch {self.optimizer_batch_size} must be a multiple of micro_batch "
                             f"{self.micro_batch_size}")
@@ -276,6 +282,9 @@ class Recipe:
         spec = resolve(self.policy)
         if spec.head.kind != "lm":
             raise UserError(f"policy {self.policy!r} has a score head: a policy needs an LM head")
+        if self.lora_rank is not None and self.lora_rank > spec.hidden_size:
+            raise UserError(f"LoRA rank {self.lora_rank} is above {spec.name}'s width ({spec.hidden_size}): the "
+                            "update B @ A can have no higher rank than its matrices' sides")
         if spec.sliding_window is not None:
             longest = self.longest_sequence
             if longest - 1 > spec.sliding_window:

@@ -214,13 +214,14 @@ class LedgerRecord:
 
     step: int
     charges: tuple[dict[str, Any], ...]
+    partial: bool = False  # a unit of the step in progress (progress.jsonl), before the step commits
 
     @property
     def executed_flops(self) -> int:
         return sum(sum(c["executed"].values()) for c in self.charges)
 
     def to_data(self) -> dict[str, Any]:
-        return {"step": self.step, "charges": list(self.charges)}
+        return {"step": self.step, "charges": list(self.charges), **({"partial": True} if self.partial else {})}
 
     @staticmethod
     def from_data(data: dict[str, Any]) -> LedgerRecord | None:
@@ -229,15 +230,17 @@ class LedgerRecord:
                 isinstance(c, dict) and isinstance(c.get("executed"), dict)
                 and all(k in BUCKET_OF and is_int(v) for k, v in c["executed"].items()) for c in charges):
             return None
-        return LedgerRecord(int(data["step"]), tuple(charges))
+        return LedgerRecord(int(data["step"]), tuple(charges), bool(data.get("partial", False)))
 
 
 def read_metrics(folder: str | Path) -> list[StepRecord]:
     return [r for r in (StepRecord.from_data(d) for d in read_step_log(Path(folder) / METRICS)) if r is not None]
 
 
-def read_ledger(folder: str | Path) -> list[LedgerRecord]:
-    return [r for r in (LedgerRecord.from_data(d) for d in read_step_log(Path(folder) / LEDGER)) if r is not None]
+def read_ledger(folder: str | Path, partial: bool = True) -> list[LedgerRecord]:
+    """The ledger lines of a run (``partial=False``: committed steps only)."""
+    records = (LedgerRecord.from_data(d) for d in read_step_log(Path(folder) / LEDGER))
+    return [r for r in records if r is not None and (partial or not r.partial)]
 
 
 def load_summary(folder: str | Path) -> RunSummary:

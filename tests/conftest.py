@@ -39,3 +39,21 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         write(f"{case:<{width}}  {ours:>26,}  {measured:>26,}  {verdict}")
     exact = sum(ours == measured for _, ours, measured in EXACT_CASES)
     write(f"{exact} of {len(EXACT_CASES)} cases exact")
+
+
+@pytest.fixture(scope="session")
+def planned_run(tmp_path_factory):
+    """One trained tiny run, shared by the tests that read a run folder: a plan (tiny policy, full fine-tuning,
+    8 prompts x G=8, 2-token completions, 2e11 FLOPs) and the metered run that validates it, with evaluation and
+    FlopCounterMode. Tests must not change it."""
+    pytest.importorskip("torch")
+    from helpers import cli
+
+    folder = tmp_path_factory.mktemp("planned")
+    plan = folder / "plan.json"
+    cli("plan", "--model", "tiny", "--full", "--prompts-per-step", "8", "--group-size", "8", "--prompt-len", "10",
+        "--completion-len", "2", "--micro-batch", "64", "--eval-every", "5", "--eval-prompts", "40", "--budget",
+        "2e11", "--out", str(plan), "--format", "json", check=True)
+    run = folder / "run"
+    cli("train", "--plan", str(plan), "--out", str(run), "--measure-flops", "--no-progress", check=True)
+    return plan, run

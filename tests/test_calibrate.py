@@ -138,21 +138,31 @@ def test_fit_recovers_a_known_time_model(kind):
 
 def test_profile_validation(tmp_path):
     bad = tmp_path / "profile.json"
-    base = {"device": "x", "peak_flops": 1e12, "efficiency": {"train": 0.5, "forward": 0.5, "prefill": 0.5,
-                                                             "decode": 0.1}}
+    base = {"flopplan_profile_version": 1, "device": "x", "peak_flops": 1e12,
+            "efficiency": {"train": 0.5, "forward": 0.5, "prefill": 0.5, "decode": 0.1}}
     bad.write_text(json.dumps({**base, "time_model": {"train": {"form": "magic"}}}))
     with pytest.raises(UserError, match="form"):
         load_profile(bad)
-    bad.write_text(json.dumps({**base, "time_model": {"decode": {"form": "roofline", "throughput": 1e12,
-                                                                "bandwidth": -1, "overhead": 0,
-                                                                "overhead_layer": 0}}}))
+    bad.write_text(json.dumps({**base, "time_model": {
+        **{k: TRUE["saturating"] for k in ("train", "forward", "prefill")},
+        "decode": {"form": "roofline", "throughput": 1e12, "bandwidth": -1, "overhead": 0, "overhead_layer": 0}}}))
     with pytest.raises(UserError, match="bandwidth"):
         load_profile(bad)
     bad.write_text(json.dumps({**base, "efficiency": {**base["efficiency"], "decode": float("nan")}}))
     with pytest.raises(UserError):
         load_profile(bad)
+    unversioned = {k: v for k, v in base.items() if k != "flopplan_profile_version"}
+    bad.write_text(json.dumps(unversioned))
+    with pytest.raises(UserError, match="no flopplan_profile_version"):
+        load_profile(bad)
     for change, fragment in [({"bytes_per_element": float("inf")}, "bytes_per_element"),
-                             ({"device": None}, "device"), ({"flopplan_profile_version": 99}, "version")]:
+                             ({"device": None}, "device"), ({"flopplan_profile_version": 99}, "version"),
+                             ({"flopplan_profile_version": "1"}, "the integer 1"),
+                             ({"efficiency": {**base["efficiency"], "train": 5.0}}, "fractions of the peak"),
+                             ({"time_model": {"train": TRUE["saturating"]}}, "no model for forward, prefill, decode"),
+                             ({"time_model": {}}, "no model for train"),
+                             ({"time_model": {k: TRUE["saturating"] for k in ("train", "forward", "prefill")}
+                               | {"decode": {**TRUE["roofline"], "bandwidth": 1e-3}}}, "at least")]:
         bad.write_text(json.dumps({**base, **change}))
         with pytest.raises(UserError, match=fragment):
             load_profile(bad)
@@ -160,7 +170,7 @@ def test_profile_validation(tmp_path):
 
 def test_profile_too_slow_for_a_finite_time_is_refused(tmp_path):
     path = tmp_path / "slow.json"
-    path.write_text(json.dumps({"device": "x", "peak_flops": 1e-300,
+    path.write_text(json.dumps({"flopplan_profile_version": 1, "device": "x", "peak_flops": 1e-300,
                                 "efficiency": {"train": 1e-10, "forward": 1e-10, "prefill": 1e-10, "decode": 1e-10}}))
     with pytest.raises(UserError, match="finite"):
         plan(Recipe(), Budget(gpu_hours=1), load_profile(path))
@@ -172,7 +182,8 @@ def test_time_model_profile_prices_each_call(tmp_path):
     from flopplan.lengths import Length
 
     path = tmp_path / "p.json"
-    path.write_text(json.dumps({"device": "x", "peak_flops": 1e12, "bytes_per_element": 2.0,
+    path.write_text(json.dumps({"flopplan_profile_version": 1, "device": "x", "peak_flops": 1e12,
+                                "bytes_per_element": 2.0,
                                 "efficiency": {"train": 0.5, "forward": 0.5, "prefill": 0.5, "decode": 0.1},
                                 "time_model": {"train": TRUE["saturating"], "forward": TRUE["saturating"],
                                                "prefill": TRUE["saturating"], "decode": TRUE["roofline"]}}))

@@ -38,6 +38,27 @@ def test_default_plan_json_has_the_documented_shape():
         assert p["recipe"]["lora"]["rank"] == 64 and p["reward"] == "rule"
 
 
+def test_plan_prices_a_number_of_steps():
+    """--steps N without --solve: exactly N steps, every bucket N times the one-step cost, and the budget they
+    need; with a profile, their time."""
+    from flopplan.cost import step_cost
+    from flopplan.recipe import Recipe
+
+    out = run("plan", "--model", "qwen2.5-1.5b", "--steps", "100", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    [entry] = json.loads(out.stdout)["plans"]
+    one = step_cost(Recipe(policy="qwen2.5-1.5b"))
+    assert entry["steps"] == 100 and entry["priced"] is True and entry["step_flops"] == one.step_flops
+    assert entry["flops"] == {**{b: 100 * v for b, v in one.buckets().items()}, "total": 100 * one.step_flops}
+    assert entry["budget"]["flops"] == entry["flops"]["total"] and entry["leftover_flops"] == 0
+    assert entry["phases"]["update"]["flops"] == 100 * one.step_phases["update"]
+    timed = json.loads(run("plan", "--model", "qwen2.5-1.5b", "--steps", "100", "--device", "h100",
+                           "--format", "json").stdout)["plans"][0]
+    assert timed["steps"] == 100 and timed["gpu_hours"] > 0 and set(timed["seconds"]) == set(one.step_phases)
+    text = run("plan", "--model", "qwen2.5-1.5b", "--steps", "100").stdout
+    assert "What 100 steps cost" in text and "the budget these steps need" in text
+
+
 def test_plan_does_not_import_torch():
     code = ("import sys\nsys.argv=['flopplan','plan']\nfrom flopplan.cli import main\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code\nassert 'torch' not in sys.modules")

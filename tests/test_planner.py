@@ -57,10 +57,13 @@ def recipes(draw, fixed: bool = False):
     lora = draw(st.one_of(st.none(), st.sampled_from([8, 64])))
     reward = draw(st.sampled_from(["rule", "orm:qwen2.5-0.5b", "prm", "prm:qwen2.5-0.5b"]))
     evaluate = draw(st.booleans())
+    iterations = draw(st.integers(1, 4))
+    # "off" with several optimizer steps a round is refused under HF generate (the clip would never act)
+    modes = ["auto", "on", "off"] if engine == "vllm" or iterations == 1 else ["auto", "on"]
     return Recipe(
         policy=draw(st.sampled_from(SMALL)), lora_rank=lora, prompts_per_step=prompts, group_size=group,
-        prompt_len=length(1, 600), completion_len=length(1, 1500), iterations=draw(st.integers(1, 4)),
-        beta=draw(st.sampled_from([0.0, 0.04])), old_logprobs=draw(st.sampled_from(["auto", "on", "off"])),
+        prompt_len=length(1, 600), completion_len=length(1, 1500), iterations=iterations,
+        beta=draw(st.sampled_from([0.0, 0.04])), old_logprobs=draw(st.sampled_from(modes)),
         grad_ckpt=draw(st.booleans()), logits=draw(st.sampled_from(["completion", "all"])), engine=engine,
         prefix_sharing=engine == "vllm" and draw(st.booleans()),
         micro_batch=draw(st.sampled_from([d for d in (1, 2, 4, 8) if rollouts % d == 0])),
@@ -154,7 +157,9 @@ def test_old_logprobs_auto_follows_optimizer_steps_per_round():
     assert Recipe(iterations=2).computes_old_logprobs
     assert Recipe(optimizer_batch=128).computes_old_logprobs  # 512 rollouts feed 4 optimizer steps
     assert Recipe(engine="vllm").computes_old_logprobs
-    assert not Recipe(iterations=2, old_logprobs="off").computes_old_logprobs
+    assert not Recipe(iterations=2, old_logprobs="off", engine="vllm").computes_old_logprobs  # verl's bypass
+    with pytest.raises(UserError, match="clip never acts"):  # what the built-in trainer and TRL cannot run
+        Recipe(iterations=2, old_logprobs="off")
 
 
 def test_vllm_traits():
@@ -310,8 +315,9 @@ def test_gpu_hour_and_dollar_budgets():
     assert by_hours.steps == by_dollars.steps > 0
     assert by_hours.gpu_hours <= 100
     assert by_dollars.dollars == pytest.approx(by_hours.gpu_hours * 2.0)
-    seconds = {ph: profile.seconds(kind, 1.0) for ph, kind in (("u", "train"), ("d", "decode"))}
-    assert seconds["d"] > 10 * seconds["u"]  # decode is far below training
+    # decode is bound by the weights and KV cache it reads: each of its FLOPs takes longer than an update's
+    per_flop = {ph: by_hours.seconds[ph] / by_hours.phases[ph] for ph in ("rollout.decode", "update")}
+    assert per_flop["rollout.decode"] > 2 * per_flop["update"]
     with pytest.raises(UserError, match="profile"):
         plan(Recipe(), Budget(gpu_hours=1))
     with pytest.raises(UserError, match="price"):
@@ -340,8 +346,10 @@ def test_solve_share_and_largest_model():
     recipe, share, notes = solve_share(Recipe(), 0.9, "iterations")
     assert abs(share - 0.9) <= abs(learning_share(recipe.with_(iterations=recipe.iterations + 1)) - 0.9)
     assert abs(share - 0.9) <= abs(learning_share(recipe.with_(iterations=max(1, recipe.iterations - 1))) - 0.9)
-    _, _, notes = solve_share(Recipe(), 0.05, "group_size")
-    assert notes and "outside" in notes[0]
+    with pytest.raises(UserError, match="does not depend on group_size"):  # fixed lengths: G scales everything
+        solve_share(Recipe(), 0.05, "group_size")
+    _, _, notes = solve_share(Recipe(completion_len=Length.mean_max(300.0, 1024)), 0.05, "group_size")
+    assert notes and "outside" in notes[0]  # padded batches: the share moves a little with G, not to 5 %
     best = largest_model(Recipe(), Budget(flops=10**19), steps=300)
     bigger = QWEN25_SIZES[QWEN25_SIZES.index(best.model) + 1]
     assert best.steps >= 300 and plan(Recipe(policy=bigger), Budget(flops=10**19)).steps < 300

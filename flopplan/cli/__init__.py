@@ -25,6 +25,10 @@ class FlopplanGroup(click.Group):
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
+        for stream in (sys.stdout, sys.stderr):  # a name the terminal's encoding cannot show is escaped, not fatal
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(errors="backslashreplace")
         try:
             return super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
                                 **extra)

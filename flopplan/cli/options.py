@@ -107,11 +107,30 @@ def apply_changes(base: Recipe, changes: dict[str, Any]) -> Recipe:
     return base.with_(**changes) if changes else base
 
 
+EVAL_OPTIONS = ("eval_prompt_len", "eval_completion_len", "eval_batch", "eval_at_start")
+
+
+def check_applicable(changes: dict[str, Any], recipe: Recipe) -> None:
+    """Options that do not apply to the recipe they would change are refused, not silently ignored."""
+    def flag(name: str) -> str:
+        return next(f.metadata["option"] for f in recipe_option_fields() if f.name == name)
+
+    if "prm_steps" in changes and recipe.reward.kind != "prm":
+        raise UserError(f"--prm-steps applies to a process reward model (--reward prm:MODEL), not {recipe.reward}")
+    if "reward_overhead_tokens" in changes and recipe.reward.kind == "rule":
+        raise UserError("--reward-overhead applies to a reward model (--reward orm:MODEL or prm:MODEL), not a rule")
+    given = [name for name in EVAL_OPTIONS if name in changes]
+    if given and recipe.eval_every is None:
+        raise UserError(f"{flag(given[0])} applies with an evaluation (--eval-every K --eval-prompts N)")
+
+
 def build_recipe(recipe_file: str | None, opts: dict[str, Any], base: Recipe | None = None) -> Recipe:
     """A Recipe from ``base`` (default: the planner's defaults), then the file, then the options given."""
     changes, _ = recipe_changes(opts)
     start = Recipe.load(recipe_file) if recipe_file else (base or Recipe())
-    return apply_changes(start, changes)
+    recipe = apply_changes(start, changes)
+    check_applicable(changes, recipe)
+    return recipe
 
 
 # -- numbers, budgets, profiles, models ------------------------------------------------------------------------

@@ -49,8 +49,10 @@ def _output(tables: list[Any], fmt: str, notes: list[str], command: str, data: A
 @click.option("--target-learning-share", type=float,
               help="Solve --solve iterations|group_size for this learning share (0-1) instead of a budget.")
 @click.option("--largest-model", is_flag=True, help="The largest registry model that affords --steps steps.")
-@click.option("--out", "out_file", type=click.Path(dir_okay=False), help="Write a versioned plan file (JSON).")
-@click.option("--save-recipe", type=click.Path(dir_okay=False), help="Write the effective recipe (TOML/JSON).")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False),
+              help="Write a versioned plan file (JSON); - prints it instead of the tables.")
+@click.option("--save-recipe", type=click.Path(dir_okay=False),
+              help="Write the effective recipe (TOML, or JSON for a .json name; - prints it).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan file as JSON (same as --format json).")
 def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, gpu_hours: float | None,
          dollars: float | None, device: str | None, profile_file: str | None, price_per_gpu_hour: float | None,
@@ -62,12 +64,15 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
     With no options: a 1e19 FLOP budget, LoRA r=64, G=8, 64 prompts per step, 256-token prompts, 1024-token
     completions, rule reward, Qwen2.5 0.5B to 14B.
     """
+    from flopplan.fileio import STDOUT
     from flopplan.inverse import plan_request
     from flopplan.planfile import PlanFile
     from flopplan.planner import require_steps
     from flopplan.report.plan_tables import phase_table, plan_notes, same_flop_table, time_table
 
     fmt = "json" if as_json else fmt
+    if out_file == STDOUT and save_recipe == STDOUT:
+        fail("--out - and --save-recipe - would both print: give a file name to one of them")
     base = build_recipe(recipe_file, recipe_opts)
     if largest_model and models:
         fail("--largest-model searches the registry for the model: it takes no --model")
@@ -80,11 +85,16 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
                          largest=largest_model, budget_given=budget_given(budget, gpu_hours, dollars))
     require_steps(plans)
     if save_recipe:
+        if any(p.recipe != plans[0].recipe for p in plans[1:]):
+            fail(f"--save-recipe writes one recipe, and this request has {len(plans)} (one per model): give one "
+                 "--model")
         plans[0].recipe.save(save_recipe)  # the effective recipe, solved values included
     command = command_line()
     plan_file = PlanFile.of(plans, command)
     if out_file:
         plan_file.save(out_file)
+    if STDOUT in (out_file, save_recipe):
+        return  # the file went to standard output: no tables around it
     tables = [same_flop_table(plans, with_time=prof is not None), phase_table(plans)]
     if prof is not None:
         tables.append(time_table(plans))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from typing import Any
 
@@ -114,41 +115,56 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
 
     con = console()
     if not as_json:
+        for note in trainer.notes:
+            con.print(f"note: {note}")
         if trainer.random_policy and config.model_path is None:
             con.print(f"policy {trainer.spec.name}: random-initialised ({trainer.spec.params:,} parameters)")
         if trainer.reward_model is not None and trainer.reward_model.random_init:
             con.print(f"reward model {trainer.reward_model.spec.name}: random-initialised, its scores are "
                       "meaningless (the FLOPs and the plumbing are real)")
     summary = trainer.run()
+    interrupted = summary.stop_reason.startswith("interrupted")
     if as_json:
         echo_json(summary.to_data())
-        return
-    from flopplan.report.console import print_tables
-    from flopplan.report.run_report import run_tables
+    else:
+        from flopplan.report.console import print_tables
+        from flopplan.report.run_report import run_tables
 
-    tables, notes = run_tables(summary)
-    print_tables(tables, notes)
-    con.print(f"run folder: {out_dir} (flopplan report {out_dir})")
+        tables, notes = run_tables(summary)
+        print_tables(tables, notes)
+        con.print(f"run folder: {out_dir} (flopplan report {out_dir})")
+    if interrupted:  # Ctrl-C: a checkpoint was written; say how to go on, and exit as interrupted programs do
+        click.echo(f"flopplan: interrupted; continue with: flopplan train --out {shlex.quote(out_dir)} --resume",
+                   err=True)
+        sys.exit(130)
 
 
 @main.command()
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False),
-              help="Where to draw the curves (default RUN_DIR/report.png).")
+              help="Where to draw the curves (default RUN_DIR/report.png; with --json, only when given).")
 @click.option("--no-plot", is_flag=True, help="Do not draw.")
 def report(run_dir: str, as_json: bool, plot_file: str | None, no_plot: bool) -> None:
     """Summarise a training run: FLOPs by bucket vs budget vs plan, and reward/accuracy against FLOPs spent."""
+    from flopplan.errors import UserError
     from flopplan.report.console import print_tables
     from flopplan.report.run_report import plot_run, run_tables
     from flopplan.runfile import load_run
 
+    if no_plot and plot_file:
+        fail("--no-plot and --plot contradict each other")
     summary, metrics = load_run(run_dir)
-    path = None
-    if not no_plot:
-        path = plot_run(summary, metrics, plot_file or f"{run_dir}/report.png")
+    path, skipped = None, None
+    if plot_file:  # asked for: a plot that cannot be written is an error
+        path = plot_run(summary, metrics, plot_file)
+    elif not no_plot and not as_json:  # the default plot beside the run, when the folder takes it
+        try:
+            path = plot_run(summary, metrics, f"{run_dir}/report.png")
+        except UserError as exc:
+            skipped = f"no plot: {exc}"
     if as_json:
         echo_json({**summary.to_data(), "plot": path})
         return
     tables, notes = run_tables(summary)
-    print_tables(tables, notes + ([f"plot: {path}"] if path else []))
+    print_tables(tables, notes + ([f"plot: {path}"] if path else []) + ([skipped] if skipped else []))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from flopplan.arch import QWEN25_SIZES, REGISTRY, ArchSpec
 from flopplan.formulas import (
@@ -98,12 +97,3 @@ def peer_error_tables() -> list[Table]:
         *common,
     ]
     return [lora, full, decode]
-
-
-def peer_table_data() -> list[dict[str, Any]]:
-    """The same figures as JSON-ready rows (for benchmarks and tests)."""
-    rows = []
-    for table in peer_error_tables():
-        for row in table.rows:
-            rows.append({"table": table.title, **dict(zip(table.columns, row, strict=True))})
-    return rows

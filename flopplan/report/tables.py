@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, field
 
 from flopplan import __version__
@@ -75,12 +73,3 @@ def to_latex(tables: list[Table], command: str) -> str:
         out.append("\\end{table}")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
-
-
-def to_csv(table: Table, command: str) -> str:
-    buffer = io.StringIO()
-    buffer.write(f"# {provenance(command)}\n")
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(table.columns)
-    writer.writerows(table.rows)
-    return buffer.getvalue()

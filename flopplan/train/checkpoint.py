@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from flopplan.errors import UserError
+from flopplan.errors import UserError, first_line
 from flopplan.fileio import atomic_write_text
 
 
@@ -50,24 +50,43 @@ def load_trainable_state(model: Any, state: dict[str, torch.Tensor]) -> None:
             params[key].copy_(value.to(params[key].device))
 
 
-def save_checkpoint(folder: Path, step: int, state: dict[str, Any]) -> Path:
-    """``folder/step-000123.pt`` through a temporary file and a rename, then the ``latest`` pointer."""
+CHECKPOINT_GLOB = "step-*.pt"
+
+
+def save_checkpoint(folder: Path, step: int, state: dict[str, Any], keep: int | None = None) -> Path:
+    """``folder/step-000123.pt`` through a temporary file and a rename, then the ``latest`` pointer; only the
+    newest ``keep`` checkpoints stay (all with None). A full disk is one line, with no temporary file left."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"step-{step:06d}.pt"
     tmp = path.with_suffix(".pt.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as exc:  # torch reports a full disk as a RuntimeError from its zip writer
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"cannot write the checkpoint {str(path)!r}: {first_line(exc)}") from None
     atomic_write_text(folder / "latest", path.name + "\n")
+    if keep is not None:
+        for old in sorted(folder.glob(CHECKPOINT_GLOB))[:-keep]:
+            if old != path:
+                old.unlink(missing_ok=True)
     return path
 
 
-def load_latest(folder: Path, where: str) -> tuple[Path, dict[str, Any]]:
-    """The newest checkpoint named by ``latest``; one clear line when there is none or it cannot be read."""
+def load_latest(folder: Path, where: str) -> tuple[Path, dict[str, Any], list[str]]:
+    """The newest readable checkpoint, and notes on any newer one that could not be read (a kill while writing,
+    a corrupted file): the run resumes from the newest good one and says so. One clear line when there is none."""
+    candidates = sorted(folder.glob(CHECKPOINT_GLOB), reverse=True) if folder.is_dir() else []
     latest = folder / "latest"
-    name = latest.read_text().strip() if latest.exists() else ""
-    if not name or not (folder / name).is_file():
-        raise UserError(f"nothing to resume in {where!r}: no checkpoint")
-    try:
-        return folder / name, torch.load(folder / name, weights_only=False, map_location="cpu")
-    except Exception as exc:  # any corruption of the file: one clear line, not a traceback
-        raise UserError(f"checkpoint {str(folder / name)!r} cannot be read ({type(exc).__name__}: {exc})") from None
+    named = latest.read_text().strip() if latest.exists() else ""
+    if named and (folder / named).is_file():  # the pointer first, then the others, newest first
+        candidates = [folder / named, *[c for c in candidates if c.name != named]]
+    notes: list[str] = []
+    for path in candidates:
+        try:
+            return path, torch.load(path, weights_only=False, map_location="cpu"), notes
+        except Exception as exc:  # any corruption of the file
+            notes.append(f"checkpoint {path.name} cannot be read ({type(exc).__name__}: {first_line(exc)[:120]})")
+    if notes:
+        raise UserError(f"nothing to resume in {where!r}: no checkpoint can be read ({notes[0]})")
+    raise UserError(f"nothing to resume in {where!r}: no checkpoint")

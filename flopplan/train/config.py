@@ -61,6 +61,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     seed: int = 0
     checkpoint_every: int | None = 10
+    keep_checkpoints: int | None = 3  # the newest K checkpoints stay; None: every one
     measure_flops: bool = False
     device: str = "auto"
     format_reward: float = 0.0
@@ -71,15 +72,11 @@ class TrainConfig:
         r = self.recipe
         if self.budget_flops is None and self.max_steps is None:
             raise UserError("give a budget (--budget FLOPS or --plan FILE) or a number of steps (--steps N)")
-        for name in ("budget_flops", "max_steps", "train_size", "checkpoint_every", "threads"):
+        for name in ("budget_flops", "max_steps", "train_size", "checkpoint_every", "keep_checkpoints", "threads"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1)
         if self.train_size > MAX_TRAIN_SIZE:
             raise UserError(f"train_size is at most {MAX_TRAIN_SIZE:,} problems, not {self.train_size:,}")
-        if r.old_logprobs == "off" and r.optimizer_steps_per_round > 1:
-            raise UserError("old_logprobs off with several optimizer steps per round (mu > 1 or an optimizer batch "
-                            "below the round) would leave the ratio at 1, so the clip never acts; the run computes "
-                            "them with a forward pass: use --old-logprobs auto or on")
         for name in ("temperature", "max_grad_norm"):
             check_number(name, getattr(self, name), 0.0, strict=True)
         for name in ("clip_low", "clip_high", "weight_decay", "format_reward"):
@@ -163,6 +160,10 @@ def train_config(out_dir: str, *, plan_file: str | None = None, plan_model: str 
     a registry model other than the tiny one) gets the recipe default, LoRA, since the demo fine-tunes fully.
     """
     changes = dict(changes or {})
+    data_lengths = [name for name in ("prompt_len", "eval_prompt_len") if name in changes]
+    if data_lengths:
+        raise UserError(f"--{data_lengths[0].replace('_', '-')}: a run's prompts come from its task or dataset, "
+                        "at the lengths they have (the plan's prompt length is an estimate of them)")
     entry = None
     if plan_file:
         if recipe_file:

@@ -3,30 +3,55 @@ trimmed back to the checkpoint on resume, summarised atomically. The layout is :
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
 
 from flopplan import __version__
 from flopplan.errors import UserError
-from flopplan.fileio import atomic_write_json, atomic_write_text, read_json, read_step_log, writable_folder
-from flopplan.runfile import CONFIG, LEDGER, METRICS, RUN_VERSION, SUMMARY, RunSummary
+from flopplan.fileio import (
+    atomic_write_json,
+    atomic_write_text,
+    folder_lock,
+    read_json,
+    read_step_log,
+    writable_folder,
+)
+from flopplan.runfile import CONFIG, LEDGER, METRICS, RUN_VERSION, SUMMARY, LedgerRecord, RunSummary, read_ledger
 from flopplan.train.config import TrainConfig
 
-RUN_FILES = frozenset({CONFIG, METRICS, LEDGER, SUMMARY, "report.png", "checkpoints"})
+PROGRESS = "progress.jsonl"
+"""The units of the step in progress, each logged as it ends (cleared when the step commits): what a kill lost."""
+RUN_FILES = frozenset({CONFIG, METRICS, LEDGER, SUMMARY, PROGRESS, "report.png", "checkpoints"})
 
 
 class RunFolder:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._lock: contextlib.ExitStack | None = None
+
+    def lock(self) -> None:
+        """Take the folder's one-writer lock for as long as this process runs (or until :meth:`unlock`): a second
+        ``flopplan train`` on the same folder, fresh or resumed, is refused with one line."""
+        if self._lock is None:
+            stack = contextlib.ExitStack()
+            stack.enter_context(folder_lock(self.path, "run folder"))
+            self._lock = stack
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     @property
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
 
-    def create(self, config: TrainConfig) -> None:
-        """A new run folder; an existing one is reused only when it holds nothing but an earlier run's files
-        that never reached a checkpoint (a run stopped during its first step)."""
+    def check_new(self) -> None:
+        """Refuse a folder a new run must not use: one that already holds a run (it would be overwritten) or
+        files that are not a run's. An existing folder is reused only when it holds nothing but an earlier run's
+        files that never reached a checkpoint (a run stopped during its first step)."""
         where = str(self.path)
         if self.path.is_dir():
             if self.checkpoints.is_dir() and any(self.checkpoints.iterdir()):
@@ -39,6 +64,10 @@ class RunFolder:
                 raise UserError(f"--out {where!r} holds files that are not a flopplan run "
                                 f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): "
                                 "use an empty or new folder")
+
+    def create(self, config: TrainConfig) -> None:
+        """A new run folder (checked again under the lock), with empty logs and the run's configuration."""
+        self.check_new()
         writable_folder(self.path, "run folder")
         for name in (METRICS, LEDGER):
             atomic_write_text(self.path / name, "")
@@ -63,23 +92,66 @@ class RunFolder:
             raise UserError(f"{str(path)!r} is not a flopplan run config ({exc})") from None
 
     def append(self, step: int, charges: list[dict[str, Any]], metrics_line: dict[str, Any]) -> None:
-        """One step's ledger and metrics lines (each a whole line: a kill leaves at most one cut short)."""
+        """One step's ledger and metrics lines (each a whole line: a kill leaves at most one cut short), then the
+        step in progress is cleared."""
         with open(self.path / LEDGER, "a") as handle:
             handle.write(json.dumps({"step": step, "charges": charges}) + "\n")
         with open(self.path / METRICS, "a") as handle:
             handle.write(json.dumps(metrics_line) + "\n")
+        self.clear_progress()
+
+    def append_partial(self, step: int, charge: dict[str, Any]) -> None:
+        """A unit of the step in progress, as soon as it ran: a kill mid-step leaves a record of the work lost."""
+        with open(self.path / PROGRESS, "a") as handle:
+            handle.write(json.dumps({"step": step, "partial": True, "charges": [charge]}) + "\n")
+
+    def clear_progress(self) -> None:
+        atomic_write_text(self.path / PROGRESS, "")
+
+    def lost_after(self, step: int) -> int:
+        """Executed FLOPs the logs record after the checkpoint of ``step``: steps committed after it, and the units
+        of the step in progress, all done and lost with the process."""
+        full = {r.step: r.executed_flops for r in read_ledger(self.path, partial=False) if r.step > step}
+        in_progress = 0
+        for line in read_step_log(self.path / PROGRESS):
+            record = LedgerRecord.from_data(line)
+            if record is not None and record.step > step and record.step not in full:
+                in_progress += record.executed_flops
+        return sum(full.values()) + in_progress
+
+    def check_history(self, step: int, baseline: bool) -> None:
+        """The logs must hold every step up to the checkpoint's (and the baseline evaluation when one was done):
+        resuming over a deleted or truncated log would lose the run's history without a word."""
+        for name in (METRICS, LEDGER):
+            path = self.path / name
+            if not path.exists():
+                raise UserError(f"cannot resume {str(self.path)!r}: {name} is missing, and with it the history of "
+                                f"steps 1-{step} (restore it, or start a new run)")
+            steps = {line["step"] for line in read_step_log(path)}
+            missing = sorted(set(range(0 if baseline else 1, step + 1)) - steps)
+            if missing:
+                raise UserError(f"cannot resume {str(self.path)!r}: {name} lacks step{'s' if len(missing) > 1 else ''} "
+                                f"{_ranges(missing)} of the {step} the checkpoint holds (restore it, or start a new "
+                                "run)")
 
     def trim(self, step: int) -> None:
-        """Drop log lines of steps after ``step`` (done after the checkpoint, before a crash) and a cut line."""
+        """Drop log lines of steps after ``step`` (done after the checkpoint, before a crash), a line a kill cut
+        short, and the step in progress."""
         for name in (METRICS, LEDGER):
             kept = [line for line in read_step_log(self.path / name) if line["step"] <= step]
             atomic_write_text(self.path / name, "".join(json.dumps(line) + "\n" for line in kept))
+        self.clear_progress()
 
     def metrics(self) -> list[dict[str, Any]]:
         return read_step_log(self.path / METRICS)
 
     def write_summary(self, summary: RunSummary) -> None:
         atomic_write_json(self.path / SUMMARY, summary.to_data())
+
+
+def _ranges(values: list[int]) -> str:
+    return f"{values[0]}-{values[-1]}" if len(values) > 2 and values[-1] - values[0] == len(values) - 1 else \
+        ", ".join(map(str, values[:5])) + (", ..." if len(values) > 5 else "")
 
 
 def _is_run_config(path: Path) -> bool:

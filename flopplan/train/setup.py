@@ -150,11 +150,51 @@ def load_data(config: TrainConfig, codec: Codec) -> Data:
             raise UserError(f"eval_prompts {r.eval_prompts} but the eval set has {len(evaluation)} "
                             f"problems{hint}")
         evaluation = evaluation[:r.eval_prompts]
-    for problem in train + evaluation:
-        try:
-            ids = codec.encode(problem.prompt)
-        except ValueError as exc:
-            raise UserError(f"prompt {problem.prompt[:40]!r} cannot be tokenized: {exc}") from None
-        if not ids:
-            raise UserError(f"prompt {problem.prompt[:40]!r} encodes to no tokens: generation needs at least one")
+    longest = {"train": 0, "evaluation": 0}
+    for part, problems in (("train", train), ("evaluation", evaluation)):
+        for problem in problems:
+            try:
+                ids = codec.encode(problem.prompt)
+            except ValueError as exc:
+                raise UserError(f"prompt {problem.prompt[:40]!r} cannot be tokenized: {exc}") from None
+            if not ids:
+                raise UserError(f"prompt {problem.prompt[:40]!r} encodes to no tokens: generation needs at least "
+                                "one")
+            longest[part] = max(longest[part], len(ids))
+    check_lengths(config, longest["train"], longest["evaluation"])
     return Data(train, evaluation, chance)
+
+
+ATTENTION_COPIES = 3
+"""Eager attention keeps the scores, the probabilities and (in backward) their gradient: three tensors of
+``rows x heads x seq x seq`` at a time."""
+
+
+def check_lengths(config: TrainConfig, prompt: int, eval_prompt: int) -> None:
+    """Refuse, before any batch is built, sequences the policy cannot take (beyond its context) and calls whose
+    eager attention scores alone would not fit the free memory (a rough bound: the largest generate call's
+    prefill and the largest scoring/update micro-batch; checkpointing keeps one layer's)."""
+    from flopplan.measure.models import available_memory
+
+    r = config.recipe
+    spec = r.policy_spec
+    completion, eval_completion = r.completion_len.max, r.evaluation_completion_len.max
+    context = spec.max_position_embeddings
+    for what, p, k in (("a training prompt", prompt, completion), ("an evaluation prompt", eval_prompt,
+                                                                   eval_completion)):
+        if context and p and p + k > context:
+            raise UserError(f"{what} of {p:,} tokens and {k:,} completion tokens exceed {spec.name}'s {context:,}-"
+                            "token context (max_position_embeddings): shorten the prompts or the completion")
+    policy = DevicePolicy.of(config.device)
+    if policy.attention != "eager":  # SDPA/flash kernels never hold the score matrix
+        return
+    seq = prompt + completion
+    layers = 1 if r.grad_ckpt else spec.num_layers
+    element = 4  # float32 on the CPU
+    need = ATTENTION_COPIES * element * spec.num_heads * max(r.generation_batch_size * prompt ** 2,
+                                                             r.micro_batch_size * layers * seq ** 2)
+    free = available_memory(policy.device)
+    if free is not None and need > 0.8 * free:
+        raise UserError(f"sequences of {seq:,} tokens need about {need / 2**30:.1f} GiB for eager attention scores "
+                        f"alone, more than the {free / 2**30:.1f} GiB free: shorten the prompts, or lower "
+                        "--generation-batch / --micro-batch")

@@ -62,6 +62,18 @@ class Trainer:
         self.config = config
         self.recipe = config.recipe
         self.folder = RunFolder(config.out_dir)
+        if resume and not self.folder.path.is_dir():
+            raise UserError(f"nothing to resume in {str(self.folder.path)!r}: no such folder")
+        if not resume:
+            self.folder.check_new()  # before the lock file goes into a folder that is not a run's
+        self.folder.lock()  # one writer per run folder, from before anything is read or written
+        try:
+            self._set_up(config, resume, progress)
+        except BaseException:
+            self.folder.unlock()
+            raise
+
+    def _set_up(self, config: TrainConfig, resume: bool, progress: bool) -> None:
         self.precision = Precision.of(config)
         self.device = self.precision.device
         self.conv = self.precision.conventions(self.recipe.attention)
@@ -86,6 +98,7 @@ class Trainer:
         self._pending: list[PhaseCharge] = []
         self._orders: dict[int, list[int]] = {}
         self.on_step: list[Callable[[StepResult, Ledger], None]] = []
+        self.notes: list[str] = []
         if resume:
             self._restore()
         else:
@@ -116,11 +129,16 @@ class Trainer:
                  "optimizer": self.policy.optimizer.state_dict(), "rng": ckpt.rng_state(),
                  "data_position": self.data_position, "last_eval": dict(self.last_eval),
                  "ledger": self.ledger.to_state(), "config": self.config.to_data()}
-        ckpt.save_checkpoint(self.folder.checkpoints, self.step, state)
+        ckpt.save_checkpoint(self.folder.checkpoints, self.step, state, self.config.keep_checkpoints)
         self.folder.write_summary(self.summary())
 
     def _restore(self) -> None:
-        path, state = ckpt.load_latest(self.folder.checkpoints, str(self.folder.path))
+        """Resume from the newest readable checkpoint. Work the log records after it (steps done before a kill,
+        or a step in progress) was spent and is lost: it is charged as lost, against the budget, and checkpointed
+        at once so that a second kill cannot forget it."""
+        path, state, self.notes = ckpt.load_latest(self.folder.checkpoints, str(self.folder.path))
+        if self.notes:
+            self.notes.append(f"resumed from {path.name}")
         try:
             self.step = int(state["step"])
             ckpt.load_trainable_state(self.policy.model, state["trainable"])
@@ -132,10 +150,21 @@ class Trainer:
         except Exception as exc:  # a checkpoint of another run or version: one clear line
             raise UserError(f"checkpoint {str(path)!r} cannot be read ({type(exc).__name__}: {exc})") from None
         self.ledger.budget_flops = self.config.budget_flops
+        baseline = self.recipe.eval_every is not None and self.recipe.eval_at_start and (
+            self.step > 0 or any(line["step"] == 0 for line in self.folder.metrics()))
+        self.folder.check_history(self.step, baseline)
+        lost = self.folder.lost_after(self.step)
+        self.ledger.lost += lost
         if self.config.budget_flops is not None and self.ledger.spent_in_total > self.config.budget_flops:
             raise UserError(f"the run has already spent {self.ledger.spent_in_total:,} FLOPs, more than the "
                             f"budget of {self.config.budget_flops:,}")
+        if self.config.max_steps is not None and self.config.max_steps <= self.step:
+            raise UserError(f"the run has done {self.step} steps: --steps {self.config.max_steps} does not extend it "
+                            "(give more steps, or a larger --budget)")
         self.folder.trim(self.step)
+        if lost:
+            self.notes.append(f"{lost:,} FLOPs done after the last checkpoint were lost and are charged")
+            self.save_checkpoint()
 
     # -- the budget guard -------------------------------------------------------------------------------------
     def worst_case(self, problems: list[Problem] | None, with_eval: bool) -> int:
@@ -196,15 +225,14 @@ class Trainer:
     def run_step(self, problems: list[Problem]) -> StepResult:
         r, cfg, model = self.recipe, self.config, self.policy.model
         result = StepResult(self.step + 1, {})
-        charges = result.charges
-        self._pending = charges  # what an interruption abandons
+        self._pending = result.charges  # what an interruption abandons
         prompt_ids = [self.codec.encode(p.prompt) for p in problems for _ in range(r.group_size)]
         answers = [p.answer for p in problems for _ in range(r.group_size)]
         with self._phase():
             rollouts, generated = P.generate(model, self.codec, prompt_ids, ctx=self.ctx, lora=r.rollout_lora,
                                              batch=r.generation_batch_size, max_new_tokens=cfg.max_new_tokens,
                                              temperature=cfg.temperature)
-            charges += generated
+            self._charged(result, *generated)
         ended = [bool(c) and c[-1] == self.codec.eos_id for c in rollouts.completion_ids]
         with self._phase():
             rewards, correct = rule_rewards(rollouts.completions, answers, ended, cfg.format_reward)
@@ -212,7 +240,7 @@ class Trainer:
                 texts = [p.prompt for p in problems for _ in range(r.group_size)]
                 rewards, charge = self.reward_model.score(self.codec, texts, rollouts.completions, self.conv,
                                                           cfg.measure_flops, cfg.max_new_tokens)
-                charges.append(charge)
+                self._charged(result, charge)
         reward_t = torch.tensor(rewards, dtype=torch.float32, device=self.device)
         advantages = group_advantages(reward_t, r.group_size, cfg.scale_rewards)
         batches = scoring_batches(rollouts, self.codec.pad_id, r.micro_batch_size, self.device, r.update_padding)
@@ -222,14 +250,14 @@ class Trainer:
             with self._phase():
                 old, charge = P.score("old_logprobs", model, batches, rollouts, ctx=self.ctx, lora=r.lora,
                                       temperature=cfg.temperature, completion_only=completion_only)
-                charges.append(charge)
+                self._charged(result, charge)
         if r.uses_reference:
             with self._phase():
                 reference = self.policy.reference
                 ref, charge = P.score("reference", reference if reference is not None else model, batches,
                                       rollouts, ctx=self.ctx, lora=None, temperature=cfg.temperature,
                                       completion_only=completion_only, adapter_disabled=reference is None)
-                charges.append(charge)
+                self._charged(result, charge)
         stats: dict[str, float] = {}
         for _ in range(r.iterations):  # from the first update on, an interrupted step is completed
             with self._phase(last_interruptible=False):
@@ -238,7 +266,7 @@ class Trainer:
                                               completion_only=completion_only,
                                               optimizer_batch=r.optimizer_batch_size,
                                               max_grad_norm=cfg.max_grad_norm, old=old, ref=ref)
-                charges.append(charge)
+                self._charged(result, charge)
             for key, value in pass_stats.items():  # means over the mu passes
                 stats[key] = stats.get(key, 0.0) + value / r.iterations
         lengths = [len(c) for c in rollouts.completion_ids]
@@ -250,9 +278,16 @@ class Trainer:
         if self._eval_due(result.step):
             with self._phase(last_interruptible=False):
                 metrics, evaluated = self.evaluate()
-                charges += evaluated
+                self._charged(result, *evaluated)
                 result.metrics.update(metrics)
         return result
+
+    def _charged(self, result: StepResult, *charges: PhaseCharge) -> None:
+        """Units of the step in progress: kept for the commit, and logged at once as partial lines, so that a kill
+        mid-step leaves a record of the work it lost."""
+        for charge in charges:
+            result.charges.append(charge)
+            self.folder.append_partial(result.step, charge.to_data())
 
     # -- the loop ---------------------------------------------------------------------------------------------
     def _commit(self, step: int, charges: list[PhaseCharge], metrics: dict[str, float]) -> None:
@@ -294,9 +329,25 @@ class Trainer:
             return self._run()
         finally:
             signal.signal(signal.SIGINT, previous)
+            self.folder.unlock()
+
+    def _refuse_a_budget_without_a_step(self) -> None:
+        """A fresh run whose budget cannot pay for its first step (and the baseline evaluation before it) is
+        refused before any work, with what that step could cost, as the planner refuses such a plan."""
+        budget = self.config.budget_flops
+        if budget is None or self.step > 0:
+            return
+        first = self.worst_case(self.prompts_at(self.data_position), self._eval_due(1))
+        baseline = self.worst_case(None, with_eval=True) if self.recipe.eval_every is not None and \
+            self.recipe.eval_at_start and not self._baseline_done() else 0
+        if first + baseline > self.ledger.remaining:
+            extra = f" plus {baseline:,} for the baseline evaluation" if baseline else ""
+            raise UserError(f"the budget ({budget:,} FLOPs) buys no step: the first could cost up to {first:,} FLOPs"
+                            f"{extra}")
 
     def _run(self) -> RunSummary:
         r, cfg = self.recipe, self.config
+        self._refuse_a_budget_without_a_step()
         baseline = self.step == 0 and r.eval_every is not None and r.eval_at_start and not self._baseline_done()
         if baseline and self.ledger.fits(self.worst_case(None, with_eval=True)):
             metrics, charges = self.evaluate()
@@ -337,6 +388,7 @@ class Trainer:
         budget."""
         partial = sum(c.executed_total for c in self._pending)
         ckpt.set_rng_state(rng)
+        self.folder.clear_progress()  # its units: the abandoned count holds their FLOPs
         self.ledger.abandoned += partial
         self.ledger.interrupted = {"step": self.step + 1, "abandoned_flops": self.ledger.abandoned}
         return partial
