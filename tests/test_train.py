@@ -76,6 +76,27 @@ def test_ledger_equals_flop_counter_full_fine_tuning_orm_all_logits(tmp_path):
     assert s["flops"]["total"] > s["useful_flops"]["total"] or s["flops"] == s["useful_flops"]
 
 
+def _metrics_without_clocks(run: Path) -> list[dict]:
+    """metrics.jsonl without its wall-clock fields (``time`` and any per-phase ``seconds``)."""
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k != "time" and "seconds" not in k}
+        return value
+
+    return [strip(line) for line in metrics_of(run)]
+
+
+def test_measuring_flops_does_not_change_the_run(tmp_path):
+    """--measure-flops counts without changing what runs: the same seed gives bit-identical metrics (losses,
+    grad norms, rewards, accuracies as exact floats) with and without the meter, and the count stays exact."""
+    common = ["--steps", "6", "--budget", "600000000000", "--seed", "0", "--eval-every", "3", "--no-progress"]
+    plain, measured = tmp_path / "plain", tmp_path / "measured"
+    flopplan("train", "--out", str(plain), *common)
+    flopplan("train", "--out", str(measured), *common, "--measure-flops")
+    assert _metrics_without_clocks(measured) == _metrics_without_clocks(plain)
+    assert summary_of(measured)["measured_equals_closed_form"] is True
+
+
 RESUME = ["--steps", "6", *SMALL, "--completion-len", "3", "--checkpoint-every", "2", "--eval-every", "3",
           "--eval-prompts", "16", "--seed", "7"]
 COMPARED = ("reward", "accuracy", "loss", "completion_tokens", "clip_fraction", "grad_norm")

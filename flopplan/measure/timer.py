@@ -1,5 +1,6 @@
 """Timing and counting one block of model work: wall-clock (CUDA events on a GPU) and, when asked, torch's
-FlopCounterMode count of the same block."""
+FlopCounterMode count of the same block (taken by :class:`~flopplan.measure.meter.FlopMeter`, which leaves
+what runs unchanged)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
+
+from flopplan.measure.meter import FlopMeter
 
 
 @contextlib.contextmanager
 def timed_and_counted(measure: bool, sync: bool) -> Iterator[dict[str, Any]]:
     """Time a block (with CUDA events when ``sync``, the GPU's own clock) and, with ``measure``, count it with
-    FlopCounterMode. Yields a dict that holds ``seconds`` and ``measured`` (None unless measured) afterwards."""
+    :class:`FlopMeter` (FlopCounterMode's count; torch's FlopCounterMode itself would run some ops through their
+    decompositions, changing results in the last bits). Yields a dict that holds ``seconds`` and ``measured``
+    (None unless measured) afterwards."""
     out: dict[str, Any] = {"measured": None, "seconds": 0.0}
-    counter = FlopCounterMode(display=False) if measure else contextlib.nullcontext()
+    counter = FlopMeter() if measure else contextlib.nullcontext()
     if sync:
         start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
