@@ -15,6 +15,7 @@ from flopplan.units import eng
 DEFAULT_BUDGET_FLOPS = 10**19
 """`flopplan plan` with no budget: 1e19 FLOPs (10 EFLOP)."""
 BUDGET_LIMITS = {"flops": 1e30, "gpu_hours": 1e12, "dollars": 1e15}
+UNIT_NAMES = {"flops": "FLOPs", "gpu_hours": "GPU-hours", "dollars": "dollars"}
 """Budgets beyond these are refused: 1e30 FLOPs is a million times the largest training runs to date."""
 
 
@@ -37,14 +38,15 @@ class Budget:
         if len(given) != 1:
             raise UserError("give exactly one budget: FLOPs, GPU-hours or dollars")
         name, value = given[0]
+        what = UNIT_NAMES[name]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise UserError(f"the budget ({name}) must be a number, not {value!r}")
+            raise UserError(f"a budget in {what} must be a number, not {value!r}")
         if value <= 0 or (isinstance(value, float) and not math.isfinite(value)):
-            raise UserError(f"the budget ({name}) must be a positive number, not {value!r}")
+            raise UserError(f"a budget in {what} must be a positive number, not {value!r}")
         if value > BUDGET_LIMITS[name]:
             shown = f"{float(value):.3g}" if value < 1e300 else "over 1e300"
-            raise UserError(f"a budget of {shown} {name.replace('_', '-')} is beyond what flopplan plans "
-                            f"(at most {budget_cap(name)})")
+            raise UserError(f"a budget of {shown} {what} is beyond what flopplan plans (at most "
+                            f"{budget_cap(name)})")
 
     @property
     def unit(self) -> str:

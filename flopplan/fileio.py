@@ -31,7 +31,7 @@ from flopplan.errors import UserError
 STDOUT = "-"
 
 
-def writable_target(path: str | Path) -> Path:
+def writable_target(path: str | Path, what: str = "") -> Path:
     """The file a write to ``path`` replaces: ``path`` itself, or what a symbolic link points to. Refuses (one line)
     a path that exists and is not a regular file."""
     path = Path(path)
@@ -41,7 +41,7 @@ def writable_target(path: str | Path) -> Path:
     except FileNotFoundError:
         return target
     except OSError as exc:
-        raise UserError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot write {what}{str(path)!r}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(mode):
         kind = ("a directory" if stat.S_ISDIR(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
                 else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
@@ -92,7 +92,7 @@ def atomic_savefig(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     svg); one-line UserError when it cannot be written. Links and special files as :func:`atomic_write_text`."""
     if str(path) == STDOUT:
         raise UserError("a plot cannot go to standard output: give a file name")
-    out = writable_target(path)
+    out = writable_target(path, "the plot ")
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix or '.png'}")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -103,7 +103,8 @@ def atomic_savefig(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     except ValueError as exc:  # a suffix matplotlib has no writer for
         raise UserError(f"cannot write the plot {str(out)!r}: {exc}") from None
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only folder has no temporary to remove
+            tmp.unlink(missing_ok=True)
     return out
 
 
@@ -148,10 +149,11 @@ def atomic_write_json(path: str | Path, data: Any) -> Path:
 
 
 def read_text(path: str | Path, what: str) -> str:
-    """The UTF-8 text of a file; unreadable or undecodable files are a one-line :class:`UserError`."""
+    """The UTF-8 text of a file (a byte-order mark, as some editors write, is dropped); unreadable or undecodable
+    files are a one-line :class:`UserError`."""
     path = Path(path)
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise UserError(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

@@ -10,7 +10,7 @@ from flopplan.errors import UserError
 from flopplan.hardware import Profile
 from flopplan.planner import Plan, largest_true, plan
 from flopplan.recipe import Recipe
-from flopplan.units import eng
+from flopplan.units import eng, plural
 
 # -- inverse modes ----------------------------------------------------------------------------------------------
 
@@ -71,10 +71,10 @@ def solve(recipe: Recipe, budget: Budget, free: str, steps: int | None = None,
             break
     if result is None:
         one = plan(with_free_value(recipe, free, 1), budget, profile)
-        raise UserError(f"no {free} affords {steps} steps of {recipe.policy} with its batch sizes: "
-                        f"one step costs at least {eng(one.cost.step_flops)}, {steps} steps "
+        raise UserError(f"no {free} affords {plural(steps, 'step')} of {recipe.policy} with its batch sizes: "
+                        f"one step costs at least {eng(one.cost.step_flops)}, {plural(steps, 'step')} "
                         f"{eng(one.cost.step_flops * steps)}, budget {budget.describe()}")
-    result.notes.append(f"solved: largest {free} = {best} that affords {steps} steps")
+    result.notes.append(f"solved: largest {free} = {best} that affords {plural(steps, 'step')}")
     return result
 
 
@@ -125,9 +125,9 @@ def largest_model(recipe: Recipe, budget: Budget, steps: int, profile: Profile |
             best = candidate
     if best is None:
         smallest = plan(recipe.with_(policy=ordered[0]), budget, profile)
-        raise UserError(f"no registry model affords {steps} steps: even {ordered[0]} needs "
+        raise UserError(f"no registry model affords {plural(steps, 'step')}: even {ordered[0]} needs "
                         f"{eng(smallest.cost.step_flops * steps)} for them, budget {budget.describe()}")
-    best.notes.append(f"largest registry model that affords {steps} steps")
+    best.notes.append(f"largest registry model that affords {plural(steps, 'step')}")
     return best
 
 

@@ -211,9 +211,9 @@ class PlanFile:
         if not isinstance(data, dict) or "flopplan_plan_version" not in data or not isinstance(data.get("plans"), list):
             raise UserError(f"{where} is not a flopplan plan file (write one with `flopplan plan --out`)")
         version = data["flopplan_plan_version"]
-        if version != PLAN_FILE_VERSION:
-            raise UserError(f"{where} has plan-file version {version!r}; this flopplan reads version "
-                            f"{PLAN_FILE_VERSION}")
+        if not is_int(version) or version != PLAN_FILE_VERSION:
+            raise UserError(f"{where}: flopplan_plan_version must be the integer {PLAN_FILE_VERSION} (the layout this "
+                            f"flopplan reads), not {version!r}")
         plans = tuple(PlanEntry.from_data(p, f"{where}, plan {i + 1}") for i, p in enumerate(data["plans"]))
         budget = Budget.from_data(data["budget"], f"{where}: budget") if data.get("budget") else None
         return PlanFile(plans, str(data.get("command", "")), budget, str(data.get("created", "")),
@@ -226,6 +226,8 @@ class PlanFile:
 
     def select(self, model: str | None = None) -> PlanEntry:
         """The one plan to run: the only one, or the one for ``model``."""
+        if not self.plans:
+            raise UserError("the plan file holds no plans")
         entries = [p for p in self.plans if model is None or p.model == model]
         if model is not None and not entries:
             raise UserError(f"the plan file has no plan for {model!r} (it has {_names(self.plans)})")

@@ -19,13 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from flopplan.budget import BUDGET_LIMITS, DEFAULT_BUDGET_FLOPS, Budget, budget_cap
+from flopplan.budget import BUDGET_LIMITS, DEFAULT_BUDGET_FLOPS, UNIT_NAMES, Budget, budget_cap
 from flopplan.cost import EVAL_PHASES, StepCost, step_cost
 from flopplan.errors import UserError, check_int
 from flopplan.hardware import Profile
 from flopplan.passes import PHASE_KIND, by_bucket
 from flopplan.recipe import Recipe, RewardSystem
-from flopplan.units import eng
+from flopplan.units import eng, plural
 
 MAX_STEPS = 1 << 80
 """The step search gives up here: a 1e30-FLOP budget (the largest flopplan plans) over a step of under a MFLOP."""
@@ -143,7 +143,7 @@ def _step_and_limit(cost: StepCost, budget: Budget, profile: Profile | None,
         # the exact (per-phase rounded) FLOPs of a run of s steps, against the budget
         return (lambda s: sum(phase_totals(cost, s, recipe.evaluations(s)).values())), budget.flops
     if profile is None or seconds is None:
-        raise UserError(f"a budget in {budget.unit.replace('_', '-')} needs a hardware profile (--device or "
+        raise UserError(f"a budget in {UNIT_NAMES[budget.unit]} needs a hardware profile (--device or "
                         "--profile)")
     step = sum(seconds[phase] for phase in cost.step_phases)
     evaluation = sum(seconds[phase] for phase in cost.eval_phases)
@@ -183,8 +183,8 @@ def price_steps(recipe: Recipe, steps: int, profile: Profile | None = None) -> P
     evaluations = recipe.evaluations(steps)
     needed = sum(phase_totals(cost, steps, evaluations).values())
     if needed > BUDGET_LIMITS["flops"]:
-        raise UserError(f"{steps:,} steps of {recipe.policy} need {eng(needed)}, beyond what flopplan plans (at "
-                        f"most {budget_cap('flops')} FLOPs)")
+        raise UserError(f"{plural(steps, 'step')} of {recipe.policy} need {eng(needed)}, beyond what flopplan "
+                        f"plans (at most {budget_cap('flops')} FLOPs)")
     seconds = phase_seconds(cost, profile) if profile is not None else None
     result = _plan_of(cost, Budget(flops=needed), profile, seconds, steps, evaluations)
     result.priced = True

@@ -372,17 +372,19 @@ class Recipe:
         return Recipe(**kwargs)
 
     @staticmethod
-    def load(path: str | Path) -> Recipe:
+    def load_data(path: str | Path) -> Any:
+        """What a recipe file says, before defaults (TOML, or JSON for a .json name)."""
         path = Path(path)
         text = read_text(path, "recipe")
         try:
-            if path.suffix == ".json":
-                data = json.loads(text)
-            else:
-                data = tomllib.loads(text)
+            return json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
         except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
             raise UserError(f"recipe {str(path)!r} is malformed: {exc}") from None
-        return Recipe.from_data(data, f"recipe {str(path)!r}", path.parent)
+
+    @staticmethod
+    def load(path: str | Path) -> Recipe:
+        path = Path(path)
+        return Recipe.from_data(Recipe.load_data(path), f"recipe {str(path)!r}", path.parent)
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)

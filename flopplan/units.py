@@ -52,3 +52,8 @@ def duration(seconds: float) -> str:
     if seconds < 172800:
         return f"{_sig(seconds / 3600, 3)} h"
     return f"{_sig(seconds / 86400, 3)} d"
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 step``, ``3 steps``, ``1,200 steps``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"

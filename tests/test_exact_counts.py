@@ -37,6 +37,13 @@ OTHER_FAMILIES = {
     "mistral-7b-v0.1": spec_from_config(MISTRAL_7B_V01, "mistral-7b-v0.1"),
 }
 POLICIES = [name for name, spec in REGISTRY.items() if spec.head.kind == "lm"]
+LARGE = ("qwen2.5-32b", "qwen2.5-72b")
+"""Counting these on the meta device takes tens of seconds each (FlopCounterMode dispatches every op in Python):
+they run in the full suite (`make test`), not in `make test-fast`."""
+
+
+def sized(names):
+    return [pytest.param(n, marks=pytest.mark.slow) if n in LARGE else n for n in names]
 
 
 @functools.cache  # meta models hold no storage
@@ -45,14 +52,14 @@ def inference_model(name: str):
     return spec, build_model(spec)
 
 
-@pytest.mark.parametrize("name", [*REGISTRY, *OTHER_FAMILIES])
+@pytest.mark.parametrize("name", sized([*REGISTRY, *OTHER_FAMILIES]))
 def test_forward_all_logits(name, record_exact):
     spec, model = inference_model(name)
     record_exact(f"{name} forward B={B} T={T} logits=all", forward_flops(spec, B, T, T).total,
                  counters.forward(model, B, T, None))
 
 
-@pytest.mark.parametrize("name", [*POLICIES, *OTHER_FAMILIES])
+@pytest.mark.parametrize("name", sized([*POLICIES, *OTHER_FAMILIES]))
 def test_forward_last_and_last_n_logits(name, record_exact):
     spec, model = inference_model(name)
     record_exact(f"{name} forward B={B} T={T} logits=last", forward_flops(spec, B, T, 1).total,
@@ -61,14 +68,14 @@ def test_forward_last_and_last_n_logits(name, record_exact):
                  counters.forward(model, B, T, N))
 
 
-@pytest.mark.parametrize("name", [*POLICIES, *OTHER_FAMILIES])
+@pytest.mark.parametrize("name", sized([*POLICIES, *OTHER_FAMILIES]))
 def test_decode_step(name, record_exact):
     spec, model = inference_model(name)
     record_exact(f"{name} decode B={B} C={CONTEXT}", decode_flops(spec, B, CONTEXT).total,
                  counters.decode(model, B, CONTEXT))
 
 
-@pytest.mark.parametrize("name", [*POLICIES, *OTHER_FAMILIES])
+@pytest.mark.parametrize("name", sized([*POLICIES, *OTHER_FAMILIES]))
 def test_generate(name, record_exact):
     spec, model = inference_model(name)
     record_exact(f"{name} generate B={B} P={PROMPT} K={COMPLETION}",
@@ -99,7 +106,7 @@ def _train_case(spec, training, label, record_exact, logits=N):
                  counters.train_step(model, B, T, logits, training))
 
 
-@pytest.mark.parametrize("name", ["qwen2.5-0.5b", "qwen2.5-7b", "qwen2.5-72b"])
+@pytest.mark.parametrize("name", sized(["qwen2.5-0.5b", "qwen2.5-7b", "qwen2.5-72b"]))
 @pytest.mark.parametrize("label", ["full", "lora", "lora+ckpt"])
 def test_train_registry_sizes(name, label, record_exact):
     _train_case(REGISTRY[name], TRAININGS[label], label, record_exact)

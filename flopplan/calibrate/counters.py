@@ -4,9 +4,12 @@ each counter's blind spots show up as numbers."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -23,12 +26,27 @@ COUNTER_SHAPE = {"batch": 4, "prompt": 48, "completion": 16}
 """The GRPO step the counters are compared on: 4 rollouts of a 48-token prompt and 16 completion tokens."""
 
 
+@contextlib.contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """The profiler's C++ side (kineto) logs two lines per session to file descriptor 2, whatever the log level:
+    silence that descriptor while it runs (Python's own stderr is untouched)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _profiler_flops(fn: Callable[[], Any]) -> tuple[int, int]:
     """(all ops, matmul ops) FLOPs that torch.profiler(with_flops=True) attributes to what ``fn`` runs."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-    with profile(activities=activities, with_flops=True) as prof:
+    with _native_stderr_silenced(), profile(activities=activities, with_flops=True) as prof:
         fn()
     events = prof.key_averages()
     total = sum(int(e.flops or 0) for e in events)

@@ -28,6 +28,11 @@ def calibrate(device: str, models: tuple[str, ...], quick: bool, verify: bool, r
               no_counters: bool, out_dir: str | None, as_json: bool) -> None:
     """Prove the closed form against real counters and fit how fast each GRPO phase runs here."""
     names = names_option(models, "--models")
+    if verify:
+        ignored = [flag for flag, given in (("--quick", quick), ("--repeats", repeats is not None),
+                                            ("--out", out_dir is not None), ("--no-counters", no_counters)) if given]
+        if ignored:
+            fail(f"--verify counts on the meta device and writes nothing: it takes no {ignored[0]}")
     if repeats is not None and repeats <= 0:
         fail(f"--repeats must be a positive integer, not {repeats}")
     try:
@@ -55,8 +60,12 @@ def calibrate(device: str, models: tuple[str, ...], quick: bool, verify: bool, r
             rows = []
             for name in targets:
                 progress.update(task, description=f"verify {name}")
-                rows += run_verify([name])
+                done = run_verify([name])
+                rows += done
                 progress.advance(task)
+                if progress.disable and not as_json:  # no progress bar (not a terminal): a line per model
+                    click.echo(f"verify {name}: {sum(r['exact'] for r in done)} of {len(done)} phases exact",
+                               err=True)
         if as_json:
             echo_json({"exact": all(r["exact"] for r in rows), "rows": rows})
         else:

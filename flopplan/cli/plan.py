@@ -76,7 +76,11 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
     base = build_recipe(recipe_file, recipe_opts)
     if largest_model and models:
         fail("--largest-model searches the registry for the model: it takes no --model")
-    names = names_option(models, "--model") if (models or not recipe_file) else [base.policy]
+    # the models asked for; else the recipe file's policy when it names one; else Qwen2.5 0.5B-14B
+    names = names_option(models, "--model")
+    if not names and recipe_file and isinstance(file_data := Recipe.load_data(recipe_file), dict) \
+            and "policy" in file_data:
+        names = [base.policy]
     names = names or list(DEFAULT_MODELS)
     the_budget = budget_from(budget, gpu_hours, dollars)
     prof = profile_from(device, profile_file, price_per_gpu_hour, base.engine)

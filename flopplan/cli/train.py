@@ -44,6 +44,8 @@ RESUME_OPTIONS = {"out_dir", "resume", "max_steps", "budget", "no_progress", "as
 @click.option("--weight-decay", default=0.0, show_default=True, type=float, help="AdamW weight decay.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the data order, sampling and init.")
 @click.option("--checkpoint-every", default=10, show_default=True, type=int, help="Steps between checkpoints.")
+@click.option("--keep-checkpoints", default=3, show_default=True, type=int,
+              help="How many of the newest checkpoints to keep (older ones are deleted).")
 @click.option("--resume", is_flag=True,
               help="Continue the run in --out from its last checkpoint (--steps/--budget may extend it).")
 @click.option("--measure-flops", is_flag=True, help="Also count every phase with torch FlopCounterMode.")
@@ -61,7 +63,8 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
           eval_dataset: str | None, train_size: int, recipe_file: str | None, lr: float | None,
           lora_alpha: int | None, temperature: float, clip_eps: float, clip_eps_high: float | None,
           scale_rewards: str, loss_aggregation: str, max_grad_norm: float, weight_decay: float, seed: int,
-          checkpoint_every: int, resume: bool, measure_flops: bool, device: str, format_reward: float,
+          checkpoint_every: int, keep_checkpoints: int, resume: bool, measure_flops: bool, device: str,
+          format_reward: float,
           reward_model_path: str | None, prm_aggregate: str, no_eval: bool, no_progress: bool, as_json: bool,
           **recipe_opts: Any) -> None:
     """Run GRPO with a FLOP ledger that never exceeds the budget (the validating run of a plan)."""
@@ -98,7 +101,8 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
             model_path=model_path, random_init=random_init, lr=lr, lora_alpha=lora_alpha, temperature=temperature,
             clip_low=clip_eps, clip_high=clip_eps if clip_eps_high is None else clip_eps_high,
             scale_rewards=scale_rewards, loss_aggregation=loss_aggregation, max_grad_norm=max_grad_norm,
-            weight_decay=weight_decay, seed=seed, checkpoint_every=checkpoint_every, measure_flops=measure_flops,
+            weight_decay=weight_decay, seed=seed, checkpoint_every=checkpoint_every,
+            keep_checkpoints=keep_checkpoints, measure_flops=measure_flops,
             device=device, format_reward=format_reward, reward_model_path=reward_model_path,
             prm_aggregate=prm_aggregate)
     try:

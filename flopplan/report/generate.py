@@ -75,7 +75,14 @@ def write_tables(directory: str | Path) -> list[Path]:
 
 
 def stale_tables(directory: str | Path) -> list[str]:
-    """Names of the files under ``directory`` that differ from (or are missing against) a fresh generation."""
+    """Names of the files under ``directory`` that differ from (or are missing against) a fresh generation. A
+    folder with none of them is not a tables folder (``tables --check`` run outside the repository): refused."""
+    folder = Path(directory)
+    if not folder.is_dir() or not any((folder / name).exists() for name in all_tables()):
+        from flopplan.errors import UserError
+
+        raise UserError(f"{str(folder)!r} holds none of flopplan's tables: run from the repository root, or pass "
+                        "--out to the tables folder")
     stale = []
     for name, text in sorted(all_tables().items()):
         path = Path(directory) / name
