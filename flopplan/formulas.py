@@ -128,6 +128,7 @@ class Training:
     lora: LoRA | None = None
     checkpointing: str = "none"
     input_requires_grad: bool | None = None
+    head_recompute: bool = False  # a chunked log-prob head (TRL >= 1.15) re-runs its matmul in backward
 
     def __post_init__(self) -> None:
         if self.checkpointing not in CHECKPOINTING:
@@ -399,6 +400,10 @@ def train_terms(arch: Any, p: Pass, training: Training = FULL, conv: Conventions
     if training.checkpointing != "none":
         for ops, times in layers:
             _forward_terms(_recomputed(ops, training.checkpointing), out, "recompute/", times)
+    if training.head_recompute:
+        # TRL's ChunkedLogProbFunction keeps no logits: its backward recomputes each logit tile with the head's
+        # forward matmul before it forms the input (and, under full fine-tuning, the weight) gradient.
+        _forward_terms(head, out, "recompute/")
     return out
 
 

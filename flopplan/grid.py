@@ -79,7 +79,7 @@ def grid_step_flops(recipe: Recipe, **arrays: Any) -> dict[str, Any]:
     shape = RoundShape(
         policy=recipe.policy_spec, conv=recipe.conventions, lora=recipe.lora, rollout_lora=recipe.rollout_lora,
         training=recipe.training, engine=recipe.engine, prefix_sharing=recipe.prefix_sharing,
-        completion_only=recipe.logits == "completion", update_padding=recipe.update_padding, prompts=prompts,
+        logprob_head=recipe.logprob_head, update_padding=recipe.update_padding, prompts=prompts,
         group=group, generation_batch=rollouts, micro_batch=group, iterations=iterations,
         # the optimizer batch is the whole round, so a round has `iterations` optimizer steps
         old_logprobs=old_logprobs_run(recipe.old_logprobs, iterations, recipe.engine),

@@ -18,7 +18,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flopplan.arch import ArchSpec
-from flopplan.formulas import Conventions, LoRA, Training, forward_flops, generate_flops, train_flops
+from flopplan.formulas import (
+    Conventions,
+    LoRA,
+    Pass,
+    Training,
+    forward_flops,
+    generate_flops,
+    pass_terms,
+    prefill_pairs,
+    train_terms,
+)
 from flopplan.passes import BUCKET_OF, BUCKETS, by_bucket, head_positions
 
 
@@ -62,29 +72,46 @@ def generate_charge(spec: ArchSpec, lora: LoRA | None, conv: Conventions, batch:
                        shapes={"batch": batch, "prompt_padded": prompt_padded, "generated": generated})
 
 
-def _sequence_charge(phase: str, flops_of: Callable[[int, int, int], Any],
-                     micro_batches: Iterable[tuple[int, int, int]], lengths: Iterable[tuple[int, int]]) -> PhaseCharge:
-    """Passes over prompt + completion: ``flops_of(rows, prompt, completion)`` per padded micro-batch
-    (executed) and per unpadded sequence (useful)."""
+MicroBatch = tuple[int, ...]
+"""A scoring or update micro-batch as executed: (rows, padded prompt, padded completion), optionally followed by the
+completion tokens its rows really hold (what a ``fused-compact`` head projects; default: rows x padded)."""
+
+
+def sequence_pass(rows: int, prompt: int, completion: int, head: str, own_tokens: int | None = None,
+                  conv: Conventions = Conventions()) -> Pass:
+    """The pass of ``rows`` sequences of ``prompt + completion`` tokens with the log-prob head's positions: per
+    row by the head's rule, or (``fused-compact``) the micro-batch's own completion tokens in total."""
+    seq = prompt + completion
+    if head == "fused-compact":
+        positions = own_tokens if own_tokens is not None else rows * completion
+    else:
+        positions = rows * head_positions(prompt, completion, head)
+    return Pass(rows * seq, rows * prefill_pairs(seq, conv.causal), positions)
+
+
+def _sequence_charge(phase: str, flops_of: Callable[[Pass], Any], head: str, conv: Conventions,
+                     micro_batches: Iterable[MicroBatch], lengths: Iterable[tuple[int, int]]) -> PhaseCharge:
+    """Passes over prompt + completion: ``flops_of(pass)`` per padded micro-batch (executed) and per unpadded
+    sequence (useful)."""
     batches = [list(b) for b in micro_batches]
-    executed = sum(int(flops_of(rows, p, k)) for rows, p, k in batches)
-    useful = sum(int(flops_of(1, p, k)) for p, k in lengths)
-    return PhaseCharge(phase, {phase: executed}, {phase: useful}, shapes={"micro_batches": batches})
+    executed = sum(int(flops_of(sequence_pass(b[0], b[1], b[2], head, b[3] if len(b) > 3 else None, conv)))
+                   for b in batches)
+    useful = sum(int(flops_of(sequence_pass(1, p, k, head, k, conv))) for p, k in lengths)
+    return PhaseCharge(phase, {phase: executed}, {phase: useful}, shapes={"micro_batches": batches, "head": head})
 
 
 def scoring_charge(phase: str, spec: ArchSpec, lora: LoRA | None, conv: Conventions,
-                   micro_batches: Iterable[tuple[int, int, int]], lengths: Iterable[tuple[int, int]],
-                   completion_only: bool) -> PhaseCharge:
+                   micro_batches: Iterable[MicroBatch], lengths: Iterable[tuple[int, int]], head: str) -> PhaseCharge:
     """No-grad forwards (old logprobs, reference): micro-batches of (rows, padded prompt, padded completion)."""
-    return _sequence_charge(phase, lambda rows, p, k: forward_flops(
-        spec, rows, p + k, head_positions(p, k, completion_only), lora, conv).total, micro_batches, lengths)
+    return _sequence_charge(phase, lambda p: pass_terms(spec, p, lora, conv).total, head, conv, micro_batches,
+                            lengths)
 
 
-def update_charge(spec: ArchSpec, training: Training, conv: Conventions, micro_batches: Iterable[tuple[int, int, int]],
-                  lengths: Iterable[tuple[int, int]], completion_only: bool) -> PhaseCharge:
+def update_charge(spec: ArchSpec, training: Training, conv: Conventions, micro_batches: Iterable[MicroBatch],
+                  lengths: Iterable[tuple[int, int]], head: str) -> PhaseCharge:
     """Forward + backward (+ recompute) of micro-batches of (rows, padded prompt, padded completion)."""
-    return _sequence_charge("update", lambda rows, p, k: train_flops(
-        spec, rows, p + k, head_positions(p, k, completion_only), training, conv).total, micro_batches, lengths)
+    return _sequence_charge("update", lambda p: train_terms(spec, p, training, conv).total, head, conv,
+                            micro_batches, lengths)
 
 
 def reward_charge(spec: ArchSpec, conv: Conventions, batches: Iterable[tuple[int, int]],

@@ -109,9 +109,32 @@ def distinct_prompts(rows: int, group: int) -> int:
     return max(1, -(-rows // group))
 
 
-def head_positions(prompt: Num, completion: Num, completion_only: bool) -> Num:
-    """Logit positions of a scoring pass: TRL keeps ``completion + 1`` (then drops the last), or all."""
-    return completion + 1 if completion_only else prompt + completion
+FUSED_HEADS = ("fused", "fused-compact")
+LOGPROB_HEAD_RULES = {
+    "completion": "logits_to_keep = K + 1 (then the last dropped): trl <= 1.14 _full_logits_logps, flopplan train",
+    "all": "the head on every position of the sequence",
+    "fused": "trl >= 1.16 add_fused_lm_head without Triton: hidden_states[:, :-1], every position but the last "
+             "(prompt and padding included); ChunkedLogProbFunction recomputes the tile in backward",
+    "fused-compact": "trl >= 1.15 with Triton (cuda/xpu): hidden_states[mask], the valid completion tokens only; "
+                     "recomputed in backward",
+}
+"""The log-prob heads flopplan counts, with the code they follow (trl/trainer/grpo_trainer.py, trl/trainer/utils.py
+``add_fused_lm_head``, trl/kernels/chunked_logprob.py). On the CPU the fused head's gradient matmuls run as
+in-place ``addmm_``, which FlopCounterMode counts as 0; flopplan counts them (they execute)."""
+
+
+def head_positions(prompt: Num, completion: Num, head: str, completion_tokens: Num | None = None) -> Num:
+    """Positions per sequence the LM head of a scoring or update pass projects (see :data:`LOGPROB_HEAD_RULES`);
+    ``completion_tokens``: the sequence's own completion length, unpadded (``fused-compact`` only)."""
+    if head == "completion":
+        return completion + 1
+    if head == "all":
+        return prompt + completion
+    if head == "fused":
+        return prompt + completion - 1
+    if head == "fused-compact":
+        return completion if completion_tokens is None else completion_tokens
+    raise ValueError(f"unknown log-prob head {head!r}")
 
 
 def reward_extra_tokens(kind: str, overhead: Num, prm_steps: Num) -> Num:
@@ -185,7 +208,7 @@ class RoundShape:
     training: Training
     engine: str
     prefix_sharing: bool
-    completion_only: bool  # scoring and update heads on completion + 1 positions (TRL) or all
+    logprob_head: str  # how scoring and update passes compute log-probs (LOGPROB_HEAD_RULES)
     update_padding: str  # batch: padded to the generation batch's longest (TRL); none: packed, one per pass
     prompts: Num
     group: Num
@@ -209,7 +232,7 @@ class RoundShape:
         r = recipe
         return RoundShape(
             policy=r.policy_spec, conv=r.conventions, lora=r.lora, rollout_lora=r.rollout_lora, training=r.training,
-            engine=r.engine, prefix_sharing=r.prefix_sharing, completion_only=r.logits == "completion",
+            engine=r.engine, prefix_sharing=r.prefix_sharing, logprob_head=r.logprob_head,
             update_padding=r.update_padding, prompts=r.prompts_per_step, group=r.group_size,
             generation_batch=r.generation_batch_size, micro_batch=r.micro_batch_size, iterations=r.iterations,
             old_logprobs=r.computes_old_logprobs, reference=r.uses_reference, reward=r.reward_spec,
@@ -253,8 +276,9 @@ class RoundPass:
     prompt: Any
     completion: Any
     padded: bool = True
-    head: str = "completion"  # scoring heads: completion (k + 1 positions, TRL) or all (every position)
+    head: str = "completion"  # scoring and update heads: LOGPROB_HEAD_RULES; a reward model's score head: all
     extra: Num = 0  # tokens read besides prompt and completion (a reward model's template and separators)
+    head_tokens: Any = None  # fused-compact: each row's own (unpadded) completion length, a length source
     present: Any = True  # a bool array on a grid: the pass runs for some of its recipes
     repeats: Num = 1
 
@@ -283,7 +307,11 @@ class RoundPass:
         if self.kind == "decode":  # the completion - 1 decode steps after the prefill
             return pass_terms(spec, generate_passes(rows, prompt, completion, conv)["decode"], self.lora, conv)
         seq = self.sequence_tokens(prompt, completion)
-        positions = seq if self.head == "all" else head_positions(prompt, completion, True)
+        if self.head == "all":
+            positions = seq
+        else:  # fused-compact projects each row's own completion tokens: linear, so their mean does
+            own = mean_of(self.head_tokens) if self.head_tokens is not None else None
+            positions = head_positions(prompt, completion, self.head, own)
         if self.kind == "train":
             assert self.training is not None
             return train_flops(spec, rows, seq, positions, self.training, conv)
@@ -298,11 +326,11 @@ def step_passes(shape: RoundShape, lengths: RoundLengths) -> list[RoundPass]:
 
     def add(phase: str, spec: ArchSpec, calls: Num, rows: Num, prompt: Any, completion: Any, *,
             lora: LoRA | None = None, training: Training | None = None, padded: bool = True, head: str = "completion",
-            extra: Num = 0, present: Any = True, repeats: Num = 1) -> None:
+            extra: Num = 0, present: Any = True, repeats: Num = 1, head_tokens: Any = None) -> None:
         if present is False:  # a scalar "does not run" (on a grid, the mask multiplies instead)
             return
-        out.append(RoundPass(phase, spec, s.conv, lora, training, calls, rows, prompt, completion, padded, head,
-                             extra, present, repeats))
+        out.append(RoundPass(phase, spec, s.conv, lora, training, calls, rows, prompt, completion, padded=padded,
+                             head=head, extra=extra, head_tokens=head_tokens, present=present, repeats=repeats))
 
     # rollouts. HF generate: calls of generation_batch sequences, left-padded to the call's longest prompt and run
     # until its longest completion (padded positions cost). vLLM: every sequence at its own lengths.
@@ -332,10 +360,13 @@ def step_passes(shape: RoundShape, lengths: RoundLengths) -> list[RoundPass]:
     else:
         m, p, k = 1, lengths.prompt, lengths.completion
     micro_batches = rollouts // m
-    head = "completion" if s.completion_only else "all"
-    add("old_logprobs", s.policy, micro_batches, m, p, k, lora=s.lora, head=head, present=s.old_logprobs)
-    add("reference", s.policy, micro_batches, m, p, k, head=head, present=s.reference)  # the base: no adapters
-    add("update", s.policy, micro_batches, m, p, k, training=s.training, head=head, repeats=s.iterations)
+    head, own = s.logprob_head, lengths.completion  # own: each row's unpadded completion (fused-compact)
+    add("old_logprobs", s.policy, micro_batches, m, p, k, lora=s.lora, head=head, present=s.old_logprobs,
+        head_tokens=own)
+    add("reference", s.policy, micro_batches, m, p, k, head=head, present=s.reference,  # the base: no adapters
+        head_tokens=own)
+    add("update", s.policy, micro_batches, m, p, k, training=s.training, head=head, repeats=s.iterations,
+        head_tokens=own)
 
     # the reward model scores a group at a time, each completion at its own length, the head on every position
     if s.reward is not None:

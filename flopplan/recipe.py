@@ -19,7 +19,7 @@ from flopplan.errors import UserError, check_choice, check_int, check_number
 from flopplan.fileio import atomic_write_text, read_text
 from flopplan.formulas import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, Conventions, LoRA, Training
 from flopplan.lengths import Length
-from flopplan.passes import old_logprobs_run
+from flopplan.passes import FUSED_HEADS, old_logprobs_run
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -28,7 +28,13 @@ else:  # pragma: no cover
 
 ENGINES = ("hf", "vllm")
 UPDATE_PADDING = ("batch", "none")
-LOGITS = ("completion", "all")
+LOGPROB_HEADS = ("completion", "all", "fused", "fused-compact")
+"""How scoring and update passes turn hidden states into log-probs (see :data:`flopplan.passes.LOGPROB_HEAD_RULES`):
+``completion``: an ordinary LM head on the completion + 1 positions (TRL <= 1.14 ``logits_to_keep = K + 1``, and
+``flopplan train``); ``all``: on every position; ``fused``: TRL >= 1.16's chunked log-prob head without Triton
+(CPU), on every position but the last, its logits recomputed in backward; ``fused-compact``: the same with Triton
+(TRL >= 1.15 on CUDA), on the completion tokens only (padding excluded). The default follows current TRL on a
+GPU."""
 OLD_LOGPROBS = ("auto", "on", "off")
 DEFAULT_PRM = "qwen2.5-math-prm-7b"
 DEFAULT_REWARD_OVERHEAD_TOKENS = 32
@@ -120,8 +126,11 @@ class Recipe:
         "(mu > 1 or a smaller --optimizer-batch) or with vllm (TRL)", "choice", OLD_LOGPROBS))
     grad_ckpt: bool = field(default=True, metadata=option("--grad-ckpt", "Gradient checkpointing (TRL's default)",
                                                           "bool"))
-    logits: str = field(default="completion", metadata=option(
-        "--logits", "Scoring/update logits on completion + 1 positions (TRL) or all", "choice", LOGITS))
+    logprob_head: str = field(default="fused-compact", metadata=option(
+        "--logprob-head", "How scoring/update passes compute log-probs: completion (logits on completion + 1 "
+        "positions: TRL <= 1.14, flopplan train), all, fused (TRL >= 1.16's chunked head, CPU: every position but "
+        "the last, recomputed in backward), fused-compact (the same on the completion tokens: TRL >= 1.15 with "
+        "Triton, GPU)", "choice", LOGPROB_HEADS, alias="--logits"))
     engine: str = field(default="hf", metadata=option("--engine", "Rollout engine traits", "choice", ENGINES))
     prefix_sharing: bool = field(default=False, metadata=option(
         "--prefix-sharing", "vllm: the prompt prefill once per group", "flag"))
@@ -179,7 +188,7 @@ class Recipe:
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1)
         check_number("beta", self.beta, 0.0)
-        for name, allowed in (("engine", ENGINES), ("update_padding", UPDATE_PADDING), ("logits", LOGITS),
+        for name, allowed in (("engine", ENGINES), ("update_padding", UPDATE_PADDING), ("logprob_head", LOGPROB_HEADS),
                               ("old_logprobs", OLD_LOGPROBS)):
             check_choice(name, getattr(self, name), allowed)
         if self.prefix_sharing and self.engine != "vllm":
@@ -266,7 +275,8 @@ class Recipe:
 
     @property
     def training(self) -> Training:
-        return Training(self.lora, "non-reentrant" if self.grad_ckpt else "none")
+        return Training(self.lora, "non-reentrant" if self.grad_ckpt else "none",
+                        head_recompute=self.logprob_head in FUSED_HEADS)
 
     @property
     def conventions(self) -> Conventions:
@@ -343,6 +353,11 @@ class Recipe:
     def from_data(data: Any, where: str = "recipe", base_dir: Path | None = None) -> Recipe:
         if not isinstance(data, dict):
             raise UserError(f"{where}: a recipe must be a table/object")
+        data = dict(data)
+        if "logits" in data:  # the name the log-prob head had before the fused heads (completion | all)
+            if "logprob_head" in data:
+                raise UserError(f"{where}: logits is the old name of logprob_head: give one of them")
+            data["logprob_head"] = data.pop("logits")
         known = {f.name for f in fields(Recipe)} - {"lora_rank", "lora_targets"} | {"lora"}
         unknown = sorted(set(data) - known)
         if unknown:

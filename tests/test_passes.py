@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flopplan.cost import step_cost, worst_case_round
-from flopplan.formulas import forward_flops, generate_flops, train_flops
+from flopplan.formulas import Training, forward_flops, generate_flops, train_flops
 from flopplan.grid import grid_step_flops
 from flopplan.lengths import Length
 from flopplan.passes import BUCKET_OF, BUCKETS, distinct_prompts, step_passes
@@ -47,11 +47,27 @@ def recipes(draw: st.DrawFn, fixed: bool = True, default_batches: bool = False, 
         prompts_per_step=prompts, group_size=group, prompt_len=prompt_len, completion_len=completion_len,
         iterations=draw(st.integers(1, 3)), beta=draw(st.sampled_from([0.0, 0.04])),
         old_logprobs=draw(st.sampled_from(["auto", "on"])), grad_ckpt=draw(st.booleans()),
-        logits=draw(st.sampled_from(["completion", "all"])), engine=engine,
+        logprob_head=draw(st.sampled_from(["completion", "all", "fused", "fused-compact"])), engine=engine,
         prefix_sharing=engine == "vllm" and draw(st.booleans()), generation_batch=generation, micro_batch=micro,
         update_padding=draw(st.sampled_from(["batch", "none"])), optimizer_batch=optimizer,
         reward=RewardSystem.parse(draw(st.sampled_from(["rule", "orm:tiny", "prm:tiny"]))),
         prm_steps=draw(st.integers(1, 4)), reward_overhead_tokens=draw(st.integers(0, 8)), **evals)
+
+
+def head_of(r: Recipe, p: int, k: int) -> int:
+    """Positions per row the log-prob head projects, as TRL's code does (every completion at its own length k)."""
+    return {"completion": k + 1, "all": p + k, "fused": p + k - 1, "fused-compact": k}[r.logprob_head]
+
+
+def update_oracle(r: Recipe, rows: int, p: int, k: int) -> int:
+    """One update pass: forward + backward (+ checkpoint recompute) with an ordinary head, and for the fused
+    heads the head's forward matmul once more (the chunked backward recomputes each logit tile)."""
+    spec, conv = r.policy_spec, r.conventions
+    plain = Training(r.lora, "non-reentrant" if r.grad_ckpt else "none")
+    flops = train_flops(spec, rows, p + k, head_of(r, p, k), plain, conv).total
+    if r.logprob_head in ("fused", "fused-compact"):
+        flops += 2 * rows * head_of(r, p, k) * spec.hidden_size * spec.vocab_size
+    return flops
 
 
 def oracle_round(r: Recipe) -> dict[str, int]:
@@ -65,12 +81,12 @@ def oracle_round(r: Recipe) -> dict[str, int]:
     gen = generate_flops(spec, n, P, K, r.rollout_lora, conv)
     out["rollout.prefill"] = sum(v for k, v in gen.items() if k.startswith("prefill/")) * prefill_rows // n
     out["rollout.decode"] = sum(v for k, v in gen.items() if k.startswith("decode/"))
-    head = K + 1 if r.logits == "completion" else P + K
+    head = head_of(r, P, K)
     if r.computes_old_logprobs:
         out["old_logprobs"] = forward_flops(spec, n, P + K, head, r.lora, conv).total
     if r.uses_reference:
         out["reference"] = forward_flops(spec, n, P + K, head, None, conv).total
-    out["update"] = r.iterations * train_flops(spec, n, P + K, head, r.training, conv).total
+    out["update"] = r.iterations * update_oracle(r, n, P, K)
     if r.reward_spec is not None:
         t = P + K + r.reward_overhead_tokens + (r.prm_steps if r.reward.kind == "prm" else 0)
         out["reward"] = forward_flops(r.reward_spec, n, t, t, None, conv).total
@@ -124,15 +140,12 @@ def test_worst_case_with_observed_prompts_equals_an_oracle(recipe, data):
     m = r.micro_batch_size if r.update_padding == "batch" else 1
     widths = [max(block[j:j + m]) if r.update_padding == "batch" else prompts[j] for j in range(0, len(block), m)]
 
-    def head(p: int) -> int:
-        return k + 1 if r.logits == "completion" else p + k
-
     for p in widths:
         if r.computes_old_logprobs:
-            expected += forward_flops(spec, m, p + k, head(p), r.lora, conv).total
+            expected += forward_flops(spec, m, p + k, head_of(r, p, k), r.lora, conv).total
         if r.uses_reference:
-            expected += forward_flops(spec, m, p + k, head(p), None, conv).total
-        expected += r.iterations * train_flops(spec, m, p + k, head(p), r.training, conv).total
+            expected += forward_flops(spec, m, p + k, head_of(r, p, k), None, conv).total
+        expected += r.iterations * update_oracle(r, m, p, k)
     if r.reward_spec is not None:
         extra = r.reward_overhead_tokens + (r.prm_steps if r.reward.kind == "prm" else 0)
         expected += sum(forward_flops(r.reward_spec, 1, p + k + extra, p + k + extra, None, conv).total

@@ -64,7 +64,7 @@ def recipes(draw, fixed: bool = False):
         policy=draw(st.sampled_from(SMALL)), lora_rank=lora, prompts_per_step=prompts, group_size=group,
         prompt_len=length(1, 600), completion_len=length(1, 1500), iterations=iterations,
         beta=draw(st.sampled_from([0.0, 0.04])), old_logprobs=draw(st.sampled_from(modes)),
-        grad_ckpt=draw(st.booleans()), logits=draw(st.sampled_from(["completion", "all"])), engine=engine,
+        grad_ckpt=draw(st.booleans()), logprob_head=draw(st.sampled_from(["completion", "all", "fused", "fused-compact"])), engine=engine,
         prefix_sharing=engine == "vllm" and draw(st.booleans()),
         micro_batch=draw(st.sampled_from([d for d in (1, 2, 4, 8) if rollouts % d == 0])),
         update_padding=draw(st.sampled_from(["batch", "none"])), reward=RewardSystem.parse(reward),
@@ -134,7 +134,7 @@ def test_fixed_length_phases_equal_the_exact_formulas():
     recipe = Recipe(policy="qwen2.5-1.5b", lora_rank=r, prompts_per_step=Q, group_size=G,
                     prompt_len=Length.fixed(P), completion_len=Length.fixed(K), iterations=mu, beta=0.1,
                     reward=RewardSystem.parse("prm:qwen2.5-math-prm-7b"), prm_steps=6, reward_overhead_tokens=30,
-                    eval_every=10, eval_prompts=50)
+                    eval_every=10, eval_prompts=50, logprob_head="completion")  # logits_to_keep = K + 1
     phases = step_cost(recipe).step_phases
     lora = LoRA(r)
     generate = generate_flops(spec, Q * G, P, K, lora)
@@ -150,6 +150,29 @@ def test_fixed_length_phases_equal_the_exact_formulas():
     assert phases["reward"] == forward_flops(prm, Q * G, P + K + 30 + 6, P + K + 30 + 6).total
     evaluation = step_cost(recipe).eval_phases
     assert sum(evaluation.values()) == generate_flops(spec, 50, P, K, lora).total
+
+
+def test_fused_log_prob_heads_follow_trl():
+    """TRL >= 1.16 on the CPU: the chunked head on every position but the last, its matmul re-run in backward; with
+    Triton: on the completion tokens only, padding excluded (each row's own length, in expectation)."""
+    spec, lora = REGISTRY["qwen2.5-0.5b"], LoRA(8)
+    h, V = spec.hidden_size, spec.vocab_size
+    base = Recipe(policy="qwen2.5-0.5b", lora_rank=8, prompts_per_step=2, group_size=4, prompt_len=Length.fixed(30),
+                  completion_len=Length.fixed(50), iterations=2)
+    kept = step_cost(base.with_(logprob_head="completion")).step_phases
+    training = Training(lora, "non-reentrant")
+    for head, positions in (("fused", 30 + 50 - 1), ("fused-compact", 50)):
+        fused = step_cost(base.with_(logprob_head=head)).step_phases
+        body_and_head = 2 * 2 * train_flops(spec, 4, 80, positions, training).total
+        assert fused["update"] == body_and_head + 2 * 2 * (2 * 4 * positions * h * V)  # + the recomputed tile
+        assert fused["old_logprobs"] == 2 * forward_flops(spec, 4, 80, positions, lora).total
+        assert fused["update"] > kept["update"] and fused["rollout.decode"] == kept["rollout.decode"]
+    # padded batches: the compact head projects each row's own completion, the body the batch's longest
+    K = Length.mean_max(20.0, 64)
+    padded = step_cost(base.with_(completion_len=K, logprob_head="fused-compact", iterations=1,
+                                  old_logprobs="on")).step_phases["old_logprobs"]
+    body = _brute(lambda p, k: forward_flops(spec, 4, 30 + k, 0, lora).total, Length.fixed(30), K.max_of(8))
+    assert padded == pytest.approx(2 * body + 2 * 8 * K.mean * h * V, rel=1e-12)
 
 
 def test_old_logprobs_auto_follows_optimizer_steps_per_round():
@@ -234,7 +257,7 @@ def test_update_expectation_matches_brute_force_with_padding_and_without():
     training = Training(LoRA(8), "non-reentrant")
     for padding, batch in (("none", 1), ("batch", 4)):
         recipe = Recipe(policy="qwen2.5-0.5b", lora_rank=8, prompts_per_step=2, group_size=4, prompt_len=P,
-                        completion_len=K, update_padding=padding, micro_batch=4)
+                        completion_len=K, update_padding=padding, micro_batch=4, logprob_head="completion")
         got = step_cost(recipe).step_phases["update"]
         dp, dk = (P, K) if padding == "none" else (P.max_of(2), K.max_of(8))
         exact = _brute(lambda p, k, b=batch: train_flops(spec, b, p + k, k + 1, training).total, dp, dk)

@@ -73,7 +73,7 @@ class PhaseHarness:
         rollouts = self.rollouts(batch, prompt, completion)
         batches = scoring_batches(rollouts, self.codec.pad_id, batch, self.device)
         _, charge = P.score("old_logprobs", self.policy, batches, rollouts, ctx=self.context(measure), lora=self.lora,
-                            temperature=1.0, completion_only=True)
+                            temperature=1.0, head="completion")
         return charge
 
     def update(self, batch: int, prompt: int, completion: int, measure: bool = False) -> PhaseCharge:
@@ -81,6 +81,6 @@ class PhaseHarness:
         batches = scoring_batches(rollouts, self.codec.pad_id, batch, self.device)
         advantages = torch.linspace(-1, 1, batch, device=self.device)
         _, charge = P.update(self.policy, self.optimizer, batches, rollouts, advantages, ctx=self.context(measure),
-                             training=self.training, loss_cfg=LossConfig(), completion_only=True,
+                             training=self.training, loss_cfg=LossConfig(), head="completion",
                              optimizer_batch=batch, max_grad_norm=1.0)
         return charge

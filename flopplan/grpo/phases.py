@@ -79,19 +79,21 @@ def generate(model: Any, codec: Codec, prompt_ids: list[list[int]], *, ctx: Phas
 
 
 def completion_logprobs(model: Any, batch: ScoringBatch, temperature: float,
-                        completion_only: bool) -> torch.Tensor:
+                        head: str) -> torch.Tensor:
     """Per-token log-probabilities of the completion tokens, [rows, completion_width] (fp32)."""
     k = batch.completion_width
     kwargs: dict[str, Any] = dict(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                                   position_ids=batch.position_ids, use_cache=False)
-    kwargs["logits_to_keep"] = k + 1 if completion_only else 0
+    if head not in ("completion", "all"):
+        raise ValueError(f"the built-in phase units compute log-probs with the model's own head, not {head!r}")
+    kwargs["logits_to_keep"] = k + 1 if head == "completion" else 0
     logits = model(**kwargs).logits
     logits = logits[:, -(k + 1):-1, :].float() / temperature
     return torch.gather(F.log_softmax(logits, dim=-1), 2, batch.completion_ids.unsqueeze(-1)).squeeze(-1)
 
 
 def score(phase: str, model: Any, batches: list[ScoringBatch], rollouts: Rollouts, *, ctx: PhaseContext,
-          lora: LoRA | None, temperature: float, completion_only: bool,
+          lora: LoRA | None, temperature: float, head: str,
           adapter_disabled: bool = False) -> tuple[dict[int, torch.Tensor], PhaseCharge]:
     """No-grad logprobs of every rollout: ``old_logprobs`` (the sampling policy) or ``reference`` (LoRA: the base,
     adapter disabled)."""
@@ -102,19 +104,19 @@ def score(phase: str, model: Any, batches: list[ScoringBatch], rollouts: Rollout
     context = model.disable_adapter() if adapter_disabled else contextlib.nullcontext()
     with torch.no_grad(), context, timed_and_counted(ctx.measure, device.type == "cuda") as info:
         for b in batches:
-            logps = completion_logprobs(model, b, temperature, completion_only)
+            logps = completion_logprobs(model, b, temperature, head)
             for j, row in enumerate(b.rows):
                 out[row] = logps[j]
     model.train(was_training)
     charge = scoring_charge(phase, ctx.spec, lora, ctx.conv, [(len(b.rows), b.prompt_width, b.completion_width)
-                                                      for b in batches], rollouts.lengths(), completion_only)
+                                                      for b in batches], rollouts.lengths(), head)
     charge.measured, charge.seconds = info["measured"], info["seconds"]
     return out, charge
 
 
 def update(model: Any, optimizer: torch.optim.Optimizer, batches: list[ScoringBatch], rollouts: Rollouts,
            advantages: torch.Tensor, *, ctx: PhaseContext, training: Training, loss_cfg: LossConfig,
-           completion_only: bool, optimizer_batch: int, max_grad_norm: float,
+           head: str, optimizer_batch: int, max_grad_norm: float,
            old: dict[int, torch.Tensor] | None = None,
            ref: dict[int, torch.Tensor] | None = None) -> tuple[dict[str, float], PhaseCharge]:
     """One pass of policy updates over all rollouts: optimizer steps over ``optimizer_batch`` sequences each,
@@ -137,7 +139,7 @@ def update(model: Any, optimizer: torch.optim.Optimizer, batches: list[ScoringBa
         optimizer.zero_grad(set_to_none=True)
         for b in group:
             with timed_and_counted(ctx.measure, device.type == "cuda") as info:
-                logps = completion_logprobs(model, b, loss_cfg.temperature, completion_only)
+                logps = completion_logprobs(model, b, loss_cfg.temperature, head)
                 rows = torch.tensor(b.rows, device=device)
                 old_b = torch.stack([old[r] for r in b.rows]) if old is not None else logps.detach()
                 ref_b = torch.stack([ref[r] for r in b.rows]) if ref is not None else None
@@ -155,7 +157,7 @@ def update(model: Any, optimizer: torch.optim.Optimizer, batches: list[ScoringBa
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     charge = update_charge(ctx.spec, training, ctx.conv, [(len(b.rows), b.prompt_width, b.completion_width)
-                                                  for b in batches], rollouts.lengths(), completion_only)
+                                                  for b in batches], rollouts.lengths(), head)
     charge.measured = measured if ctx.measure else None
     charge.seconds = seconds
     return stats, charge

@@ -81,7 +81,7 @@ def plan_notes(plans: list[Plan]) -> list[str]:
         notes.append(f"recipe: {_tuning(plans[0])}, {r.prompts_per_step} prompts x G={r.group_size}, prompt "
                      f"{r.prompt_len.describe()}, completion {r.completion_len.describe()}, mu={r.iterations}, "
                      f"beta={r.beta:g}, engine {r.engine}, checkpointing {'on' if r.grad_ckpt else 'off'}, "
-                     f"logits on {r.logits}")
+                     f"log-prob head {r.logprob_head}")
         priced = [p for p in plans if p.priced]
         if priced:
             notes.append("the budget these steps need: " + ", ".join(

@@ -24,7 +24,8 @@ PRM_AGGREGATES = ("min", "prod", "last")
 MAX_TRAIN_SIZE = 1_000_000  # problems of the built-in task held in memory
 
 DEMO_RECIPE: dict[str, Any] = {"policy": "tiny", "lora_rank": None, "prompts_per_step": 16, "group_size": 16,
-                               "completion_len": 2, "micro_batch": 64, "eval_every": 10, "eval_prompts": 200}
+                               "completion_len": 2, "micro_batch": 64, "eval_every": 10, "eval_prompts": 200,
+                               "logprob_head": "completion"}
 """`flopplan train` with no recipe or plan: the tiny policy, fully fine-tuned from random initialisation on the
 built-in digits task (a digit and EOS: two new tokens), 16 prompts x G=16 in micro-batches of 64, held-out
 accuracy on 200 problems every 10 steps. LoRA on a random-initialised 300k-parameter model learns unreliably; any
@@ -98,6 +99,10 @@ class TrainConfig:
             check_choice(name, getattr(self, name), allowed)
         if r.engine != "hf":
             raise UserError("flopplan train generates with transformers (engine hf); the vllm engine is for planning")
+        if r.logprob_head not in ("completion", "all"):
+            raise UserError(f"flopplan train takes log-probs from the model's own head (--logprob-head completion or "
+                            f"all), not the {r.logprob_head} head of TRL's GRPOTrainer: plan with --logprob-head "
+                            "completion, or run it with --engine trl")
         if r.update_padding == "batch" and r.generation_batch_size % r.micro_batch_size:
             raise UserError(f"micro_batch {r.micro_batch_size} must divide the generation batch "
                             f"{r.generation_batch_size}")

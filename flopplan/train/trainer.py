@@ -244,26 +244,26 @@ class Trainer:
         reward_t = torch.tensor(rewards, dtype=torch.float32, device=self.device)
         advantages = group_advantages(reward_t, r.group_size, cfg.scale_rewards)
         batches = scoring_batches(rollouts, self.codec.pad_id, r.micro_batch_size, self.device, r.update_padding)
-        completion_only = r.logits == "completion"
+        head = r.logprob_head
         old = ref = None
         if r.computes_old_logprobs:
             with self._phase():
                 old, charge = P.score("old_logprobs", model, batches, rollouts, ctx=self.ctx, lora=r.lora,
-                                      temperature=cfg.temperature, completion_only=completion_only)
+                                      temperature=cfg.temperature, head=head)
                 self._charged(result, charge)
         if r.uses_reference:
             with self._phase():
                 reference = self.policy.reference
                 ref, charge = P.score("reference", reference if reference is not None else model, batches,
                                       rollouts, ctx=self.ctx, lora=None, temperature=cfg.temperature,
-                                      completion_only=completion_only, adapter_disabled=reference is None)
+                                      head=head, adapter_disabled=reference is None)
                 self._charged(result, charge)
         stats: dict[str, float] = {}
         for _ in range(r.iterations):  # from the first update on, an interrupted step is completed
             with self._phase(last_interruptible=False):
                 pass_stats, charge = P.update(model, self.policy.optimizer, batches, rollouts, advantages,
                                               ctx=self.ctx, training=r.training, loss_cfg=cfg.loss,
-                                              completion_only=completion_only,
+                                              head=head,
                                               optimizer_batch=r.optimizer_batch_size,
                                               max_grad_norm=cfg.max_grad_norm, old=old, ref=ref)
                 self._charged(result, charge)
