@@ -23,7 +23,7 @@ $(VENV)/.core-installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -c 'import torch' >/dev/null 2>&1 || $(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e '.[torch,test]'
+	$(BIN)/python -m pip install -q -e '.[torch,trl,test]'
 	@touch $@ $(VENV)/.core-installed
 
 demo: $(VENV)/.core-installed

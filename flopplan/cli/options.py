@@ -42,13 +42,16 @@ def recipe_option_fields() -> list[Any]:
     return [f for f in fields(Recipe) if "option" in f.metadata]
 
 
-def recipe_options(defaults: Recipe) -> Decorator:
-    """``--recipe FILE``, ``--full`` and one option per recipe field, their help stating ``defaults``' values."""
+def recipe_options(defaults: Recipe, exclude: tuple[str, ...] = ()) -> Decorator:
+    """``--recipe FILE``, ``--full`` and one option per recipe field (but ``exclude``), their help stating
+    ``defaults``' values."""
     options: list[Decorator] = [
         click.option("--recipe", "recipe_file", type=click.Path(dir_okay=False),
                      help="A recipe file (TOML or JSON) to start from; the options below override it."),
     ]
     for f in recipe_option_fields():
+        if f.name in exclude:
+            continue
         meta = f.metadata
         names = [meta["option"]] + ([meta["short"]] if meta["short"] else []) + ([meta["alias"]] if meta["alias"]
                                                                                   else [])

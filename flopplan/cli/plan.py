@@ -53,11 +53,18 @@ def _output(tables: list[Any], fmt: str, notes: list[str], command: str, data: A
               help="Write a versioned plan file (JSON); - prints it instead of the tables.")
 @click.option("--save-recipe", type=click.Path(dir_okay=False),
               help="Write the effective recipe (TOML, or JSON for a .json name; - prints it).")
+@click.option("--from-trl", "from_trl", type=click.Path(dir_okay=False),
+              help="Price an existing TRL run: a JSON/YAML file of GRPOConfig fields (TRL's names), optionally peft "
+                   "and reward_funcs; --device cpu|cuda (or a GPU name) picks TRL's log-prob head.")
+@click.option("--from-verl", "from_verl", type=click.Path(dir_okay=False),
+              help="Price an existing verl GRPO run: a file of Hydra overrides (key=value lines) or a YAML config.")
+@click.option("--world-size", type=int, help="With --from-trl: the processes the run uses (default 1).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan file as JSON (same as --format json).")
 def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, gpu_hours: float | None,
          dollars: float | None, device: str | None, profile_file: str | None, price_per_gpu_hour: float | None,
          fmt: str, free: str, steps: int | None, target_learning_share: float | None, largest_model: bool,
-         out_file: str | None, save_recipe: str | None, as_json: bool, **recipe_opts: Any) -> None:
+         out_file: str | None, save_recipe: str | None, from_trl: str | None, from_verl: str | None,
+         world_size: int | None, as_json: bool, **recipe_opts: Any) -> None:
     """What a budget buys for each model: GRPO steps, rollouts, updates, reward calls, and the split into
     rollout/search, learning and feedback; or what --steps N steps cost.
 
@@ -73,7 +80,17 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
     fmt = "json" if as_json else fmt
     if out_file == STDOUT and save_recipe == STDOUT:
         fail("--out - and --save-recipe - would both print: give a file name to one of them")
-    base = build_recipe(recipe_file, recipe_opts)
+    extra_notes: list[str] = []
+    if from_trl or from_verl:
+        from flopplan.cli.engines import recipe_of_engine_config
+
+        base, steps, extra_notes, device = recipe_of_engine_config(
+            from_trl, from_verl, recipe_file, models, recipe_opts, steps, world_size, device,
+            budget_given(budget, gpu_hours, dollars))
+        models = (base.policy,)
+    elif world_size is not None:
+        fail("--world-size goes with --from-trl")
+    base = base if from_trl or from_verl else build_recipe(recipe_file, recipe_opts)
     if largest_model and models:
         fail("--largest-model searches the registry for the model: it takes no --model")
     # the models asked for; else the recipe file's policy when it names one; else Qwen2.5 0.5B-14B
@@ -102,8 +119,8 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
     tables = [same_flop_table(plans, with_time=prof is not None), phase_table(plans)]
     if prof is not None:
         tables.append(time_table(plans))
-    _output(tables, fmt, plan_notes(plans) + ([f"plan file: {out_file}"] if out_file else []), command,
-            plan_file.to_data(), plans)
+    _output(tables, fmt, extra_notes + plan_notes(plans) + ([f"plan file: {out_file}"] if out_file else []),
+            command, plan_file.to_data(), plans)
 
 
 @main.command()

@@ -30,7 +30,9 @@ RESUME_OPTIONS = {"out_dir", "resume", "max_steps", "budget", "no_progress", "as
 @click.option("--dataset", type=click.Path(dir_okay=False), help="JSONL {prompt, answer} (GSM8K '#### x' ok).")
 @click.option("--eval-dataset", type=click.Path(dir_okay=False), help="JSONL held-out set.")
 @click.option("--train-size", default=20000, show_default=True, type=int, help="Built-in task problems.")
-@recipe_options(demo_recipe())
+@recipe_options(demo_recipe(), exclude=("engine",))
+@click.option("--engine", "trainer_engine", default="builtin", show_default=True, type=click.Choice(["builtin", "trl"]),
+              help="Who runs the GRPO loop: flopplan's trainer, or TRL's GRPOTrainer with flopplan's FLOP meter.")
 @click.option("--lr", type=float, help="AdamW learning rate (default 3e-3 tiny, 1e-5 LoRA, 1e-6 full).")
 @click.option("--lora-alpha", type=int, help="LoRA alpha (default 2 x rank).")
 @click.option("--temperature", default=1.0, show_default=True, type=float, help="Sampling temperature.")
@@ -56,6 +58,9 @@ RESUME_OPTIONS = {"out_dir", "resume", "max_steps", "budget", "no_progress", "as
 @click.option("--prm-aggregate", default="min", show_default=True, type=click.Choice(["min", "prod", "last"]),
               help="How a PRM's step scores become one reward.")
 @click.option("--no-eval", is_flag=True, help="No held-out evaluation.")
+@click.option("--fixed-completion-len", "fixed_completion", is_flag=True,
+              help="Every completion runs to --completion-len tokens (EOS held back): fixed shapes, as exactness "
+                   "checks use.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON.")
 def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: str | None, max_steps: int | None,
@@ -66,7 +71,7 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
           checkpoint_every: int, keep_checkpoints: int, resume: bool, measure_flops: bool, device: str,
           format_reward: float,
           reward_model_path: str | None, prm_aggregate: str, no_eval: bool, no_progress: bool, as_json: bool,
-          **recipe_opts: Any) -> None:
+          trainer_engine: str, fixed_completion: bool, **recipe_opts: Any) -> None:
     """Run GRPO with a FLOP ledger that never exceeds the budget (the validating run of a plan)."""
     from flopplan.train.config import replace_config, train_config
     from flopplan.train.runfolder import RunFolder
@@ -104,7 +109,10 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
             weight_decay=weight_decay, seed=seed, checkpoint_every=checkpoint_every,
             keep_checkpoints=keep_checkpoints, measure_flops=measure_flops,
             device=device, format_reward=format_reward, reward_model_path=reward_model_path,
-            prm_aggregate=prm_aggregate)
+            prm_aggregate=prm_aggregate, engine=trainer_engine, fixed_completion=fixed_completion)
+    if config.engine == "trl":
+        _train_on_trl(config, resume, as_json)
+        return
     try:
         from flopplan.measure import quiet_transformers
         from flopplan.train.trainer import Trainer
@@ -141,6 +149,25 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
         click.echo(f"flopplan: interrupted; continue with: flopplan train --out {shlex.quote(out_dir)} --resume",
                    err=True)
         sys.exit(130)
+
+
+def _train_on_trl(config: Any, resume: bool, as_json: bool) -> None:
+    try:
+        from flopplan.engines.trl_run import run_trl
+        from flopplan.measure import quiet_transformers
+    except ImportError as exc:
+        fail(f"flopplan train --engine trl needs the trl extra (pip install 'flopplan[torch,trl]'): {exc}")
+    quiet_transformers()
+    summary, notes = run_trl(config, resume)
+    if as_json:
+        echo_json(summary.to_data())
+        return
+    from flopplan.report.console import console, print_tables
+    from flopplan.report.run_report import run_tables
+
+    tables, run_notes = run_tables(summary)
+    print_tables(tables, [*run_notes, *notes])
+    console().print(f"run folder: {config.out_dir} (flopplan report {config.out_dir})")
 
 
 @main.command()

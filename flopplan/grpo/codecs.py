@@ -58,3 +58,20 @@ def hf_codec(tokenizer: Any, where: str = "the tokenizer") -> Codec:
                  encode_piece=lambda text: tokenizer(text, add_special_tokens=False).input_ids,
                  decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=True), pad_id=pad,
                  eos_id=tokenizer.eos_token_id, sep_id=sep)
+
+
+def hf_char_tokenizer() -> Any:
+    """The built-in character tokenizer as a Hugging Face fast tokenizer (for engines that take one, e.g. TRL): the
+    same ids (one per character, the special tokens first), left padding, and, as Qwen's tokenizers, no BOS added
+    (so a reward model re-reading prompt + completion as text reads exactly their tokens)."""
+    from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+
+    chars = CharTokenizer()
+    vocab = {token: i for i, token in enumerate(chars.vocab)}
+    core = Tokenizer(WordLevel(vocab, unk_token="?"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # newlines too
+    core.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
+                                   unk_token="?", padding_side="left")

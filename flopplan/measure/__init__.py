@@ -14,5 +14,6 @@ def quiet_transformers() -> None:
         from transformers.utils import logging
 
         logging.set_verbosity_error()
+        logging.disable_progress_bar()  # weight loading and saving bars
     except ImportError:  # pragma: no cover
         pass

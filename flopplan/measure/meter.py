@@ -17,6 +17,10 @@ Higher-order operators (``cond``, flex attention, user Triton kernels), which Fl
 not supported: eager transformers models do not emit them.
 
 So the total equals FlopCounterMode's and the results equal those of an unmetered run.
+
+FlopCounterMode's own blind spot, in-place matmuls (``aten.addmm_``, ``baddbmm_``: no formula, so 0; TRL's
+chunked log-prob head accumulates its gradients with them on the CPU), is counted apart in :attr:`FlopMeter.inplace`
+with the formula of the out-of-place op: ``total`` is what FlopCounterMode reports, ``total + inplace`` what ran.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from torch.utils._pytree import tree_map_only
 from torch.utils.flop_counter import flop_registry
 
 aten = torch.ops.aten
+
+INPLACE_GEMMS = {aten.addmm_: aten.addmm, aten.baddbmm_: aten.baddbmm, aten.addbmm_: aten.addbmm}
+"""In-place matmuls FlopCounterMode counts as 0, and the out-of-place op whose formula they share."""
 
 # metadata queries FlopCounterMode hands back to the tensor (only tensor subclasses with a custom size/stride
 # policy send them to a mode)
@@ -60,13 +67,22 @@ class FlopMeter(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.total = 0
+        self.inplace = 0  # in-place matmuls, which FlopCounterMode does not count
         self.by_op: dict[Any, int] = {}
 
     def get_total_flops(self) -> int:  # the name FlopCounterMode uses
         return self.total
 
+    @property
+    def executed(self) -> int:
+        """Every matmul FLOP that ran: FlopCounterMode's count and the in-place ones it misses."""
+        return self.total + self.inplace
+
     def _add(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
         packet = func._overloadpacket
+        if packet in INPLACE_GEMMS and INPLACE_GEMMS[packet] in flop_registry:
+            self.inplace += int(flop_registry[INPLACE_GEMMS[packet]](*args, **kwargs, out_val=out))
+            return
         if packet in flop_registry:
             flops = int(flop_registry[packet](*args, **kwargs, out_val=out))
             self.total += flops

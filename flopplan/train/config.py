@@ -20,6 +20,8 @@ from flopplan.recipe import Recipe
 WEIGHTLESS_POLICIES = ("tiny",)
 """Policies that are trained from random initialisation by design (no weights exist for them)."""
 DEVICES = ("auto", "cpu", "cuda")
+ENGINES = ("builtin", "trl")
+"""Who runs the GRPO loop: flopplan's own trainer, or TRL's GRPOTrainer with flopplan's FLOP meter."""
 PRM_AGGREGATES = ("min", "prod", "last")
 MAX_TRAIN_SIZE = 1_000_000  # problems of the built-in task held in memory
 
@@ -67,6 +69,8 @@ class TrainConfig:
     device: str = "auto"
     format_reward: float = 0.0
     prm_aggregate: str = "min"
+    engine: str = "builtin"
+    fixed_completion: bool = False  # every completion runs to the maximum length (EOS held back until then)
     threads: int | None = None  # CPU threads for torch; None: 1 for policies under 50M parameters, else torch's
 
     def __post_init__(self) -> None:
@@ -95,11 +99,13 @@ class TrainConfig:
         if self.reward_model_path is not None and r.reward.kind == "rule":
             raise UserError("--reward-model-path needs a model reward (--reward orm:MODEL), not a rule")
         for name, allowed in (("scale_rewards", SCALE_REWARDS), ("loss_aggregation", AGGREGATIONS),
-                              ("device", DEVICES), ("prm_aggregate", PRM_AGGREGATES)):
+                              ("device", DEVICES), ("prm_aggregate", PRM_AGGREGATES), ("engine", ENGINES)):
             check_choice(name, getattr(self, name), allowed)
         if r.engine != "hf":
             raise UserError("flopplan train generates with transformers (engine hf); the vllm engine is for planning")
-        if r.logprob_head not in ("completion", "all"):
+        if self.engine == "trl" and r.eval_every is not None:
+            raise UserError("--engine trl: flopplan does not meter TRL's evaluation loop yet: add --no-eval")
+        if self.engine == "builtin" and r.logprob_head not in ("completion", "all"):
             raise UserError(f"flopplan train takes log-probs from the model's own head (--logprob-head completion or "
                             f"all), not the {r.logprob_head} head of TRL's GRPOTrainer: plan with --logprob-head "
                             "completion, or run it with --engine trl")
@@ -193,6 +199,19 @@ def train_config(out_dir: str, *, plan_file: str | None = None, plan_model: str 
         recipe = recipe.with_(lora_rank=Recipe().lora_rank)  # a real policy: LoRA unless --full says otherwise
     if entry is not None and recipe != base:  # the run validates a changed recipe: the report says so
         entry = entry.with_overrides(recipe)
+    if knobs.get("engine") == "trl":
+        from flopplan.engines.trl import installed_trl_version, logprob_head_for
+
+        if not (plan_file or recipe_file) and not ({"eval_every", "eval_prompts"} & set(changes)):
+            recipe = recipe.with_(eval_every=None, eval_prompts=0, eval_batch=None)  # the demo's evaluation
+        from flopplan.measure.device import pick_device  # a TRL run needs torch anyway
+
+        device = pick_device(knobs.get("device", "auto")).type
+        head = logprob_head_for(installed_trl_version(), device)
+        if "logprob_head" in changes and changes["logprob_head"] != head:
+            raise UserError(f"--logprob-head {changes['logprob_head']}: TRL {installed_trl_version()} on {device} "
+                            f"runs the {head} head")
+        recipe = recipe.with_(logprob_head=head)  # what TRL will run (a plan that assumed another says so)
     if knobs.get("eval_dataset") and not knobs.get("dataset"):
         raise UserError("--eval-dataset goes with --dataset (the built-in task makes its own held-out set)")
     if budget_flops is None and entry is not None:

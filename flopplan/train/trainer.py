@@ -231,7 +231,8 @@ class Trainer:
         with self._phase():
             rollouts, generated = P.generate(model, self.codec, prompt_ids, ctx=self.ctx, lora=r.rollout_lora,
                                              batch=r.generation_batch_size, max_new_tokens=cfg.max_new_tokens,
-                                             temperature=cfg.temperature)
+                                             temperature=cfg.temperature,
+                                             min_new_tokens=cfg.max_new_tokens if cfg.fixed_completion else 0)
             self._charged(result, *generated)
         ended = [bool(c) and c[-1] == self.codec.eos_id for c in rollouts.completion_ids]
         with self._phase():

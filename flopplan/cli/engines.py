@@ -1,0 +1,146 @@
+"""``flopplan plan --from-trl/--from-verl`` (price a run configured for an engine) and ``flopplan export trl|verl``
+(a plan entry as that engine's configuration and launcher)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from flopplan.cli import echo_json, fail, main
+from flopplan.errors import UserError
+from flopplan.fileio import atomic_write_text, read_text
+from flopplan.hardware import DATASHEETS
+from flopplan.lengths import Length
+from flopplan.recipe import Recipe
+
+ENGINE_OPTIONS = ("prompt_len", "completion_len")
+"""The recipe options an engine configuration leaves to the user: the lengths its data will have."""
+
+
+def read_config_file(path: str, what: str) -> dict[str, Any]:
+    """A JSON or YAML file of an engine's configuration, as an object."""
+    import yaml
+
+    text = read_text(path, what)
+    try:
+        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise UserError(f"{what} {path!r} is not valid {'JSON' if path.endswith('.json') else 'YAML'}: "
+                        f"{str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{what} {path!r} must hold an object of fields")
+    return data
+
+
+def engine_device(device: str | None) -> tuple[str, str | None]:
+    """(``cpu`` | ``cuda``, the datasheet profile to time with): ``--device`` names a GPU (a datasheet) or cpu|cuda."""
+    if device is None or device == "cuda":
+        return "cuda", None
+    if device == "cpu":
+        return "cpu", None
+    if device.lower() in DATASHEETS:
+        return "cuda", device
+    raise UserError(f"--device with an engine configuration: cpu, cuda, or one of {', '.join(DATASHEETS)}")
+
+
+def recipe_of_engine_config(from_trl: str | None, from_verl: str | None, recipe_file: str | None,
+                            models: tuple[str, ...], recipe_opts: dict[str, Any], steps: int | None,
+                            world_size: int | None, device: str | None,
+                            budget_given: bool) -> tuple[Recipe, int | None, list[str], str | None]:
+    """The recipe an engine's configuration runs, the steps (rounds) to price, notes, and the profile device."""
+    from flopplan.cli.options import recipe_changes
+
+    if from_trl and from_verl:
+        fail("give --from-trl or --from-verl, not both")
+    if recipe_file:
+        fail("an engine configuration carries the recipe: give --from-trl/--from-verl or --recipe, not both")
+    changes, _ = recipe_changes(recipe_opts)
+    others = sorted(set(changes) - set(ENGINE_OPTIONS))
+    if others:
+        fail(f"the engine configuration sets the recipe; of its options only --prompt-len and --completion-len "
+             f"apply, not --{others[0].replace('_', '-')}")
+    model = models[0] if models else None
+    if len(models) > 1:
+        fail("an engine configuration trains one policy: give one --model")
+    target, profile_device = engine_device(device)
+    if from_trl:
+        from flopplan.engines.trl import recipe_from_trl, rounds_of
+
+        data = read_config_file(from_trl, "TRL configuration")
+        recipe, run, notes = recipe_from_trl(data, model=model, prompt_len=changes.get("prompt_len"),
+                                             completion_len=changes.get("completion_len"), world_size=world_size or 1,
+                                             device=target)
+        notes.append(f"TRL: {run.bs} completions per device x {run.world} process{'es' if run.world > 1 else ''} x "
+                     f"{run.spg} micro-steps = {run.rollouts} rollouts a round (a flopplan step); "
+                     f"{run.optimizer_steps_per_round} optimizer step{'s' if run.optimizer_steps_per_round > 1 else ''}"
+                     f" a round; log-prob head {recipe.logprob_head} ({target})")
+        rounds = rounds_of(run, data.get("max_steps"))
+    else:
+        if world_size is not None:
+            fail("--world-size goes with --from-trl (a verl configuration names its GPUs)")
+        from flopplan.engines.verl import recipe_from_verl
+
+        assert from_verl is not None
+        recipe, rounds = recipe_from_verl(from_verl, model=model, prompt_len=_max_of(changes.get("prompt_len")),
+                                          completion_len=_max_of(changes.get("completion_len")))
+        notes = []
+    if steps is None and not budget_given and rounds is not None:
+        steps = rounds  # the run as configured
+        notes.append(f"priced as configured: {rounds} rounds")
+    return recipe, steps, notes, profile_device
+
+
+def _max_of(length: Length | None) -> int | None:
+    return None if length is None else length.max
+
+
+@main.group()
+def export() -> None:
+    """A plan entry as an engine's configuration and launcher (TRL's GRPOTrainer, verl)."""
+
+
+@export.command("trl")
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.option("--plan-model", help="Which model's plan to export when the plan file holds several.")
+@click.option("--world-size", default=1, show_default=True, type=int, help="Processes (GPUs) the run uses.")
+@click.option("--out", "out_dir", default="trl-run", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for grpo_config.yaml and the launcher.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+def export_trl(plan_file: str, plan_model: str | None, world_size: int, out_dir: str, as_json: bool) -> None:
+    """GRPOConfig fields (YAML) and a launcher that trains the plan on TRL with flopplan's FLOP meter."""
+    import yaml
+
+    from flopplan.engines.trl import TESTED_TRL, grpo_config_kwargs
+    from flopplan.planfile import PlanFile
+
+    entry = PlanFile.load(plan_file).select(plan_model)
+    kwargs = grpo_config_kwargs(entry.recipe, world_size=world_size, steps=entry.steps if entry.priced else None)
+    folder = Path(out_dir)
+    config_path = atomic_write_text(folder / "grpo_config.yaml", f"# {entry.model}: {entry.steps} rounds of the plan "
+                                    f"{plan_file} (flopplan export trl; trl {TESTED_TRL})\n"
+                                    + yaml.safe_dump(kwargs, sort_keys=False))
+    launcher = atomic_write_text(folder / "train_trl.sh", _trl_launcher(plan_file, entry.model, world_size))
+    launcher.chmod(0o755)
+    command = (f"accelerate launch --num_processes {world_size} -m flopplan train --engine trl --plan "
+               f"{plan_file} --plan-model {entry.model} --model-path MODEL_DIR --dataset DATA.jsonl --out RUN "
+               "--no-eval")
+    if as_json:
+        echo_json({"grpo_config": str(config_path), "launcher": str(launcher), "command": command, "config": kwargs})
+        return
+    click.echo(f"wrote {config_path}\nwrote {launcher}\nrun on {world_size} GPU{'s' if world_size > 1 else ''}:\n"
+               f"  {command}")
+
+
+def _trl_launcher(plan_file: str, model: str, world_size: int) -> str:
+    return f"""#!/usr/bin/env bash
+# Train the plan {plan_file} ({model}) on TRL's GRPOTrainer with flopplan's FLOP meter: every round charged to
+# the ledger in RUN, the run stopped before a round that could overrun the plan's budget, checkpoints in RUN/trl.
+# Written by `flopplan export trl`. Usage: train_trl.sh MODEL_DIR DATA.jsonl RUN  (JSONL of prompt and answer)
+set -euo pipefail
+model=${{1:?a local model folder}} data=${{2:?a JSONL dataset of prompt and answer}} run=${{3:?a run folder}}
+exec accelerate launch --num_processes {world_size} -m flopplan train --engine trl --plan {plan_file} \\
+  --plan-model {model} --model-path "$model" --dataset "$data" --out "$run" --no-eval --no-progress
+"""

@@ -1,0 +1,308 @@
+"""TRL's GRPOTrainer as flopplan sees it (torch-free): a GRPOConfig, by TRL's field names, <-> a Recipe.
+
+The arithmetic of a TRL run (trl 1.16 ``grpo_config.py`` ``__post_init__``, ``grpo_trainer.py``
+``_prepare_inputs``): every process takes ``per_device_train_batch_size`` (bs) completions per micro-step; a
+*generation round* (a flopplan step) is ``steps_per_generation`` (spg) micro-steps' worth of rollouts, generated
+at once on each of ``world_size`` processes (bs x spg rows per process, left-padded there) and reused
+``num_iterations`` (mu) times; an optimizer step is ``gradient_accumulation_steps`` (ga) micro-steps. So a round
+has ``bs x world x spg`` rollouts of ``num_generations`` per prompt and ``mu x spg / ga`` optimizer steps, and a run
+of ``max_steps`` optimizer steps is ``ceil(max_steps x ga / (spg x mu))`` rounds. TRL computes old log-probs iff
+``ga % (spg x mu) != 0`` or vLLM's importance-sampling correction is on (``grpo_trainer.py:2642``).
+
+flopplan expresses rounds that hold whole optimizer steps (``ga`` divides ``spg``); an optimizer step that spans
+several rounds is refused, naming the field. The log-prob head follows the TRL version and the device
+(:func:`logprob_head_for`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from flopplan.arch import LORA_TARGETS
+from flopplan.errors import UserError, is_int, is_number
+from flopplan.lengths import Length
+from flopplan.recipe import Recipe, RewardSystem
+
+TESTED_TRL = ">=1.16,<1.17"
+"""The TRL releases the meter and the exactness tests are run against (the ``[trl]`` extra pins them)."""
+
+GRPO_DEFAULTS: dict[str, Any] = {
+    "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1, "steps_per_generation": None,
+    "generation_batch_size": None, "num_generations": 8, "num_iterations": 1, "beta": 0.0,
+    "max_completion_length": 512, "gradient_checkpointing": True, "use_vllm": False, "vllm_mode": "colocate",
+    "vllm_importance_sampling_correction": True, "max_steps": -1, "use_liger_kernel": False,
+    "pad_to_multiple_of": "auto", "gradient_checkpointing_kwargs": None, "eval_strategy": "no",
+    "temperature": 1.0, "epsilon": 0.2, "epsilon_high": None, "scale_rewards": "group", "loss_type": "dapo",
+}
+"""GRPOConfig's defaults for the fields flopplan reads (trl 1.16.0; a test compares them with the installed TRL)."""
+
+NO_FLOPS = frozenset({
+    "output_dir", "learning_rate", "lr_scheduler_type", "warmup_ratio", "warmup_steps", "weight_decay", "seed",
+    "logging_steps", "logging_strategy", "save_steps", "save_strategy", "save_total_limit", "report_to", "run_name",
+    "bf16", "fp16", "use_cpu", "optim", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "top_p",
+    "top_k", "min_p", "repetition_penalty", "log_completions", "num_completions_to_print", "shuffle_dataset",
+    "dataloader_num_workers", "push_to_hub", "hub_model_id", "model_init_kwargs", "ds3_gather_for_generation",
+    "cast_lm_head_to_fp32", "disable_dropout", "sync_ref_model", "ref_model_sync_steps", "ref_model_mixup_alpha",
+    "top_entropy_quantile", "importance_sampling_level", "delta", "reward_weights", "remove_unused_columns",
+    "temperature", "epsilon", "epsilon_high", "scale_rewards", "loss_type", "mask_truncated_completions",
+    "vllm_importance_sampling_clip_min", "vllm_importance_sampling_clip_max", "vllm_server_host",
+    "vllm_server_port", "vllm_gpu_memory_utilization", "vllm_tensor_parallel_size", "generation_kwargs",
+})
+"""Fields that change what is learned or logged, not what a round computes: read past (mask_truncated_completions
+shifts only the fused-compact head's rows, by the truncated completions)."""
+PRICED = frozenset({k for k in GRPO_DEFAULTS} - NO_FLOPS)
+EXTRA_KEYS = ("peft", "reward_funcs", "model_name_or_path")
+
+
+@dataclass(frozen=True)
+class TRLRun:
+    """The round arithmetic of a GRPOConfig on ``world`` processes (see the module docstring)."""
+
+    bs: int
+    ga: int
+    spg: int
+    mu: int
+    generations: int
+    world: int
+    use_vllm: bool = False
+    vllm_mode: str = "colocate"
+    importance_sampling: bool = True
+
+    @property
+    def rollouts(self) -> int:
+        """Rollouts of a round, over all processes."""
+        return self.bs * self.world * self.spg
+
+    @property
+    def optimizer_steps_per_round(self) -> int:
+        return self.mu * self.spg // self.ga
+
+    @property
+    def old_logprobs(self) -> bool:
+        """TRL's rule (grpo_trainer.py:2642-2645)."""
+        return self.ga % (self.spg * self.mu) != 0 or (self.use_vllm and self.importance_sampling)
+
+    def rounds(self, max_steps: int) -> int:
+        """Rounds a run of ``max_steps`` optimizer steps generates: ceil(max_steps x ga / (spg x mu))."""
+        return -(-max_steps * self.ga // (self.spg * self.mu))
+
+
+def _field(config: dict[str, Any], name: str) -> Any:
+    return config.get(name, GRPO_DEFAULTS.get(name))
+
+
+def _positive(config: dict[str, Any], name: str) -> int:
+    value = _field(config, name)
+    if not is_int(value) or value < 1:
+        raise UserError(f"GRPOConfig {name} must be a positive integer, not {value!r}")
+    return int(value)
+
+
+def trl_run(config: dict[str, Any], world_size: int = 1) -> TRLRun:
+    """The round arithmetic of a GRPOConfig (by TRL's field names), after TRL's own checks (its messages)."""
+    if not is_int(world_size) or world_size < 1:
+        raise UserError(f"the world size must be a positive integer, not {world_size!r}")
+    bs, ga = _positive(config, "per_device_train_batch_size"), _positive(config, "gradient_accumulation_steps")
+    generations, mu = _positive(config, "num_generations"), _positive(config, "num_iterations")
+    spg, gbs = config.get("steps_per_generation"), config.get("generation_batch_size")
+    if spg is not None and gbs is not None:
+        raise UserError("GRPOConfig: 'generation_batch_size' and 'steps_per_generation' can not be both configured "
+                        "at the same time")
+    if gbs is not None:
+        if not is_int(gbs) or gbs < 1 or gbs % (bs * world_size):
+            raise UserError(f"GRPOConfig: generation_batch_size ({gbs}) must be divisible by the global batch size "
+                            f"({bs * world_size})")
+        spg = gbs // (bs * world_size)
+    elif spg is None:
+        spg = ga  # TRL's default
+    elif not is_int(spg) or spg < 1:
+        raise UserError(f"GRPOConfig steps_per_generation must be a positive integer, not {spg!r}")
+    if (bs * world_size * spg) % generations:
+        raise UserError(f"GRPOConfig: generation_batch_size ({bs * world_size * spg}) must be divisible by "
+                        f"num_generations ({generations})")
+    if generations < 2:
+        raise UserError(f"GRPOConfig: GRPO requires at least 2 generations per prompt to calculate the advantages; "
+                        f"num_generations is {generations}")
+    if ga > spg * mu or spg % ga:
+        raise UserError(f"GRPOConfig gradient_accumulation_steps ({ga}) does not divide steps_per_generation ({spg}):"
+                        " an optimizer step would span several generation rounds (or parts of one), which flopplan "
+                        "does not express yet")
+    mode = _field(config, "vllm_mode")
+    if mode not in ("colocate", "server"):
+        raise UserError(f"GRPOConfig vllm_mode must be colocate or server, not {mode!r}")
+    return TRLRun(bs, ga, int(spg), mu, generations, world_size, bool(_field(config, "use_vllm")), mode,
+                  bool(_field(config, "vllm_importance_sampling_correction")))
+
+
+def logprob_head_for(trl_version: str, device: str) -> str:
+    """Which log-prob head a TRL release runs on a device (trl/trainer/utils.py add_fused_lm_head,
+    trl/kernels/chunked_logprob.py ``_use_triton``): <= 1.14 keeps K + 1 logits; 1.15 needs Triton; >= 1.16 runs
+    the chunked head, compact with Triton (CUDA), on every position but the last without (CPU)."""
+    parts = tuple(int(p) for p in trl_version.split("+")[0].split(".")[:2] if p.isdigit())
+    if len(parts) < 2:
+        raise UserError(f"cannot read the TRL version {trl_version!r}")
+    if parts < (1, 15):
+        return "completion"
+    if device not in ("cpu", "cuda"):
+        raise UserError(f"the device must be cpu or cuda, not {device!r}")
+    if parts < (1, 16) and device == "cpu":
+        raise UserError("trl 1.15 needs Triton for its fused log-prob head (it fails on the CPU): use trl >= 1.16")
+    return "fused-compact" if device == "cuda" else "fused"
+
+
+def installed_trl_version() -> str:
+    """The installed TRL's version, read from its metadata (TRL is not imported); 1.16.0 when it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("trl")
+    except metadata.PackageNotFoundError:
+        return "1.16.0"
+
+
+def _lora(peft: Any) -> tuple[int | None, tuple[str, ...]]:
+    if peft is None:
+        return None, LORA_TARGETS
+    if not isinstance(peft, dict) or not is_int(peft.get("r")) or peft["r"] < 1:
+        raise UserError("peft must be a LoraConfig as an object with a positive integer r")
+    targets = peft.get("target_modules", "all-linear")
+    if targets == "all-linear":
+        return int(peft["r"]), LORA_TARGETS
+    if not isinstance(targets, list) or not targets or not all(isinstance(t, str) for t in targets):
+        raise UserError("peft.target_modules must be a list of projection names or 'all-linear'")
+    unknown = [t for t in targets if t not in LORA_TARGETS]
+    if unknown:
+        raise UserError(f"peft.target_modules: flopplan counts LoRA on {', '.join(LORA_TARGETS)}, not "
+                        f"{', '.join(unknown)}")
+    return int(peft["r"]), tuple(targets)
+
+
+def _reward(reward_funcs: Any) -> RewardSystem:
+    """A string is a reward model's path or registry name (an ORM: AutoModelForSequenceClassification, one label);
+    anything else is a rule (no model FLOPs)."""
+    funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs] if reward_funcs is not None else []
+    models = [f for f in funcs if isinstance(f, str)]
+    if len(models) > 1:
+        raise UserError(f"reward_funcs holds {len(models)} reward models: flopplan prices one reward model a round")
+    return RewardSystem("orm", models[0]) if models else RewardSystem("rule")
+
+
+def recipe_from_trl(config: dict[str, Any], *, model: str | None = None, prompt_len: Length | None = None,
+                    completion_len: Length | None = None, world_size: int = 1, device: str = "cuda",
+                    trl_version: str | None = None) -> tuple[Recipe, TRLRun, list[str]]:
+    """The Recipe flopplan prices for a TRL configuration: GRPOConfig fields by their TRL names, plus optionally
+    ``peft`` (LoraConfig fields), ``reward_funcs`` and ``model_name_or_path``. Returns the recipe, the round
+    arithmetic and notes (fields read past because flopplan does not know them)."""
+    if not isinstance(config, dict):
+        raise UserError("a TRL configuration must be an object of GRPOConfig fields")
+    run = trl_run(config, world_size)
+    for name, bad in (("use_liger_kernel", True), ("use_transformers_continuous_batching", True)):
+        if config.get(name) is bad:
+            raise UserError(f"GRPOConfig {name}: flopplan does not price that path yet")
+    if is_int(config.get("pad_to_multiple_of")):
+        raise UserError("GRPOConfig pad_to_multiple_of: flopplan prices padding to each batch's longest, not to a "
+                        "multiple")
+    if _field(config, "eval_strategy") not in ("no", None):
+        raise UserError("GRPOConfig eval_strategy: flopplan does not price TRL's evaluation loop yet (set it to no)")
+    kwargs = config.get("gradient_checkpointing_kwargs") or {}
+    if not isinstance(kwargs, dict) or kwargs.get("use_reentrant"):
+        raise UserError("GRPOConfig gradient_checkpointing_kwargs: flopplan prices non-reentrant checkpointing "
+                        "(transformers 5's default)")
+    policy = model or config.get("model_name_or_path")
+    if not isinstance(policy, str) or not policy:
+        raise UserError("name the policy: --model NAME|CONFIG (or model_name_or_path in the file)")
+    if prompt_len is None:
+        raise UserError("TRL takes its prompt lengths from the data: give --prompt-len N, MEAN:MAX or @FILE")
+    completion = completion_len
+    if completion is None:
+        limit = _field(config, "max_completion_length")
+        if not is_int(limit) or limit < 1:
+            raise UserError(f"GRPOConfig max_completion_length must be a positive integer, not {limit!r}")
+        completion = Length.fixed(int(limit))
+    beta = _field(config, "beta")
+    if not is_number(beta) or beta < 0:
+        raise UserError(f"GRPOConfig beta must be a number >= 0, not {beta!r}")
+    rank, targets = _lora(config.get("peft"))
+    unknown = sorted(k for k in config if k not in PRICED and k not in NO_FLOPS and k not in EXTRA_KEYS
+                     and k not in ("steps_per_generation", "generation_batch_size", "use_transformers_continuous_"
+                                   "batching"))
+    notes = [f"fields flopplan does not know (read past: check their spelling): {', '.join(unknown)}"] if unknown \
+        else []
+    engine = "vllm" if run.use_vllm else "hf"
+    recipe = Recipe(
+        policy=policy, lora_rank=rank, lora_targets=targets, prompts_per_step=run.rollouts // run.generations,
+        group_size=run.generations, prompt_len=prompt_len, completion_len=completion, iterations=run.mu,
+        beta=float(beta), old_logprobs="on" if run.old_logprobs else "off",
+        grad_ckpt=bool(_field(config, "gradient_checkpointing")),
+        logprob_head=logprob_head_for(trl_version or installed_trl_version(), device), engine=engine,
+        prefix_sharing=run.use_vllm and run.vllm_mode == "server",
+        generation_batch=run.bs * run.spg if engine == "hf" else None, micro_batch=run.bs,
+        optimizer_batch=run.bs * run.world * run.ga, reward=_reward(config.get("reward_funcs")),
+        reward_overhead_tokens=0)  # TRL's reward model reads prompt + completion as text, no template
+    return recipe, run, notes
+
+
+def grpo_config_kwargs(recipe: Recipe, *, world_size: int = 1, steps: int | None = None) -> dict[str, Any]:
+    """GRPOConfig keyword arguments (and ``peft``/``reward_funcs`` entries) that run ``recipe`` on ``world_size``
+    processes for ``steps`` rounds; what TRL cannot run as planned is refused, naming the field."""
+    r = recipe
+    if r.reward.kind == "prm":
+        raise UserError("reward: TRL's GRPOTrainer takes outcome reward models (sequence classification), not a "
+                        "process reward model")
+    if r.update_padding != "batch":
+        raise UserError("update_padding none (packed sequences) is verl's; TRL pads to each generation batch")
+    if r.eval_every is not None:
+        raise UserError("eval_every: export the training run without flopplan's evaluation (--no-eval)")
+    if r.logprob_head == "all":
+        raise UserError("logprob_head all: TRL computes log-probs on the completion (choose fused, fused-compact, "
+                        "or completion for trl <= 1.14)")
+    rollouts = r.rollouts_per_step
+    if rollouts % world_size:
+        raise UserError(f"{rollouts} rollouts a round do not split over {world_size} processes")
+    per_process = rollouts // world_size
+    if r.engine == "hf" and r.generation_batch_size != per_process:
+        raise UserError(f"the plan generates in calls of {r.generation_batch_size} rollouts; on {world_size} "
+                        f"process{'es' if world_size > 1 else ''} TRL generates {per_process} per process: plan with "
+                        f"--generation-batch {per_process}")
+    bs = r.micro_batch_size
+    if per_process % bs or r.optimizer_batch_size % (bs * world_size):
+        raise UserError(f"micro_batch {bs} must divide the {per_process} rollouts of each process and an optimizer "
+                        f"batch of {r.optimizer_batch_size} over {world_size} processes")
+    spg, ga = per_process // bs, r.optimizer_batch_size // (bs * world_size)
+    run = TRLRun(bs, ga, spg, r.iterations, r.group_size, world_size, r.engine == "vllm",
+                 "server" if r.prefix_sharing else "colocate", True)
+    if run.old_logprobs != r.computes_old_logprobs:
+        raise UserError(f"old_logprobs {r.old_logprobs}: TRL {'computes' if run.old_logprobs else 'skips'} them for "
+                        f"this round ({spg} micro-steps a round, {ga} an optimizer step, mu {r.iterations})")
+    kwargs: dict[str, Any] = {
+        "per_device_train_batch_size": bs, "gradient_accumulation_steps": ga, "steps_per_generation": spg,
+        "num_generations": r.group_size, "num_iterations": r.iterations, "beta": r.beta,
+        "max_completion_length": r.completion_len.max, "gradient_checkpointing": r.grad_ckpt,
+        "use_vllm": r.engine == "vllm",
+    }
+    if r.engine == "vllm":
+        kwargs["vllm_mode"] = "server" if r.prefix_sharing else "colocate"
+    if steps is not None:
+        kwargs["max_steps"] = steps * run.optimizer_steps_per_round
+    if r.lora_rank is not None:
+        kwargs["peft"] = {"r": r.lora_rank, "lora_alpha": 2 * r.lora_rank, "target_modules": list(r.lora_targets)}
+    kwargs["reward_funcs"] = [r.reward.model] if r.reward.kind == "orm" else ["rule"]
+    return kwargs
+
+
+def rounds_of(run: TRLRun, max_steps: Any) -> int | None:
+    """Rounds of a run of ``max_steps`` optimizer steps (None when max_steps is unset, -1)."""
+    if max_steps is None or max_steps == -1:
+        return None
+    if not is_int(max_steps) or max_steps < 1:
+        raise UserError(f"GRPOConfig max_steps must be a positive integer (or -1), not {max_steps!r}")
+    return run.rounds(int(max_steps))
+
+
+def mfu(flops: float, seconds: float, peak_flops: float | None) -> float | None:
+    """Model FLOP utilisation: FLOPs executed over the time, as a share of the peak (None without one)."""
+    if not peak_flops or seconds <= 0 or not math.isfinite(seconds):
+        return None
+    return flops / seconds / peak_flops
