@@ -86,6 +86,7 @@ class RunSummary:
     device: str = ""
     dtype: str = ""
     engine: str = "builtin"
+    engine_checks: dict[str, Any] = field(default_factory=dict)  # e.g. TRL's logged num_tokens against the meter's
     plan: PlanReference | None = None
     flopplan_version: str = __version__
 
@@ -119,6 +120,8 @@ class RunSummary:
             data["measured_equals_closed_form"] = self.measured_equals_closed_form
         if self.interrupted:
             data["interrupted"] = self.interrupted
+        if self.engine_checks:
+            data["engine_checks"] = self.engine_checks
         if self.plan is not None:
             data["plan"] = self.plan.to_data()
         return data
@@ -175,7 +178,8 @@ class RunSummary:
             interrupted=data.get("interrupted"), random_init_policy=bool(data.get("random_init_policy")),
             random_init_reward_model=bool(data.get("random_init_reward_model")),
             conventions=dict(data.get("conventions", {})), device=str(data.get("device", "")),
-            dtype=str(data.get("dtype", "")), engine=str(data.get("engine", "builtin")), plan=plan,
+            dtype=str(data.get("dtype", "")), engine=str(data.get("engine", "builtin")),
+            engine_checks=dict(data.get("engine_checks") or {}), plan=plan,
             flopplan_version=str(data.get("flopplan_version", "")))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import shlex
 import sys
 from typing import Any
@@ -99,10 +100,16 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
         config = replace_config(config, **extend)
     else:
         steps_option(max_steps)
+        engine_recipe = None
+        if trainer_engine == "trl":
+            from flopplan.engines.trl import recipe_for_trl_run
+
+            engine_recipe = functools.partial(recipe_for_trl_run, device=device)
         config = train_config(
             out_dir, plan_file=plan_file, plan_model=plan_model, recipe_file=recipe_file, changes=changes,
             tuning_given=tuning_given, no_eval=no_eval, model=model_name, budget_flops=flop_budget(budget),
-            max_steps=max_steps, task=task, dataset=dataset, eval_dataset=eval_dataset, train_size=train_size,
+            engine_recipe=engine_recipe, max_steps=max_steps, task=task, dataset=dataset, eval_dataset=eval_dataset,
+            train_size=train_size,
             model_path=model_path, random_init=random_init, lr=lr, lora_alpha=lora_alpha, temperature=temperature,
             clip_low=clip_eps, clip_high=clip_eps if clip_eps_high is None else clip_eps_high,
             scale_rewards=scale_rewards, loss_aggregation=loss_aggregation, max_grad_norm=max_grad_norm,

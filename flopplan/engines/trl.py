@@ -39,7 +39,7 @@ GRPO_DEFAULTS: dict[str, Any] = {
 """GRPOConfig's defaults for the fields flopplan reads (trl 1.16.0; a test compares them with the installed TRL)."""
 
 NO_FLOPS = frozenset({
-    "output_dir", "learning_rate", "lr_scheduler_type", "warmup_ratio", "warmup_steps", "weight_decay", "seed",
+    "output_dir", "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay", "seed",
     "logging_steps", "logging_strategy", "save_steps", "save_strategy", "save_total_limit", "report_to", "run_name",
     "bf16", "fp16", "use_cpu", "optim", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "top_p",
     "top_k", "min_p", "repetition_penalty", "log_completions", "num_completions_to_print", "shuffle_dataset",
@@ -152,6 +152,22 @@ def logprob_head_for(trl_version: str, device: str) -> str:
     return "fused-compact" if device == "cuda" else "fused"
 
 
+def recipe_for_trl_run(recipe: Recipe, changes: dict[str, Any], from_file: bool, *, device: str = "auto") -> Recipe:
+    """What ``flopplan train --engine trl`` runs of a recipe: the log-prob head the installed TRL runs on this
+    device (refusing a different one asked for by name), and no evaluation unless a file or option asked for it
+    (TRL's evaluation loop is not metered)."""
+    from flopplan.measure.device import pick_device  # a TRL run needs torch anyway
+
+    if not from_file and not ({"eval_every", "eval_prompts"} & set(changes)):
+        recipe = recipe.with_(eval_every=None, eval_prompts=0, eval_batch=None)  # the demo's evaluation
+    kind = pick_device(device).type
+    head = logprob_head_for(installed_trl_version(), kind)
+    if "logprob_head" in changes and changes["logprob_head"] != head:
+        raise UserError(f"--logprob-head {changes['logprob_head']}: TRL {installed_trl_version()} on {kind} "
+                        f"runs the {head} head")
+    return recipe.with_(logprob_head=head)  # what TRL will run (a plan that assumed another says so)
+
+
 def installed_trl_version() -> str:
     """The installed TRL's version, read from its metadata (TRL is not imported); 1.16.0 when it is not installed."""
     from importlib import metadata
@@ -181,9 +197,10 @@ def _lora(peft: Any) -> tuple[int | None, tuple[str, ...]]:
 
 def _reward(reward_funcs: Any) -> RewardSystem:
     """A string is a reward model's path or registry name (an ORM: AutoModelForSequenceClassification, one label);
-    anything else is a rule (no model FLOPs)."""
+    the string ``rule`` (what ``export trl`` writes for a Python reward function) or anything else is a rule (no
+    model FLOPs)."""
     funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs] if reward_funcs is not None else []
-    models = [f for f in funcs if isinstance(f, str)]
+    models = [f for f in funcs if isinstance(f, str) and f.strip().lower() != "rule"]
     if len(models) > 1:
         raise UserError(f"reward_funcs holds {len(models)} reward models: flopplan prices one reward model a round")
     return RewardSystem("orm", models[0]) if models else RewardSystem("rule")

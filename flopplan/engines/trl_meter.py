@@ -264,8 +264,10 @@ class TRLMeter:
 
     def summary(self, **fields: Any) -> RunSummary:
         totals = self.ledger.totals()
+        checks = {"num_tokens": {"trl": self.trl_tokens, "flopplan": self.tokens,
+                                 "equal": self.trl_tokens == self.tokens}} if self.trl_tokens is not None else {}
         return RunSummary(model=self.spec.name, reward=str(self.recipe.reward), stop_reason=self.stop_reason,
-                          engine="trl", **fields, **totals)
+                          engine="trl", engine_checks=checks, **fields, **totals)
 
 
 class MeteredGRPOTrainer(GRPOTrainer):
@@ -316,8 +318,8 @@ class MeteredGRPOTrainer(GRPOTrainer):
         return inputs
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if "num_tokens" in logs:
-            self.flopplan_meter.check_tokens(logs["num_tokens"])
+        # TRL's num_tokens metric is state.num_input_tokens_seen (gathered over processes at each generation)
+        self.flopplan_meter.check_tokens(self.state.num_input_tokens_seen)
         logs.update(self.flopplan_meter.log_figures())
         super().log(logs, start_time)
 

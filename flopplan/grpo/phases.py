@@ -22,9 +22,11 @@ from flopplan.formulas import Conventions, LoRA, Training
 from flopplan.grpo.batching import Block, Rollouts, ScoringBatch, left_pad, model_device
 from flopplan.grpo.codecs import Codec
 from flopplan.grpo.config import LossConfig
+from flopplan.grpo.logprob_head import fused_completion_logprobs
 from flopplan.grpo.loss import grpo_loss
 from flopplan.ledger import PhaseCharge, generate_charge, scoring_charge, update_charge
 from flopplan.measure.timer import timed_and_counted
+from flopplan.passes import FUSED_HEADS
 
 
 @dataclass(frozen=True)
@@ -78,14 +80,24 @@ def generate(model: Any, codec: Codec, prompt_ids: list[list[int]], *, ctx: Phas
     return rollouts, charges
 
 
+def _shape(batch: ScoringBatch) -> tuple[int, int, int, int]:
+    """What a scoring or update micro-batch executed: rows, padded widths, and the completion tokens it holds
+    (what a ``fused-compact`` head projects)."""
+    return len(batch.rows), batch.prompt_width, batch.completion_width, int(batch.completion_mask.sum())
+
+
 def completion_logprobs(model: Any, batch: ScoringBatch, temperature: float,
                         head: str) -> torch.Tensor:
-    """Per-token log-probabilities of the completion tokens, [rows, completion_width] (fp32)."""
+    """Per-token log-probabilities of the completion tokens, [rows, completion_width] (fp32), through the
+    recipe's log-prob head: the model's own head (``completion``, ``all``) or the chunked one TRL fuses in
+    (``fused``, ``fused-compact``: :mod:`flopplan.grpo.logprob_head`)."""
     k = batch.completion_width
+    if head in FUSED_HEADS:
+        return fused_completion_logprobs(model, batch.input_ids, batch.attention_mask, batch.position_ids,
+                                         batch.completion_ids, batch.completion_mask, temperature,
+                                         compact=head == "fused-compact")
     kwargs: dict[str, Any] = dict(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                                   position_ids=batch.position_ids, use_cache=False)
-    if head not in ("completion", "all"):
-        raise ValueError(f"the built-in phase units compute log-probs with the model's own head, not {head!r}")
     kwargs["logits_to_keep"] = k + 1 if head == "completion" else 0
     logits = model(**kwargs).logits
     logits = logits[:, -(k + 1):-1, :].float() / temperature
@@ -108,7 +120,7 @@ def score(phase: str, model: Any, batches: list[ScoringBatch], rollouts: Rollout
             for j, row in enumerate(b.rows):
                 out[row] = logps[j]
     model.train(was_training)
-    charge = scoring_charge(phase, ctx.spec, lora, ctx.conv, [(len(b.rows), b.prompt_width, b.completion_width)
+    charge = scoring_charge(phase, ctx.spec, lora, ctx.conv, [_shape(b)
                                                       for b in batches], rollouts.lengths(), head)
     charge.measured, charge.seconds = info["measured"], info["seconds"]
     return out, charge
@@ -156,7 +168,7 @@ def update(model: Any, optimizer: torch.optim.Optimizer, batches: list[ScoringBa
         stats["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm)) / len(groups)
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    charge = update_charge(ctx.spec, training, ctx.conv, [(len(b.rows), b.prompt_width, b.completion_width)
+    charge = update_charge(ctx.spec, training, ctx.conv, [_shape(b)
                                                   for b in batches], rollouts.lengths(), head)
     charge.measured = measured if ctx.measure else None
     charge.seconds = seconds

@@ -6,6 +6,7 @@ changes) into a :class:`TrainConfig`; the CLI, RACE pilots and the engine launch
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,7 @@ PRM_AGGREGATES = ("min", "prod", "last")
 MAX_TRAIN_SIZE = 1_000_000  # problems of the built-in task held in memory
 
 DEMO_RECIPE: dict[str, Any] = {"policy": "tiny", "lora_rank": None, "prompts_per_step": 16, "group_size": 16,
-                               "completion_len": 2, "micro_batch": 64, "eval_every": 10, "eval_prompts": 200,
-                               "logprob_head": "completion"}
+                               "completion_len": 2, "micro_batch": 64, "eval_every": 10, "eval_prompts": 200}
 """`flopplan train` with no recipe or plan: the tiny policy, fully fine-tuned from random initialisation on the
 built-in digits task (a digit and EOS: two new tokens), 16 prompts x G=16 in micro-batches of 64, held-out
 accuracy on 200 problems every 10 steps. LoRA on a random-initialised 300k-parameter model learns unreliably; any
@@ -105,10 +105,6 @@ class TrainConfig:
             raise UserError("flopplan train generates with transformers (engine hf); the vllm engine is for planning")
         if self.engine == "trl" and r.eval_every is not None:
             raise UserError("--engine trl: flopplan does not meter TRL's evaluation loop yet: add --no-eval")
-        if self.engine == "builtin" and r.logprob_head not in ("completion", "all"):
-            raise UserError(f"flopplan train takes log-probs from the model's own head (--logprob-head completion or "
-                            f"all), not the {r.logprob_head} head of TRL's GRPOTrainer: plan with --logprob-head "
-                            "completion, or run it with --engine trl")
         if r.update_padding == "batch" and r.generation_batch_size % r.micro_batch_size:
             raise UserError(f"micro_batch {r.micro_batch_size} must divide the generation batch "
                             f"{r.generation_batch_size}")
@@ -163,12 +159,14 @@ def replace_config(config: TrainConfig, **changes: Any) -> TrainConfig:
 def train_config(out_dir: str, *, plan_file: str | None = None, plan_model: str | None = None,
                  recipe_file: str | None = None, changes: dict[str, Any] | None = None, tuning_given: bool = False,
                  no_eval: bool = False, model: str | None = None, budget_flops: int | None = None,
+                 engine_recipe: Callable[[Recipe, dict[str, Any], bool], Recipe] | None = None,
                  **knobs: Any) -> TrainConfig:
     """The configuration of a run: the recipe of a plan entry, a recipe file or the demo defaults, with
     ``changes`` (recipe fields) applied; the plan's FLOP budget unless ``budget_flops`` is given.
 
     ``tuning_given``: the request chose LoRA or full fine-tuning itself; otherwise a real policy (a model path, or
     a registry model other than the tiny one) gets the recipe default, LoRA, since the demo fine-tunes fully.
+    ``engine_recipe(recipe, changes, from_file)``: what the engine running it changes (its log-prob head).
     """
     changes = dict(changes or {})
     data_lengths = [name for name in ("prompt_len", "eval_prompt_len") if name in changes]
@@ -199,19 +197,8 @@ def train_config(out_dir: str, *, plan_file: str | None = None, plan_model: str 
         recipe = recipe.with_(lora_rank=Recipe().lora_rank)  # a real policy: LoRA unless --full says otherwise
     if entry is not None and recipe != base:  # the run validates a changed recipe: the report says so
         entry = entry.with_overrides(recipe)
-    if knobs.get("engine") == "trl":
-        from flopplan.engines.trl import installed_trl_version, logprob_head_for
-
-        if not (plan_file or recipe_file) and not ({"eval_every", "eval_prompts"} & set(changes)):
-            recipe = recipe.with_(eval_every=None, eval_prompts=0, eval_batch=None)  # the demo's evaluation
-        from flopplan.measure.device import pick_device  # a TRL run needs torch anyway
-
-        device = pick_device(knobs.get("device", "auto")).type
-        head = logprob_head_for(installed_trl_version(), device)
-        if "logprob_head" in changes and changes["logprob_head"] != head:
-            raise UserError(f"--logprob-head {changes['logprob_head']}: TRL {installed_trl_version()} on {device} "
-                            f"runs the {head} head")
-        recipe = recipe.with_(logprob_head=head)  # what TRL will run (a plan that assumed another says so)
+    if engine_recipe is not None:  # e.g. TRL: the head its version runs on this device, no demo evaluation
+        recipe = engine_recipe(recipe, changes, bool(plan_file or recipe_file))
     if knobs.get("eval_dataset") and not knobs.get("dataset"):
         raise UserError("--eval-dataset goes with --dataset (the built-in task makes its own held-out set)")
     if budget_flops is None and entry is not None:

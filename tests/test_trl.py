@@ -1,0 +1,232 @@
+"""TRL's GRPOTrainer: its round arithmetic and checks, the GRPOConfig <-> Recipe mapping both ways, and real TRL
+runs whose ledger equals what executes (FlopCounterMode plus the in-place GEMMs it misses) phase by phase, and
+which ``flopplan plan --from-trl`` predicts to the integer."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import ROOT, cli, one_line_error
+
+from flopplan.cost import step_cost
+from flopplan.engines.trl import (
+    GRPO_DEFAULTS,
+    NO_FLOPS,
+    grpo_config_kwargs,
+    logprob_head_for,
+    recipe_from_trl,
+    trl_run,
+)
+from flopplan.errors import UserError
+from flopplan.lengths import Length
+from flopplan.recipe import Recipe, RewardSystem
+
+PROMPT = 9  # the built-in task's prompts: "6 3 1 1 >" (no BOS with the character tokenizer TRL gets)
+
+
+# -- the arithmetic of a round -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("config", "rollouts", "steps", "old"), [
+    ({"per_device_train_batch_size": 4, "gradient_accumulation_steps": 1, "steps_per_generation": 2}, 8, 2, True),
+    ({"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "steps_per_generation": 4}, 16, 2, True),
+    ({"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}, 8, 1, False),
+    ({"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "num_iterations": 2}, 8, 2, True),
+    ({"per_device_train_batch_size": 4, "generation_batch_size": 32}, 32, 8, True),
+])
+def test_round_arithmetic_follows_trl(config, rollouts, steps, old):
+    """Rollouts a round, optimizer steps a round, and TRL's old-log-prob rule (ga % (spg x mu) != 0), as the TRL
+    runs measured them (ga=1/spg=2 on, ga=2/spg=4 on, ga=spg off, mu=2 on)."""
+    run = trl_run({"num_generations": 4, **config})
+    assert (run.rollouts, run.optimizer_steps_per_round, run.old_logprobs) == (rollouts, steps, old)
+    assert run.rounds(5) == -(-5 * run.ga // (run.spg * run.mu))
+
+
+@pytest.mark.parametrize(("config", "fragment"), [
+    ({"num_generations": 1}, "at least 2 generations"),
+    ({"steps_per_generation": 2, "generation_batch_size": 16}, "can not be both configured"),
+    ({"per_device_train_batch_size": 4, "generation_batch_size": 6}, "divisible by the global batch size"),
+    ({"per_device_train_batch_size": 3, "num_generations": 4}, "divisible by num_generations"),
+    ({"gradient_accumulation_steps": 4, "steps_per_generation": 2}, "span several generation rounds"),
+    ({"per_device_train_batch_size": 0}, "positive integer"),
+])
+def test_trl_constraints_are_checked_first(config, fragment):
+    with pytest.raises(UserError, match=fragment):
+        trl_run({"per_device_train_batch_size": 4, "num_generations": 4, **config})
+
+
+def test_the_log_prob_head_follows_the_trl_version_and_device():
+    assert logprob_head_for("1.14.2", "cpu") == logprob_head_for("1.14.0", "cuda") == "completion"
+    assert logprob_head_for("1.16.0", "cpu") == "fused" and logprob_head_for("1.16.0", "cuda") == "fused-compact"
+    assert logprob_head_for("1.15.0", "cuda") == "fused-compact"
+    with pytest.raises(UserError, match="Triton"):
+        logprob_head_for("1.15.0", "cpu")
+
+
+def _flop_fields(recipe: Recipe) -> dict:
+    return step_cost(recipe).step_phases
+
+
+@pytest.mark.parametrize("recipe", [
+    Recipe(policy="qwen2.5-0.5b", lora_rank=16, prompts_per_step=8, group_size=4, micro_batch=8,
+           completion_len=Length.fixed(128), prompt_len=Length.fixed(64)),
+    Recipe(policy="qwen2.5-0.5b", lora_rank=None, prompts_per_step=8, group_size=4, micro_batch=4, iterations=2,
+           beta=0.04, generation_batch=16, completion_len=Length.fixed(64), prompt_len=Length.fixed(32),
+           reward=RewardSystem.parse("orm:qwen2.5-0.5b")),
+], ids=["lora", "full-beta-mu2-orm"])
+@pytest.mark.parametrize("world", [1, 2])
+def test_recipe_to_grpo_config_and_back(recipe, world):
+    r = recipe.with_(generation_batch=recipe.rollouts_per_step // world, optimizer_batch=recipe.rollouts_per_step,
+                     reward_overhead_tokens=0, old_logprobs="auto")
+    kwargs = grpo_config_kwargs(r, world_size=world, steps=7)
+    back, run, notes = recipe_from_trl(kwargs, model=r.policy, prompt_len=r.prompt_len, world_size=world,
+                                       device="cuda", trl_version="1.16.0")
+    assert _flop_fields(back) == _flop_fields(r) and not notes
+    assert kwargs["max_steps"] == 7 * run.optimizer_steps_per_round and run.rounds(kwargs["max_steps"]) == 7
+
+
+@pytest.mark.parametrize(("changes", "fragment"), [
+    ({"reward": RewardSystem.parse("prm")}, "process reward model"),
+    ({"update_padding": "none"}, "packed"),
+    ({"eval_every": 5, "eval_prompts": 4}, "--no-eval"),
+    ({"generation_batch": 8}, "--generation-batch"),
+    ({"logprob_head": "all"}, "logprob_head all"),
+])
+def test_what_trl_cannot_run_is_refused(changes, fragment):
+    with pytest.raises(UserError, match=fragment):
+        grpo_config_kwargs(Recipe(prompts_per_step=4, group_size=4).with_(**changes))
+
+
+def test_fields_flopplan_cannot_price_are_refused_by_name():
+    base = {"num_generations": 4, "per_device_train_batch_size": 4}
+    for field, value in (("use_liger_kernel", True), ("pad_to_multiple_of", 64), ("eval_strategy", "steps"),
+                         ("gradient_checkpointing_kwargs", {"use_reentrant": True})):
+        with pytest.raises(UserError, match=field):
+            recipe_from_trl({**base, field: value}, model="tiny", prompt_len=Length.fixed(8))
+    _, _, notes = recipe_from_trl({**base, "learning_rate": 1e-5, "num_generatons": 2}, model="tiny",
+                                  prompt_len=Length.fixed(8))
+    assert notes and "num_generatons" in notes[0] and "learning_rate" not in notes[0]
+
+
+# -- against the installed TRL -----------------------------------------------------------------------------------
+
+def test_defaults_and_field_names_are_trls():
+    trl = pytest.importorskip("trl")
+    fields = {f.name: f.default for f in dataclasses.fields(trl.GRPOConfig)}
+    assert {k: fields[k] for k in GRPO_DEFAULTS} == GRPO_DEFAULTS
+    assert set(fields) >= NO_FLOPS
+
+
+def test_an_exported_config_loads_in_grpo_config(tmp_path):
+    trl = pytest.importorskip("trl")
+    plan = tmp_path / "plan.json"
+    cli("plan", "--model", "qwen2.5-0.5b", "--lora-rank", "16", "--prompts-per-step", "8", "-G", "4",
+        "--micro-batch", "8", "--generation-batch", "16", "--mu", "2", "--steps", "10", "--out", str(plan), check=True)
+    out = cli("export", "trl", str(plan), "--world-size", "2", "--out", str(tmp_path / "trl"), "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    fields = yaml.safe_load(Path(data["grpo_config"]).read_text())
+    peft, rewards = fields.pop("peft"), fields.pop("reward_funcs")
+    config = trl.GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", **fields)
+    assert config.steps_per_generation * config.per_device_train_batch_size * 2 == 32
+    assert peft["r"] == 16 and rewards == ["rule"] and "accelerate launch --num_processes 2" in data["command"]
+    assert os.access(data["launcher"], os.X_OK)
+
+
+# -- real runs -------------------------------------------------------------------------------------------------
+
+SMALL = ["--prompts-per-step", "4", "-G", "4", "--micro-batch", "8", "--no-progress", "--fixed-completion-len"]
+SCENARIOS = {
+    "full, rule, checkpointing, 2 micro-batches": [],
+    "LoRA, beta, mu 2, no checkpointing, ORM": ["--lora-rank", "4", "--beta", "0.04", "--mu", "2",
+                                                "--no-grad-ckpt", "--reward", "orm:tiny"],
+    "full, beta, mu 2, checkpointing, ORM": ["--full", "--beta", "0.04", "--mu", "2", "--reward", "orm:tiny"],
+    "LoRA, checkpointing, rule": ["--lora-rank", "4"],
+}
+
+
+def _trl_config_of(run: Path, steps: int, path: Path) -> Path:
+    """The GRPOConfig fields of a run (what a TRL user would have written), as a YAML file."""
+    from flopplan.train.config import TrainConfig
+
+    stored = json.loads((run / "config.json").read_text())
+    stored.pop("flopplan_version"), stored.pop("flopplan_run_version")
+    recipe = TrainConfig.from_data(stored).recipe
+    kwargs = grpo_config_kwargs(recipe, steps=steps)
+    kwargs["reward_funcs"] = ["tiny"] if recipe.reward.kind == "orm" else [{"rule": "exact match"}]
+    path.write_text(yaml.safe_dump(kwargs))
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(SCENARIOS))
+def test_trl_runs_are_counted_exactly_and_planned_exactly(tmp_path, case):
+    pytest.importorskip("trl")
+    run = tmp_path / "run"
+    out = cli("train", "--engine", "trl", "--out", str(run), "--steps", "2", *SMALL, *SCENARIOS[case],
+              "--measure-flops", "--json")
+    assert out.returncode == 0, out.stderr[-3000:]
+    s = json.loads(out.stdout)
+    assert s["engine"] == "trl" and s["measured_equals_closed_form"] is True
+    for unit, values in s["measured_by_unit"].items():
+        assert values["measured"] == values["closed_form"] > 0, unit
+    assert s["engine_checks"]["num_tokens"]["equal"] is True
+    planned = json.loads(cli("plan", "--from-trl", str(_trl_config_of(run, 2, tmp_path / "trl.yaml")), "--model",
+                             "tiny", "--prompt-len", str(PROMPT), "--device", "cpu", "--json").stdout)["plans"][0]
+    assert {p: v["flops"] for p, v in planned["phases"].items()} == {p: v["executed"] for p, v in s["phases"].items()}
+
+
+@pytest.mark.slow
+def test_a_trl_run_stops_at_its_budget_and_resumes_with_its_ledger(tmp_path, planned_run):
+    pytest.importorskip("trl")
+    run = tmp_path / "run"
+    budget = 5_000_000_000
+    s = json.loads(cli("train", "--engine", "trl", "--out", str(run), "--budget", str(budget), *SMALL,
+                       "--checkpoint-every", "1", "--json").stdout)
+    assert s["stop_reason"].startswith("budget") and s["within_budget"] and s["flops"]["total"] <= budget
+    bound = int(s["stop_reason"].split("up to ")[1].split(" FLOPs")[0].replace(",", ""))
+    assert s["flops"]["total"] + bound > budget  # it stopped only because the next round might not fit
+    checkpoints = sorted((run / "trl").glob("checkpoint-*"))
+    assert checkpoints and (checkpoints[-1] / "flopplan_ledger.json").exists()
+    builtin = json.loads((planned_run[1] / "summary.json").read_text())
+    assert set(s) - {"engine_checks"} <= set(builtin) | {"measured_flops", "measured_by_unit",
+                                                         "measured_equals_closed_form"}
+    more = json.loads(cli("train", "--out", str(run), "--resume", "--budget", str(2 * budget), "--json").stdout)
+    assert more["steps"] > s["steps"] and more["flops"]["total"] > s["flops"]["total"]
+    assert more["flops"]["total"] + more["lost_flops"] <= 2 * budget
+    assert [m["step"] for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())] == \
+        list(range(1, more["steps"] + 1))
+
+
+@pytest.mark.slow
+def test_two_processes_count_what_one_would_and_stop_together(tmp_path):
+    """torchrun with 2 CPU processes (gloo): each charges its shard, the totals are summed; with fixed lengths the
+    global round costs the same as on one process, and the budget stops both on the same round."""
+    pytest.importorskip("trl")
+    budget = ["--budget", "3000000000", *SMALL]
+    one = tmp_path / "one"
+    single = json.loads(cli("train", "--engine", "trl", "--out", str(one), *budget, "--json").stdout)
+    two = tmp_path / "two"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                          "-m", "flopplan", "train", "--engine", "trl", "--out", str(two), *budget,
+                          "--generation-batch", "8", "--json"], capture_output=True, text=True, cwd=ROOT, env=env,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    pair = json.loads((two / "summary.json").read_text())
+    assert pair["steps"] == single["steps"] and pair["flops"] == single["flops"]
+    assert pair["stop_reason"] == single["stop_reason"]
+
+
+def test_train_on_trl_refuses_what_it_cannot_meter(tmp_path):
+    pytest.importorskip("trl")
+    one_line_error(cli("train", "--engine", "trl", "--out", str(tmp_path / "r"), "--steps", "1", "--eval-every",
+                       "2", "--eval-prompts", "4"), "evaluation")
+    one_line_error(cli("train", "--engine", "trl", "--out", str(tmp_path / "r"), "--steps", "1", "--reward", "prm:tiny",
+                       "--no-eval"), "process reward model")
