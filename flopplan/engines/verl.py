@@ -1,0 +1,498 @@
+"""verl 0.9.1 (``python3 -m verl.trainer.main_ppo``, FSDP actor, v1 sync trainer) as flopplan sees it, torch-free.
+
+``path:N``: a line of ``verl/path`` in the PyPI wheel; ``gen:N``: of its default config (``trainer/config/
+_generated_ppo_trainer.yaml``). A flopplan step is a verl training step (``trainer/ppo/v1/trainer_base.py:562-612``).
+
+==============================  =============================================  ======================================
+flopplan (Recipe)               verl key                                       source
+==============================  =============================================  ======================================
+prompts_per_step                data.train_batch_size (prompts)                gen:506; trainer_base.py:741,765
+group_size                      actor_rollout_ref.rollout.n                    gen:329; rollout/rollout.yaml:126
+prompt_len/completion_len .max  data.max_prompt_length / max_response_length  gen:504-505; data/legacy_data.yaml:32-39
+optimizer_batch / group_size    actor.ppo_mini_batch_size (prompts, global)    trainer_base.py:1829-1830
+micro_batch (FLOP-neutral)      actor.ppo_micro_batch_size_per_gpu (samples)   engine_workers.py:627-637
+iterations                      actor.ppo_epochs                               engine_workers.py:272-287
+beta > 0 (a reference forward)  actor.use_kl_loss, actor.kl_loss_coef         trainer/ppo/utils.py:75-79
+lora_rank, lora_targets         model.lora_rank, lora_alpha, target_modules    fsdp/transformer_impl.py:339-368
+grad_ckpt                       model.enable_gradient_checkpointing            fsdp/transformer_impl.py:335-336
+update_padding none / batch     model.use_remove_padding true / false          fsdp/transformer_impl.py:1186-1300
+old_logprobs off                algorithm.rollout_correction.bypass_mode       trainer_base.py:1634-1650
+prefix_sharing                  rollout.enable_prefix_caching                  vllm_rollout/vllm_async_server.py:336
+reward rule / orm:MODEL         reward.custom_reward_function.path / reward.   trainer/ppo/reward.py:70-76;
+                                reward_model.{enable,model_path} (ORM)         reward_loop/reward_loop.py:232-246
+eval_every, eval_at_start       trainer.test_freq, trainer.val_before_train    trainer_base.py:439,491-492
+==============================  =============================================  ======================================
+
+Decided from the code (each refusal cites its line):
+
+* **Log-prob head: ``all``.** ``self.module(**model_inputs, use_cache=False)``, no ``logits_to_keep``
+  (``fsdp/transformer_impl.py:1566-1569``): logits on every packed prompt and response token (``:1191,1382``), or
+  every position unpacked (``:1477``), in the update, old- and reference-log-prob passes alike.
+* **Padding.** ``use_remove_padding`` packs (``none``); false pads a micro-batch to its longest sequence
+  (``:1281-1290``): TRL's ``batch`` padding only for fixed lengths, the one case exported as false.
+* **LoRA.** verl serves the adapter *unmerged* to vLLM (``vllm_async_server.py:244-247,417-431``) unless
+  ``model.lora.merge``; flopplan's vllm engine prices merged weights: the export merges (FSDP streams merged
+  weights, ``transformer_impl.py:996-1014``), a config read back unmerged gets a note. The reference is the
+  actor with adapters disabled (``trainer_base.py:237``, ``engine_workers.py:425``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+from flopplan import __version__
+from flopplan.arch import LORA_TARGETS, REGISTRY, resolve
+from flopplan.cost import step_cost
+from flopplan.errors import UserError, check_int, is_int, is_number
+from flopplan.fileio import read_text
+from flopplan.lengths import Length
+from flopplan.recipe import Recipe, RewardSystem
+
+VERL_VERSION = "0.9.1"
+A, R, M, REF, RM = ("actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "actor_rollout_ref.model.",
+                    "actor_rollout_ref.ref.", "reward.reward_model.")
+REWARD_FUNCTION_PLACEHOLDER = "FILL_IN_path_to_reward_function.py"  # reward.custom_reward_function.path of a rule
+MISSING = "???"
+VLLM_MAX_LORA_RANK = 512  # vllm_rollout/utils.py:94 (vLLM's MaxLoRARanks: 1, 8, ..., 320, 512)
+REWARD_MANAGERS = ("naive", "dapo", "gdpo", "rate_limited", "remote")  # experimental/reward_loop/reward_manager/
+
+DEFAULTS: dict[str, Any] = {  # defaults of the keys the rules and the reverse mapping read (gen:N); others: None
+    "data.train_batch_size": 1024, "data.max_prompt_length": 512, "data.max_response_length": 512,  # gen:504-506
+    "trainer.n_gpus_per_node": 8, "trainer.nnodes": 1, "trainer.total_training_steps": None,  # gen:952-962
+    "trainer.val_before_train": True, "trainer.test_freq": -1, "algorithm.adv_estimator": "gae",  # gen:861,968-970
+    "algorithm.use_kl_in_reward": False, "algorithm.kl_ctrl.kl_coef": 0.001, "algorithm.filter_groups.enable": False,
+    "algorithm.rollout_correction.bypass_mode": False, A + "strategy": "fsdp", A + "fsdp_config.strategy": "fsdp",
+    A + "ppo_mini_batch_size": 256, A + "ppo_micro_batch_size": None, A + "ppo_micro_batch_size_per_gpu": None,
+    A + "use_dynamic_bsz": False, A + "loss_agg_mode": "token-mean", A + "use_kl_loss": False,  # gen:50-106,855-869
+    A + "kl_loss_coef": 0.001, A + "ppo_epochs": 1, A + "ulysses_sequence_parallel_size": 1, A + "optim.lr": 1e-6,
+    A + "optim.lr_scheduler_type": "constant", A + "optim.warmup_style": None,  # gen:12-25,109-178
+    REF + "log_prob_micro_batch_size": None, REF + "log_prob_micro_batch_size_per_gpu": None,  # gen:188-189
+    R + "name": MISSING, R + "mode": "async", R + "n": 1, R + "temperature": 1.0,  # gen:293-297,329
+    R + "tensor_model_parallel_size": 2, R + "data_parallel_size": 1, R + "expert_parallel_size": 1,
+    R + "pipeline_model_parallel_size": 1, R + "enable_prefix_caching": True,  # gen:310-318
+    R + "log_prob_micro_batch_size": None, R + "log_prob_micro_batch_size_per_gpu": None,  # gen:323-324
+    R + "log_prob_use_dynamic_bsz": "${oc.select:actor_rollout_ref.actor.use_dynamic_bsz,false}",  # gen:325
+    R + "val_kwargs.do_sample": False, R + "disaggregation.enabled": False, M + "lora_rank": 0,  # gen:342,427,447
+    M + "path": "~/models/deepseek-llm-7b-chat", M + "enable_gradient_checkpointing": True,  # gen:436-444
+    M + "use_remove_padding": True, M + "lora_alpha": 16, M + "target_modules": "all-linear",  # gen:446-449
+    M + "lora.merge": False, M + "lora.rank": 0, "reward.reward_manager.source": "register",  # gen:474-475,785
+    "reward.reward_manager.name": "naive", RM + "enable": False, RM + "enable_resource_pool": False,  # gen:786-794
+    RM + "n_gpus_per_node": 8, RM + "nnodes": 0, RM + "rollout.name": MISSING,  # gen:795-800
+}
+UNPRICED = {  # keys whose feature flopplan does not price: a config with one of them on is refused
+    "critic.enable": "a critic's forward and update", "algorithm.filter_groups.enable": "dynamic sampling generates "
+    "extra batches per step (trainer_base.py:190-210)", A + "pad_to_length": "bucket padding of packed batches "
+    "(fsdp/transformer_impl.py:666-678)", M + "use_fused_kernels": "verl's fused linear-for-PPO head (utils/"
+    "experimental/torch_functional.py:96) matches no flopplan log-prob head", M + "exclude_modules": "not "
+    "expressible as lora_targets", R + "multi_turn.enable": "multi-turn rollouts", R + "over_sample_rate": "aborted "
+    "rollouts", "distillation.enabled": "teacher forwards", "reward_model.enable": "the legacy key main_ppo ignores in "
+    "0.9.1 (experimental/reward_loop/reward_loop.py:39): use reward.reward_model.enable", "data.gen_batch_size":
+    "the dataloader's own batch", M + "lora_adapter_path": "the adapter's rank and targets are in its files"}
+_INTERPOLATION = re.compile(r"\$\{(?:oc\.select:)?\s*([\w.]+)\s*(?:,(.*))?\}")
+_EXP_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)[eE][+-]?\d+")  # 1e-3: a float to OmegaConf, text to PyYAML
+
+
+def parse_value(text: str) -> Any:
+    """A Hydra override value as OmegaConf reads it: null, true/false, numbers, ``[a,b]`` lists, else text."""
+    import yaml
+
+    if len(text) > 1 and text[0] == text[-1] and text[0] in "'\"":  # Hydra's quoting: \ escapes a quote
+        quote = re.escape(text[0])
+        return re.sub(rf"(\\*)({quote}|$)", lambda m: "\\" * (len(m.group(1)) // 2) + m.group(2), text[1:-1])
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return float(value) if isinstance(value, str) and _EXP_FLOAT.fullmatch(value) else value
+
+
+class VerlConfig:
+    """A verl config as overrides over :data:`DEFAULTS`, read with ``${a.b}`` / ``${oc.select:a.b,default}``
+    interpolations followed and values checked (a bad one is a UserError naming the key)."""
+
+    def __init__(self, overrides: dict[str, Any]) -> None:
+        self.values = {**DEFAULTS, **{key.lstrip("+"): value for key, value in overrides.items()}}
+
+    def get(self, key: str) -> Any:
+        value = self.values.get(key)
+        for _ in range(8):  # interpolations nest at most two deep in verl's config
+            if not (isinstance(value, str) and (match := _INTERPOLATION.fullmatch(value))):
+                break
+            value = self.values.get(match.group(1))
+            if value is None and match.group(2) is not None:
+                value = parse_value(match.group(2).strip())
+        return value
+
+    def whole(self, key: str, minimum: int = 0) -> int:
+        if not is_int(value := self.get(key)) or value < minimum:
+            raise UserError(f"{key} must be an integer >= {minimum}, not {value!r}")
+        return value
+
+    def num(self, key: str) -> float:
+        if not is_number(value := parse_value(v) if isinstance(v := self.get(key), str) else v):
+            raise UserError(f"{key} must be a number, not {v!r}")
+        return float(value)
+
+    def flag(self, key: str) -> bool:
+        if not isinstance(value := self.get(key), bool):
+            raise UserError(f"{key} must be true or false, not {value!r}")
+        return value
+
+    def lora_rank(self) -> int:  # utils/config.py:205-211: model.lora.rank, else model.lora_rank
+        return self.whole(M + "lora.rank") or self.whole(M + "lora_rank")
+
+
+def _rule(bad: bool, text: str, where: str) -> None:
+    if bad:
+        raise UserError(f"verl would reject this config: {text} ({where})")
+
+
+def check_verl_rules(overrides: dict[str, Any], *, known_keys: set[str] | None = None) -> None:
+    """Refuse (UserError, in verl's words) what verl 0.9.1 rejects for GRPO on the FSDP actor: ``validate_config``
+    (``utils/config.py:88-217``; no critic) and the dataclasses it builds, then what the workers assert. ``known_keys``:
+    verl's default key set (others fail Hydra's compose). MoE router replay (``:74-85``) has no FSDP key: unchecked."""
+    for key, plus in ((key, len(key) - len(key.lstrip("+"))) for key in overrides if known_keys is not None):
+        _rule(plus == 1 and key[1:] in (known_keys or ()), "Could not append to config. An item is already at "
+              f"'{key[1:]}'", "Hydra compose")  # "++key" forces; "+key" only adds
+        _rule(plus == 0 and key not in (known_keys or ()), f"Could not override '{key}'. To append to your config use "
+              f"+{key}=...", "Hydra compose")
+    c = VerlConfig(overrides)
+    if c.get(A + "strategy") not in ("fsdp", "fsdp2"):
+        raise UserError(f"{A}strategy {c.get(A + 'strategy')!r}: flopplan checks the FSDP actor (fsdp, fsdp2)")
+    n_gpus = c.whole("trainer.n_gpus_per_node", 1) * c.whole("trainer.nnodes", 1)  # utils/config.py:101
+    batch, n, mini = c.whole("data.train_batch_size", 1), c.whole(R + "n", 1), c.whole(A + "ppo_mini_batch_size", 1)
+    fixed, sp = not c.flag(A + "use_dynamic_bsz"), c.whole(A + "ulysses_sequence_parallel_size", 1)
+    micro = c.get(A + "ppo_micro_batch_size_per_gpu")
+    old_micro = None if c.get(A + "ppo_micro_batch_size") is None else c.whole(A + "ppo_micro_batch_size", 1)
+    _rule(fixed and (batch * n) % n_gpus != 0, f"real_train_batch_size ({batch * n}) must be divisible by minimal "
+          f"possible batch size ({n_gpus})", "utils/config.py:122-127")
+    _rule((engine := c.get(A + "fsdp_config.strategy")) not in ("fsdp", "fsdp2", "fsdp_turbo"), f"strategy {engine} "
+          "not supported", "workers/config/engine.py:306")
+    _rule(fixed and old_micro is not None and micro is not None, "[actor] You have set both "
+          "'actor.ppo_micro_batch_size' AND 'actor.ppo_micro_batch_size_per_gpu'. Please remove "
+          "'actor.ppo_micro_batch_size' because only '*_ppo_micro_batch_size_per_gpu' is supported (the former is "
+          "deprecated).", "workers/config/actor.py:199-205")
+    _rule(fixed and old_micro is None and micro is None, "[actor] Please set at least one of "
+          "'actor.ppo_micro_batch_size' or 'actor.ppo_micro_batch_size_per_gpu' if use_dynamic_bsz is not enabled.",
+          "workers/config/actor.py:206-210")
+    _rule((mode := c.get(A + "loss_agg_mode")) not in ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-"
+          "token-mean", "seq-mean-token-sum-norm"), f"Invalid loss_agg_mode: {mode}", "workers/config/actor.py:212-220")
+    for key in (A + "optim.warmup_style", A + "optim.lr_scheduler_type"):
+        _rule(c.get(key) not in (None, "constant", "cosine"), f"assert {key.rsplit('.', 1)[1]} in ['constant', "
+              f"'cosine'] failed ({c.get(key)!r})", "workers/config/optimizer.py:117-123")
+    _rule(c.get(A + "optim.lr") == MISSING, "assert self.lr != MISSING failed", "workers/config/optimizer.py:58")
+    _rule(fixed and batch < mini, f"train_batch_size ({batch}) must be >= actor.ppo_mini_batch_size ({mini})",
+          "workers/config/actor.py:224-229")
+    if fixed and old_micro is not None:
+        _rule(mini % old_micro != 0, f"ppo_mini_batch_size ({mini}) must be divisible by ppo_micro_batch_size "
+              f"({old_micro})", "workers/config/actor.py:232-237")
+        _rule(old_micro * sp < n_gpus, f"ppo_micro_batch_size ({old_micro}) * ulysses_sequence_parallel_size ({sp}) "
+              f"must be >= n_gpus ({n_gpus})", "workers/config/actor.py:238-242")
+    _rule(sp > 1 and not c.flag(M + "use_remove_padding"), "When using sequence parallelism for actor/ref policy, "
+          "you must enable `use_remove_padding`.", "workers/config/actor.py:331-341")
+    use_reference = c.flag("algorithm.use_kl_in_reward") or c.flag(A + "use_kl_loss")  # trainer/ppo/utils.py:75-79
+    for section in ("actor_rollout_ref.ref", "actor_rollout_ref.rollout")[0 if use_reference else 1:] if fixed else ():
+        old, new = f"{section}.log_prob_micro_batch_size", f"{section}.log_prob_micro_batch_size_per_gpu"
+        _rule(c.get(old) is None and c.get(new) is None, f"[{section}] Please set at least one of '{old}' or "
+              f"'{new}'.", "utils/config.py:150-182")
+        _rule(c.get(old) is not None and c.get(new) is not None, f"[{section}] You have set both '{old}' AND "
+              f"'{new}'. Please remove '{old}' because only '*_log_prob_micro_batch_size_per_gpu' is supported (the "
+              "former is deprecated).", "utils/config.py:157-161")
+    _rule(c.flag(R + "val_kwargs.do_sample") and c.num(R + "temperature") <= 0, "validation gen temperature should be "
+          "greater than 0 when enabling do_sample", "utils/config.py:200-203")
+    name, rank = c.get(R + "name"), 0 if c.flag(M + "lora.merge") else c.lora_rank()
+    # validate_config reads the name only with LoRA (utils/config.py:212); RolloutConfig needs it on the workers
+    _rule(name == MISSING, f"Missing mandatory value: {R}name", "utils/config.py:212, rollout/rollout.yaml:4-5")
+    _rule(rank > VLLM_MAX_LORA_RANK and name == "vllm", f"lora_rank must be less than or equal to "
+          f"{VLLM_MAX_LORA_RANK}, but got {rank}", "utils/config.py:213-215, rollout/vllm_rollout/utils.py:97-98")
+    # what only the GPU workers assert (worker start, first step); dp: fsdp/transformer_impl.py:652
+    dp, samples, mini = n_gpus // sp, batch * n, mini * n
+    _rule(c.flag(A + "use_dynamic_bsz") != c.flag(R + "log_prob_use_dynamic_bsz"), "assert actor.use_dynamic_bsz == "
+          "rollout.log_prob_use_dynamic_bsz failed", "workers/engine_workers.py:616")
+    if fixed:
+        for key in (R + "log_prob_micro_batch_size_per_gpu", A + "ppo_micro_batch_size_per_gpu"):
+            _rule(c.get(key) is None, f"assert {key.split('.', 1)[1]} is not None failed",
+                  "workers/engine_workers.py:636-637")
+        _rule(mini % dp != 0, f"Got mini_batch_size={mini} and self.engine.get_data_parallel_size()={dp}",
+              "workers/engine_workers.py:267-270")
+        multiple = math.lcm(dp, mini)  # the batch is padded to a multiple of this (trainer_base.py:1589-1621)
+        per_gpu = {"update": mini // dp, "log-prob": -(-samples // multiple) * multiple // dp}
+        checks = [("update", A + "ppo_micro_batch_size_per_gpu"), ("log-prob", R + "log_prob_micro_batch_size_per_gpu")]
+        if use_reference and not (c.lora_rank() > 0 or c.get(M + "lora_adapter_path") is not None):
+            checks.append(("log-prob", REF + "log_prob_micro_batch_size_per_gpu"))  # ref_in_actor: trainer_base:237
+        for what, key in checks:
+            _rule(per_gpu[what] % c.whole(key, 1) != 0, "data size must be divisible by force_group_size * "
+                  f"micro_batch_size_per_gpu ({per_gpu[what]} samples per GPU, {key}={c.get(key)})",
+                  "workers/engine/utils.py:123-128")
+    tp, rdp, pp, ep = (c.whole(R + key, 1) for key in ("tensor_model_parallel_size", "data_parallel_size",
+                                                      "pipeline_model_parallel_size", "expert_parallel_size"))
+    _rule(n_gpus % (tp * rdp * pp) != 0, f"rollout world_size: {n_gpus} is not divisible by infer_world_size: "
+          f"{tp * rdp * pp}", "workers/engine_workers.py:655-661")
+    _rule(c.get(R + "mode") == "sync", "Rollout mode 'sync' has been removed.", "workers/config/rollout.py:281-285")
+    _rule(name != "trtllm" and ep > 1 and ep != tp * rdp, "expert_parallel_size must be equal to "
+          "tensor_model_parallel_size * data_parallel_size", "workers/config/rollout.py:294-297")
+    _rule(pp > 1 and name in ("vllm", "sglang", "trtllm"), f"Current rollout self.name='{name}' not implemented "
+          "pipeline_model_parallel_size > 1 yet.", "workers/config/rollout.py:319-323")
+    _rule(c.flag(R + "disaggregation.enabled") and name not in ("sglang", "vllm"), "rollout.disaggregation.enabled="
+          f"True requires rollout.name in ('sglang', 'vllm'); got '{name}'.", "workers/config/rollout.py:341-344")
+    manager = c.get("reward.reward_manager.name")
+    _rule(c.get("reward.reward_manager.source") == "register" and manager not in REWARD_MANAGERS,
+          f"Reward manager is not registered: self.name='{manager}'", "workers/config/reward.py:51-58")
+    if c.flag(RM + "enable"):
+        pool = c.flag(RM + "enable_resource_pool")
+        _rule(c.get(RM + "rollout.name") == MISSING, f"Missing mandatory value: {RM}rollout.name", "gen:800")
+        for key in ("n_gpus_per_node", "nnodes") if pool else ():
+            _rule(c.whole(RM + key) <= 0, f"config.{RM}{key} must be greater than 0", "trainer_base.py:823-827")
+        _rule(c.flag("algorithm.filter_groups.enable") and not pool, "algorithm.filter_groups requires the reward "
+              "metric at sampling time: use rule-based reward or reward.reward_model.enable_resource_pool=True.",
+              "trainer_base.py:198-203")
+
+
+def verl_recipe(recipe: Recipe, notes: list[str] | None = None) -> Recipe:
+    """``recipe`` as verl runs it (each change noted): ``engine`` vllm, ``logprob_head`` all, ``update_padding``
+    none unless both lengths are fixed. A PRM reward or an optimizer batch of part of a group stay refused."""
+    r, fixed = recipe, recipe.prompt_len.is_fixed and recipe.completion_len.is_fixed
+    changes = {"engine": "vllm", "generation_batch": None, "logprob_head": "all",
+               "update_padding": r.update_padding if fixed else "none"}
+    changes = {key: value for key, value in changes.items() if getattr(r, key) != value}
+    (notes if notes is not None else []).extend(f"for verl: {k} {getattr(r, k)!r} -> {v!r}" for k, v in changes.items())
+    return r.with_(**changes) if changes else r
+
+
+def _check_expressible(r: Recipe) -> None:
+    fixed = r.prompt_len.is_fixed and r.completion_len.is_fixed
+    longer_eval = max(r.evaluation_prompt_len.max - r.prompt_len.max, r.evaluation_completion_len.max
+                      - r.completion_len.max) > 0 and r.eval_every is not None
+    for bad, why in (
+            (r.engine != "vllm", "engine 'hf': verl generates with vLLM/SGLang servers (actor_rollout_ref.rollout.name)"
+             ", never HF generate: use engine vllm (verl_recipe converts a recipe)"),
+            (r.logprob_head != "all", f"logprob_head {r.logprob_head!r}: verl's actor runs the LM head on every prompt "
+             "and response token (fsdp/transformer_impl.py:1566-1569, 1382): use logprob_head all"),
+            (r.reward.kind == "prm", "reward prm: verl 0.9.1 has no process-reward path (its reward model scores a "
+             "response once, experimental/reward_loop/reward_loop.py:232-246): use rule or orm:MODEL"),
+            (r.optimizer_batch_size % r.group_size != 0, f"optimizer_batch {r.optimizer_batch_size} is not a multiple "
+             f"of group_size {r.group_size}: verl's ppo_mini_batch_size counts prompts (trainer_base.py:1829-1830)"),
+            (r.update_padding == "batch" and not fixed, "update_padding 'batch' with length distributions: verl pads "
+             "each micro-batch to its longest sequence (fsdp/transformer_impl.py:1281-1290): use none (packed)"),
+            (longer_eval, "eval lengths above the training maxima: verl validates within data.max_*_length")):
+        if bad:
+            raise UserError(why)
+
+
+def _model_path(name: str, what: str) -> str:
+    """A Hugging Face repository (registry Qwen2.5 models) or the folder of a config.json, for verl to load."""
+    spec = resolve(name)
+    if spec.name in REGISTRY and spec.name.startswith("qwen2.5-"):  # qwen2.5-math-prm-7b: Qwen/Qwen2.5-Math-PRM-7B
+        return "Qwen/Qwen2.5-" + spec.name.removeprefix("qwen2.5-").title().replace("Prm", "PRM")
+    if Path(name).exists():
+        return str(Path(name).parent if Path(name).is_file() else Path(name))
+    raise UserError(f"{what}: {name!r} has no Hugging Face repository: pass {what} (a folder verl can load)")
+
+
+def verl_overrides(recipe: Recipe, *, steps: int, gpus_per_node: int, nnodes: int = 1, model_path: str | None = None,
+                   rollout: str = "vllm", micro_batch_per_gpu: int | None = None, rollout_tp: int | None = None,
+                   reward_function: str | None = None, reward_model_path: str | None = None, merge_lora: bool = True,
+                   logger: tuple[str, ...] = ("console",), notes: list[str] | None = None) -> dict[str, Any]:
+    """The Hydra overrides (dotted key -> value) running ``recipe`` for ``steps`` verl steps on ``gpus_per_node`` x
+    ``nnodes`` GPUs (mapped as the module docstring says), checked by :func:`check_verl_rules`; what verl cannot
+    express is refused naming the field. ``micro_batch_per_gpu`` (FLOP-neutral; default the largest divisor of the
+    per-GPU mini-batch up to the recipe's micro-batch) serves the update and log-prob passes; ``rollout_tp``: vLLM
+    tensor parallelism (2 if it divides the GPUs, else 1); ``merge_lora`` False: verl's unmerged vLLM adapter."""
+    r, says = recipe, notes if notes is not None else []
+    for name, value in (("steps", steps), ("gpus_per_node", gpus_per_node), ("nnodes", nnodes)):
+        check_int(name, value, 1)
+    if rollout not in ("vllm", "sglang"):
+        raise UserError(f"rollout must be vllm or sglang, not {rollout!r}")
+    _check_expressible(r)
+    n_gpus, lora = gpus_per_node * nnodes, r.lora_rank is not None
+    micro = math.gcd(r.micro_batch_size, max(1, r.optimizer_batch_size // n_gpus)) if micro_batch_per_gpu is None \
+        else check_int("micro_batch_per_gpu", micro_batch_per_gpu, 1)
+    tp = rollout_tp or (2 if n_gpus % 2 == 0 else 1)
+    out: dict[str, Any] = {
+        "algorithm.adv_estimator": "grpo", "data.train_batch_size": r.prompts_per_step,
+        "data.max_prompt_length": r.prompt_len.max, "data.max_response_length": r.completion_len.max,
+        M + "path": model_path or _model_path(r.policy, "model_path"), R + "name": rollout, R + "n": r.group_size,
+        R + "tensor_model_parallel_size": tp, R + "enable_prefix_caching": r.prefix_sharing,
+        R + "log_prob_micro_batch_size_per_gpu": micro, A + "ppo_micro_batch_size_per_gpu": micro,
+        A + "ppo_mini_batch_size": r.optimizer_batch_size // r.group_size, A + "ppo_epochs": r.iterations,
+        A + "use_kl_loss": r.uses_reference, M + "enable_gradient_checkpointing": r.grad_ckpt,
+        M + "use_remove_padding": r.update_padding == "none",
+        M + "lora_rank": r.lora_rank or 0, "algorithm.rollout_correction.bypass_mode": not r.computes_old_logprobs,
+        "trainer.n_gpus_per_node": gpus_per_node, "trainer.nnodes": nnodes, "trainer.total_training_steps": steps,
+        "trainer.logger": list(logger), "trainer.val_before_train": r.eval_every is not None and r.eval_at_start,
+        "trainer.test_freq": r.eval_every or -1, R + "calculate_log_probs": True}  # bypass reads vLLM's log-probs
+    if r.uses_reference:
+        out.update({A + "kl_loss_coef": r.beta, REF + "log_prob_micro_batch_size_per_gpu": micro})
+    if lora:  # alpha is FLOP-neutral: 2 x rank as flopplan train; peft's all-linear = the seven projections
+        out.update({M + "lora_alpha": 2 * (r.lora_rank or 0), M + "lora.merge": merge_lora, M + "target_modules":
+                    "all-linear" if set(r.lora_targets) == set(LORA_TARGETS) else list(r.lora_targets)})
+    if r.reward.kind == "orm":
+        out.update({RM + "enable": True, RM + "model_path": reward_model_path or _model_path(str(r.reward.model),
+                    "reward_model_path"), RM + "rollout.name": rollout, RM + "rollout.tensor_model_parallel_size": tp})
+    else:
+        out.update({"reward.custom_reward_function.path": reward_function or REWARD_FUNCTION_PLACEHOLDER,
+                    "reward.custom_reward_function.name": "compute_score"})
+    try:
+        check_verl_rules(out)
+    except UserError as exc:
+        raise UserError(f"{exc}; from prompts_per_step {r.prompts_per_step} x group_size {r.group_size}, "
+                        f"optimizer_batch {r.optimizer_batch_size}, {n_gpus} GPUs") from None
+    says += [note for due, note in (
+        (reward_function is None and r.reward.kind == "rule", f"reward.custom_reward_function.path is "
+         f"{REWARD_FUNCTION_PLACEHOLDER}: your rule's file (compute_score(data_source, solution_str, ground_truth))"),
+        (True, "data.train_files/val_files keep verl's example paths (data/legacy_data.yaml): set them"),
+        (not (r.prompt_len.is_fixed and r.completion_len.is_fixed), "verl caps lengths at the maxima (prompt "
+         f"{r.prompt_len.max}, completion {r.completion_len.max}); the plan priced the distributions"),
+        (r.prefix_sharing, "prefix sharing: one prefill per group priced; vLLM's cache may prefill more"),
+        (lora and not merge_lora, "LoRA unmerged in vLLM (vllm_async_server.py:244-247): adapter FLOPs not priced"),
+        (r.eval_every is not None, f"validation: data.val_files must hold eval_prompts ({r.eval_prompts}) prompts; "
+         "verl also validates after the last step (trainer_base.py:491-492) and scores it")) if due]
+    return out
+
+
+def read_overrides(path: str | Path) -> dict[str, Any]:
+    """A verl config file as dotted key -> value: YAML (``.yaml``/``.yml``: a full config such as a run's
+    ``.hydra/config.yaml``), else Hydra overrides, one ``key=value`` a line (``#`` comments, shell quoting)."""
+    path, text = Path(path), read_text(path, "verl config")
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        with contextlib.suppress(yaml.YAMLError):
+            if isinstance(data := yaml.safe_load(text), dict):
+                return _flatten(data)
+        raise UserError(f"verl config {str(path)!r} is not a YAML mapping")
+    out: dict[str, Any] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            tokens = shlex.split(line.strip().removesuffix("\\"), comments=True)
+        except ValueError as exc:
+            raise UserError(f"{path}:{number}: {exc}") from None
+        for key, sep, value in (token.partition("=") for token in tokens):
+            if not sep or not key:
+                raise UserError(f"{path}:{number}: not a key=value override: {key!r}")
+            out[key] = parse_value(value)
+    return out
+
+
+def _flatten(node: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    return {k: v for key, value in node.items() for k, v in (_flatten(value, f"{prefix}{key}.") if isinstance(
+        value, dict) and value else {prefix + key: value}).items()}
+
+
+def _model_name(path: Any, key: str) -> str:
+    try:
+        spec = resolve(str(path))
+    except UserError as exc:
+        raise UserError(f"{key} {path!r}: {exc} (pass the flopplan model)") from None
+    return spec.name if spec.name in REGISTRY else str(path)
+
+
+def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | None = None,
+                     prompt_len: int | Length | None = None, completion_len: int | Length | None = None,
+                     reward_model: str | None = None, notes: list[str] | None = None,
+                     **conventions: Any) -> tuple[Recipe, int | None]:
+    """The Recipe flopplan prices for a verl config (overrides, or a file: :func:`read_overrides`) and its
+    ``trainer.total_training_steps`` (None: verl derives the steps from the data). ``model``/``reward_model``:
+    flopplan names for ``model.path``/``reward_model.model_path`` (default: those paths); lengths: default the
+    maxima; ``conventions``: counting choices a config does not hold (``attention``, ...). Old log-probs ``on``
+    unless bypass; head ``all``; LoRA rollouts priced merged (noted when verl does not merge)."""
+    data = read_overrides(overrides) if isinstance(overrides, (str, Path)) else dict(overrides)
+    check_verl_rules(data)
+    c = VerlConfig(data)
+    batch, n, mini = c.whole("data.train_batch_size", 1), c.whole(R + "n", 1), c.whole(A + "ppo_mini_batch_size", 1)
+    kl_loss, kl_reward, fixed = c.flag(A + "use_kl_loss"), c.flag("algorithm.use_kl_in_reward"), not c.flag(
+        A + "use_dynamic_bsz")
+    beta = c.num(A + "kl_loss_coef") if kl_loss else c.num("algorithm.kl_ctrl.kl_coef") if kl_reward else 0.0
+    rank, targets = c.lora_rank(), c.get(M + "target_modules")
+    for bad, why in [(c.get(key) not in (None, False, 0), f"{key}: {why}") for key, why in UNPRICED.items()] + [
+            (c.get("algorithm.adv_estimator") != "grpo", f"algorithm.adv_estimator {c.get('algorithm.adv_estimator')!r}"
+             ": flopplan prices GRPO (grpo); gae trains a critic (trainer/ppo/utils.py:96-107)"),
+            (bool(rank) and targets != "all-linear" and not (isinstance(targets, list) and set(targets) <= set(
+                LORA_TARGETS)), f"model.target_modules {targets!r}: all-linear or some of {', '.join(LORA_TARGETS)}"),
+            (c.get(R + "name") not in ("vllm", "sglang", "trtllm"), f"rollout.name {c.get(R + 'name')!r}"),
+            (fixed and batch % mini != 0, f"data.train_batch_size {batch} is not a multiple of ppo_mini_batch_size "
+             f"{mini}: verl adds synthetic 128-token samples (trainer_base.py:1589-1621, padding_utils.py:144-168)"),
+            ((kl_loss or kl_reward) and beta <= 0, "a KL coefficient of 0 still runs the reference forward")]:
+        if bad:
+            raise UserError(f"cannot price this verl config: {why}")
+    prompt, completion = (Length.fixed(given) if isinstance(given, int) else given or Length.fixed(c.whole(key, 1))
+                          for given, key in ((prompt_len, "data.max_prompt_length"),
+                                             (completion_len, "data.max_response_length")))
+    reward = RewardSystem("orm", reward_model or _model_name(c.get(RM + "model_path"), RM + "model_path")) \
+        if c.flag(RM + "enable") else RewardSystem("rule")
+    recipe = Recipe(
+        policy=model or _model_name(c.get(M + "path"), M + "path"), lora_rank=rank or None,
+        lora_targets=LORA_TARGETS if not rank or targets == "all-linear" else tuple(targets),
+        prompts_per_step=batch, group_size=n, iterations=c.whole(A + "ppo_epochs", 1), beta=beta,
+        old_logprobs="off" if c.flag("algorithm.rollout_correction.bypass_mode") else "on",
+        grad_ckpt=c.flag(M + "enable_gradient_checkpointing"), logprob_head="all", engine="vllm",
+        prefix_sharing=c.flag(R + "enable_prefix_caching"), optimizer_batch=None if mini >= batch else mini * n,
+        micro_batch=c.whole(A + "ppo_micro_batch_size_per_gpu", 1) if fixed else None, reward=reward,
+        update_padding="none" if c.flag(M + "use_remove_padding") else "batch", prompt_len=prompt,
+        completion_len=completion, **conventions)
+    _ = recipe.policy_spec, recipe.reward_spec  # unknown models and shapes refused here, in one line
+    if recipe.update_padding == "batch" and not (prompt.is_fixed and completion.is_fixed):
+        raise UserError("model.use_remove_padding false pads each micro-batch to its longest sequence: flopplan "
+                        "prices that only for fixed lengths")
+    (notes if notes is not None else []).extend(note for due, note in (
+        (rank and not c.flag(M + "lora.merge"), "verl serves the LoRA adapter unmerged in vLLM (vllm_async_server.py:"
+         "244-247): flopplan prices merged rollouts, without the adapter's FLOPs (model.lora.merge=true: exact)"),
+        (prompt_len is None or completion_len is None, "lengths: the config's maxima (pass prompt_len/completion_len)"),
+        (recipe.prefix_sharing, "rollout.enable_prefix_caching: one prompt prefill per group priced (a lower bound)"),
+        (c.flag("trainer.val_before_train") or c.whole("trainer.test_freq", -1) > 0, "validation is not priced: the "
+         "size of data.val_files is not in the config")) if due)
+    return recipe, None if c.get(key := "trainer.total_training_steps") is None else c.whole(key, 1)
+
+
+def verl_mfu_estimate(recipe: Recipe, *, update_seconds: float | None = None, n_gpus: int | None = None,
+                      peak_flops: float | None = None) -> dict[str, Any]:
+    """verl's actor-update FLOPs for one step beside flopplan's exact update and step. verl counts ``6 dense_N s +
+    6 L H d s^2`` a sequence of ``s`` tokens (``utils/flops_counter.py:92-124``, qwen2/llama/qwen3/mistral ``:678-701``;
+    ``dense_N``: projections 3hI + h(q+k+v+o) a layer, + ``2 V h``: embedding as a matmul, and head) over ``ppo_epochs``
+    x every sample (``engine_workers.py:291-300``): no LoRA, recompute, rollouts, log-prob passes or reward model. With
+    the update's wall time, ``n_gpus`` and ``peak_flops`` a GPU: verl's MFU (``engine_workers.py:228-235``)."""
+    r, s = recipe, recipe.policy_spec
+    h = s.hidden_size
+    dense = (3 * h * s.intermediate_size + h * (2 * s.q_dim + 2 * s.kv_dim)) * s.num_layers + 2 * s.vocab_size * h
+    per_sequence: Any = 0
+    for p, wp in r.prompt_len.quadrature():  # exact for the quadratic: E[s^2], not E[s]^2
+        for k, wk in r.completion_len.quadrature():
+            value = 6 * dense * (p + k) + 6 * (p + k) ** 2 * s.head_dim * s.num_heads * s.num_layers
+            per_sequence += value if wp * wk == 1.0 else value * wp * wk
+    verl = r.iterations * r.rollouts_per_step * per_sequence
+    update, step = (cost := step_cost(r)).phase_total("update"), cost.step_flops
+    out: dict[str, Any] = {
+        "verl_update_flops": verl, "verl_flops_per_optimizer_step": verl / r.optimizer_steps_per_round,
+        "update_flops": update, "step_flops": step, "update_rel_diff": float(verl) / float(update) - 1.0,
+        "step_rel_diff": float(verl) / float(step) - 1.0,
+        "not_counted_by_verl": {p: v for p, v in cost.step_phases.items() if p != "update"}}
+    if update_seconds and n_gpus and peak_flops:
+        out["mfu"] = float(verl) / update_seconds / peak_flops / n_gpus
+    return out
+
+
+def format_override(key: str, value: Any) -> str:
+    """``key=value`` in Hydra's override grammar (strings quoted when they would read as something else)."""
+    if value is None or isinstance(value, (bool, int, float, list, tuple)):
+        text = json.dumps(value, separators=(",", ":")) if not isinstance(value, (list, tuple)) else "[" + ",".join(
+            format_override("", v)[1:] for v in value) + "]"
+    elif not (re.fullmatch(r"[\w./~:+-]+", text := str(value)) and parse_value(text) == text):
+        text = "'" + re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + "\\" * len(m.group(2)) + m.group(2), text) + "'"
+    return f"{key}={text}"
+
+
+def launch_script(overrides: dict[str, Any], *, generated_by: str = "flopplan.engines.verl.verl_overrides") -> str:
+    """A bash script running ``python3 -m verl.trainer.main_ppo`` with these overrides; it refuses a FILL_IN."""
+    return "\n".join([
+        "#!/usr/bin/env bash", f"# A verl {VERL_VERSION} GRPO run exported by flopplan {__version__} ({generated_by}):",
+        "# python3 -m verl.trainer.main_ppo with the Hydra overrides below; arguments to this script are appended",
+        "# (bash run.sh trainer.save_freq=50). Set data.train_files/val_files and every FILL_IN placeholder first.",
+        "set -euo pipefail", "OVERRIDES=(", *(f"  {shlex.quote(format_override(k, v))}" for k, v in overrides.items()),
+        ")", 'for arg in "${OVERRIDES[@]}"; do', '  case "$arg" in *FILL_IN*) echo "$0: replace the placeholder in: '
+        '$arg" >&2; exit 2;; esac', "done", 'exec python3 -m verl.trainer.main_ppo "${OVERRIDES[@]}" "$@"', ""])
