@@ -187,10 +187,12 @@ class PlanFile:
     created: str = field(default_factory=lambda: datetime.datetime.now(datetime.timezone.utc).isoformat(
         timespec="seconds"))
     flopplan_version: str = __version__
+    notes: tuple[str, ...] = ()  # what the request's source said (e.g. how an engine's config was read)
 
     @staticmethod
-    def of(plans: list[Plan], command: str) -> PlanFile:
-        return PlanFile(tuple(PlanEntry.of(p) for p in plans), command, plans[0].budget if plans else None)
+    def of(plans: list[Plan], command: str, notes: list[str] | tuple[str, ...] = ()) -> PlanFile:
+        return PlanFile(tuple(PlanEntry.of(p) for p in plans), command, plans[0].budget if plans else None,
+                        notes=tuple(notes))
 
     def to_data(self) -> dict[str, Any]:
         return {
@@ -201,6 +203,7 @@ class PlanFile:
             "budget": self.budget.to_data() if self.budget else None,
             "budget_flops": self.budget.flops if self.budget else None,
             "plans": [p.to_data() for p in self.plans],
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
     def save(self, path: str | Path) -> Path:
@@ -216,8 +219,11 @@ class PlanFile:
                             f"flopplan reads), not {version!r}")
         plans = tuple(PlanEntry.from_data(p, f"{where}, plan {i + 1}") for i, p in enumerate(data["plans"]))
         budget = Budget.from_data(data["budget"], f"{where}: budget") if data.get("budget") else None
+        notes = data.get("notes", [])
+        if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+            raise UserError(f"{where}: notes must be a list of strings")
         return PlanFile(plans, str(data.get("command", "")), budget, str(data.get("created", "")),
-                        str(data.get("flopplan_version", "")))
+                        str(data.get("flopplan_version", "")), tuple(notes))
 
     @staticmethod
     def load(path: str | Path) -> PlanFile:

@@ -473,3 +473,23 @@ def test_verls_own_validate_config_agrees(tmp_path):
             wrong.append(f"{case['name']}: expected {expect!r}, got {got['error']}")
     assert results["quoted-name"]["experiment_name"] == QUOTED_NAME  # Hydra reads our quoting back
     assert not wrong, "\n".join(wrong)
+
+
+def test_export_verl_from_a_plan_file_then_plan_from_verl_prices_what_verl_runs(tmp_path, verl_keys):
+    from helpers import cli, one_line_error
+
+    plan = tmp_path / "plan.json"
+    cli("plan", "--model", "qwen2.5-0.5b", "--steps", "40", "--prompts-per-step", "16", "-G", "8",
+        "--beta", "0.04", "--out", str(plan), check=True)
+    out = tmp_path / "verl"
+    written = json.loads(cli("export", "verl", str(plan), "--gpus-per-node", "4", "--out", str(out), "--json",
+                             check=True).stdout)
+    assert set(written["overrides"]) <= set(verl_keys) and any("logprob_head" in n for n in written["notes"])
+    assert read_overrides(out / "overrides.txt") == written["overrides"]
+    priced = json.loads(cli("plan", "--from-verl", str(out / "overrides.txt"), "--json", check=True).stdout)
+    as_verl = json.loads(cli("plan", "--model", "qwen2.5-0.5b", "--steps", "40", "--prompts-per-step", "16", "-G",
+                             "8", "--beta", "0.04", "--engine", "vllm", "--logprob-head", "all", "--update-padding",
+                             "batch", "--json", check=True).stdout)
+    assert priced["plans"][0]["flops"] == as_verl["plans"][0]["flops"]
+    assert any("MFU formula" in n for n in priced["notes"])
+    one_line_error(cli("export", "verl", str(tmp_path / "missing.json")), "missing.json")

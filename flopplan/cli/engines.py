@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,6 @@ from flopplan.cli import echo_json, fail, main
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_text, read_text
 from flopplan.hardware import DATASHEETS
-from flopplan.lengths import Length
 from flopplan.recipe import Recipe
 
 ENGINE_OPTIONS = ("prompt_len", "completion_len")
@@ -81,20 +81,21 @@ def recipe_of_engine_config(from_trl: str | None, from_verl: str | None, recipe_
     else:
         if world_size is not None:
             fail("--world-size goes with --from-trl (a verl configuration names its GPUs)")
-        from flopplan.engines.verl import recipe_from_verl
+        from flopplan.engines.verl import recipe_from_verl, verl_mfu_estimate
 
         assert from_verl is not None
-        recipe, rounds = recipe_from_verl(from_verl, model=model, prompt_len=_max_of(changes.get("prompt_len")),
-                                          completion_len=_max_of(changes.get("completion_len")))
         notes = []
+        recipe, rounds = recipe_from_verl(from_verl, model=model, prompt_len=changes.get("prompt_len"),
+                                          completion_len=changes.get("completion_len"), notes=notes)
+        verl = verl_mfu_estimate(recipe)
+        notes.append(f"verl's MFU formula (utils/flops_counter.py) counts {verl['verl_update_flops']:,.0f} FLOPs a "
+                     f"step: {verl['update_rel_diff']:+.1%} against the exact update, {verl['step_rel_diff']:+.1%} "
+                     "against the whole step (it leaves out rollouts, log-prob passes, the reward model, LoRA and "
+                     "recompute)")
     if steps is None and not budget_given and rounds is not None:
         steps = rounds  # the run as configured
         notes.append(f"priced as configured: {rounds} rounds")
     return recipe, steps, notes, profile_device
-
-
-def _max_of(length: Length | None) -> int | None:
-    return None if length is None else length.max
 
 
 @main.group()
@@ -144,3 +145,50 @@ model=${{1:?a local model folder}} data=${{2:?a JSONL dataset of prompt and answ
 exec accelerate launch --num_processes {world_size} -m flopplan train --engine trl --plan {plan_file} \\
   --plan-model {model} --model-path "$model" --dataset "$data" --out "$run" --no-eval --no-progress
 """
+
+
+@export.command("verl")
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.option("--plan-model", help="Which model's plan to export when the plan file holds several.")
+@click.option("--gpus-per-node", default=8, show_default=True, type=int, help="trainer.n_gpus_per_node.")
+@click.option("--nnodes", default=1, show_default=True, type=int, help="trainer.nnodes.")
+@click.option("--model-path", help="actor_rollout_ref.model.path (default: the registry model's HF repository).")
+@click.option("--rollout", default="vllm", show_default=True, type=click.Choice(["vllm", "sglang"]),
+              help="actor_rollout_ref.rollout.name.")
+@click.option("--reward-function", help="reward.custom_reward_function.path of a rule reward (a Python file).")
+@click.option("--reward-model-path", help="reward.reward_model.model_path of an ORM (default: its HF repository).")
+@click.option("--out", "out_dir", default="verl-run", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for overrides.txt and run_verl.sh.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+def export_verl(plan_file: str, plan_model: str | None, gpus_per_node: int, nnodes: int, model_path: str | None,
+                rollout: str, reward_function: str | None, reward_model_path: str | None, out_dir: str,
+                as_json: bool) -> None:
+    """verl Hydra overrides and a launch script (python3 -m verl.trainer.main_ppo) for a plan entry; verl's
+    conventions (vLLM rollouts, the head on every token, packed updates) are applied and named."""
+    from flopplan.engines.verl import VERL_VERSION, format_override, launch_script, verl_overrides, verl_recipe
+    from flopplan.planfile import PlanFile
+
+    entry = PlanFile.load(plan_file).select(plan_model)
+    if entry.steps < 1:
+        fail(f"the plan of {entry.model} buys no step: nothing to export")
+    notes: list[str] = []
+    recipe = verl_recipe(entry.recipe, notes)
+    overrides = verl_overrides(recipe, steps=entry.steps, gpus_per_node=gpus_per_node, nnodes=nnodes,
+                               model_path=model_path, rollout=rollout, reward_function=reward_function,
+                               reward_model_path=reward_model_path, notes=notes)
+    folder = Path(out_dir)
+    header = (f"# {entry.model}: {entry.steps} steps of the plan {plan_file} as verl {VERL_VERSION} overrides "
+              "(flopplan export verl); price them with flopplan plan --from-verl\n")
+    listing = atomic_write_text(folder / "overrides.txt", header + "".join(
+        shlex.quote(format_override(k, v)) + "\n" for k, v in overrides.items()))
+    script = atomic_write_text(folder / "run_verl.sh", launch_script(overrides, generated_by="flopplan export verl"))
+    script.chmod(0o755)
+    if recipe != entry.recipe:
+        notes.append(f"the plan priced its own conventions: flopplan plan --from-verl {listing} prices the run as "
+                     "verl will execute it")
+    if as_json:
+        echo_json({"overrides_file": str(listing), "launcher": str(script), "overrides": overrides, "notes": notes})
+        return
+    click.echo(f"wrote {listing}\nwrote {script}\nrun on {gpus_per_node * nnodes} GPUs: bash {script}")
+    for note in notes:
+        click.echo(f"note: {note}")

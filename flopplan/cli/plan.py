@@ -111,7 +111,7 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
                  "--model")
         plans[0].recipe.save(save_recipe)  # the effective recipe, solved values included
     command = command_line()
-    plan_file = PlanFile.of(plans, command)
+    plan_file = PlanFile.of(plans, command, extra_notes)
     if out_file:
         plan_file.save(out_file)
     if STDOUT in (out_file, save_recipe):
