@@ -17,32 +17,31 @@ import time
 
 import numpy as np
 
-from flopplan.arch import QWEN25_SIZES, REGISTRY
-from flopplan.planner import plan_grid
-from flopplan.recipe import RewardSystem
+from flopplan.arch import QWEN25_SIZES
+from flopplan.grid import plan_grid
+from flopplan.recipe import Recipe, RewardSystem
 
 
 def grid_rate(recipes: int, budgets: int, repeats: int, seed: int = 0) -> list[tuple[str, float, int]]:
     rng = np.random.default_rng(seed)
     arrays = {
-        "prompts": rng.choice([16, 32, 64, 128, 256, 512], recipes),
-        "group": rng.choice([2, 4, 8, 16, 32, 64], recipes),
-        "prompt": rng.integers(64, 2048, recipes),
-        "completion": rng.integers(128, 8192, recipes),
+        "prompts_per_step": rng.choice([16, 32, 64, 128, 256, 512], recipes),
+        "group_size": rng.choice([2, 4, 8, 16, 32, 64], recipes),
+        "prompt_len": rng.integers(64, 2048, recipes),
+        "completion_len": rng.integers(128, 8192, recipes),
         "iterations": rng.integers(1, 5, recipes),
     }
     budget_values = np.logspace(17, 22, budgets)
-    prm = RewardSystem.parse("prm:qwen2.5-math-prm-7b").spec()
     results = []
     for name in QWEN25_SIZES:
-        spec = REGISTRY[name]
-        for reward, kind in ((None, "rule"), (prm, "prm")):
+        for reward in ("rule", "prm:qwen2.5-math-prm-7b"):
+            recipe = Recipe(policy=name, reward=RewardSystem.parse(reward), eval_every=None, eval_prompts=0)
             times = []
             for _ in range(repeats):
                 start = time.perf_counter()
-                grid = plan_grid(spec, budget_values, reward, kind, **arrays)
+                grid = plan_grid(recipe, budget_values, **arrays)
                 times.append(time.perf_counter() - start)
-            results.append((f"{name} {kind}", min(times), grid.size))
+            results.append((f"{name} {reward.split(':')[0]}", min(times), grid.size))
     return results
 
 
