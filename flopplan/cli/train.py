@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import shlex
 import sys
 from typing import Any
@@ -166,6 +167,8 @@ def _train_on_trl(config: Any, resume: bool, as_json: bool) -> None:
         fail(f"flopplan train --engine trl needs the trl extra (pip install 'flopplan[torch,trl]'): {exc}")
     quiet_transformers()
     summary, notes = run_trl(config, resume)
+    if int(os.environ.get("RANK", "0")) != 0:
+        return  # under torchrun / accelerate every process ran the loop; the main one reports
     if as_json:
         echo_json(summary.to_data())
         return

@@ -66,9 +66,9 @@ def _save_models(config: TrainConfig, work: Path, policy: DevicePolicy) -> tuple
     if not (path / "config.json").exists():
         model: Any = build_model(r.policy_spec, device="cpu", dtype=torch.float32,
                                  attn_implementation=policy.attention, seed=config.seed)
-        model.config.pad_token_id, model.config.eos_token_id = tokenizer.pad_token_id, tokenizer.eos_token_id
-        model.generation_config.pad_token_id = tokenizer.pad_token_id
-        model.generation_config.eos_token_id = tokenizer.eos_token_id
+        for cfg in (model.config, model.generation_config):  # the tokenizer's special tokens: TRL checks them
+            cfg.pad_token_id, cfg.eos_token_id = tokenizer.pad_token_id, tokenizer.eos_token_id
+            cfg.bos_token_id = tokenizer.bos_token_id
         model.save_pretrained(path)
         tokenizer.save_pretrained(path)
     rewards: list[Any] = [exact_match_reward]
