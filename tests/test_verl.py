@@ -493,3 +493,19 @@ def test_export_verl_from_a_plan_file_then_plan_from_verl_prices_what_verl_runs(
     assert priced["plans"][0]["flops"] == as_verl["plans"][0]["flops"]
     assert any("MFU formula" in n for n in priced["notes"])
     one_line_error(cli("export", "verl", str(tmp_path / "missing.json")), "missing.json")
+
+
+def test_a_budget_plan_exported_to_verl_keeps_its_budget(tmp_path):
+    """verl always computes old log-probs and runs the head on every token: a budget plan exports the steps that
+    fit its budget under those conventions, not the plan's own steps."""
+    from helpers import cli
+
+    plan = tmp_path / "plan.json"
+    cli("plan", "--model", "qwen2.5-0.5b", "--budget", "1e18", "--out", str(plan), check=True)
+    planned = json.loads(plan.read_text())["plans"][0]
+    written = json.loads(cli("export", "verl", str(plan), "--out", str(tmp_path / "v"), "--json", check=True).stdout)
+    steps = written["overrides"]["trainer.total_training_steps"]
+    priced = json.loads(cli("plan", "--from-verl", str(tmp_path / "v" / "overrides.txt"), "--json",
+                            check=True).stdout)["plans"][0]
+    assert steps < planned["steps"] and priced["steps"] == steps
+    assert priced["flops"]["total"] <= 1e18 < priced["flops"]["total"] + priced["step_flops"]

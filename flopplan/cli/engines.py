@@ -173,11 +173,12 @@ def export_verl(plan_file: str, plan_model: str | None, gpus_per_node: int, nnod
         fail(f"the plan of {entry.model} buys no step: nothing to export")
     notes: list[str] = []
     recipe = verl_recipe(entry.recipe, notes)
-    overrides = verl_overrides(recipe, steps=entry.steps, gpus_per_node=gpus_per_node, nnodes=nnodes,
+    steps = _verl_steps(entry, recipe, notes)
+    overrides = verl_overrides(recipe, steps=steps, gpus_per_node=gpus_per_node, nnodes=nnodes,
                                model_path=model_path, rollout=rollout, reward_function=reward_function,
                                reward_model_path=reward_model_path, notes=notes)
     folder = Path(out_dir)
-    header = (f"# {entry.model}: {entry.steps} steps of the plan {plan_file} as verl {VERL_VERSION} overrides "
+    header = (f"# {entry.model}: {steps} steps of the plan {plan_file} as verl {VERL_VERSION} overrides "
               "(flopplan export verl); price them with flopplan plan --from-verl\n")
     listing = atomic_write_text(folder / "overrides.txt", header + "".join(
         shlex.quote(format_override(k, v)) + "\n" for k, v in overrides.items()))
@@ -192,3 +193,29 @@ def export_verl(plan_file: str, plan_model: str | None, gpus_per_node: int, nnod
     click.echo(f"wrote {listing}\nwrote {script}\nrun on {gpus_per_node * nnodes} GPUs: bash {script}")
     for note in notes:
         click.echo(f"note: {note}")
+
+
+def _verl_steps(entry: Any, recipe: Recipe, notes: list[str]) -> int:
+    """The steps to export: a plan for a budget keeps its budget (verl's conventions may cost more a step, so
+    fewer steps fit); a plan priced for N steps keeps N, and the note says what they cost under verl."""
+    from flopplan.budget import Budget
+    from flopplan.cost import step_cost
+    from flopplan.units import eng
+
+    if recipe == entry.recipe:
+        return int(entry.steps)
+    cost = int(step_cost(recipe).step_flops)
+    if entry.priced or entry.budget_flops is None:
+        notes.append(f"under verl's conventions the {entry.steps} steps cost {eng(cost * entry.steps)} "
+                     f"({cost / entry.step_flops - 1:+.1%} a step)")
+        return int(entry.steps)
+    from flopplan.planner import plan
+
+    steps = plan(recipe, Budget(flops=float(entry.budget_flops))).steps
+    if steps < 1:
+        fail(f"under verl's conventions one step of {entry.model} costs {eng(cost)}: the plan's budget "
+             f"({eng(entry.budget_flops)}) buys none")
+    if steps != entry.steps:
+        notes.append(f"verl's conventions cost {cost / entry.step_flops - 1:+.1%} a step: {steps} steps fit the "
+                     f"plan's budget of {eng(entry.budget_flops)} (the plan had {entry.steps})")
+    return int(steps)
