@@ -1,0 +1,180 @@
+"""Per-arm facts and checks that need no curve bootstrap: observations, the noise the regime rule uses, the
+monotone-envelope check with its noise, observed rewards near a budget, the point fits (with and without the first
+evaluation point of each seed), the power-law check, and the bootstrap of observed means ("best observed").
+
+An arm's seed runs are read as sorted evaluation points; step-0 evaluations (FLOPs = 0) of a seed are averaged
+into one. A point's reward is the mean of its scores over the target's prompts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from flopplan.race.bootstrap import Arm, EvalPoint, bootstrap_interval
+from flopplan.race.curves import A_MAX, CurveFit, fit_curve, fit_power_law, monotone_envelope
+from flopplan.race.results import EnvelopeResult, Observation, PointFit, PowerLawCheck
+
+FloatArray = NDArray[np.float64]
+DROP_Z = 3.0  # a drop below the running best larger than DROP_Z standard errors fails the envelope check
+NEAR = (0.8, 1.05)  # "observed at budget B": the last evaluation with FLOPs in [0.8 B, 1.05 B]
+SUPPORT_TOL = 1.05  # a budget is "within the pilots" up to 5 % beyond the largest pilot FLOPs
+
+
+def seed_points(arm: Arm) -> list[list[EvalPoint]]:
+    """Per seed: one step-0 point (the mean of the seed's step-0 evaluations), then its positive points by FLOPs."""
+    out = []
+    for run in arm.runs:
+        zero = np.mean([p.scores for p in run.points if p.flops == 0], axis=0)
+        out.append([EvalPoint(0.0, zero), *sorted((p for p in run.points if p.flops > 0), key=lambda p: p.flops)])
+    return out
+
+
+def observations(arm: Arm) -> tuple[Observation, ...]:
+    return tuple(Observation(str(run.seed), float(p.flops), float(p.scores.mean()))
+                 for run, pts in zip(arm.runs, seed_points(arm), strict=True) for p in pts)
+
+
+def max_flops(arm: Arm) -> float:
+    return max((p.flops for run in arm.runs for p in run.points), default=0.0)
+
+
+def last_noise(arm: Arm) -> tuple[float, str]:
+    """The noise of a gap between arms: the sd over seeds (ddof 1) of the mean reward at each seed's last
+    evaluation; with one seed, the prompt standard error sd_q(score) / sqrt(Q) of that evaluation."""
+    last = [pts[-1].scores for pts in seed_points(arm)]
+    if len(last) >= 2:
+        return float(np.std([s.mean() for s in last], ddof=1)), f"seed sd of the last evaluation ({len(last)} seeds)"
+    q = last[0].size
+    sd = float(np.std(last[0], ddof=1) / np.sqrt(q)) if q > 1 else 0.0
+    return sd, "prompt standard error of the last evaluation (1 seed)"
+
+
+def _drop_sd(diff: FloatArray) -> float:
+    """Standard error of the mean of per-(seed, prompt) differences (S, Q), seeds independent: the larger of the
+    seed-to-seed variance of the seed means and the prompt-level variance / Q, over S."""
+    n_s, q = diff.shape
+    d = diff.mean(axis=1)
+    var_seed = float(np.var(d, ddof=1)) if n_s >= 2 else 0.0
+    var_eval = float(np.mean(np.var(diff, axis=1, ddof=1)) / q) if q >= 2 else 0.0
+    return float(np.sqrt(max(var_seed, var_eval) / n_s))
+
+
+def envelope(arm: Arm) -> EnvelopeResult:
+    """The monotone-envelope check with a noise yardstick. Seeds with the same number of points: on the
+    seed-mean curve (positions aligned); the drop's standard error from the paired per-seed, per-prompt
+    differences between the peak and the dropped point (:func:`_drop_sd`). Otherwise per seed (evaluation noise
+    only), the seed with the most significant drop reported. Monotone: drop <= DROP_Z x its standard error."""
+    runs = seed_points(arm)
+    if len({len(r) for r in runs}) == 1:
+        scores = np.stack([[p.scores for p in r] for r in runs])  # (S, T, Q)
+        flops = np.mean([[p.flops for p in r] for r in runs], axis=0)
+        groups, curve = [(flops, scores)], "seed mean"
+    else:
+        groups = [(np.array([p.flops for p in r]), np.stack([p.scores for p in r])[None]) for r in runs]
+        curve = "per seed"
+    results = []
+    for f, sc in groups:
+        check = monotone_envelope(f, sc.mean(axis=(0, 2)))
+        i = int(np.flatnonzero(f == check.flops_at_max_drop)[0])
+        j = int(np.flatnonzero(f == check.peak_flops)[0])
+        sd = _drop_sd(sc[:, j] - sc[:, i])
+        z = check.max_drop / sd if sd > 0 else (np.inf if check.max_drop > 1e-12 else 0.0)
+        results.append((z, check, sd))
+    z, check, sd = max(results, key=lambda r: r[0])
+    return EnvelopeResult(curve, check.max_drop, check.flops_at_max_drop, check.peak_flops, sd,
+                          bool(z <= DROP_Z))
+
+
+def observed_near(arm: Arm, budget: float) -> float | None:
+    """Mean over seeds of each seed's last evaluation with FLOPs in [0.8, 1.05] x ``budget`` (None: no seed)."""
+    vals = []
+    for pts in seed_points(arm):
+        near = [p for p in pts if NEAR[0] * budget <= p.flops <= NEAR[1] * budget]
+        if near:
+            vals.append(float(near[-1].scores.mean()))
+    return float(np.mean(vals)) if vals else None
+
+
+def pooled(arm: Arm) -> tuple[FloatArray, FloatArray, NDArray[np.object_]]:
+    """Every evaluation of every seed: FLOPs, reward, seed label (the input of the point fits)."""
+    f, y, runs = [], [], []
+    for run, pts in zip(arm.runs, seed_points(arm), strict=True):
+        for p in pts:
+            f.append(p.flops)
+            y.append(float(p.scores.mean()))
+            runs.append(str(run.seed))
+    return np.asarray(f), np.asarray(y), np.asarray(runs, dtype=object)
+
+
+def point_fit(arm: Arm, drop_first: int, at: float) -> tuple[CurveFit, PointFit]:
+    """The ScaleRL fit on the pooled points (``drop_first`` first positive points of each seed left out), and its
+    record with the prediction at ledger FLOPs ``at``. UserError when it cannot be fitted."""
+    f, y, runs = pooled(arm)
+    fit = fit_curve(f, y, runs=runs, drop_first=drop_first)
+    pred = fit.predict(at) if at > 0 else fit.r0
+    return fit, PointFit(fit.a, fit.b, fit.f_mid, fit.r0, fit.sse, fit.n_points, fit.identified, drop_first,
+                         float(pred))
+
+
+def power_law(arm: Arm, fit: CurveFit, at: float) -> PowerLawCheck:
+    """The power-law check beside the ScaleRL fit, both scored on the points the power law uses."""
+    f, y, _ = pooled(arm)
+    law = fit_power_law(f, y, r0=fit.r0, a_max=A_MAX)
+    use = (f > 0) & (y > fit.r0)
+    scalerl_sse = float(np.sum((y[use] - fit.predict(f[use])) ** 2))
+    ceiling = law.f_at_ceiling if np.isfinite(law.f_at_ceiling) else None
+    pred = law.predict(at) if at > 0 else law.r0
+    return PowerLawCheck(law.c, law.alpha, law.sse, scalerl_sse, law.n_used, law.n_excluded, ceiling, float(pred))
+
+
+@dataclass(frozen=True, eq=False)
+class ObservedBest:
+    """Observed seed-mean rewards of some arms at a common FLOPs cap: points (n_arms,), replicates (n_arms, k),
+    intervals (n_arms, 2), the gains over each arm's step-0 reward with their intervals, the FLOPs each arm's
+    values are at (seed mean), the method."""
+
+    names: tuple[str, ...]
+    cap: float
+    points: FloatArray
+    replicates: FloatArray
+    intervals: FloatArray
+    gains: FloatArray
+    gain_intervals: FloatArray
+    at_flops: FloatArray
+    method: str
+
+
+def observed_bootstrap(arms: list[Arm], n_replicates: int, level: float, rng: np.random.Generator) -> ObservedBest:
+    """The reward each arm reached at the arms' largest common FLOPs (cap = the smallest of their largest pilot
+    FLOPs): per seed its last evaluation with FLOPs <= 1.05 x cap, averaged over seeds. Replicates: prompts
+    resampled with replacement (the same indices for every arm), seeds resampled with replacement per arm;
+    percentile interval at ``level``."""
+    cap = min(max_flops(a) for a in arms)
+    q = arms[0].runs[0].points[0].scores.size
+    cq = rng.multinomial(q, np.full(q, 1.0 / q), size=n_replicates) / q
+    points, reps, gains, gain_reps, at = [], [], [], [], []
+    cols = np.arange(n_replicates)[:, None]
+    for arm in arms:
+        runs = seed_points(arm)
+        last = []
+        for pts in runs:
+            within = [p for p in pts if 0 < p.flops <= SUPPORT_TOL * cap]
+            last.append(within[-1] if within else pts[-1])
+        sc = np.stack([p.scores for p in last])  # (S, Q)
+        sc0 = np.stack([pts[0].scores for pts in runs])
+        idx = rng.integers(0, len(last), size=(n_replicates, len(last)))
+        rep, rep0 = (sc @ cq.T)[idx, cols].mean(axis=1), (sc0 @ cq.T)[idx, cols].mean(axis=1)
+        reps.append(rep)
+        gain_reps.append(rep - rep0)
+        points.append(float(sc.mean()))
+        gains.append(float(sc.mean() - sc0.mean()))
+        at.append(float(np.mean([p.flops for p in last])))
+    rep_a, pt_a, g_rep, g_pts = np.asarray(reps), np.asarray(points), np.asarray(gain_reps), np.asarray(gains)
+    method = (f"observed seed-mean reward at <= 1.05 x the survivors' largest common FLOPs; {n_replicates} "
+              f"replicates: prompts resampled (same indices for every arm), seeds resampled per arm; {level:.0%} "
+              "percentile interval")
+    return ObservedBest(tuple(a.name for a in arms), cap, pt_a, rep_a, bootstrap_interval(rep_a, pt_a, level), g_pts,
+                        bootstrap_interval(g_rep, g_pts, level), np.asarray(at), method)

@@ -1,0 +1,263 @@
+"""The allocation regime at a budget, the warning on the best group size, and the recommendation.
+
+The rules (:func:`rules` gives them in the words the report prints):
+
+* An arm is *usable* at a budget B when its curve was fitted, it passes the monotone-envelope check, and either
+  its A is identified or B - upfront lies within its pilots (<= 1.05 x its largest pilot FLOPs). Arms are read at
+  B - upfront: a learned reward model's training FLOPs are charged at every budget.
+* *unstable*: the arm with the highest predicted reward among the fitted arms is not usable (it would win, but its
+  curve cannot be trusted there), or no arm is usable.
+* *best*: the usable arm with the highest point prediction. P(best) is recomputed among the usable arms from the
+  same bootstrap replicates. The runner-up is the next usable arm; the margin the difference of the point
+  predictions, with the percentile interval of the paired replicate differences.
+* *undecided*: P(best) < 0.8, or the margin <= the noise (the larger of the two arms' seed sd of the reward at
+  their last evaluation: what reseeding one pilot moves), or no usable arm differs from the best on one axis only.
+* Otherwise the regime is named by the design axis whose change costs the best arm the most predicted reward,
+  comparing it with its one-axis neighbours (arms equal to it on every other axis), and by the side the best arm
+  takes on that axis (:data:`DIRECTION`): size-bound (a larger policy wins at equal FLOPs), search-bound (more
+  rollouts per prompt, or fresh rollouts instead of more passes over them), learning-bound (more update passes, or
+  more steps: a smaller policy, a smaller G or cheaper feedback turns the same FLOPs into more steps),
+  feedback-bound (the arm spending the larger feedback share, a learned reward model, wins despite it).
+
+Why these: ScaleRL and IsoCompute compare recipes that differ in one choice at a time, so a one-axis comparison is
+what the evidence can attribute; the direction matters because "the smaller policy wins" is a statement about steps,
+not about size. P(best) >= 0.8 and a margin above the seed noise are the protocol's thresholds (race.md, step 5).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from flopplan.race.bootstrap import bootstrap_interval, p_best
+from flopplan.race.checks import ObservedBest
+from flopplan.race.results import ArmPrediction, AxisComparison, BudgetResult, Recommendation
+from flopplan.units import eng
+
+FloatArray = NDArray[np.float64]
+AXES = ("policy", "group_size", "iterations", "reward")
+BOUNDS = ("size-bound", "search-bound", "learning-bound", "feedback-bound")
+REGIMES = (*BOUNDS, "undecided", "unstable")
+UNDECIDED_P = 0.8
+EXTRAPOLATION_LIMIT = 2.0
+EXTRAPOLATION_TOL = 1.05  # pilots stop just short of their rung budget: "2x" allows 2.1x
+# axis -> (regime when the best arm has the larger value, regime when it has the smaller)
+DIRECTION = {"policy": ("size-bound", "learning-bound"), "group_size": ("search-bound", "learning-bound"),
+             "iterations": ("learning-bound", "search-bound"), "reward": ("feedback-bound", "learning-bound")}
+ORDERED_BY = {"policy": "parameters", "group_size": "G", "iterations": "mu",
+              "reward": "feedback FLOP share (upfront included)"}
+
+
+def rules(level: float) -> tuple[str, ...]:
+    """The regime rules, verbatim as the report and race.json state them."""
+    return (
+        "usable arm at a budget B: its curve was fitted (>= 3 distinct positive evaluation FLOPs), it passes the "
+        "monotone-envelope check (no drop below its running best reward larger than 3 standard errors of the "
+        "drop), and either its A is identified or B - upfront is within its pilots (<= 1.05 x its largest pilot "
+        "FLOPs); each arm is read at B - upfront: a learned reward model's training FLOPs are charged at every "
+        "budget.",
+        "unstable: the arm with the highest predicted reward at B among all fitted arms is not usable "
+        "(non-monotone, or A unidentified with B beyond its pilots), or no arm is usable.",
+        "best: the usable arm with the highest predicted reward at B; P(best): the share of bootstrap replicates "
+        "in which it is the highest among the usable arms; runner-up: the next usable arm; margin: best - "
+        f"runner-up (point predictions), with the {level:.0%} percentile interval of the paired replicate "
+        "differences; noise: the larger of the two arms' seed sd (ddof 1) of the mean reward at their last "
+        "evaluation (with one seed: the prompt standard error of that evaluation).",
+        f"undecided: P(best) < {UNDECIDED_P:g}, or margin <= noise, or no usable arm differs from the best on one "
+        "design axis only.",
+        "otherwise, for each design axis on which a usable arm differs from the best on that axis only, cost = the "
+        "best's predicted reward - the best such neighbour's; the axis with the largest cost names the regime by "
+        "the side the best arm takes on it: policy (parameters) larger: size-bound, smaller: learning-bound (a "
+        "smaller policy takes more steps in the same FLOPs); group_size G larger: search-bound, smaller: "
+        "learning-bound (the same rollouts spread over more prompts and updates); iterations mu larger: "
+        "learning-bound, smaller: search-bound (fresh rollouts instead of more passes over the same ones); reward "
+        "with the larger feedback FLOP share (a learned reward model, upfront included): feedback-bound, smaller "
+        "(e.g. the rule): learning-bound (the feedback FLOPs saved buy more steps).",
+        "warning: the best usable arm's G decreases from one budget to the next larger one (IsoCompute finds the "
+        "best G growing with the budget; undecided budgets included, and said).",
+        "confidence of the recommendation: high when the regime at the target budget is a bound and the budget "
+        f"less upfront is at most {EXTRAPOLATION_LIMIT:g}x the arm's largest pilot FLOPs (up to "
+        f"{EXTRAPOLATION_LIMIT * EXTRAPOLATION_TOL:g}x: pilots stop just short of their rung); low otherwise; "
+        "'best observed' when the arm the curves would pick is unidentified beyond its pilots, or no arm is "
+        "usable: then the arm with the best observed reward at the survivors' largest common FLOPs, no curve "
+        "extrapolated.",
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class Candidate:
+    """A fitted arm at one budget: its design values, parameters, feedback share at the budget, point prediction
+    and bootstrap replicates of the reward, whether it is usable (``note``: why not) and its noise."""
+
+    name: str
+    axes: dict[str, str | int | float]
+    params: int
+    feedback_share: float
+    point: float
+    reps: FloatArray
+    usable: bool
+    note: str
+    noise: float
+    unidentified_beyond: bool = False
+
+
+@dataclass(frozen=True)
+class Decision:
+    regime: str
+    rule: str
+    best: str | None
+    runner_up: str | None
+    p_best: float | None
+    margin: float | None
+    margin_lo: float | None
+    margin_hi: float | None
+    noise: float | None
+    comparisons: tuple[AxisComparison, ...]
+    p_best_of: dict[str, float]
+    top: str | None
+    top_unidentified: bool
+
+
+def _order_value(axis: str, c: Candidate) -> float:
+    if axis == "policy":
+        return float(c.params)
+    if axis == "reward":
+        return c.feedback_share
+    return float(c.axes[axis])
+
+
+def one_axis_neighbours(best: Candidate, others: Sequence[Candidate]) -> dict[str, list[Candidate]]:
+    """The candidates that differ from ``best`` on exactly one design axis, by axis."""
+    out: dict[str, list[Candidate]] = {}
+    for c in others:
+        keys = set(best.axes) | set(c.axes)
+        diff = [k for k in keys if best.axes.get(k) != c.axes.get(k)]
+        if len(diff) == 1:
+            out.setdefault(diff[0], []).append(c)
+    return out
+
+
+def decide(cands: Sequence[Candidate], level: float) -> Decision:
+    """The regime at one budget from the fitted arms there (module docstring)."""
+    none: dict[str, float] = {c.name: 0.0 for c in cands}
+
+    def out(regime: str, rule: str, **kw: object) -> Decision:
+        base: dict[str, object] = {"best": None, "runner_up": None, "p_best": None, "margin": None,
+                                   "margin_lo": None, "margin_hi": None, "noise": None, "comparisons": (),
+                                   "p_best_of": none, "top": None, "top_unidentified": False}
+        return Decision(regime, rule, **(base | kw))  # type: ignore[arg-type]
+
+    if not cands:
+        return out("unstable", "no arm could be fitted")
+    top = max(cands, key=lambda c: c.point)  # max keeps the first of equals: the arms' order breaks ties
+    usable = [c for c in cands if c.usable]
+    kw: dict[str, object] = {"top": top.name, "top_unidentified": top.unidentified_beyond and not top.usable}
+    if not usable:
+        return out("unstable", "no arm is usable", **kw)
+    best = max(usable, key=lambda c: c.point)
+    pb = p_best(np.stack([c.reps for c in usable]))
+    p_of = none | {c.name: float(p) for c, p in zip(usable, pb, strict=True)}
+    p = p_of[best.name]
+    rest = [c for c in usable if c is not best]
+    kw |= {"best": best.name, "p_best": p, "p_best_of": p_of}
+    if rest:
+        runner = max(rest, key=lambda c: c.point)
+        margin = best.point - runner.point
+        lo, hi = bootstrap_interval(best.reps - runner.reps, margin, level)
+        noise = max(best.noise, runner.noise)
+        kw |= {"runner_up": runner.name, "margin": margin, "margin_lo": float(lo), "margin_hi": float(hi),
+               "noise": noise}
+    comparisons = []
+    for axis, group in one_axis_neighbours(best, rest).items():
+        nb = max(group, key=lambda c: c.point)
+        larger, smaller = DIRECTION[axis]
+        b_val, n_val = _order_value(axis, best), _order_value(axis, nb)
+        names = larger if b_val > n_val else smaller if b_val < n_val else "undecided"
+        comparisons.append(AxisComparison(axis, nb.name, str(best.axes.get(axis)), str(nb.axes.get(axis)),
+                                          best.point - nb.point, names))
+    comparisons.sort(key=lambda a: AXES.index(a.axis))
+    kw["comparisons"] = tuple(comparisons)
+    if not top.usable:
+        return out("unstable", f"the arm with the highest predicted reward, {top.name} ({top.point:.3f}), is not "
+                   f"usable: {top.note}", **kw)
+    if p < UNDECIDED_P:
+        return out("undecided", f"P(best) of {best.name} is {p:.2f} < {UNDECIDED_P:g}", **kw)
+    if rest and kw["margin"] <= kw["noise"]:  # type: ignore[operator]
+        return out("undecided", f"margin {kw['margin']:.3f} over {kw['runner_up']} is within the seed noise "
+                   f"{kw['noise']:.3f}", **kw)
+    if not comparisons:
+        return out("undecided", f"no usable arm differs from {best.name} on one design axis only", **kw)
+    decisive = max(comparisons, key=lambda a: a.cost)
+    if decisive.names == "undecided":
+        return out("undecided", f"the decisive axis {decisive.axis} does not order {best.name} and "
+                   f"{decisive.neighbour} by {ORDERED_BY[decisive.axis]}", **kw)
+    side = "larger" if decisive.names == DIRECTION[decisive.axis][0] else "smaller"
+    return out(decisive.names, f"{best.name} (P(best) {p:.2f}) loses most by changing {decisive.axis} "
+               f"({decisive.best_value} -> {decisive.neighbour_value}, {decisive.neighbour}: -{decisive.cost:.3f}); "
+               f"the best arm has the {side} {ORDERED_BY[decisive.axis]}", **kw)
+
+
+def g_warnings(budgets: Sequence[BudgetResult], group_size: dict[str, float | None]) -> list[str]:
+    """A warning for each step from a budget to the next larger one where the best arm's G decreases."""
+    seq = [(b, group_size.get(b.best)) for b in sorted(budgets, key=lambda b: b.flops) if b.best is not None]
+    seq = [(b, g) for b, g in seq if g is not None]
+    out = []
+    for (b1, g1), (b2, g2) in itertools.pairwise(seq):
+        if g2 < g1:  # type: ignore[operator]
+            out.append(f"the best G decreases as the budget grows: G = {g1:g} ({b1.best}, {b1.label}, "
+                       f"{eng(b1.flops)}, {b1.regime}) -> G = {g2:g} ({b2.best}, {b2.label}, {eng(b2.flops)}, "
+                       f"{b2.regime})")
+    return out
+
+
+def recommend(target: str, at_f: BudgetResult, decision: Decision, upfront: dict[str, int],
+              budget_left: float, interval: str, observed: ObservedBest | None, level: float) -> Recommendation:
+    """The recommendation at the target budget (:func:`rules`, the last one)."""
+    f = at_f.flops
+    by_arm = {p.arm: p for p in at_f.predictions}
+    if decision.best is None or decision.top_unidentified:
+        why = (f"{decision.top}'s A is not identified and {eng(f)} lies beyond its pilots: its curve is not "
+               "extrapolated" if decision.top_unidentified else f"no arm is usable at {eng(f)}: {decision.rule}")
+        if observed is None or not observed.names:
+            return Recommendation(target, None, "none", "best observed", (why, "no surviving arm to observe"), f, f,
+                                  None, None, None, None, None, None, None, None, None, None, None, None,
+                                  at_f.regime, 0, budget_left, interval)
+        return _best_observed(target, at_f, observed, upfront, budget_left, why, level)
+    arm = decision.best
+    pred: ArmPrediction = by_arm[arm]
+    reasons = []
+    if at_f.regime not in BOUNDS:
+        reasons.append(f"{at_f.regime} at the target budget: {at_f.rule}")
+    if pred.extrapolation > EXTRAPOLATION_LIMIT * EXTRAPOLATION_TOL:
+        reasons.append(f"{pred.extrapolation:.2f}x extrapolation beyond the arm's largest pilot FLOPs (beyond "
+                       f"~{EXTRAPOLATION_LIMIT:g}x)")
+    return Recommendation(target, arm, "fitted", "low" if reasons else "high", tuple(reasons), f, pred.ledger_flops,
+                          pred.reward, pred.lo, pred.hi, pred.gain, pred.gain_lo, pred.gain_hi, decision.p_best,
+                          decision.runner_up, decision.margin, decision.margin_lo, decision.margin_hi,
+                          pred.extrapolation, at_f.regime, upfront.get(arm, 0), budget_left, interval)
+
+
+def _best_observed(target: str, at_f: BudgetResult, obs: ObservedBest, upfront: dict[str, int],
+                   budget_left: float, why: str, level: float) -> Recommendation:
+    order = np.argsort(-obs.points, kind="stable")
+    i = int(order[0])
+    arm = obs.names[i]
+    pb = p_best(obs.replicates)
+    runner = margin = lo_m = hi_m = None
+    if len(order) > 1:
+        j = int(order[1])
+        runner, margin = obs.names[j], float(obs.points[i] - obs.points[j])
+        lo_m, hi_m = (float(v) for v in bootstrap_interval(obs.replicates[i] - obs.replicates[j], margin, level))
+    g_lo, g_hi = obs.gain_intervals[i]
+    reasons = (why, f"numbers are observed at {eng(obs.at_flops[i])} (the survivors' largest common FLOPs), not "
+               f"predicted at {eng(at_f.flops)}")
+    ledger = at_f.flops - upfront.get(arm, 0)
+    return Recommendation(target, arm, "best observed", "best observed", reasons, at_f.flops, float(obs.at_flops[i]),
+                          float(obs.points[i]), float(obs.intervals[i, 0]), float(obs.intervals[i, 1]),
+                          float(obs.gains[i]), float(g_lo), float(g_hi), float(pb[i]), runner, margin, lo_m, hi_m,
+                          float(ledger / obs.at_flops[i]), at_f.regime, upfront.get(arm, 0), budget_left,
+                          obs.method)
