@@ -1,0 +1,162 @@
+"""The plots of a RACE analysis, drawn from race.json's data alone (so a reloaded analysis redraws them):
+
+* ``race_curves_<target>.png``: per arm, reward against total FLOPs (ledger + upfront): each seed's evaluations,
+  the fitted ScaleRL curve and its bootstrap band, R0, the rung budgets and the target budget;
+* ``race_frontier_<target>.png``: every arm's fitted curve and their upper envelope (the frontier) over the parts
+  where the arm is usable (dashed beyond: A unidentified past its pilots), the regime named at each budget;
+* ``race_split.png``: each arm's FLOP split at the target budget: rollout, learning, feedback, upfront.
+
+matplotlib is imported inside :func:`draw_all` only; without it no plot is drawn.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flopplan.fileio import atomic_savefig
+from flopplan.race.checks import SUPPORT_TOL
+from flopplan.race.results import ArmCurve, RaceAnalysis, TargetResult
+from flopplan.units import eng
+
+
+def _foot(fig: Any, analysis: RaceAnalysis) -> None:
+    fig.text(0.005, 0.005, f"regenerate: {analysis.command}   (RACE is a diagnostic, not a guarantee)", fontsize=6,
+             color="grey", ha="left", va="bottom")
+
+
+def _marks(ax: Any, analysis: RaceAnalysis) -> None:
+    for r in analysis.rung_budgets:
+        ax.axvline(r, color="grey", lw=0.6, ls=":")
+    ax.axvline(analysis.budget_flops, color="black", lw=0.8, ls="--")
+
+
+def _curves(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> Path:
+    arms = [c for c in t.curves if c.observations]
+    upfront = {a.name: a.upfront_flops for a in analysis.arms}
+    cols = min(3, len(arms))
+    rows = math.ceil(len(arms) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False, sharey=True)
+    for ax, c in zip(axes.flat, arms, strict=False):
+        u = upfront[c.arm]
+        seeds = sorted({o.seed for o in c.observations})
+        for i, s in enumerate(seeds):
+            pts = [(o.flops + u, o.reward) for o in c.observations if o.seed == s and o.flops > 0]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), "o", ms=3, alpha=0.6, color=f"C{i % 10}", label=f"seed {s}")
+        if c.fitted and c.band_flops:
+            x = np.asarray(c.band_flops) + u
+            ax.fill_between(x, c.band_lo, c.band_hi, color="tab:blue", alpha=0.2, label="band")
+            ax.plot(x, c.band_point, color="tab:blue", lw=1.2, label="ScaleRL fit")
+        if c.fit is not None:
+            ax.axhline(c.fit.r0, color="grey", lw=0.6, ls="-.", label="R0")
+        _marks(ax, analysis)
+        ax.set_xscale("log")
+        state = ("identified" if c.identified else "A unidentified") if c.fitted else "not fitted"
+        ax.set_title(f"{c.arm} ({state}{'' if c.stable or not c.fitted else ', unstable'})", fontsize=9)
+        ax.set_xlabel("FLOPs (ledger + upfront)", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(arms):]:
+        ax.axis("off")
+    axes.flat[0].set_ylabel(f"reward on {t.name}")
+    axes.flat[0].legend(fontsize=6, loc="best")
+    fig.suptitle(f"RACE pilots and fitted curves: {t.name} ({analysis.level:.0%} bootstrap band; dashed: target "
+                 "budget, dotted: rungs)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.03, 1, 0.95))
+    _foot(fig, analysis)
+    return _save(plt, fig, path)
+
+
+def _valid(c: ArmCurve, x_ledger: np.ndarray) -> np.ndarray:
+    return np.asarray((c.identified | (x_ledger <= SUPPORT_TOL * c.max_flops)) & c.stable)
+
+
+def _frontier(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> Path:
+    upfront = {a.name: a.upfront_flops for a in analysis.arms}
+    fitted = [c for c in t.curves if c.fitted and c.band_flops]
+    lo = min(c.band_flops[0] + upfront[c.arm] for c in fitted)
+    hi = max(c.band_flops[-1] + upfront[c.arm] for c in fitted)
+    x = np.geomspace(lo, hi, 200)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    curves = []
+    for i, c in enumerate(fitted):
+        xl = x - upfront[c.arm]
+        y = np.full(x.shape, np.nan)
+        ok = xl >= c.band_flops[0]
+        y[ok] = np.interp(np.log(xl[ok]), np.log(c.band_flops), c.band_point)
+        valid = _valid(c, xl) & ok
+        ax.plot(x[valid], y[valid], color=f"C{i % 10}", lw=1, label=c.arm)
+        ax.plot(x[ok & ~valid], y[ok & ~valid], color=f"C{i % 10}", lw=1, ls="--", alpha=0.6)
+        curves.append(np.where(valid, y, np.nan))
+    stack = np.asarray(curves)
+    has = ~np.all(np.isnan(stack), axis=0)
+    best = np.full(x.shape, -1)
+    best[has] = np.nanargmax(stack[:, has], axis=0)
+    env = np.where(has, np.nanmax(np.where(np.isnan(stack), -np.inf, stack), axis=0), np.nan)
+    ax.plot(x, env, color="black", lw=2.5, alpha=0.35, label="frontier (best usable arm)")
+    for b in t.budgets:
+        ax.text(b.flops, 0.02, f" {b.label}: {b.regime} ({b.best or '-'})", transform=ax.get_xaxis_transform(),
+                fontsize=7, ha="right", va="bottom", rotation=90)
+    _marks(ax, analysis)
+    ax.set_xscale("log")
+    ax.set_xlabel("budget FLOPs (ledger + upfront)")
+    ax.set_ylabel(f"predicted reward on {t.name}")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title(f"RACE frontier: {t.name} (dashed: A unidentified beyond the pilots, not used)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.03, 1, 0.93))
+    _foot(fig, analysis)
+    return _save(plt, fig, path)
+
+
+def _split(plt: Any, analysis: RaceAnalysis, path: Path) -> Path:
+    f = analysis.budget_flops
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(analysis.arms) + 1.6))
+    names = [a.name for a in analysis.arms]
+    left = np.zeros(len(names))
+    parts = {"rollout": [], "learning": [], "feedback": [], "upfront": []}  # type: dict[str, list[float]]
+    for a in analysis.arms:
+        run = max(f - a.upfront_flops, 0.0) / f
+        for b in ("rollout", "learning", "feedback"):
+            parts[b].append(a.split.get(b, 0.0) * run)
+        parts["upfront"].append(min(a.upfront_flops / f, 1.0))
+    for i, (b, shares) in enumerate(parts.items()):
+        ax.barh(names, shares, left=left, color=f"C{i}", hatch="//" if b == "upfront" else None, label=b)
+        left += np.asarray(shares)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel(f"share of the target budget {eng(f)}")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.set_title("Budget split per arm at the target budget (upfront: a learned reward model's training)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    _foot(fig, analysis)
+    return _save(plt, fig, path)
+
+
+def _save(plt: Any, fig: Any, path: Path) -> Path:
+    try:
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def draw_all(analysis: RaceAnalysis, folder: Path, names: list[str]) -> list[Path]:
+    """Draw the plots named by :func:`flopplan.race.report.plot_names` into ``folder``; [] without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    from flopplan.race.report import slug
+
+    out = []
+    for t in analysis.targets:
+        if f"race_curves_{slug(t.name)}.png" in names:
+            out.append(_curves(plt, analysis, t, folder / f"race_curves_{slug(t.name)}.png"))
+            out.append(_frontier(plt, analysis, t, folder / f"race_frontier_{slug(t.name)}.png"))
+    if "race_split.png" in names:
+        out.append(_split(plt, analysis, folder / "race_split.png"))
+    return out
