@@ -71,6 +71,9 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
     if args is not None:
         if value is None and type(None) in args:
             return None
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:  # X | None: X's own message, with its path
+            return _convert(inner[0], value, path)
         for arg in args:  # scalar unions: the first type that accepts the value as it is
             if arg is type(None):
                 continue
