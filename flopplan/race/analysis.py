@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -155,12 +155,14 @@ def _stream(seed: int, *names: str) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([seed, *(zlib.crc32(n.encode()) for n in names)]))
 
 
-def _observed_only(info: ArmInfo, arm: Arm, rungs: tuple[float, ...], reason: str) -> ArmCurve:
+def _observed_only(info: ArmInfo, arm: Arm, rungs: tuple[float, ...], reason: str, failed: bool) -> ArmCurve:
+    """An arm with observations and no curve: ``failed`` when the fit failed (not for a held-out target)."""
     noise, how = checks.last_noise(arm)
+    env = checks.envelope(arm)
     return ArmCurve(info.name, False, reason, len(arm.runs), checks.max_flops(arm), noise, how,
                     checks.observations(arm), tuple(checks.observed_near(arm, r - info.upfront_flops) for r in rungs),
-                    None, None, None, None, None, False, "", None, None, "", None, "", checks.envelope(arm), False,
-                    (reason,), (), (), (), ())
+                    None, None, None, None, None, False, "", None, None, "", None, "", env, env.monotone and not failed,
+                    (reason,) if failed else (), (), (), (), ())
 
 
 def _no_data(info: ArmInfo) -> ArmCurve:
@@ -207,6 +209,8 @@ class _ArmState:
     without_first_reason: str
     power_law: PowerLawCheck | None
     power_law_reason: str
+    survived: bool = True
+    reached: int = 0
     k: int = 0
     noise: float = 0.0
     monotone: bool = True
@@ -273,18 +277,21 @@ def _at_budget(label: str, budget: float, states: list[_ArmState], res: Bootstra
         g_lo, g_hi = bootstrap_interval(reps - r0_reps, point - r0, level)
         within = ledger <= checks.SUPPORT_TOL * st.max_flops
         beyond = not (st.identified or within)
+        set_aside = ledger <= 0 or (beyond and not st.survived)
         note = ("the upfront FLOPs exceed the budget" if ledger <= 0 else
                 "non-monotone (fails the envelope check)" if not st.monotone else
-                "A unidentified and the budget is beyond its pilots" if beyond else "")
+                f"eliminated at rung {st.reached} with A unidentified: set aside beyond its pilots"
+                if set_aside else "A unidentified and the budget is beyond its pilots" if beyond else "")
         share = (info.split.get("feedback", 0.0) * ledger + info.upfront_flops) / budget if ledger > 0 else 1.0
+        comparable = st.monotone and not set_aside
         cands.append(Candidate(info.name, info.axes, info.params, share, point, reps, not note, note, st.noise,
-                               unidentified_beyond=beyond))
+                               comparable, unidentified_beyond=beyond, in_play=not set_aside))
         observed = checks.observed_near(st.arm, ledger) if ledger > 0 else None
         rows.append((info.name, ledger, point, float(lo), float(hi), point - r0, float(g_lo), float(g_hi),
-                     ledger / st.max_flops, not note, note, observed))
+                     ledger / st.max_flops, not note, comparable, note, observed))
     dec = decide(cands, level)
     preds = tuple(ArmPrediction(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], dec.p_best_of[r[0]], r[8], r[9],
-                                r[10], r[11]) for r in rows)
+                                r[10], r[11], r[12]) for r in rows)
     return BudgetResult(label, budget, preds, dec.regime, dec.rule, dec.best, dec.runner_up, dec.p_best, dec.margin,
                         dec.margin_lo, dec.margin_hi, dec.noise, dec.comparisons), dec
 
@@ -317,9 +324,11 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
             curves[info.name] = _no_data(info)
             continue
         try:
-            states.append(_prepare(info, present[info.name], f_target - info.upfront_flops))
+            states.append(replace(_prepare(info, present[info.name], f_target - info.upfront_flops),
+                                  survived=survived[info.name], reached=inp.reached[info.name]))
         except UserError as exc:
-            curves[info.name] = _observed_only(info, present[info.name], inp.rung_budgets, f"not fitted: {exc}")
+            curves[info.name] = _observed_only(info, present[info.name], inp.rung_budgets, f"not fitted: {exc}",
+                                               True)
     warnings = [f"{c.arm}: {c.reason}" for c in curves.values()]
     if not states:
         return TargetResult(name, True, data.n_prompts, tuple(curves[a.name] for a in inp.arms), (), None, (), None,
@@ -332,7 +341,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
     col = {float(v): j for j, v in enumerate(grid)}
     res = paired_bootstrap(PilotData(tuple(st.arm for st in states)), grid, n_replicates=n_replicates, level=level,
                            rng=_stream(seed, name))
-    method = (f"{res.method} (recomputed among the arms usable at each budget); gain = R - R0 from the same "
+    method = (f"{res.method} (recomputed among the arms comparable at each budget); gain = R - R0 from the same "
               "replicates (R0* = each replicate curve's limit at F -> 0)")
     for k, st in enumerate(states):
         st.k = k
@@ -348,7 +357,8 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
     observed = None
     if dec_f.best is None or dec_f.top_unidentified:
         survivors = [present[n] for n in present if survived[n]]
-        observed = checks.observed_bootstrap(survivors, n_replicates, level, _stream(seed, name, "observed"))
+        if survivors:
+            observed = checks.observed_bootstrap(survivors, n_replicates, level, _stream(seed, name, "observed"))
     recommendation = recommend(name, at_f, dec_f, {a.name: a.upfront_flops for a in inp.arms},
                                float(inp.budget_flops - inp.pilot_flops), method, observed, level)
     holdouts = [_holdout(st.arm, n_replicates, level, _stream(seed, name, st.info.name, "holdout"))
@@ -373,7 +383,7 @@ def analyze(inp: RaceInput, *, n_replicates: int = 500, level: float = 0.9, seed
             continue
         present = {a.name: a for a in data.arms}
         reason = "held-out target: observed only, never fitted for the recommendation (the validate step uses it)"
-        curves = tuple(_observed_only(i, present[i.name], inp.rung_budgets, reason) if i.name in present
+        curves = tuple(_observed_only(i, present[i.name], inp.rung_budgets, reason, False) if i.name in present
                        else _no_data(i) for i in inp.arms)
         targets.append(TargetResult(name, False, data.n_prompts, curves, (), None, (), None, (), "not fitted"))
     varying = tuple(k for k in AXES if len({str(a.axes.get(k)) for a in inp.arms}) > 1)

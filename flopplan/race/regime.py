@@ -2,16 +2,23 @@
 
 The rules (:func:`rules` gives them in the words the report prints):
 
-* An arm is *usable* at a budget B when its curve was fitted, it passes the monotone-envelope check, and either
-  its A is identified or B - upfront lies within its pilots (<= 1.05 x its largest pilot FLOPs). Arms are read at
-  B - upfront: a learned reward model's training FLOPs are charged at every budget.
-* *unstable*: the arm with the highest predicted reward among the fitted arms is not usable (it would win, but its
-  curve cannot be trusted there), or no arm is usable.
-* *best*: the usable arm with the highest point prediction. P(best) is recomputed among the usable arms from the
-  same bootstrap replicates. The runner-up is the next usable arm; the margin the difference of the point
+* An arm is *comparable* at a budget B when its curve was fitted and it passes the monotone-envelope check; it is
+  *usable* (it may be named best) when also its A is identified or B - upfront lies within its pilots (<= 1.05 x
+  its largest pilot FLOPs). Arms are read at B - upfront: a learned reward model's training FLOPs are charged at
+  every budget. An unidentified arm beyond its pilots that survived to the top rung stays a competitor: its
+  replicates, whose spread the grid bounds set, count against the best arm's P(best) and margin; it is never named
+  best. One the successive halving eliminated is *set aside* there (its curve says nothing beyond its short
+  pilots, and the halving already judged it on what it showed), as is an arm whose upfront FLOPs exceed B.
+* *unstable*: the arm with the highest predicted reward among the fitted arms not set aside is not usable (it would
+  win, but its curve cannot be trusted there), or no arm is usable.
+* *best*: the usable arm with the highest point prediction. P(best) is recomputed among the comparable arms from
+  the same bootstrap replicates. The runner-up is the next comparable arm; the margin the difference of the point
   predictions, with the percentile interval of the paired replicate differences.
-* *undecided*: P(best) < 0.8, or the margin <= the noise (the larger of the two arms' seed sd of the reward at
-  their last evaluation: what reseeding one pilot moves), or no usable arm differs from the best on one axis only.
+* *undecided*: P(best) < 0.8, or a gap within the noise: the margin <= the seed noise (the larger of the two
+  arms' seed sd of the reward at their last evaluation: what reseeding one pilot moves), or the interval of the
+  margin includes 0 (the paired bootstrap's own measure, extrapolation included); or no comparable arm differs
+  from the best on one axis only. With two arms and the same truth, the interval rule alone calls a winner in
+  about 1 - level of the cases; P(best) >= 0.8 alone would in about 40 %.
 * Otherwise the regime is named by the design axis whose change costs the best arm the most predicted reward,
   comparing it with its one-axis neighbours (arms equal to it on every other axis), and by the side the best arm
   takes on that axis (:data:`DIRECTION`): size-bound (a larger policy wins at equal FLOPs), search-bound (more
@@ -55,21 +62,23 @@ ORDERED_BY = {"policy": "parameters", "group_size": "G", "iterations": "mu",
 def rules(level: float) -> tuple[str, ...]:
     """The regime rules, verbatim as the report and race.json state them."""
     return (
-        "usable arm at a budget B: its curve was fitted (>= 3 distinct positive evaluation FLOPs), it passes the "
-        "monotone-envelope check (no drop below its running best reward larger than 3 standard errors of the "
-        "drop), and either its A is identified or B - upfront is within its pilots (<= 1.05 x its largest pilot "
-        "FLOPs); each arm is read at B - upfront: a learned reward model's training FLOPs are charged at every "
-        "budget.",
-        "unstable: the arm with the highest predicted reward at B among all fitted arms is not usable "
+        "each arm is read at B - upfront (a learned reward model's training FLOPs are charged at every budget); "
+        "set aside at B: an arm whose upfront FLOPs exceed B, or one eliminated by the successive halving whose A "
+        "is unidentified and B - upfront beyond its pilots; comparable: not set aside, its curve was fitted (>= 3 "
+        "distinct positive evaluation FLOPs) and it passes the monotone-envelope check (no drop below its running "
+        "best reward larger than 3 standard errors of the drop); usable (it may be named best): comparable, and "
+        "either its A is identified or B - upfront is within its pilots (<= 1.05 x its largest pilot FLOPs).",
+        "unstable: the arm with the highest predicted reward at B among the fitted arms not set aside is not usable "
         "(non-monotone, or A unidentified with B beyond its pilots), or no arm is usable.",
         "best: the usable arm with the highest predicted reward at B; P(best): the share of bootstrap replicates "
-        "in which it is the highest among the usable arms; runner-up: the next usable arm; margin: best - "
+        "in which it is the highest among the comparable arms; runner-up: the next comparable arm; margin: best - "
         f"runner-up (point predictions), with the {level:.0%} percentile interval of the paired replicate "
         "differences; noise: the larger of the two arms' seed sd (ddof 1) of the mean reward at their last "
         "evaluation (with one seed: the prompt standard error of that evaluation).",
-        f"undecided: P(best) < {UNDECIDED_P:g}, or margin <= noise, or no usable arm differs from the best on one "
-        "design axis only.",
-        "otherwise, for each design axis on which a usable arm differs from the best on that axis only, cost = the "
+        f"undecided: P(best) < {UNDECIDED_P:g}, or the gap is within the noise (margin <= noise, or the margin's "
+        f"{level:.0%} interval includes 0), or no comparable arm differs from the best on one design axis only.",
+        "otherwise, for each design axis on which a comparable arm differs from the best on that axis only, cost = "
+        "the "
         "best's predicted reward - the best such neighbour's; the axis with the largest cost names the regime by "
         "the side the best arm takes on it: policy (parameters) larger: size-bound, smaller: learning-bound (a "
         "smaller policy takes more steps in the same FLOPs); group_size G larger: search-bound, smaller: "
@@ -102,7 +111,9 @@ class Candidate:
     usable: bool
     note: str
     noise: float
+    comparable: bool = True
     unidentified_beyond: bool = False
+    in_play: bool = True
 
 
 @dataclass(frozen=True)
@@ -151,18 +162,21 @@ def decide(cands: Sequence[Candidate], level: float) -> Decision:
                                    "p_best_of": none, "top": None, "top_unidentified": False}
         return Decision(regime, rule, **(base | kw))  # type: ignore[arg-type]
 
-    if not cands:
-        return out("unstable", "no arm could be fitted")
-    top = max(cands, key=lambda c: c.point)  # max keeps the first of equals: the arms' order breaks ties
+    play = [c for c in cands if c.in_play]
+    if not play:
+        return out("unstable", "no arm could be fitted" if not cands else "every arm is set aside at this budget")
+    top = max(play, key=lambda c: c.point)  # max keeps the first of equals: the arms' order breaks ties
     usable = [c for c in cands if c.usable]
-    kw: dict[str, object] = {"top": top.name, "top_unidentified": top.unidentified_beyond and not top.usable}
+    comparable = [c for c in cands if c.comparable or c.usable]
+    kw: dict[str, object] = {"top": top.name,
+                             "top_unidentified": top.comparable and top.unidentified_beyond and not top.usable}
     if not usable:
-        return out("unstable", "no arm is usable", **kw)
+        return out("unstable", f"no arm is usable (the highest predicted, {top.name}: {top.note})", **kw)
     best = max(usable, key=lambda c: c.point)
-    pb = p_best(np.stack([c.reps for c in usable]))
-    p_of = none | {c.name: float(p) for c, p in zip(usable, pb, strict=True)}
+    pb = p_best(np.stack([c.reps for c in comparable]))
+    p_of = none | {c.name: float(p) for c, p in zip(comparable, pb, strict=True)}
     p = p_of[best.name]
-    rest = [c for c in usable if c is not best]
+    rest = [c for c in comparable if c is not best]
     kw |= {"best": best.name, "p_best": p, "p_best_of": p_of}
     if rest:
         runner = max(rest, key=lambda c: c.point)
@@ -186,11 +200,16 @@ def decide(cands: Sequence[Candidate], level: float) -> Decision:
                    f"usable: {top.note}", **kw)
     if p < UNDECIDED_P:
         return out("undecided", f"P(best) of {best.name} is {p:.2f} < {UNDECIDED_P:g}", **kw)
-    if rest and kw["margin"] <= kw["noise"]:  # type: ignore[operator]
-        return out("undecided", f"margin {kw['margin']:.3f} over {kw['runner_up']} is within the seed noise "
-                   f"{kw['noise']:.3f}", **kw)
+    if rest:
+        m, lo_m, hi_m, noise = (float(kw[k]) for k in ("margin", "margin_lo", "margin_hi", "noise"))  # type: ignore[arg-type]
+        if m <= noise:
+            return out("undecided", f"margin {m:.3f} over {kw['runner_up']} is within the seed noise: <= the seed "
+                       f"sd {noise:.3f}", **kw)
+        if lo_m <= 0:
+            return out("undecided", f"margin {m:.3f} over {kw['runner_up']} is within the noise: its {level:.0%} "
+                       f"interval [{lo_m:.3f}, {hi_m:.3f}] includes 0", **kw)
     if not comparisons:
-        return out("undecided", f"no usable arm differs from {best.name} on one design axis only", **kw)
+        return out("undecided", f"no comparable arm differs from {best.name} on one design axis only", **kw)
     decisive = max(comparisons, key=lambda a: a.cost)
     if decisive.names == "undecided":
         return out("undecided", f"the decisive axis {decisive.axis} does not order {best.name} and "

@@ -92,9 +92,10 @@ def _predictions(t: TargetResult, level: float) -> Table:
         for p in b.predictions:
             table.rows.append([p.arm, b.label, eng(p.ledger_flops), _iv(p.reward, p.lo, p.hi),
                                _iv(p.gain, p.gain_lo, p.gain_hi), _p(p.p_best), _x(p.extrapolation),
-                               _r(p.observed), "yes" if p.usable else f"no: {p.note}"])
+                               _r(p.observed), "yes" if p.usable else f"no: {p.note}"
+                               + ("; still a competitor" if p.comparable and not p.usable else "")])
     table.notes = ["ledger FLOPs = budget - the arm's upfront FLOPs; observed: seed mean of each seed's last "
-                   "evaluation within [0.8, 1.05] x the ledger FLOPs; P(best) among the usable arms at that budget"]
+                   "evaluation within [0.8, 1.05] x the ledger FLOPs; P(best) among the comparable arms at that budget"]
     return table
 
 

@@ -129,9 +129,10 @@ class ArmCurve:
 
 @dataclass(frozen=True)
 class ArmPrediction:
-    """One fitted arm at one budget: reward and gain with intervals, P(best) among the usable arms (0 when not
-    usable: ``note`` says why), extrapolation = ledger_flops / the arm's largest pilot FLOPs, and the observed
-    seed-mean reward near the budget when the arm ran there."""
+    """One fitted arm at one budget: reward and gain with intervals, P(best) among the comparable arms,
+    extrapolation = ledger_flops / the arm's largest pilot FLOPs, whether it is usable (may be named best) and
+    comparable (competes in P(best) and the margins; :mod:`flopplan.race.regime`), ``note``: why not usable, and
+    the observed seed-mean reward near the budget when the arm ran there."""
 
     arm: str
     ledger_flops: float
@@ -144,6 +145,7 @@ class ArmPrediction:
     p_best: float
     extrapolation: float
     usable: bool
+    comparable: bool
     note: str
     observed: float | None
 
