@@ -17,14 +17,21 @@ The rules (:func:`rules` gives them in the words the report prints):
 * *undecided*: P(best) < 0.8, or a gap within the noise: the margin <= the seed noise (the larger of the two
   arms' seed sd of the reward at their last evaluation: what reseeding one pilot moves), or the interval of the
   margin includes 0 (the paired bootstrap's own measure, extrapolation included); or no comparable arm differs
-  from the best on one axis only. With two arms and the same truth, the interval rule alone calls a winner in
-  about 1 - level of the cases; P(best) >= 0.8 alone would in about 40 %.
+  from the best on one axis only. Why the interval rule too: for two arms, P(best) >= 0.8 alone would call a
+  winner between two identical truths about 40 % of the time; measured with all three rules on 30 same-truth
+  pairs of synthetic pilots (3 seeds, 200 prompts, F = 2 x the pilots): 2 named a regime, 21 undecided, 7
+  unstable (an unidentified survivor on top).
 * Otherwise the regime is named by the design axis whose change costs the best arm the most predicted reward,
   comparing it with its one-axis neighbours (arms equal to it on every other axis), and by the side the best arm
   takes on that axis (:data:`DIRECTION`): size-bound (a larger policy wins at equal FLOPs), search-bound (more
   rollouts per prompt, or fresh rollouts instead of more passes over them), learning-bound (more update passes, or
   more steps: a smaller policy, a smaller G or cheaper feedback turns the same FLOPs into more steps),
   feedback-bound (the arm spending the larger feedback share, a learned reward model, wins despite it).
+* A warning when the best arm's G decreases from one budget to the next larger one (undecided budgets included).
+* The recommendation at F: the best usable arm, confidence *high* when the regime there is a bound and F - upfront
+  is <= 2x (2.1x) its largest pilot FLOPs, *low* otherwise (reasons listed); *best observed* when the arm on top is
+  an unidentified survivor beyond its pilots, or no arm is usable: then the survivor with the best observed reward
+  at the survivors' largest common FLOPs, with a bootstrap of the observed means (:func:`checks.observed_bootstrap`).
 
 Why these: ScaleRL and IsoCompute compare recipes that differ in one choice at a time, so a one-axis comparison is
 what the evidence can attribute; the direction matters because "the smaller policy wins" is a statement about steps,

@@ -16,6 +16,8 @@ import types
 import typing
 from typing import Any
 
+import numpy as np
+
 from flopplan.errors import UserError, is_int, is_number
 
 
@@ -27,6 +29,8 @@ def to_data(obj: Any) -> Any:
         return [to_data(v) for v in obj]
     if isinstance(obj, dict):
         return {str(k): to_data(v) for k, v in obj.items()}
+    if isinstance(obj, np.generic):  # a numpy scalar that slipped through: its Python value
+        return to_data(obj.item())
     if isinstance(obj, float):
         if not math.isfinite(obj):
             raise UserError(f"cannot write a non-finite number ({obj!r}) to JSON")
