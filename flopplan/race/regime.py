@@ -98,8 +98,9 @@ def rules(level: float) -> tuple[str, ...]:
         "confidence of the recommendation: high when the regime at the target budget is a bound and the budget "
         f"less upfront is at most {EXTRAPOLATION_LIMIT:g}x the arm's largest pilot FLOPs (up to "
         f"{EXTRAPOLATION_LIMIT * EXTRAPOLATION_TOL:g}x: pilots stop just short of their rung); low otherwise; "
-        "'best observed' when the arm the curves would pick is unidentified beyond its pilots, or no arm is "
-        "usable: then the arm with the best observed reward at the survivors' largest common FLOPs, no curve "
+        "'best observed' when the arm on top at the target budget (rule 2) is a survivor whose A is unidentified "
+        "beyond its pilots, or no arm is usable: then the surviving arm with the best observed reward at the "
+        "survivors' largest common FLOPs (a prompt-and-seed bootstrap of the observed means), no curve "
         "extrapolated.",
     )
 
