@@ -218,7 +218,19 @@ REGISTRY: dict[str, ArchSpec] = {spec.name: spec for spec in (
     # A Qwen2-architecture test policy of 300,160 parameters for CPU runs of `flopplan train` (the built-in
     # character tokenizer has 23 symbols; the head is padded to 32 rows like real LM heads).
     _qwen25("tiny", 128, 256, 2, 4, 2, 32, True, 512),
+    # The tiny family for RACE's model-size axis on CPU: the same architecture and 32-row vocabulary, about 1/3
+    # and 3x tiny's parameters (100,928 and 966,912; head_dim 32 throughout), so the three span ~10x.
+    _qwen25("tiny-s", 64, 192, 2, 2, 1, 32, True, 512),
+    _qwen25("tiny-l", 192, 384, 3, 6, 2, 32, True, 512),
+    # A learned outcome reward model for the built-in task: tiny's backbone with the sequence-classification
+    # score head (one bias-free hidden -> 1 layer on every position, pooled at the last token); trained by
+    # `flopplan reward-model train`, used as `--reward orm:tiny-rm --reward-model-path DIR`.
+    _qwen25("tiny-rm", 128, 256, 2, 4, 2, 32, False, 512, head=Head("score", (HeadLayer(128, 1, False),))),
 )}
+
+TINY_FAMILY: tuple[str, ...] = ("tiny-s", "tiny", "tiny-l")
+"""Registry policies of the Qwen2 architecture with the built-in 23-symbol tokenizer, smallest first: trained from
+random initialisation on CPU (no weights exist for them)."""
 
 QWEN25_SIZES: tuple[str, ...] = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b",
                                  "qwen2.5-32b", "qwen2.5-72b")

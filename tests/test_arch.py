@@ -141,3 +141,20 @@ def test_spec_rejects_impossible_shapes():
         ArchSpec("x", 64, 128, 2, 4, 3, 16, 100, False)  # 4 heads not a multiple of 3 kv heads
     with pytest.raises(ValueError):
         ArchSpec("x", 64, 0, 2, 4, 2, 16, 100, False)
+
+
+def test_the_tiny_family_spans_ten_times_in_parameters():
+    """tiny-s, tiny, tiny-l: one Qwen2 architecture and vocabulary (the built-in tokenizer's 23 symbols in 32
+    rows), about 1/3 and 3x tiny, which stays as it was (its FLOPs are pinned across the suite)."""
+    from flopplan.arch import TINY_FAMILY
+
+    params = {name: REGISTRY[name].params for name in TINY_FAMILY}
+    assert params == {"tiny-s": 100_928, "tiny": 300_160, "tiny-l": 966_912}
+    assert 9 < params["tiny-l"] / params["tiny-s"] < 11
+    for name in TINY_FAMILY:
+        spec = REGISTRY[name]
+        assert (spec.family, spec.vocab_size, spec.head_dim, spec.head.kind) == ("qwen2", 32, 32, "lm")
+    rm = REGISTRY["tiny-rm"]
+    assert rm.head.kind == "score" and [(h.in_features, h.out_features, h.bias) for h in rm.head.layers] == [
+        (128, 1, False)]
+    assert rm.params_non_embedding == REGISTRY["tiny"].params_non_embedding + 128  # tiny's backbone + its score

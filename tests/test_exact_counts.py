@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from configs import LLAMA_3_2_1B, MISTRAL_7B_V01, MISTRAL_7B_V03, QWEN3_0_6B  # noqa: E402
 
-from flopplan.arch import REGISTRY, orm_head, spec_from_config, with_head  # noqa: E402
+from flopplan.arch import REGISTRY, TINY_FAMILY, orm_head, spec_from_config, with_head  # noqa: E402
 from flopplan.formulas import (  # noqa: E402
     LoRA,
     Training,
@@ -106,10 +106,17 @@ def _train_case(spec, training, label, record_exact, logits=N):
                  counters.train_step(model, B, T, logits, training))
 
 
-@pytest.mark.parametrize("name", sized(["qwen2.5-0.5b", "qwen2.5-7b", "qwen2.5-72b"]))
+@pytest.mark.parametrize("name", sized(["qwen2.5-0.5b", "qwen2.5-7b", "qwen2.5-72b", *TINY_FAMILY]))
 @pytest.mark.parametrize("label", ["full", "lora", "lora+ckpt"])
 def test_train_registry_sizes(name, label, record_exact):
     _train_case(REGISTRY[name], TRAININGS[label], label, record_exact)
+
+
+@pytest.mark.parametrize("label", ["full", "full+ckpt"])
+def test_train_sequence_classifier(label, record_exact):
+    """The learned reward model's training step (``flopplan reward-model train``): full fine-tuning of tiny-rm, the
+    score head on every position (transformers pools its output at the last token afterwards)."""
+    _train_case(REGISTRY["tiny-rm"], TRAININGS[label], label, record_exact, logits=T)
 
 
 @pytest.mark.parametrize("name", ["qwen2.5-0.5b", "qwen2.5-14b"])

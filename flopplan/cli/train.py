@@ -35,7 +35,8 @@ RESUME_OPTIONS = {"out_dir", "resume", "max_steps", "budget", "no_progress", "as
 @recipe_options(demo_recipe(), exclude=("engine",))
 @click.option("--engine", "trainer_engine", default="builtin", show_default=True, type=click.Choice(["builtin", "trl"]),
               help="Who runs the GRPO loop: flopplan's trainer, or TRL's GRPOTrainer with flopplan's FLOP meter.")
-@click.option("--lr", type=float, help="AdamW learning rate (default 3e-3 tiny, 1e-5 LoRA, 1e-6 full).")
+@click.option("--lr", type=float,
+              help="AdamW learning rate (default 3e-3 tiny/tiny-s, 1e-3 tiny-l, 1e-5 LoRA, 1e-6 full).")
 @click.option("--lora-alpha", type=int, help="LoRA alpha (default 2 x rank).")
 @click.option("--temperature", default=1.0, show_default=True, type=float, help="Sampling temperature.")
 @click.option("--clip-eps", default=0.2, show_default=True, type=float, help="Lower clip of the ratio (TRL epsilon).")

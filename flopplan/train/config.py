@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from flopplan.arch import TINY_FAMILY
 from flopplan.budget import Budget
 from flopplan.errors import UserError, check_choice, check_int, check_number, is_int
 from flopplan.grpo.config import AGGREGATIONS, SCALE_REWARDS, LossConfig
@@ -18,7 +19,7 @@ from flopplan.lengths import Length
 from flopplan.planfile import PlanEntry, PlanFile
 from flopplan.recipe import Recipe
 
-WEIGHTLESS_POLICIES = ("tiny",)
+WEIGHTLESS_POLICIES = TINY_FAMILY
 """Policies that are trained from random initialisation by design (no weights exist for them)."""
 DEVICES = ("auto", "cpu", "cuda")
 ENGINES = ("builtin", "trl")
@@ -53,7 +54,7 @@ class TrainConfig:
     model_path: str | None = None
     random_init: bool = False
     reward_model_path: str | None = None
-    lr: float | None = None  # None: 3e-3 for the tiny policy, 1e-5 with LoRA, 1e-6 full fine-tuning
+    lr: float | None = None  # None: tiny family 3e-3 (tiny-l 1e-3), 1e-5 with LoRA, 1e-6 full fine-tuning
     lora_alpha: int | None = None  # None: 2 x rank
     temperature: float = 1.0
     clip_low: float = 0.2
