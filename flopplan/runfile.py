@@ -3,9 +3,11 @@ and whatever reads it (``flopplan report``, RACE's analysis, the time-model fit)
 
 A run folder holds ``config.json`` (what was asked), ``summary.json`` (a :class:`RunSummary`: what was spent,
 by bucket, against the budget and the plan), ``metrics.jsonl`` (one :class:`StepRecord` per step: metrics and
-cumulative FLOPs) and ``ledger.jsonl`` (one :class:`LedgerRecord` per step: every phase call with its shapes,
-FLOPs and seconds). Reading a summary is one call (:func:`load_summary`, :func:`load_run`) with one clear line
-for a bad file. The layout is versioned by ``RUN_VERSION``, recorded in the config and the summary.
+cumulative FLOPs), ``ledger.jsonl`` (one :class:`LedgerRecord` per step: every phase call with its shapes,
+FLOPs and seconds) and ``evaluations.jsonl`` (one :class:`EvalRecord` per evaluation and target: the score of
+every evaluation prompt, what RACE fits; :func:`load_evaluations`). Reading a summary is one call
+(:func:`load_summary`, :func:`load_run`) with one clear line for a bad file. The layout is versioned by
+``RUN_VERSION``, recorded in the config and the summary.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ SUMMARY = "summary.json"
 METRICS = "metrics.jsonl"
 LEDGER = "ledger.jsonl"
 CONFIG = "config.json"
+EVALUATIONS = "evaluations.jsonl"
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,52 @@ class LedgerRecord:
                 and all(k in BUCKET_OF and is_int(v) for k, v in c["executed"].items()) for c in charges):
             return None
         return LedgerRecord(int(data["step"]), tuple(charges), bool(data.get("partial", False)))
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """One line of ``evaluations.jsonl``: one evaluation target scored after ``step`` (0: the baseline before any
+    update). ``scores``: 1 or 0 per evaluation prompt (greedy completion correct by the task's rule), in the
+    target's fixed prompt order, the same for every run of the task (:mod:`flopplan.train.targets`), so runs pair
+    prompt by prompt. ``train_flops``: the ledger's rollout + learning + feedback FLOPs so far (evaluations
+    excluded: 0 at the baseline); ``flops``: every bucket so far, evaluations included (this one's too). Both leave
+    out abandoned and lost work, so a resumed run's records equal an uninterrupted run's."""
+
+    step: int
+    target: str
+    train_flops: int
+    flops: int
+    accuracy: float
+    scores: tuple[int, ...]
+
+    @property
+    def prompts(self) -> int:
+        return len(self.scores)
+
+    def to_data(self) -> dict[str, Any]:
+        return {"step": self.step, "target": self.target, "train_flops": self.train_flops, "flops": self.flops,
+                "accuracy": self.accuracy, "scores": list(self.scores), "prompts": self.prompts}
+
+    @staticmethod
+    def from_data(data: Any) -> EvalRecord | None:
+        """The record, or None for a line that is not one (a kill can cut the last line short)."""
+        if not isinstance(data, dict):
+            return None
+        scores = data.get("scores")
+        ok = (is_int(data.get("step")) and isinstance(data.get("target"), str) and is_int(data.get("train_flops"))
+              and is_int(data.get("flops")) and is_number(data.get("accuracy")) and isinstance(scores, list)
+              and all(s in (0, 1) and is_int(s) for s in scores) and data.get("prompts") == len(scores))
+        if not ok:
+            return None
+        return EvalRecord(int(data["step"]), data["target"], int(data["train_flops"]), int(data["flops"]),
+                          float(data["accuracy"]), tuple(int(s) for s in scores or ()))
+
+
+def load_evaluations(folder: str | Path, target: str | None = None) -> list[EvalRecord]:
+    """The evaluations of a run folder in the order they ran (each step's targets in the run's order), optionally
+    of one target; a line a kill cut short is skipped; no file (a run without evaluation): none."""
+    records = (EvalRecord.from_data(d) for d in read_step_log(Path(folder) / EVALUATIONS))
+    return [r for r in records if r is not None and (target is None or r.target == target)]
 
 
 def read_metrics(folder: str | Path) -> list[StepRecord]:

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from flopplan.cli import echo_json, fail, main
-from flopplan.cli.options import flop_budget, recipe_changes, recipe_options, steps_option
+from flopplan.cli.options import flop_budget, parse_number, recipe_changes, recipe_options, steps_option
 from flopplan.train.config import demo_recipe
 
 RESUME_OPTIONS = {"out_dir", "resume", "max_steps", "budget", "no_progress", "as_json"}
@@ -61,6 +61,12 @@ RESUME_OPTIONS = {"out_dir", "resume", "max_steps", "budget", "no_progress", "as
 @click.option("--prm-aggregate", default="min", show_default=True, type=click.Choice(["min", "prod", "last"]),
               help="How a PRM's step scores become one reward.")
 @click.option("--no-eval", is_flag=True, help="No held-out evaluation.")
+@click.option("--eval-targets", default="heldout", show_default=True,
+              help="Evaluation targets, comma-separated: heldout (the task's held-out strings), long (the same rule "
+                   "on strings twice as long); fixed prompt sets, one line per target and evaluation in "
+                   "evaluations.jsonl.")
+@click.option("--eval-at-flops", help="Also evaluate after the first step whose training FLOPs (evaluations "
+                                      "excluded) reach each of F1,F2,... (e.g. 1e9,3e9,1e10).")
 @click.option("--fixed-completion-len", "fixed_completion", is_flag=True,
               help="Every completion runs to --completion-len tokens (EOS held back): fixed shapes, as exactness "
                    "checks use.")
@@ -74,10 +80,12 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
           checkpoint_every: int, keep_checkpoints: int, resume: bool, measure_flops: bool, device: str,
           format_reward: float,
           reward_model_path: str | None, prm_aggregate: str, no_eval: bool, no_progress: bool, as_json: bool,
-          trainer_engine: str, fixed_completion: bool, **recipe_opts: Any) -> None:
+          trainer_engine: str, fixed_completion: bool, eval_targets: str, eval_at_flops: str | None,
+          **recipe_opts: Any) -> None:
     """Run GRPO with a FLOP ledger that never exceeds the budget (the validating run of a plan)."""
     from flopplan.train.config import replace_config, train_config
     from flopplan.train.runfolder import RunFolder
+    from flopplan.train.targets import parse_targets
 
     changes, tuning_given = recipe_changes(recipe_opts)
     if no_eval and {"eval_every", "eval_prompts"} & set(changes):
@@ -118,7 +126,8 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
             weight_decay=weight_decay, seed=seed, checkpoint_every=checkpoint_every,
             keep_checkpoints=keep_checkpoints, measure_flops=measure_flops,
             device=device, format_reward=format_reward, reward_model_path=reward_model_path,
-            prm_aggregate=prm_aggregate, engine=trainer_engine, fixed_completion=fixed_completion)
+            prm_aggregate=prm_aggregate, engine=trainer_engine, fixed_completion=fixed_completion,
+            eval_targets=parse_targets(eval_targets), eval_at_flops=flop_thresholds(eval_at_flops))
     if config.engine == "trl":
         _train_on_trl(config, resume, as_json)
         return
@@ -158,6 +167,19 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
         click.echo(f"flopplan: interrupted; continue with: flopplan train --out {shlex.quote(out_dir)} --resume",
                    err=True)
         sys.exit(130)
+
+
+def flop_thresholds(text: str | None) -> tuple[int, ...]:
+    """``--eval-at-flops 1e9,3e9``: whole FLOP counts, increasing, each once (given in any order)."""
+    if not text:
+        return ()
+    values = set()
+    for part in text.split(","):
+        value = parse_number(part.strip(), "--eval-at-flops")
+        if not isinstance(value, int):
+            fail(f"--eval-at-flops takes whole FLOP counts, not {part.strip()!r}")
+        values.add(value)
+    return tuple(sorted(values))
 
 
 def _train_on_trl(config: Any, resume: bool, as_json: bool) -> None:

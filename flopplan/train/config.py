@@ -73,6 +73,8 @@ class TrainConfig:
     engine: str = "builtin"
     fixed_completion: bool = False  # every completion runs to the maximum length (EOS held back until then)
     threads: int | None = None  # CPU threads for torch; None: 1 for policies under 50M parameters, else torch's
+    eval_targets: tuple[str, ...] = ("heldout",)  # flopplan.train.targets: the fixed prompt sets evaluated
+    eval_at_flops: tuple[int, ...] = ()  # also evaluate after the first step whose training FLOPs reach each
 
     def __post_init__(self) -> None:
         r = self.recipe
@@ -122,9 +124,50 @@ class TrainConfig:
             if not self.random_init and name not in WEIGHTLESS_POLICIES:
                 raise UserError(f"no weights for {name} on disk: pass --model-path DIR (a downloaded model) or "
                                 "--random-init (the architecture without weights)")
+        self._check_evaluation()
+        if self.reward_model_path is not None:
+            self._check_reward_model()
         if self.model_path is not None and self.random_init:
             raise UserError("--model-path loads weights; --random-init builds the registry architecture without "
                             "them: give one")
+
+    def _check_evaluation(self) -> None:
+        from flopplan.train.targets import parse_targets
+
+        r = self.recipe
+        if not isinstance(self.eval_targets, tuple) or not isinstance(self.eval_at_flops, tuple):
+            raise UserError("eval_targets and eval_at_flops must be lists")
+        if parse_targets(self.eval_targets) != self.eval_targets:
+            raise UserError(f"eval_targets must be distinct names, not {self.eval_targets!r}")
+        if r.eval_every is None and (self.eval_targets != ("heldout",) or self.eval_at_flops):
+            raise UserError("--eval-targets and --eval-at-flops need an evaluation set (--eval-every K and "
+                            "--eval-prompts N; a K beyond the run's steps evaluates at the FLOPs given only)")
+        for value in self.eval_at_flops:
+            if not is_int(value) or value <= 0:
+                raise UserError(f"eval_at_flops must be positive FLOP counts, not {value!r}")
+        if list(self.eval_at_flops) != sorted(set(self.eval_at_flops)):
+            raise UserError("eval_at_flops must be increasing, each once")
+        if self.dataset is not None and self.eval_targets != ("heldout",):
+            raise UserError("--eval-targets: a dataset run is evaluated on heldout (its --eval-dataset) only")
+        if self.dataset is None and "long" in self.eval_targets:
+            from flopplan.grpo.tasks import parse_task
+            from flopplan.train.targets import long_task
+
+            long_task(parse_task(self.task))
+
+    def _check_reward_model(self) -> None:
+        """A local reward model must have the architecture the recipe prices (``orm:tiny-rm`` with a tiny-rm
+        folder): the budget guard and the plan price the recipe's, the ledger charges the one that runs."""
+        from flopplan.arch import load_config
+
+        path = Path(str(self.reward_model_path))
+        if not (path / "config.json").exists():
+            raise UserError(f"--reward-model-path {str(path)!r} has no config.json")
+        loaded, priced = load_config(path), self.recipe.reward_spec
+        if priced is not None and _shapes(loaded) != _shapes(priced):
+            raise UserError(f"the reward model in {str(path)!r} is not a {priced.name} (hidden {loaded.hidden_size}, "
+                            f"{loaded.num_layers} layers, head {loaded.head.kind}): give --reward orm:ARCH with its "
+                            "architecture, so that the budget guard prices the model that runs")
 
     @property
     def max_new_tokens(self) -> int:
@@ -149,8 +192,18 @@ class TrainConfig:
             raise UserError(f"{where} has unknown keys: {', '.join(unknown)}")
         recipe = Recipe.from_data(data.pop("recipe", None), where)
         plan = data.pop("plan", None)
+        for key in ("eval_targets", "eval_at_flops"):
+            if isinstance(data.get(key), list):
+                data[key] = tuple(data[key])
         return TrainConfig(recipe=recipe, plan=None if plan is None else PlanEntry.from_data(plan, f"{where}: plan"),
                            **data)
+
+
+def _shapes(spec: Any) -> tuple[Any, ...]:
+    """What decides a model's FLOPs (not its name, source or context length)."""
+    return (spec.family, spec.hidden_size, spec.intermediate_size, spec.num_layers, spec.num_heads,
+            spec.num_kv_heads, spec.head_dim, spec.vocab_size, spec.qkv_bias, spec.o_bias, spec.mlp_bias,
+            spec.qk_norm, spec.head_layers, spec.sliding_window)
 
 
 def replace_config(config: TrainConfig, **changes: Any) -> TrainConfig:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,24 @@ from flopplan.fileio import (
     read_step_log,
     writable_folder,
 )
-from flopplan.runfile import CONFIG, LEDGER, METRICS, RUN_VERSION, SUMMARY, LedgerRecord, RunSummary, read_ledger
+from flopplan.runfile import (
+    CONFIG,
+    EVALUATIONS,
+    LEDGER,
+    METRICS,
+    RUN_VERSION,
+    SUMMARY,
+    LedgerRecord,
+    RunSummary,
+    read_ledger,
+)
 from flopplan.train.config import TrainConfig
 
 PROGRESS = "progress.jsonl"
 """The units of the step in progress, each logged as it ends (cleared when the step commits): what a kill lost."""
-RUN_FILES = frozenset({CONFIG, METRICS, LEDGER, SUMMARY, PROGRESS, "report.png", "checkpoints"})
+RUN_FILES = frozenset({CONFIG, METRICS, LEDGER, EVALUATIONS, SUMMARY, PROGRESS, "report.png", "checkpoints"})
+LOGS = (METRICS, LEDGER, EVALUATIONS)
+"""The step logs, appended step by step and trimmed back to the checkpoint on resume."""
 
 
 class RunFolder:
@@ -69,9 +82,13 @@ class RunFolder:
         """A new run folder (checked again under the lock), with empty logs and the run's configuration."""
         self.check_new()
         writable_folder(self.path, "run folder")
-        for name in (METRICS, LEDGER):
+        for name in LOGS:
             atomic_write_text(self.path / name, "")
         self.write_config(config)
+
+    def has_checkpoint_files(self) -> bool:
+        """Whether any checkpoint was ever written (readable or not)."""
+        return self.checkpoints.is_dir() and any(self.checkpoints.glob("step-*.pt"))
 
     def write_config(self, config: TrainConfig) -> None:
         atomic_write_json(self.path / CONFIG, {"flopplan_version": __version__, "flopplan_run_version": RUN_VERSION,
@@ -91,11 +108,15 @@ class RunFolder:
         except TypeError as exc:
             raise UserError(f"{str(path)!r} is not a flopplan run config ({exc})") from None
 
-    def append(self, step: int, charges: list[dict[str, Any]], metrics_line: dict[str, Any]) -> None:
-        """One step's ledger and metrics lines (each a whole line: a kill leaves at most one cut short), then the
-        step in progress is cleared."""
+    def append(self, step: int, charges: list[dict[str, Any]], metrics_line: dict[str, Any],
+               evaluations: Sequence[dict[str, Any]] = ()) -> None:
+        """One step's ledger, evaluation and metrics lines (each a whole line: a kill leaves at most one cut
+        short, and resume trims every log back to its checkpoint), then the step in progress is cleared."""
         with open(self.path / LEDGER, "a") as handle:
             handle.write(json.dumps({"step": step, "charges": charges}) + "\n")
+        if evaluations:
+            with open(self.path / EVALUATIONS, "a") as handle:
+                handle.write("".join(json.dumps(line) + "\n" for line in evaluations))
         with open(self.path / METRICS, "a") as handle:
             handle.write(json.dumps(metrics_line) + "\n")
         self.clear_progress()
@@ -111,11 +132,12 @@ class RunFolder:
     def lost_after(self, step: int) -> int:
         """Executed FLOPs the logs record after the checkpoint of ``step``: steps committed after it, and the units
         of the step in progress, all done and lost with the process."""
-        full = {r.step: r.executed_flops for r in read_ledger(self.path, partial=False) if r.step > step}
+        committed = {r.step: r.executed_flops for r in read_ledger(self.path, partial=False)}
+        full = {s: flops for s, flops in committed.items() if s > step}
         in_progress = 0
-        for line in read_step_log(self.path / PROGRESS):
+        for line in read_step_log(self.path / PROGRESS):  # units of a step that never committed
             record = LedgerRecord.from_data(line)
-            if record is not None and record.step > step and record.step not in full:
+            if record is not None and record.step not in committed:
                 in_progress += record.executed_flops
         return sum(full.values()) + in_progress
 
@@ -134,10 +156,23 @@ class RunFolder:
                                 f"{_ranges(missing)} of the {step} the checkpoint holds (restore it, or start a new "
                                 "run)")
 
+    def check_evaluations(self, step: int, targets: tuple[str, ...]) -> None:
+        """Every evaluation the metrics record up to ``step`` must be in ``evaluations.jsonl``, each target once."""
+        evaluated = sorted(line["step"] for line in self.metrics() if "eval_accuracy" in line and line["step"] <= step)
+        if not evaluated:
+            return
+        path = self.path / EVALUATIONS
+        have = {(line["step"], line.get("target")) for line in read_step_log(path)}
+        missing = sorted({s for s in evaluated for t in targets if (s, t) not in have})
+        if missing:
+            raise UserError(f"cannot resume {str(self.path)!r}: {EVALUATIONS} lacks the evaluation"
+                            f"{'s' if len(missing) > 1 else ''} of step{'s' if len(missing) > 1 else ''} "
+                            f"{_ranges(missing)} (restore it, or start a new run)")
+
     def trim(self, step: int) -> None:
         """Drop log lines of steps after ``step`` (done after the checkpoint, before a crash), a line a kill cut
         short, and the step in progress."""
-        for name in (METRICS, LEDGER):
+        for name in LOGS:
             kept = [line for line in read_step_log(self.path / name) if line["step"] <= step]
             atomic_write_text(self.path / name, "".join(json.dumps(line) + "\n" for line in kept))
         self.clear_progress()

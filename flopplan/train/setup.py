@@ -21,6 +21,7 @@ from flopplan.grpo.tokenizer import CharTokenizer
 from flopplan.measure.device import DevicePolicy
 from flopplan.measure.models import add_lora, build_model, enable_checkpointing
 from flopplan.train.config import WEIGHTLESS_POLICIES, TrainConfig
+from flopplan.train.targets import target_problems, task_split
 
 WEIGHTLESS_LR = {"tiny-s": 3e-3, "tiny": 3e-3, "tiny-l": 1e-3}
 """AdamW learning rates of the tiny family from random initialisation (full fine-tuning, the demo recipe), chosen
@@ -135,29 +136,33 @@ def load_reward_model(config: TrainConfig, precision: Precision, policy: Policy)
 @dataclass
 class Data:
     train: list[Problem]
-    evaluation: list[Problem]
+    targets: dict[str, list[Problem]]  # evaluation target -> its fixed problems (flopplan.train.targets), in order
     chance: float | None  # accuracy of a uniform guess (the built-in task), None for a dataset
+
+    @property
+    def evaluation(self) -> list[Problem]:
+        """The first target's problems (``heldout`` unless the run chose otherwise)."""
+        return next(iter(self.targets.values()), [])
 
 
 def load_data(config: TrainConfig, codec: Codec) -> Data:
-    """The training and held-out problems; every prompt must tokenize to at least one token."""
+    """The training problems and every evaluation target's; every prompt must tokenize to at least one token."""
     r = config.recipe
     if config.dataset:
         train = load_jsonl(config.dataset)
-        evaluation = load_jsonl(config.eval_dataset) if config.eval_dataset else []
         chance = None
     else:
         task = parse_task(config.task)
-        train, evaluation = task.split(config.train_size, r.eval_prompts, seed=config.seed)
+        train = task_split(config.task, config.train_size, r.eval_prompts)[0]
         chance = task.chance
+    targets: dict[str, list[Problem]] = {}
     if r.eval_prompts:
-        if len(evaluation) < r.eval_prompts:
-            hint = " (give --eval-dataset FILE, or --no-eval)" if config.dataset and not config.eval_dataset else ""
-            raise UserError(f"eval_prompts {r.eval_prompts} but the eval set has {len(evaluation)} "
-                            f"problems{hint}")
-        evaluation = evaluation[:r.eval_prompts]
+        targets = target_problems(config.eval_targets, r.eval_prompts, task=config.task,
+                                  train_size=config.train_size, dataset=config.dataset,
+                                  eval_dataset=config.eval_dataset)
     longest = {"train": 0, "evaluation": 0}
-    for part, problems in (("train", train), ("evaluation", evaluation)):
+    parts = [("train", train)] + [("evaluation", problems) for problems in targets.values()]
+    for part, problems in parts:
         for problem in problems:
             try:
                 ids = codec.encode(problem.prompt)
@@ -168,7 +173,7 @@ def load_data(config: TrainConfig, codec: Codec) -> Data:
                                 "one")
             longest[part] = max(longest[part], len(ids))
     check_lengths(config, longest["train"], longest["evaluation"])
-    return Data(train, evaluation, chance)
+    return Data(train, targets, chance)
 
 
 ATTENTION_COPIES = 3

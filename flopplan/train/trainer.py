@@ -3,14 +3,17 @@
 One step (one generation round): sample ``prompts_per_step`` prompts, generate ``group_size`` completions each
 (HF ``generate``), score them (rule or reward model), compute group-normalised advantages, optionally recompute
 old-policy and reference logprobs, then ``iterations`` passes of clipped-surrogate updates (AdamW, gradient
-clipping). Every ``eval_every`` steps (and once before the first), greedy accuracy on a held-out set.
+clipping). Before the first step, every ``eval_every`` steps and after the first step reaching each of
+``eval_at_flops`` training FLOPs, greedy accuracy on each evaluation target (:mod:`flopplan.train.evaluation`),
+one line per target in ``evaluations.jsonl``.
 
 Budget: before each step the core's guard (:func:`flopplan.cost.worst_case_round`: the step's actual prompts,
-every completion at the maximum length, its evaluation if due) prices the step; the run stops cleanly when it does
-not fit what is left. Charges of a step are committed to the ledger only when the step completes, so a checkpoint
-always holds a consistent ledger. Ctrl-C stops after the current phase: before the step's first update the step
-is abandoned (its FLOPs are counted as abandoned, against the budget; resume redoes it with the same randomness),
-from the first update on the step is completed; either way a checkpoint is written.
+every completion at the maximum length, and the evaluation's worst case whenever one may be due after it) prices
+the step; the run stops cleanly when it does not fit what is left. Charges of a step are committed to the ledger
+only when the step completes, so a checkpoint always holds a consistent ledger. Ctrl-C stops after the current
+phase: before the step's first update the step is abandoned (its FLOPs are counted as abandoned, against the
+budget; resume redoes it with the same randomness), from the first update on the step is completed; either way a
+checkpoint is written. A run killed before its first checkpoint starts again on ``--resume``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,15 @@ from flopplan.measure.models import recommended_threads
 from flopplan.runfile import PlanReference, RunSummary
 from flopplan.train import checkpoint as ckpt
 from flopplan.train.config import TrainConfig
+from flopplan.train.evaluation import (
+    EvalSchedule,
+    TargetScores,
+    charges_training_flops,
+    evaluate_targets,
+    evaluation_metrics,
+    training_flops,
+    worst_case_evaluation,
+)
 from flopplan.train.runfolder import RunFolder
 from flopplan.train.setup import Precision, load_data, load_policy, load_reward_model
 
@@ -52,6 +64,7 @@ class StepResult:
     step: int
     metrics: dict[str, float]
     charges: list[PhaseCharge] = field(default_factory=list)
+    evaluation: list[TargetScores] = field(default_factory=list)  # the evaluation after the step, if one ran
 
 
 class Trainer:
@@ -91,6 +104,9 @@ class Trainer:
         self.data = load_data(config, self.codec)
         self.reward_model = load_reward_model(config, self.precision, self.policy)
         self.ctx = P.PhaseContext(self.spec, self.conv, config.measure_flops)
+        self.schedule = EvalSchedule(self.recipe.eval_every, config.eval_at_flops)
+        self.eval_worst = worst_case_evaluation(self.recipe, self.codec, self.data.targets) \
+            if self.recipe.eval_every is not None else 0
         self.ledger = Ledger(config.budget_flops)
         self.step = 0
         self.data_position = 0
@@ -99,10 +115,10 @@ class Trainer:
         self._orders: dict[int, list[int]] = {}
         self.on_step: list[Callable[[StepResult, Ledger], None]] = []
         self.notes: list[str] = []
-        if resume:
+        if resume and self.folder.has_checkpoint_files():
             self._restore()
         else:
-            self.folder.create(config)
+            self._start(resume)
 
     @property
     def random_policy(self) -> bool:
@@ -132,6 +148,18 @@ class Trainer:
         ckpt.save_checkpoint(self.folder.checkpoints, self.step, state, self.config.keep_checkpoints)
         self.folder.write_summary(self.summary())
 
+    def _start(self, resume: bool) -> None:
+        """A new run; ``resume`` of one killed before its first checkpoint starts it again from its configuration
+        (nothing to continue from), charging what the logs record as done, as lost."""
+        lost = self.folder.lost_after(-1) if resume else 0
+        self.folder.create(self.config)
+        if resume:
+            self.notes.append("no checkpoint yet: the run starts again")
+        if lost:
+            self.ledger.lost += lost
+            self.notes.append(f"{lost:,} FLOPs done before the kill were lost and are charged")
+            self.save_checkpoint()
+
     def _restore(self) -> None:
         """Resume from the newest readable checkpoint. Work the log records after it (steps done before a kill,
         or a step in progress) was spent and is lost: it is charged as lost, against the budget, and checkpointed
@@ -153,6 +181,7 @@ class Trainer:
         baseline = self.recipe.eval_every is not None and self.recipe.eval_at_start and (
             self.step > 0 or any(line["step"] == 0 for line in self.folder.metrics()))
         self.folder.check_history(self.step, baseline)
+        self.folder.check_evaluations(self.step, tuple(self.data.targets))
         lost = self.folder.lost_after(self.step)
         self.ledger.lost += lost
         if self.config.budget_flops is not None and self.ledger.spent_in_total > self.config.budget_flops:
@@ -168,33 +197,35 @@ class Trainer:
 
     # -- the budget guard -------------------------------------------------------------------------------------
     def worst_case(self, problems: list[Problem] | None, with_eval: bool) -> int:
-        """An upper bound of the next round's FLOPs (and of its evaluation when due): the core's guard
+        """An upper bound of the next round's FLOPs (and of an evaluation after it): the core's guard
         (:func:`flopplan.cost.worst_case_round`) fed with this round's prompt tokens, as the policy and the reward
-        model read them, every completion at the maximum length. ``problems`` None: the evaluation alone."""
+        model read them, every completion at the maximum length; the evaluation's worst case over every target.
+        ``problems`` None: the evaluation alone."""
         r = self.recipe
-        prompts = reward_prompts = extra = None
-        if problems is not None:
-            prompts = [len(self.codec.encode(p.prompt)) for p in problems for _ in range(r.group_size)]
-            if self.reward_model is not None:
-                rm_codec = self.reward_model.codec or self.codec  # a local reward model has its own tokenizer
-                reward_prompts = [len(rm_codec.encode(p.prompt)) for p in problems for _ in range(r.group_size)]
-                extra = self.reward_model.extra_tokens
-        return worst_case_round(r, prompts, self.config.max_new_tokens, reward_prompt_tokens=reward_prompts,
-                                reward_extra=extra, eval_prompt_tokens=self.eval_prompt_tokens,
-                                eval_completion_max=self.eval_max_new_tokens, round_phases=problems is not None,
-                                evaluation=with_eval)
-
-    @property
-    def eval_prompt_tokens(self) -> list[int]:
-        return [len(self.codec.encode(p.prompt)) for p in self.data.evaluation]
+        total = self.eval_worst if with_eval else 0
+        if problems is None:
+            return total
+        prompts = [len(self.codec.encode(p.prompt)) for p in problems for _ in range(r.group_size)]
+        reward_prompts = extra = None
+        if self.reward_model is not None:
+            rm_codec = self.reward_model.codec or self.codec  # a local reward model has its own tokenizer
+            reward_prompts = [len(rm_codec.encode(p.prompt)) for p in problems for _ in range(r.group_size)]
+            extra = self.reward_model.extra_tokens
+        return total + worst_case_round(r, prompts, self.config.max_new_tokens, reward_prompt_tokens=reward_prompts,
+                                        reward_extra=extra, evaluation=False)
 
     @property
     def eval_max_new_tokens(self) -> int:
         return self.recipe.evaluation_completion_len.max
 
-    def _eval_due(self, step: int) -> bool:
-        every = self.recipe.eval_every
-        return every is not None and step % every == 0
+    def _next_step_worst(self, problems: list[Problem]) -> int:
+        """The guard's price of the next step: its round, plus an evaluation whenever one may be due after it
+        (every eval_every steps, or a FLOP threshold its worst case could reach)."""
+        step_worst = self.worst_case(problems, False)
+        if self.recipe.eval_every is None:
+            return step_worst
+        due = self.schedule.may_be_due(self.step + 1, training_flops(self.ledger), step_worst)
+        return step_worst + (self.eval_worst if due else 0)
 
     # -- phases -----------------------------------------------------------------------------------------------
     @contextmanager
@@ -212,15 +243,12 @@ class Trainer:
             return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def evaluate(self) -> tuple[dict[str, float], list[PhaseCharge]]:
-        prompts = [self.codec.encode(p.prompt) for p in self.data.evaluation]
+    def evaluate(self, on_charges: Any = lambda _: None) -> tuple[list[TargetScores], list[PhaseCharge]]:
+        """Every evaluation target, greedily (:func:`flopplan.train.evaluation.evaluate_targets`)."""
         with self._autocast():
-            rollouts, charges = P.generate(self.policy.model, self.codec, prompts, ctx=self.ctx,
-                                           lora=self.recipe.rollout_lora, batch=self.recipe.evaluation_batch_size,
-                                           max_new_tokens=self.eval_max_new_tokens, greedy=True, prefix="eval")
-        ended = [bool(c) and c[-1] == self.codec.eos_id for c in rollouts.completion_ids]
-        _, correct = rule_rewards(rollouts.completions, [p.answer for p in self.data.evaluation], ended)
-        return {"eval_accuracy": float(np.mean(correct)) if correct else 0.0}, charges
+            return evaluate_targets(self.policy.model, self.codec, self.data.targets, ctx=self.ctx,
+                                    lora=self.recipe.rollout_lora, batch=self.recipe.evaluation_batch_size,
+                                    max_new_tokens=self.eval_max_new_tokens, on_charges=on_charges)
 
     def run_step(self, problems: list[Problem]) -> StepResult:
         r, cfg, model = self.recipe, self.config, self.policy.model
@@ -276,11 +304,12 @@ class Trainer:
             "accuracy": float(np.mean(correct)), "completion_tokens": float(np.mean(lengths)),
             "ended_with_eos": float(np.mean(ended)), **stats,
         }
-        if self._eval_due(result.step):
+        trained = training_flops(self.ledger)
+        if self.recipe.eval_every is not None and self.schedule.due(
+                result.step, trained, trained + charges_training_flops(result.charges)):
             with self._phase(last_interruptible=False):
-                metrics, evaluated = self.evaluate()
-                self._charged(result, *evaluated)
-                result.metrics.update(metrics)
+                result.evaluation, _ = self.evaluate(lambda done: self._charged(result, *done))
+                result.metrics.update(evaluation_metrics(result.evaluation))
         return result
 
     def _charged(self, result: StepResult, *charges: PhaseCharge) -> None:
@@ -291,7 +320,8 @@ class Trainer:
             self.folder.append_partial(result.step, charge.to_data())
 
     # -- the loop ---------------------------------------------------------------------------------------------
-    def _commit(self, step: int, charges: list[PhaseCharge], metrics: dict[str, float]) -> None:
+    def _commit(self, step: int, charges: list[PhaseCharge], metrics: dict[str, float],
+                evaluation: list[TargetScores] | None = None) -> None:
         for charge in charges:
             self.ledger.charge(charge)
         if step > 0:
@@ -299,7 +329,9 @@ class Trainer:
         totals = self.ledger.totals()
         line = {"step": step, **metrics, "flops": totals["flops"], "useful_flops": totals["useful_flops"]["total"],
                 "time": time.time()}
-        self.folder.append(step, [c.to_data() for c in charges], line)
+        records = [e.record(step, training_flops(self.ledger), totals["flops"]["total"]).to_data()
+                   for e in evaluation or []]
+        self.folder.append(step, [c.to_data() for c in charges], line, records)
 
     def _should_stop(self, problems: list[Problem]) -> bool:
         if self.config.max_steps is not None and self.step >= self.config.max_steps:
@@ -309,7 +341,7 @@ class Trainer:
             self.stop_reason = "interrupted"
             return True
         if self.config.budget_flops is not None:
-            worst = self.worst_case(problems, self._eval_due(self.step + 1))
+            worst = self._next_step_worst(problems)
             if not self.ledger.fits(worst):
                 self.stop_reason = (f"budget: step {self.step + 1} could cost up to {worst:,} FLOPs, "
                                     f"{int(self.ledger.remaining):,} left")
@@ -338,9 +370,9 @@ class Trainer:
         budget = self.config.budget_flops
         if budget is None or self.step > 0:
             return
-        first = self.worst_case(self.prompts_at(self.data_position), self._eval_due(1))
-        baseline = self.worst_case(None, with_eval=True) if self.recipe.eval_every is not None and \
-            self.recipe.eval_at_start and not self._baseline_done() else 0
+        first = self._next_step_worst(self.prompts_at(self.data_position))
+        baseline = self.eval_worst if self.recipe.eval_every is not None and self.recipe.eval_at_start and \
+            not self._baseline_done() else 0
         if first + baseline > self.ledger.remaining:
             extra = f" plus {baseline:,} for the baseline evaluation" if baseline else ""
             raise UserError(f"the budget ({budget:,} FLOPs) buys no step: the first could cost up to {first:,} FLOPs"
@@ -350,10 +382,11 @@ class Trainer:
         r, cfg = self.recipe, self.config
         self._refuse_a_budget_without_a_step()
         baseline = self.step == 0 and r.eval_every is not None and r.eval_at_start and not self._baseline_done()
-        if baseline and self.ledger.fits(self.worst_case(None, with_eval=True)):
-            metrics, charges = self.evaluate()
-            self.last_eval = metrics
-            self._commit(0, charges, metrics)
+        if baseline and self.ledger.fits(self.eval_worst):
+            evaluation, charges = self.evaluate(self._baseline_in_progress)
+            metrics = evaluation_metrics(evaluation)
+            self.last_eval = {"eval_accuracy": metrics["eval_accuracy"]}
+            self._commit(0, charges, metrics, evaluation)
         with self._progress() as bar:
             self.on_step.append(bar)
             while True:
@@ -371,13 +404,17 @@ class Trainer:
                 self.data_position += r.prompts_per_step
                 if "eval_accuracy" in result.metrics:
                     self.last_eval = {"eval_accuracy": result.metrics["eval_accuracy"]}
-                self._commit(self.step, result.charges, result.metrics)
+                self._commit(self.step, result.charges, result.metrics, result.evaluation)
                 for observer in self.on_step:
                     observer(result, self.ledger)
                 if cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0:
                     self.save_checkpoint()
         self.save_checkpoint()
         return self.summary()
+
+    def _baseline_in_progress(self, charges: list[PhaseCharge]) -> None:
+        for charge in charges:  # logged as they run: a kill mid-baseline leaves a record of the work it lost
+            self.folder.append_partial(0, charge.to_data())
 
     def _baseline_done(self) -> bool:
         return any(line["step"] == 0 for line in self.folder.metrics())
