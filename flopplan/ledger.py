@@ -133,7 +133,9 @@ def _zero() -> dict[str, int]:
 class Ledger:
     """Running totals by phase (executed, useful), by unit (executed and measured) and the budget they are
     charged against. ``abandoned``: FLOPs of interrupted, rolled-back steps; ``lost``: FLOPs of steps a kill
-    lost after the last checkpoint. Neither is in the buckets, both were spent, both count against the budget."""
+    lost after the last checkpoint. Neither is in the buckets, both were spent, both count against the budget
+    (``charge_lost`` False: lost work is recorded but not charged, so a resumed run does the steps of an
+    uninterrupted one; RACE's pilots run so and report the lost work beside their spending)."""
 
     budget_flops: int | None = None
     executed: dict[str, int] = field(default_factory=_zero)
@@ -146,6 +148,7 @@ class Ledger:
     abandoned: int = 0
     lost: int = 0
     interrupted: dict[str, Any] | None = None
+    charge_lost: bool = True
 
     @property
     def spent(self) -> int:
@@ -157,9 +160,14 @@ class Ledger:
         return self.spent + self.abandoned + self.lost
 
     @property
+    def charged(self) -> int:
+        """What counts against the budget: everything, lost work only when it is charged."""
+        return self.spent_in_total - (0 if self.charge_lost else self.lost)
+
+    @property
     def remaining(self) -> float:
         """What the budget still allows: abandoned and lost steps were real compute, so they count here too."""
-        return float("inf") if self.budget_flops is None else self.budget_flops - self.spent_in_total
+        return float("inf") if self.budget_flops is None else self.budget_flops - self.charged
 
     def fits(self, flops: int) -> bool:
         return flops <= self.remaining
@@ -187,6 +195,7 @@ class Ledger:
             "seconds": {u: round(s, 3) for u, s in self.seconds.items()},
             "abandoned_flops": self.abandoned,
             "lost_flops": self.lost,
+            "lost_charged": self.charge_lost,
             "interrupted": self.interrupted,
         }
         if self.unit_measured:
@@ -204,7 +213,8 @@ class Ledger:
         return {"budget_flops": self.budget_flops, "executed": self.executed, "useful": self.useful,
                 "unit_executed": self.unit_executed, "unit_measured": self.unit_measured,
                 "unit_bucket": self.unit_bucket, "seconds": self.seconds, "steps_completed": self.steps_completed,
-                "abandoned": self.abandoned, "lost": self.lost, "interrupted": self.interrupted}
+                "abandoned": self.abandoned, "lost": self.lost, "interrupted": self.interrupted,
+                "charge_lost": self.charge_lost}
 
     @staticmethod
     def from_state(state: dict[str, Any]) -> Ledger:
@@ -219,4 +229,5 @@ class Ledger:
         ledger.abandoned = int(state.get("abandoned", 0))
         ledger.lost = int(state.get("lost", 0))
         ledger.interrupted = state.get("interrupted")
+        ledger.charge_lost = state.get("charge_lost", True) is not False
         return ledger

@@ -63,7 +63,8 @@ class RunSummary:
     """What a run spent and learned. FLOPs are the ledger's exact integers: ``flops`` as executed (padding
     included), ``useful_flops`` without padding, ``measured_flops`` FlopCounterMode's count when measured;
     ``abandoned_flops`` (steps interrupted and rolled back) and ``lost_flops`` (steps a kill lost, redone on
-    resume) were spent too and count against the budget."""
+    resume) were spent too and count against the budget, lost work unless ``lost_charged`` is false (a run asked
+    to keep its steps those of an uninterrupted run: ``flopplan train --lost-outside-budget``)."""
 
     model: str
     reward: str
@@ -75,6 +76,7 @@ class RunSummary:
     seconds: dict[str, float] = field(default_factory=dict)
     abandoned_flops: int = 0
     lost_flops: int = 0
+    lost_charged: bool = True
     stop_reason: str = ""
     final: dict[str, Any] | None = None
     eval_accuracy: tuple[tuple[int, float, int], ...] = ()  # (step, accuracy, FLOPs spent) per evaluation
@@ -100,11 +102,16 @@ class RunSummary:
 
     @property
     def leftover_flops(self) -> int | None:
-        return None if self.budget_flops is None else self.budget_flops - self.spent
+        return None if self.budget_flops is None else self.budget_flops - self.charged
+
+    @property
+    def charged(self) -> int:
+        """What counts against the budget."""
+        return self.spent - (0 if self.lost_charged else self.lost_flops)
 
     @property
     def within_budget(self) -> bool:
-        return self.budget_flops is None or self.spent <= self.budget_flops
+        return self.budget_flops is None or self.charged <= self.budget_flops
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -112,7 +119,8 @@ class RunSummary:
             "model": self.model, "reward": self.reward, "steps": self.steps, "budget_flops": self.budget_flops,
             "flops": self.flops, "useful_flops": self.useful_flops, "phases": self.phases, "seconds": self.seconds,
             "leftover_flops": self.leftover_flops, "abandoned_flops": self.abandoned_flops,
-            "lost_flops": self.lost_flops, "within_budget": self.within_budget, "stop_reason": self.stop_reason,
+            "lost_flops": self.lost_flops, "lost_charged": self.lost_charged,
+            "within_budget": self.within_budget, "stop_reason": self.stop_reason,
             "final": self.final, "eval_accuracy": [list(e) for e in self.eval_accuracy], "chance": self.chance,
             "random_init_policy": self.random_init_policy, "random_init_reward_model": self.random_init_reward_model,
             "conventions": self.conventions, "device": self.device, "dtype": self.dtype,
@@ -173,7 +181,8 @@ class RunSummary:
             model=str(data.get("model", "")), reward=str(data.get("reward", "")), steps=int(data.get("steps", 0)),
             budget_flops=budget, flops=flops, useful_flops=useful, phases=dict(data.get("phases", {})),
             seconds=dict(data.get("seconds", {})), abandoned_flops=int(data.get("abandoned_flops", 0)),
-            lost_flops=int(data.get("lost_flops", 0)), stop_reason=str(data.get("stop_reason", "")), final=final,
+            lost_flops=int(data.get("lost_flops", 0)), lost_charged=data.get("lost_charged", True) is not False,
+            stop_reason=str(data.get("stop_reason", "")), final=final,
             eval_accuracy=tuple((int(s), float(a), int(f)) for s, a, f in evals),
             chance=None if chance is None else float(chance), measured_flops=measured_flops,
             measured_by_unit=data.get("measured_by_unit"),

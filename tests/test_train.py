@@ -180,12 +180,14 @@ def _work_since_checkpoint(run: Path) -> int:
 
 
 @pytest.mark.slow
-def test_killed_k_times_charges_the_lost_work_and_never_exceeds_the_budget(tmp_path):
+@pytest.mark.parametrize("charged", [True, False], ids=["lost-charged", "lost-outside-budget"])
+def test_killed_k_times_charges_the_lost_work_and_never_exceeds_the_budget(tmp_path, charged):
     """Three kills at different points of a budgeted run: every resume charges what the kill lost, the budget
-    holds counting it, and every step both runs made is identical to the uninterrupted run's."""
+    holds counting it, and every step both runs made is identical to the uninterrupted run's. With
+    --lost-outside-budget the lost work is recorded only, and the run makes exactly the uninterrupted run's steps."""
     limit = 20_000_000_000
     budget = ["--budget", str(limit), *SMALL, "--completion-len", "3", "--checkpoint-every", "3", "--no-eval",
-              "--seed", "3"]
+              "--seed", "3", *(() if charged else ("--lost-outside-budget",))]
     straight = tmp_path / "straight"
     flopplan("train", "--out", str(straight), *budget)
     steps = summary_of(straight)["steps"]
@@ -200,11 +202,16 @@ def test_killed_k_times_charges_the_lost_work_and_never_exceeds_the_budget(tmp_p
         expected_lost += _work_since_checkpoint(run)
     flopplan("train", "--out", str(run), "--resume", "--no-progress")
     s, full = summary_of(run), summary_of(straight)
-    assert s["lost_flops"] == expected_lost > 0 and s["within_budget"]
-    assert s["flops"]["total"] + s["lost_flops"] <= limit and s["stop_reason"].startswith("budget")
-    assert s["steps"] <= full["steps"]  # it may stop earlier, by the lost work
+    assert s["lost_flops"] == expected_lost > 0 and s["within_budget"] and s["lost_charged"] is charged
+    assert s["stop_reason"].startswith("budget")
     ours, theirs = _per_step(run), _per_step(straight)
     assert all(ours[step] == theirs[step] for step in ours if step in theirs)
+    if charged:
+        assert s["flops"]["total"] + s["lost_flops"] <= limit
+        assert s["steps"] <= full["steps"]  # it may stop earlier, by the lost work
+    else:
+        assert s["flops"] == full["flops"] and s["steps"] == full["steps"] and ours == theirs
+        assert s["flops"]["total"] <= limit
 
 
 @pytest.mark.slow
@@ -443,3 +450,20 @@ def test_full_fine_tuning_on_gpu_keeps_float32_master_weights(tmp_path):
     assert s["dtype"] == "float32 weights, bfloat16 autocast" and s["measured_equals_closed_form"]
     state = torch.load(sorted((run / "checkpoints").iterdir())[-1], weights_only=False)
     assert all(v.dtype == torch.float32 for v in state["trainable"].values())
+
+
+def test_lost_work_outside_the_budget_is_recorded_not_charged():
+    from flopplan.ledger import Ledger
+    from flopplan.runfile import RunSummary
+
+    for charge_lost in (True, False):
+        ledger = Ledger(800, charge_lost=charge_lost)
+        ledger.executed["update"] = 600
+        ledger.lost = 300
+        assert ledger.spent_in_total == 900
+        assert ledger.remaining == (-100 if charge_lost else 200)
+        restored = Ledger.from_state(json.loads(json.dumps(ledger.to_state())))
+        assert restored.charge_lost is charge_lost and restored.remaining == ledger.remaining
+        summary = RunSummary.from_data({**RunSummary("tiny", "rule", 1, None, {"total": 0}, {"total": 0}).to_data(),
+                                        **ledger.totals()})
+        assert summary.lost_charged is charge_lost and summary.within_budget is not charge_lost

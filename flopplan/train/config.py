@@ -75,6 +75,7 @@ class TrainConfig:
     threads: int | None = None  # CPU threads for torch; None: 1 for policies under 50M parameters, else torch's
     eval_targets: tuple[str, ...] = ("heldout",)  # flopplan.train.targets: the fixed prompt sets evaluated
     eval_at_flops: tuple[int, ...] = ()  # also evaluate after the first step whose training FLOPs reach each
+    charge_lost: bool = True  # False: work a kill lost is recorded, not charged (the steps stay an uninterrupted run's)
 
     def __post_init__(self) -> None:
         r = self.recipe

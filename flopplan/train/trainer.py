@@ -107,7 +107,7 @@ class Trainer:
         self.schedule = EvalSchedule(self.recipe.eval_every, config.eval_at_flops)
         self.eval_worst = worst_case_evaluation(self.recipe, self.codec, self.data.targets) \
             if self.recipe.eval_every is not None else 0
-        self.ledger = Ledger(config.budget_flops)
+        self.ledger = Ledger(config.budget_flops, charge_lost=config.charge_lost)
         self.step = 0
         self.data_position = 0
         self.last_eval: dict[str, float] = {}
@@ -157,7 +157,8 @@ class Trainer:
             self.notes.append("no checkpoint yet: the run starts again")
         if lost:
             self.ledger.lost += lost
-            self.notes.append(f"{lost:,} FLOPs done before the kill were lost and are charged")
+            self.notes.append(f"{lost:,} FLOPs done before the kill were lost and are "
+                              f"{'charged' if self.config.charge_lost else 'recorded, not charged'}")
             self.save_checkpoint()
 
     def _restore(self) -> None:
@@ -178,21 +179,23 @@ class Trainer:
         except Exception as exc:  # a checkpoint of another run or version: one clear line
             raise UserError(f"checkpoint {str(path)!r} cannot be read ({type(exc).__name__}: {exc})") from None
         self.ledger.budget_flops = self.config.budget_flops
+        self.ledger.charge_lost = self.config.charge_lost
         baseline = self.recipe.eval_every is not None and self.recipe.eval_at_start and (
             self.step > 0 or any(line["step"] == 0 for line in self.folder.metrics()))
         self.folder.check_history(self.step, baseline)
         self.folder.check_evaluations(self.step, tuple(self.data.targets))
         lost = self.folder.lost_after(self.step)
         self.ledger.lost += lost
-        if self.config.budget_flops is not None and self.ledger.spent_in_total > self.config.budget_flops:
-            raise UserError(f"the run has already spent {self.ledger.spent_in_total:,} FLOPs, more than the "
+        if self.config.budget_flops is not None and self.ledger.charged > self.config.budget_flops:
+            raise UserError(f"the run has already spent {self.ledger.charged:,} FLOPs, more than the "
                             f"budget of {self.config.budget_flops:,}")
         if self.config.max_steps is not None and self.config.max_steps <= self.step:
             raise UserError(f"the run has done {self.step} steps: --steps {self.config.max_steps} does not extend it "
                             "(give more steps, or a larger --budget)")
         self.folder.trim(self.step)
         if lost:
-            self.notes.append(f"{lost:,} FLOPs done after the last checkpoint were lost and are charged")
+            self.notes.append(f"{lost:,} FLOPs done after the last checkpoint were lost and are "
+                              f"{'charged' if self.config.charge_lost else 'recorded, not charged'}")
             self.save_checkpoint()
 
     # -- the budget guard -------------------------------------------------------------------------------------
