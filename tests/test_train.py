@@ -467,3 +467,16 @@ def test_lost_work_outside_the_budget_is_recorded_not_charged():
         summary = RunSummary.from_data({**RunSummary("tiny", "rule", 1, None, {"total": 0}, {"total": 0}).to_data(),
                                         **ledger.totals()})
         assert summary.lost_charged is charge_lost and summary.within_budget is not charge_lost
+
+
+@pytest.mark.parametrize("limit", [["--steps", "3"], ["--budget", "6e9"]], ids=["steps", "budget"])
+def test_eval_at_end_evaluates_after_the_last_step(tmp_path, limit):
+    """--eval-at-end: the last step evaluates (by --steps, or because the budget, an evaluation kept in reserve,
+    leaves no room for another step), and the budget holds with it."""
+    out = tmp_path / "run"
+    cli("train", "--model", "tiny-s", "--full", "--prompts-per-step", "4", "-G", "4", "--eval-every", "1000",
+        "--eval-prompts", "8", "--eval-targets", "heldout,long", "--eval-at-end", "--no-progress", "--out",
+        str(out), *limit, check=True)
+    s = summary_of(out)
+    evaluated = sorted({json.loads(line)["step"] for line in (out / "evaluations.jsonl").read_text().splitlines()})
+    assert evaluated == [0, s["steps"]] and s["steps"] >= 2 and s["within_budget"]

@@ -60,6 +60,9 @@ RESUME_OPTIONS = {"out_dir", "resume", "max_steps", "budget", "no_progress", "as
 @click.option("--reward-model-path", type=click.Path(file_okay=False), help="A local reward model folder.")
 @click.option("--prm-aggregate", default="min", show_default=True, type=click.Choice(["min", "prod", "last"]),
               help="How a PRM's step scores become one reward.")
+@click.option("--eval-at-end", is_flag=True,
+              help="Also evaluate after the last step: every step keeps an evaluation's worst case in reserve, and "
+                   "the step after which the next would not fit (or the last of --steps) evaluates.")
 @click.option("--lost-outside-budget", is_flag=True,
               help="Work a kill loses is recorded but not charged against the budget, so a resumed run does the "
                    "steps of an uninterrupted one (RACE's pilots).")
@@ -84,7 +87,7 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
           format_reward: float,
           reward_model_path: str | None, prm_aggregate: str, no_eval: bool, no_progress: bool, as_json: bool,
           trainer_engine: str, fixed_completion: bool, eval_targets: str, eval_at_flops: str | None,
-          lost_outside_budget: bool,
+          eval_at_end: bool, lost_outside_budget: bool,
           **recipe_opts: Any) -> None:
     """Run GRPO with a FLOP ledger that never exceeds the budget (the validating run of a plan)."""
     from flopplan.train.config import replace_config, train_config
@@ -132,7 +135,7 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
             device=device, format_reward=format_reward, reward_model_path=reward_model_path,
             prm_aggregate=prm_aggregate, engine=trainer_engine, fixed_completion=fixed_completion,
             eval_targets=parse_targets(eval_targets), eval_at_flops=flop_thresholds(eval_at_flops),
-            charge_lost=not lost_outside_budget)
+            eval_at_end=eval_at_end, charge_lost=not lost_outside_budget)
     if config.engine == "trl":
         _train_on_trl(config, resume, as_json)
         return

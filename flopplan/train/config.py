@@ -75,6 +75,7 @@ class TrainConfig:
     threads: int | None = None  # CPU threads for torch; None: 1 for policies under 50M parameters, else torch's
     eval_targets: tuple[str, ...] = ("heldout",)  # flopplan.train.targets: the fixed prompt sets evaluated
     eval_at_flops: tuple[int, ...] = ()  # also evaluate after the first step whose training FLOPs reach each
+    eval_at_end: bool = False  # also evaluate after the last step (an evaluation kept in reserve at every step)
     charge_lost: bool = True  # False: work a kill lost is recorded, not charged (the steps stay an uninterrupted run's)
 
     def __post_init__(self) -> None:
@@ -140,9 +141,9 @@ class TrainConfig:
             raise UserError("eval_targets and eval_at_flops must be lists")
         if parse_targets(self.eval_targets) != self.eval_targets:
             raise UserError(f"eval_targets must be distinct names, not {self.eval_targets!r}")
-        if r.eval_every is None and (self.eval_targets != ("heldout",) or self.eval_at_flops):
-            raise UserError("--eval-targets and --eval-at-flops need an evaluation set (--eval-every K and "
-                            "--eval-prompts N; a K beyond the run's steps evaluates at the FLOPs given only)")
+        if r.eval_every is None and (self.eval_targets != ("heldout",) or self.eval_at_flops or self.eval_at_end):
+            raise UserError("--eval-targets, --eval-at-flops and --eval-at-end need an evaluation set (--eval-every K "
+                            "and --eval-prompts N; a K beyond the run's steps evaluates at the FLOPs given only)")
         for value in self.eval_at_flops:
             if not is_int(value) or value <= 0:
                 raise UserError(f"eval_at_flops must be positive FLOP counts, not {value!r}")

@@ -227,8 +227,20 @@ class Trainer:
         step_worst = self.worst_case(problems, False)
         if self.recipe.eval_every is None:
             return step_worst
-        due = self.schedule.may_be_due(self.step + 1, training_flops(self.ledger), step_worst)
+        due = self.config.eval_at_end or self.schedule.may_be_due(self.step + 1, training_flops(self.ledger),
+                                                                  step_worst)
         return step_worst + (self.eval_worst if due else 0)
+
+    def _is_last(self, result: StepResult) -> bool:
+        """Whether ``result`` (done, not yet committed) is the run's last step: --steps reached, or the step after
+        it would not fit what the budget leaves (its round and the evaluation kept in reserve)."""
+        if self.config.max_steps is not None and result.step >= self.config.max_steps:
+            return True
+        if self.config.budget_flops is None:
+            return False
+        left = self.ledger.remaining - sum(c.executed_total for c in result.charges)
+        following = self.prompts_at(self.data_position + self.recipe.prompts_per_step)
+        return self.worst_case(following, False) + self.eval_worst > left
 
     # -- phases -----------------------------------------------------------------------------------------------
     @contextmanager
@@ -308,8 +320,9 @@ class Trainer:
             "ended_with_eos": float(np.mean(ended)), **stats,
         }
         trained = training_flops(self.ledger)
-        if self.recipe.eval_every is not None and self.schedule.due(
-                result.step, trained, trained + charges_training_flops(result.charges)):
+        if self.recipe.eval_every is not None and (self.schedule.due(
+                result.step, trained, trained + charges_training_flops(result.charges)) or (
+                cfg.eval_at_end and self._is_last(result))):
             with self._phase(last_interruptible=False):
                 result.evaluation, _ = self.evaluate(lambda done: self._charged(result, *done))
                 result.metrics.update(evaluation_metrics(result.evaluation))
