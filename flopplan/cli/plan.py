@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -162,13 +163,21 @@ def compare(models: tuple[str, ...], rewards: tuple[str, ...], recipe_file: str 
 @click.option("--out", "out_dir", default="tables", show_default=True, type=click.Path(file_okay=False),
               help="Folder to write the tables into.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if any committed table differs.")
+@click.option("--race", "race_dir", type=click.Path(file_okay=False),
+              help="Instead: a race's tables (recommendation, arms at F, and RACE against the exhaustive answer "
+                   "when benchmarks/race_regret.py left regret.json), from its race.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print the files written (or stale) as JSON.")
-def tables(out_dir: str, check: bool, as_json: bool) -> None:
-    """Regenerate the paper tables (Markdown, LaTeX, CSV) from the closed form."""
+def tables(out_dir: str, check: bool, race_dir: str | None, as_json: bool) -> None:
+    """Regenerate the paper tables (Markdown, LaTeX, CSV) from the closed form, or a race's from its race.json."""
     from flopplan.report.generate import stale_tables, write_tables
 
+    generate = None
+    if race_dir is not None:
+        from flopplan.report.generate import race_tables
+
+        generate = functools.partial(race_tables, race_dir)
     if check:
-        stale = stale_tables(out_dir)
+        stale = stale_tables(out_dir, generate)
         if as_json:
             echo_json({"folder": out_dir, "stale": stale})
         elif stale:
@@ -178,7 +187,7 @@ def tables(out_dir: str, check: bool, as_json: bool) -> None:
         if stale:
             sys.exit(1)
         return
-    written = [str(p) for p in write_tables(out_dir)]
+    written = [str(p) for p in write_tables(out_dir, generate)]
     if as_json:
         echo_json({"folder": out_dir, "written": written})
         return

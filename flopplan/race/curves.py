@@ -433,7 +433,8 @@ def fit_power_law(flops: ArrayLike, rewards: ArrayLike, *, r0: float | None = No
     alpha, ln_c = np.polyfit(np.log(f[use]), np.log(y[use] - r0_), 1, w=np.sqrt(w[use]))
     c = float(np.exp(ln_c))
     sse = float(np.sum(w[use] * (y[use] - r0_ - c * f[use] ** alpha) ** 2))
-    ceiling = float(((a_max - r0_) / c) ** (1.0 / alpha)) if alpha > 0 else float("inf")
+    with np.errstate(over="ignore"):  # a tiny alpha puts the ceiling beyond float range: infinity, said as such
+        ceiling = float(np.power((a_max - r0_) / c, 1.0 / alpha)) if alpha > 0 else float("inf")
     return PowerLawFit(c=c, alpha=float(alpha), r0=r0_, sse=sse, n_used=int(use.sum()),
                        n_excluded=int(pos.sum() - use.sum()), f_at_ceiling=ceiling)
 

@@ -1,0 +1,119 @@
+"""RACE against the exhaustive answer: run every arm of a demo grid to the full budget F (what RACE tries not to
+pay for), repeat the whole protocol with independent seeds, and report, per evaluation target and repetition, the
+rank of RACE's recommended arm in the exhaustive ranking, its regret (the exhaustive best's mean minus the
+recommended arm's) beside the seed noise, and the pilots' share of F.
+
+    python benchmarks/race_regret.py --out race-regret               # the demo grid (flopplan race demo)
+    python benchmarks/race_regret.py --out race-regret --grid quick  # the tests' grid, minutes
+
+Exhaustive runs: each arm at F (less its reward model's upfront training, as the validating run), with
+``--exhaustive-seeds`` seeds of their own (1000, 1001, ...), evaluated after their last step on every target;
+an arm's value is the mean over those seeds of its final accuracy, and the seed noise printed is the median
+over arms of the standard error of that mean. RACE's repetition r uses seeds 10 r, 10 r + 1, ...; the held-out
+target is never fitted: RACE's arm there is the fitted target's recommendation. Everything resumes: killed and
+rerun, finished runs are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from flopplan.cli.race import race_base
+from flopplan.fileio import atomic_write_json
+from flopplan.race.analysis import analyze
+from flopplan.race.collect import race_input
+from flopplan.race.demo import DEMO, QUICK, design, train_reward_model
+from flopplan.race.design import RaceDesign
+from flopplan.race.report import write_outputs
+from flopplan.race.runner import PilotTask, pilot_done, run_pilot, run_race
+from flopplan.race.tables import regret_table
+from flopplan.report.console import print_tables
+from flopplan.runfile import load_evaluations
+
+
+def exhaustive(root: Path, race: RaceDesign, seeds: list[int], jobs: int) -> dict[str, dict[str, list[float]]]:
+    """Every arm at F, each seed: {target: {arm: [final accuracy per seed]}}."""
+    folder = root / "exhaustive"
+    tasks = [PilotTask(a.name, s, -1, race.budget_flops - a.upfront_flops, folder / a.name / f"seed{s}")
+             for a in race.arms for s in seeds]
+    todo = [t for t in tasks if not pilot_done(t.folder, t.budget)]
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    print(f"exhaustive: {len(todo)} of {len(tasks)} runs to go, each at {race.budget_flops:.3g} FLOPs", flush=True)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for done, task in enumerate(pool.map(lambda t: run_pilot(race, folder, t, "builtin", threads), todo), 1):
+            print(f"  {done}/{len(todo)}: {task.arm} seed {task.seed}", flush=True)
+    values: dict[str, dict[str, list[float]]] = {t: {} for t in race.targets}
+    for task in tasks:
+        records = load_evaluations(task.folder)
+        for target in race.targets:
+            last = [r for r in records if r.target == target][-1]
+            values[target].setdefault(task.arm, []).append(last.accuracy)
+    return values
+
+
+def rows_for(rep: int, analysis, values: dict[str, dict[str, list[float]]]) -> list[dict]:
+    fitted = [r for r in analysis.recommendations if r.target in analysis.fitted_targets]
+    arm = fitted[0].arm if fitted else None
+    out = []
+    for target, by_arm in values.items():
+        means = {a: float(np.mean(v)) for a, v in by_arm.items()}
+        noise = statistics.median(float(np.std(v, ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0
+                                  for v in by_arm.values())
+        best = max(means, key=lambda a: (means[a], a))
+        rank = None if arm is None else 1 + sum(m > means[arm] for m in means.values())
+        out.append({"repetition": rep, "target": target, "fitted": target in analysis.fitted_targets, "arm": arm,
+                    "confidence": fitted[0].confidence if fitted else None, "rank": rank, "arms": len(means),
+                    "regret": None if arm is None else means[best] - means[arm], "noise": noise, "best": best,
+                    "exhaustive": means, "pilot_share": analysis.pilot_share})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--grid", choices=["demo", "quick"], default="demo")
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--exhaustive-seeds", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    grid = DEMO if args.grid == "demo" else QUICK
+    root: Path = args.out
+    root.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    uses_rm = any(r.startswith("orm") for r in grid.rewards)
+    reward_model = train_reward_model(root, grid, print) if uses_rm else None
+    analyses = []
+    for rep in range(args.repetitions):
+        folder = root / f"race{rep}"
+        race = design(folder, grid, race_base(), reward_model, f"benchmarks/race_regret.py --grid {args.grid}",
+                      first_seed=10 * rep)
+        run_race(folder, jobs=args.jobs, log=print)
+        analysis = analyze(race_input(race, folder, f"flopplan race analyze {folder}"))
+        write_outputs(analysis, folder, plots=False)
+        analyses.append(analysis)
+        print(f"repetition {rep}: {[(r.target, r.arm, r.confidence) for r in analysis.recommendations]}",
+              flush=True)
+    values = exhaustive(root, RaceDesign.load(root / "race0"), [1000 + i for i in range(args.exhaustive_seeds)],
+                        args.jobs)
+    rows = [row for rep, analysis in enumerate(analyses) for row in rows_for(rep, analysis, values)]
+    atomic_write_json(root / "regret.json", {"grid": args.grid, "rows": rows,
+                                              "seconds": round(time.monotonic() - start, 1)})
+    print_tables([regret_table(rows)], [
+        f"exhaustive: every arm at F with {args.exhaustive_seeds} seeds; value = mean final accuracy; seed noise = "
+        "median over arms of the standard error of that mean",
+        "exhaustive means: " + "; ".join(f"{t}: " + ", ".join(f"{a} {np.mean(v):.3f}" for a, v in by.items())
+                                         for t, by in values.items()),
+        f"took {(time.monotonic() - start) / 60:.1f} min (resumed runs count only the time of this call)"])
+    print(json.dumps({"wrote": str(root / "regret.json")}))
+
+
+if __name__ == "__main__":
+    main()

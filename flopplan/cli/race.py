@@ -1,0 +1,221 @@
+"""``flopplan race``: the pilot-grid protocol (design -> run -> analyze -> validate, and the demo that does all
+four on this machine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from flopplan.cli import command_line, echo_json, fail, main
+from flopplan.cli.options import build_recipe, names_option, parse_number, recipe_options
+from flopplan.errors import UserError
+from flopplan.recipe import Recipe
+
+RACE_BASE = ("tiny, full fine-tuning, 16 prompts x G, prompt 10, completion 2, no gradient checkpointing, one "
+             "micro-batch per round, 100 prompts per evaluation target")
+"""The recipe a race starts from unless a recipe or options say otherwise (:func:`race_base`): the built-in task's
+shapes (its prompts are 10 tokens of the tiny family's character tokenizer, its answers a digit and the end
+token)."""
+
+
+def race_base() -> Recipe:
+    from flopplan.lengths import Length
+
+    return Recipe(policy="tiny", lora_rank=None, prompts_per_step=16, prompt_len=Length.fixed(10),
+                  completion_len=Length.fixed(2), grad_ckpt=False)
+
+
+def _ints(values: tuple[str, ...], what: str) -> tuple[int, ...]:
+    out = []
+    for name in names_option(values, what):
+        if not name.isdigit() or int(name) < 1:
+            raise UserError(f"{what} takes positive integers, not {name!r}")
+        out.append(int(name))
+    return tuple(out)
+
+
+@main.group(invoke_without_command=True)
+@click.pass_context
+def race(ctx: click.Context) -> None:
+    """RACE: a cheap pilot grid that says which allocation to run at a budget, how sure it is, and checks itself
+    (with no subcommand: the demo)."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(demo)
+
+
+@race.command()
+@click.option("--budget", required=True, help="The target budget F in FLOPs (what the validating run may spend).")
+@click.option("--pilot-fraction", default=0.25, show_default=True, type=float,
+              help="The share of F all pilots together may spend (their ledgers prove it).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="The race folder.")
+@click.option("--models", multiple=True, metavar="A,B,...", help="Policy sizes (default: tiny-s,tiny,tiny-l).")
+@click.option("--group-sizes", multiple=True, metavar="G1,G2", help="Group sizes G (default 8,16).")
+@click.option("--mus", "mus", multiple=True, metavar="M1,M2", help="Update passes mu (default 1).")
+@click.option("--rewards", multiple=True, metavar="R1,R2", help="Reward systems (default rule).")
+@click.option("--reward-model-path", type=click.Path(file_okay=False),
+              help="The trained reward model an orm arm uses (flopplan reward-model train).")
+@click.option("--seeds", default=3, show_default=True, type=int, help="Seeds per pilot.")
+@click.option("--eval-prompts", "eval_prompts_per_target", default=100, show_default=True, type=int,
+              help="Prompts per evaluation target (a fixed set, the same for every arm and seed).")
+@click.option("--eval-targets", default="heldout,long", show_default=True, help="Evaluation targets.")
+@click.option("--fit-targets", default="heldout", show_default=True,
+              help="The targets the decisions use; the others are held out (reported, never fitted).")
+@click.option("--rungs", default=3, show_default=True, type=int, help="Rungs of the pilot-budget ladder.")
+@click.option("--eta", default=2, show_default=True, type=int, help="Budget ratio between rungs and halving factor.")
+@click.option("--evals", default=8, show_default=True, type=int,
+              help="Log-spaced evaluation points along the pilots (besides step 0).")
+@recipe_options(race_base(), exclude=("engine", "group_size", "iterations", "reward", "eval_every", "eval_prompts",
+                                      "eval_batch", "eval_at_start"))
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
+def design(budget: str, pilot_fraction: float, out_dir: str, models: tuple[str, ...], group_sizes: tuple[str, ...],
+           mus: tuple[str, ...], rewards: tuple[str, ...], reward_model_path: str | None, seeds: int,
+           eval_prompts_per_target: int, eval_targets: str, fit_targets: str, rungs: int, eta: int, evals: int,
+           recipe_file: str | None, as_json: bool, **recipe_opts: Any) -> None:
+    """Write the race's manifest: every arm of the grid, the ladder of pilot budgets and what each rung buys."""
+    from flopplan.race.design import MANIFEST, design_race
+
+    total = parse_number(budget, "--budget")
+    if not isinstance(total, int) or total < 1:
+        fail("--budget must be a whole number of FLOPs")
+    grid = _grid(models, group_sizes, mus, rewards, seeds, eval_targets, fit_targets, rungs, eta, evals,
+                 reward_model_path, eval_prompts_per_target)
+    base = build_recipe(recipe_file, recipe_opts, race_base())
+    folder = Path(out_dir)
+    if (folder / MANIFEST).exists():
+        fail(f"{out_dir!r} already holds a race: give another --out, or `flopplan race run {out_dir}`")
+    result = design_race(base, grid, total, pilot_fraction, evaluation_flops=_evaluation_flops, command=command_line(),
+                         reward_model_path=reward_model_path)
+    result.save(folder)
+    if as_json:
+        echo_json(result.to_data())
+        return
+    from flopplan.race.tables import design_table
+    from flopplan.report.console import print_tables
+
+    table, notes = design_table(result)
+    print_tables([table], notes)
+    click.echo(f"manifest: {folder / MANIFEST}; next: flopplan race run {out_dir}")
+
+
+def _evaluation_flops(recipe: Recipe, targets: tuple[str, ...]) -> int:
+    from flopplan.train.targets import evaluation_flops
+
+    return sum(evaluation_flops(recipe, targets).values())
+
+
+def _grid(models: tuple[str, ...], group_sizes: tuple[str, ...], iterations: tuple[str, ...],
+          rewards: tuple[str, ...], seeds: int, eval_targets: str, fit_targets: str, rungs: int, eta: int, evals: int,
+          reward_model_path: str | None, eval_prompts: int) -> Any:
+    from flopplan.race.design import Grid
+
+    reward_names = tuple(names_option(rewards, "--rewards")) or ("rule",)
+    upfront = {}
+    if any(r.startswith("orm") for r in reward_names):
+        if not reward_model_path:
+            fail("an orm arm needs its trained reward model: --reward-model-path DIR (flopplan reward-model train)")
+        from flopplan.runfile import load_reward_model_card
+
+        card = load_reward_model_card(reward_model_path)
+        upfront = {r: card.upfront_flops for r in reward_names if r.startswith("orm")}
+    return Grid(tuple(names_option(models, "--models")) or ("tiny-s", "tiny", "tiny-l"),
+                _ints(group_sizes, "--group-sizes") or (8, 16), _ints(iterations, "--mus") or (1,), reward_names,
+                seeds=seeds, targets=tuple(names_option((eval_targets,), "--eval-targets")),
+                fit_targets=tuple(names_option((fit_targets,), "--fit-targets")), rungs=rungs, eta=eta,
+                evals=evals, eval_prompts=eval_prompts, upfront=upfront)
+
+
+def _shard(text: str) -> tuple[int, int]:
+    index, sep, count = text.partition("/")
+    if not sep or not index.isdigit() or not count.isdigit():
+        raise UserError(f"--shard must be I/N (this process's index and the number of shards), not {text!r}")
+    return int(index), int(count)
+
+
+@race.command()
+@click.argument("race_dir", type=click.Path(file_okay=False))
+@click.option("--jobs", default=1, show_default=True, type=int, help="Pilots in parallel processes.")
+@click.option("--engine", default="builtin", show_default=True, type=click.Choice(["builtin", "trl"]),
+              help="Who runs each pilot's GRPO loop.")
+@click.option("--shard", default="0/1", show_default=True, help="I/N: run the pilots of shard I of N.")
+@click.option("--json", "as_json", is_flag=True, help="Print what ran as JSON.")
+def run(race_dir: str, jobs: int, engine: str, shard: str, as_json: bool) -> None:
+    """Run (or continue, after a kill) every rung's pilots; each pilot is an ordinary run folder."""
+    from flopplan.race.runner import run_race
+
+    result = run_race(race_dir, jobs=jobs, engine=engine, shard=_shard(shard),
+                      log=(lambda text: None) if as_json else (lambda text: click.echo(text, err=True)))
+    if as_json:
+        echo_json(result)
+    elif result["complete"]:
+        click.echo(f"all rungs done; next: flopplan race analyze {race_dir}")
+
+
+@race.command()
+@click.argument("race_dir", type=click.Path(file_okay=False))
+@click.option("--replicates", default=500, show_default=True, type=int, help="Bootstrap replicates.")
+@click.option("--no-plots", is_flag=True, help="Write race.json and report.md only.")
+@click.option("--json", "as_json", is_flag=True, help="Print race.json.")
+def analyze(race_dir: str, replicates: int, no_plots: bool, as_json: bool) -> None:
+    """Curves, intervals, P(best), regimes, the recommendation and the temporal holdout: race.json, report.md."""
+    from flopplan.race.analysis import analyze as analyze_race
+    from flopplan.race.collect import race_input
+    from flopplan.race.design import RaceDesign
+    from flopplan.race.report import write_outputs
+
+    design_ = RaceDesign.load(race_dir)
+    result = analyze_race(race_input(design_, race_dir, command_line()), n_replicates=replicates)
+    written = write_outputs(result, race_dir, plots=not no_plots)
+    if as_json:
+        echo_json(result.to_data())
+        return
+    _print_recommendations(result)
+    click.echo("wrote " + ", ".join(str(p) for p in written))
+
+
+def _print_recommendations(result: Any) -> None:
+    from flopplan.race.tables import recommendation_table
+    from flopplan.report.console import print_tables
+
+    table, notes = recommendation_table(result)
+    print_tables([table], notes)
+
+
+@race.command()
+@click.argument("race_dir", type=click.Path(file_okay=False))
+@click.option("--engine", default="builtin", show_default=True, type=click.Choice(["builtin", "trl"]))
+@click.option("--json", "as_json", is_flag=True, help="Print validation.json.")
+def validate(race_dir: str, engine: str, as_json: bool) -> None:
+    """Run the recommended plan with the budget the pilots left and set predicted beside observed."""
+    from flopplan.race.results import load_analysis
+    from flopplan.race.validate import run_validation
+
+    path = Path(race_dir) / "race.json"
+    if not path.is_file():
+        fail(f"{race_dir!r} has no race.json: run `flopplan race analyze {race_dir}` first")
+    out = run_validation(race_dir, load_analysis(path), engine=engine)
+    if as_json:
+        echo_json(out)
+        return
+    from flopplan.race.validate import render
+
+    click.echo(render(out))
+
+
+@race.command()
+@click.option("--out", "out_dir", default="race-demo", show_default=True, type=click.Path(file_okay=False))
+@click.option("--quick", is_flag=True, help="A smaller grid (the tests' one, about 2 minutes).")
+@click.option("--jobs", default=2, show_default=True, type=int, help="Pilots in parallel processes.")
+def demo(out_dir: str, quick: bool, jobs: int) -> None:
+    """design -> run -> analyze -> validate on the built-in task, end to end, on this machine (run it again after
+    a kill: it continues)."""
+    from flopplan.race.demo import run_demo
+    from flopplan.race.validate import render
+
+    result = run_demo(out_dir, quick=quick, jobs=jobs, base=race_base(), command=command_line(),
+                      echo=lambda text: click.echo(text, err=True))
+    _print_recommendations(result["analysis"])
+    click.echo(render(result["validation"]).split("\n", 2)[2])
+    click.echo("took " + ", ".join(f"{name} {s / 60:.1f} min" for name, s in result["seconds"].items())
+               + f"; report: {Path(out_dir) / 'report.md'}")

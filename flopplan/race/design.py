@@ -1,0 +1,277 @@
+"""RACE's design: the arms of a pilot grid, a geometric ladder of pilot budgets with successive halving, and the
+versioned manifest (``race.json`` is the analysis; ``manifest.json`` is this).
+
+An arm is one allocation: a policy size, a group size G, update passes mu and a reward system, the prompts per
+step fixed. At rung r every surviving arm trains to the same budget of training FLOPs ``b_r = b_0 eta^r`` (the
+planner solves its steps), each with the same seeds; after a rung the better ``ceil(n_r / eta)`` arms by a lower
+confidence bound go on (:mod:`flopplan.race.runner`), continuing their pilots, so a pilot at rung r has cost
+b_r in all, not the sum of the rungs.
+
+Evaluations (greedy, on every evaluation target, at step 0, after the first step whose training FLOPs reach
+each of ``evals`` log-spaced points up to the top rung, and after a pilot's last step at every rung) are charged
+to each pilot's ledger on top of its training budget: a pilot's FLOP budget is ``b_r`` plus, per evaluation that
+can fall within it, the evaluation's exact worst-case cost. ``b_0`` is the largest budget for which the worst case
+of the whole grid (every rung's most expensive survivors, every seed) stays within ``phi x F``; the ledgers of
+the pilots then prove it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flopplan import __version__
+from flopplan.budget import Budget
+from flopplan.errors import UserError, check_int, is_int, is_number
+from flopplan.fileio import atomic_write_json, read_json
+from flopplan.planfile import PlanEntry
+from flopplan.planner import plan
+from flopplan.recipe import Recipe, RewardSystem
+
+MANIFEST = "manifest.json"
+MANIFEST_VERSION = 1
+MIN_STEPS = 3
+"""A pilot at the first rung must afford this many steps (each arm), or the design is refused."""
+AXES = ("policy", "group_size", "iterations", "reward")
+EVAL_NEVER = 10**9
+"""A pilot's ``eval_every``: beyond any run, so it evaluates at step 0 and at the FLOP points only."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One allocation of the grid: its values on the axes, the recipe they make, the planner's entry per rung
+    (training only, at the rung's training budget) and one evaluation's worst-case FLOPs."""
+
+    name: str
+    axes: dict[str, Any]
+    recipe: Recipe
+    rungs: tuple[PlanEntry, ...]
+    eval_flops: int
+    upfront_flops: int = 0  # e.g. a learned reward model's training, charged to this arm's feedback
+
+    def pilot_budget(self, design: RaceDesign, rung: int) -> int:
+        """The FLOP budget of this arm's pilot at ``rung``: training, plus every evaluation that can fall in it (at
+        step 0, at the FLOP points, and the one after its last step, kept in reserve at every step)."""
+        return design.rung_flops[rung] + self.eval_flops * (2 + design.evals_within(rung))
+
+    def split(self, rung: int = -1) -> dict[str, float]:
+        """The arm's rollout / learning / feedback shares of its training FLOPs at ``rung``."""
+        return self.rungs[rung].shares()
+
+    def to_data(self) -> dict[str, Any]:
+        return {"name": self.name, "axes": self.axes, "recipe": self.recipe.to_data(),
+                "rungs": [entry.to_data() for entry in self.rungs], "eval_flops": self.eval_flops,
+                "upfront_flops": self.upfront_flops}
+
+    @staticmethod
+    def from_data(data: Any, where: str) -> Arm:
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not isinstance(
+                data.get("rungs"), list) or not is_int(data.get("eval_flops")):
+            raise UserError(f"{where} is malformed")
+        return Arm(data["name"], dict(data.get("axes") or {}), Recipe.from_data(data.get("recipe"), where),
+                   tuple(PlanEntry.from_data(e, f"{where}, rung {i}") for i, e in enumerate(data["rungs"])),
+                   int(data["eval_flops"]), int(data.get("upfront_flops") or 0))
+
+
+@dataclass(frozen=True)
+class RaceDesign:
+    """A pilot grid: the target budget F, the pilot fraction phi, the ladder, the arms, seeds and targets."""
+
+    budget_flops: int
+    pilot_fraction: float
+    rung_flops: tuple[int, ...]  # training FLOPs per pilot at each rung
+    keep: tuple[int, ...]  # arms per rung
+    eta: int
+    seeds: tuple[int, ...]
+    targets: tuple[str, ...]
+    fit_targets: tuple[str, ...]
+    eval_points: tuple[int, ...]  # training FLOPs after which the pilots evaluate (besides step 0)
+    arms: tuple[Arm, ...]
+    command: str = ""
+    reward_model_path: str | None = None
+    notes: tuple[str, ...] = ()
+    flopplan_version: str = __version__
+
+    def evals_within(self, rung: int) -> int:
+        return sum(1 for point in self.eval_points if point <= self.rung_flops[rung])
+
+    def arm(self, name: str) -> Arm:
+        for a in self.arms:
+            if a.name == name:
+                return a
+        raise UserError(f"the race has no arm {name!r} (it has {', '.join(a.name for a in self.arms)})")
+
+    @property
+    def worst_case_flops(self) -> int:
+        """The most all pilots together can spend: at each rung, the ``keep`` arms whose pilots grow the most."""
+        total = 0
+        for rung, keep in enumerate(self.keep):
+            growth = sorted((a.pilot_budget(self, rung) - (a.pilot_budget(self, rung - 1) if rung else 0)
+                             for a in self.arms), reverse=True)
+            total += len(self.seeds) * sum(growth[:keep])
+        return total
+
+    @property
+    def pilot_cap(self) -> int:
+        return math.floor(self.pilot_fraction * self.budget_flops)
+
+    def pilots(self) -> list[tuple[str, int]]:
+        """Every (arm, seed) pilot the grid may run, in a fixed order."""
+        return [(a.name, s) for a in self.arms for s in self.seeds]
+
+    def to_data(self) -> dict[str, Any]:
+        return {"race_manifest_version": MANIFEST_VERSION, "flopplan_version": self.flopplan_version,
+                "command": self.command, "budget_flops": self.budget_flops, "pilot_fraction": self.pilot_fraction,
+                "rung_flops": list(self.rung_flops), "keep": list(self.keep), "eta": self.eta,
+                "seeds": list(self.seeds), "targets": list(self.targets), "fit_targets": list(self.fit_targets),
+                "eval_points": list(self.eval_points), "worst_case_flops": self.worst_case_flops,
+                "pilot_cap": self.pilot_cap, "reward_model_path": self.reward_model_path,
+                "notes": list(self.notes), "arms": [a.to_data() for a in self.arms]}
+
+    def save(self, folder: str | Path) -> Path:
+        return atomic_write_json(Path(folder) / MANIFEST, self.to_data())
+
+    @staticmethod
+    def from_data(data: Any, where: str) -> RaceDesign:
+        if not isinstance(data, dict) or "race_manifest_version" not in data:
+            raise UserError(f"{where} is not a RACE manifest (write one with `flopplan race design`)")
+        if data["race_manifest_version"] != MANIFEST_VERSION:
+            raise UserError(f"{where}: race_manifest_version must be {MANIFEST_VERSION}, not "
+                            f"{data['race_manifest_version']!r}")
+        try:
+            lists = {k: data[k] for k in ("rung_flops", "keep", "seeds", "eval_points")}
+            if not all(isinstance(v, list) and all(is_int(x) for x in v) for v in lists.values()) or not (
+                    is_int(data["budget_flops"]) and is_number(data["pilot_fraction"]) and is_int(data["eta"])):
+                raise TypeError
+            arms = tuple(Arm.from_data(a, f"{where}, arm {i + 1}") for i, a in enumerate(data["arms"]))
+            design = RaceDesign(
+                int(data["budget_flops"]), float(data["pilot_fraction"]), tuple(lists["rung_flops"]),
+                tuple(lists["keep"]), int(data["eta"]), tuple(lists["seeds"]), tuple(map(str, data["targets"])),
+                tuple(map(str, data["fit_targets"])), tuple(lists["eval_points"]), arms, str(data.get("command", "")),
+                data.get("reward_model_path"), tuple(map(str, data.get("notes") or ())),
+                str(data.get("flopplan_version", "")))
+        except (KeyError, TypeError, ValueError):
+            raise UserError(f"{where} is malformed: rerun `flopplan race design`") from None
+        if len(design.rung_flops) != len(design.keep) or any(len(a.rungs) != len(design.rung_flops)
+                                                             for a in design.arms):
+            raise UserError(f"{where} is malformed: its rungs disagree")
+        return design
+
+    @staticmethod
+    def load(folder: str | Path) -> RaceDesign:
+        path = Path(folder) / MANIFEST
+        if not path.is_file():
+            raise UserError(f"{str(folder)!r} holds no RACE manifest ({MANIFEST}): run `flopplan race design` first")
+        return RaceDesign.from_data(read_json(path, "RACE manifest"), f"RACE manifest {str(path)!r}")
+
+
+@dataclass(frozen=True)
+class Grid:
+    """What a design is asked for: the axes' values, the seeds and targets, the ladder's shape."""
+
+    policies: tuple[str, ...]
+    group_sizes: tuple[int, ...]
+    iterations: tuple[int, ...]
+    rewards: tuple[str, ...]
+    seeds: int = 3
+    targets: tuple[str, ...] = ("heldout",)
+    fit_targets: tuple[str, ...] = ()
+    rungs: int = 3
+    eta: int = 2
+    evals: int = 8
+    eval_prompts: int = 100
+    upfront: dict[str, int] = field(default_factory=dict)  # reward system -> its upfront training FLOPs
+    first_seed: int = 0  # the seeds are first_seed, first_seed + 1, ... (independent repetitions of a race)
+    round_micro_batch: bool = True
+    """Unless the base recipe sets a micro-batch: one scoring/update forward per round (every arm's rollouts at
+    once). Small policies on CPU spend most of an update in per-micro-batch overheads otherwise (tiny-s, 8 x 4
+    rollouts: 10.4 s of update for 20 steps in micro-batches of G, 1.1 s in one)."""
+
+    def check(self) -> None:
+        for name in ("policies", "group_sizes", "iterations", "rewards", "targets"):
+            if not getattr(self, name):
+                raise UserError(f"the grid is empty: give at least one value for {name.replace('_', ' ')}")
+        for name in ("seeds", "rungs", "evals", "eval_prompts"):
+            check_int(f"--{name}", getattr(self, name), 1)
+        check_int("--eta", self.eta, 2)
+        check_int("first seed", self.first_seed, 0)
+        unknown = [t for t in self.fit_targets if t not in self.targets]
+        if unknown:
+            raise UserError(f"fit target {unknown[0]!r} is not an evaluation target ({', '.join(self.targets)})")
+
+
+def training_only(recipe: Recipe) -> Recipe:
+    """The recipe the planner prices a rung with: its training, without evaluations (charged on top)."""
+    return recipe.with_(eval_every=None, eval_prompts=0, eval_batch=None)
+
+
+def arm_name(axes: dict[str, Any]) -> str:
+    """A file-safe name: policy, G, mu and the reward system (``orm:tiny-rm`` -> ``orm-tiny-rm``)."""
+    reward = str(axes["reward"]).replace(":", "-").replace("/", "-")
+    return f"{axes['policy']}.G{axes['group_size']}.mu{axes['iterations']}.{reward}"
+
+
+def _log_points(low: float, high: float, n: int) -> tuple[int, ...]:
+    if n == 1 or high <= low:
+        return (int(high),)
+    return tuple(sorted({round(low * (high / low) ** (i / (n - 1))) for i in range(n)}))
+
+
+def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: float, *,
+                evaluation_flops: Any, command: str = "", reward_model_path: str | None = None) -> RaceDesign:
+    """The design: every combination of the axes as an arm, b_0 the largest first-rung budget whose worst case
+    fits ``pilot_fraction x budget_flops``. ``evaluation_flops(recipe, targets) -> int``: one evaluation's
+    worst-case FLOPs (from the trainer's evaluation code)."""
+    grid.check()
+    check_int("--budget", budget_flops, 1)
+    if not (is_number(pilot_fraction) and 0 < pilot_fraction < 1):
+        raise UserError(f"--pilot-fraction must be between 0 and 1 (exclusive), not {pilot_fraction!r}")
+    recipes = []
+    for policy, g, mu, reward in itertools.product(grid.policies, grid.group_sizes, grid.iterations, grid.rewards):
+        axes = {"policy": policy, "group_size": g, "iterations": mu, "reward": reward}
+        recipe = base.with_(policy=policy, group_size=g, iterations=mu, reward=RewardSystem.parse(reward),
+                            eval_every=EVAL_NEVER, eval_prompts=grid.eval_prompts, eval_at_start=True)
+        if grid.round_micro_batch and base.micro_batch is None:
+            recipe = recipe.with_(micro_batch=recipe.rollouts_per_step)
+        recipes.append((axes, recipe, int(evaluation_flops(recipe, grid.targets))))
+    keep = [len(recipes)]
+    for _ in range(grid.rungs - 1):
+        keep.append(max(1, math.ceil(keep[-1] / grid.eta)))
+    cap = math.floor(pilot_fraction * budget_flops)
+
+    def build(b0: int) -> RaceDesign:
+        ladder = tuple(b0 * grid.eta ** r for r in range(grid.rungs))
+        arms = tuple(Arm(arm_name(axes), axes, recipe, tuple(PlanEntry.of(plan(training_only(recipe),
+                                                                               Budget(flops=float(b))))
+                                                             for b in ladder), cost,
+                         grid.upfront.get(str(axes["reward"]), 0)) for axes, recipe, cost in recipes)
+        low = min(a.rungs[0].step_flops for a in arms)
+        return RaceDesign(budget_flops, float(pilot_fraction), ladder, tuple(keep), grid.eta,
+                          tuple(range(grid.first_seed, grid.first_seed + grid.seeds)), grid.targets,
+                          grid.fit_targets or grid.targets[:1],
+                          _log_points(low, ladder[-1], grid.evals), arms, command, reward_model_path)
+
+    def fits(b0: int) -> bool:
+        return build(b0).worst_case_flops <= cap
+
+    low, high = 1, max(1, cap // max(1, len(recipes) * grid.seeds))
+    if not fits(low):
+        raise UserError(f"the budget is too small for the smallest rung: phi x F = {cap:.3g} FLOPs cannot pay even "
+                        "for the grid's evaluations; raise --budget or --pilot-fraction, or use fewer arms, seeds or "
+                        "evaluation points")
+    while low < high:  # the worst case grows with b0
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid - 1)
+    design = build(low)
+    short = [(a.name, a.rungs[0].steps) for a in design.arms if a.rungs[0].steps < MIN_STEPS]
+    if short:
+        name, steps = min(short, key=lambda s: s[1])
+        raise UserError(f"the budget is too small for the smallest rung: {design.rung_flops[0]:.3g} training FLOPs "
+                        f"buy {steps} step{'s' if steps != 1 else ''} of {name} (each arm needs {MIN_STEPS}); raise "
+                        "--budget or --pilot-fraction, or use fewer arms, seeds or rungs")
+    top = max(a.pilot_budget(design, len(keep) - 1) for a in design.arms)
+    notes = (f"F is {budget_flops / top:.1f}x the largest pilot: predictions at F extrapolate that far",)
+    return RaceDesign(**{**design.__dict__, "notes": notes})

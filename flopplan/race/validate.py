@@ -1,0 +1,158 @@
+"""RACE's check of itself: run the recommended allocation with the budget the pilots left (under the hard budget
+stop), then set what the pilots predicted beside what the run observed, on every target, the held-out one
+included.
+
+Prediction: the recommended arm's pilots refitted (the paired bootstrap of :mod:`flopplan.race.bootstrap`) and
+read at the exact training FLOPs the validating run reached at its last evaluation; the interval is that
+bootstrap's. A held-out target has no curve (no fit saw it): the run's value is set beside the same arm's pilots
+at their largest budget and at step 0, so what transferred is visible without a forecast pretending to exist.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flopplan.errors import UserError
+from flopplan.fileio import atomic_write_json, atomic_write_text
+from flopplan.race.bootstrap import Arm, EvalPoint, PilotData, SeedRun, paired_bootstrap
+from flopplan.race.design import RaceDesign
+from flopplan.race.results import RaceAnalysis
+from flopplan.race.runner import PilotTask, pilot_done, pilot_folder, run_pilot
+from flopplan.runfile import EvalRecord, load_evaluations, load_summary
+
+VALIDATION = "validation"
+VALIDATION_VERSION = 1
+SEED = 0
+DIAGNOSTIC = ("RACE is a diagnostic, not a guarantee: a value inside the interval shows that the pilots' curve "
+              "forecast this run, at this budget and seed, as well as its stated uncertainty; it does not show "
+              "that the recommended arm was the best one at this budget (only running the other arms shows that: "
+              "benchmarks/race_regret.py), nor that the allocation carries to other tasks or models. A value "
+              "outside it is evidence that the curve, its extrapolation or the seed noise was misjudged.")
+
+
+@dataclass(frozen=True)
+class TargetCheck:
+    target: str
+    fitted: bool
+    observed: float
+    train_flops: int
+    predicted: float | None
+    lo: float | None
+    hi: float | None
+    inside: bool | None
+    pilots_best: float | None  # the arm's pilots: seed mean at their last evaluation
+    pilots_start: float | None  # and at step 0
+
+    def to_data(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _arm_data(design: RaceDesign, folder: Path, arm: str, target: str, limit: float) -> Arm:
+    runs = []
+    for seed in design.seeds:
+        records = [r for r in load_evaluations(pilot_folder(folder, arm, seed))
+                   if r.target == target and r.train_flops <= limit]
+        runs.append(SeedRun(seed, tuple(EvalPoint(float(r.train_flops), np.asarray(r.scores, dtype=float))
+                                        for r in records)))
+    return Arm(arm, tuple(runs))
+
+
+def _last(records: list[EvalRecord], target: str) -> EvalRecord:
+    mine = [r for r in records if r.target == target]
+    if not mine:
+        raise UserError(f"the validating run has no evaluation on {target!r}")
+    return mine[-1]
+
+
+def validation_budget(design: RaceDesign, analysis: RaceAnalysis) -> int:
+    """What the pilots (and the learned reward model's training, when the race trained one) left of F."""
+    upfront = max((a.upfront_flops for a in design.arms), default=0)
+    return int(analysis.budget_flops - analysis.pilot_flops - upfront)
+
+
+def run_validation(folder: str | Path, analysis: RaceAnalysis, *, engine: str = "builtin",
+                   n_replicates: int = 500, cores: int | None = None) -> dict[str, Any]:
+    """Run (or continue) the validating run of the first fitted target's recommendation and check it."""
+    folder = Path(folder)
+    design = RaceDesign.load(folder)
+    recs = [r for r in analysis.recommendations if r.arm]
+    if not recs:
+        raise UserError("the analysis recommends no arm (every arm unstable or unfitted): nothing to validate")
+    rec = recs[0]
+    arm = design.arm(str(rec.arm))
+    budget = validation_budget(design, analysis)
+    if budget <= arm.eval_flops * 2:
+        raise UserError(f"the pilots left {budget:,} FLOPs of the budget: too little for a validating run")
+    run = folder / VALIDATION / arm.name
+    points = _validation_points(design, arm, budget)
+    task = PilotTask(arm.name, SEED, -1, budget, run)
+    if not pilot_done(run, budget):
+        run_pilot(design, folder, task, engine, cores or 2, eval_points=points)
+    records = load_evaluations(run)
+    summary = load_summary(run)
+    top = max(design.rung_flops)
+    fitted = _arm_data(design, folder, arm.name, design.fit_targets[0], top)
+    pilot_max = max((p.flops for r in fitted.runs for p in r.points), default=0.0)
+    checks = []
+    for target in design.targets:
+        last = _last(records, target)
+        pilots = _arm_data(design, folder, arm.name, target, top)
+        ends = [run.points[-1] for run in pilots.runs if run.points]
+        starts = [run.points[0] for run in pilots.runs if run.points and run.points[0].flops == 0]
+        best = float(np.mean([p.scores.mean() for p in ends])) if ends else None
+        start = float(np.mean([p.scores.mean() for p in starts])) if starts else None
+        if target in design.fit_targets:
+            result = paired_bootstrap(PilotData((pilots,)), [float(last.train_flops)], n_replicates=n_replicates,
+                                      level=analysis.level, rng=analysis.seed)
+            pred = result.predictions[0]
+            checks.append(TargetCheck(target, True, last.accuracy, last.train_flops, pred.point, pred.lo, pred.hi,
+                                      bool(pred.lo <= last.accuracy <= pred.hi), best, start))
+        else:
+            checks.append(TargetCheck(target, False, last.accuracy, last.train_flops, None, None, None, None, best,
+                                      start))
+    out = {"validation_version": VALIDATION_VERSION, "command": analysis.command, "arm": arm.name,
+           "recommended_for": rec.target, "confidence": rec.confidence, "regime": rec.regime,
+           "budget_flops": budget, "spent_flops": summary.flops["total"], "within_budget": summary.within_budget,
+           "steps": summary.steps, "stop_reason": summary.stop_reason, "level": analysis.level,
+           "extrapolation": last_train(records) / max(1.0, pilot_max),
+           "checks": [c.to_data() for c in checks], "statement": DIAGNOSTIC}
+    atomic_write_json(folder / VALIDATION / "validation.json", out)
+    atomic_write_text(folder / VALIDATION / "validation.md", render(out))
+    return out
+
+
+def last_train(records: list[EvalRecord]) -> float:
+    return float(max((r.train_flops for r in records), default=0))
+
+
+def _validation_points(design: RaceDesign, arm: Any, budget: int) -> tuple[int, ...]:
+    """The pilots' evaluation points, then a few log-spaced ones up to the validating run's training budget."""
+    train = max(1, budget - arm.eval_flops * (2 + len(design.eval_points) + 4))
+    top = max(design.eval_points)
+    extra = tuple(int(top * (train / top) ** (i / 4)) for i in range(1, 5)) if train > top else ()
+    return tuple(sorted(set(design.eval_points) | set(extra)))
+
+
+def render(out: dict[str, Any]) -> str:
+    level = f"{out['level']:.0%}"
+    lines = [f"<!-- {out['command']} -->", "", f"# RACE validation: {out['arm']}", "",
+             f"Recommended for `{out['recommended_for']}` ({out['regime']}, confidence {out['confidence']}); run "
+             f"with the budget the pilots left, {out['budget_flops']:,} FLOPs, seed {SEED}: {out['steps']} steps, "
+             f"{out['spent_flops']:,} FLOPs spent ({'within' if out['within_budget'] else 'OVER'} the budget); "
+             f"{out['stop_reason']}. The last evaluation is at {out['extrapolation']:.1f}x the arm's largest pilot.",
+             "", f"| target | fitted | observed | predicted | {level} interval | inside | pilots (last) | step 0 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in out["checks"]:
+        def f(v: Any) -> str:
+            return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+        interval = "-" if c["lo"] is None else f"[{c['lo']:.3f}, {c['hi']:.3f}]"
+        inside = "-" if c["inside"] is None else ("yes" if c["inside"] else "no")
+        lines.append(f"| {c['target']} | {'yes' if c['fitted'] else 'held out'} | {f(c['observed'])} | "
+                     f"{f(c['predicted'])} | {interval} | {inside} | {f(c['pilots_best'])} | {f(c['pilots_start'])} |")
+    lines += ["", out["statement"], ""]
+    return "\n".join(lines)

@@ -1,0 +1,213 @@
+"""RACE's protocol: the design (ladder, successive halving, the worst case within phi x F), the manifest, bad input,
+and a real race of tiny-s pilots run, killed at three points (mid-pilot, mid-rung-2, mid-analysis) and rerun, which
+must end with the same race.json as the uninterrupted race."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import cli, one_line_error
+
+from flopplan.race.design import MANIFEST, Grid, RaceDesign, design_race
+from flopplan.recipe import Recipe
+
+SMALL = ("--models", "tiny-s", "--group-sizes", "4,8", "--seeds", "2", "--rungs", "2", "--evals", "3",
+         "--eval-prompts", "20")
+"""A race small enough to train in about a minute here: 2 arms x 2 seeds, 2 rungs."""
+
+
+def _base() -> Recipe:
+    from flopplan.cli.race import race_base
+
+    return race_base()
+
+
+def _eval_flops(recipe: Recipe, targets: tuple[str, ...]) -> int:
+    from flopplan.train.targets import evaluation_flops
+
+    return sum(evaluation_flops(recipe, targets).values())
+
+
+@pytest.mark.parametrize("arms, seeds, rungs, eta", [(("tiny-s", "tiny", "tiny-l"), 2, 3, 2), (("tiny",), 3, 2, 3)])
+def test_the_worst_case_of_every_pilot_fits_phi_f(arms, seeds, rungs, eta):
+    grid = Grid(arms, (4, 8), (1,), ("rule",), seeds=seeds, targets=("heldout", "long"), rungs=rungs, eta=eta,
+                evals=4, eval_prompts=20)
+    design = design_race(_base(), grid, 10**13, 0.3, evaluation_flops=_eval_flops)
+    assert design.worst_case_flops <= design.pilot_cap == int(0.3 * 10**13)
+    assert all(b * eta == c for b, c in zip(design.rung_flops, design.rung_flops[1:], strict=False))
+    assert design.keep[0] == len(design.arms) == 2 * len(arms)
+    assert all(-(-k // eta) == k2 for k, k2 in zip(design.keep, design.keep[1:], strict=False))
+    for arm in design.arms:  # the planner's steps fit each rung's training budget; equal FLOPs across arms
+        for entry, budget in zip(arm.rungs, design.rung_flops, strict=True):
+            assert entry.flops["total"] <= budget < entry.flops["total"] + entry.step_flops
+    assert design.worst_case_flops >= 0.99 * design.pilot_cap  # the first rung is as large as phi allows
+
+
+def test_the_manifest_round_trips_and_a_corrupted_one_is_refused(tmp_path):
+    out = cli("race", "design", "--budget", "6e10", "--pilot-fraction", "0.5", "--out", str(tmp_path / "r"), *SMALL,
+              "--json", check=True)
+    data = json.loads(out.stdout)
+    design = RaceDesign.load(tmp_path / "r")
+    assert design.to_data() == data == json.loads((tmp_path / "r" / MANIFEST).read_text())
+    assert {a.name for a in design.arms} == {"tiny-s.G4.mu1.rule", "tiny-s.G8.mu1.rule"}
+    assert all(a.recipe.micro_batch == a.recipe.rollouts_per_step and not a.recipe.grad_ckpt for a in design.arms)
+    one_line_error(cli("race", "design", "--budget", "6e10", "--out", str(tmp_path / "r"), *SMALL), "already holds")
+    (tmp_path / "r" / MANIFEST).write_text('{"race_manifest_version": 1, "arms": [')
+    for command in ("run", "analyze"):
+        one_line_error(cli("race", command, str(tmp_path / "r")), "manifest")
+    data["rung_flops"] = "many"
+    (tmp_path / "r" / MANIFEST).write_text(json.dumps(data))
+    one_line_error(cli("race", "run", str(tmp_path / "r")), "malformed")
+    one_line_error(cli("race", "run", str(tmp_path / "none")), "no RACE manifest")
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (("--models", ","), "without a name"),
+    (("--group-sizes", "0"), "positive integers"),
+    (("--pilot-fraction", "0"), "between 0 and 1"),
+    (("--pilot-fraction", "1"), "between 0 and 1"),
+    (("--pilot-fraction", "-0.2"), "between 0 and 1"),
+    (("--budget", "1e9"), "too small"),
+    (("--budget", "-5"), "--budget"),
+    (("--seeds", "0"), "seeds"),
+    (("--eta", "1"), "eta"),
+    (("--fit-targets", "long", "--eval-targets", "heldout"), "not an evaluation target"),
+    (("--rewards", "orm:tiny-rm"), "reward model"),
+    (("--models", "qwen9"), "qwen9"),
+])
+def test_bad_designs_are_one_line_and_write_nothing(tmp_path, args, fragment):
+    base = {"--budget": "6e10", "--pilot-fraction": "0.5"}
+    given = dict(zip(args[::2], args[1::2], strict=True))
+    argv = [x for k, v in {**base, **given}.items() for x in (k, v)]
+    rest = [x for i, x in enumerate(SMALL) if not (x in given or (i and SMALL[i - 1] in given))]
+    one_line_error(cli("race", "design", *argv, "--out", str(tmp_path / "r"), *rest), fragment)
+    assert not (tmp_path / "r" / MANIFEST).exists()
+
+
+def test_an_empty_grid_is_refused():
+    from flopplan.errors import UserError
+
+    with pytest.raises(UserError, match="the grid is empty: give at least one value for group sizes"):
+        design_race(_base(), Grid(("tiny",), (), (1,), ("rule",)), 10**12, 0.5, evaluation_flops=_eval_flops)
+
+
+def test_run_refuses_a_bad_shard_and_analyze_waits_for_a_rung(tmp_path):
+    cli("race", "design", "--budget", "6e10", "--pilot-fraction", "0.5", "--out", str(tmp_path), *SMALL, check=True)
+    one_line_error(cli("race", "run", str(tmp_path), "--shard", "2/2"), "--shard")
+    one_line_error(cli("race", "run", str(tmp_path), "--shard", "x"), "--shard")
+    one_line_error(cli("race", "run", str(tmp_path), "--jobs", "0"), "--jobs")
+    one_line_error(cli("race", "analyze", str(tmp_path)), "first rung")
+    one_line_error(cli("race", "validate", str(tmp_path)), "race.json")
+
+
+# -- a real race, uninterrupted and killed ------------------------------------------------------------------------
+
+def _flopplan(*args: str, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "flopplan", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _finish(*args: str, cwd: Path) -> str:
+    out = subprocess.run([sys.executable, "-m", "flopplan", *args], cwd=cwd, capture_output=True, text=True,
+                         timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def _kill_when(proc: subprocess.Popen, ready, timeout: float = 600) -> None:
+    """SIGKILL the command and its pilots (its process group) as soon as ``ready()`` holds."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else "ended"
+        assert time.monotonic() < deadline, "the kill point never came"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _metrics_lines(folder: Path) -> int:
+    return max((len(p.read_text().splitlines()) for p in folder.glob("pilots/*/seed*/metrics.jsonl")), default=0)
+
+
+def _promoted(folder: Path) -> bool:
+    path = folder / "promotions.json"
+    return path.is_file() and bool(json.loads(path.read_text()))
+
+
+@pytest.fixture(scope="module")
+def races(tmp_path_factory):
+    """The same manifest raced twice: once straight through, once killed mid-pilot, mid-rung-2 and mid-analysis
+    (each rerun after its kill). Commands run inside each race folder, so the recorded commands are the same."""
+    pytest.importorskip("torch")
+    root = tmp_path_factory.mktemp("race")
+    straight, killed = root / "straight", root / "killed"
+    cli("race", "design", "--budget", "6e10", "--pilot-fraction", "0.5", "--out", str(straight), *SMALL, check=True)
+    killed.mkdir()
+    shutil.copy(straight / MANIFEST, killed / MANIFEST)
+    _finish("race", "run", ".", "--jobs", "2", cwd=straight)
+    _finish("race", "analyze", ".", "--no-plots", cwd=straight)
+
+    _kill_when(_flopplan("race", "run", ".", "--jobs", "2", cwd=killed), lambda: _metrics_lines(killed) >= 4)
+    _kill_when(_flopplan("race", "run", ".", "--jobs", "2", cwd=killed),
+               lambda: _promoted(killed) and _metrics_lines(killed) >= 16)
+    _finish("race", "run", ".", "--jobs", "2", cwd=killed)
+    proc = _flopplan("race", "analyze", ".", "--no-plots", cwd=killed)
+    time.sleep(2.0)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    _finish("race", "analyze", ".", "--no-plots", cwd=killed)
+    return straight, killed
+
+
+@pytest.mark.slow
+def test_a_killed_race_ends_with_the_uninterrupted_race_json(races):
+    straight, killed = races
+    assert (killed / "race.json").read_bytes() == (straight / "race.json").read_bytes()
+    for path in straight.glob("pilots/*/seed*/evaluations.jsonl"):  # every pilot's evaluations, score by score
+        assert (killed / path.relative_to(straight)).read_text() == path.read_text()
+    lost = sum(json.loads(p.read_text())["lost_flops"] for p in killed.glob("pilots/*/seed*/summary.json"))
+    assert lost > 0  # the kills did lose work (recorded, outside the pilots' budgets)
+
+
+@pytest.mark.slow
+def test_the_pilots_spend_at_most_phi_f_and_evaluate_from_step_0(races):
+    straight, _ = races
+    design = RaceDesign.load(straight)
+    summaries = [json.loads(p.read_text()) for p in straight.glob("pilots/*/seed*/summary.json")]
+    assert len(summaries) == len(design.arms) * len(design.seeds)
+    assert all(s["within_budget"] and s["flops"]["total"] <= s["budget_flops"] for s in summaries)
+    assert sum(s["flops"]["total"] for s in summaries) <= design.pilot_cap
+    report = json.loads((straight / "race.json").read_text())
+    assert report["pilot_flops"] == sum(s["flops"]["total"] for s in summaries)
+    promoted = json.loads((straight / "promotions.json").read_text())
+    assert len(promoted) == 1 and len(promoted[0]["promoted"]) == design.keep[1]
+    winner = promoted[0]["promoted"][0]
+    loser = next(a.name for a in design.arms if a.name != winner)
+    for seed in design.seeds:
+        first = json.loads((straight / "pilots" / winner / f"seed{seed}" / "evaluations.jsonl").read_text()
+                           .splitlines()[0])
+        assert first["step"] == 0 and first["train_flops"] == 0
+        assert json.loads((straight / "pilots" / loser / f"seed{seed}" / "summary.json").read_text())[
+            "budget_flops"] == design.arm(loser).pilot_budget(design, 0)
+        assert json.loads((straight / "pilots" / winner / f"seed{seed}" / "summary.json").read_text())[
+            "budget_flops"] == design.arm(winner).pilot_budget(design, 1)
+
+
+@pytest.mark.slow
+def test_a_corrupted_pilot_summary_is_one_line_and_loses_nothing(races, tmp_path):
+    straight, _ = races
+    copy = tmp_path / "copy"
+    shutil.copytree(straight, copy)
+    victim = next(copy.glob("pilots/*/seed0/summary.json"))
+    victim.write_text('{"flopplan_run_version": 1, "steps": -3')
+    before = sorted(p.relative_to(copy) for p in copy.rglob("*") if p.is_file())
+    one_line_error(cli("race", "analyze", str(copy), "--no-plots"), "summary")
+    assert sorted(p.relative_to(copy) for p in copy.rglob("*") if p.is_file()) == before
