@@ -48,7 +48,7 @@ def exhaustive(root: Path, race: RaceDesign, seeds: list[int], jobs: int) -> dic
     threads = max(1, (os.cpu_count() or 1) // jobs)
     print(f"exhaustive: {len(todo)} of {len(tasks)} runs to go, each at {race.budget_flops:.3g} FLOPs", flush=True)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for done, task in enumerate(pool.map(lambda t: run_pilot(race, folder, t, "builtin", threads), todo), 1):
+        for done, task in enumerate(pool.map(lambda t: run_pilot(race, folder, t, threads), todo), 1):
             print(f"  {done}/{len(todo)}: {task.arm} seed {task.seed}", flush=True)
     values: dict[str, dict[str, list[float]]] = {t: {} for t in race.targets}
     for task in tasks:

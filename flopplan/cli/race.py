@@ -136,15 +136,15 @@ def _shard(text: str) -> tuple[int, int]:
 @race.command()
 @click.argument("race_dir", type=click.Path(file_okay=False))
 @click.option("--jobs", default=1, show_default=True, type=int, help="Pilots in parallel processes.")
-@click.option("--engine", default="builtin", show_default=True, type=click.Choice(["builtin", "trl"]),
-              help="Who runs each pilot's GRPO loop.")
 @click.option("--shard", default="0/1", show_default=True, help="I/N: run the pilots of shard I of N.")
 @click.option("--json", "as_json", is_flag=True, help="Print what ran as JSON.")
-def run(race_dir: str, jobs: int, engine: str, shard: str, as_json: bool) -> None:
-    """Run (or continue, after a kill) every rung's pilots; each pilot is an ordinary run folder."""
+def run(race_dir: str, jobs: int, shard: str, as_json: bool) -> None:
+    """Run (or continue, after a kill) every rung's pilots on the built-in trainer; each pilot is an ordinary run
+    folder. (Pilots evaluate along the run, which flopplan does not meter on TRL yet; the validating run can go to
+    TRL or verl through `flopplan export`.)"""
     from flopplan.race.runner import run_race
 
-    result = run_race(race_dir, jobs=jobs, engine=engine, shard=_shard(shard),
+    result = run_race(race_dir, jobs=jobs, shard=_shard(shard),
                       log=(lambda text: None) if as_json else (lambda text: click.echo(text, err=True)))
     if as_json:
         echo_json(result)
@@ -184,9 +184,8 @@ def _print_recommendations(result: Any) -> None:
 
 @race.command()
 @click.argument("race_dir", type=click.Path(file_okay=False))
-@click.option("--engine", default="builtin", show_default=True, type=click.Choice(["builtin", "trl"]))
 @click.option("--json", "as_json", is_flag=True, help="Print validation.json.")
-def validate(race_dir: str, engine: str, as_json: bool) -> None:
+def validate(race_dir: str, as_json: bool) -> None:
     """Run the recommended plan with the budget the pilots left and set predicted beside observed."""
     from flopplan.race.results import load_analysis
     from flopplan.race.validate import run_validation
@@ -194,7 +193,7 @@ def validate(race_dir: str, engine: str, as_json: bool) -> None:
     path = Path(race_dir) / "race.json"
     if not path.is_file():
         fail(f"{race_dir!r} has no race.json: run `flopplan race analyze {race_dir}` first")
-    out = run_validation(race_dir, load_analysis(path), engine=engine)
+    out = run_validation(race_dir, load_analysis(path))
     if as_json:
         echo_json(out)
         return

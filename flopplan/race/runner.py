@@ -125,7 +125,7 @@ def rung_arms(design: RaceDesign, folder: Path) -> list[list[str]]:
     return arms
 
 
-def train_command(design: RaceDesign, folder: Path, task: PilotTask, engine: str,
+def train_command(design: RaceDesign, folder: Path, task: PilotTask,
                   eval_points: tuple[int, ...] | None = None) -> list[str]:
     """The ``flopplan train`` command of a pilot: new (from the arm's plan entry at the top rung, so the plan file
     is the same for every rung) or resumed with this rung's budget."""
@@ -142,8 +142,6 @@ def train_command(design: RaceDesign, folder: Path, task: PilotTask, engine: str
     command = [*base, "--plan", str(plan_path), "--seed", str(task.seed), "--eval-targets", ",".join(design.targets),
                "--eval-at-flops", points, "--checkpoint-every", "1", "--keep-checkpoints", "2", "--lost-outside-budget",
                "--eval-at-end"]
-    if engine != "builtin":
-        command += ["--engine", engine]
     if design.reward_model_path and arm.recipe.reward.kind == "orm":
         command += ["--reward-model-path", design.reward_model_path]
     return command
@@ -167,11 +165,11 @@ def _set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
         pass
 
 
-def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, engine: str, threads: int,
+def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int,
               eval_points: tuple[int, ...] | None = None) -> PilotTask:
     task.folder.parent.mkdir(parents=True, exist_ok=True)
     _clear_unstarted(task)
-    command = train_command(design, folder, task, engine, eval_points)
+    command = train_command(design, folder, task, eval_points)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "OPENBLAS_NUM_THREADS": str(threads)}
     what = f"rung{task.rung}" if task.rung >= 0 else "validation"
@@ -187,7 +185,7 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, engine: str, th
     return task
 
 
-def run_race(folder: str | Path, *, jobs: int = 1, engine: str = "builtin", shard: tuple[int, int] = (0, 1),
+def run_race(folder: str | Path, *, jobs: int = 1, shard: tuple[int, int] = (0, 1),
              cores: int | None = None, log: Callable[[str], None] = print,
              progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Run (or continue) every rung of the race in ``folder``; returns what ran and whether the race is complete."""
@@ -210,7 +208,7 @@ def run_race(folder: str | Path, *, jobs: int = 1, engine: str = "builtin", shar
             log(f"rung {rung + 1} of {len(design.rung_flops)}: {len(mine)} pilot{'s' if len(mine) > 1 else ''} "
                 f"of {len(tasks)} to run ({design.rung_flops[rung]:.3g} training FLOPs each)")
             with ThreadPoolExecutor(max_workers=jobs) as pool:
-                for done, _task in enumerate(pool.map(lambda t: run_pilot(design, folder, t, engine, threads), mine),
+                for done, _task in enumerate(pool.map(lambda t: run_pilot(design, folder, t, threads), mine),
                                              1):
                     ran += 1
                     if progress:

@@ -75,8 +75,8 @@ def validation_budget(design: RaceDesign, analysis: RaceAnalysis) -> int:
     return int(analysis.budget_flops - analysis.pilot_flops - upfront)
 
 
-def run_validation(folder: str | Path, analysis: RaceAnalysis, *, engine: str = "builtin",
-                   n_replicates: int = 500, cores: int | None = None) -> dict[str, Any]:
+def run_validation(folder: str | Path, analysis: RaceAnalysis, *, n_replicates: int = 500,
+                   cores: int | None = None) -> dict[str, Any]:
     """Run (or continue) the validating run of the first fitted target's recommendation and check it."""
     folder = Path(folder)
     design = RaceDesign.load(folder)
@@ -92,7 +92,7 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, engine: str = 
     points = _validation_points(design, arm, budget)
     task = PilotTask(arm.name, SEED, -1, budget, run)
     if not pilot_done(run, budget):
-        run_pilot(design, folder, task, engine, cores or 2, eval_points=points)
+        run_pilot(design, folder, task, cores or 2, eval_points=points)
     records = load_evaluations(run)
     summary = load_summary(run)
     top = max(design.rung_flops)
