@@ -295,6 +295,100 @@ def load_evaluations(folder: str | Path, target: str | None = None) -> list[Eval
     return [r for r in records if r is not None and (target is None or r.target == target)]
 
 
+REWARD_MODEL_CARD = "reward_model.json"
+REWARD_MODEL_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RewardModelCard:
+    """``reward_model.json`` beside a learned reward model (``flopplan reward-model train``): how it was trained
+    and what it cost, the upfront FLOPs a feedback arm pays before its first step, and how well it agrees with the
+    rule it stands in for.
+
+    ``training_flops``: forward + backward of every training batch as executed (right-padded to its longest row),
+    flopplan's exact count; ``measured_training_flops``: FlopCounterMode's count of the same (``--measure-flops``).
+    ``evaluation_flops``: the forwards that checked it, the early stop's validation samples and the held-out ones
+    of ``agreement`` (accuracy at 0.5, AUC, accuracy by kind of completion: the answer, a wrong digit, two
+    digits, random tokens).
+    ``steps``: the optimizer steps it ran, ``max_steps`` at most (it stops at the first check reaching
+    ``target_agreement``)."""
+
+    architecture: str
+    params: int
+    task: str
+    samples: int
+    held_out_samples: int
+    steps: int
+    batch: int
+    lr: float
+    seed: int
+    training_flops: int
+    evaluation_flops: int
+    agreement: dict[str, Any]
+    mix: dict[str, float] = field(default_factory=dict)
+    measured_training_flops: int | None = None
+    measured_evaluation_flops: int | None = None
+    max_steps: int | None = None
+    target_agreement: float | None = None
+    validation_samples: int = 0
+    command: str = ""
+    flopplan_version: str = __version__
+
+    @property
+    def upfront_flops(self) -> int:
+        """What the reward model cost before any policy used it: its training and its agreement check."""
+        return self.training_flops + self.evaluation_flops
+
+    def to_data(self) -> dict[str, Any]:
+        data = {"flopplan_reward_model_version": REWARD_MODEL_VERSION, "flopplan_version": self.flopplan_version,
+                "architecture": self.architecture, "params": self.params, "task": self.task,
+                "samples": self.samples, "held_out_samples": self.held_out_samples, "mix": self.mix,
+                "steps": self.steps, "max_steps": self.max_steps, "target_agreement": self.target_agreement,
+                "validation_samples": self.validation_samples, "batch": self.batch, "lr": self.lr, "seed": self.seed,
+                "training_flops": self.training_flops, "measured_training_flops": self.measured_training_flops,
+                "evaluation_flops": self.evaluation_flops,
+                "measured_evaluation_flops": self.measured_evaluation_flops, "upfront_flops": self.upfront_flops,
+                "agreement": self.agreement, "output": "probability", "command": self.command}
+        if self.measured_training_flops is not None:
+            data["measured_equals_closed_form"] = (self.measured_training_flops == self.training_flops
+                                                   and self.measured_evaluation_flops == self.evaluation_flops)
+        return data
+
+    @staticmethod
+    def from_data(data: Any, where: str = "reward model card") -> RewardModelCard:
+        if not isinstance(data, dict) or data.get("flopplan_reward_model_version") != REWARD_MODEL_VERSION:
+            raise UserError(f"{where} is not a flopplan reward model card of version {REWARD_MODEL_VERSION}")
+        ints = ("params", "samples", "held_out_samples", "steps", "batch", "seed", "training_flops",
+                "evaluation_flops")
+        bad = [k for k in ints if not is_int(data.get(k)) or data[k] < 0]
+        bad += [k for k in ("measured_training_flops", "measured_evaluation_flops", "max_steps")
+                if data.get(k) is not None and not is_int(data[k])]
+        if data.get("target_agreement") is not None and not is_number(data["target_agreement"]):
+            bad.append("target_agreement")
+        if not is_number(data.get("lr")) or not isinstance(data.get("agreement"), dict):
+            bad.append("lr or agreement")
+        if bad:
+            raise UserError(f"{where} is malformed: {bad[0]}")
+        return RewardModelCard(
+            architecture=str(data.get("architecture", "")), params=data["params"], task=str(data.get("task", "")),
+            samples=data["samples"], held_out_samples=data["held_out_samples"], steps=data["steps"],
+            batch=data["batch"], lr=float(data["lr"]), seed=data["seed"], training_flops=data["training_flops"],
+            evaluation_flops=data["evaluation_flops"], agreement=dict(data["agreement"]),
+            mix=dict(data.get("mix") or {}), measured_training_flops=data.get("measured_training_flops"),
+            measured_evaluation_flops=data.get("measured_evaluation_flops"), max_steps=data.get("max_steps"),
+            target_agreement=data.get("target_agreement"),
+            validation_samples=int(data.get("validation_samples") or 0), command=str(data.get("command", "")),
+            flopplan_version=str(data.get("flopplan_version", "")))
+
+
+def load_reward_model_card(folder: str | Path) -> RewardModelCard:
+    """The card of a learned reward model's folder; one clear line when there is none."""
+    path = Path(folder) / REWARD_MODEL_CARD
+    if not path.exists():
+        raise UserError(f"{str(folder)!r} is not a flopplan reward model (no {REWARD_MODEL_CARD})")
+    return RewardModelCard.from_data(read_json(path, "reward model card"), repr(str(path)))
+
+
 def read_metrics(folder: str | Path) -> list[StepRecord]:
     return [r for r in (StepRecord.from_data(d) for d in read_step_log(Path(folder) / METRICS)) if r is not None]
 

@@ -70,6 +70,6 @@ def main() -> None:
     """
 
 
-from flopplan.cli import calibrate, engines, estimate, plan, race, train  # noqa: E402  (each registers its commands)
+from flopplan.cli import calibrate, engines, estimate, plan, race, reward_model, train  # noqa: E402  (each registers)
 
-__all__ = ["calibrate", "echo_json", "engines", "estimate", "fail", "main", "plan", "race", "train"]
+__all__ = ["calibrate", "echo_json", "engines", "estimate", "fail", "main", "plan", "race", "reward_model", "train"]

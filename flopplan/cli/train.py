@@ -60,6 +60,10 @@ RESUME_OPTIONS = {"out_dir", "resume", "max_steps", "budget", "no_progress", "as
 @click.option("--reward-model-path", type=click.Path(file_okay=False), help="A local reward model folder.")
 @click.option("--prm-aggregate", default="min", show_default=True, type=click.Choice(["min", "prod", "last"]),
               help="How a PRM's step scores become one reward.")
+@click.option("--reward-output", default="auto", show_default=True,
+              type=click.Choice(["auto", "score", "probability", "verdict"]),
+              help="An ORM's reward: its score, its probability (sigmoid), or its verdict (1 if P >= 1/2, else 0); "
+                   "auto: the probability for a binary classifier (flopplan reward-model train), else the score.")
 @click.option("--eval-at-end", is_flag=True,
               help="Also evaluate after the last step: every step keeps an evaluation's worst case in reserve, and "
                    "the step after which the next would not fit (or the last of --steps) evaluates.")
@@ -87,7 +91,7 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
           format_reward: float,
           reward_model_path: str | None, prm_aggregate: str, no_eval: bool, no_progress: bool, as_json: bool,
           trainer_engine: str, fixed_completion: bool, eval_targets: str, eval_at_flops: str | None,
-          eval_at_end: bool, lost_outside_budget: bool,
+          eval_at_end: bool, lost_outside_budget: bool, reward_output: str,
           **recipe_opts: Any) -> None:
     """Run GRPO with a FLOP ledger that never exceeds the budget (the validating run of a plan)."""
     from flopplan.train.config import replace_config, train_config
@@ -133,7 +137,8 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
             weight_decay=weight_decay, seed=seed, checkpoint_every=checkpoint_every,
             keep_checkpoints=keep_checkpoints, measure_flops=measure_flops,
             device=device, format_reward=format_reward, reward_model_path=reward_model_path,
-            prm_aggregate=prm_aggregate, engine=trainer_engine, fixed_completion=fixed_completion,
+            prm_aggregate=prm_aggregate, reward_output=reward_output, engine=trainer_engine,
+            fixed_completion=fixed_completion,
             eval_targets=parse_targets(eval_targets), eval_at_flops=flop_thresholds(eval_at_flops),
             eval_at_end=eval_at_end, charge_lost=not lost_outside_budget)
     if config.engine == "trl":

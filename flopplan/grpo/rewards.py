@@ -3,7 +3,9 @@
 * ``rule``: 1 if the completion's final answer equals the reference answer (exact match after normalisation),
   plus an optional format reward when the completion ended with EOS and has an extractable answer.
 * ``orm``: a sequence-classification model reads the templated prompt + completion; the reward is its score at
-  the last token.
+  the last token, or its probability (the sigmoid of the score) when the model declares its single label a binary
+  logit (``problem_type: multi_label_classification``, as ``flopplan reward-model train`` saves it), or its
+  verdict, 0/1 (:data:`ORM_OUTPUTS`).
 * ``prm``: the response is split into steps on blank lines, a separator token follows each step, ONE forward
   pass reads prompt + steps, and each step's score is the softmax probability of class 1 at its separator;
   the scalar reward aggregates the step scores by ``min``, ``prod`` or ``last``.
@@ -33,6 +35,11 @@ from flopplan.measure.timer import timed_and_counted
 from flopplan.recipe import RewardSystem
 
 PRM_AGGREGATES = ("min", "prod", "last")
+ORM_OUTPUTS = ("auto", "score", "probability", "verdict")
+"""What an ORM's pooled score becomes as a reward: ``score`` as it is, ``probability`` its sigmoid, ``verdict`` 1 if
+that is at least 1/2 else 0 (the model's decision, 0/1 like the rule it stands in for); ``auto``: the probability
+when the model declares its one label a binary logit (``problem_type: multi_label_classification``), else the
+score."""
 
 
 def rule_rewards(completions: list[str], answers: list[str], ended: list[bool],
@@ -58,17 +65,20 @@ class RewardModel:
     max_steps: int = 32
     batch: int = 16
     codec: Codec | None = None  # its own tokenizer (a local model); None: it reads the policy's ids
+    output: str = "auto"  # an ORM's reward: ORM_OUTPUTS
 
     @staticmethod
     def load(system: RewardSystem, device: torch.device, dtype: torch.dtype, attn: str, seed: int,
              policy_codec: Codec, policy_vocab: int, path: str | None = None, aggregate: str = "min",
-             max_steps: int = 32, batch: int = 16) -> RewardModel:
+             max_steps: int = 32, batch: int = 16, output: str = "auto") -> RewardModel:
         """A local outcome reward model (with its tokenizer), or a random-initialised registry architecture that
         reads the policy's token ids."""
         from flopplan.measure.models import build_model
 
         if aggregate not in PRM_AGGREGATES:
             raise UserError(f"PRM aggregate must be one of {', '.join(PRM_AGGREGATES)}")
+        if output not in ORM_OUTPUTS:
+            raise UserError(f"the reward output must be one of {', '.join(ORM_OUTPUTS)}")
         codec = None
         if path is not None:
             if system.kind == "prm":
@@ -99,7 +109,7 @@ class RewardModel:
         model.eval()
         for p in model.parameters():
             p.requires_grad_(False)
-        return RewardModel(system, spec, model, random_init, aggregate, max_steps, batch, codec)
+        return RewardModel(system, spec, model, random_init, aggregate, max_steps, batch, codec, output)
 
     def token_rows(self, codec: Codec, prompts: list[str], completions: list[str],
                    max_completion_tokens: int | None = None) -> list[list[int]]:
@@ -111,15 +121,9 @@ class RewardModel:
         """
         rows = []
         for prompt, completion in zip(prompts, completions, strict=True):
-            prompt_ids = codec.encode(prompt)
-            ids = list(prompt_ids)
-            if self.system.kind == "prm":
-                for step in split_steps(completion, self.max_steps):
-                    ids = ids + codec.encode_piece(step) + [codec.sep_id]
-            else:
-                ids = ids + codec.encode_piece(completion) + [codec.eos_id]
+            ids = reward_row(self.system.kind, codec, prompt, completion, self.max_steps)
             if max_completion_tokens is not None:
-                bound = self.worst_case_tokens(len(prompt_ids), max_completion_tokens)
+                bound = self.worst_case_tokens(len(codec.encode(prompt)), max_completion_tokens)
                 ids = ids[-bound:]
             rows.append(ids)
         return rows
@@ -156,9 +160,23 @@ class RewardModel:
         charge.measured, charge.seconds = info["measured"], info["seconds"]
         return rewards, charge
 
+    @property
+    def orm_output(self) -> str:
+        """What an ORM's reward is (:data:`ORM_OUTPUTS`), ``auto`` resolved by the model's config."""
+        if self.output != "auto":
+            return self.output
+        binary = getattr(getattr(self.model, "config", None), "problem_type", None) == "multi_label_classification"
+        return "probability" if binary else "score"
+
     def _rewards(self, scores: torch.Tensor, ids: torch.Tensor, rows: list[list[int]], codec: Codec) -> list[float]:
         if self.system.kind == "orm":  # sequence classification: already pooled at the last token
-            return scores.view(len(rows), -1)[:, 0].tolist()
+            pooled = scores.view(len(rows), -1)[:, 0]
+            output = self.orm_output
+            if output == "probability":
+                pooled = torch.sigmoid(pooled)
+            elif output == "verdict":
+                pooled = (pooled >= 0).float()  # sigmoid(x) >= 1/2 exactly when x >= 0
+            return pooled.tolist()
         probs = torch.softmax(scores, dim=-1)[..., 1]
         out = []
         for i, row in enumerate(rows):
@@ -172,6 +190,17 @@ class RewardModel:
             else:
                 out.append(steps[-1])
         return out
+
+
+def reward_row(kind: str, codec: Codec, prompt: str, completion: str, max_steps: int = 32) -> list[int]:
+    """What a reward model reads for one completion: the prompt, then the response and EOS (ORM), or each step
+    followed by a separator (PRM). A learned reward model is trained on these same rows."""
+    ids = list(codec.encode(prompt))
+    if kind == "prm":
+        for step in split_steps(completion, max_steps):
+            ids = ids + codec.encode_piece(step) + [codec.sep_id]
+        return ids
+    return ids + codec.encode_piece(completion) + [codec.eos_id]
 
 
 def split_steps(response: str, max_steps: int) -> list[str]:

@@ -25,6 +25,7 @@ DEVICES = ("auto", "cpu", "cuda")
 ENGINES = ("builtin", "trl")
 """Who runs the GRPO loop: flopplan's own trainer, or TRL's GRPOTrainer with flopplan's FLOP meter."""
 PRM_AGGREGATES = ("min", "prod", "last")
+REWARD_OUTPUTS = ("auto", "score", "probability", "verdict")  # flopplan.grpo.rewards.ORM_OUTPUTS
 MAX_TRAIN_SIZE = 1_000_000  # problems of the built-in task held in memory
 
 DEMO_RECIPE: dict[str, Any] = {"policy": "tiny", "lora_rank": None, "prompts_per_step": 16, "group_size": 16,
@@ -70,6 +71,7 @@ class TrainConfig:
     device: str = "auto"
     format_reward: float = 0.0
     prm_aggregate: str = "min"
+    reward_output: str = "auto"  # an ORM's reward: its score, probability or 0/1 verdict (auto: by its config)
     engine: str = "builtin"
     fixed_completion: bool = False  # every completion runs to the maximum length (EOS held back until then)
     threads: int | None = None  # CPU threads for torch; None: 1 for policies under 50M parameters, else torch's
@@ -103,8 +105,11 @@ class TrainConfig:
             Budget(flops=self.budget_flops)  # the planner's limits
         if self.reward_model_path is not None and r.reward.kind == "rule":
             raise UserError("--reward-model-path needs a model reward (--reward orm:MODEL), not a rule")
+        if self.reward_output != "auto" and r.reward.kind != "orm":
+            raise UserError("--reward-output applies to an outcome reward model (--reward orm:MODEL)")
         for name, allowed in (("scale_rewards", SCALE_REWARDS), ("loss_aggregation", AGGREGATIONS),
-                              ("device", DEVICES), ("prm_aggregate", PRM_AGGREGATES), ("engine", ENGINES)):
+                              ("device", DEVICES), ("prm_aggregate", PRM_AGGREGATES), ("engine", ENGINES),
+                              ("reward_output", REWARD_OUTPUTS)):
             check_choice(name, getattr(self, name), allowed)
         if r.engine != "hf":
             raise UserError("flopplan train generates with transformers (engine hf); the vllm engine is for planning")

@@ -130,7 +130,7 @@ def load_reward_model(config: TrainConfig, precision: Precision, policy: Policy)
         return None
     return RewardModel.load(r.reward, precision.device, precision.policy.dtype, precision.policy.attention,
                             config.seed + 1, policy.codec, policy.vocab, config.reward_model_path,
-                            config.prm_aggregate, r.prm_steps, batch=r.group_size)
+                            config.prm_aggregate, r.prm_steps, batch=r.group_size, output=config.reward_output)
 
 
 @dataclass
