@@ -358,35 +358,59 @@ class RewardModelCard:
     def from_data(data: Any, where: str = "reward model card") -> RewardModelCard:
         if not isinstance(data, dict) or data.get("flopplan_reward_model_version") != REWARD_MODEL_VERSION:
             raise UserError(f"{where} is not a flopplan reward model card of version {REWARD_MODEL_VERSION}")
-        ints = ("params", "samples", "held_out_samples", "steps", "batch", "seed", "training_flops",
-                "evaluation_flops")
-        bad = [k for k in ints if not is_int(data.get(k)) or data[k] < 0]
-        bad += [k for k in ("measured_training_flops", "measured_evaluation_flops", "max_steps")
-                if data.get(k) is not None and not is_int(data[k])]
-        if data.get("target_agreement") is not None and not is_number(data["target_agreement"]):
-            bad.append("target_agreement")
-        if not is_number(data.get("lr")) or not isinstance(data.get("agreement"), dict):
-            bad.append("lr or agreement")
-        if bad:
-            raise UserError(f"{where} is malformed: {bad[0]}")
+        problem = _card_problem(data)
+        if problem:
+            raise UserError(f"{where} is malformed: {problem}")
         return RewardModelCard(
-            architecture=str(data.get("architecture", "")), params=data["params"], task=str(data.get("task", "")),
-            samples=data["samples"], held_out_samples=data["held_out_samples"], steps=data["steps"],
-            batch=data["batch"], lr=float(data["lr"]), seed=data["seed"], training_flops=data["training_flops"],
+            architecture=data["architecture"], params=data["params"], task=data["task"], samples=data["samples"],
+            held_out_samples=data["held_out_samples"], steps=data["steps"], batch=data["batch"],
+            lr=float(data["lr"]), seed=data["seed"], training_flops=data["training_flops"],
             evaluation_flops=data["evaluation_flops"], agreement=dict(data["agreement"]),
             mix=dict(data.get("mix") or {}), measured_training_flops=data.get("measured_training_flops"),
             measured_evaluation_flops=data.get("measured_evaluation_flops"), max_steps=data.get("max_steps"),
-            target_agreement=data.get("target_agreement"),
-            validation_samples=int(data.get("validation_samples") or 0), command=str(data.get("command", "")),
-            flopplan_version=str(data.get("flopplan_version", "")))
+            target_agreement=data.get("target_agreement"), validation_samples=data.get("validation_samples", 0),
+            command=str(data.get("command", "")), flopplan_version=str(data.get("flopplan_version", "")))
 
 
-def load_reward_model_card(folder: str | Path) -> RewardModelCard:
-    """The card of a learned reward model's folder; one clear line when there is none."""
-    path = Path(folder) / REWARD_MODEL_CARD
-    if not path.exists():
-        raise UserError(f"{str(folder)!r} is not a flopplan reward model (no {REWARD_MODEL_CARD})")
-    return RewardModelCard.from_data(read_json(path, "reward model card"), repr(str(path)))
+def _card_problem(data: dict[str, Any]) -> str | None:
+    """The first thing wrong with a card's fields, or None."""
+    for key in ("architecture", "task"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            return f"{key} is not a name"
+    for key in ("params", "samples", "held_out_samples", "steps", "batch", "seed", "training_flops",
+                "evaluation_flops"):
+        if not is_int(data.get(key)) or data[key] < 0:
+            return f"{key} is not a count"
+    for key in ("measured_training_flops", "measured_evaluation_flops", "max_steps", "validation_samples"):
+        if data.get(key) is not None and (not is_int(data[key]) or data[key] < 0):
+            return f"{key} is not a count"
+    if not is_number(data.get("lr")) or data["lr"] <= 0:
+        return "lr is not a positive number"
+    target = data.get("target_agreement")
+    if target is not None and (not is_number(target) or not 0 < target <= 1):
+        return "target_agreement is not in (0, 1]"
+    agreement = data.get("agreement")
+    if not isinstance(agreement, dict) or not is_number(agreement.get("accuracy")) \
+            or not 0 <= agreement["accuracy"] <= 1:
+        return "agreement has no accuracy in [0, 1]"
+    if data.get("mix") is not None and not isinstance(data["mix"], dict):
+        return "mix is not a table"
+    # the stored total must be the sum of its parts: a card edited by hand (or cut short) is caught here
+    if "upfront_flops" in data and data["upfront_flops"] != data["training_flops"] + data["evaluation_flops"]:
+        return "upfront_flops is not training_flops + evaluation_flops"
+    return None
+
+
+def load_reward_model_card(path: str | Path) -> RewardModelCard:
+    """The card of a learned reward model: ``path`` is its folder (``flopplan reward-model train --out``) or its
+    ``reward_model.json``. Torch-free; a missing or bad card is one clear :class:`UserError`."""
+    path = Path(path)
+    file = path / REWARD_MODEL_CARD if path.is_dir() else path
+    if not file.exists():
+        if path.is_dir():
+            raise UserError(f"{str(path)!r} is not a flopplan reward model (no {REWARD_MODEL_CARD})")
+        raise UserError(f"cannot read the reward model card {str(path)!r}: no such file or folder")
+    return RewardModelCard.from_data(read_json(file, "reward model card"), f"reward model card {str(file)!r}")
 
 
 def read_metrics(folder: str | Path) -> list[StepRecord]:
