@@ -45,7 +45,7 @@ import torch.nn.functional as F
 
 from flopplan.arch import ArchSpec, resolve
 from flopplan.errors import UserError, check_int, check_number
-from flopplan.fileio import atomic_write_json
+from flopplan.fileio import atomic_write_json, writable_folder
 from flopplan.formulas import Training, forward_flops, train_flops
 from flopplan.grpo.batching import right_pad
 from flopplan.grpo.codecs import Codec, hf_char_tokenizer, hf_codec
@@ -64,6 +64,7 @@ symbols, two digits, ids the tokenizer cannot spell, ...; correct when they happ
 whatever the model over-rates: trained on fewer kinds, a model scored ``00`` 0.6 whatever the answer, another
 ``1\n``, and a 99 %-agreeing one accepted ``43`` for nine prompts in ten; each time the policy collapsed onto that
 completion. Every short completion, with several prompts each, leaves no such string unseen."""
+CHECK_BATCH = 256  # rows per no-grad forward of a check: few large forwards cost less time than many small
 POLICY_VOCAB = 32  # the tiny family's embedding rows: the built-in tokenizer's 23 ids and 9 it cannot spell
 
 
@@ -217,8 +218,7 @@ def train_reward_model(cfg: RewardModelTraining, out: str | Path, command: str =
     """Train the reward model of ``cfg`` and write it to ``out`` (a transformers folder with its tokenizer and
     ``reward_model.json``), atomically: a new folder, or an empty one, that appears complete or not at all."""
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UserError(f"--out {str(out)!r} exists and is not an empty folder: give a new one")
+    check_destination(out)
     spec = cfg.spec
     threads = recommended_threads(spec.params)
     previous_threads = torch.get_num_threads()
@@ -228,23 +228,50 @@ def train_reward_model(cfg: RewardModelTraining, out: str | Path, command: str =
         card, model, tokenizer = _train(cfg, spec, command, progress)
     finally:
         torch.set_num_threads(previous_threads)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    _publish(out, lambda staging: _save(staging, model, tokenizer, card))
+    return card
+
+
+def check_destination(out: Path) -> None:
+    """Refuse, before any training, a destination that is not a new or empty folder or cannot be written."""
     try:
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        atomic_write_json(staging / REWARD_MODEL_CARD, card.to_data())
+        taken = out.exists() and (not out.is_dir() or any(out.iterdir()))
+    except OSError as exc:
+        raise UserError(f"cannot read --out {str(out)!r}: {exc.strerror or exc}") from None
+    if taken:
+        raise UserError(f"--out {str(out)!r} exists and is not an empty folder: give a new one")
+    writable_folder(out.parent, "folder of --out")
+
+
+def _save(folder: Path, model: Any, tokenizer: Any, card: RewardModelCard) -> None:
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    atomic_write_json(folder / REWARD_MODEL_CARD, card.to_data())
+
+
+def _publish(out: Path, write: Callable[[Path], None]) -> None:
+    """Fill a hidden staging folder beside ``out``, then rename it to ``out``: a reader sees the whole model or
+    nothing, and whatever stops the writing (an error, Ctrl-C) takes the staging folder with it."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    except OSError as exc:
+        raise UserError(f"cannot write the reward model to {str(out)!r}: {exc.strerror or exc}") from None
+    try:
+        write(staging)
         umask = os.umask(0)
         os.umask(umask)
-        for path in [staging, *staging.iterdir()]:  # mkdtemp (and some writers) make them private
+        for path in [staging, *staging.iterdir()]:  # mkdtemp makes the folder private; give it the usual modes
             path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
         if out.exists():
-            out.rmdir()  # empty, checked above
+            out.rmdir()  # an empty folder (checked before training); a non-empty one fails here
         os.replace(staging, out)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
-        raise UserError(f"cannot write the reward model to {str(out)!r}: {exc}") from None
-    return card
+        raise UserError(f"cannot write the reward model to {str(out)!r}: {exc.strerror or exc}") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def _train(cfg: RewardModelTraining, spec: ArchSpec, command: str,
@@ -290,13 +317,13 @@ def _train(cfg: RewardModelTraining, spec: ArchSpec, command: str,
         steps = step
         progress(step, float(loss.detach()))
         if cfg.target_agreement is not None and step % cfg.check_every == 0:
-            p = _probabilities(model, codec, spec, validation_rows, cfg.batch, checks)
+            p = _probabilities(model, codec, spec, validation_rows, CHECK_BATCH, checks)
             checked = float(((p >= 0.5).astype(int) == validation_labels).mean())
             if checked >= cfg.target_agreement:
                 break
 
     evaluation = _Meter(cfg.measure)
-    probabilities = _probabilities(model, codec, spec, held_rows, cfg.batch, evaluation)
+    probabilities = _probabilities(model, codec, spec, held_rows, CHECK_BATCH, evaluation)
     result = agreement(held, probabilities)
     result["validation_accuracy"] = checked
     card = RewardModelCard(
