@@ -6,6 +6,7 @@ import functools
 import os
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -165,6 +166,8 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
         if trainer.reward_model is not None and trainer.reward_model.random_init:
             con.print(f"reward model {trainer.reward_model.spec.name}: random-initialised, its scores are "
                       "meaningless (the FLOPs and the plumbing are real)")
+        for note in learned_reward_notes(config):
+            con.print(note)
     summary = trainer.run()
     interrupted = summary.stop_reason.startswith("interrupted")
     if as_json:
@@ -180,6 +183,30 @@ def train(out_dir: str, plan_file: str | None, plan_model: str | None, budget: s
         click.echo(f"flopplan: interrupted; continue with: flopplan train --out {shlex.quote(out_dir)} --resume",
                    err=True)
         sys.exit(130)
+
+
+def learned_reward_notes(config: Any) -> list[str]:
+    """What the card of a reward model from ``flopplan reward-model train`` says about it, and whether it was
+    trained on another task than the run's."""
+    from flopplan.runfile import REWARD_MODEL_CARD, load_reward_model_card
+
+    path = config.reward_model_path
+    if path is None or not (Path(path) / REWARD_MODEL_CARD).exists():
+        return []
+    card = load_reward_model_card(path)
+    notes = [f"reward model {card.architecture}: learned (seed {card.seed}), held-out agreement with the rule "
+             f"{card.agreement['accuracy']:.3f}; its {card.upfront_flops:,} upfront FLOPs (training and check) are "
+             "not in this run's ledger"]
+    if config.dataset is None:
+        from flopplan.grpo.tasks import parse_task
+
+        task = parse_task(config.task)
+        if card.task != f"digits:{task.rule}:{task.length}":
+            notes.append(f"note: the reward model was trained on {card.task}, this run's task is "
+                         f"digits:{task.rule}:{task.length}")
+    else:
+        notes.append(f"note: the reward model was trained on {card.task}, this run reads a dataset")
+    return notes
 
 
 def flop_thresholds(text: str | None) -> tuple[int, ...]:

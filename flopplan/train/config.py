@@ -166,10 +166,15 @@ class TrainConfig:
         """A local reward model must have the architecture the recipe prices (``orm:tiny-rm`` with a tiny-rm
         folder): the budget guard and the plan price the recipe's, the ledger charges the one that runs."""
         from flopplan.arch import load_config
+        from flopplan.runfile import REWARD_MODEL_CARD, load_reward_model_card
 
         path = Path(str(self.reward_model_path))
+        if not path.is_dir():
+            raise UserError(f"--reward-model-path {str(path)!r} is not a folder")
         if not (path / "config.json").exists():
             raise UserError(f"--reward-model-path {str(path)!r} has no config.json")
+        if (path / REWARD_MODEL_CARD).exists():  # trained by flopplan: its card must be readable
+            load_reward_model_card(path)
         loaded, priced = load_config(path), self.recipe.reward_spec
         if priced is not None and _shapes(loaded) != _shapes(priced):
             raise UserError(f"the reward model in {str(path)!r} is not a {priced.name} (hidden {loaded.hidden_size}, "
