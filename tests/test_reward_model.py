@@ -1,0 +1,258 @@
+"""The learned outcome reward model (``flopplan reward-model train``): exact training FLOPs, determinism, its card
+(torch-free reader, round trip, one-line errors), atomic output, and GRPO runs that use it as their reward."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, cli, one_line_error
+
+from flopplan.errors import UserError
+from flopplan.runfile import REWARD_MODEL_CARD, RewardModelCard, load_reward_model_card
+
+torch = pytest.importorskip("torch")
+
+# every test of this module in one xdist worker, so the shared trained model is trained once
+pytestmark = pytest.mark.xdist_group("reward_model")
+
+SMALL_RM = ["--samples", "64", "--held-out", "32", "--validation", "32", "--steps", "6", "--batch", "8",
+            "--target-agreement", "none"]
+SMALL_RUN = ["--prompts-per-step", "4", "--group-size", "4", "--micro-batch", "8", "--no-progress"]
+
+
+def small_training(**changes):
+    from flopplan.grpo.reward_model import RewardModelTraining
+    from flopplan.grpo.tasks import DigitTask
+
+    knobs = dict(samples=64, held_out=32, validation=32, steps=6, batch=8, check_every=3, target_agreement=None)
+    knobs.update(changes)
+    return RewardModelTraining(DigitTask("first", 4), **knobs)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One small reward model trained through the CLI with FlopCounterMode: (folder, the card printed)."""
+    folder = tmp_path_factory.mktemp("rm") / "model"
+    result = cli("reward-model", "train", "--out", str(folder), *SMALL_RM, "--measure-flops", "--json", check=True)
+    return folder, json.loads(result.stdout)
+
+
+def test_training_flops_equal_flop_counter(trained, record_exact):
+    folder, printed = trained
+    record_exact("tiny-rm reward model training (6 steps of 8)", printed["training_flops"],
+                 printed["measured_training_flops"])
+    record_exact("tiny-rm reward model checks (held-out forwards)", printed["evaluation_flops"],
+                 printed["measured_evaluation_flops"])
+    assert printed["measured_equals_closed_form"] is True
+    assert printed["training_flops"] > 0 and printed["steps"] == 6
+    assert printed["upfront_flops"] == printed["training_flops"] + printed["evaluation_flops"]
+    assert json.loads((folder / REWARD_MODEL_CARD).read_text()) == printed
+
+
+def test_the_folder_holds_a_loadable_model_and_nothing_else(trained):
+    folder, _ = trained
+    names = {p.name for p in folder.iterdir()}
+    assert {"config.json", "model.safetensors", REWARD_MODEL_CARD} <= names
+    assert not [n for n in names if n.startswith(".")]
+    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no staging folder left
+    config = json.loads((folder / "config.json").read_text())
+    assert config["problem_type"] == "multi_label_classification" and config["id2label"] == {"0": "correct"}
+
+
+def test_training_is_deterministic_for_a_seed(tmp_path):
+    from flopplan.grpo.reward_model import train_reward_model
+
+    cards = [train_reward_model(small_training(seed=3), tmp_path / name) for name in ("a", "b")]
+    assert cards[0] == cards[1]
+    weights = [(tmp_path / name / "model.safetensors").read_bytes() for name in ("a", "b")]
+    assert weights[0] == weights[1]
+    other = train_reward_model(small_training(seed=4), tmp_path / "c")
+    assert (tmp_path / "c" / "model.safetensors").read_bytes() != weights[0]
+    assert other.seed == 4 and other != cards[0]
+
+
+def test_early_stop_at_the_target_agreement(tmp_path):
+    from flopplan.grpo.reward_model import train_reward_model
+
+    card = train_reward_model(small_training(target_agreement=0.01, steps=9), tmp_path / "m")
+    assert card.steps == 3 and card.max_steps == 9  # the first check (every 3 steps) reaches any agreement
+    assert card.agreement["validation_accuracy"] >= 0.01
+    assert card.validation_samples == 32
+
+
+def test_card_round_trips(trained):
+    folder, printed = trained
+    card = load_reward_model_card(folder)
+    assert card == load_reward_model_card(folder / REWARD_MODEL_CARD)
+    assert RewardModelCard.from_data(card.to_data()) == card
+    assert card.to_data() == printed
+    assert card.upfront_flops == printed["training_flops"] + printed["evaluation_flops"]
+    assert card.architecture == "tiny-rm" and card.task == "digits:first:4"
+    assert 0 <= card.agreement["accuracy"] <= 1
+
+
+def _corrupt(data: dict, change: str) -> str:
+    data = dict(data)
+    if change == "truncated":
+        return json.dumps(data)[:40]
+    if change == "version":
+        data["flopplan_reward_model_version"] = 99
+    elif change == "not an object":
+        return json.dumps([data])
+    elif change == "params":
+        data["params"] = "many"
+    elif change == "flops":
+        data["training_flops"] = -1
+    elif change == "upfront":
+        data["upfront_flops"] += 1
+    elif change == "agreement":
+        del data["agreement"]
+    elif change == "accuracy":
+        data["agreement"] = {**data["agreement"], "accuracy": 1.5}
+    elif change == "architecture":
+        data["architecture"] = None
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize("change", ["truncated", "version", "not an object", "params", "flops", "upfront",
+                                    "agreement", "accuracy", "architecture"])
+def test_a_corrupted_card_is_one_user_error(trained, tmp_path, change):
+    _, printed = trained
+    path = tmp_path / REWARD_MODEL_CARD
+    path.write_text(_corrupt(printed, change))
+    with pytest.raises(UserError, match="reward model card") as err:
+        load_reward_model_card(tmp_path)
+    assert "\n" not in str(err.value)
+
+
+def test_a_missing_card_is_one_user_error(tmp_path):
+    with pytest.raises(UserError, match="is not a flopplan reward model"):
+        load_reward_model_card(tmp_path)
+    with pytest.raises(UserError, match="no such file or folder"):
+        load_reward_model_card(tmp_path / "absent")
+
+
+def test_the_card_reader_is_torch_free():
+    code = ("import sys, flopplan.runfile; print(sorted(m for m in sys.modules "
+            "if m.split('.')[0] in ('torch', 'transformers')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_failed_write_leaves_no_folder(tmp_path, monkeypatch):
+    from flopplan.grpo import reward_model
+
+    def half_then_fail(folder, *args):
+        (folder / "config.json").write_text("{}")
+        raise RuntimeError("disk gone")
+
+    monkeypatch.setattr(reward_model, "_save", half_then_fail)
+    with pytest.raises(RuntimeError, match="disk gone"):
+        reward_model.train_reward_model(small_training(steps=1), tmp_path / "m")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", ["auto", "probability", "score", "verdict"])
+def test_learned_orm_outputs(trained, mode):
+    """auto is the probability for this binary classifier; probability = sigmoid(score), verdict = [score >= 0]."""
+    from flopplan.formulas import Conventions
+    from flopplan.grpo.codecs import char_codec
+    from flopplan.grpo.rewards import RewardModel
+    from flopplan.grpo.tasks import DigitTask
+    from flopplan.grpo.tokenizer import CharTokenizer
+    from flopplan.recipe import RewardSystem
+
+    folder, _ = trained
+    tokenizer = CharTokenizer()
+    codec = char_codec(tokenizer)
+    problems = DigitTask("first", 4).split(8, 0, seed=5)[0]
+    prompts = [p.prompt for p in problems for _ in range(3)]
+    completions = [c for p in problems for c in (p.answer, "x", "12")]
+
+    def rewards(output):
+        rm = RewardModel.load(RewardSystem.parse("orm:tiny-rm"), torch.device("cpu"), torch.float32, "eager", 0,
+                              codec, tokenizer.vocab_size, str(folder), output=output)
+        assert not rm.random_init
+        values, charge = rm.score(codec, prompts, completions, Conventions())
+        assert charge.executed_total > 0
+        return values
+
+    scores, got = rewards("score"), rewards(mode)
+    sigmoid = [1 / (1 + math.exp(-s)) for s in scores]
+    expected = {"auto": sigmoid, "probability": sigmoid, "score": scores,
+                "verdict": [float(s >= 0) for s in scores]}[mode]
+    assert got == pytest.approx(expected, abs=1e-6)
+    if mode != "score":
+        assert all(0 <= g <= 1 for g in got)
+
+
+def test_grpo_run_with_the_learned_orm(trained, tmp_path):
+    """A real run: rewards in [0, 1], the feedback bucket holds the ORM's inference FLOPs (equal to the counter's),
+    and the run names the model's held-out agreement and upfront FLOPs."""
+    folder, printed = trained
+    run = tmp_path / "run"
+    result = cli("train", "--model", "tiny", "--reward", "orm:tiny-rm", "--reward-model-path", str(folder),
+                 "--steps", "2", "--no-eval", "--measure-flops", "--out", str(run), *SMALL_RUN, check=True)
+    assert f"{printed['upfront_flops']:,} upfront FLOPs" in result.stdout
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line]
+    steps = [m for m in metrics if "reward" in m]
+    assert len(steps) == 2
+    for m in steps:
+        assert 0 <= m["reward"] <= 1 and 0 <= m["reward_std"] <= 0.5
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["flops"]["feedback"] > 0
+    assert summary["measured_by_unit"]["reward"]["measured"] == summary["measured_by_unit"]["reward"]["closed_form"]
+    assert summary["random_init_reward_model"] is False
+    assert json.loads((run / "config.json").read_text())["reward_model_path"] == str(folder)
+
+
+def test_reward_model_train_refuses_bad_input(trained, tmp_path):
+    folder, _ = trained
+    one_line_error(cli("reward-model", "train", "--out", str(folder), *SMALL_RM), "not an empty folder")
+    file = tmp_path / "file"
+    file.write_text("x")
+    one_line_error(cli("reward-model", "train", "--out", str(file), *SMALL_RM), "--out")
+    one_line_error(cli("reward-model", "train", "--out", str(file / "under"), *SMALL_RM), "cannot write")
+    new = str(tmp_path / "new")
+    one_line_error(cli("reward-model", "train", "--out", new, "--target-agreement", "most"), "--target-agreement")
+    one_line_error(cli("reward-model", "train", "--out", new, "--steps", "0"), "steps")
+    one_line_error(cli("reward-model", "train", "--out", new, "--architecture", "tiny"), "sequence classifier")
+    assert not Path(new).exists()
+
+
+def test_train_refuses_a_bad_reward_model_folder(trained, tmp_path):
+    folder, printed = trained
+    base = ["train", "--model", "tiny", "--reward", "orm:tiny-rm", "--steps", "1", "--no-eval", *SMALL_RUN]
+    one_line_error(cli(*base, "--reward-model-path", str(tmp_path / "absent"), "--out", str(tmp_path / "r1")),
+                   "no such file or folder")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    one_line_error(cli(*base, "--reward-model-path", str(empty), "--out", str(tmp_path / "r2")), "no config.json")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for p in folder.iterdir():
+        (broken / p.name).write_bytes(p.read_bytes())
+    (broken / REWARD_MODEL_CARD).write_text(json.dumps(printed)[:60])
+    one_line_error(cli(*base, "--reward-model-path", str(broken), "--out", str(tmp_path / "r3")),
+                   "reward model card")
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "x").write_text("x")
+    one_line_error(cli(*base, "--reward-model-path", str(folder), "--out", str(taken)))
+    assert not any((tmp_path / name).exists() for name in ("r1", "r2", "r3"))
+
+
+@pytest.mark.slow
+def test_defaults_agree_with_the_rule(tmp_path):
+    """The command's defaults: an imperfect model that agrees with the rule on most held-out samples."""
+    result = cli("reward-model", "train", "--out", str(tmp_path / "m"), "--json", check=True)
+    card = json.loads(result.stdout)
+    assert 0.85 <= card["agreement"]["accuracy"] < 1
+    assert card["agreement"]["auc"] > 0.85
+    assert card["steps"] < card["max_steps"]  # the target stopped it
