@@ -119,7 +119,7 @@ def _finish(*args: str, cwd: Path) -> str:
     out = subprocess.run([sys.executable, "-m", "flopplan", *args], cwd=cwd, capture_output=True, text=True,
                          timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
+    return out.stdout + out.stderr
 
 
 def _kill_when(proc: subprocess.Popen, ready, timeout: float = 600) -> None:
@@ -137,39 +137,59 @@ def _metrics_lines(folder: Path) -> int:
     return max((len(p.read_text().splitlines()) for p in folder.glob("pilots/*/seed*/metrics.jsonl")), default=0)
 
 
-def _promoted(folder: Path) -> bool:
+def _promoted(folder: Path) -> list[str]:
     path = folder / "promotions.json"
-    return path.is_file() and bool(json.loads(path.read_text()))
+    decisions = json.loads(path.read_text()) if path.is_file() else []
+    return decisions[0]["promoted"] if decisions else []
+
+
+def _rung_two_under_way(folder: Path):
+    """True once a promoted pilot has logged two steps beyond what it had when the promotion appeared."""
+    seen: dict[Path, int] = {}
+
+    def ready() -> bool:
+        arms = _promoted(folder)
+        for path in (p for a in arms for p in (folder / "pilots" / a).glob("seed*/metrics.jsonl")):
+            lines = len(path.read_text().splitlines())
+            seen.setdefault(path, lines)
+            if lines >= seen[path] + 2:
+                return True
+        return False
+
+    return ready
 
 
 @pytest.fixture(scope="module")
 def races(tmp_path_factory):
-    """The same manifest raced twice: once straight through, once killed mid-pilot, mid-rung-2 and mid-analysis
-    (each rerun after its kill). Commands run inside each race folder, so the recorded commands are the same."""
+    """The quick demo (a learned reward model, design, pilots, analysis, validation) straight through, and the same
+    manifest raced again, killed mid-pilot, mid-rung-2 and mid-analysis (each rerun after its kill). Both run from
+    a folder of their own as ``race``, so the commands they record are the same."""
     pytest.importorskip("torch")
     root = tmp_path_factory.mktemp("race")
-    straight, killed = root / "straight", root / "killed"
-    cli("race", "design", "--budget", "6e10", "--pilot-fraction", "0.5", "--out", str(straight), *SMALL, check=True)
-    killed.mkdir()
+    (root / "a").mkdir()
+    (root / "b" / "race").mkdir(parents=True)
+    straight, killed = root / "a" / "race", root / "b" / "race"
+    started = time.monotonic()
+    demo = _finish("race", "demo", "--quick", "--out", "race", cwd=root / "a")
+    minutes = (time.monotonic() - started) / 60
     shutil.copy(straight / MANIFEST, killed / MANIFEST)
-    _finish("race", "run", ".", "--jobs", "2", cwd=straight)
-    _finish("race", "analyze", ".", "--no-plots", cwd=straight)
+    shutil.copytree(straight / "reward-model", killed / "reward-model")
 
-    _kill_when(_flopplan("race", "run", ".", "--jobs", "2", cwd=killed), lambda: _metrics_lines(killed) >= 4)
-    _kill_when(_flopplan("race", "run", ".", "--jobs", "2", cwd=killed),
-               lambda: _promoted(killed) and _metrics_lines(killed) >= 16)
-    _finish("race", "run", ".", "--jobs", "2", cwd=killed)
-    proc = _flopplan("race", "analyze", ".", "--no-plots", cwd=killed)
+    _kill_when(_flopplan("race", "run", "race", cwd=killed.parent), lambda: _metrics_lines(killed) >= 4)
+    _kill_when(_flopplan("race", "run", "race", cwd=killed.parent), _rung_two_under_way(killed))
+    _finish("race", "run", "race", cwd=killed.parent)
+    proc = _flopplan("race", "analyze", "race", cwd=killed.parent)
     time.sleep(2.0)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    _finish("race", "analyze", ".", "--no-plots", cwd=killed)
-    return straight, killed
+    _finish("race", "analyze", "race", cwd=killed.parent)
+    print(f"quick demo: {minutes:.1f} min")
+    return straight, killed, demo
 
 
 @pytest.mark.slow
 def test_a_killed_race_ends_with_the_uninterrupted_race_json(races):
-    straight, killed = races
+    straight, killed, _ = races
     assert (killed / "race.json").read_bytes() == (straight / "race.json").read_bytes()
     for path in straight.glob("pilots/*/seed*/evaluations.jsonl"):  # every pilot's evaluations, score by score
         assert (killed / path.relative_to(straight)).read_text() == path.read_text()
@@ -178,32 +198,53 @@ def test_a_killed_race_ends_with_the_uninterrupted_race_json(races):
 
 
 @pytest.mark.slow
-def test_the_pilots_spend_at_most_phi_f_and_evaluate_from_step_0(races):
-    straight, _ = races
+def test_the_pilots_spend_at_most_phi_f_and_evaluate_from_step_0_to_each_rung_end(races):
+    straight, _, _ = races
     design = RaceDesign.load(straight)
-    summaries = [json.loads(p.read_text()) for p in straight.glob("pilots/*/seed*/summary.json")]
+    summaries = {p.parent.parent.name + "/" + p.parent.name: json.loads(p.read_text())
+                 for p in straight.glob("pilots/*/seed*/summary.json")}
     assert len(summaries) == len(design.arms) * len(design.seeds)
-    assert all(s["within_budget"] and s["flops"]["total"] <= s["budget_flops"] for s in summaries)
-    assert sum(s["flops"]["total"] for s in summaries) <= design.pilot_cap
+    assert all(s["within_budget"] and s["flops"]["total"] <= s["budget_flops"] for s in summaries.values())
+    assert sum(s["flops"]["total"] for s in summaries.values()) <= design.pilot_cap
     report = json.loads((straight / "race.json").read_text())
-    assert report["pilot_flops"] == sum(s["flops"]["total"] for s in summaries)
+    assert report["pilot_flops"] == sum(s["flops"]["total"] for s in summaries.values())
     promoted = json.loads((straight / "promotions.json").read_text())
     assert len(promoted) == 1 and len(promoted[0]["promoted"]) == design.keep[1]
-    winner = promoted[0]["promoted"][0]
-    loser = next(a.name for a in design.arms if a.name != winner)
-    for seed in design.seeds:
-        first = json.loads((straight / "pilots" / winner / f"seed{seed}" / "evaluations.jsonl").read_text()
-                           .splitlines()[0])
-        assert first["step"] == 0 and first["train_flops"] == 0
-        assert json.loads((straight / "pilots" / loser / f"seed{seed}" / "summary.json").read_text())[
-            "budget_flops"] == design.arm(loser).pilot_budget(design, 0)
-        assert json.loads((straight / "pilots" / winner / f"seed{seed}" / "summary.json").read_text())[
-            "budget_flops"] == design.arm(winner).pilot_budget(design, 1)
+    for name, s in summaries.items():
+        arm = design.arm(name.split("/")[0])
+        rung = 1 if arm.name in promoted[0]["promoted"] else 0
+        assert s["budget_flops"] == arm.pilot_budget(design, rung)
+        records = [json.loads(line) for line in (straight / "pilots" / name / "evaluations.jsonl").read_text()
+                   .splitlines()]
+        assert records[0]["step"] == 0 and records[0]["train_flops"] == 0
+        assert records[-1]["step"] == s["steps"]  # the evaluation after the last step
+        assert (s["flops"]["feedback"] > 0) == (arm.recipe.reward.kind == "orm")
+
+
+@pytest.mark.slow
+def test_the_demo_reports_curves_regimes_the_recommendation_holdout_and_validation(races):
+    straight, _, printed = races
+    report = (straight / "report.md").read_text()
+    design = RaceDesign.load(straight)
+    for arm in design.arms:
+        assert arm.name in report
+    for word in ("regime", "P(best)", "holdout", "rollout", "feedback"):
+        assert word in report
+    assert "RACE recommendation" in printed and "RACE is a diagnostic" in printed
+    validation = json.loads((straight / "validation" / "validation.json").read_text())
+    assert validation["within_budget"] and {c["target"] for c in validation["checks"]} == {"heldout", "long"}
+    assert [c["fitted"] for c in validation["checks"]] == [True, False]  # long: the target no fit saw
+    card = json.loads((straight / "reward-model" / "reward_model.json").read_text())
+    spent = json.loads((straight / "race.json").read_text())["pilot_flops"]
+    assert validation["budget_flops"] == design.budget_flops - spent - card["upfront_flops"]
+    again = _finish("race", "demo", "--quick", "--out", "race", cwd=straight.parent)  # nothing is run twice
+    assert again.count("RACE recommendation") == 1
+    assert not any(line.startswith("rung ") for line in again.splitlines())
 
 
 @pytest.mark.slow
 def test_a_corrupted_pilot_summary_is_one_line_and_loses_nothing(races, tmp_path):
-    straight, _ = races
+    straight, _, _ = races
     copy = tmp_path / "copy"
     shutil.copytree(straight, copy)
     victim = next(copy.glob("pilots/*/seed0/summary.json"))

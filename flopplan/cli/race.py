@@ -85,8 +85,9 @@ def design(budget: str, pilot_fraction: float, out_dir: str, models: tuple[str, 
     folder = Path(out_dir)
     if (folder / MANIFEST).exists():
         fail(f"{out_dir!r} already holds a race: give another --out, or `flopplan race run {out_dir}`")
+    model = None if reward_model_path is None else str(Path(reward_model_path).resolve())  # pilots run anywhere
     result = design_race(base, grid, total, pilot_fraction, evaluation_flops=_evaluation_flops, command=command_line(),
-                         reward_model_path=reward_model_path)
+                         reward_model_path=model)
     result.save(folder)
     if as_json:
         echo_json(result.to_data())

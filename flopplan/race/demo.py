@@ -48,7 +48,7 @@ class DemoGrid:
 
 DEMO = DemoGrid(budget=6_000_000_000_000, pilot_fraction=0.5, policies=("tiny-s", "tiny", "tiny-l"),
                 group_sizes=(16,), rewards=("rule", "orm:tiny-rm"), seeds=2, rungs=2, evals=5, eval_prompts=100)
-QUICK = DemoGrid(budget=80_000_000_000, pilot_fraction=0.5, policies=("tiny-s",), group_sizes=(8,),
+QUICK = DemoGrid(budget=400_000_000_000, pilot_fraction=0.5, policies=("tiny-s",), group_sizes=(8,),
                  rewards=("rule", "orm:tiny-rm"), seeds=2, rungs=2, evals=3, eval_prompts=40,
                  reward_model_args=("--samples", "600", "--held-out", "300", "--validation", "150", "--steps", "80",
                                     "--target-agreement", "none"))
@@ -93,7 +93,7 @@ def design(folder: Path, grid: DemoGrid, base: Recipe, reward_model: Path | None
                 upfront=upfront, first_seed=first_seed)
     result = design_race(base, spec, grid.budget, grid.pilot_fraction,
                          evaluation_flops=lambda r, t: sum(evaluation_flops(r, t).values()), command=command,
-                         reward_model_path=None if reward_model is None else str(reward_model))
+                         reward_model_path=None if reward_model is None else REWARD_MODEL)
     result.save(folder)
     return result
 
@@ -123,8 +123,7 @@ def run_demo(out: str | Path, *, quick: bool = False, jobs: int = 2, base: Recip
     run_race(folder, jobs=jobs, log=echo)
     seconds["pilots"] = time.monotonic() - mark
     mark = time.monotonic()
-    analysis = analyze(race_input(race, folder, f"flopplan race analyze {folder}"),
-                       n_replicates=300 if quick else 500)
+    analysis = analyze(race_input(race, folder, f"flopplan race analyze {out}"))
     write_outputs(analysis, folder, plots=not quick)
     seconds["analysis"] = time.monotonic() - mark
     mark = time.monotonic()

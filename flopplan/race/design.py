@@ -91,7 +91,7 @@ class RaceDesign:
     eval_points: tuple[int, ...]  # training FLOPs after which the pilots evaluate (besides step 0)
     arms: tuple[Arm, ...]
     command: str = ""
-    reward_model_path: str | None = None
+    reward_model_path: str | None = None  # relative: to the race folder (the demo's); else absolute
     notes: tuple[str, ...] = ()
     flopplan_version: str = __version__
 

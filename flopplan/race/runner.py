@@ -143,7 +143,7 @@ def train_command(design: RaceDesign, folder: Path, task: PilotTask,
                "--eval-at-flops", points, "--checkpoint-every", "1", "--keep-checkpoints", "2", "--lost-outside-budget",
                "--eval-at-end"]
     if design.reward_model_path and arm.recipe.reward.kind == "orm":
-        command += ["--reward-model-path", design.reward_model_path]
+        command += ["--reward-model-path", str(folder / design.reward_model_path)]  # an absolute path stays
     return command
 
 
