@@ -125,12 +125,14 @@ def load_policy(config: TrainConfig, precision: Precision) -> Policy:
 
 
 def load_reward_model(config: TrainConfig, precision: Precision, policy: Policy) -> RewardModel | None:
+    """The reward model, scoring in batches of the recipe's micro-batch (G unless set: a group per forward)."""
     r = config.recipe
     if r.reward.kind == "rule":
         return None
     return RewardModel.load(r.reward, precision.device, precision.policy.dtype, precision.policy.attention,
                             config.seed + 1, policy.codec, policy.vocab, config.reward_model_path,
-                            config.prm_aggregate, r.prm_steps, batch=r.group_size, output=config.reward_output)
+                            config.prm_aggregate, r.prm_steps, batch=r.micro_batch_size,
+                            output=config.reward_output)
 
 
 @dataclass
