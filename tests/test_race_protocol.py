@@ -252,3 +252,12 @@ def test_a_corrupted_pilot_summary_is_one_line_and_loses_nothing(races, tmp_path
     before = sorted(p.relative_to(copy) for p in copy.rglob("*") if p.is_file())
     one_line_error(cli("race", "analyze", str(copy), "--no-plots"), "summary")
     assert sorted(p.relative_to(copy) for p in copy.rglob("*") if p.is_file()) == before
+
+
+def test_a_second_runner_of_the_same_shard_is_refused(tmp_path):
+    from flopplan.fileio import folder_lock
+
+    cli("race", "design", "--budget", "6e10", "--pilot-fraction", "0.5", "--out", str(tmp_path), *SMALL, check=True)
+    with folder_lock(tmp_path / ".locks" / "shard-0-of-1", "race shard"):
+        one_line_error(cli("race", "run", str(tmp_path)), "in use by process")
+    assert not (tmp_path / "pilots").exists()

@@ -30,7 +30,7 @@ import numpy as np
 
 from flopplan.budget import Budget
 from flopplan.errors import UserError
-from flopplan.fileio import atomic_write_json
+from flopplan.fileio import atomic_write_json, folder_lock
 from flopplan.planfile import PlanEntry, PlanFile
 from flopplan.planner import plan
 from flopplan.race.design import RaceDesign
@@ -197,6 +197,13 @@ def run_race(folder: str | Path, *, jobs: int = 1, shard: tuple[int, int] = (0, 
     if jobs < 1:
         raise UserError(f"--jobs must be at least 1, not {jobs}")
     threads = max(1, (cores or os.cpu_count() or 1) // jobs)
+    with folder_lock(folder / ".locks" / f"shard-{index}-of-{count}", "race shard"):  # one runner per shard
+        return _run_rungs(design, folder, jobs, threads, shard, log, progress)
+
+
+def _run_rungs(design: RaceDesign, folder: Path, jobs: int, threads: int, shard: tuple[int, int],
+               log: Callable[[str], None], progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+    index, count = shard
     ran = 0
     while True:
         arms = rung_arms(design, folder)
