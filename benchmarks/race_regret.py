@@ -3,8 +3,8 @@ pay for), repeat the whole protocol with independent seeds, and report, per eval
 rank of RACE's recommended arm in the exhaustive ranking, its regret (the exhaustive best's mean minus the
 recommended arm's) beside the seed noise, and the pilots' share of F.
 
-    python benchmarks/race_regret.py --out race-regret               # the demo grid (flopplan race demo)
-    python benchmarks/race_regret.py --out race-regret --grid quick  # the tests' grid, minutes
+    python benchmarks/race_regret.py --out race-regret               # tiny-s, tiny x rule, learned RM at 6e11
+    python benchmarks/race_regret.py --out race-regret --grid demo   # the demo's grid at 6e12 (hours on 2 cores)
 
 Exhaustive runs: each arm at F (less its reward model's upfront training, as the validating run), with
 ``--exhaustive-seeds`` seeds of their own (1000, 1001, ...), evaluated after their last step on every target;
@@ -30,7 +30,7 @@ from flopplan.cli.race import race_base
 from flopplan.fileio import atomic_write_json
 from flopplan.race.analysis import analyze
 from flopplan.race.collect import race_input
-from flopplan.race.demo import DEMO, QUICK, design, train_reward_model
+from flopplan.race.demo import DEMO, QUICK, REGRET, design, train_reward_model
 from flopplan.race.design import RaceDesign
 from flopplan.race.report import write_outputs
 from flopplan.race.runner import PilotTask, pilot_done, run_pilot, run_race
@@ -79,12 +79,12 @@ def rows_for(rep: int, analysis, values: dict[str, dict[str, list[float]]]) -> l
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--grid", choices=["demo", "quick"], default="demo")
+    parser.add_argument("--grid", choices=["regret", "demo", "quick"], default="regret")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--exhaustive-seeds", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
-    grid = DEMO if args.grid == "demo" else QUICK
+    grid = {"regret": REGRET, "demo": DEMO, "quick": QUICK}[args.grid]
     root: Path = args.out
     root.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
