@@ -256,3 +256,16 @@ def test_defaults_agree_with_the_rule(tmp_path):
     assert 0.85 <= card["agreement"]["accuracy"] < 1
     assert card["agreement"]["auc"] > 0.85
     assert card["steps"] < card["max_steps"]  # the target stopped it
+
+
+def test_the_command_defaults_are_the_trainings():
+    from dataclasses import fields
+
+    from flopplan.cli.reward_model import train
+    from flopplan.grpo.reward_model import RewardModelTraining
+
+    given = {p.name: p.default for p in train.params}
+    names = {"samples", "held_out", "steps", "batch", "lr", "seed", "architecture", "validation"}
+    defaults = {f.name: f.default for f in fields(RewardModelTraining) if f.name in names}
+    assert {n: given[n] for n in names} == defaults
+    assert float(given["target_agreement"]) == RewardModelTraining.target_agreement

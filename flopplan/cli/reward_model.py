@@ -28,9 +28,9 @@ def reward_model() -> None:
 @click.option("--steps", default=1000, show_default=True, type=int, help="Optimizer steps, at most.")
 @click.option("--target-agreement", default="0.9", show_default=True,
               help="Stop at the first check (every 10 steps, on validation samples of their own prompts) whose "
-                   "agreement with the rule reaches this; 'none': train every step (agrees ~97-99 %).")
+                   "agreement with the rule reaches this; 'none': train every step.")
 @click.option("--validation", default=300, show_default=True, type=int, help="Validation samples for the stop.")
-@click.option("--batch", default=32, show_default=True, type=int, help="Samples per step.")
+@click.option("--batch", default=128, show_default=True, type=int, help="Samples per step.")
 @click.option("--lr", default=1e-3, show_default=True, type=float, help="AdamW learning rate.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the samples, the init and the order.")
 @click.option("--architecture", default="tiny-rm", show_default=True,
