@@ -3,7 +3,7 @@ pay for), repeat the whole protocol with independent seeds, and report, per eval
 rank of RACE's recommended arm in the exhaustive ranking, its regret (the exhaustive best's mean minus the
 recommended arm's) beside the seed noise, and the pilots' share of F.
 
-    python benchmarks/race_regret.py --out race-regret               # tiny-s, tiny x rule, learned RM at 6e11
+    python benchmarks/race_regret.py --out race-regret               # tiny-s x G 8, 16 x rule, learned RM at 1.2e12
     python benchmarks/race_regret.py --out race-regret --grid demo   # the demo's grid at 6e12 (hours on 2 cores)
 
 Exhaustive runs: each arm at F (less its reward model's upfront training, as the validating run), with
