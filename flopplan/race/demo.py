@@ -99,7 +99,7 @@ def design(folder: Path, grid: DemoGrid, base: Recipe, reward_model: Path | None
                 upfront=upfront, first_seed=first_seed)
     result = design_race(base, spec, grid.budget, grid.pilot_fraction,
                          evaluation_flops=lambda r, t: sum(evaluation_flops(r, t).values()), command=command,
-                         reward_model_path=None if reward_model is None else REWARD_MODEL)
+                         reward_model_path=None if reward_model is None else os.path.relpath(reward_model, folder))
     result.save(folder)
     return result
 
