@@ -55,6 +55,7 @@ def _curves(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> Pa
             ax.axhline(c.fit.r0, color="grey", lw=0.6, ls="-.", label="R0")
         _marks(ax, analysis)
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())  # under a decade, every minor tick would be labelled
         state = ("identified" if c.identified else "A unidentified") if c.fitted else "not fitted"
         ax.set_title(f"{c.arm} ({state}{'' if c.stable or not c.fitted else ', unstable'})", fontsize=9)
         ax.set_xlabel("FLOPs (ledger + upfront)", fontsize=8)
@@ -102,6 +103,7 @@ def _frontier(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> 
                 fontsize=7, ha="right", va="bottom", rotation=90)
     _marks(ax, analysis)
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())
     ax.set_xlabel("budget FLOPs (ledger + upfront)")
     ax.set_ylabel(f"predicted reward on {t.name}")
     ax.legend(fontsize=7, loc="upper left")
