@@ -261,3 +261,21 @@ def test_a_second_runner_of_the_same_shard_is_refused(tmp_path):
     with folder_lock(tmp_path / ".locks" / "shard-0-of-1", "race shard"):
         one_line_error(cli("race", "run", str(tmp_path)), "in use by process")
     assert not (tmp_path / "pilots").exists()
+
+
+@pytest.mark.slow
+def test_the_paper_tables_come_from_race_json_and_check_clean(races, tmp_path):
+    straight, _, _ = races
+    out = tmp_path / "tables"
+    cli("tables", "--race", str(straight), "--out", str(out), check=True)
+    design = RaceDesign.load(straight)
+    arms = (out / "race_arms.md").read_text()
+    assert all(arm.name in arms for arm in design.arms) and f"flopplan tables --race {straight}" in arms
+    assert "\\begin{tabular}" in (out / "race_recommendation.tex").read_text()
+    assert cli("tables", "--race", str(straight), "--out", str(out), "--check").returncode == 0
+    (out / "race_arms.md").write_text(arms.replace("tiny-s", "tiny-x"))
+    assert cli("tables", "--race", str(straight), "--out", str(out), "--check").returncode == 1
+
+
+def test_tables_of_a_race_without_an_analysis_is_one_line(tmp_path):
+    one_line_error(cli("tables", "--race", str(tmp_path), "--out", str(tmp_path / "t")), "race.json")

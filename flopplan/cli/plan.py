@@ -173,7 +173,7 @@ def tables(out_dir: str, check: bool, race_dir: str | None, as_json: bool) -> No
 
     generate = None
     if race_dir is not None:
-        from flopplan.report.generate import race_tables
+        from flopplan.race.tables import race_tables
 
         generate = functools.partial(race_tables, race_dir)
     if check:

@@ -3,6 +3,7 @@ benchmark's rows (tables as data, :class:`flopplan.report.tables.Table`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from flopplan.race.design import RaceDesign
@@ -100,3 +101,26 @@ def paper_tables(analysis: RaceAnalysis, regret_rows: list[dict[str, Any]] | Non
     if regret_rows:
         out["race_regret"] = [regret_table(regret_rows)]
     return out
+
+
+def race_tables(race_dir: str | Path) -> dict[str, str]:
+    """A race's paper tables from its race.json (and regret.json, when benchmarks/race_regret.py wrote one), with
+    the command that regenerates them in every header."""
+    from flopplan.fileio import read_json
+    from flopplan.race.results import load_analysis
+    from flopplan.report.tables import to_latex, to_markdown
+
+    folder = Path(race_dir)
+    if not (folder / "race.json").is_file():
+        from flopplan.errors import UserError
+
+        raise UserError(f"{str(folder)!r} has no race.json: run `flopplan race analyze {race_dir}` first")
+    analysis = load_analysis(folder / "race.json")
+    regret = folder / "regret.json"
+    rows = read_json(regret, "regret benchmark")["rows"] if regret.is_file() else None
+    command = f"flopplan tables --race {race_dir}"
+    files: dict[str, str] = {}
+    for stem, group in paper_tables(analysis, rows).items():
+        files[f"{stem}.md"] = to_markdown(group, command)
+        files[f"{stem}.tex"] = to_latex(group, command)
+    return files

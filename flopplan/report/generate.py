@@ -70,29 +70,6 @@ def all_tables() -> dict[str, str]:
     return files
 
 
-def race_tables(race_dir: str | Path) -> dict[str, str]:
-    """A race's paper tables from its race.json (and regret.json, when benchmarks/race_regret.py wrote one), with
-    the command that regenerates them in every header."""
-    from flopplan.fileio import read_json
-    from flopplan.race.results import load_analysis
-    from flopplan.race.tables import paper_tables
-
-    folder = Path(race_dir)
-    if not (folder / "race.json").is_file():
-        from flopplan.errors import UserError
-
-        raise UserError(f"{str(folder)!r} has no race.json: run `flopplan race analyze {race_dir}` first")
-    analysis = load_analysis(folder / "race.json")
-    regret = folder / "regret.json"
-    rows = read_json(regret, "regret benchmark")["rows"] if regret.is_file() else None
-    command = f"flopplan tables --race {race_dir}"
-    files: dict[str, str] = {}
-    for stem, group in paper_tables(analysis, rows).items():
-        files[f"{stem}.md"] = to_markdown(group, command)
-        files[f"{stem}.tex"] = to_latex(group, command)
-    return files
-
-
 def write_tables(directory: str | Path, generate: Callable[[], dict[str, str]] | None = None) -> list[Path]:
     """Write the closed-form tables (or what ``generate`` makes) into ``directory``."""
     files = (generate or all_tables)()
