@@ -279,3 +279,12 @@ def test_the_paper_tables_come_from_race_json_and_check_clean(races, tmp_path):
 
 def test_tables_of_a_race_without_an_analysis_is_one_line(tmp_path):
     one_line_error(cli("tables", "--race", str(tmp_path), "--out", str(tmp_path / "t")), "race.json")
+
+
+def test_a_budget_the_pilots_and_reward_model_use_up_is_refused():
+    from flopplan.errors import UserError
+
+    grid = Grid(("tiny-s",), (8,), (1,), ("rule", "orm:tiny-rm"), seeds=2, targets=("heldout",), rungs=2,
+                evals=2, eval_prompts=20, upfront={"orm:tiny-rm": 4 * 10**11})
+    with pytest.raises(UserError, match="leaves no validating run"):
+        design_race(_base(), grid, 8 * 10**11, 0.5, evaluation_flops=_eval_flops)

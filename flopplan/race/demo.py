@@ -48,10 +48,10 @@ class DemoGrid:
 
 DEMO = DemoGrid(budget=6_000_000_000_000, pilot_fraction=0.5, policies=("tiny-s", "tiny", "tiny-l"),
                 group_sizes=(16,), rewards=("rule", "orm:tiny-rm"), seeds=2, rungs=2, evals=5, eval_prompts=100)
-QUICK = DemoGrid(budget=400_000_000_000, pilot_fraction=0.5, policies=("tiny-s",), group_sizes=(8,),
-                 rewards=("rule", "orm:tiny-rm"), seeds=2, rungs=2, evals=3, eval_prompts=40,
+QUICK = DemoGrid(budget=250_000_000_000, pilot_fraction=0.5, policies=("tiny-s",), group_sizes=(8,),
+                 rewards=("rule", "orm:tiny-rm"), seeds=2, rungs=2, evals=2, eval_prompts=30,
                  reward_model_args=("--samples", "600", "--held-out", "300", "--validation", "150", "--steps", "80",
-                                    "--target-agreement", "none"))
+                                    "--batch", "32", "--target-agreement", "none"))
 REGRET = DemoGrid(budget=1_200_000_000_000, pilot_fraction=0.5, policies=("tiny-s",), group_sizes=(8, 16),
                   rewards=("rule", "orm:tiny-rm"), seeds=2, rungs=2, evals=3, eval_prompts=100,
                   reward_model_args=QUICK.reward_model_args)

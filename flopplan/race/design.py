@@ -272,6 +272,11 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
         raise UserError(f"the budget is too small for the smallest rung: {design.rung_flops[0]:.3g} training FLOPs "
                         f"buy {steps} step{'s' if steps != 1 else ''} of {name} (each arm needs {MIN_STEPS}); raise "
                         "--budget or --pilot-fraction, or use fewer arms, seeds or rungs")
+    left = budget_flops - cap - max(grid.upfront.values(), default=0)
+    if left < 3 * max(a.eval_flops for a in design.arms):
+        raise UserError(f"the budget leaves no validating run: F = {budget_flops:.3g} less the pilots' "
+                        f"{cap:.3g} and the reward model's {max(grid.upfront.values(), default=0):.3g} upfront "
+                        "FLOPs; raise --budget or lower --pilot-fraction")
     top = max(a.pilot_budget(design, len(keep) - 1) for a in design.arms)
     notes = (f"F is {budget_flops / top:.1f}x the largest pilot: predictions at F extrapolate that far",)
     return RaceDesign(**{**design.__dict__, "notes": notes})
