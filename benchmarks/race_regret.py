@@ -8,10 +8,10 @@ recommended arm's) beside the seed noise, and the pilots' share of F.
 
 Exhaustive runs: each arm at F (less its reward model's upfront training, as the validating run), with
 ``--exhaustive-seeds`` seeds of their own (1000, 1001, ...), evaluated after their last step on every target;
-an arm's value is the mean over those seeds of its final accuracy, and the seed noise printed is the median
-over arms of the standard error of that mean. RACE's repetition r uses seeds 10 r, 10 r + 1, ...; the held-out
-target is never fitted: RACE's arm there is the fitted target's recommendation. Everything resumes: killed and
-rerun, finished runs are kept.
+an arm's value is the mean over those seeds of its final accuracy, and the seed noise printed beside a regret is
+its standard error (the two arms' standard errors over their seeds, in quadrature). RACE's repetition r uses
+seeds 10 r, 10 r + 1, ...; the held-out target is never fitted: RACE's arm there is the fitted target's
+recommendation. Everything resumes: killed and rerun, finished runs are kept.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -65,14 +64,14 @@ def rows_for(rep: int, analysis, values: dict[str, dict[str, list[float]]]) -> l
     out = []
     for target, by_arm in values.items():
         means = {a: float(np.mean(v)) for a, v in by_arm.items()}
-        noise = statistics.median(float(np.std(v, ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0
-                                  for v in by_arm.values())
+        se = {a: float(np.std(v, ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0 for a, v in by_arm.items()}
         best = max(means, key=lambda a: (means[a], a))
+        noise = float(np.hypot(se[best], se[arm])) if arm is not None else se[best]
         rank = None if arm is None else 1 + sum(m > means[arm] for m in means.values())
         out.append({"repetition": rep, "target": target, "fitted": target in analysis.fitted_targets, "arm": arm,
                     "confidence": fitted[0].confidence if fitted else None, "rank": rank, "arms": len(means),
                     "regret": None if arm is None else means[best] - means[arm], "noise": noise, "best": best,
-                    "exhaustive": means, "pilot_share": analysis.pilot_share})
+                    "exhaustive": means, "per_seed": by_arm, "pilot_share": analysis.pilot_share})
     return out
 
 
@@ -108,7 +107,8 @@ def main() -> None:
                                               "seconds": round(time.monotonic() - start, 1)})
     print_tables([regret_table(rows)], [
         f"exhaustive: every arm at F with {args.exhaustive_seeds} seeds; value = mean final accuracy; seed noise = "
-        "median over arms of the standard error of that mean",
+        "the standard error of the regret (the best's and RACE's arm's standard errors over their seeds, in "
+        "quadrature)",
         "exhaustive means: " + "; ".join(f"{t}: " + ", ".join(f"{a} {np.mean(v):.3f}" for a, v in by.items())
                                          for t, by in values.items()),
         f"took {(time.monotonic() - start) / 60:.1f} min (resumed runs count only the time of this call)"])
