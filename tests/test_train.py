@@ -76,11 +76,14 @@ def test_ledger_equals_flop_counter_full_fine_tuning_orm_all_logits(tmp_path):
     assert s["flops"]["total"] > s["useful_flops"]["total"] or s["flops"] == s["useful_flops"]
 
 
+CLOCKS = ("time", "process_started")  # wall-clock fields of a metrics line
+
+
 def _metrics_without_clocks(run: Path) -> list[dict]:
-    """metrics.jsonl without its wall-clock fields (``time`` and any per-phase ``seconds``)."""
+    """metrics.jsonl without its wall-clock fields (``time``, ``process_started`` and any per-phase ``seconds``)."""
     def strip(value):
         if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k != "time" and "seconds" not in k}
+            return {k: strip(v) for k, v in value.items() if k not in CLOCKS and "seconds" not in k}
         return value
 
     return [strip(line) for line in metrics_of(run)]
@@ -144,7 +147,7 @@ def _kill_after(run: Path, process: subprocess.Popen, ledger_lines: int) -> None
 
 
 def _per_step(run: Path) -> dict[int, dict]:
-    return {m["step"]: {k: v for k, v in m.items() if k != "time"} for m in metrics_of(run)}
+    return {m["step"]: {k: v for k, v in m.items() if k not in CLOCKS} for m in metrics_of(run)}
 
 
 @pytest.mark.slow

@@ -19,12 +19,14 @@ checkpoint is written. A run killed before its first checkpoint starts again on 
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,6 +55,16 @@ from flopplan.train.evaluation import (
 )
 from flopplan.train.runfolder import RunFolder
 from flopplan.train.setup import Precision, load_data, load_policy, load_reward_model
+
+
+def process_started() -> float | None:
+    """When this process started, on the wall clock (Linux: /proc/self/stat field 22, clock ticks after boot), so
+    that the first metrics line a process writes dates its start-up (imports, models, data) for time models."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME) + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 class Interrupted(Exception):
@@ -115,6 +127,7 @@ class Trainer:
         self._orders: dict[int, list[int]] = {}
         self.on_step: list[Callable[[StepResult, Ledger], None]] = []
         self.notes: list[str] = []
+        self._started = process_started()  # written on this process's first metrics line
         if resume and self.folder.has_checkpoint_files():
             self._restore()
         else:
@@ -345,6 +358,8 @@ class Trainer:
         totals = self.ledger.totals()
         line = {"step": step, **metrics, "flops": totals["flops"], "useful_flops": totals["useful_flops"]["total"],
                 "time": time.time()}
+        if self._started is not None:
+            line["process_started"], self._started = self._started, None
         records = [e.record(step, training_flops(self.ledger), totals["flops"]["total"]).to_data()
                    for e in evaluation or []]
         self.folder.append(step, [c.to_data() for c in charges], line, records)
