@@ -24,7 +24,18 @@ from typing import Any
 
 from flopplan.errors import UserError, is_int, is_number
 from flopplan.fileio import read_json
-from flopplan.timing import FORMS, PARAMETERS, Call, call_seconds, total
+from flopplan.timing import (
+    DEFAULT_CHECKPOINT_EVERY,
+    FORMS,
+    NON_PHASE_TERMS,
+    OPTIONAL_PARAMETERS,
+    PARAMETERS,
+    Call,
+    RunWork,
+    call_seconds,
+    run_non_phase_seconds,
+    total,
+)
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,9 @@ class Profile:
     time_model: dict[str, dict[str, Any]] | None = None  # kind -> {"form": ..., parameters}: calibrated
     bytes_per_element: float = 2.0  # weights and KV cache (bf16), for the decode roofline
     fitted_on: dict[str, int] | None = None  # models (name -> parameters) a calibrated profile was fitted on
+    non_phase: dict[str, dict[str, float]] | None = None  # term -> coefficients (timing.NON_PHASE_TERMS)
+    fitted_shapes: dict[str, dict[str, list[float]]] | None = None  # kind -> {"tokens": [lo, hi]} per call
+    fitted_runs: tuple[str, ...] = ()  # the run folders a profile learned from (flopplan calibrate --from-runs)
 
     def extrapolation_note(self, params: int) -> str | None:
         """A warning when a calibrated profile prices a model far outside the sizes it was fitted on."""
@@ -108,6 +122,30 @@ class Profile:
         return sum(count * call_seconds(entry["form"], entry, call, self.bytes_per_element)
                    for count, call in calls)
 
+    def non_phase_seconds(self, recipe: Any, steps: int, evaluations: int,
+                          checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY) -> dict[str, float]:
+        """Seconds of a run outside its FLOP phases, by term (:data:`flopplan.timing.NON_PHASE_TERMS`): nothing for
+        a profile without such a model (a datasheet, or a sweep that timed phases only)."""
+        if not self.non_phase:
+            return {}
+        out = run_non_phase_seconds(self.non_phase, RunWork.of(recipe), steps, evaluations, checkpoint_every)
+        return {term: seconds for term, seconds in out.items() if term in self.non_phase}
+
+    def shape_notes(self, calls: dict[str, list[tuple[float, Call]]], kind_of: dict[str, str]) -> list[str]:
+        """A warning per kind of work whose calls (``phase -> (count, call)``) hold more tokens in flight (rows x
+        positions; a decode step: its rows) than the largest call the profile was fitted on, by more than
+        :data:`SHAPE_SLACK` (smaller calls interpolate towards the per-call overheads the fit pins down)."""
+        if not self.fitted_shapes:
+            return []
+        notes = []
+        for kind, fitted in self.fitted_shapes.items():
+            tokens = [float(call.tokens) for phase, pairs in calls.items() if kind_of.get(phase) == kind
+                      for _, call in pairs]
+            if tokens and max(tokens) > fitted["tokens"][1] * SHAPE_SLACK:
+                notes.append(f"{kind} calls of {max(tokens):,.0f} tokens in flight are beyond the "
+                             f"{fitted['tokens'][1]:,.0f} the profile was fitted on: their times are an extrapolation")
+        return notes
+
     def describe(self) -> str:
         price = f", ${self.price_per_hour:g}/h" if self.price_per_hour else ""
         if self.time_model is not None and self.source.startswith("datasheet"):
@@ -116,7 +154,8 @@ class Profile:
             return (f"{self.device} ({self.source}: peak {self.peak_flops / 1e12:.0f} TFLOP/s bf16; {effs}; decode "
                     f"roofline at {decode['bandwidth'] / 1e12:.2f} TB/s effective{price})")
         if self.time_model is not None:
-            return f"{self.device} ({self.source}; fitted time model for {', '.join(self.time_model)}{price})"
+            outside = f"; outside the phases: {', '.join(self.non_phase)}" if self.non_phase else ""
+            return f"{self.device} ({self.source}; fitted time model for {', '.join(self.time_model)}{outside}{price})"
         effs = ", ".join(f"{k} {100 * v:.0f}%" for k, v in self.efficiency.items())
         return f"{self.device} ({self.source}: peak {self.peak_flops / 1e12:.0f} TFLOP/s bf16; {effs}{price})"
 
@@ -130,7 +169,19 @@ class Profile:
             data["time_model"] = self.time_model
         if self.fitted_on is not None:
             data["model_params"] = dict(self.fitted_on)
+        if self.non_phase is not None:
+            data["non_phase"] = {term: dict(c) for term, c in self.non_phase.items()}
+        if self.fitted_shapes is not None:
+            data["fitted_shapes"] = {kind: {k: list(v) for k, v in s.items()} for kind, s in self.fitted_shapes.items()}
+        if self.fitted_runs:
+            data["fitted_runs"] = list(self.fitted_runs)
         return data
+
+
+SHAPE_SLACK = 2.0
+"""How far beyond the largest fitted call (rows, tokens) a plan's calls may go before the plan says it
+extrapolates."""
+
 
 
 PROFILE_VERSION = 1  # the layout of a profile JSON (flopplan calibrate writes it, load_profile reads it)
@@ -156,7 +207,7 @@ def datasheet_profile(device: str, engine: str = "hf", price_per_hour: float | N
                    f"datasheet ({sheet.source}), default {engine} efficiencies", time_model, 2.0)
 
 
-RATE_PARAMETERS = ("throughput_max", "attention_throughput", "throughput", "bandwidth")
+RATE_PARAMETERS = ("throughput_max", "attention_throughput", "throughput", "bandwidth", "adapter_throughput")
 MIN_RATE = 1e3
 """Throughputs (FLOP/s) and bandwidths (bytes/s) below this are not a device: a profile that claims one is
 malformed (a tiny rate would only overflow into infinite times)."""
@@ -202,9 +253,48 @@ def profile_from_data(data: Any, where: str, price_per_hour: float | None = None
     if fitted_on is not None and (not isinstance(fitted_on, dict) or not all(
             is_int(v) and v > 0 for v in fitted_on.values())):
         raise UserError(f"{where}: model_params must map model names to parameter counts")
+    runs = data.get("fitted_runs") or []
+    if not isinstance(runs, list) or not all(isinstance(r, str) for r in runs):
+        raise UserError(f"{where}: fitted_runs must be a list of run folder names")
     return Profile(str(data["device"]), float(data["peak_flops"]), {k: float(v) for k, v in efficiency.items()},
                    price, str(data.get("source", source)), _time_model(data.get("time_model"), where),
-                   float(bytes_per_element), fitted_on)
+                   float(bytes_per_element), fitted_on, _non_phase(data.get("non_phase"), where),
+                   _fitted_shapes(data.get("fitted_shapes"), where), tuple(runs))
+
+
+def _non_phase(data: Any, where: str) -> dict[str, dict[str, float]] | None:
+    """The optional non-phase block (profiles of version 1 without it read as before): term -> coefficients, each
+    a finite number >= 0 (a coefficient left out is 0)."""
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: non_phase must be an object")
+    out = {}
+    for term, coefficients in data.items():
+        if term not in NON_PHASE_TERMS or not isinstance(coefficients, dict):
+            raise UserError(f"{where}: non_phase.{term} is not a term of the time model (one of "
+                            f"{', '.join(NON_PHASE_TERMS)}, each an object of coefficients)")
+        for name, value in coefficients.items():
+            if name not in NON_PHASE_TERMS[term]:
+                raise UserError(f"{where}: non_phase.{term}.{name} is not a coefficient of {term} (one of "
+                                f"{', '.join(NON_PHASE_TERMS[term])})")
+            if not is_number(value) or not 0 <= value <= MAX_OVERHEAD or not math.isfinite(value):
+                raise UserError(f"{where}: non_phase.{term}.{name} must be from 0 to {MAX_OVERHEAD:g} seconds per "
+                                f"unit, not {value!r}")
+        out[term] = {name: float(v) for name, v in coefficients.items()}
+    return out
+
+
+def _fitted_shapes(data: Any, where: str) -> dict[str, dict[str, list[float]]] | None:
+    if data is None:
+        return None
+    ok = isinstance(data, dict) and all(
+        kind in KINDS and isinstance(entry, dict) and isinstance(entry.get("tokens"), list)
+        and len(entry["tokens"]) == 2 and all(is_number(v) and v >= 0 for v in entry["tokens"])
+        for kind, entry in data.items())
+    if not ok:
+        raise UserError(f"{where}: fitted_shapes must map kinds of work to {{\"tokens\": [lowest, highest]}}")
+    return {kind: {"tokens": [float(v) for v in entry["tokens"]]} for kind, entry in data.items()}
 
 
 def _time_model(data: Any, where: str) -> dict[str, dict[str, Any]] | None:
@@ -231,6 +321,12 @@ def _time_model(data: Any, where: str) -> dict[str, dict[str, Any]] | None:
                     if name != "tokens_half" else "a number >= 0"
                 raise UserError(f"{where}: time_model.{kind}.{name} must be {limit}, not {value!r}")
             params[name] = float(value)
+        for name in OPTIONAL_PARAMETERS:  # all rates
+            if name in entry:
+                value = entry[name]
+                if not is_number(value) or not MIN_RATE <= value < math.inf:
+                    raise UserError(f"{where}: time_model.{kind}.{name} must be at least {MIN_RATE:g}, not {value!r}")
+                params[name] = float(value)
         out[kind] = {"form": entry["form"], **params}
     return out
 

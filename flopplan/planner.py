@@ -43,7 +43,7 @@ class Plan:
     steps: int
     evaluations: int
     phases: dict[str, int]  # total FLOPs per phase over the run
-    seconds: dict[str, float] | None = None  # per phase, when a profile is given
+    seconds: dict[str, float] | None = None  # per phase (and non-phase term of the profile), with a profile
     profile: Profile | None = None
     notes: list[str] = field(default_factory=list)
     shortfall: str | None = None  # with 0 steps: what one step costs, in the budget's unit
@@ -154,7 +154,11 @@ def _step_and_limit(cost: StepCost, budget: Budget, profile: Profile | None,
             raise UserError("a budget in dollars needs a price per GPU-hour (--price-per-gpu-hour)")
         assert budget.dollars is not None
         limit = budget.dollars / profile.price_per_hour * 3600
-    return (lambda s: s * step + recipe.evaluations(s) * evaluation), limit
+
+    def run_seconds(s: int) -> float:
+        evaluations = recipe.evaluations(s)
+        return s * step + evaluations * evaluation + sum(profile.non_phase_seconds(recipe, s, evaluations).values())
+    return run_seconds, limit
 
 
 def plan(recipe: Recipe, budget: Budget, profile: Profile | None = None, cost: StepCost | None = None) -> Plan:
@@ -197,6 +201,8 @@ def _plan_of(cost: StepCost, budget: Budget, profile: Profile | None, per_step: 
     seconds = None
     if per_step is not None:
         seconds = {phase: per * (evaluations if phase in EVAL_PHASES else steps) for phase, per in per_step.items()}
+        if profile is not None:  # the time outside the FLOP phases, by term, when the profile models it
+            seconds.update(profile.non_phase_seconds(recipe, steps, evaluations))
     notes = []
     context = recipe.policy_spec.max_position_embeddings
     if context and recipe.longest_sequence > context:
@@ -207,6 +213,10 @@ def _plan_of(cost: StepCost, budget: Budget, profile: Profile | None, per_step: 
         note = profile.extrapolation_note(recipe.policy_spec.params)
         if note:
             notes.append(note)
+        if per_step is not None and profile.fitted_shapes:
+            from flopplan.timing import phase_calls
+
+            notes += profile.shape_notes(phase_calls(recipe), PHASE_KIND)
     return Plan(recipe, cost, budget, steps, evaluations, phase_totals(cost, steps, evaluations), seconds, profile,
                 notes)
 
@@ -220,6 +230,9 @@ def _one_step_cost(cost: StepCost, seconds: dict[str, float] | None, profile: Pr
     else:
         step = sum(seconds[phase] for phase in cost.step_phases)
         evaluation = sum(seconds[phase] for phase in cost.eval_phases)
+        if profile is not None:  # a round's own time outside its phases (start-up and checkpoints apart)
+            outside = profile.non_phase_seconds(cost.recipe, 1, 0)
+            step += outside.get("round", 0.0) + outside.get("optimizer_step", 0.0)
 
     def unit(value: float) -> str:
         return eng(value) if profile is None else f"{value / 3600:.3g} GPU-hours on {profile.device}"

@@ -62,11 +62,14 @@ def phase_table(plans: list[Plan], title: str | None = None) -> Table:
 def time_table(plans: list[Plan]) -> Table:
     """Seconds per phase and GPU-hours, when a profile was given."""
     phases = [ph for ph in (*STEP_PHASES, *EVAL_PHASES) if any(p.seconds and ph in p.seconds for p in plans)]
+    outside = any(p.seconds and set(p.seconds) - set(phases) for p in plans)  # the profile's non-phase terms
     device = plans[0].profile.describe() if plans and plans[0].profile else ""
-    table = Table(f"Estimated time on {device}", ["model", "reward", *phases, "GPU-hours", "dollars"])
+    table = Table(f"Estimated time on {device}", ["model", "reward", *phases, *(["outside phases"] if outside else []),
+                                                  "GPU-hours", "dollars"])
     for p in plans:
         seconds = p.seconds or {}
-        table.rows.append([p.model, str(p.recipe.reward), *(duration(seconds.get(ph, 0)) for ph in phases),
+        rest = [duration(sum(v for k, v in seconds.items() if k not in phases))] if outside else []
+        table.rows.append([p.model, str(p.recipe.reward), *(duration(seconds.get(ph, 0)) for ph in phases), *rest,
                            _sig3(p.gpu_hours or 0), f"{p.dollars:,.0f}" if p.dollars is not None else "-"])
     table.align = "ll" + "r" * (len(table.columns) - 2)
     return table
@@ -76,6 +79,10 @@ def plan_notes(plans: list[Plan]) -> list[str]:
     notes = []
     for p in plans:
         notes += [f"{p.model} ({p.recipe.reward}): {n}" for n in p.notes]
+        outside = {k: v for k, v in (p.seconds or {}).items() if k not in (*STEP_PHASES, *EVAL_PHASES)}
+        if outside:
+            notes.append(f"{p.model} ({p.recipe.reward}) outside the phases: " + ", ".join(
+                f"{term.replace('_', ' ')} {duration(v)}" for term, v in outside.items()))
     if plans:
         r = plans[0].recipe
         notes.append(f"recipe: {_tuning(plans[0])}, {r.prompts_per_step} prompts x G={r.group_size}, prompt "
