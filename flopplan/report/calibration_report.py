@@ -62,18 +62,23 @@ def fit_table(fits: dict[str, dict[str, Any]]) -> Table:
                   ["kind", "form", "parameters", "points (fit/held out)", "held-out abs. error: median",
                    "mean", "max", "target"], align="llllrrrl")
     for kind, f in fits.items():
-        if f["form"] == "saturating":
-            params = (f"throughput {eng(f['throughput_max'], 'FLOP/s')}, half at {f['tokens_half']:.3g} tokens, "
-                      f"attention {eng(f['attention_throughput'], 'FLOP/s')}, overhead {1e3 * f['overhead']:.3g} ms "
-                      f"+ {1e3 * f['overhead_layer']:.3g} ms/layer")
-        else:
-            params = (f"compute {eng(f['throughput'], 'FLOP/s')}, bandwidth {eng(f['bandwidth'], 'B/s')}, "
-                      f"overhead {1e3 * f['overhead']:.3g} ms + {1e3 * f['overhead_layer']:.3g} ms/layer")
+        params = parameters_text(f)
         e = f["heldout_error"]
         table.rows.append([kind, f["form"], params, f"{f['fit_points']}/{f['heldout_points']}",
                            f"{100 * e['median']:.1f}%", f"{100 * e['mean']:.1f}%", f"{100 * e['max']:.1f}%",
                            "met" if e["median"] <= HELDOUT_TARGET else "MISSED"])
     return table
+
+
+def parameters_text(f: dict[str, Any]) -> str:
+    """A kind's fitted time model in words."""
+    adapters = f", LoRA adapters {eng(f['adapter_throughput'], 'FLOP/s')}" if "adapter_throughput" in f else ""
+    if f["form"] == "saturating":
+        return (f"throughput {eng(f['throughput_max'], 'FLOP/s')}, half at {f['tokens_half']:.3g} tokens, "
+                f"attention {eng(f['attention_throughput'], 'FLOP/s')}{adapters}, overhead {1e3 * f['overhead']:.3g} "
+                f"ms + {1e3 * f['overhead_layer']:.3g} ms/layer")
+    return (f"compute {eng(f['throughput'], 'FLOP/s')}, bandwidth {eng(f['bandwidth'], 'B/s')}{adapters}, "
+            f"overhead {1e3 * f['overhead']:.3g} ms + {1e3 * f['overhead_layer']:.3g} ms/layer")
 
 
 def measurement_table(profile: dict[str, Any]) -> Table:
@@ -156,6 +161,84 @@ def write_report(out_dir: Path, profile: dict[str, Any], counters: list[dict[str
         text += "\n"
     if plot:
         text += f"\n![measured vs predicted]({Path(plot).name})\n"
+    path = out_dir / "report.md"
+    atomic_write_text(path, text)
+    return path
+
+
+# -- a profile learned from runs (flopplan calibrate --from-runs) ------------------------------------------------
+
+def runs_table(runs: list[dict[str, Any]]) -> Table:
+    table = Table("Runs fitted on (steps: committed steps timed as rounds)",
+                  ["run", "model", "engine", "tuning", "reward", "prompts x G", "micro-batch", "mu", "steps",
+                   "phase calls"], align="llllllrrrr")
+    for r in runs:
+        table.rows.append([r["name"], r["model"], r["engine"], r["tuning"], r["reward"],
+                           f"{r['prompts_per_step']} x {r['group_size']}", str(r["micro_batch"]), str(r["iterations"]),
+                           str(r["rounds"]), str(r["units"])])
+    return table
+
+
+def run_phase_table(time_model: dict[str, dict[str, Any]], fitted: list[str],
+                    unit_errors: dict[str, dict[str, float]], source: str = "the runs' phase calls") -> Table:
+    errors = ", ".join(f"{unit} {100 * e['median']:.1f} % (max {100 * e['max']:.0f} %, {e['units']} calls)"
+                       for unit, e in unit_errors.items())
+    table = Table(f"Time model per kind of work, fitted on {source} (median abs. error per unit: {errors})",
+                  ["kind", "form", "parameters", "from"], align="llll")
+    for kind, f in time_model.items():
+        table.rows.append([kind, f["form"], parameters_text(f), "fitted" if kind in fitted else "base / kin"])
+    return table
+
+
+def non_phase_table(coefficients: dict[str, dict[str, float]], fitted: list[str]) -> Table:
+    from flopplan.timing import NON_PHASE_TERMS
+
+    table = Table("Time outside the FLOP phases: seconds = sum(coefficient x feature)",
+                  ["term", "coefficient", "value", "from", "stands for"], align="llrll")
+    for term, values in coefficients.items():
+        for name, meaning in NON_PHASE_TERMS[term].items():
+            value = values.get(name, 0.0)
+            shown = f"{1e3 * value:.3g} ms" if name == "seconds" else f"{value:.3g} s"
+            table.rows.append([term, name, shown, "fitted" if f"{term}.{name}" in fitted else "kept",
+                               meaning])
+    return table
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:+.1f}%" if whole else "-"
+
+
+def breakdown_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table("Where each run's time went (timed steps; start-up apart): wall = phases (measured) + outside "
+                  "the phases (modelled) + remainder",
+                  ["run", "steps", "wall s", "phases s", "phases predicted s", "outside modelled s", "remainder s",
+                   "start-up s", "start-up modelled s"], align="lrrrrrrrr")
+    for r in rows:
+        wall = r["wall_seconds"]
+        start = r["startup_seconds"]
+        phase, predicted = r["phase_seconds"], r["phase_predicted_seconds"]
+        table.rows.append([r["run"], str(r["steps"]), f"{wall:.2f}", f"{phase:.2f}",
+                           f"{predicted:.2f} ({_pct(predicted - phase, phase)})",
+                           f"{r['outside_modelled_seconds']:.2f}",
+                           f"{r['remainder_seconds']:.2f} ({_pct(r['remainder_seconds'], wall)} of wall)",
+                           "-" if start is None else f"{start:.2f}",
+                           "-" if start is None else f"{r['startup_modelled_seconds']:.2f}"])
+    return table
+
+
+def write_runs_report(out_dir: Path, profile: dict[str, Any], command: str) -> Path:
+    fit = profile["fit_from_runs"]
+    lines = [f"# Calibration from runs: {profile['device']}", "",
+             f"- {profile['source']}; flopplan {profile['flopplan_version']}, {profile['date']}",
+             f"- base profile: {fit['base_profile'] or 'none (seeded from the data)'}",
+             f"- profile: `profile.json` (use it: `flopplan plan --profile {out_dir}/profile.json --gpu-hours 1`)",
+             ""]
+    tables = [runs_table(fit["runs"]), run_phase_table(profile["time_model"], fit["fitted_kinds"],
+                                                       fit["unit_errors"]),
+              non_phase_table(profile["non_phase"], fit["fitted_coefficients"]), breakdown_table(fit["breakdown"])]
+    text = "\n".join(lines) + to_markdown(tables, command)
+    if fit["notes"]:
+        text += "\n## Notes\n\n" + "\n".join(f"- {n}" for n in fit["notes"]) + "\n"
     path = out_dir / "report.md"
     atomic_write_text(path, text)
     return path

@@ -1,0 +1,149 @@
+"""``flopplan calibrate --from-runs``: a profile learned from real runs, and what it explains of them (torch-free).
+
+Reads the run folders (:mod:`flopplan.calibrate.runs`; runs measured with the FLOP meter are skipped), fits the
+time model of every kind of work on their phase calls and the time outside the phases on their steps
+(:mod:`flopplan.calibrate.fit_runs`), and writes ``profile.json`` (a version-1 profile with the optional
+``non_phase``, ``fitted_shapes`` and ``fitted_runs`` blocks) and ``report.md``, which splits each run's wall time
+into its phase time, the time outside the phases the profile now models, and the remainder it cannot explain.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flopplan import __version__
+from flopplan.calibrate.fit import KIND_FORM
+from flopplan.calibrate.fit_runs import (
+    NonPhaseFit,
+    PhaseFit,
+    fit_non_phase,
+    fit_phases,
+    outside_seconds,
+    own_work,
+    startup_seconds,
+)
+from flopplan.calibrate.runs import RunTiming, read_runs
+from flopplan.errors import UserError
+from flopplan.fileio import atomic_write_json, writable_folder
+from flopplan.hardware import PROFILE_VERSION, Profile, load_profile, profile_from_data
+from flopplan.timing import OPTIONAL_PARAMETERS, PARAMETERS
+
+
+def bytes_per_element(dtype: str) -> float:
+    """Bytes per weight and KV-cache element a run's decode reads: 2 for bf16/fp16 weights, else 4 (fp32, and
+    float32 weights under bf16 autocast)."""
+    return 2.0 if dtype.startswith(("bfloat16", "float16")) else 4.0
+
+
+@dataclass
+class RunsCalibration:
+    profile: dict[str, Any]
+    folder: Path
+    profile_path: Path
+    report_path: Path
+    notes: list[str]
+
+
+def breakdown(run: RunTiming, phases: PhaseFit, non_phase: NonPhaseFit) -> dict[str, Any]:
+    """One run's timed steps split into the phase time (measured, and as the fitted model predicts it), the time
+    outside the phases as the profile models it, and the remainder; and its start-up, measured and modelled."""
+    c = non_phase.coefficients
+    wall = sum(r.wall_seconds for r in run.rounds)
+    phase = sum(r.phase_seconds for r in run.rounds)
+    outside = sum(outside_seconds(r, c) for r in run.rounds)
+    startup = [s.seconds - own_work(s.first, c) for s in run.startups]
+    return {"run": run.name, "model": run.model, "engine": run.engine, "steps": len(run.rounds),
+            "wall_seconds": wall, "phase_seconds": phase,
+            "phase_predicted_seconds": sum(phases.predicted.get((run.name, r.step), 0.0) for r in run.rounds),
+            "outside_modelled_seconds": outside, "remainder_seconds": wall - phase - outside,
+            "startup_seconds": sum(startup) if startup else None,
+            "startup_modelled_seconds": sum(startup_seconds(c, s.features) for s in run.startups) if startup
+            else None}
+
+
+def fit_from_runs(folders: list[str], base: Profile | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The profile data fitted on ``folders`` (``base``: a starting point, and the model of whatever the runs do not
+    determine), and the notes of the fit."""
+    runs, notes = read_runs(folders)
+    if not runs:
+        raise UserError("no run to fit on: " + "; ".join(notes))
+    devices = sorted({r.device for r in runs})
+    if len(devices) > 1:
+        raise UserError(f"the runs ran on different devices ({', '.join(devices)}): fit one profile per device")
+    sizes = sorted({bytes_per_element(r.dtype) for r in runs})
+    if len(sizes) > 1:
+        raise UserError(f"the runs used different dtypes ({', '.join(sorted({r.dtype for r in runs}))}): fit one "
+                        "profile per dtype")
+    bpe = sizes[0]
+    phases = fit_phases([u for r in runs for u in r.units], bpe, base.time_model if base else None)
+    non_phase = fit_non_phase(runs, base.non_phase if base else None)
+    notes += phases.notes + non_phase.notes
+    throughput = {k: m.get("throughput_max", m.get("throughput", 0.0)) for k, m in phases.time_model.items()}
+    peak = max(throughput.values())
+    rows = [breakdown(r, phases, non_phase) for r in runs]
+    today = datetime.date.today().isoformat()
+    data = {
+        "flopplan_profile_version": PROFILE_VERSION,
+        "device": base.device if base else f"{devices[0]} ({runs[0].dtype})",
+        "device_type": devices[0].split(":")[0],
+        "dtype": runs[0].dtype,
+        "bytes_per_element": bpe,
+        "flopplan_version": __version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "source": f"fitted on {len(runs)} run{'s' if len(runs) > 1 else ''} {today}",
+        "models": sorted({r.model for r in runs}),
+        "model_params": {r.recipe.policy: r.recipe.policy_spec.params for r in runs},
+        "peak_flops": peak,
+        "efficiency": {k: (throughput[k] / peak if throughput.get(k) else 1.0) for k in KIND_FORM},
+        "time_model": {k: {"form": m["form"], **{p: m[p] for p in (*PARAMETERS[m["form"]], *OPTIONAL_PARAMETERS)
+                                                 if p in m}} for k, m in phases.time_model.items()},
+        "non_phase": non_phase.coefficients,
+        "fitted_shapes": {k: {"tokens": v} for k, v in phases.tokens.items()},
+        "fitted_runs": [r.name for r in runs],
+        "fit_from_runs": {
+            "runs": [r.describe() for r in runs],
+            "base_profile": base.source if base else None,
+            "fitted_kinds": phases.fitted_kinds,
+            "unit_errors": phases.unit_errors,
+            "fitted_coefficients": non_phase.fitted,
+            "breakdown": rows,
+            "notes": notes,
+        },
+    }
+    missing = [k for k in KIND_FORM if k not in data["time_model"]]
+    if missing:
+        raise UserError(f"the runs hold no {', '.join(missing)} call to fit on and no base profile gives one: "
+                        "add --profile BASE (e.g. a sweep's profile)")
+    return data, notes
+
+
+def run_from_runs(folders: list[str], *, out_dir: str | None, base_path: str | None,
+                  command: str) -> RunsCalibration:
+    """Fit on ``folders`` and write ``profile.json`` and ``report.md`` in ``out_dir`` (default
+    ``calibration/<device>-runs``)."""
+    from flopplan.report.calibration_report import write_runs_report
+
+    for run in folders:
+        if not Path(run).is_dir():
+            raise UserError(f"run folder {run!r} does not exist")
+    base = load_profile(base_path) if base_path else None
+    if out_dir:
+        writable_folder(out_dir, "calibration folder")
+    data, notes = fit_from_runs(folders, base)
+    folder = Path(out_dir) if out_dir else default_folder(data["device"])
+    writable_folder(folder, "calibration folder")
+    profile_from_data(data, "the fitted profile")  # the strict reader accepts it before it is written
+    profile_path = atomic_write_json(folder / "profile.json", data)
+    report_path = write_runs_report(folder, data, command)
+    return RunsCalibration(data, folder, profile_path, report_path, notes)
+
+
+def default_folder(device: str) -> Path:
+    import re
+
+    return Path("calibration") / (re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")[:48] + "-runs")
+
+

@@ -1,0 +1,322 @@
+"""Run folders as timing observations (torch-free): what a time model is fitted on when it learns from real runs.
+
+A metered run (the built-in trainer, TRL through the meter, a RACE pilot: all write the same run folder) records
+every phase call of every committed step with its shapes, its exact FLOPs and its seconds (``ledger.jsonl``), and
+a wall-clock ``time`` per committed step (``metrics.jsonl``); the first line a process writes also carries
+``process_started``. From these, per run:
+
+* :class:`TimedUnit`: one ledger charge (a ``generate`` call, a scoring or update pass, a reward-model pass): its
+  seconds and the model calls it ran, rebuilt from its shapes with the same formulas the ledger charged (the FLOPs
+  must come out equal to the ledger's, or the unit is left out with a note);
+* :class:`TimedStep`: one committed step after the first: its wall time since the previous line, the seconds of
+  its phase calls, and the features of the work it did outside them (a round, its optimizer steps, an evaluation,
+  the checkpoint written after the previous step): :data:`flopplan.timing.NON_PHASE_TERMS`;
+* :class:`TimedStartup`: a process's start to its first committed line, with the work of that line.
+
+Timings taken under the FLOP meter (``--measure-flops``: the summary has ``measured_flops``) include the meter's
+own overhead, so such runs are skipped with a note and never fitted on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from flopplan.errors import UserError
+from flopplan.fileio import read_json, read_text
+from flopplan.formulas import forward_flops, generate_flops
+from flopplan.ledger import sequence_pass
+from flopplan.recipe import Recipe
+from flopplan.runfile import CONFIG, LEDGER, METRICS, LedgerRecord, RunSummary, load_summary
+from flopplan.timing import (
+    NON_PHASE_TERMS,
+    Call,
+    RunWork,
+    generate_calls,
+    non_phase_features,
+    sequence_call,
+    trainable_parameters,
+)
+
+FITTED_TERMS = ("round", "optimizer_step", "evaluation", "checkpoint")
+"""The non-phase terms a step's wall time shows (the start-up is fitted apart, on :class:`TimedStartup`)."""
+GAP_FACTOR = 20.0
+GAP_SECONDS = 1.0
+"""A step whose time outside its phases is more than ``GAP_FACTOR`` times its run's median and more than
+``GAP_SECONDS`` is a gap (a resume without a recorded start, the machine suspended), not a round: left out."""
+
+
+@dataclass(frozen=True)
+class TimedUnit:
+    run: str
+    step: int
+    unit: str
+    seconds: float
+    calls: tuple[tuple[str, Call], ...]  # (kind of work, call)
+
+
+@dataclass(frozen=True)
+class TimedStep:
+    run: str
+    step: int
+    wall_seconds: float  # since the previous committed line
+    phase_seconds: float  # the step's units, as the ledger timed them
+    features: dict[str, tuple[float, ...]]  # non-phase term -> its features summed over its occurrences
+
+    @property
+    def outside_seconds(self) -> float:
+        return self.wall_seconds - self.phase_seconds
+
+
+@dataclass(frozen=True)
+class TimedStartup:
+    run: str
+    seconds: float  # the process's start to its first committed line
+    first: TimedStep  # that line's own work (its wall_seconds is the whole span)
+    features: tuple[float, ...]  # of the start-up term
+
+
+@dataclass
+class RunTiming:
+    """The timing observations of one run folder."""
+
+    name: str
+    folder: str
+    model: str
+    engine: str
+    device: str
+    dtype: str
+    steps: int
+    recipe: Recipe
+    units: list[TimedUnit] = field(default_factory=list)
+    rounds: list[TimedStep] = field(default_factory=list)
+    startups: list[TimedStartup] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> dict[str, Any]:
+        r = self.recipe
+        return {"name": self.name, "model": self.model, "engine": self.engine, "steps": self.steps,
+                "tuning": "full" if r.lora is None else f"lora r={r.lora_rank}", "reward": str(r.reward),
+                "prompts_per_step": r.prompts_per_step, "group_size": r.group_size,
+                "micro_batch": r.micro_batch_size, "iterations": r.iterations, "units": len(self.units),
+                "rounds": len(self.rounds), "startups": len(self.startups)}
+
+
+def read_runs(folders: list[str]) -> tuple[list[RunTiming], list[str]]:
+    """The timing of each run folder, and a note per run left out (measured with the FLOP meter, or holding no
+    timed step). A folder that is not a run, or a corrupt one, is a :class:`UserError` (one line)."""
+    runs, notes = [], []
+    names = _names(folders)
+    for folder, name in zip(folders, names, strict=True):
+        summary = load_summary(folder)
+        if summary.measured_flops is not None:
+            notes.append(f"{name}: skipped, it was measured with --measure-flops (its timings include the FLOP "
+                         "meter's overhead)")
+            continue
+        run = read_run(folder, name, summary)
+        if not run.units:
+            notes.append(f"{name}: skipped, it holds no timed phase call")
+            continue
+        runs.append(run)
+        notes += [f"{name}: {n}" for n in run.notes]
+    return runs, notes
+
+
+def _names(folders: list[str]) -> list[str]:
+    """Short names of the folders: the last path component, or more of the path where those collide."""
+    paths = [Path(f).resolve() for f in folders]
+    for depth in range(1, 8):
+        names = ["/".join(p.parts[-depth:]) for p in paths]
+        if len(set(names)) == len(names):
+            return names
+    return [str(p) for p in paths]
+
+
+def read_run(folder: str, name: str, summary: RunSummary) -> RunTiming:
+    config = read_json(Path(folder) / CONFIG, "run config")
+    if not isinstance(config, dict) or not isinstance(config.get("recipe"), dict):
+        raise UserError(f"{str(Path(folder) / CONFIG)!r} is not a flopplan run config")
+    recipe = Recipe.from_data(config["recipe"], f"run config {str(Path(folder) / CONFIG)!r}")
+    run = RunTiming(name, str(folder), summary.model, summary.engine, summary.device, summary.dtype,
+                    summary.steps, recipe)
+    ledger = {record.step: record for record in _ledger(Path(folder) / LEDGER)}
+    metrics = [line for line in _log(Path(folder) / METRICS, "metrics") if _number(line.get("time"))]
+    every = config.get("checkpoint_every")
+    every = every if isinstance(every, int) and every > 0 else None
+    work = RunWork.of(recipe)
+    previous: dict[str, Any] | None = None
+    mismatched = 0
+    for line in metrics:
+        record = ledger.get(line["step"])
+        if record is None:
+            previous = None
+            continue
+        units = []
+        for charge in record.charges:
+            unit = timed_unit(name, line["step"], charge, recipe)
+            if unit is None:
+                mismatched += 1
+            else:
+                units.append(unit)
+        run.units += units
+        step = TimedStep(name, line["step"], 0.0, sum(float(c.get("seconds", 0.0)) for c in record.charges),
+                         step_features(record.charges, recipe, work, line["step"], every))
+        started = line.get("process_started")
+        if _number(started):  # a process's first line: its start-up, and no round (the span includes it)
+            run.startups.append(TimedStartup(name, float(line["time"]) - float(started), step,
+                                             non_phase_features("startup", work)))
+        elif previous is not None:
+            run.rounds.append(TimedStep(name, step.step, float(line["time"]) - float(previous["time"]),
+                                        step.phase_seconds, step.features))
+        previous = line
+    if mismatched:
+        run.notes.append(f"{mismatched} phase call{'s' if mismatched > 1 else ''} left out: untimed, or their shapes "
+                         "do not give the FLOPs the ledger charged (a multi-process run?)")
+    run.rounds, gaps = _without_gaps(run.rounds)
+    if gaps:
+        run.notes.append(f"{gaps} step{'s' if gaps > 1 else ''} left out as gaps (far more time outside the phases "
+                         "than the run's other steps: a resume or a pause)")
+    return run
+
+
+def _without_gaps(rounds: list[TimedStep]) -> tuple[list[TimedStep], int]:
+    if not rounds:
+        return rounds, 0
+    typical = statistics.median(max(r.outside_seconds, 0.0) for r in rounds)
+    kept = [r for r in rounds if r.outside_seconds <= max(GAP_SECONDS, GAP_FACTOR * typical)]
+    return kept, len(rounds) - len(kept)
+
+
+def _number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _log(path: Path, what: str) -> list[dict[str, Any]]:
+    """The records of a JSONL log; a line that is not one is a corrupt log, unless it is the last (a kill can cut
+    the last line short)."""
+    if not path.exists():
+        raise UserError(f"{str(path.parent)!r} is not a flopplan run folder (no {path.name})")
+    lines = [line for line in read_text(path, f"run {what}").splitlines() if line.strip()]
+    out = []
+    for i, line in enumerate(lines):
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            item = None
+        if not isinstance(item, dict) or not isinstance(item.get("step"), int):
+            if i == len(lines) - 1:
+                break
+            raise UserError(f"{str(path)!r} is corrupt: line {i + 1} is not a {what} record")
+        out.append(item)
+    return out
+
+
+def _ledger(path: Path) -> list[LedgerRecord]:
+    records = []
+    for i, line in enumerate(_log(path, "ledger")):
+        record = LedgerRecord.from_data(line)
+        if record is None:
+            raise UserError(f"{str(path)!r} is corrupt: record {i + 1} is not a ledger line")
+        records.append(record)
+    return records
+
+
+# -- a charge -> the calls it ran --------------------------------------------------------------------------------
+
+def timed_unit(run: str, step: int, charge: dict[str, Any], recipe: Recipe) -> TimedUnit | None:
+    """The calls of one ledger charge, rebuilt from its shapes; None when they do not give the FLOPs it charged, or
+    when it took no measurable time (the ledger keeps microseconds)."""
+    seconds = charge.get("seconds")
+    if not _number(seconds) or seconds < 0:
+        raise UserError(f"run {run}: step {step}'s {charge.get('unit')!r} charge has no time (seconds {seconds!r})")
+    if seconds == 0:
+        return None
+    try:
+        calls, flops = charge_calls(charge, recipe)
+    except (KeyError, TypeError, ValueError, IndexError):
+        raise UserError(f"run {run}: step {step}'s {charge.get('unit')!r} charge has malformed shapes") from None
+    if flops != sum(charge["executed"].values()):
+        return None
+    return TimedUnit(run, step, str(charge["unit"]), float(seconds), tuple(calls))
+
+
+def charge_calls(charge: dict[str, Any], recipe: Recipe) -> tuple[list[tuple[str, Call]], int]:
+    """(kind, call) of every model call a charge ran, and their exact FLOPs in total (what the ledger charged)."""
+    r, unit, shapes = recipe, charge["unit"], charge["shapes"]
+    spec, conv = r.policy_spec, r.conventions
+    if unit in ("rollout", "eval"):
+        b, p, k = int(shapes["batch"]), int(shapes["prompt_padded"]), int(shapes["generated"])
+        return generate_calls(spec, b, p, k, r.rollout_lora, conv), int(generate_flops(spec, b, p, k, r.rollout_lora,
+                                                                                        conv).total)
+    if unit == "reward":
+        rm = r.reward_spec
+        if rm is None:
+            raise ValueError("a reward charge in a run without a reward model")
+        out, total = [], 0
+        for rows, width in shapes["batches"]:
+            terms = forward_flops(rm, int(rows), int(width), int(width), None, conv)
+            out.append(("forward", sequence_call(terms, rows * width, rm.num_layers)))
+            total += int(terms.total)
+        return out, total
+    if unit not in ("old_logprobs", "reference", "update"):
+        raise ValueError(f"unknown unit {unit!r}")
+    from flopplan.formulas import pass_terms, train_terms
+
+    out, total = [], 0
+    for batch in shapes["micro_batches"]:
+        rows, p, k = (int(v) for v in batch[:3])
+        own = int(batch[3]) if len(batch) > 3 else None
+        step_pass = sequence_pass(rows, p, k, shapes["head"], own, conv)
+        if unit == "update":
+            terms, kind = train_terms(spec, step_pass, r.training, conv), "train"
+        else:  # the reference runs with the adapters disabled
+            terms, kind = pass_terms(spec, step_pass, r.lora if unit == "old_logprobs" else None, conv), "forward"
+        out.append((kind, sequence_call(terms, rows * (p + k), spec.num_layers)))
+        total += int(terms.total)
+    return out, total
+
+
+# -- a step -> the features of its work outside the phases -------------------------------------------------------
+
+def step_features(charges: tuple[dict[str, Any], ...], recipe: Recipe, work: RunWork, step: int,
+                  checkpoint_every: int | None) -> dict[str, tuple[float, ...]]:
+    """The non-phase features of one committed step, from what its charges ran: a round (its rollouts, their
+    tokens, those a reward model scored), its optimizer steps (an update pass makes one per ``optimizer_batch``
+    rows), an evaluation when it ran one, and the checkpoint written after the previous step."""
+    rollouts = [c["shapes"] for c in charges if c.get("unit") == "rollout"]
+    rows = sum(int(s["batch"]) for s in rollouts)
+    tokens = sum(int(s["batch"]) * (int(s["prompt_padded"]) + int(s["generated"])) for s in rollouts)
+    scored = rows if any(c.get("unit") == "reward" for c in charges) else 0
+    passes = sum(1 for c in charges if c.get("unit") == "update")
+    evaluated = sum(int(c["shapes"]["batch"]) for c in charges if c.get("unit") == "eval")
+    params, tensors = trainable_parameters(recipe.policy_spec, recipe.lora)
+    batch = recipe.optimizer_batch_size
+    mine = RunWork(rows, tokens, scored, passes * -(-rows // batch) if rows else 0, tensors, params, evaluated,
+                   work.parameters_loaded)
+    out: dict[str, tuple[float, ...]] = {}
+    if rows:
+        out["round"] = non_phase_features("round", mine)
+        out["optimizer_step"] = tuple(mine.optimizer_steps * f for f in non_phase_features("optimizer_step", mine))
+    if evaluated:
+        out["evaluation"] = non_phase_features("evaluation", mine)
+    previous = step - 1
+    if checkpoint_every and previous > 0 and previous % checkpoint_every == 0:
+        out["checkpoint"] = non_phase_features("checkpoint", mine)
+    return out
+
+
+def design_row(features: dict[str, tuple[float, ...]]) -> list[float]:
+    """One step's features in the order of :data:`FITTED_TERMS` and their coefficients (0 where absent)."""
+    row: list[float] = []
+    for term in FITTED_TERMS:
+        row += list(features.get(term, (0.0,) * len(NON_PHASE_TERMS[term])))
+    return row
+
+
+def coefficient_names() -> list[tuple[str, str]]:
+    """(term, coefficient) in the order of :func:`design_row`."""
+    return [(term, name) for term in FITTED_TERMS for name in NON_PHASE_TERMS[term]]
