@@ -22,7 +22,8 @@ from flopplan.measure.models import add_lora, build_model, enable_checkpointing
 
 @dataclass
 class PhaseHarness:
-    """The phase units on one policy (LoRA rank ``rank`` on all seven projections, checkpointing on)."""
+    """The phase units on one policy (:meth:`build`: LoRA rank ``rank`` on all seven projections, checkpointing
+    on; :meth:`for_recipe`: as a recipe trains it)."""
 
     spec: ArchSpec
     device: torch.device
@@ -32,7 +33,8 @@ class PhaseHarness:
     optimizer: torch.optim.Optimizer
     training: Training
     conv: Conventions
-    lora: LoRA
+    lora: LoRA | None  # the adapters active in rollouts and scoring (None: full fine-tuning)
+    head: str = "completion"  # the log-prob head of scoring and update passes
 
     @staticmethod
     def build(spec: ArchSpec, device: torch.device, dtype: torch.dtype, attn: str, seed: int = 0,
@@ -48,6 +50,23 @@ class PhaseHarness:
         conv = Conventions("dense", "sdpa" if attn == "sdpa" else "eager")
         return PhaseHarness(spec, device, attn, policy, codec, optimizer, Training(lora, "non-reentrant"), conv,
                             lora)
+
+    @staticmethod
+    def for_recipe(recipe: Any, device: torch.device, dtype: torch.dtype, attn: str, seed: int = 0) -> PhaseHarness:
+        """The recipe's policy (random init) trained as the recipe says: LoRA or full, checkpointing or not, its
+        log-prob head and FLOP conventions."""
+        torch.manual_seed(seed)
+        spec = recipe.policy_spec
+        policy: Any = build_model(spec, device=device, dtype=dtype, attn_implementation=attn, seed=seed)
+        codec = char_codec(CharTokenizer())
+        policy.config.pad_token_id = codec.pad_id
+        if recipe.grad_ckpt:
+            enable_checkpointing(policy)
+        if recipe.lora is not None:
+            policy = add_lora(policy, recipe.lora)
+        optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=1e-6)
+        return PhaseHarness(spec, device, attn, policy, codec, optimizer, recipe.training, recipe.conventions,
+                            recipe.lora, recipe.logprob_head)
 
     def context(self, measure: bool) -> P.PhaseContext:
         return P.PhaseContext(self.spec, self.conv, measure)
@@ -73,7 +92,7 @@ class PhaseHarness:
         rollouts = self.rollouts(batch, prompt, completion)
         batches = scoring_batches(rollouts, self.codec.pad_id, batch, self.device)
         _, charge = P.score("old_logprobs", self.policy, batches, rollouts, ctx=self.context(measure), lora=self.lora,
-                            temperature=1.0, head="completion")
+                            temperature=1.0, head=self.head)
         return charge
 
     def update(self, batch: int, prompt: int, completion: int, measure: bool = False) -> PhaseCharge:
@@ -81,6 +100,6 @@ class PhaseHarness:
         batches = scoring_batches(rollouts, self.codec.pad_id, batch, self.device)
         advantages = torch.linspace(-1, 1, batch, device=self.device)
         _, charge = P.update(self.policy, self.optimizer, batches, rollouts, advantages, ctx=self.context(measure),
-                             training=self.training, loss_cfg=LossConfig(), head="completion",
+                             training=self.training, loss_cfg=LossConfig(), head=self.head,
                              optimizer_batch=batch, max_grad_norm=1.0)
         return charge
