@@ -173,8 +173,8 @@ def sequence_call(terms: Any, tokens: float, layers: int) -> Call:
 # A run's wall time is its phase calls (above) plus work no FLOP formula sees: a fixed cost per round and per
 # rollout (the budget guard, tokenising prompts, decoding and rule-scoring completions, advantages, building the
 # scoring batches, the ledger and metrics lines), the optimizer steps, the evaluations' bookkeeping, checkpoints
-# and the process start-up (imports, building or loading the models, the data). Each term is linear in its
-# coefficients: ``seconds = sum(coefficient * feature)``, the features below, the first of each term a constant 1.
+# and the process start-up (imports, building or loading the models, the data) and shut-down. Each term is linear
+# in its coefficients: ``seconds = sum(coefficient * feature)``, the features below, the first of each a constant 1.
 
 ADAMW_BYTES_PER_PARAMETER = 40
 """Bytes one optimizer step moves per trainable fp32 parameter: torch AdamW (single-tensor loop on a CPU) reads the
@@ -202,6 +202,8 @@ NON_PHASE_TERMS: dict[str, dict[str, str]] = {
                                        "parameter)"},
     "startup": {"seconds": "per process: interpreter, imports, data, the run folder",
                 "seconds_per_parameter": "per parameter of the models it builds or loads"},
+    "shutdown": {"seconds": "per process: its tables, and the interpreter's and torch's teardown after the run's "
+                            "last file (no run folder dates it: flopplan calibrate --probe-shutdown times it)"},
 }
 """The non-phase terms and their coefficients (seconds per unit of each feature of :func:`non_phase_features`)."""
 
@@ -261,6 +263,8 @@ def non_phase_features(term: str, work: RunWork) -> tuple[float, ...]:
         return (1.0, w.trainable_parameters * CHECKPOINT_BYTES_PER_PARAMETER)
     if term == "startup":
         return (1.0, w.parameters_loaded)
+    if term == "shutdown":
+        return (1.0,)
     raise ValueError(f"unknown non-phase term {term!r}")
 
 
@@ -282,11 +286,12 @@ def checkpoints_in(steps: int, every: int | None) -> int:
 def run_non_phase_seconds(coefficients: dict[str, dict[str, float]], work: RunWork, steps: int, evaluations: int,
                           checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY) -> dict[str, float]:
     """The non-phase seconds of a whole run, by term: ``steps`` rounds (each with its optimizer steps),
-    ``evaluations`` evaluations, its checkpoints and one start-up."""
+    ``evaluations`` evaluations, its checkpoints, one start-up and one shut-down."""
     return {
         "round": steps * non_phase_seconds(coefficients, "round", work),
         "optimizer_step": steps * work.optimizer_steps * non_phase_seconds(coefficients, "optimizer_step", work),
         "evaluation": evaluations * non_phase_seconds(coefficients, "evaluation", work),
         "checkpoint": checkpoints_in(steps, checkpoint_every) * non_phase_seconds(coefficients, "checkpoint", work),
         "startup": non_phase_seconds(coefficients, "startup", work) if steps or evaluations else 0.0,
+        "shutdown": non_phase_seconds(coefficients, "shutdown", work) if steps or evaluations else 0.0,
     }

@@ -159,7 +159,8 @@ def test_from_runs_writes_a_profile_the_planner_prices_runs_with(tmp_path, synth
     result = cli("calibrate", "--from-runs", *map(str, fit), "--out", str(out), "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert set(data["non_phase"]) == set(NON_PHASE_TERMS) and len(data["breakdown"]) == len(FIT)
+    assert set(data["non_phase"]) == set(NON_PHASE_TERMS) - {"shutdown"} and len(data["breakdown"]) == len(FIT)
+    assert any("--probe-shutdown" in n for n in data["notes"])  # what no run folder dates is said, not guessed
     for row in data["breakdown"]:  # the split adds up: phases + outside (modelled) + remainder = wall
         assert row["phase_seconds"] + row["outside_modelled_seconds"] + row["remainder_seconds"] == \
             pytest.approx(row["wall_seconds"])
@@ -226,7 +227,8 @@ def test_calibrate_options_that_do_not_go_together(tmp_path):
                            (["--from-runs", "x", "--for-plan", "p.json"], "give one"),
                            (["--from-runs", "x", "--quick"], "takes no --quick"),
                            (["--profile", "p.json"], "goes with"), (["--plan-model", "tiny"], "--for-plan"),
-                           (["--from-runs", "x", "--repeats", "2"], "times nothing")):
+                           (["--from-runs", "x", "--repeats", "2"], "times nothing"),
+                           (["--probe-shutdown"], "goes with --from-runs")):
         one_line_error(cli("calibrate", *args), fragment)
 
 
@@ -237,7 +239,7 @@ OUTSIDE = {"round": {"seconds": 0.05, "seconds_per_rollout": 0.001, "seconds_per
            "optimizer_step": {"seconds": 0.01, "seconds_per_tensor": 0.0, "seconds_per_byte": 0.0},
            "evaluation": {"seconds": 0.2, "seconds_per_prompt": 0.0},
            "checkpoint": {"seconds": 0.5, "seconds_per_byte": 0.0},
-           "startup": {"seconds": 7.0, "seconds_per_parameter": 0.0}}
+           "startup": {"seconds": 7.0, "seconds_per_parameter": 0.0}, "shutdown": {"seconds": 2.0}}
 
 
 def profile_with(**blocks):
@@ -256,14 +258,14 @@ def test_the_planner_adds_the_time_outside_the_phases():
     assert s["optimizer_step"] == pytest.approx(23 * 4 * 0.01)
     assert s["evaluation"] == pytest.approx(r.evaluations(23) * 0.2)  # 23 // 5 + the baseline
     assert s["checkpoint"] == pytest.approx((23 // 10 + 1) * 0.5)  # every 10 steps and the last
-    assert s["startup"] == 7.0
+    assert s["startup"] == 7.0 and s["shutdown"] == 2.0
     plain = price_steps(r, 23, profile_with())
     assert priced.gpu_hours * 3600 == pytest.approx(plain.gpu_hours * 3600 + sum(
-        s[t] for t in ("round", "optimizer_step", "evaluation", "checkpoint", "startup")))
+        s[t] for t in ("round", "optimizer_step", "evaluation", "checkpoint", "startup", "shutdown")))
     # a GPU-hour budget buys the steps whose time, start-up and checkpoints included, fits
     assert plan(r, Budget(gpu_hours=priced.gpu_hours * (1 + 1e-9)), profile).steps == 23
     assert plan(r, Budget(gpu_hours=priced.gpu_hours * (1 - 1e-4)), profile).steps == 22
-    assert plan(r, Budget(gpu_hours=6.9 / 3600), profile).steps == 0  # not even the start-up fits
+    assert plan(r, Budget(gpu_hours=8.9 / 3600), profile).steps == 0  # not even start-up and shut-down fit
 
 
 def test_profiles_without_a_non_phase_block_read_and_plan_as_before():
@@ -322,7 +324,7 @@ def test_trainable_parameters_match_the_real_model():
 
 def test_the_fit_from_runs_is_torch_free():
     """Fitting from runs needs no torch: its modules import none (the calibrate package's torch modules apart)."""
-    for name in ("runs.py", "fit_runs.py", "from_runs.py"):
+    for name in ("runs.py", "fit_runs.py", "from_runs.py", "probe.py"):
         tree = ast.parse((ROOT / "flopplan" / "calibrate" / name).read_text())
         imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
@@ -367,7 +369,7 @@ def test_real_runs_plan_shapes_and_the_planner(tmp_path):
     one_line_error(run("calibrate", "--from-runs", str(tmp_path / "metered"), "--out", str(tmp_path / "x")),
                    "--measure-flops")
     fitted = run("calibrate", "--from-runs", str(tmp_path / "plain"), str(tmp_path / "metered"), "--out",
-                 str(tmp_path / "runs"), "--json", check=True)
+                 str(tmp_path / "runs"), "--probe-shutdown", "--json", check=True)
     data = json.loads(fitted.stdout)
     assert [row["run"] for row in data["breakdown"]] == ["plain"] and data["breakdown"][0]["startup_seconds"] > 0
     assert any("metered" in n and "--measure-flops" in n for n in data["notes"])
@@ -380,7 +382,8 @@ def test_real_runs_plan_shapes_and_the_planner(tmp_path):
     priced = price_steps(Recipe(policy="tiny", lora_rank=None, prompts_per_step=4, group_size=4,
                                 prompt_len=Length.fixed(10), completion_len=Length.fixed(2), micro_batch=16,
                                 eval_every=2, eval_prompts=20), 4, profile)
-    assert {"round", "optimizer_step", "startup"} <= set(priced.seconds)
+    assert {"round", "optimizer_step", "startup", "shutdown"} <= set(priced.seconds)
+    assert data["non_phase"]["shutdown"]["seconds"] > 0
     out = run("plan", *recipe_args, "--profile", str(tmp_path / "plan-shapes" / "profile.json"), "--gpu-hours",
               "0.01", check=True)
     assert "outside the phases" in out.stdout

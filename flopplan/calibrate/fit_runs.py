@@ -326,6 +326,10 @@ def fit_non_phase(runs: list[RunTiming], base: dict[str, dict[str, float]] | Non
         del coefficients["startup"]
         notes.append("no run records when its process started (runs of an older flopplan, or TRL's): the start-up "
                      "is not modelled")
+    if "shutdown" in base:  # no run folder dates it (flopplan calibrate --probe-shutdown times it)
+        coefficients["shutdown"] = dict(base["shutdown"])
+    for term in [t for t, c in coefficients.items() if not c]:
+        del coefficients[term]
     kept = [f"{t}.{n}" for t, n in names + start_names if (t, n) not in fitted and t in coefficients]
     if kept:
         notes.append("not identified by these runs (kept at the base profile's value, or 0): " + ", ".join(kept))

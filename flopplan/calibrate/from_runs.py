@@ -10,6 +10,7 @@ into its phase time, the time outside the phases the profile now models, and the
 from __future__ import annotations
 
 import datetime
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,9 +65,11 @@ def breakdown(run: RunTiming, phases: PhaseFit, non_phase: NonPhaseFit) -> dict[
             else None}
 
 
-def fit_from_runs(folders: list[str], base: Profile | None = None) -> tuple[dict[str, Any], list[str]]:
+def fit_from_runs(folders: list[str], base: Profile | None = None,
+                  shutdown: float | None = None) -> tuple[dict[str, Any], list[str]]:
     """The profile data fitted on ``folders`` (``base``: a starting point, and the model of whatever the runs do not
-    determine), and the notes of the fit."""
+    determine; ``shutdown``: a process's exit as :mod:`flopplan.calibrate.probe` timed it), and the notes of the
+    fit."""
     runs, notes = read_runs(folders)
     if not runs:
         raise UserError("no run to fit on: " + "; ".join(notes))
@@ -81,6 +84,13 @@ def fit_from_runs(folders: list[str], base: Profile | None = None) -> tuple[dict
     phases = fit_phases([u for r in runs for u in r.units], bpe, base.time_model if base else None)
     non_phase = fit_non_phase(runs, base.non_phase if base else None)
     notes += phases.notes + non_phase.notes
+    if shutdown is not None:
+        non_phase.coefficients["shutdown"] = {"seconds": shutdown}
+        non_phase.fitted.append("shutdown.seconds")
+        notes.append(f"shutdown: a run-like process took {shutdown:.2f} s to exit after its last statement (probed "
+                     "here, once)")
+    elif "shutdown" not in non_phase.coefficients:
+        notes.append("the process's exit after its last file is not modelled (--probe-shutdown times it)")
     throughput = {k: m.get("throughput_max", m.get("throughput", 0.0)) for k, m in phases.time_model.items()}
     peak = max(throughput.values())
     rows = [breakdown(r, phases, non_phase) for r in runs]
@@ -120,10 +130,10 @@ def fit_from_runs(folders: list[str], base: Profile | None = None) -> tuple[dict
     return data, notes
 
 
-def run_from_runs(folders: list[str], *, out_dir: str | None, base_path: str | None,
-                  command: str) -> RunsCalibration:
+def run_from_runs(folders: list[str], *, out_dir: str | None, base_path: str | None, command: str,
+                  probe_shutdown: bool = False) -> RunsCalibration:
     """Fit on ``folders`` and write ``profile.json`` and ``report.md`` in ``out_dir`` (default
-    ``calibration/<device>-runs``)."""
+    ``calibration/<device>-runs``); ``probe_shutdown``: also time a run-like process's exit here."""
     from flopplan.report.calibration_report import write_runs_report
 
     for run in folders:
@@ -132,7 +142,15 @@ def run_from_runs(folders: list[str], *, out_dir: str | None, base_path: str | N
     base = load_profile(base_path) if base_path else None
     if out_dir:
         writable_folder(out_dir, "calibration folder")
-    data, notes = fit_from_runs(folders, base)
+    shutdown = None
+    if probe_shutdown:
+        from flopplan.calibrate.probe import shutdown_seconds
+
+        try:
+            shutdown = shutdown_seconds()
+        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+            raise UserError(f"--probe-shutdown could not run a run-like process here: {exc}") from None
+    data, notes = fit_from_runs(folders, base, shutdown)
     folder = Path(out_dir) if out_dir else default_folder(data["device"])
     writable_folder(folder, "calibration folder")
     profile_from_data(data, "the fitted profile")  # the strict reader accepts it before it is written

@@ -15,6 +15,9 @@ from flopplan.cli.options import names_option
 @click.option("--from-runs", is_flag=True,
               help="Fit the profile on the phase calls and steps of these run folders (DIR...; runs measured with "
                    "--measure-flops are skipped), with the time outside the phases.")
+@click.option("--probe-shutdown", is_flag=True,
+              help="With --from-runs: also time, once, how long a run-like process takes to exit after its last file "
+                   "(no run folder dates it; seconds on a CPU).")
 @click.option("--for-plan", "for_plan", type=click.Path(dir_okay=False), metavar="PLAN.json",
               help="Sweep, briefly, the shapes this plan will execute (its batches and padded lengths).")
 @click.option("--plan-model", help="With --for-plan: which model's plan when the file holds several.")
@@ -34,7 +37,8 @@ from flopplan.cli.options import names_option
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Folder for profile.json, report.md and the plot (default calibration/<device>).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def calibrate(runs: tuple[str, ...], from_runs: bool, for_plan: str | None, plan_model: str | None,
+def calibrate(runs: tuple[str, ...], from_runs: bool, probe_shutdown: bool, for_plan: str | None,
+              plan_model: str | None,
               base_profile: str | None, device: str, models: tuple[str, ...], quick: bool, verify: bool,
               repeats: int | None, no_counters: bool, out_dir: str | None, as_json: bool) -> None:
     """Prove the closed form against real counters and fit how fast each GRPO phase runs here (a sweep, the
@@ -44,6 +48,8 @@ def calibrate(runs: tuple[str, ...], from_runs: bool, for_plan: str | None, plan
         fail(f"{runs[0]!r}: run folders are read with --from-runs DIR [DIR...]")
     if from_runs and for_plan:
         fail("--from-runs and --for-plan are two ways to calibrate: give one")
+    if probe_shutdown and not from_runs:
+        fail("--probe-shutdown goes with --from-runs")
     if plan_model and not for_plan:
         fail("--plan-model goes with --for-plan PLAN.json")
     if base_profile and not (from_runs or for_plan):
@@ -54,7 +60,7 @@ def calibrate(runs: tuple[str, ...], from_runs: bool, for_plan: str | None, plan
         if given:
             fail(f"{'--from-runs' if from_runs else '--for-plan'} takes no {given[0]}")
     if from_runs:
-        _from_runs(list(runs), base_profile, out_dir, as_json, device, repeats)
+        _from_runs(list(runs), base_profile, out_dir, as_json, device, repeats, probe_shutdown)
         return
     if for_plan:
         _for_plan(for_plan, plan_model, base_profile, device, repeats, out_dir, as_json)
@@ -130,7 +136,7 @@ def calibrate(runs: tuple[str, ...], from_runs: bool, for_plan: str | None, plan
 
 
 def _from_runs(runs: list[str], base_profile: str | None, out_dir: str | None, as_json: bool, device: str,
-               repeats: int | None) -> None:
+               repeats: int | None, probe_shutdown: bool) -> None:
     """``--from-runs``: torch-free; the runs were timed when they ran."""
     if not runs:
         fail("--from-runs needs at least one run folder: flopplan calibrate --from-runs DIR [DIR...]")
@@ -140,7 +146,8 @@ def _from_runs(runs: list[str], base_profile: str | None, out_dir: str | None, a
     from flopplan.report.calibration_report import breakdown_table, non_phase_table
     from flopplan.report.console import print_tables
 
-    result = run_from_runs(runs, out_dir=out_dir, base_path=base_profile, command=command_line())
+    result = run_from_runs(runs, out_dir=out_dir, base_path=base_profile, command=command_line(),
+                           probe_shutdown=probe_shutdown)
     fit = result.profile["fit_from_runs"]
     if as_json:
         echo_json({"profile": str(result.profile_path), "report": str(result.report_path),
