@@ -146,6 +146,17 @@ class Profile:
                              f"{fitted['tokens'][1]:,.0f} the profile was fitted on: their times are an extrapolation")
         return notes
 
+    def non_phase_notes(self, recipe: Any) -> list[str]:
+        """A note when a profile that models the time outside the phases lacks a term the recipe's run incurs (an
+        evaluation no fitted run ran, a start-up no run dated): that time is left out of the plan."""
+        if not self.non_phase:
+            return []
+        incurred = ["round", "optimizer_step", "checkpoint", "startup", "shutdown"]
+        incurred += ["evaluation"] if recipe.eval_every is not None else []
+        missing = [term.replace("_", " ") for term in incurred if term not in self.non_phase]
+        return [f"the profile does not model the time of {', '.join(missing)} outside the phases (no run it was "
+                "fitted on showed it): the plan leaves it out"] if missing else []
+
     def describe(self) -> str:
         price = f", ${self.price_per_hour:g}/h" if self.price_per_hour else ""
         if self.time_model is not None and self.source.startswith("datasheet"):

@@ -217,6 +217,8 @@ def _plan_of(cost: StepCost, budget: Budget, profile: Profile | None, per_step: 
             from flopplan.timing import phase_calls
 
             notes += profile.shape_notes(phase_calls(recipe), PHASE_KIND)
+        if per_step is not None:
+            notes += profile.non_phase_notes(recipe)
     return Plan(recipe, cost, budget, steps, evaluations, phase_totals(cost, steps, evaluations), seconds, profile,
                 notes)
 

@@ -387,3 +387,13 @@ def test_real_runs_plan_shapes_and_the_planner(tmp_path):
     out = run("plan", *recipe_args, "--profile", str(tmp_path / "plan-shapes" / "profile.json"), "--gpu-hours",
               "0.01", check=True)
     assert "outside the phases" in out.stdout
+
+
+def test_a_profile_without_a_term_the_run_incurs_says_the_plan_leaves_it_out():
+    partial = profile_with(non_phase={t: c for t, c in OUTSIDE.items() if t not in ("evaluation", "shutdown")})
+    notes = plan(recipe(), Budget(flops=10**13), partial).notes
+    assert any("does not model" in n and "shutdown, evaluation" in n for n in notes)
+    assert not any("does not model" in n for n in plan(recipe(), Budget(flops=10**13),
+                                                       profile_with(non_phase=OUTSIDE)).notes)
+    assert not any("does not model" in n for n in plan(recipe(), Budget(flops=10**13), profile_with()).notes)
+
