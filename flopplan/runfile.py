@@ -21,7 +21,7 @@ from flopplan import __version__
 from flopplan.errors import UserError, is_int, is_number
 from flopplan.fileio import read_json, read_step_log
 from flopplan.passes import BUCKET_OF
-from flopplan.planfile import bucket_flops
+from flopplan.planfile import PlanEntry, bucket_flops
 
 RUN_VERSION = 1
 SUMMARY = "summary.json"
@@ -33,16 +33,30 @@ EVALUATIONS = "evaluations.jsonl"
 
 @dataclass(frozen=True)
 class PlanReference:
-    """The plan a run validates: its steps and FLOPs by bucket, and the recipe fields the run changed."""
+    """The plan a run validates: its steps and FLOPs by bucket, the recipe fields the run changed, and, for a plan
+    priced with a profile, its seconds (per phase and per term outside the phases) and the profile's name."""
 
     steps: int
     flops: dict[str, int]
     budget_flops: int | None = None
     overridden: tuple[str, ...] = ()
+    seconds: dict[str, float] | None = None
+    profile: str | None = None
+
+    @staticmethod
+    def of(entry: PlanEntry) -> PlanReference:
+        """The reference a run of the plan entry ``entry`` records."""
+        profile = entry.profile or {}
+        name = f"{profile.get('device', '?')}, {profile.get('source', 'profile')}" if entry.profile else None
+        return PlanReference(entry.steps, entry.flops, entry.budget_flops, entry.overridden,
+                             dict(entry.seconds) if entry.seconds is not None else None, name)
 
     def to_data(self) -> dict[str, Any]:
-        return {"steps": self.steps, "flops": self.flops, "budget_flops": self.budget_flops,
-                "overridden": list(self.overridden)}
+        data: dict[str, Any] = {"steps": self.steps, "flops": self.flops, "budget_flops": self.budget_flops,
+                                "overridden": list(self.overridden)}
+        if self.seconds is not None:
+            data["seconds"], data["profile"] = self.seconds, self.profile
+        return data
 
     @staticmethod
     def from_data(data: Any, where: str) -> PlanReference:
@@ -54,8 +68,15 @@ class PlanReference:
         overridden = data.get("overridden") or []
         if not isinstance(overridden, list):
             raise UserError(f"{where}: plan overridden is not a list")
+        seconds = data.get("seconds")
+        if seconds is not None and (not isinstance(seconds, dict) or not all(
+                is_number(v) and v >= 0 for v in seconds.values())):
+            raise UserError(f"{where}: plan seconds must map phases to numbers >= 0")
+        profile = data.get("profile")
         return PlanReference(int(data["steps"]), bucket_flops(data.get("flops"), f"{where}: plan flops"),
-                             None if budget is None else int(budget), tuple(str(o) for o in overridden))
+                             None if budget is None else int(budget), tuple(str(o) for o in overridden),
+                             None if seconds is None else {str(k): float(v) for k, v in seconds.items()},
+                             None if profile is None else str(profile))
 
 
 @dataclass(frozen=True)
@@ -94,6 +115,7 @@ class RunSummary:
     engine_checks: dict[str, Any] = field(default_factory=dict)  # e.g. TRL's logged num_tokens against the meter's
     plan: PlanReference | None = None
     flopplan_version: str = __version__
+    wall_seconds: float | None = None  # the run's processes, each from its start to its last summary (None: unknown)
 
     @property
     def spent(self) -> int:
@@ -135,6 +157,8 @@ class RunSummary:
             data["engine_checks"] = self.engine_checks
         if self.plan is not None:
             data["plan"] = self.plan.to_data()
+        if self.wall_seconds is not None:
+            data["wall_seconds"] = round(self.wall_seconds, 3)
         return data
 
     @staticmethod
@@ -170,6 +194,9 @@ class RunSummary:
         final = data.get("final")
         if final is not None and not isinstance(final, dict):
             raise bad("final is not an object")
+        wall = data.get("wall_seconds")
+        if wall is not None and (not is_number(wall) or wall < 0):
+            raise bad("wall_seconds is not a number >= 0")
         try:
             flops = bucket_flops(data.get("flops"), "flops")
             useful = bucket_flops(data.get("useful_flops"), "useful_flops")
@@ -192,7 +219,8 @@ class RunSummary:
             conventions=dict(data.get("conventions", {})), device=str(data.get("device", "")),
             dtype=str(data.get("dtype", "")), engine=str(data.get("engine", "builtin")),
             engine_checks=dict(data.get("engine_checks") or {}), plan=plan,
-            flopplan_version=str(data.get("flopplan_version", "")))
+            flopplan_version=str(data.get("flopplan_version", "")),
+            wall_seconds=None if wall is None else float(wall))
 
 
 @dataclass(frozen=True)

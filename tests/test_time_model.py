@@ -366,6 +366,7 @@ def test_real_runs_plan_shapes_and_the_planner(tmp_path):
         run("train", "--plan", str(plan_file), "--out", str(tmp_path / name), "--no-progress", *extra, check=True)
     first = json.loads((tmp_path / "plain" / "metrics.jsonl").read_text().splitlines()[0])
     assert first["time"] > first["process_started"] > first["time"] - 600
+    assert json.loads((tmp_path / "plain" / "summary.json").read_text())["wall_seconds"] > 0
     one_line_error(run("calibrate", "--from-runs", str(tmp_path / "metered"), "--out", str(tmp_path / "x")),
                    "--measure-flops")
     fitted = run("calibrate", "--from-runs", str(tmp_path / "plain"), str(tmp_path / "metered"), "--out",
@@ -397,3 +398,33 @@ def test_a_profile_without_a_term_the_run_incurs_says_the_plan_leaves_it_out():
                                                        profile_with(non_phase=OUTSIDE)).notes)
     assert not any("does not model" in n for n in plan(recipe(), Budget(flops=10**13), profile_with()).notes)
 
+
+def test_the_run_report_puts_the_plan_time_beside_the_measured_one():
+    """Recorded timings (not measured here): per bucket, outside the phases, the wall; the plan's exit a note."""
+    from flopplan.planfile import PlanEntry
+    from flopplan.report.run_report import run_tables
+    from flopplan.runfile import PlanReference, RunSummary
+
+    priced = plan(recipe(), Budget(flops=10**12), profile_with(non_phase=OUTSIDE))
+    reference = PlanReference.of(PlanEntry.of(priced))
+    assert reference.seconds == priced.seconds and reference.profile and reference.profile.startswith("test")
+    flops = {b: 0 for b in ("rollout", "learning", "feedback", "evaluation", "total")}
+    summary = RunSummary(model="tiny", reward="rule", steps=priced.steps, budget_flops=None, flops=flops,
+                         useful_flops=flops, seconds={"rollout": 2.0, "old_logprobs": 0.5, "update": 1.5, "eval": 1.0},
+                         plan=reference, wall_seconds=20.0)
+    again = RunSummary.from_data(json.loads(json.dumps(summary.to_data())))
+    assert again.wall_seconds == 20.0 and again.plan == reference
+    tables, notes = run_tables(again)
+    rows = {row[0]: row for row in tables[1].rows}
+    assert tables[1].columns == ["time", "measured", "plan", "measured / plan"]
+    assert rows["learning"][1] == "2 s" and rows["phases"][1] == "5 s"
+    assert rows["outside the phases"][1] == "15 s" and rows["wall: start to summary"][1] == "20 s"
+    s = priced.seconds
+    wanted = sum(v for k, v in s.items() if k != "shutdown")
+    assert rows["wall: start to summary"][3] == f"{20.0 / wanted:.2f}"
+    assert any("exit after the summary" in n for n in notes)
+    unpriced = RunSummary.from_data({**summary.to_data(), "plan": None, "measured_flops": flops})
+    tables, notes = run_tables(unpriced)
+    assert tables[1].columns == ["time", "measured"] and any("FLOP meter" in n for n in notes)
+    with pytest.raises(UserError, match="wall_seconds"):
+        RunSummary.from_data({**summary.to_data(), "wall_seconds": -1})

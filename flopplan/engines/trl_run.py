@@ -200,7 +200,7 @@ def run_trl(config: TrainConfig, resume: bool = False) -> tuple[RunSummary, list
         random_init_reward_model=r.reward.kind == "orm" and not config.reward_model_path,
         conventions={"attention": r.attention, "attention_kernel": policy.attention}, device=str(policy.device),
         dtype=policy.dtype_name, final=None,
-        plan=None if plan is None else PlanReference(plan.steps, plan.flops, plan.budget_flops, plan.overridden))
+        plan=None if plan is None else PlanReference.of(plan))
     if rank0:
         folder.write_summary(summary)
     return summary, meter.notes

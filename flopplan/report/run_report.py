@@ -1,14 +1,18 @@
-"""``flopplan report``: a training run's FLOPs against its budget and plan, and its curves against FLOPs."""
+"""``flopplan report``: a training run's FLOPs against its budget and plan, its time against the plan's, and its
+curves against FLOPs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from flopplan.fileio import atomic_savefig
-from flopplan.passes import BUCKETS
+from flopplan.passes import BUCKET_OF, BUCKETS
 from flopplan.report.tables import Table
 from flopplan.runfile import RunSummary, StepRecord
-from flopplan.units import eng, percent
+from flopplan.units import duration, eng, percent
+
+UNIT_BUCKET = {"rollout": "rollout", "eval": "evaluation", "reward": "feedback"}
+"""The bucket of a ledger unit's seconds (the scoring and update passes, the other units, are learning)."""
 
 
 def run_tables(summary: RunSummary) -> tuple[list[Table], list[str]]:
@@ -60,6 +64,58 @@ def run_tables(summary: RunSummary) -> tuple[list[Table], list[str]]:
         notes.append("the reward model is random-initialised: its scores are meaningless (FLOPs are real)")
     if s.interrupted:
         notes.append(f"interrupted: {s.interrupted}")
+    time_tables, time_notes = time_table(s)
+    return [table, *time_tables], notes + time_notes
+
+
+def time_table(summary: RunSummary) -> tuple[list[Table], list[str]]:
+    """The run's time beside its plan's, when the plan was priced with a profile: per bucket (the ledger's seconds
+    of the phase calls), outside the phases (the rest of the wall time) and the wall time from the processes' start
+    to the summary. The plan's process exit (after the summary, dated by no run file) is a note."""
+    s, plan = summary, summary.plan
+    if s.wall_seconds is None and not s.seconds:
+        return [], []
+    measured = dict.fromkeys(BUCKETS, 0.0)
+    for unit, seconds in s.seconds.items():
+        measured[UNIT_BUCKET.get(unit, "learning")] += seconds
+    priced = plan.seconds if plan is not None and plan.seconds is not None else None
+    planned = dict.fromkeys(BUCKETS, 0.0)
+    outside = {}
+    for name, seconds in (priced or {}).items():
+        if name in BUCKET_OF:
+            planned[BUCKET_OF[name]] += seconds
+        else:
+            outside[name] = seconds
+    exit_seconds = outside.pop("shutdown", 0.0)
+    phases, planned_phases = sum(measured.values()), sum(planned.values())
+    rows: list[tuple[str, float, float | None]] = [(b, measured[b], planned[b]) for b in BUCKETS
+                                                   if measured[b] or planned[b]]
+    rows.append(("phases", phases, planned_phases))
+    wall = s.wall_seconds
+    if wall is not None:
+        rows.append(("outside the phases", wall - phases, sum(outside.values()) if outside else None))
+        rows.append(("wall: start to summary", wall, planned_phases + sum(outside.values()) if outside else None))
+    title = "Time: measured" + (f" vs plan on {plan.profile}" if priced is not None and plan else "")
+    table = Table(title, ["time", "measured", *(["plan", "measured / plan"] if priced is not None else [])])
+    for name, got, want in rows:
+        cells = [name, duration(got)]
+        if priced is not None:
+            cells += ["-", "-"] if want is None else [duration(want), f"{got / want:.2f}" if want else "-"]
+        table.rows.append(cells)
+    table.align = "l" + "r" * (len(table.columns) - 1)
+    notes = []
+    if s.measured_flops is not None:
+        notes.append("timed under the FLOP meter (--measure-flops): its times include the meter's own work; time "
+                     "a run without it to compare with a plan, or to calibrate on")
+    if priced is not None and plan is not None:
+        if plan.steps != s.steps:
+            notes.append(f"the plan priced {plan.steps} steps, the run took {s.steps}")
+        if not outside:
+            notes.append("the plan's profile models no time outside the phases (flopplan calibrate --from-runs "
+                         "learns it from runs)")
+        if exit_seconds:
+            notes.append(f"the plan adds {duration(exit_seconds)} for the process's exit after the summary (dated "
+                         f"by no run file): {duration(planned_phases + sum(outside.values()) + exit_seconds)} in all")
     return [table], notes
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -128,6 +128,8 @@ class Trainer:
         self.on_step: list[Callable[[StepResult, Ledger], None]] = []
         self.notes: list[str] = []
         self._started = process_started()  # written on this process's first metrics line
+        # wall time of the run: earlier processes' (as their last checkpoint had it; None: unknown) + this one's
+        self._began, self._wall_before = self._started or time.time(), cast("float | None", 0.0)
         if resume and self.folder.has_checkpoint_files():
             self._restore()
         else:
@@ -157,7 +159,7 @@ class Trainer:
         state = {"step": self.step, "trainable": ckpt.trainable_state(self.policy.model),
                  "optimizer": self.policy.optimizer.state_dict(), "rng": ckpt.rng_state(),
                  "data_position": self.data_position, "last_eval": dict(self.last_eval),
-                 "ledger": self.ledger.to_state(), "config": self.config.to_data()}
+                 "ledger": self.ledger.to_state(), "config": self.config.to_data(), "wall_seconds": self._wall()}
         ckpt.save_checkpoint(self.folder.checkpoints, self.step, state, self.config.keep_checkpoints)
         self.folder.write_summary(self.summary())
 
@@ -189,6 +191,7 @@ class Trainer:
             self.data_position = int(state["data_position"])
             self.last_eval = dict(state["last_eval"])
             self.ledger = Ledger.from_state(state["ledger"])
+            self._wall_before = state.get("wall_seconds")  # None from a checkpoint that predates the record
         except Exception as exc:  # a checkpoint of another run or version: one clear line
             raise UserError(f"checkpoint {str(path)!r} cannot be read ({type(exc).__name__}: {exc})") from None
         self.ledger.budget_flops = self.config.budget_flops
@@ -502,6 +505,7 @@ class Trainer:
             random_init_reward_model=bool(self.reward_model and self.reward_model.random_init),
             conventions={"attention": self.conv.attention, "attention_kernel": self.conv.attention_kernel},
             device=str(self.device), dtype=self.precision.describe(),
-            plan=None if plan is None else PlanReference(plan.steps, plan.flops, plan.budget_flops,
-                                                         plan.overridden),
-            **totals)
+            plan=None if plan is None else PlanReference.of(plan), wall_seconds=self._wall(), **totals)
+
+    def _wall(self) -> float | None:
+        return None if self._wall_before is None else self._wall_before + time.time() - self._began
