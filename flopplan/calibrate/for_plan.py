@@ -31,7 +31,13 @@ from flopplan.hardware import PROFILE_VERSION, Profile, load_profile, profile_fr
 from flopplan.passes import RoundLengths, RoundShape, mean_of, step_passes
 from flopplan.planfile import PlanFile
 from flopplan.recipe import Recipe
-from flopplan.timing import NON_PHASE_TERMS, OPTIONAL_PARAMETERS, PARAMETERS, trainable_parameters
+from flopplan.timing import (
+    ADAMW_BYTES_PER_PARAMETER,
+    NON_PHASE_TERMS,
+    OPTIONAL_PARAMETERS,
+    PARAMETERS,
+    trainable_parameters,
+)
 
 NEIGHBOURS = (1.0, 0.5, 0.25)
 """Rows of each timed shape as shares of the plan's (at least one row)."""
@@ -114,7 +120,8 @@ def profile_for_plan(recipe: Recipe, units: list[TimedUnit], optimizer: list[flo
     if optimizer:
         params, tensors = trainable_parameters(recipe.policy_spec, recipe.lora)
         kept = non_phase.get("optimizer_step", {})
-        rest = kept.get("seconds_per_tensor", 0.0) * tensors + kept.get("seconds_per_byte", 0.0) * params * 40
+        rest = (kept.get("seconds_per_tensor", 0.0) * tensors
+                + kept.get("seconds_per_byte", 0.0) * params * ADAMW_BYTES_PER_PARAMETER)
         non_phase["optimizer_step"] = {**dict.fromkeys(NON_PHASE_TERMS["optimizer_step"], 0.0), **kept,
                                        "seconds": max(statistics.median(optimizer) - rest, 0.0)}
     if set(non_phase) <= {"optimizer_step"}:
