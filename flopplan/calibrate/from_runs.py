@@ -32,6 +32,9 @@ from flopplan.fileio import atomic_write_json, writable_folder
 from flopplan.hardware import PROFILE_VERSION, Profile, load_profile, profile_from_data
 from flopplan.timing import OPTIONAL_PARAMETERS, PARAMETERS
 
+SHUTDOWN_REPEATS = 3
+"""Child processes --probe-shutdown times (their median: one exit on a busy machine can take twice another)."""
+
 
 def bytes_per_element(dtype: str) -> float:
     """Bytes per weight and KV-cache element a run's decode reads: 2 for bf16/fp16 weights, else 4 (fp32, and
@@ -88,7 +91,7 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
         non_phase.coefficients["shutdown"] = {"seconds": shutdown}
         non_phase.fitted.append("shutdown.seconds")
         notes.append(f"shutdown: a run-like process took {shutdown:.2f} s to exit after its last statement (probed "
-                     "here, once)")
+                     f"here, median of {SHUTDOWN_REPEATS})")
     elif "shutdown" not in non_phase.coefficients:
         notes.append("the process's exit after its last file is not modelled (--probe-shutdown times it)")
     throughput = {k: m.get("throughput_max", m.get("throughput", 0.0)) for k, m in phases.time_model.items()}
@@ -147,7 +150,7 @@ def run_from_runs(folders: list[str], *, out_dir: str | None, base_path: str | N
         from flopplan.calibrate.probe import shutdown_seconds
 
         try:
-            shutdown = shutdown_seconds()
+            shutdown = shutdown_seconds(SHUTDOWN_REPEATS)
         except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
             raise UserError(f"--probe-shutdown could not run a run-like process here: {exc}") from None
     data, notes = fit_from_runs(folders, base, shutdown)

@@ -16,8 +16,8 @@ from flopplan.cli.options import names_option
               help="Fit the profile on the phase calls and steps of these run folders (DIR...; runs measured with "
                    "--measure-flops are skipped), with the time outside the phases.")
 @click.option("--probe-shutdown", is_flag=True,
-              help="With --from-runs: also time, once, how long a run-like process takes to exit after its last file "
-                   "(no run folder dates it; seconds on a CPU).")
+              help="With --from-runs: also time how long a run-like process takes to exit after its last file "
+                   "(median of 3 child processes; no run folder dates it; seconds on a CPU).")
 @click.option("--for-plan", "for_plan", type=click.Path(dir_okay=False), metavar="PLAN.json",
               help="Sweep, briefly, the shapes this plan will execute (its batches and padded lengths).")
 @click.option("--plan-model", help="With --for-plan: which model's plan when the file holds several.")
