@@ -323,21 +323,15 @@ def _time_model(data: Any, where: str) -> dict[str, dict[str, Any]] | None:
     out = {}
     for kind, entry in data.items():
         params = {}
-        for name in PARAMETERS[entry["form"]]:
+        for name in (*PARAMETERS[entry["form"]], *(n for n in OPTIONAL_PARAMETERS if n in entry)):
             value = entry.get(name)
             rate = name in RATE_PARAMETERS
-            if not is_number(value) or value < (MIN_RATE if rate else 0) or (not rate and name != "tokens_half"
-                                                                             and value > MAX_OVERHEAD):
+            if not is_number(value) or not math.isfinite(value) or value < (MIN_RATE if rate else 0) or (
+                    not rate and name != "tokens_half" and value > MAX_OVERHEAD):
                 limit = f"at least {MIN_RATE:g}" if rate else f"from 0 to {MAX_OVERHEAD:g} seconds" \
                     if name != "tokens_half" else "a number >= 0"
                 raise UserError(f"{where}: time_model.{kind}.{name} must be {limit}, not {value!r}")
             params[name] = float(value)
-        for name in OPTIONAL_PARAMETERS:  # all rates
-            if name in entry:
-                value = entry[name]
-                if not is_number(value) or not MIN_RATE <= value < math.inf:
-                    raise UserError(f"{where}: time_model.{kind}.{name} must be at least {MIN_RATE:g}, not {value!r}")
-                params[name] = float(value)
         out[kind] = {"form": entry["form"], **params}
     return out
 

@@ -14,11 +14,15 @@ Two forms, one per kind of work (``cost.PHASE_KIND``):
   ``seconds = overhead + overhead_layer * layers + max(flops / throughput, bytes / bandwidth)``,
   ``bytes = (weight_elements + kv_elements) * bytes_per_element``.
 
-Both forms may run the FLOPs of active LoRA adapters at their own rate, ``+ adapter / adapter_throughput`` (peft
-runs each adapter as two skinny matmuls plus a scale and an add per projection: far below the dense rate on a
-small model), those FLOPs then left out of the dense (or decode compute) term; a profile without
-``adapter_throughput`` runs them at the dense rate, as before, and only a fit that sees the adapters' share of the
-FLOPs vary (LoRA and full, or several ranks) can tell the two rates apart.
+Active LoRA adapters (peft: per projection two skinny matmuls, then a scale and an add over the projection's
+output) cost two things either form may model. Their FLOPs, at their own rate, ``+ adapter / adapter_throughput``
+(those FLOPs then left out of the dense, or decode compute, term); a profile without ``adapter_throughput`` runs
+them at the dense rate, and only a fit that sees the adapters' share of the FLOPs vary between LoRA calls (several
+ranks or targets) can tell the two rates apart. And the work around those matmuls, which grows with the tokens but
+not with the rank (the dropout, scale and add, the adapter input read again, their kernel launches),
+``+ adapter_token_layer * tokens * layers`` when the call has adapters: on a small model on a CPU it is most of
+what LoRA adds (rank 4 and rank 32 updates of the tiny policy take about the same time), and a fit needs calls
+with and without adapters (LoRA and full runs, or the reference) to tell it from the per-token cost of the rest.
 
 Every function is plain arithmetic (``max`` written as ``(a + b + |a - b|) / 2``), so it evaluates on floats for
 planning and on numpy arrays for fitting.
@@ -38,8 +42,8 @@ from flopplan.passes import RoundLengths, RoundPass, RoundShape, mean_of, step_p
 FORMS = ("saturating", "roofline")
 PARAMETERS = {"saturating": ("throughput_max", "tokens_half", "overhead", "overhead_layer", "attention_throughput"),
               "roofline": ("throughput", "bandwidth", "overhead", "overhead_layer")}
-OPTIONAL_PARAMETERS = ("adapter_throughput",)
-"""Parameters either form may have (0 when absent: profiles written before they existed read as before)."""
+OPTIONAL_PARAMETERS = ("adapter_throughput", "adapter_token_layer")
+"""Parameters either form may have (absent: profiles written before they existed read as before)."""
 
 
 @dataclass(frozen=True)
@@ -65,23 +69,25 @@ def overhead_seconds(params: dict[str, float], layers: Any) -> Any:
     return params["overhead"] + params["overhead_layer"] * layers
 
 
-def adapter_split(params: dict[str, float], adapter: Any) -> tuple[Any, Any]:
-    """(FLOPs taken out of the dense term, their seconds at the adapters' own rate): nothing without one."""
+def adapter_split(params: dict[str, float], adapter: Any, tokens: Any, layers: Any) -> tuple[Any, Any]:
+    """(FLOPs taken out of the dense term, the adapters' own seconds: their FLOPs at their rate and their work per
+    token and layer, for a call with adapters): nothing for a profile without those parameters."""
+    seconds = params.get("adapter_token_layer", 0.0) * tokens * layers * (adapter > 0)
     if "adapter_throughput" not in params:
-        return 0.0, 0.0
-    return adapter, adapter / params["adapter_throughput"]
+        return 0.0, seconds
+    return adapter, adapter / params["adapter_throughput"] + seconds
 
 
 def saturating_seconds(params: dict[str, float], flops: Any, tokens: Any, layers: Any, attention: Any,
                        adapter: Any = 0.0) -> Any:
-    apart, adapter_seconds = adapter_split(params, adapter)
+    apart, adapter_seconds = adapter_split(params, adapter, tokens, layers)
     dense = (flops - attention - apart) * (tokens + params["tokens_half"]) / (params["throughput_max"] * tokens)
     return overhead_seconds(params, layers) + dense + attention / params["attention_throughput"] + adapter_seconds
 
 
 def roofline_seconds(params: dict[str, float], flops: Any, elements: Any, layers: Any,
-                     bytes_per_element: float, adapter: Any = 0.0) -> Any:
-    apart, adapter_seconds = adapter_split(params, adapter)
+                     bytes_per_element: float, adapter: Any = 0.0, tokens: Any = 0.0) -> Any:
+    apart, adapter_seconds = adapter_split(params, adapter, tokens, layers)
     return overhead_seconds(params, layers) + max_((flops - apart) / params["throughput"],
                                                    elements * bytes_per_element / params["bandwidth"]) + adapter_seconds
 
@@ -93,7 +99,7 @@ def call_seconds(form: str, params: dict[str, float], call: Call, bytes_per_elem
                                         call.attention_flops, call.adapter_flops))
     if form == "roofline":
         return total(roofline_seconds(params, call.flops, call.weight_elements + call.kv_elements, call.layers,
-                                      bytes_per_element, call.adapter_flops))
+                                      bytes_per_element, call.adapter_flops, call.tokens))
     raise ValueError(f"unknown time-model form {form!r}")
 
 

@@ -27,13 +27,16 @@ from flopplan.timing import (
 
 TRUE_PHASES = {
     "train": {"form": "saturating", "throughput_max": 4e10, "tokens_half": 300.0, "overhead": 2e-3,
-              "overhead_layer": 3e-4, "attention_throughput": 8e9, "adapter_throughput": 6e9},
+              "overhead_layer": 3e-4, "attention_throughput": 8e9, "adapter_throughput": 6e9,
+              "adapter_token_layer": 2e-6},
     "forward": {"form": "saturating", "throughput_max": 9e10, "tokens_half": 200.0, "overhead": 1e-3,
-                "overhead_layer": 1e-4, "attention_throughput": 2e10, "adapter_throughput": 1e10},
+                "overhead_layer": 1e-4, "attention_throughput": 2e10, "adapter_throughput": 1e10,
+                "adapter_token_layer": 5e-7},
     "prefill": {"form": "saturating", "throughput_max": 7e10, "tokens_half": 150.0, "overhead": 4e-3,
-                "overhead_layer": 2e-4, "attention_throughput": 1.5e10, "adapter_throughput": 8e9},
+                "overhead_layer": 2e-4, "attention_throughput": 1.5e10, "adapter_throughput": 8e9,
+                "adapter_token_layer": 4e-7},
     "decode": {"form": "roofline", "throughput": 5e9, "bandwidth": 2e10, "overhead": 2e-3, "overhead_layer": 1e-4,
-               "adapter_throughput": 3e9},
+               "adapter_throughput": 3e9, "adapter_token_layer": 2e-5},
 }
 TRUE_OUTSIDE = {
     "round": {"seconds": 0.03, "seconds_per_rollout": 1e-4, "seconds_per_token": 4e-6,

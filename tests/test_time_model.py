@@ -428,3 +428,20 @@ def test_the_run_report_puts_the_plan_time_beside_the_measured_one():
     assert tables[1].columns == ["time", "measured"] and any("FLOP meter" in n for n in notes)
     with pytest.raises(UserError, match="wall_seconds"):
         RunSummary.from_data({**summary.to_data(), "wall_seconds": -1})
+
+
+def test_the_adapters_work_per_token_is_paid_by_calls_with_adapters_only():
+    from flopplan.arch import resolve
+    from flopplan.formulas import LoRA, forward_flops
+    from flopplan.timing import sequence_call
+
+    spec, conv = resolve("tiny"), recipe().conventions
+    params = {"form": "saturating", "throughput_max": 1e10, "tokens_half": 10.0, "overhead": 1e-3,
+              "overhead_layer": 1e-4, "attention_throughput": 1e9}
+    for lora in (None, LoRA(4), LoRA(32)):
+        call = sequence_call(forward_flops(spec, 8, 12, 12, lora, conv), 8 * 12, spec.num_layers)
+        extra = call_seconds("saturating", {**params, "adapter_token_layer": 1e-5}, call, 4.0) - call_seconds(
+            "saturating", params, call, 4.0)
+        assert extra == pytest.approx(1e-5 * 8 * 12 * spec.num_layers if lora else 0.0)
+    with pytest.raises(UserError, match="adapter_token_layer must be from 0 to"):
+        profile_with(time_model={**TRUE_PHASES, "train": {**TRUE_PHASES["train"], "adapter_token_layer": -1.0}})

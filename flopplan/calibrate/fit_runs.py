@@ -60,9 +60,10 @@ SEED_OVERHEAD_LAYER = 1e-4
 SEED_BANDWIDTH = 1e10
 SEED_ATTENTION = 4.0  # the seed attention rate: a quarter of the dense one (as the sweep's fit starts)
 SEED_ADAPTER = 4.0  # the seed LoRA adapter rate: a quarter of the dense one
+SEED_ADAPTER_TOKEN_LAYER = 1e-6  # the seed of the adapters' work per token and layer: a microsecond
 ADAPTER_SPREAD = 0.1
-"""The adapters' share of a kind's FLOPs must vary by this much (relative to its largest) over the calls for the
-fit to give adapters their own rate."""
+"""The adapters' share of a kind's FLOPs must vary by this much (relative to its largest) over the calls that run
+adapters for the fit to give the adapters' FLOPs their own rate."""
 
 
 @dataclass
@@ -103,7 +104,8 @@ def kind_seconds(kind: str, params: dict[str, float], a: dict[str, Any], bytes_p
     """Seconds of each flattened call of ``kind`` (arrays of :class:`_Calls`)."""
     if KIND_FORM[kind] == "saturating":
         return saturating_seconds(params, a["flops"], a["tokens"], a["layers"], a["attention"], a["adapter"])
-    return roofline_seconds(params, a["flops"], a["elements"], a["layers"], bytes_per_element, a["adapter"])
+    return roofline_seconds(params, a["flops"], a["elements"], a["layers"], bytes_per_element, a["adapter"],
+                            a["tokens"])
 
 
 def seed_parameters(kind: str, a: dict[str, Any], seconds: float) -> dict[str, float]:
@@ -114,18 +116,24 @@ def seed_parameters(kind: str, a: dict[str, Any], seconds: float) -> dict[str, f
         tokens = float(statistics.median(a["tokens"].tolist()))
         return {"throughput_max": 2 * rate, "tokens_half": max(tokens, 1.0), "overhead": SEED_OVERHEAD,
                 "overhead_layer": SEED_OVERHEAD_LAYER, "attention_throughput": 2 * rate / SEED_ATTENTION,
-                "adapter_throughput": 2 * rate / SEED_ADAPTER}
+                "adapter_throughput": 2 * rate / SEED_ADAPTER, "adapter_token_layer": SEED_ADAPTER_TOKEN_LAYER}
     return {"throughput": 2 * rate, "bandwidth": SEED_BANDWIDTH, "overhead": SEED_OVERHEAD / 10,
-            "overhead_layer": SEED_OVERHEAD_LAYER / 10, "adapter_throughput": 2 * rate / SEED_ADAPTER}
+            "overhead_layer": SEED_OVERHEAD_LAYER / 10, "adapter_throughput": 2 * rate / SEED_ADAPTER,
+            "adapter_token_layer": SEED_ADAPTER_TOKEN_LAYER}
 
 
 def fitted_parameters(kind: str, a: dict[str, Any]) -> tuple[str, ...]:
-    """The parameters of ``kind`` the fit moves: its form's, and the adapters' own rate when the adapters' share of
-    the FLOPs varies over its calls (LoRA and full, or several ranks; :data:`ADAPTER_SPREAD`); a constant share
-    cannot be told from the dense rate."""
+    """The parameters of ``kind`` the fit moves: its form's; the adapters' work per token and layer when some of
+    its calls run adapters and some do not (LoRA and full runs, or the reference's adapter-free pass beside the
+    policy's); and the adapters' own FLOP rate when their share of the FLOPs varies over the calls that run them
+    (several ranks or targets; :data:`ADAPTER_SPREAD`): a constant share cannot be told from the dense rate, nor
+    from the work per token."""
     share = a["adapter"] / a["flops"]
-    varied = share.size > 0 and float(share.max() - share.min()) > ADAPTER_SPREAD * max(float(share.max()), 1e-12)
-    return PARAMETERS[KIND_FORM[kind]] + (("adapter_throughput",) if varied and share.max() > 0 else ())
+    active = share[share > 0]
+    mixed = 0 < active.size < share.size
+    varied = active.size > 0 and float(active.max() - active.min()) > ADAPTER_SPREAD * float(active.max())
+    return PARAMETERS[KIND_FORM[kind]] + (("adapter_token_layer",) if mixed else ()) + (
+        ("adapter_throughput",) if varied else ())
 
 
 @dataclass

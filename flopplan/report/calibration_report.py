@@ -73,6 +73,8 @@ def fit_table(fits: dict[str, dict[str, Any]]) -> Table:
 def parameters_text(f: dict[str, Any]) -> str:
     """A kind's fitted time model in words."""
     adapters = f", LoRA adapters {eng(f['adapter_throughput'], 'FLOP/s')}" if "adapter_throughput" in f else ""
+    if "adapter_token_layer" in f:
+        adapters += f", LoRA work {1e6 * f['adapter_token_layer']:.3g} us/token/layer"
     if f["form"] == "saturating":
         return (f"throughput {eng(f['throughput_max'], 'FLOP/s')}, half at {f['tokens_half']:.3g} tokens, "
                 f"attention {eng(f['attention_throughput'], 'FLOP/s')}{adapters}, overhead {1e3 * f['overhead']:.3g} "
