@@ -5,14 +5,18 @@
 
 1. Trains the fit runs (tiny policy, random init, `python -m flopplan train ... --no-progress`, never with
    --measure-flops) and fits a profile on them: `flopplan calibrate --from-runs FIT... --out WORK/profile
-   --probe-shutdown` (the probe times a run-like process's exit, which no run folder dates).
+   --probe-shutdown` (the probe times a run-like process's exit, which no run folder dates). The fit puts every
+   fit run at their typical share of a core (each run's lines record its CPU seconds), so that the load other
+   sessions put on the machine while a run ran is not learned as a property of its recipe.
 2. Trains the held-out runs, which differ from the fit runs in budget, batch shapes (prompts x G, micro-batch,
    optimizer batch), lengths (prompt, completion), tuning (LoRA ranks, full), mu, beta and reward (the ORM), and
    repeats one of them to measure how much the same run's time varies on this machine.
 3. For every held-out run, prices its recipe for the steps it ran with the profile
    (`flopplan.planner.price_steps`, what `flopplan plan --profile P --steps N` prints) and compares with what it
    measured: phase time (the ledger's seconds) and wall time (the `flopplan train` process, start to exit); and
-   asks the planner how many steps the measured wall time buys (`plan --profile P --gpu-hours H`).
+   asks the planner how many steps the measured wall time buys (`plan --profile P --gpu-hours H`). Beside the
+   error, the error the run would have had at the share of a core the profile assumes (its wall x its own share /
+   that share): what the model gets wrong once the machine's load is taken out.
 
 Targets on this 2-core machine: median absolute error of the whole-run wall time within 15 %, no run worse than
 30 %. The figures are printed as measured, misses included.
@@ -33,6 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from flopplan.calibrate.runs import read_runs
 from flopplan.hardware import load_profile
 from flopplan.planner import Budget, plan, price_steps
 from flopplan.recipe import Recipe
@@ -177,8 +182,10 @@ def main() -> None:
     for note in json.loads(fitting.stdout)["notes"]:
         print(f"  note: {note}")
     profile = load_profile(work / "profile" / "profile.json")
-
-    fit_share = statistics.mean(share[r.name] for r in FIT)
+    # the share of a core the fit put every fit run at (the runs' median, from their own CPU seconds): the
+    # profile prices runs at that load, so a held-out run's time at it is its wall x its share / that share
+    fitted = json.loads((work / "profile" / "profile.json").read_text())["fit_from_runs"]
+    fit_share = (fitted.get("core_share") or {}).get("typical") or statistics.mean(share[r.name] for r in FIT)
     wall_errors, phase_errors, loaded_errors, tails = [], [], [], []
     print()
     header = (f"{'held-out run':<24} {'core':>4} {'steps':>5} {'plan@H':>6} {'phase s':>8} {'pred':>8} {'err':>7} "
@@ -195,7 +202,8 @@ def main() -> None:
         wall = walls[run.name]
         bought = plan(recipe, Budget(gpu_hours=wall / 3600), profile).steps  # plan --gpu-hours (measured wall)
         e_phase, e_wall = phase_pred / phase - 1, wall_pred / wall - 1
-        e_loaded = wall_pred / (wall * share[run.name] / fit_share) - 1
+        (timing,), _ = read_runs([str(folder)])
+        e_loaded = wall_pred / (wall * (timing.core_share or share[run.name]) / fit_share) - 1
         print(f"{run.name:<24} {share[run.name]:>4.2f} {steps:>5} {bought:>6} {phase:>8.2f} {phase_pred:>8.2f} "
               f"{pct(e_phase):>7} {wall - phase:>9.2f} {wall_pred - phase_pred:>7.2f} {wall:>7.2f} {wall_pred:>7.2f} "
               f"{pct(e_wall):>7} {pct(e_loaded):>11}")
@@ -210,12 +218,13 @@ def main() -> None:
     noise = statistics.stdev(repeat) / statistics.mean(repeat)
     print()
     print(f"held-out runs: {len(wall_errors)} (repeats of {HELD_OUT[0].name} shown, not counted); fit runs' mean core "
-          f"share {fit_share:.2f}")
+          f"share {statistics.mean(share[r.name] for r in FIT):.2f}")
     print(f"wall time, abs. error: median {100 * statistics.median(wall_errors):.1f} % (target "
           f"{100 * TARGET_MEDIAN:.0f} %), max {100 * max(wall_errors):.1f} % (target {100 * TARGET_MAX:.0f} %)")
     print(f"phase time, abs. error: median {100 * statistics.median(phase_errors):.1f} %, max "
           f"{100 * max(phase_errors):.1f} %")
-    print(f"wall time at the fit runs' load (measured x core share / fit runs' mean share), abs. error: median "
+    print(f"wall time at the fit runs' typical load (measured x the run's share of its core / the share the fit "
+          f"assumes, {fit_share:.2f}), abs. error: median "
           f"{100 * statistics.median(loaded_errors):.1f} %, max {100 * max(loaded_errors):.1f} %")
     print(f"repeat noise ({len(repeat)} runs of {HELD_OUT[0].name}): wall {', '.join(f'{w:.1f}' for w in repeat)} s, "
           f"spread (max - min) / mean {100 * spread:.1f} %, sd / mean {100 * noise:.1f} %; core shares "

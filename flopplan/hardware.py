@@ -92,6 +92,7 @@ class Profile:
     non_phase: dict[str, dict[str, float]] | None = None  # term -> coefficients (timing.NON_PHASE_TERMS)
     fitted_shapes: dict[str, dict[str, list[float]]] | None = None  # kind -> {"tokens": [lo, hi]} per call
     fitted_runs: tuple[str, ...] = ()  # the run folders a profile learned from (flopplan calibrate --from-runs)
+    core_share: float | None = None  # a CPU profile from runs: the share of a core its times assume
 
     def extrapolation_note(self, params: int) -> str | None:
         """A warning when a calibrated profile prices a model far outside the sizes it was fitted on."""
@@ -186,6 +187,8 @@ class Profile:
             data["fitted_shapes"] = {kind: {k: list(v) for k, v in s.items()} for kind, s in self.fitted_shapes.items()}
         if self.fitted_runs:
             data["fitted_runs"] = list(self.fitted_runs)
+        if self.core_share is not None:
+            data["core_share"] = self.core_share
         return data
 
 
@@ -267,10 +270,14 @@ def profile_from_data(data: Any, where: str, price_per_hour: float | None = None
     runs = data.get("fitted_runs") or []
     if not isinstance(runs, list) or not all(isinstance(r, str) for r in runs):
         raise UserError(f"{where}: fitted_runs must be a list of run folder names")
+    share = data.get("core_share")
+    if share is not None and (not is_number(share) or not 0 < share <= 1):
+        raise UserError(f"{where}: core_share must be a share of a core in (0, 1], not {share!r}")
     return Profile(str(data["device"]), float(data["peak_flops"]), {k: float(v) for k, v in efficiency.items()},
                    price, str(data.get("source", source)), _time_model(data.get("time_model"), where),
                    float(bytes_per_element), fitted_on, _non_phase(data.get("non_phase"), where),
-                   _fitted_shapes(data.get("fitted_shapes"), where), tuple(runs))
+                   _fitted_shapes(data.get("fitted_shapes"), where), tuple(runs),
+                   None if share is None else float(share))
 
 
 def _non_phase(data: Any, where: str) -> dict[str, dict[str, float]] | None:

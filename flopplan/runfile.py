@@ -42,20 +42,25 @@ class PlanReference:
     overridden: tuple[str, ...] = ()
     seconds: dict[str, float] | None = None
     profile: str | None = None
+    core_share: float | None = None  # the share of a core the profile's times assume (a CPU profile from runs)
 
     @staticmethod
     def of(entry: PlanEntry) -> PlanReference:
         """The reference a run of the plan entry ``entry`` records."""
         profile = entry.profile or {}
         name = f"{profile.get('device', '?')}, {profile.get('source', 'profile')}" if entry.profile else None
+        share = profile.get("core_share")
         return PlanReference(entry.steps, entry.flops, entry.budget_flops, entry.overridden,
-                             dict(entry.seconds) if entry.seconds is not None else None, name)
+                             dict(entry.seconds) if entry.seconds is not None else None, name,
+                             float(share) if is_number(share) else None)
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {"steps": self.steps, "flops": self.flops, "budget_flops": self.budget_flops,
                                 "overridden": list(self.overridden)}
         if self.seconds is not None:
             data["seconds"], data["profile"] = self.seconds, self.profile
+        if self.core_share is not None:
+            data["core_share"] = self.core_share
         return data
 
     @staticmethod
@@ -72,11 +77,13 @@ class PlanReference:
         if seconds is not None and (not isinstance(seconds, dict) or not all(
                 is_number(v) and v >= 0 for v in seconds.values())):
             raise UserError(f"{where}: plan seconds must map phases to numbers >= 0")
-        profile = data.get("profile")
+        profile, share = data.get("profile"), data.get("core_share")
+        if share is not None and not is_number(share):
+            raise UserError(f"{where}: plan core_share is not a number")
         return PlanReference(int(data["steps"]), bucket_flops(data.get("flops"), f"{where}: plan flops"),
                              None if budget is None else int(budget), tuple(str(o) for o in overridden),
                              None if seconds is None else {str(k): float(v) for k, v in seconds.items()},
-                             None if profile is None else str(profile))
+                             None if profile is None else str(profile), None if share is None else float(share))
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,7 @@ class RunSummary:
     plan: PlanReference | None = None
     flopplan_version: str = __version__
     wall_seconds: float | None = None  # the run's processes, each from its start to its last summary (None: unknown)
+    core_share: float | None = None  # a CPU run: the share of its cores the (last) process had
 
     @property
     def spent(self) -> int:
@@ -159,6 +167,8 @@ class RunSummary:
             data["plan"] = self.plan.to_data()
         if self.wall_seconds is not None:
             data["wall_seconds"] = round(self.wall_seconds, 3)
+        if self.core_share is not None:
+            data["core_share"] = round(self.core_share, 3)
         return data
 
     @staticmethod
@@ -194,9 +204,11 @@ class RunSummary:
         final = data.get("final")
         if final is not None and not isinstance(final, dict):
             raise bad("final is not an object")
-        wall = data.get("wall_seconds")
+        wall, share = data.get("wall_seconds"), data.get("core_share")
         if wall is not None and (not is_number(wall) or wall < 0):
             raise bad("wall_seconds is not a number >= 0")
+        if share is not None and (not is_number(share) or not 0 <= share <= 1):
+            raise bad("core_share is not a share in [0, 1]")
         try:
             flops = bucket_flops(data.get("flops"), "flops")
             useful = bucket_flops(data.get("useful_flops"), "useful_flops")
@@ -220,7 +232,7 @@ class RunSummary:
             dtype=str(data.get("dtype", "")), engine=str(data.get("engine", "builtin")),
             engine_checks=dict(data.get("engine_checks") or {}), plan=plan,
             flopplan_version=str(data.get("flopplan_version", "")),
-            wall_seconds=None if wall is None else float(wall))
+            wall_seconds=None if wall is None else float(wall), core_share=None if share is None else float(share))
 
 
 @dataclass(frozen=True)

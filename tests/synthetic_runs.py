@@ -108,20 +108,22 @@ def step_charges(recipe: Recipe, evaluate: bool, rounds: bool = True) -> list:
 
 
 def write_run(folder: Path, recipe: Recipe, steps: int, *, seed: int = 0, noise: float = 0.0,
-              measured: bool = False, checkpoint_every: int = 4, started: bool = True) -> Path:
+              measured: bool = False, checkpoint_every: int = 4, started: bool = True,
+              share: float | None = None) -> Path:
     """A run folder of ``steps`` steps (a baseline evaluation first when the recipe evaluates), timed by the true
-    model with log-normal ``noise``; ``measured``: the summary says it was counted with the FLOP meter."""
+    model with log-normal ``noise``; ``measured``: the summary says it was counted with the FLOP meter; ``share``:
+    the run had that share of its core (every time the truth over it) and its lines record its CPU seconds."""
     rng = random.Random(seed)
     folder.mkdir(parents=True)
 
     def jitter(seconds: float) -> float:
-        return seconds * math.exp(rng.gauss(0.0, noise)) if noise else seconds
+        return (seconds * math.exp(rng.gauss(0.0, noise)) if noise else seconds) / (share or 1.0)
 
     r = recipe
     p, k = int(r.prompt_len.mean), int(r.completion_len.mean)
     executed = dict.fromkeys(BUCKET_OF, 0)
     clock = 1.7e9
-    process_started = clock - TRUE_OUTSIDE["startup"]["seconds"]
+    process_started = clock - TRUE_OUTSIDE["startup"]["seconds"] / (share or 1.0)
     ledger, metrics = [], []
     first = True
     for step in range(0 if r.eval_every else 1, steps + 1):
@@ -141,6 +143,8 @@ def write_run(folder: Path, recipe: Recipe, steps: int, *, seed: int = 0, noise:
                                       checkpoint=checkpoint, tokens=rollouts * (p + k)))
         clock += sum(c["seconds"] for c in lines) + outside
         line = {"step": step, "flops": by_bucket(executed), "useful_flops": 0, "time": clock}
+        if share is not None:
+            line.update(cpu_seconds=(clock - process_started) * share, threads=1)
         if first and started:
             line["process_started"] = process_started
         first = False

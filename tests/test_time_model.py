@@ -284,6 +284,7 @@ def test_profiles_without_a_non_phase_block_read_and_plan_as_before():
     ({"non_phase": []}, "must be an object"),
     ({"fitted_shapes": {"train": {"tokens": [1]}}}, "fitted_shapes"),
     ({"fitted_runs": "run"}, "fitted_runs"),
+    ({"core_share": 1.5}, "core_share"),
 ])
 def test_a_malformed_non_phase_block_is_refused(block, fragment):
     with pytest.raises(UserError, match=fragment):
@@ -405,15 +406,16 @@ def test_the_run_report_puts_the_plan_time_beside_the_measured_one():
     from flopplan.report.run_report import run_tables
     from flopplan.runfile import PlanReference, RunSummary
 
-    priced = plan(recipe(), Budget(flops=10**12), profile_with(non_phase=OUTSIDE))
+    priced = plan(recipe(), Budget(flops=10**12), profile_with(non_phase=OUTSIDE, core_share=0.8))
     reference = PlanReference.of(PlanEntry.of(priced))
     assert reference.seconds == priced.seconds and reference.profile and reference.profile.startswith("test")
+    assert reference.core_share == 0.8
     flops = {b: 0 for b in ("rollout", "learning", "feedback", "evaluation", "total")}
     summary = RunSummary(model="tiny", reward="rule", steps=priced.steps, budget_flops=None, flops=flops,
                          useful_flops=flops, seconds={"rollout": 2.0, "old_logprobs": 0.5, "update": 1.5, "eval": 1.0},
-                         plan=reference, wall_seconds=20.0)
+                         plan=reference, wall_seconds=20.0, core_share=0.6)
     again = RunSummary.from_data(json.loads(json.dumps(summary.to_data())))
-    assert again.wall_seconds == 20.0 and again.plan == reference
+    assert again.wall_seconds == 20.0 and again.core_share == 0.6 and again.plan == reference
     tables, notes = run_tables(again)
     rows = {row[0]: row for row in tables[1].rows}
     assert tables[1].columns == ["time", "measured", "plan", "measured / plan"]
@@ -423,6 +425,7 @@ def test_the_run_report_puts_the_plan_time_beside_the_measured_one():
     wanted = sum(v for k, v in s.items() if k != "shutdown")
     assert rows["wall: start to summary"][3] == f"{20.0 / wanted:.2f}"
     assert any("exit after the summary" in n for n in notes)
+    assert any("had 0.60 of its cores" in n and "assume 0.80" in n for n in notes)
     unpriced = RunSummary.from_data({**summary.to_data(), "plan": None, "measured_flops": flops})
     tables, notes = run_tables(unpriced)
     assert tables[1].columns == ["time", "measured"] and any("FLOP meter" in n for n in notes)
@@ -445,3 +448,27 @@ def test_the_adapters_work_per_token_is_paid_by_calls_with_adapters_only():
         assert extra == pytest.approx(1e-5 * 8 * 12 * spec.num_layers if lora else 0.0)
     with pytest.raises(UserError, match="adapter_token_layer must be from 0 to"):
         profile_with(time_model={**TRUE_PHASES, "train": {**TRUE_PHASES["train"], "adapter_token_layer": -1.0}})
+
+
+def test_runs_slowed_by_other_processes_are_put_at_the_typical_share(tmp_path):
+    """The same run on a whole core and on half of one: each line's CPU seconds give its share, and the fit sees
+    both at the typical share (their median), so the slowed run does not pass for slower work."""
+    from flopplan.calibrate.runs import at_typical_share
+
+    r = FIT["full-8x8"]
+    whole, half = (write_run(tmp_path / name, r, 6, share=s) for name, s in (("whole", 1.0), ("half", 0.5)))
+    runs, _ = read_runs([str(whole), str(half)])
+    assert [round(run.core_share, 6) for run in runs] == [1.0, 0.5]
+    assert [round(run.startups[0].core_share, 6) for run in runs] == [1.0, 0.5]
+    scaled, typical = at_typical_share(runs)
+    assert typical == pytest.approx(0.75)
+    for a, b in zip(scaled[0].units, scaled[1].units, strict=True):
+        assert a.seconds == pytest.approx(b.seconds, rel=1e-4, abs=2e-6)
+    for a, b in zip(scaled[0].rounds, scaled[1].rounds, strict=True):
+        assert a.wall_seconds == pytest.approx(b.wall_seconds, rel=1e-4)
+    assert scaled[0].startups[0].seconds == pytest.approx(scaled[1].startups[0].seconds, rel=1e-4)
+    data, notes = fit_from_runs([str(whole), str(half)])
+    assert data["fit_from_runs"]["core_share"]["typical"] == pytest.approx(0.75)
+    assert any("typical share of a core, 0.75" in n for n in notes)
+    plain, _ = read_runs([str(write_run(tmp_path / "plain", r, 6))])  # no CPU seconds recorded: kept as it is
+    assert plain[0].core_share is None and at_typical_share(plain) == (plain, None)

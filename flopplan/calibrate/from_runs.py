@@ -26,7 +26,7 @@ from flopplan.calibrate.fit_runs import (
     own_work,
     startup_seconds,
 )
-from flopplan.calibrate.runs import RunTiming, read_runs
+from flopplan.calibrate.runs import RunTiming, at_typical_share, read_runs
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, writable_folder
 from flopplan.hardware import PROFILE_VERSION, Profile, load_profile, profile_from_data
@@ -53,13 +53,15 @@ class RunsCalibration:
 
 def breakdown(run: RunTiming, phases: PhaseFit, non_phase: NonPhaseFit) -> dict[str, Any]:
     """One run's timed steps split into the phase time (measured, and as the fitted model predicts it), the time
-    outside the phases as the profile models it, and the remainder; and its start-up, measured and modelled."""
+    outside the phases as the profile models it, and the remainder; and its start-up, measured and modelled (times
+    at the runs' typical share of a core, when the runs record theirs)."""
     c = non_phase.coefficients
     wall = sum(r.wall_seconds for r in run.rounds)
     phase = sum(r.phase_seconds for r in run.rounds)
     outside = sum(outside_seconds(r, c) for r in run.rounds)
     startup = [s.seconds - own_work(s.first, c) for s in run.startups]
     return {"run": run.name, "model": run.model, "engine": run.engine, "steps": len(run.rounds),
+            "core_share": run.core_share,
             "wall_seconds": wall, "phase_seconds": phase,
             "phase_predicted_seconds": sum(phases.predicted.get((run.name, r.step), 0.0) for r in run.rounds),
             "outside_modelled_seconds": outside, "remainder_seconds": wall - phase - outside,
@@ -84,6 +86,13 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
         raise UserError(f"the runs used different dtypes ({', '.join(sorted({r.dtype for r in runs}))}): fit one "
                         "profile per dtype")
     bpe = sizes[0]
+    shares = {r.name: r.core_share for r in runs}
+    runs, typical = at_typical_share(runs)
+    if typical is not None:
+        known = [v for v in shares.values() if v is not None]
+        notes.append(f"timings put at the runs' typical share of a core, {typical:.2f} (each run's CPU seconds over "
+                     f"its wall seconds: {min(known):.2f} to {max(known):.2f}): other processes on the machine slow a "
+                     "run down, which must not pass for slower work; plans assume that typical share")
     phases = fit_phases([u for r in runs for u in r.units], bpe, base.time_model if base else None)
     non_phase = fit_non_phase(runs, base.non_phase if base else None)
     notes += phases.notes + non_phase.notes
@@ -116,12 +125,14 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
         "non_phase": non_phase.coefficients,
         "fitted_shapes": {k: {"tokens": v} for k, v in phases.tokens.items()},
         "fitted_runs": [r.name for r in runs],
+        **({"core_share": min(typical, 1.0)} if typical is not None else {}),
         "fit_from_runs": {
             "runs": [r.describe() for r in runs],
             "base_profile": base.source if base else None,
             "fitted_kinds": phases.fitted_kinds,
             "unit_errors": phases.unit_errors,
             "fitted_coefficients": non_phase.fitted,
+            "core_share": {"typical": typical, "runs": shares},
             "breakdown": rows,
             "notes": notes,
         },

@@ -13,6 +13,11 @@ a wall-clock ``time`` per committed step (``metrics.jsonl``); the first line a p
   the checkpoint written after the previous step): :data:`flopplan.timing.NON_PHASE_TERMS`;
 * :class:`TimedStartup`: a process's start to its first committed line, with the work of that line.
 
+On a CPU, other processes on the machine slow a run down by taking its cores; each metrics line also records the
+process's CPU seconds and threads, so a run's share of its cores (CPU seconds over wall seconds and threads, over
+its timed steps) is known, and :func:`at_typical_share` puts every run's timings at the runs' typical share before
+they are fitted: a run that happened to share the machine does not pass for slower work.
+
 Timings taken under the FLOP meter (``--measure-flops``: the summary has ``measured_flops``) include the meter's
 own overhead, so such runs are skipped with a note and never fitted on.
 """
@@ -22,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -66,6 +71,7 @@ class TimedStep:
     wall_seconds: float  # since the previous committed line
     phase_seconds: float  # the step's units, as the ledger timed them
     features: dict[str, tuple[float, ...]]  # non-phase term -> its features summed over its occurrences
+    cpu_seconds: float | None = None  # the process's CPU seconds over the same span, per thread
 
     @property
     def outside_seconds(self) -> float:
@@ -78,6 +84,7 @@ class TimedStartup:
     seconds: float  # the process's start to its first committed line
     first: TimedStep  # that line's own work (its wall_seconds is the whole span)
     features: tuple[float, ...]  # of the start-up term
+    core_share: float | None = None  # its CPU seconds over its wall seconds and threads (CPU runs)
 
 
 @dataclass
@@ -96,6 +103,7 @@ class RunTiming:
     rounds: list[TimedStep] = field(default_factory=list)
     startups: list[TimedStartup] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    core_share: float | None = None  # of its timed steps: CPU seconds over wall seconds and threads (CPU runs)
 
     def describe(self) -> dict[str, Any]:
         r = self.recipe
@@ -103,7 +111,7 @@ class RunTiming:
                 "tuning": "full" if r.lora is None else f"lora r={r.lora_rank}", "reward": str(r.reward),
                 "prompts_per_step": r.prompts_per_step, "group_size": r.group_size,
                 "micro_batch": r.micro_batch_size, "iterations": r.iterations, "units": len(self.units),
-                "rounds": len(self.rounds), "startups": len(self.startups)}
+                "rounds": len(self.rounds), "startups": len(self.startups), "core_share": self.core_share}
 
 
 def read_runs(folders: list[str]) -> tuple[list[RunTiming], list[str]]:
@@ -166,12 +174,18 @@ def read_run(folder: str, name: str, summary: RunSummary) -> RunTiming:
         step = TimedStep(name, line["step"], 0.0, sum(float(c.get("seconds", 0.0)) for c in record.charges),
                          step_features(record.charges, recipe, work, line["step"], every))
         started = line.get("process_started")
+        cpu = _cpu(line, run.device)
         if _number(started):  # a process's first line: its start-up, and no round (the span includes it)
-            run.startups.append(TimedStartup(name, float(line["time"]) - float(started), step,
-                                             non_phase_features("startup", work)))
+            span = float(line["time"]) - float(started)
+            # imports and loading run on one thread: the start-up's share is its CPU seconds over its span
+            share = min(cpu[0] / span, 1.0) if cpu is not None and span > 0 else None
+            run.startups.append(TimedStartup(name, span, step, non_phase_features("startup", work), share))
         elif previous is not None:
+            before = _cpu(previous, run.device)
             run.rounds.append(TimedStep(name, step.step, float(line["time"]) - float(previous["time"]),
-                                        step.phase_seconds, step.features))
+                                        step.phase_seconds, step.features,
+                                        (cpu[0] - before[0]) / cpu[1] if cpu is not None and before is not None
+                                        else None))
         previous = line
     if mismatched:
         run.notes.append(f"{mismatched} phase call{'s' if mismatched > 1 else ''} left out: untimed, or their shapes "
@@ -180,7 +194,47 @@ def read_run(folder: str, name: str, summary: RunSummary) -> RunTiming:
     if gaps:
         run.notes.append(f"{gaps} step{'s' if gaps > 1 else ''} left out as gaps (far more time outside the phases "
                          "than the run's other steps: a resume or a pause)")
+    timed = [r for r in run.rounds if r.cpu_seconds is not None]
+    wall = sum(r.wall_seconds for r in timed)
+    if timed and len(timed) == len(run.rounds) and wall > 0:
+        run.core_share = sum(r.cpu_seconds or 0.0 for r in timed) / wall
     return run
+
+
+def _cpu(line: dict[str, Any], device: str) -> tuple[float, int] | None:
+    """A CPU run's CPU seconds at ``line`` and the threads it computed on (None on other devices, or from a trainer
+    that did not record them)."""
+    cpu, threads = line.get("cpu_seconds"), line.get("threads")
+    if not device.startswith("cpu") or not _number(cpu) or not isinstance(threads, int) or threads < 1:
+        return None
+    return float(cpu), threads
+
+
+def at_typical_share(runs: list[RunTiming]) -> tuple[list[RunTiming], float | None]:
+    """The runs with their timings scaled to the typical (median) share of a core the runs had (a process that had
+    half a core took twice as long): a run's phase calls and steps by its own share over the runs' typical one, a
+    start-up (with the first line's own work within it) by its share over the start-ups' typical one; timings whose
+    share is unknown are kept as they are. The runs' typical share, or None when no run records one."""
+    shares = [r.core_share for r in runs if r.core_share is not None]
+    if not shares:
+        return runs, None
+    typical = statistics.median(shares)
+    starts = [s.core_share for r in runs for s in r.startups if s.core_share]
+    typical_start = statistics.median(starts) if starts else None
+    out = []
+    for run in runs:
+        f = run.core_share / typical if run.core_share is not None else 1.0
+        startups = []
+        for s in run.startups:
+            g = s.core_share / typical_start if s.core_share and typical_start else 1.0
+            startups.append(replace(s, seconds=s.seconds * g, first=_scaled(s.first, g)))
+        out.append(replace(run, units=[replace(u, seconds=u.seconds * f) for u in run.units],
+                           rounds=[_scaled(r, f) for r in run.rounds], startups=startups))
+    return out, typical
+
+
+def _scaled(step: TimedStep, factor: float) -> TimedStep:
+    return replace(step, wall_seconds=step.wall_seconds * factor, phase_seconds=step.phase_seconds * factor)
 
 
 def _without_gaps(rounds: list[TimedStep]) -> tuple[list[TimedStep], int]:

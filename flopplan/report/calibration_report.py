@@ -212,14 +212,16 @@ def _pct(part: float, whole: float) -> str:
 
 def breakdown_table(rows: list[dict[str, Any]]) -> Table:
     table = Table("Where each run's time went (timed steps; start-up apart): wall = phases (measured) + outside "
-                  "the phases (modelled) + remainder",
-                  ["run", "steps", "wall s", "phases s", "phases predicted s", "outside modelled s", "remainder s",
-                   "start-up s", "start-up modelled s"], align="lrrrrrrrr")
+                  "the phases (modelled) + remainder; times at the runs' typical share of a core (core: the run's own)",
+                  ["run", "core", "steps", "wall s", "phases s", "phases predicted s", "outside modelled s",
+                   "remainder s", "start-up s", "start-up modelled s"], align="lrrrrrrrrr")
     for r in rows:
         wall = r["wall_seconds"]
         start = r["startup_seconds"]
         phase, predicted = r["phase_seconds"], r["phase_predicted_seconds"]
-        table.rows.append([r["run"], str(r["steps"]), f"{wall:.2f}", f"{phase:.2f}",
+        share = r.get("core_share")
+        table.rows.append([r["run"], "-" if share is None else f"{share:.2f}", str(r["steps"]), f"{wall:.2f}",
+                           f"{phase:.2f}",
                            f"{predicted:.2f} ({_pct(predicted - phase, phase)})",
                            f"{r['outside_modelled_seconds']:.2f}",
                            f"{r['remainder_seconds']:.2f} ({_pct(r['remainder_seconds'], wall)} of wall)",

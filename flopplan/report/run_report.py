@@ -104,6 +104,10 @@ def time_table(summary: RunSummary) -> tuple[list[Table], list[str]]:
         table.rows.append(cells)
     table.align = "l" + "r" * (len(table.columns) - 1)
     notes = []
+    if s.core_share is not None:
+        assumed = f"; the profile's times assume {plan.core_share:.2f}" if plan and plan.core_share else ""
+        notes.append(f"the run had {s.core_share:.2f} of its cores (CPU seconds over wall seconds; other processes "
+                     f"took the rest){assumed}")
     if s.measured_flops is not None:
         notes.append("timed under the FLOP meter (--measure-flops): its times include the meter's own work; time "
                      "a run without it to compare with a plan, or to calibrate on")

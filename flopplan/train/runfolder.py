@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -194,3 +196,13 @@ def _is_run_config(path: Path) -> bool:
         return "flopplan_version" in json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, TypeError):
         return False
+
+
+def process_started() -> float | None:
+    """When this process started, on the wall clock (Linux: /proc/self/stat field 22, clock ticks after boot), so
+    that the first metrics line a process writes dates its start-up (imports, models, data) for time models."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME) + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None

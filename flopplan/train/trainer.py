@@ -19,14 +19,12 @@ checkpoint is written. A run killed before its first checkpoint starts again on 
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -53,18 +51,8 @@ from flopplan.train.evaluation import (
     training_flops,
     worst_case_evaluation,
 )
-from flopplan.train.runfolder import RunFolder
+from flopplan.train.runfolder import RunFolder, process_started
 from flopplan.train.setup import Precision, load_data, load_policy, load_reward_model
-
-
-def process_started() -> float | None:
-    """When this process started, on the wall clock (Linux: /proc/self/stat field 22, clock ticks after boot), so
-    that the first metrics line a process writes dates its start-up (imports, models, data) for time models."""
-    try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME) + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None
 
 
 class Interrupted(Exception):
@@ -159,7 +147,8 @@ class Trainer:
         state = {"step": self.step, "trainable": ckpt.trainable_state(self.policy.model),
                  "optimizer": self.policy.optimizer.state_dict(), "rng": ckpt.rng_state(),
                  "data_position": self.data_position, "last_eval": dict(self.last_eval),
-                 "ledger": self.ledger.to_state(), "config": self.config.to_data(), "wall_seconds": self._wall()}
+                 "ledger": self.ledger.to_state(), "config": self.config.to_data(),
+                 "wall_seconds": self._clock()[0]}
         ckpt.save_checkpoint(self.folder.checkpoints, self.step, state, self.config.keep_checkpoints)
         self.folder.write_summary(self.summary())
 
@@ -359,8 +348,9 @@ class Trainer:
         if step > 0:
             self.ledger.steps_completed = step
         totals = self.ledger.totals()
+        # the process's CPU seconds (all threads, since it started) date the share of the cores it had
         line = {"step": step, **metrics, "flops": totals["flops"], "useful_flops": totals["useful_flops"]["total"],
-                "time": time.time()}
+                "time": time.time(), "cpu_seconds": time.process_time(), "threads": torch.get_num_threads()}
         if self._started is not None:
             line["process_started"], self._started = self._started, None
         records = [e.record(step, training_flops(self.ledger), totals["flops"]["total"]).to_data()
@@ -505,7 +495,12 @@ class Trainer:
             random_init_reward_model=bool(self.reward_model and self.reward_model.random_init),
             conventions={"attention": self.conv.attention, "attention_kernel": self.conv.attention_kernel},
             device=str(self.device), dtype=self.precision.describe(),
-            plan=None if plan is None else PlanReference.of(plan), wall_seconds=self._wall(), **totals)
+            plan=None if plan is None else PlanReference.of(plan), wall_seconds=self._clock()[0],
+            core_share=self._clock()[1], **totals)
 
-    def _wall(self) -> float | None:
-        return None if self._wall_before is None else self._wall_before + time.time() - self._began
+    def _clock(self) -> tuple[float | None, float | None]:
+        """The run's wall seconds so far (None when an earlier process's are unknown) and, on a CPU, the share of
+        its cores this process had (its CPU seconds over its wall seconds and threads)."""
+        now = time.time() - self._began
+        share = time.process_time() / torch.get_num_threads() / now if self.device.type == "cpu" and now > 0 else None
+        return None if self._wall_before is None else self._wall_before + now, None if share is None else min(share, 1)
