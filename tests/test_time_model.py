@@ -276,6 +276,15 @@ def test_profiles_without_a_non_phase_block_read_and_plan_as_before():
     assert set(priced.seconds) == set(priced.phases)
 
 
+def test_the_committed_cpu_profile_from_runs_reads_and_prices_the_time_outside_the_phases():
+    profile = load_profile(ROOT / "calibration" / "cpu-amd-epyc-2-threads-runs" / "profile.json")
+    assert len(profile.fitted_runs) == 8 and profile.fitted_shapes and profile.core_share
+    terms = {"round", "optimizer_step", "evaluation", "checkpoint", "startup", "shutdown"}
+    assert terms <= set(profile.non_phase or {})
+    priced = price_steps(recipe(), 10, profile)
+    assert set(priced.seconds) - set(priced.phases) == set(profile.non_phase or {})
+
+
 @pytest.mark.parametrize("block, fragment", [
     ({"non_phase": {"lunch": {}}}, "not a term"),
     ({"non_phase": {"round": {"seconds_per_joke": 1.0}}}, "not a coefficient"),
