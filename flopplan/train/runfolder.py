@@ -206,3 +206,30 @@ def process_started() -> float | None:
         return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME) + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):
         return None
+
+
+class ProcessClock:
+    """This process's clocks, for the run's files: its start (on its first metrics line, so that time models learn
+    the start-up), its CPU seconds on every line (all threads, since it started: the share of the cores it had),
+    and the run's wall seconds so far (earlier processes' as their last checkpoint had them, ``before``)."""
+
+    def __init__(self) -> None:
+        self.started = process_started()
+        self.began = self.started or time.time()
+        self.before: float | None = 0.0  # None: an earlier process's wall time is unknown
+        self._pending = self.started
+
+    def line(self, threads: int) -> dict[str, Any]:
+        """The clock fields of a metrics line (and the process's start, on its first)."""
+        fields: dict[str, Any] = {"time": time.time(), "cpu_seconds": time.process_time(), "threads": threads}
+        if self._pending is not None:
+            fields["process_started"], self._pending = self._pending, None
+        return fields
+
+    def wall(self) -> float | None:
+        return None if self.before is None else self.before + time.time() - self.began
+
+    def core_share(self, threads: int) -> float | None:
+        """This process's CPU seconds over its wall seconds and threads (at most 1)."""
+        now = time.time() - self.began
+        return min(time.process_time() / threads / now, 1.0) if now > 0 else None

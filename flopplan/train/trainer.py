@@ -21,11 +21,10 @@ from __future__ import annotations
 import contextlib
 import random
 import signal
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
@@ -51,7 +50,7 @@ from flopplan.train.evaluation import (
     training_flops,
     worst_case_evaluation,
 )
-from flopplan.train.runfolder import RunFolder, process_started
+from flopplan.train.runfolder import ProcessClock, RunFolder
 from flopplan.train.setup import Precision, load_data, load_policy, load_reward_model
 
 
@@ -115,9 +114,7 @@ class Trainer:
         self._orders: dict[int, list[int]] = {}
         self.on_step: list[Callable[[StepResult, Ledger], None]] = []
         self.notes: list[str] = []
-        self._started = process_started()  # written on this process's first metrics line
-        # wall time of the run: earlier processes' (as their last checkpoint had it; None: unknown) + this one's
-        self._began, self._wall_before = self._started or time.time(), cast("float | None", 0.0)
+        self.clock = ProcessClock()  # this process's start, CPU seconds and the run's wall time, for its files
         if resume and self.folder.has_checkpoint_files():
             self._restore()
         else:
@@ -148,7 +145,7 @@ class Trainer:
                  "optimizer": self.policy.optimizer.state_dict(), "rng": ckpt.rng_state(),
                  "data_position": self.data_position, "last_eval": dict(self.last_eval),
                  "ledger": self.ledger.to_state(), "config": self.config.to_data(),
-                 "wall_seconds": self._clock()[0]}
+                 "wall_seconds": self.clock.wall()}
         ckpt.save_checkpoint(self.folder.checkpoints, self.step, state, self.config.keep_checkpoints)
         self.folder.write_summary(self.summary())
 
@@ -180,7 +177,7 @@ class Trainer:
             self.data_position = int(state["data_position"])
             self.last_eval = dict(state["last_eval"])
             self.ledger = Ledger.from_state(state["ledger"])
-            self._wall_before = state.get("wall_seconds")  # None from a checkpoint that predates the record
+            self.clock.before = state.get("wall_seconds")  # None from a checkpoint that predates the record
         except Exception as exc:  # a checkpoint of another run or version: one clear line
             raise UserError(f"checkpoint {str(path)!r} cannot be read ({type(exc).__name__}: {exc})") from None
         self.ledger.budget_flops = self.config.budget_flops
@@ -348,11 +345,8 @@ class Trainer:
         if step > 0:
             self.ledger.steps_completed = step
         totals = self.ledger.totals()
-        # the process's CPU seconds (all threads, since it started) date the share of the cores it had
         line = {"step": step, **metrics, "flops": totals["flops"], "useful_flops": totals["useful_flops"]["total"],
-                "time": time.time(), "cpu_seconds": time.process_time(), "threads": torch.get_num_threads()}
-        if self._started is not None:
-            line["process_started"], self._started = self._started, None
+                **self.clock.line(torch.get_num_threads())}
         records = [e.record(step, training_flops(self.ledger), totals["flops"]["total"]).to_data()
                    for e in evaluation or []]
         self.folder.append(step, [c.to_data() for c in charges], line, records)
@@ -495,12 +489,5 @@ class Trainer:
             random_init_reward_model=bool(self.reward_model and self.reward_model.random_init),
             conventions={"attention": self.conv.attention, "attention_kernel": self.conv.attention_kernel},
             device=str(self.device), dtype=self.precision.describe(),
-            plan=None if plan is None else PlanReference.of(plan), wall_seconds=self._clock()[0],
-            core_share=self._clock()[1], **totals)
-
-    def _clock(self) -> tuple[float | None, float | None]:
-        """The run's wall seconds so far (None when an earlier process's are unknown) and, on a CPU, the share of
-        its cores this process had (its CPU seconds over its wall seconds and threads)."""
-        now = time.time() - self._began
-        share = time.process_time() / torch.get_num_threads() / now if self.device.type == "cpu" and now > 0 else None
-        return None if self._wall_before is None else self._wall_before + now, None if share is None else min(share, 1)
+            plan=None if plan is None else PlanReference.of(plan), wall_seconds=self.clock.wall(),
+            core_share=self.clock.core_share(torch.get_num_threads()) if self.device.type == "cpu" else None, **totals)
