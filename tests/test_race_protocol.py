@@ -144,16 +144,20 @@ def _promoted(folder: Path) -> list[str]:
 
 
 def _rung_two_under_way(folder: Path):
-    """True once a promoted pilot has logged two steps beyond what it had when the promotion appeared."""
+    """True once a promoted pilot's rung-2 process has logged two steps beyond its first rung (its line count is
+    taken when its rung-2 log appears, before that process can have trained)."""
     seen: dict[Path, int] = {}
 
     def ready() -> bool:
-        arms = _promoted(folder)
-        for path in (p for a in arms for p in (folder / "pilots" / a).glob("seed*/metrics.jsonl")):
-            lines = len(path.read_text().splitlines())
-            seen.setdefault(path, lines)
-            if lines >= seen[path] + 2:
-                return True
+        for arm in _promoted(folder):
+            for metrics in (folder / "pilots" / arm).glob("seed*/metrics.jsonl"):
+                log = folder / "logs" / f"{arm}.{metrics.parent.name}.rung1.log"
+                if not log.exists():
+                    continue
+                lines = len(metrics.read_text().splitlines())
+                seen.setdefault(metrics, lines)
+                if lines >= seen[metrics] + 2:
+                    return True
         return False
 
     return ready

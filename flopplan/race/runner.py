@@ -57,11 +57,13 @@ class PilotTask:
 
 
 def pilot_done(folder: Path, budget: int) -> bool:
-    """The pilot in ``folder`` finished a run to ``budget`` FLOPs (or beyond)."""
+    """The pilot in ``folder`` finished a run to ``budget`` FLOPs, or has since been continued to a larger one (a
+    pilot goes on only after its rung is done; killed while continuing, it is done with the rung before)."""
     if not (folder / SUMMARY).is_file():
         return False
     summary = load_summary(folder)
-    return bool(summary.stop_reason) and not summary.interrupted and (summary.budget_flops or 0) >= budget
+    reached = summary.budget_flops or 0
+    return reached > budget or (bool(summary.stop_reason) and not summary.interrupted and reached >= budget)
 
 
 def _summary_or_none(folder: Path) -> RunSummary | None:
