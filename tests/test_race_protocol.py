@@ -192,6 +192,7 @@ def races(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("race")  # one worker builds the races fixture
 def test_a_killed_race_ends_with_the_uninterrupted_race_json(races):
     straight, killed, _ = races
     assert (killed / "race.json").read_bytes() == (straight / "race.json").read_bytes()
@@ -202,6 +203,7 @@ def test_a_killed_race_ends_with_the_uninterrupted_race_json(races):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("race")  # one worker builds the races fixture
 def test_the_pilots_spend_at_most_phi_f_and_evaluate_from_step_0_to_each_rung_end(races):
     straight, _, _ = races
     design = RaceDesign.load(straight)
@@ -226,6 +228,7 @@ def test_the_pilots_spend_at_most_phi_f_and_evaluate_from_step_0_to_each_rung_en
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("race")  # one worker builds the races fixture
 def test_the_demo_reports_curves_regimes_the_recommendation_holdout_and_validation(races):
     straight, _, printed = races
     report = (straight / "report.md").read_text()
@@ -247,6 +250,7 @@ def test_the_demo_reports_curves_regimes_the_recommendation_holdout_and_validati
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("race")  # one worker builds the races fixture
 def test_a_corrupted_pilot_summary_is_one_line_and_loses_nothing(races, tmp_path):
     straight, _, _ = races
     copy = tmp_path / "copy"
@@ -268,6 +272,7 @@ def test_a_second_runner_of_the_same_shard_is_refused(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("race")  # one worker builds the races fixture
 def test_the_paper_tables_come_from_race_json_and_check_clean(races, tmp_path):
     straight, _, _ = races
     out = tmp_path / "tables"
