@@ -18,12 +18,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(if $(HAS_TORCH),--system-site-packages) $(VENV)
 
 $(VENV)/.core-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q --no-compile -e .
 	@touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -c 'import torch' >/dev/null 2>&1 || $(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e '.[torch,trl,test]'
+	$(BIN)/python -c 'import torch' >/dev/null 2>&1 || $(BIN)/python -m pip install -q --no-compile "$(TORCH)"
+	$(BIN)/python -m pip install -q --no-compile -e '.[torch,trl,test]'
 	@touch $@ $(VENV)/.core-installed
 
 demo: $(VENV)/.core-installed

@@ -23,6 +23,22 @@ def record_exact(request):
     return check
 
 
+def pytest_configure(config):
+    """Under ``--dist loadgroup`` pytest-xdist keeps a group on one worker by writing ``@group`` into each grouped
+    test's ``_nodeid``; pytest 9.2 reads node ids from elsewhere, so the groups silently spread over the workers and
+    each builds the group's shared fixtures again. Refuse to start then (the test extra pins pytest below 9.2)."""
+    if getattr(config.option, "dist", "no") != "loadgroup" or hasattr(config, "workerinput"):
+        return
+    import inspect
+
+    from _pytest.nodes import Node
+
+    if "_nodeid" not in inspect.getsource(Node.nodeid.fget):
+        raise pytest.UsageError(f"pytest {pytest.__version__} breaks pytest-xdist's --dist loadgroup (its groups "
+                                "would run on several workers); install the pytest that pyproject.toml's test extra "
+                                "allows")
+
+
 def pytest_runtest_logreport(report):
     if report.when == "call":
         EXACT_CASES.extend(value for key, value in report.user_properties if key == "exact")

@@ -122,15 +122,31 @@ def _finish(*args: str, cwd: Path) -> str:
     return out.stdout + out.stderr
 
 
-def _kill_when(proc: subprocess.Popen, ready, timeout: float = 600) -> None:
-    """SIGKILL the command and its pilots (its process group) as soon as ``ready()`` holds."""
+def _kill_when(proc: subprocess.Popen, ready, folder: Path, timeout: float = 600) -> None:
+    """SIGKILL the command and its pilots (its process group) once ``ready()`` holds while a pilot is in the middle
+    of a step (its progress log holds a finished unit of a step not yet committed: work the kill loses). The group
+    is stopped (SIGSTOP) before the check, so nothing can commit between the check and the kill."""
     deadline = time.monotonic() + timeout
-    while not ready():
+    while True:
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else "ended"
         assert time.monotonic() < deadline, "the kill point never came"
-        time.sleep(0.05)
+        if ready() and _mid_step(folder):
+            os.killpg(proc.pid, signal.SIGSTOP)
+            if ready() and _mid_step(folder):
+                break
+            os.killpg(proc.pid, signal.SIGCONT)
+        time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def _mid_step(folder: Path) -> bool:
+    """A pilot has logged a finished unit of the step in progress (a whole line of its progress log)."""
+    for path in folder.glob("pilots/*/seed*/progress.jsonl"):
+        text = path.read_text()
+        if text.strip() and text.endswith("\n"):
+            return True
+    return False
 
 
 def _metrics_lines(folder: Path) -> int:
@@ -163,13 +179,9 @@ def _rung_two_under_way(folder: Path):
     return ready
 
 
-@pytest.fixture(scope="module")
-def races(tmp_path_factory):
-    """The quick demo (a learned reward model, design, pilots, analysis, validation) straight through, and the same
-    manifest raced again, killed mid-pilot, mid-rung-2 and mid-analysis (each rerun after its kill). Both run from
-    a folder of their own as ``race``, so the commands they record are the same."""
-    pytest.importorskip("torch")
-    root = tmp_path_factory.mktemp("race")
+def _build_races(root: Path) -> str:
+    """The quick demo straight through in ``root/a/race``, and the same manifest raced again in ``root/b/race``,
+    killed mid-pilot, mid-rung-2 and mid-analysis (each rerun after its kill); returns what the demo printed."""
     (root / "a").mkdir()
     (root / "b" / "race").mkdir(parents=True)
     straight, killed = root / "a" / "race", root / "b" / "race"
@@ -179,8 +191,8 @@ def races(tmp_path_factory):
     shutil.copy(straight / MANIFEST, killed / MANIFEST)
     shutil.copytree(straight / "reward-model", killed / "reward-model")
 
-    _kill_when(_flopplan("race", "run", "race", cwd=killed.parent), lambda: _metrics_lines(killed) >= 4)
-    _kill_when(_flopplan("race", "run", "race", cwd=killed.parent), _rung_two_under_way(killed))
+    _kill_when(_flopplan("race", "run", "race", cwd=killed.parent), lambda: _metrics_lines(killed) >= 4, killed)
+    _kill_when(_flopplan("race", "run", "race", cwd=killed.parent), _rung_two_under_way(killed), killed)
     _finish("race", "run", "race", cwd=killed.parent)
     proc = _flopplan("race", "analyze", "race", cwd=killed.parent)
     time.sleep(2.0)
@@ -188,11 +200,31 @@ def races(tmp_path_factory):
     proc.wait()
     _finish("race", "analyze", "race", cwd=killed.parent)
     print(f"quick demo: {minutes:.1f} min")
-    return straight, killed, demo
+    return demo
+
+
+@pytest.fixture(scope="module")
+def races(tmp_path_factory):
+    """``(straight, killed, what the demo printed)``, built once per test session: in a folder every xdist worker
+    of this session shares, under a file lock, with a marker written last, so a worker that tears the module
+    fixture down and sets it up again (xdist does, when its queue runs dry) finds the races already there. Both
+    races run from a folder of their own as ``race``, so the commands they record are the same."""
+    pytest.importorskip("torch")
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the session's folder under xdist
+    root, done = shared / "races", shared / "races.done"
+    with FileLock(str(shared / "races.lock")):
+        if not done.is_file():
+            shutil.rmtree(root, ignore_errors=True)  # a build that failed part way is started again
+            root.mkdir()
+            done.write_text(_build_races(root))
+    return root / "a" / "race", root / "b" / "race", done.read_text()
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("race")  # one worker builds the races fixture
+@pytest.mark.xdist_group("race")  # one worker runs them: the demo test writes into the straight race
 def test_a_killed_race_ends_with_the_uninterrupted_race_json(races):
     straight, killed, _ = races
     assert (killed / "race.json").read_bytes() == (straight / "race.json").read_bytes()
@@ -203,7 +235,7 @@ def test_a_killed_race_ends_with_the_uninterrupted_race_json(races):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("race")  # one worker builds the races fixture
+@pytest.mark.xdist_group("race")  # one worker runs them: the demo test writes into the straight race
 def test_the_pilots_spend_at_most_phi_f_and_evaluate_from_step_0_to_each_rung_end(races):
     straight, _, _ = races
     design = RaceDesign.load(straight)
@@ -228,7 +260,7 @@ def test_the_pilots_spend_at_most_phi_f_and_evaluate_from_step_0_to_each_rung_en
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("race")  # one worker builds the races fixture
+@pytest.mark.xdist_group("race")  # one worker runs them: the demo test writes into the straight race
 def test_the_demo_reports_curves_regimes_the_recommendation_holdout_and_validation(races):
     straight, _, printed = races
     report = (straight / "report.md").read_text()
@@ -250,7 +282,7 @@ def test_the_demo_reports_curves_regimes_the_recommendation_holdout_and_validati
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("race")  # one worker builds the races fixture
+@pytest.mark.xdist_group("race")  # one worker runs them: the demo test writes into the straight race
 def test_a_corrupted_pilot_summary_is_one_line_and_loses_nothing(races, tmp_path):
     straight, _, _ = races
     copy = tmp_path / "copy"
@@ -272,7 +304,7 @@ def test_a_second_runner_of_the_same_shard_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("race")  # one worker builds the races fixture
+@pytest.mark.xdist_group("race")  # one worker runs them: the demo test writes into the straight race
 def test_the_paper_tables_come_from_race_json_and_check_clean(races, tmp_path):
     straight, _, _ = races
     out = tmp_path / "tables"

@@ -281,8 +281,8 @@ class MeteredGRPOTrainer(GRPOTrainer):
             if isinstance(module, torch.nn.Module):
                 module.register_forward_pre_hook(self._reward_inputs, with_kwargs=True)
                 module.forward = self._measured(module.forward, "reward")
-        self._generate_single_turn = self._measured(self._generate_single_turn, "rollout")  # type: ignore[method-assign]
-        self._get_per_token_logps_and_entropies = self._scoring(self._get_per_token_logps_and_entropies)  # type: ignore[method-assign]
+        self._generate_single_turn = self._measured(self._generate_single_turn, "rollout")  # type: ignore[has-type]
+        self._get_per_token_logps_and_entropies = self._scoring(self._get_per_token_logps_and_entropies)  # type: ignore[has-type]
         self.accelerator.backward = self._measured(self.accelerator.backward, "update")
 
     def _measured(self, fn: Any, unit: str) -> Any:
