@@ -405,7 +405,7 @@ def end_to_end_coverage(reps: int, seed: int = 2024, n_replicates: int = 100) ->
         arm = pilots(rng, rng.standard_normal(200), "arm", a=a, b=b, f_mid=f_mid, r0=r0)
         inp = RaceInput((info("arm"),), {"math": PilotData((arm,))}, ("math",), 2 * F_PILOT, (F_PILOT,),
                         {"arm": 0}, int(F_PILOT), "test")
-        t = analyze(inp, n_replicates=n_replicates, seed=int(rng.integers(2**31))).target("math")
+        t = analyze(inp, n_replicates=n_replicates, seed=int(rng.integers(2**31)), holdout=False).target("math")
         p, curve = t.budgets[-1].predictions[0], t.curves[0]
         truth = float(scalerl_curve(2 * F_PILOT, a, b, f_mid, r0))
         inside.append(p.lo <= truth <= p.hi)
@@ -433,3 +433,16 @@ def test_synthetic_truth_end_to_end_coverage_at_twice_the_pilot_budget():
     assert 0.80 <= out["coverage_identified"] <= 0.97, out
     assert out["identified"] > 0.8 and out["median_abs_a_error_identified"] < 0.03, out
     assert abs(out["mean_bias"]) < 0.01, out
+
+
+def test_leaving_out_the_holdout_changes_no_prediction():
+    """``holdout=False`` (the coverage simulation above) skips the temporal holdout's refits only: every budget's
+    predictions are those of the full analysis, and no holdout is reported."""
+    rng = np.random.default_rng(5)
+    arm = pilots(rng, rng.standard_normal(200), "arm", a=0.7, b=1.5, f_mid=F_PILOT / 4, r0=0.2)
+    inp = RaceInput((info("arm"),), {"math": PilotData((arm,))}, ("math",), 2 * F_PILOT, (F_PILOT,), {"arm": 0},
+                    int(F_PILOT), "test")
+    full, lean = (analyze(inp, n_replicates=50, seed=3, holdout=h).target("math") for h in (True, False))
+    assert full.holdout and full.holdout_summary is not None
+    assert lean.holdout == () and lean.holdout_summary is None
+    assert lean.budgets == full.budgets and lean.curves == full.curves

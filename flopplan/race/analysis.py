@@ -312,7 +312,7 @@ def _fit_warnings(states: list[_ArmState], at_f: BudgetResult) -> list[str]:
 
 
 def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[str, bool], n_replicates: int,
-                   level: float, seed: int) -> TargetResult:
+                   level: float, seed: int, holdout: bool) -> TargetResult:
     f_target = inp.budget_flops
     budgets = [*inp.rung_budgets, f_target]
     labels = [*(f"rung {i}" for i in range(len(inp.rung_budgets))), "target"]
@@ -362,14 +362,17 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
     recommendation = recommend(name, at_f, dec_f, {a.name: a.upfront_flops for a in inp.arms},
                                float(inp.budget_flops - inp.pilot_flops), method, observed, level)
     holdouts = [_holdout(st.arm, n_replicates, level, _stream(seed, name, st.info.name, "holdout"))
-                for st in states if survived[st.info.name]]
+                for st in states if holdout and survived[st.info.name]]
     return TargetResult(name, True, data.n_prompts, tuple(curves[a.name] for a in inp.arms), tuple(budget_results),
                         recommendation, tuple(holdouts), _holdout_summary(holdouts, n_replicates, level),
                         tuple(warnings), method)
 
 
-def analyze(inp: RaceInput, *, n_replicates: int = 500, level: float = 0.9, seed: int = 0) -> RaceAnalysis:
-    """The analysis of the module docstring; deterministic for a ``seed``."""
+def analyze(inp: RaceInput, *, n_replicates: int = 500, level: float = 0.9, seed: int = 0,
+            holdout: bool = True) -> RaceAnalysis:
+    """The analysis of the module docstring; deterministic for a ``seed``. ``holdout=False`` leaves out step 4 (the
+    targets then carry no holdout records and no holdout summary): a simulation that only needs the predictions
+    saves the refits."""
     check_int("n_replicates", n_replicates, minimum=10)
     if not is_number(level) or not 0 < level < 1:
         raise UserError(f"level must be a number between 0 and 1, not {level!r}")
@@ -379,7 +382,7 @@ def analyze(inp: RaceInput, *, n_replicates: int = 500, level: float = 0.9, seed
     targets = []
     for name, data in inp.targets.items():
         if name in inp.fitted_targets:
-            targets.append(_fitted_target(inp, name, data, survived, n_replicates, level, seed))
+            targets.append(_fitted_target(inp, name, data, survived, n_replicates, level, seed, holdout))
             continue
         present = {a.name: a for a in data.arms}
         reason = "held-out target: observed only, never fitted for the recommendation (the validate step uses it)"
