@@ -18,12 +18,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(if $(HAS_TORCH),--system-site-packages) $(VENV)
 
 $(VENV)/.core-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q --no-compile -e .
+	$(BIN)/python -m pip install -q -e .
 	@touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -c 'import torch' >/dev/null 2>&1 || $(BIN)/python -m pip install -q --no-compile "$(TORCH)"
-	$(BIN)/python -m pip install -q --no-compile -e '.[torch,trl,test]'
+	$(BIN)/python -c 'import torch' >/dev/null 2>&1 || $(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e '.[torch,trl,test]'
 	@touch $@ $(VENV)/.core-installed
 
 demo: $(VENV)/.core-installed
@@ -35,10 +35,14 @@ lint: $(VENV)/.test-installed
 
 # Every test (CI runs this); test-fast skips the ones marked slow (real training runs, 14B-72B meta-device counts,
 # calibration sweeps). Tests that share a module fixture carry an xdist_group mark and run on one worker.
+# flopplan's own bytecode is compiled first: the tests start many `python -m flopplan` processes (pilots, kills,
+# engines), and where PYTHONDONTWRITEBYTECODE is set (this machine) each would compile the package again (0.8 s).
 test: lint
+	$(BIN)/python -m compileall -q flopplan >/dev/null
 	$(BIN)/python -m pytest -n auto --dist loadgroup $(PYTEST_ARGS)
 
 test-fast: lint
+	$(BIN)/python -m compileall -q flopplan >/dev/null
 	$(BIN)/python -m pytest -n auto --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 bench: $(VENV)/.core-installed

@@ -365,26 +365,27 @@ def test_paths_in_the_fitted_profile(tmp_path, synthetic):
 @pytest.mark.slow
 def test_real_runs_plan_shapes_and_the_planner(tmp_path):
     """A real tiny run (the trainer records its process start), a run under the FLOP meter (refused), the plan's
-    shapes swept with the first run's profile as base, and the planner pricing the recipe with the result."""
+    shapes swept with the first run's profile as base, and the planner pricing the recipe with the result. The two
+    runs are processes of their own (a run records its process's start); the rest runs in this process."""
     from helpers import run
 
     recipe_args = ["--model", "tiny", "--full", "--prompts-per-step", "4", "--group-size", "4", "--prompt-len", "10",
                    "--completion-len", "2", "--micro-batch", "16", "--eval-every", "2", "--eval-prompts", "20"]
     plan_file = tmp_path / "plan.json"
-    run("plan", *recipe_args, "--steps", "4", "--out", str(plan_file), check=True)
+    cli("plan", *recipe_args, "--steps", "4", "--out", str(plan_file), check=True)
     for name, extra in (("plain", []), ("metered", ["--measure-flops"])):
         run("train", "--plan", str(plan_file), "--out", str(tmp_path / name), "--no-progress", *extra, check=True)
     first = json.loads((tmp_path / "plain" / "metrics.jsonl").read_text().splitlines()[0])
     assert first["time"] > first["process_started"] > first["time"] - 600
     assert json.loads((tmp_path / "plain" / "summary.json").read_text())["wall_seconds"] > 0
-    one_line_error(run("calibrate", "--from-runs", str(tmp_path / "metered"), "--out", str(tmp_path / "x")),
+    one_line_error(cli("calibrate", "--from-runs", str(tmp_path / "metered"), "--out", str(tmp_path / "x")),
                    "--measure-flops")
-    fitted = run("calibrate", "--from-runs", str(tmp_path / "plain"), str(tmp_path / "metered"), "--out",
+    fitted = cli("calibrate", "--from-runs", str(tmp_path / "plain"), str(tmp_path / "metered"), "--out",
                  str(tmp_path / "runs"), "--probe-shutdown", "--json", check=True)
     data = json.loads(fitted.stdout)
     assert [row["run"] for row in data["breakdown"]] == ["plain"] and data["breakdown"][0]["startup_seconds"] > 0
     assert any("metered" in n and "--measure-flops" in n for n in data["notes"])
-    swept = run("calibrate", "--for-plan", str(plan_file), "--profile", str(tmp_path / "runs" / "profile.json"),
+    swept = cli("calibrate", "--for-plan", str(plan_file), "--profile", str(tmp_path / "runs" / "profile.json"),
                 "--repeats", "1", "--device", "cpu", "--out", str(tmp_path / "plan-shapes"), "--json", check=True)
     swept_data = json.loads(swept.stdout)
     assert {p["unit"] for p in swept_data["points"]} == {"rollout", "update"}
@@ -395,7 +396,7 @@ def test_real_runs_plan_shapes_and_the_planner(tmp_path):
                                 eval_every=2, eval_prompts=20), 4, profile)
     assert {"round", "optimizer_step", "startup", "shutdown"} <= set(priced.seconds)
     assert data["non_phase"]["shutdown"]["seconds"] > 0
-    out = run("plan", *recipe_args, "--profile", str(tmp_path / "plan-shapes" / "profile.json"), "--gpu-hours",
+    out = cli("plan", *recipe_args, "--profile", str(tmp_path / "plan-shapes" / "profile.json"), "--gpu-hours",
               "0.01", check=True)
     assert "outside the phases" in out.stdout
 
