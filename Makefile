@@ -21,9 +21,13 @@ $(VENV)/.core-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	@touch $@
 
+# pip compiles bytecode on one core; compileall -j 0 does it on all of them, after both installs (a file that does
+# not compile, such as a package's deliberately broken test data, is skipped silently, as pip skips it).
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -c 'import torch' >/dev/null 2>&1 || $(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e '.[torch,trl,test]'
+	$(BIN)/python -c 'import torch' >/dev/null 2>&1 || $(BIN)/python -m pip install -q --no-compile "$(TORCH)"
+	$(BIN)/python -m pip install -q --no-compile -e '.[torch,trl,test]'
+	$(BIN)/python -m compileall -q -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+		>/dev/null 2>&1 || true
 	@touch $@ $(VENV)/.core-installed
 
 demo: $(VENV)/.core-installed
