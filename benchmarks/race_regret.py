@@ -4,7 +4,7 @@ rank of RACE's recommended arm in the exhaustive ranking, its regret (the exhaus
 recommended arm's) beside the seed noise, and the pilots' share of F.
 
     python benchmarks/race_regret.py --out race-regret               # tiny-s x G 8, 16 x rule, learned RM at 1.2e12
-    python benchmarks/race_regret.py --out race-regret --grid demo   # the demo's grid at 6e12 (hours on 2 cores)
+    python benchmarks/race_regret.py --out race-regret --grid demo   # the demo's grid at 6e12 (110 min here on 2 cores)
 
 Exhaustive runs: each arm at F (less its reward model's upfront training, as the validating run), with
 ``--exhaustive-seeds`` seeds of their own (1000, 1001, ...), evaluated after their last step on every target;
