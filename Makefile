@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 
 HAS_TORCH := $(shell $(PYTHON) -c 'import torch' >/dev/null 2>&1 && echo yes)
 
-.PHONY: demo test test-fast lint bench tables clean
+.PHONY: demo test test-fast lint bytecode bench tables clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(if $(HAS_TORCH),--system-site-packages) $(VENV)
@@ -37,16 +37,17 @@ lint: $(VENV)/.test-installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# Every test (CI runs this); test-fast skips the ones marked slow (real training runs, 14B-72B meta-device counts,
-# calibration sweeps). Tests that share a module fixture carry an xdist_group mark and run on one worker.
 # flopplan's own bytecode is compiled first: the tests start many `python -m flopplan` processes (pilots, kills,
 # engines), and where PYTHONDONTWRITEBYTECODE is set (this machine) each would compile the package again (0.8 s).
-test: lint
+bytecode: $(VENV)/.test-installed
 	$(BIN)/python -m compileall -q flopplan >/dev/null
+
+# Every test (CI runs this); test-fast skips the ones marked slow (real training runs, 14B-72B meta-device counts,
+# calibration sweeps). Tests that share a module fixture carry an xdist_group mark and run on one worker.
+test: lint bytecode
 	$(BIN)/python -m pytest -n auto --dist loadgroup $(PYTEST_ARGS)
 
-test-fast: lint
-	$(BIN)/python -m compileall -q flopplan >/dev/null
+test-fast: lint bytecode
 	$(BIN)/python -m pytest -n auto --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 bench: $(VENV)/.core-installed

@@ -141,12 +141,12 @@ def _kill_when(proc: subprocess.Popen, ready, folder: Path, timeout: float = 600
 
 
 def _mid_step(folder: Path) -> bool:
-    """A pilot has logged a finished unit of the step in progress (a whole line of its progress log)."""
-    for path in folder.glob("pilots/*/seed*/progress.jsonl"):
-        text = path.read_text()
-        if text.strip() and text.endswith("\n"):
-            return True
-    return False
+    """A pilot's progress log holds a finished unit of a step not yet committed: what the trainer charges as lost
+    when it resumes (``RunFolder.lost_after`` reads the same log)."""
+    from flopplan.fileio import read_step_log
+    from flopplan.train.runfolder import PROGRESS
+
+    return any(read_step_log(path) for path in folder.glob(f"pilots/*/seed*/{PROGRESS}"))
 
 
 def _metrics_lines(folder: Path) -> int:
