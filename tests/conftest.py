@@ -5,6 +5,10 @@ from __future__ import annotations
 import pytest
 
 EXACT_CASES: list[tuple[str, int, int]] = []
+FAST_TIER_SECONDS = 3.0
+"""A test not marked slow should take less than this on a 2-core CPU; the summary names the ones that did not (a
+report for whoever keeps `make test-fast` quick, not a failure: a busy machine slows every test)."""
+SLOW_IN_FAST_TIER: list[tuple[str, float]] = []
 
 
 @pytest.fixture
@@ -46,9 +50,15 @@ def pytest_configure(config):
 def pytest_runtest_logreport(report):
     if report.when == "call":
         EXACT_CASES.extend(value for key, value in report.user_properties if key == "exact")
+        if report.duration > FAST_TIER_SECONDS and "slow" not in report.keywords:
+            SLOW_IN_FAST_TIER.append((report.nodeid, report.duration))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if SLOW_IN_FAST_TIER:
+        terminalreporter.section(f"tests not marked slow that took over {FAST_TIER_SECONDS:g} s here")
+        for nodeid, seconds in sorted(SLOW_IN_FAST_TIER, key=lambda item: -item[1]):
+            terminalreporter.write_line(f"{seconds:6.1f} s  {nodeid}")
     if not EXACT_CASES:
         return
     write = terminalreporter.write_line

@@ -96,7 +96,13 @@ CLI_CASES = [
 CONFIGS = {"qwen3": QWEN3_0_6B, "llama": LLAMA_3_2_1B, "mistral": MISTRAL_7B_V03, "mistral-v0.1": MISTRAL_7B_V01}
 
 
-@pytest.mark.parametrize(("model", "args"), CLI_CASES, ids=[f"{m}-{a[1]}" for m, a in CLI_CASES])
+SLOW_CLI_CASES = ("qwen2.5-14b", "qwen2.5-32b", "qwen2.5-math-prm-7b", "mistral", "mistral-v0.1")
+"""The 7B-and-larger ones: their meta-device counts take seconds each (`make test` runs them, `make test-fast` not)."""
+
+
+@pytest.mark.parametrize(("model", "args"), [pytest.param(m, a, marks=pytest.mark.slow) if m in SLOW_CLI_CASES
+                                             else (m, a) for m, a in CLI_CASES],
+                         ids=[f"{m}-{a[1]}" for m, a in CLI_CASES])
 def test_estimate_json_equals_flop_counter(tmp_path, model, args, record_exact):
     """The CLI's number, for registry names and for config.json files, equals FlopCounterMode's count."""
     counters, build_model = _counters()

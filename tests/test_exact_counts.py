@@ -6,6 +6,7 @@ attention mask. Every case is recorded and listed in the exactness summary at th
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import pytest
@@ -37,18 +38,38 @@ OTHER_FAMILIES = {
     "mistral-7b-v0.1": spec_from_config(MISTRAL_7B_V01, "mistral-7b-v0.1"),
 }
 POLICIES = [name for name, spec in REGISTRY.items() if spec.head.kind == "lm"]
-LARGE = ("qwen2.5-32b", "qwen2.5-72b")
-"""Counting these on the meta device takes tens of seconds each (FlopCounterMode dispatches every op in Python):
-they run in the full suite (`make test`), not in `make test-fast`."""
+SLOW_FROM_PARAMS = 5 * 10**9
+"""Counting a model of 7B parameters or more on the meta device takes seconds to tens of seconds (FlopCounterMode
+dispatches every op in Python): those cases run in the full suite (`make test`), not in `make test-fast`."""
+
+
+def _spec(name: str):
+    return REGISTRY.get(name) or OTHER_FAMILIES[name]
+
+
+def _shapes(spec):
+    """What decides every pass's shapes: the spec without its name, context length and RoPE base."""
+    return dataclasses.replace(spec, name="", max_position_embeddings=None, rope_theta=None, source="")
 
 
 def sized(names):
-    return [pytest.param(n, marks=pytest.mark.slow) if n in LARGE else n for n in names]
+    """The cases of ``names``, one per architecture whose passes differ in shape (Qwen2.5-Math-1.5B and -7B are
+    Qwen2.5-1.5B and -7B with another RoPE base and context length, which change no shape and no FLOP: counting them
+    again repeats the same FlopCounterMode run), models of 7B and more marked slow."""
+    seen, cases = set(), []
+    for name in names:
+        shapes = _shapes(_spec(name))
+        if shapes in seen:
+            continue
+        seen.add(shapes)
+        slow = _spec(name).params >= SLOW_FROM_PARAMS
+        cases.append(pytest.param(name, marks=pytest.mark.slow) if slow else name)
+    return cases
 
 
 @functools.cache  # meta models hold no storage
 def inference_model(name: str):
-    spec = REGISTRY.get(name) or OTHER_FAMILIES[name]
+    spec = _spec(name)
     return spec, build_model(spec)
 
 
@@ -119,12 +140,12 @@ def test_train_sequence_classifier(label, record_exact):
     _train_case(REGISTRY["tiny-rm"], TRAININGS[label], label, record_exact, logits=T)
 
 
-@pytest.mark.parametrize("name", ["qwen2.5-0.5b", "qwen2.5-14b"])
+@pytest.mark.parametrize("name", sized(["qwen2.5-0.5b", "qwen2.5-14b"]))
 def test_train_full_with_checkpointing(name, record_exact):
     _train_case(REGISTRY[name], TRAININGS["full+ckpt"], "full+ckpt", record_exact)
 
 
-@pytest.mark.parametrize("name", sorted(OTHER_FAMILIES))
+@pytest.mark.parametrize("name", sized(sorted(OTHER_FAMILIES)))
 @pytest.mark.parametrize("label", ["full", "lora+ckpt"])
 def test_train_other_families(name, label, record_exact):
     _train_case(OTHER_FAMILIES[name], TRAININGS[label], label, record_exact)

@@ -250,6 +250,7 @@ def test_hf_rollout_runs_to_the_expected_batch_maximum():
     assert kmax.mean > K.mean + 50  # padding waste is visible
 
 
+@pytest.mark.slow
 def test_update_expectation_matches_brute_force_with_padding_and_without():
     """Packed: each sequence at its own lengths. Padded (TRL): every micro-batch runs at the generation batch's
     longest prompt and completion."""

@@ -123,6 +123,7 @@ def test_identical_arms_are_undecided():
     assert rec.confidence == "low" and any("undecided" in r for r in rec.reasons)
 
 
+@pytest.mark.slow
 def test_arms_with_the_same_truth_are_rarely_called():
     """Two arms drawn from the same curve, 12 times: a named regime at the target budget is a false call; with the
     interval rule it should happen in about 10 % of the cases (P(best) >= 0.8 alone: about 40 %)."""

@@ -231,6 +231,7 @@ def test_identical_arms_share_p_best_equally():
     np.testing.assert_allclose([p.p_best for p in res.predictions], 0.25, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_arms_with_the_same_truth_are_not_called_confidently():
     rng = np.random.default_rng(8)
     p, confident = [], 0
@@ -244,6 +245,7 @@ def test_arms_with_the_same_truth_are_not_called_confidently():
     assert confident <= 3  # a calibrated P(best) rarely reaches 0.95 when no arm is better
 
 
+@pytest.mark.slow
 def test_pairing_reduces_the_variance_of_a_difference():
     """Two arms scored on the same prompts (strong prompt effects, rho = 0.8): sharing prompt indices across arms
     removes the prompt noise the arms share from their difference; drawing them independently overstates it."""
@@ -312,6 +314,7 @@ def _coverage(reps: int, n_replicates: int, seed: int) -> tuple[float, float]:
     return float(inside_a.mean()), float(inside_a[np.asarray(ident)].mean())
 
 
+@pytest.mark.slow
 def test_synthetic_truth_coverage_at_twice_the_pilot_budget():
     """SYNTHETIC TRUTH COVERAGE: A 0.6, B 1.5, F_mid F_pilot/4, R0 0.2, seed sd 0.02 on A, 200 prompts (0/1),
     3 seeds, 5 points to F_pilot: the 90 % interval of R(2 F_pilot) covers the truth in 80-97 % of 200 data sets

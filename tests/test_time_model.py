@@ -228,6 +228,8 @@ def test_calibrate_options_that_do_not_go_together(tmp_path):
                            (["--from-runs", "x", "--quick"], "takes no --quick"),
                            (["--profile", "p.json"], "goes with"), (["--plan-model", "tiny"], "--for-plan"),
                            (["--from-runs", "x", "--repeats", "2"], "times nothing"),
+                           (["--from-runs", "x", "--device", "cpu", "--probe-shutdown"], "takes no --device"),
+                           (["--from-runs", "x", "--probe-shutdown", "--repeats", "0"], "at least 1"),
                            (["--probe-shutdown"], "goes with --from-runs")):
         one_line_error(cli("calibrate", *args), fragment)
 
@@ -381,7 +383,7 @@ def test_real_runs_plan_shapes_and_the_planner(tmp_path):
     one_line_error(cli("calibrate", "--from-runs", str(tmp_path / "metered"), "--out", str(tmp_path / "x")),
                    "--measure-flops")
     fitted = cli("calibrate", "--from-runs", str(tmp_path / "plain"), str(tmp_path / "metered"), "--out",
-                 str(tmp_path / "runs"), "--probe-shutdown", "--json", check=True)
+                 str(tmp_path / "runs"), "--probe-shutdown", "--repeats", "1", "--json", check=True)
     data = json.loads(fitted.stdout)
     assert [row["run"] for row in data["breakdown"]] == ["plain"] and data["breakdown"][0]["startup_seconds"] > 0
     assert any("metered" in n and "--measure-flops" in n for n in data["notes"])

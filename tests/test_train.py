@@ -48,6 +48,7 @@ def test_tiny_policy_learns_the_builtin_task_within_its_budget(tmp_path):
     assert s["stop_reason"].startswith("budget")
 
 
+@pytest.mark.slow
 def test_ledger_equals_flop_counter_for_every_phase(tmp_path):
     """LoRA with checkpointing, beta > 0 (reference = base with the adapter disabled), mu = 2 (old logprobs),
     a PRM, variable completion lengths, evaluation: FlopCounterMode equals the closed form phase by phase."""
@@ -89,6 +90,7 @@ def _metrics_without_clocks(run: Path) -> list[dict]:
     return [strip(line) for line in metrics_of(run)]
 
 
+@pytest.mark.slow
 def test_measuring_flops_does_not_change_the_run(tmp_path):
     """--measure-flops counts without changing what runs: the same seed gives bit-identical metrics (losses,
     grad norms, rewards, accuracies as exact floats) with and without the meter, and the count stays exact."""

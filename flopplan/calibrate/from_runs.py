@@ -145,9 +145,10 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
 
 
 def run_from_runs(folders: list[str], *, out_dir: str | None, base_path: str | None, command: str,
-                  probe_shutdown: bool = False) -> RunsCalibration:
+                  probe_shutdown: bool = False, shutdown_repeats: int | None = None) -> RunsCalibration:
     """Fit on ``folders`` and write ``profile.json`` and ``report.md`` in ``out_dir`` (default
-    ``calibration/<device>-runs``); ``probe_shutdown``: also time a run-like process's exit here."""
+    ``calibration/<device>-runs``); ``probe_shutdown``: also time a run-like process's exit here (the median of
+    ``shutdown_repeats`` child processes, default :data:`SHUTDOWN_REPEATS`)."""
     from flopplan.report.calibration_report import write_runs_report
 
     for run in folders:
@@ -161,7 +162,7 @@ def run_from_runs(folders: list[str], *, out_dir: str | None, base_path: str | N
         from flopplan.calibrate.probe import shutdown_seconds
 
         try:
-            shutdown = shutdown_seconds(SHUTDOWN_REPEATS)
+            shutdown = shutdown_seconds(shutdown_repeats or SHUTDOWN_REPEATS)
         except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
             raise UserError(f"--probe-shutdown could not run a run-like process here: {exc}") from None
     data, notes = fit_from_runs(folders, base, shutdown)

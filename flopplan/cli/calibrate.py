@@ -17,7 +17,7 @@ from flopplan.cli.options import names_option
                    "--measure-flops are skipped), with the time outside the phases.")
 @click.option("--probe-shutdown", is_flag=True,
               help="With --from-runs: also time how long a run-like process takes to exit after its last file "
-                   "(median of 3 child processes; no run folder dates it; seconds on a CPU).")
+                   "(the median of 3 child processes, or of --repeats; no run folder dates it; seconds on a CPU).")
 @click.option("--for-plan", "for_plan", type=click.Path(dir_okay=False), metavar="PLAN.json",
               help="Sweep, briefly, the shapes this plan will execute (its batches and padded lengths).")
 @click.option("--plan-model", help="With --for-plan: which model's plan when the file holds several.")
@@ -32,7 +32,8 @@ from flopplan.cli.options import names_option
 @click.option("--quick", is_flag=True, help="A small sweep (CPU: tiny configs, under 2 minutes).")
 @click.option("--verify", is_flag=True,
               help="Only check a GRPO step of every registry size on the meta device against the closed form.")
-@click.option("--repeats", type=int, help="Timed repeats per point (median; default 4 quick, 5 otherwise).")
+@click.option("--repeats", type=int, help="Timed repeats per point (median; default 4 quick, 5 otherwise); with "
+                                          "--from-runs --probe-shutdown: the child processes it times.")
 @click.option("--no-counters", is_flag=True, help="Skip the counters-side-by-side section.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Folder for profile.json, report.md and the plot (default calibration/<device>).")
@@ -140,14 +141,18 @@ def _from_runs(runs: list[str], base_profile: str | None, out_dir: str | None, a
     """``--from-runs``: torch-free; the runs were timed when they ran."""
     if not runs:
         fail("--from-runs needs at least one run folder: flopplan calibrate --from-runs DIR [DIR...]")
-    if repeats is not None or device != "auto":
-        fail(f"--from-runs times nothing: it takes no {'--repeats' if repeats is not None else '--device'}")
+    if device != "auto":
+        fail("--from-runs times nothing: it takes no --device")
+    if repeats is not None and not probe_shutdown:
+        fail("--from-runs times nothing: it takes no --repeats (but with --probe-shutdown, the children it times)")
+    if repeats is not None and repeats < 1:
+        fail(f"--repeats must be at least 1, not {repeats}")
     from flopplan.calibrate.from_runs import run_from_runs
     from flopplan.report.calibration_report import breakdown_table, non_phase_table
     from flopplan.report.console import print_tables
 
     result = run_from_runs(runs, out_dir=out_dir, base_path=base_profile, command=command_line(),
-                           probe_shutdown=probe_shutdown)
+                           probe_shutdown=probe_shutdown, shutdown_repeats=repeats)
     fit = result.profile["fit_from_runs"]
     if as_json:
         echo_json({"profile": str(result.profile_path), "report": str(result.report_path),
