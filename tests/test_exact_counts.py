@@ -171,6 +171,7 @@ def test_train_variants(label, record_exact):
     _train_case(REGISTRY["qwen2.5-0.5b"], VARIANTS[label], label, record_exact)
 
 
+@pytest.mark.slow
 def test_train_with_all_logits_and_last_logit(record_exact):
     _train_case(REGISTRY["qwen2.5-1.5b"], TRAININGS["lora"], "lora", record_exact, logits=T)
     _train_case(REGISTRY["qwen2.5-1.5b"], TRAININGS["lora"], "lora", record_exact, logits=1)
