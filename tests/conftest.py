@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One thread per worker (xdist starts one per core): OpenBLAS and OpenMP otherwise start a thread per core in
+    # each worker, and their threads spin while they wait, so two workers on two cores burn CPU against each other
+    # (measured here with a second CPU-bound process running: RACE's curve simulations took 36.7 s and 43 s of CPU
+    # with the default, 24.6 s and 23.7 s with one thread). Set before numpy or torch is first imported; a value
+    # already in the environment is kept, and runs that set their own threads (the trainer, RACE's pilots) still do.
+    for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(variable, "1")
 
 EXACT_CASES: list[tuple[str, int, int]] = []
 FAST_TIER_SECONDS = 3.0
