@@ -24,7 +24,8 @@ $(VENV)/.core-installed: pyproject.toml | $(BIN)/python
 # The test tools go in with uv (from PyPI; pip resolves and downloads them one at a time: ~57 s against ~13 s here),
 # pinned to the torch the venv already has, so a dependency that wants another torch fails to resolve instead of
 # pulling a CUDA build. Where torch comes from outside the venv (a GPU user's build, seen through
-# --system-site-packages) pip installs them, since uv does not count system site-packages as installed.
+# --system-site-packages) pip installs them: uv (0.13.9, checked) installs a package the system site-packages
+# already holds into the venv again, which for torch would be a second, CUDA, build.
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -c 'import torch' >/dev/null 2>&1 || $(BIN)/python -m pip install -q --no-compile "$(TORCH)"
 ifeq ($(HAS_TORCH),yes)
