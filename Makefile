@@ -9,6 +9,7 @@ BIN := $(VENV)/bin
 # The CPU build on this machine's disk; elsewhere pip fetches it.
 TORCH ?= torch==2.13.0
 PYTEST_ARGS ?=
+TEST_EXTRAS := .[torch,trl,test]
 
 HAS_TORCH := $(shell $(PYTHON) -c 'import torch' >/dev/null 2>&1 && echo yes)
 
@@ -29,11 +30,11 @@ $(VENV)/.core-installed: pyproject.toml | $(BIN)/python
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -c 'import torch' >/dev/null 2>&1 || $(BIN)/python -m pip install -q --no-compile "$(TORCH)"
 ifeq ($(HAS_TORCH),yes)
-	$(BIN)/python -m pip install -q --no-compile -e '.[torch,trl,test]'
+	$(BIN)/python -m pip install -q --no-compile -e '$(TEST_EXTRAS)'
 else
 	$(BIN)/python -m pip install -q uv
 	$(BIN)/python -c 'import torch; print("torch==" + torch.__version__)' > $(VENV)/torch-pin.txt
-	$(BIN)/uv pip install -q --python $(BIN)/python --constraint $(VENV)/torch-pin.txt -e '.[torch,trl,test]'
+	$(BIN)/uv pip install -q --python $(BIN)/python --constraint $(VENV)/torch-pin.txt -e '$(TEST_EXTRAS)'
 endif
 	@touch $@ $(VENV)/.core-installed
 

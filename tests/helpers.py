@@ -10,6 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+SLOW_FROM_PARAMS = 5 * 10**9
+"""Meta-device counts of a model this large (the 7B class and up; its smallest, Qwen2.5-Math-PRM-7B, has 7.1B
+parameters) take seconds to tens of seconds each (FlopCounterMode dispatches every op in Python): those cases are
+marked slow and run in `make test`, not in `make test-fast`."""
+
+
+def marked_slow_if_large(params: int, *values: object) -> object:
+    """A pytest case of ``values``, marked slow when its model has at least :data:`SLOW_FROM_PARAMS` parameters."""
+    import pytest
+
+    return pytest.param(*values, marks=pytest.mark.slow) if params >= SLOW_FROM_PARAMS else pytest.param(*values)
 
 
 @dataclass

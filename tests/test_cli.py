@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from configs import LLAMA_3_2_1B, MISTRAL_7B_V01, MISTRAL_7B_V03, QWEN3_0_6B
-from helpers import cli, one_line_error, write_config
+from helpers import cli, marked_slow_if_large, one_line_error, write_config
 
 from flopplan.arch import REGISTRY
 
@@ -96,12 +96,14 @@ CLI_CASES = [
 CONFIGS = {"qwen3": QWEN3_0_6B, "llama": LLAMA_3_2_1B, "mistral": MISTRAL_7B_V03, "mistral-v0.1": MISTRAL_7B_V01}
 
 
-SLOW_CLI_CASES = ("qwen2.5-14b", "qwen2.5-32b", "qwen2.5-math-prm-7b", "mistral", "mistral-v0.1")
-"""The 7B-and-larger ones: their meta-device counts take seconds each (`make test` runs them, `make test-fast` not)."""
+def _cli_case(model: str, args: list[str]) -> object:
+    from flopplan.arch import resolve, spec_from_config
+
+    spec = spec_from_config(CONFIGS[model], model) if model in CONFIGS else resolve(model)
+    return marked_slow_if_large(spec.params, model, args)
 
 
-@pytest.mark.parametrize(("model", "args"), [pytest.param(m, a, marks=pytest.mark.slow) if m in SLOW_CLI_CASES
-                                             else (m, a) for m, a in CLI_CASES],
+@pytest.mark.parametrize(("model", "args"), [_cli_case(m, a) for m, a in CLI_CASES],
                          ids=[f"{m}-{a[1]}" for m, a in CLI_CASES])
 def test_estimate_json_equals_flop_counter(tmp_path, model, args, record_exact):
     """The CLI's number, for registry names and for config.json files, equals FlopCounterMode's count."""

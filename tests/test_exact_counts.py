@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from configs import LLAMA_3_2_1B, MISTRAL_7B_V01, MISTRAL_7B_V03, QWEN3_0_6B  # noqa: E402
+from helpers import marked_slow_if_large  # noqa: E402
 
 from flopplan.arch import REGISTRY, TINY_FAMILY, orm_head, spec_from_config, with_head  # noqa: E402
 from flopplan.formulas import (  # noqa: E402
@@ -38,11 +39,6 @@ OTHER_FAMILIES = {
     "mistral-7b-v0.1": spec_from_config(MISTRAL_7B_V01, "mistral-7b-v0.1"),
 }
 POLICIES = [name for name, spec in REGISTRY.items() if spec.head.kind == "lm"]
-SLOW_FROM_PARAMS = 5 * 10**9
-"""Counting a model of 7B parameters or more on the meta device takes seconds to tens of seconds (FlopCounterMode
-dispatches every op in Python): those cases run in the full suite (`make test`), not in `make test-fast`."""
-
-
 def _spec(name: str):
     return REGISTRY.get(name) or OTHER_FAMILIES[name]
 
@@ -55,15 +51,14 @@ def _shapes(spec):
 def sized(names):
     """The cases of ``names``, one per architecture whose passes differ in shape (Qwen2.5-Math-1.5B and -7B are
     Qwen2.5-1.5B and -7B with another RoPE base and context length, which change no shape and no FLOP: counting them
-    again repeats the same FlopCounterMode run), models of 7B and more marked slow."""
+    again repeats the same FlopCounterMode run), the 7B class and up marked slow."""
     seen, cases = set(), []
     for name in names:
         shapes = _shapes(_spec(name))
         if shapes in seen:
             continue
         seen.add(shapes)
-        slow = _spec(name).params >= SLOW_FROM_PARAMS
-        cases.append(pytest.param(name, marks=pytest.mark.slow) if slow else name)
+        cases.append(marked_slow_if_large(_spec(name).params, name))
     return cases
 
 

@@ -229,7 +229,9 @@ def test_calibrate_options_that_do_not_go_together(tmp_path):
                            (["--profile", "p.json"], "goes with"), (["--plan-model", "tiny"], "--for-plan"),
                            (["--from-runs", "x", "--repeats", "2"], "times nothing"),
                            (["--from-runs", "x", "--device", "cpu", "--probe-shutdown"], "takes no --device"),
-                           (["--from-runs", "x", "--probe-shutdown", "--repeats", "0"], "at least 1"),
+                           (["--from-runs", "x", "--probe-shutdown", "--repeats", "0"], "positive integer"),
+                           (["--for-plan", "p.json", "--repeats", "0"], "positive integer"),
+                           (["--quick", "--repeats", "-1"], "positive integer"),
                            (["--probe-shutdown"], "goes with --from-runs")):
         one_line_error(cli("calibrate", *args), fragment)
 

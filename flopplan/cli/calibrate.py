@@ -45,6 +45,8 @@ def calibrate(runs: tuple[str, ...], from_runs: bool, probe_shutdown: bool, for_
     """Prove the closed form against real counters and fit how fast each GRPO phase runs here (a sweep, the
     shapes of a plan, or real runs)."""
     names = names_option(models, "--models")
+    if repeats is not None and repeats <= 0:
+        fail(f"--repeats must be a positive integer, not {repeats}")
     if runs and not from_runs:
         fail(f"{runs[0]!r}: run folders are read with --from-runs DIR [DIR...]")
     if from_runs and for_plan:
@@ -71,8 +73,6 @@ def calibrate(runs: tuple[str, ...], from_runs: bool, probe_shutdown: bool, for_
                                             ("--out", out_dir is not None), ("--no-counters", no_counters)) if given]
         if ignored:
             fail(f"--verify counts on the meta device and writes nothing: it takes no {ignored[0]}")
-    if repeats is not None and repeats <= 0:
-        fail(f"--repeats must be a positive integer, not {repeats}")
     try:
         from flopplan.calibrate.specs import spec_named, sweepable
         from flopplan.measure import quiet_transformers
@@ -145,8 +145,6 @@ def _from_runs(runs: list[str], base_profile: str | None, out_dir: str | None, a
         fail("--from-runs times nothing: it takes no --device")
     if repeats is not None and not probe_shutdown:
         fail("--from-runs times nothing: it takes no --repeats (but with --probe-shutdown, the children it times)")
-    if repeats is not None and repeats < 1:
-        fail(f"--repeats must be at least 1, not {repeats}")
     from flopplan.calibrate.from_runs import run_from_runs
     from flopplan.report.calibration_report import breakdown_table, non_phase_table
     from flopplan.report.console import print_tables
@@ -169,8 +167,6 @@ def _from_runs(runs: list[str], base_profile: str | None, out_dir: str | None, a
 def _for_plan(plan_path: str, plan_model: str | None, base_profile: str | None, device: str, repeats: int | None,
               out_dir: str | None, as_json: bool) -> None:
     """``--for-plan``: the plan's own shapes through the phase units (torch)."""
-    if repeats is not None and repeats <= 0:
-        fail(f"--repeats must be a positive integer, not {repeats}")
     from flopplan.planfile import PlanFile
 
     PlanFile.load(plan_path).select(plan_model)  # a bad plan file fails here, before torch is imported
