@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flopplan.arch import QWEN25_SIZES, REGISTRY, orm_head, with_head
+from flopplan.budget import Budget
 from flopplan.cost import BUCKETS, step_cost
 from flopplan.errors import UserError
 from flopplan.formulas import (
@@ -20,20 +21,12 @@ from flopplan.formulas import (
     generate_flops,
     train_flops,
 )
+from flopplan.grid import plan_grid
 from flopplan.hardware import datasheet_profile
 from flopplan.lengths import Length
-from flopplan.planner import (
-    Budget,
-    compare_models,
-    compare_rewards,
-    largest_model,
-    learning_share,
-    plan,
-    plan_grid,
-    solve,
-    solve_share,
-)
+from flopplan.planner import compare_models, compare_rewards, plan
 from flopplan.recipe import Recipe, RewardSystem
+from flopplan.solve import largest_model, learning_share, solve, solve_share
 
 SMALL = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b")
 
