@@ -46,8 +46,8 @@ def __getattr__(name: str) -> Any:
 class _Package(ModuleType):
     """The package's module type, for one name: ``solve`` is both a module (flopplan/solve.py) and the function the
     API exports. The import system binds a loaded submodule as an attribute of its package, which would hide the
-    function; this property keeps the name for the function and ignores that binding (the module stays importable
-    by its dotted name: ``from flopplan.solve import plan_request``)."""
+    function; this property keeps the name for the function and ignores that binding. Import from the module by its
+    dotted name (``from flopplan.solve import plan_request``): ``import flopplan.solve as m`` binds the function."""
 
     @property
     def solve(self) -> Any:

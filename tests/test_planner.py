@@ -350,6 +350,16 @@ def test_budget_validation():
 
 # -- inverse modes ----------------------------------------------------------------------------------------------
 
+def test_the_api_name_solve_stays_the_function_once_its_module_is_loaded():
+    """flopplan/solve.py shares the API function's name; loading the module must not replace the function."""
+    import importlib
+
+    module = importlib.import_module("flopplan.solve")
+    from flopplan import solve as api
+
+    assert api is module.solve is solve
+
+
 @pytest.mark.parametrize("flops", [10**19, 10**23])  # 1e23: the answer lies beyond 2^20
 @pytest.mark.parametrize("free", ["group_size", "prompts_per_step", "iterations"])
 def test_solve_finds_the_largest_value_that_affords_the_steps(free, flops):
