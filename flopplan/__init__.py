@@ -9,12 +9,7 @@ A *step* is one generation round (see :mod:`flopplan.passes` for the glossary).
 
 from __future__ import annotations
 
-import sys
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # type checkers read the name as the function too (see _Package)
-    from flopplan.solve import solve as solve
+from typing import Any
 
 __version__ = "0.1.0"
 
@@ -27,7 +22,7 @@ _API = {
     "step_passes": "flopplan.passes", "RoundShape": "flopplan.passes", "RoundLengths": "flopplan.passes",
     "Plan": "flopplan.planner", "plan": "flopplan.planner", "price_steps": "flopplan.planner",
     "compare_models": "flopplan.planner", "compare_rewards": "flopplan.planner",
-    "solve": "flopplan.solve", "solve_share": "flopplan.solve", "largest_model": "flopplan.solve",
+    "solve": "flopplan.solver", "solve_share": "flopplan.solver", "largest_model": "flopplan.solver",
     "plan_grid": "flopplan.grid", "Grid": "flopplan.grid",
     "PlanFile": "flopplan.planfile", "PlanEntry": "flopplan.planfile",
     "RunSummary": "flopplan.runfile", "load_run": "flopplan.runfile", "load_summary": "flopplan.runfile",
@@ -41,26 +36,6 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     return getattr(importlib.import_module(_API[name]), name)
-
-
-class _Package(ModuleType):
-    """The package's module type, for one name: ``solve`` is both a module (flopplan/solve.py) and the function the
-    API exports. The import system binds a loaded submodule as an attribute of its package, which would hide the
-    function; this property keeps the name for the function and ignores that binding. Import from the module by its
-    dotted name (``from flopplan.solve import plan_request``): ``import flopplan.solve as m`` binds the function."""
-
-    @property
-    def solve(self) -> Any:
-        from flopplan.solve import solve
-
-        return solve
-
-    @solve.setter
-    def solve(self, value: Any) -> None:
-        pass
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 def __dir__() -> list[str]:

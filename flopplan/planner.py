@@ -8,7 +8,7 @@ eval_every`` (+ 1 for the baseline evaluation before the first step, when enable
 converse: the budget a given number of steps needs.
 
 Costs are those of :func:`flopplan.cost.step_cost`, i.e. the exact formulas of :mod:`flopplan.formulas`. The
-solves live in :mod:`flopplan.solve`, the vectorized grid in :mod:`flopplan.grid`, plan files in
+solves live in :mod:`flopplan.solver`, the vectorized grid in :mod:`flopplan.grid`, plan files in
 :mod:`flopplan.planfile` (:meth:`flopplan.planfile.PlanEntry.of` turns a plan into its entry).
 """
 

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "flopplan"
 
 # The core (flopplan/*.py) in order: a module may import only modules listed before it, so the core has no cycles.
 # Floors as the design names them: errors/units -> fileio/budget -> arch/lengths -> formulas -> passes ->
-# recipe/timing/ledger -> cost/hardware/grid -> planner -> solve/planfile -> runfile. "flopplan" is the package's
+# recipe/timing/ledger -> cost/hardware/grid -> planner -> solver/planfile -> runfile. "flopplan" is the package's
 # __init__: the others import __version__ from it, and it names the API's modules only as strings (imported on
 # first use) or for type checkers, so its own imports are not checked.
 CORE_ORDER = (
@@ -22,7 +22,7 @@ CORE_ORDER = (
     "errors", "units", "fileio",
     "serial",  # the converter for versioned files
     "budget", "arch", "hf_config", "lengths", "formulas", "peers", "estimate", "passes",
-    "recipe", "timing", "ledger", "cost", "hardware", "grid", "planner", "solve", "planfile", "runfile",
+    "recipe", "timing", "ledger", "cost", "hardware", "grid", "planner", "solver", "planfile", "runfile",
     "guard",  # the budget guard and run recorder every training loop calls
 )
 PENDING = {"serial", "guard"}
