@@ -20,6 +20,7 @@ from flopplan.errors import UserError, is_int, is_number
 from flopplan.fileio import atomic_write_json, read_json
 from flopplan.passes import BUCKET_OF, BUCKETS
 from flopplan.recipe import Recipe
+from flopplan.units import as_int
 
 if TYPE_CHECKING:
     from flopplan.planner import Plan
@@ -92,8 +93,6 @@ class PlanEntry:
 
     @staticmethod
     def of(plan: Plan) -> PlanEntry:
-        from flopplan.planner import as_int
-
         totals = plan.totals()
         cost = plan.cost
         profile = plan.profile.to_data() if plan.profile is not None and plan.seconds is not None else None

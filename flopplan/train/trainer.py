@@ -38,6 +38,7 @@ from flopplan.grpo.rewards import rule_rewards
 from flopplan.grpo.tasks import Problem
 from flopplan.ledger import Ledger, PhaseCharge
 from flopplan.measure.models import recommended_threads
+from flopplan.measure.timer import ProcessClock
 from flopplan.runfile import PlanReference, RunSummary
 from flopplan.train import checkpoint as ckpt
 from flopplan.train.config import TrainConfig
@@ -50,7 +51,7 @@ from flopplan.train.evaluation import (
     training_flops,
     worst_case_evaluation,
 )
-from flopplan.train.runfolder import ProcessClock, RunFolder
+from flopplan.train.runfolder import RunFolder
 from flopplan.train.setup import Precision, load_data, load_policy, load_reward_model
 
 
