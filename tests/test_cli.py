@@ -232,7 +232,7 @@ def test_every_train_config_field_has_exactly_one_option_showing_its_default():
     assert len(names) == len(set(names)), "two options fill the same value"
     flags = [o for p in params for o in p.opts]
     assert len(flags) == len(set(flags))
-    assert TRAIN_FLAGS <= set(flags), TRAIN_FLAGS - set(flags)
+    assert set(flags) >= TRAIN_FLAGS, TRAIN_FLAGS - set(flags)
     by_name = {p.name: p for p in params}
     for dest, f, default in _train_leaves():
         assert dest in by_name, f"TrainConfig.{f.name} has no option"

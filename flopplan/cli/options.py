@@ -44,9 +44,9 @@ def _default_text(value: Any, name: str) -> str | None:
 
 
 def help_with_default(f: Field[Any], default: Any) -> str:
-    """An option's help, then its default (flags: whether the flag is on)."""
-    if f.metadata["kind"] in ("flag", "negated"):
-        default = False  # a flag is off until given
+    """An option's help, then its default (a negated flag: off, its field on)."""
+    if f.metadata["kind"] == "negated":
+        default = not default
     text = _default_text(default, f.name)
     return f.metadata["help"] + (f" (default: {text})." if text is not None else ".")
 

@@ -80,9 +80,8 @@ FLAT_LOSS_KEYS = {"clip_low": "clip_low", "clip_high": "clip_high", "scale_rewar
 class TrainConfig:
     """A run: its recipe (or plan entry) and the knobs a plan does not fix. Every leaf field but ``recipe`` and
     ``plan`` carries its ``flopplan train`` option (:func:`flopplan.recipe.option`; flopplan.cli.options builds the
-    option, its help and default from it) and is saved under its own name, a nested group (``loss``) as a table; so
-    a new knob is one field. Kinds beyond the recipe's: text, file, folder, budget (a whole FLOP count), steps,
-    thresholds (comma-separated FLOP counts), negated (a flag that turns the field off)."""
+    option, its help and default from it, and lists the kinds) and is saved under its own name, a nested group
+    (metadata ``nested``: ``loss``) as a table: a new knob is one field."""
 
     recipe: Recipe
     out_dir: str = field(metadata=option(
