@@ -289,7 +289,7 @@ class Trainer:
                                                           cfg.measure_flops, cfg.max_new_tokens)
                 self._charged(result, charge)
         reward_t = torch.tensor(rewards, dtype=torch.float32, device=self.device)
-        advantages = group_advantages(reward_t, r.group_size, cfg.scale_rewards)
+        advantages = group_advantages(reward_t, r.group_size, cfg.loss.scale_rewards)
         batches = scoring_batches(rollouts, self.codec.pad_id, r.micro_batch_size, self.device, r.update_padding)
         head = r.logprob_head
         old = ref = None
@@ -309,7 +309,7 @@ class Trainer:
         for _ in range(r.iterations):  # from the first update on, an interrupted step is completed
             with self._phase(last_interruptible=False):
                 pass_stats, charge = P.update(model, self.policy.optimizer, batches, rollouts, advantages,
-                                              ctx=self.ctx, training=r.training, loss_cfg=cfg.loss,
+                                              ctx=self.ctx, training=r.training, loss_cfg=cfg.loss_config,
                                               head=head,
                                               optimizer_batch=r.optimizer_batch_size,
                                               max_grad_norm=cfg.max_grad_norm, old=old, ref=ref)
