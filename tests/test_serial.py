@@ -65,7 +65,7 @@ def test_the_unversioned_ledger_state_reads_as_version_0_and_is_written_with_its
     assert LEDGER_STATE.key not in old
     ledger = Ledger.from_state(old)
     state = ledger.to_state()
-    assert list(state)[0] == LEDGER_STATE.key and state[LEDGER_STATE.key] == 1
+    assert next(iter(state)) == LEDGER_STATE.key and state[LEDGER_STATE.key] == 1
     assert {k: v for k, v in state.items() if k != LEDGER_STATE.key} == old
     assert Ledger.from_state(json.loads(json.dumps(state))) == ledger
     with pytest.raises(UserError, match="flopplan_ledger_version"):
@@ -87,7 +87,7 @@ def test_log_lines_of_today_read_and_a_broken_line_is_none(name, cls):
 def test_every_file_writes_its_version_key_first(layout, cls, name):
     value = serial.read(layout, cls, _json(name), name)
     data = serial.write(layout, value)
-    assert list(data)[0] == layout.key and data[layout.key] == layout.version
+    assert next(iter(data)) == layout.key and data[layout.key] == layout.version
     assert serial.read(layout, cls, json.loads(json.dumps(data)), name) == value
 
 
