@@ -160,7 +160,8 @@ def shown(text: str, step: Step) -> str:
 
 def session_env(bin_dir: Path, extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "CLICOLOR_FORCE")}
-    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", COLUMNS="120", NO_COLOR="1",
+    path = os.pathsep.join((str(bin_dir), str(Path(sys.executable).parent), env.get("PATH", "")))  # + torchrun
+    env.update(PATH=path, COLUMNS="120", NO_COLOR="1",
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p))
     env.update(extra)
     return env
@@ -248,21 +249,23 @@ def help_of(path: str) -> str:
 
 
 def stale(selected: list[Session], write: bool) -> list[str]:
-    """Regenerate ``selected`` and the CLI page; write them, or name the files that differ."""
+    """Regenerate ``selected`` and the CLI page; write each as it is done, or name the files that differ."""
     differ = []
-    OUTPUTS.mkdir(parents=True, exist_ok=True)
-    wanted = {CLI_PAGE: cli_page()}
+
+    def compare(path: Path, text: str) -> None:
+        if not path.exists() or path.read_text() != text:
+            differ.append(str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path))
+            if write:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+
+    compare(CLI_PAGE, cli_page())
     for session in selected:
         text, seconds = run_session(session)
-        wanted[OUTPUTS / f"{session.name}.txt"] = text
+        compare(OUTPUTS / f"{session.name}.txt", text)
         if session.slow and write:
             (OUTPUTS / f"{session.name}.note.md").write_text(note(seconds))
         print(f"{session.name}: {seconds:.1f} s", file=sys.stderr)
-    for path, text in wanted.items():
-        if not path.exists() or path.read_text() != text:
-            differ.append(str(path.relative_to(ROOT)))
-            if write:
-                path.write_text(text)
     return differ
 
 
