@@ -7,8 +7,8 @@
 
 `make docs-outputs` runs the first form (`make docs-outputs SLOW=1` the second). Each output is a session: its
 commands run in order, in a fresh folder that holds links to the repository's examples/, calibration/ and
-benchmarks/, with `flopplan` and `python` on PATH being this interpreter's. The file docs/_outputs/NAME.txt holds
-each command after a `$ ` and what it printed (stdout and stderr, as a terminal shows them; rich tables at their
+benchmarks/, with `flopplan`, `python` and `torchrun` on PATH being this interpreter's. The file
+docs/_outputs/NAME.txt holds each command after a `$ ` and what it printed (stdout and stderr, as a terminal shows them; rich tables at their
 180-column pipe width, trailing spaces removed). A slow session also writes NAME.note.md, the line the page shows
 beside it: when, on what hardware, how long. tests/test_docs.py reruns the fast sessions and compares.
 """
@@ -160,7 +160,7 @@ def shown(text: str, step: Step) -> str:
 
 def session_env(bin_dir: Path, extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "CLICOLOR_FORCE")}
-    path = os.pathsep.join((str(bin_dir), str(Path(sys.executable).parent), env.get("PATH", "")))  # + torchrun
+    path = os.pathsep.join((str(bin_dir), str(Path(sys.executable).parent), env.get("PATH", "")))
     env.update(PATH=path, COLUMNS="120", NO_COLOR="1",
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p))
     env.update(extra)
@@ -168,14 +168,13 @@ def session_env(bin_dir: Path, extra: dict[str, str]) -> dict[str, str]:
 
 
 def make_bin(folder: Path) -> Path:
-    """``flopplan`` and ``python`` as this interpreter's, whether or not flopplan is installed here."""
+    """``flopplan`` as this interpreter's, whether or not flopplan is installed in it (``python`` is found in the
+    interpreter's own folder, next on PATH)."""
     bin_dir = folder / "bin"
     bin_dir.mkdir()
     launcher = bin_dir / "flopplan"
     launcher.write_text(f"#!{sys.executable}\nfrom flopplan.cli import main\nmain()\n")
     launcher.chmod(0o755)
-    for name in ("python", "python3"):
-        (bin_dir / name).symlink_to(sys.executable)
     return bin_dir
 
 
