@@ -8,9 +8,10 @@
 `make docs-outputs` runs the first form (`make docs-outputs SLOW=1` the second). Each output is a session: its
 commands run in order, in a fresh folder that holds links to the repository's examples/, calibration/ and
 benchmarks/, with `flopplan`, `python` and `torchrun` on PATH being this interpreter's. The file
-docs/_outputs/NAME.txt holds each command after a `$ ` and what it printed (stdout and stderr, as a terminal shows them; rich tables at their
-180-column pipe width, trailing spaces removed). A slow session also writes NAME.note.md, the line the page shows
-beside it: when, on what hardware, how long. tests/test_docs.py reruns the fast sessions and compares.
+docs/_outputs/NAME.txt holds each command after a `$ ` and what it printed (stdout and stderr, as a terminal shows
+them; rich tables at their 180-column pipe width, trailing spaces removed). A slow session also writes NAME.note.md,
+the line the page shows beside it: when, on what hardware, how long. tests/test_docs.py reruns the fast sessions and
+compares.
 """
 
 from __future__ import annotations
