@@ -32,15 +32,15 @@ from trl import GRPOTrainer
 from flopplan.cost import worst_case_round
 from flopplan.engines.trl import TRLRun, mfu
 from flopplan.errors import UserError
-from flopplan.ledger import Ledger, PhaseCharge, generate_charge, reward_charge, scoring_charge, update_charge
+from flopplan.ledger import Ledger, PhaseCharge, charge, ran, unit_of
 from flopplan.measure.meter import FlopMeter
-from flopplan.passes import BUCKETS
+from flopplan.passes import BUCKETS, STEP_PHASES, RoundLengths, RoundShape, step_passes
 from flopplan.recipe import Recipe
 from flopplan.runfile import RunSummary
 
-UNITS = ("rollout", "old_logprobs", "reference", "reward", "update")
-PHASES_OF = {"rollout": ("rollout.prefill", "rollout.decode"), "old_logprobs": ("old_logprobs",),
-             "reference": ("reference",), "reward": ("reward",), "update": ("update",)}
+UNITS = tuple(dict.fromkeys(unit_of(phase) for phase in STEP_PHASES))
+"""The units of a round, each charging its phases (:func:`flopplan.ledger.unit_of`)."""
+PHASES_OF = {unit: tuple(phase for phase in STEP_PHASES if unit_of(phase) == unit) for unit in UNITS}
 LEDGER_FILE = "flopplan_ledger.json"
 """The ledger saved in each TRL checkpoint folder, so that a resumed run continues it."""
 
@@ -51,7 +51,9 @@ class TRLMeter:
     def __init__(self, recipe: Recipe, run: TRLRun, budget_flops: int | None, folder: Any = None, *,
                  measure: bool = False, peak_flops: float | None = None) -> None:
         self.recipe, self.run, self.folder = recipe, run, folder
-        self.spec, self.conv = recipe.policy_spec, recipe.conventions
+        self.spec = recipe.policy_spec
+        # which phases a round runs, with which adapters, training and head: each unit is charged as its pass
+        self.passes = {p.phase: p for p in step_passes(RoundShape.of(recipe), RoundLengths.of(recipe))}
         self.measure, self.peak_flops = measure, peak_flops
         self.ledger = Ledger(budget_flops)
         self.round: dict[str, Any] = self._empty_round()
@@ -68,13 +70,13 @@ class TRLMeter:
         self._scoring_calls = 0
 
     def _empty_round(self) -> dict[str, Any]:
-        return {"charges": {}, "update": [], "update_rows": [], "measured": dict.fromkeys(UNITS, 0),
+        return {"charges": {}, "update": [], "measured": dict.fromkeys(UNITS, 0),
                 "inplace": dict.fromkeys(UNITS, 0), "seconds": dict.fromkeys(UNITS, 0.0), "reward": []}
 
     # -- what a round ran (this process) ------------------------------------------------------------------------
     def record_round(self, out: dict[str, Any]) -> None:
         """A generation round's shapes: the rollouts, and which scoring passes ran (their outputs are there)."""
-        r, spec, conv = self.recipe, self.spec, self.conv
+        passes = self.passes
         prompts = out["prompt_mask"].sum(1).tolist()
         completions = out["completion_mask"].sum(1).tolist()
         rows, p, k = len(prompts), out["prompt_ids"].shape[1], out["completion_ids"].shape[1]
@@ -82,25 +84,21 @@ class TRLMeter:
         self.round["lengths"] = lengths
         self.round["width"] = (p, k)
         charges = self.round["charges"]
-        charges["rollout"] = generate_charge(spec, r.rollout_lora, conv, rows, p, k, lengths)
-        bs = self.run.bs
-        chunks = [(min(bs, rows - start), p, k, sum(completions[start:start + bs])) for start in range(0, rows, bs)]
-        if out.get("old_per_token_logps") is not None:
-            charges["old_logprobs"] = scoring_charge("old_logprobs", spec, r.lora, conv, chunks, lengths,
-                                                     r.logprob_head)
-        if out.get("ref_per_token_logps") is not None:
-            charges["reference"] = scoring_charge("reference", spec, None, conv, chunks, lengths, r.logprob_head)
+        charges["rollout"] = charge(*(ran(passes[phase], lengths, (p, k)) for phase in PHASES_OF["rollout"]))
+        bs = self.run.bs  # TRL scores the padded round in micro-batches of bs rows
+        for unit in self.scoring_order:
+            charges[unit] = charge(*(ran(passes[unit], lengths[start:start + bs], (p, k))
+                                     for start in range(0, rows, bs)))
         self.round["tokens"] = sum(prompts) + sum(completions)
         self.prompt_max = max(self.prompt_max, max(prompts))
 
     def record_micro_step(self, inputs: dict[str, Any]) -> None:
         """One update micro-step: ``bs`` rows at the round's padded widths."""
         mask = inputs["completion_mask"]
-        rows, k = mask.shape
+        k = mask.shape[1]
         p = inputs["prompt_ids"].shape[1]
-        self.round["update"].append((rows, p, k, int(mask.sum())))
-        self.round["update_rows"] += list(zip(inputs["prompt_mask"].sum(1).tolist(), mask.sum(1).tolist(),
-                                              strict=True))
+        lengths = list(zip(inputs["prompt_mask"].sum(1).tolist(), mask.sum(1).tolist(), strict=True))
+        self.round["update"].append(ran(self.passes["update"], lengths, (p, k)))
 
     def record_reward(self, rows: int, width: int, own: list[int], prompt_tokens: list[int] | None = None) -> None:
         self.round["reward"].append((rows, width, own))
@@ -138,26 +136,27 @@ class TRLMeter:
                         ids = tokenizer(text=prompts[start:start + 512], add_special_tokens=False)["input_ids"]
                         self.reward_prompt_max = max([self.reward_prompt_max, *(len(row) for row in ids)])
 
+    @property
+    def scoring_order(self) -> list[str]:
+        """The no-grad scoring passes of a round, in the order they run (old log-probs, then the reference)."""
+        return [phase for phase in ("old_logprobs", "reference") if phase in self.passes]
+
     def scoring_unit(self) -> str:
-        """The unit of a no-grad scoring call: TRL runs old log-probs first, then the reference, each once."""
-        order = [u for u, on in (("old_logprobs", self.recipe.computes_old_logprobs),
-                                 ("reference", self.recipe.uses_reference)) if on]
+        """The unit of a no-grad scoring call: each scoring pass once, in :attr:`scoring_order`."""
+        order = self.scoring_order
         unit = order[min(self._scoring_calls, len(order) - 1)] if order else "old_logprobs"
         self._scoring_calls += 1
         return unit
 
     # -- the round's commit ---------------------------------------------------------------------------------------
     def local_charges(self) -> dict[str, PhaseCharge]:
-        r, charges = self.recipe, dict(self.round["charges"])
+        charges = dict(self.round["charges"])
         if self.round["update"]:
-            charges["update"] = update_charge(self.spec, r.training, self.conv, self.round["update"],
-                                              self.round["update_rows"], r.logprob_head)
+            charges["update"] = charge(*self.round["update"])
         if self.round["reward"]:
-            rm = r.reward_spec
-            assert rm is not None
             own = [t for _, _, lengths in self.round["reward"] for t in lengths]
-            charges["reward"] = reward_charge(rm, self.conv, [(rows, w) for rows, w, _ in self.round["reward"]],
-                                              own)
+            charges["reward"] = charge(*(ran(self.passes["reward"], [(t, 0) for t in lengths], (width, 0))
+                                         for _, width, lengths in self.round["reward"]))
             lengths = self.round.get("lengths") or []
             excess = [t - (p + k) for t, (p, k) in zip(own, lengths, strict=False)]
             self.reward_extra = max([self.reward_extra, *excess])

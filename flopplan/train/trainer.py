@@ -23,7 +23,7 @@ import random
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ from flopplan.grpo.rewards import rule_rewards
 from flopplan.grpo.tasks import Problem
 from flopplan.ledger import Ledger, PhaseCharge
 from flopplan.measure.models import recommended_threads
+from flopplan.passes import RoundLengths, RoundShape, step_passes
 from flopplan.runfile import PlanReference, RunSummary
 from flopplan.train import checkpoint as ckpt
 from flopplan.train.config import TrainConfig
@@ -102,6 +103,11 @@ class Trainer:
                 torch.set_num_threads(threads)
         self.data = load_data(config, self.codec)
         self.reward_model = load_reward_model(config, self.precision, self.policy)
+        # the round as this process runs it (the loaded models, the device's attention kernel): its passes say
+        # which phases run, with which adapters, training and head; each unit is charged as its pass
+        shape = replace(RoundShape.of(self.recipe), policy=self.spec, conv=self.conv,
+                        reward=self.reward_model.spec if self.reward_model is not None else None)
+        self.passes = {p.phase: p for p in step_passes(shape, RoundLengths.of(self.recipe))}
         self.ctx = P.PhaseContext(self.spec, self.conv, config.measure_flops)
         self.schedule = EvalSchedule(self.recipe.eval_every, config.eval_at_flops)
         self.eval_worst = worst_case_evaluation(self.recipe, self.codec, self.data.targets) \
@@ -264,17 +270,19 @@ class Trainer:
         """Every evaluation target, greedily (:func:`flopplan.train.evaluation.evaluate_targets`)."""
         with self._autocast():
             return evaluate_targets(self.policy.model, self.codec, self.data.targets, ctx=self.ctx,
-                                    lora=self.recipe.rollout_lora, batch=self.recipe.evaluation_batch_size,
+                                    charge_as=(self.passes["eval.prefill"], self.passes["eval.decode"]),
+                                    batch=self.recipe.evaluation_batch_size,
                                     max_new_tokens=self.eval_max_new_tokens, on_charges=on_charges)
 
     def run_step(self, problems: list[Problem]) -> StepResult:
-        r, cfg, model = self.recipe, self.config, self.policy.model
+        r, cfg, model, passes = self.recipe, self.config, self.policy.model, self.passes
         result = StepResult(self.step + 1, {})
         self._pending = result.charges  # what an interruption abandons
         prompt_ids = [self.codec.encode(p.prompt) for p in problems for _ in range(r.group_size)]
         answers = [p.answer for p in problems for _ in range(r.group_size)]
         with self._phase():
-            rollouts, generated = P.generate(model, self.codec, prompt_ids, ctx=self.ctx, lora=r.rollout_lora,
+            rollouts, generated = P.generate(model, self.codec, prompt_ids, ctx=self.ctx,
+                                             charge_as=(passes["rollout.prefill"], passes["rollout.decode"]),
                                              batch=r.generation_batch_size, max_new_tokens=cfg.max_new_tokens,
                                              temperature=cfg.temperature,
                                              min_new_tokens=cfg.max_new_tokens if cfg.fixed_completion else 0)
@@ -284,32 +292,30 @@ class Trainer:
             rewards, correct = rule_rewards(rollouts.completions, answers, ended, cfg.format_reward)
             if self.reward_model is not None:
                 texts = [p.prompt for p in problems for _ in range(r.group_size)]
-                rewards, charge = self.reward_model.score(self.codec, texts, rollouts.completions, self.conv,
+                rewards, charge = self.reward_model.score(self.codec, texts, rollouts.completions, passes["reward"],
                                                           cfg.measure_flops, cfg.max_new_tokens)
                 self._charged(result, charge)
         reward_t = torch.tensor(rewards, dtype=torch.float32, device=self.device)
         advantages = group_advantages(reward_t, r.group_size, cfg.scale_rewards)
         batches = scoring_batches(rollouts, self.codec.pad_id, r.micro_batch_size, self.device, r.update_padding)
-        head = r.logprob_head
         old = ref = None
-        if r.computes_old_logprobs:
+        if "old_logprobs" in passes:
             with self._phase():
-                old, charge = P.score("old_logprobs", model, batches, rollouts, ctx=self.ctx, lora=r.lora,
-                                      temperature=cfg.temperature, head=head)
+                old, charge = P.score(model, batches, rollouts, ctx=self.ctx, charge_as=passes["old_logprobs"],
+                                      temperature=cfg.temperature)
                 self._charged(result, charge)
-        if r.uses_reference:
+        if "reference" in passes:
             with self._phase():
                 reference = self.policy.reference
-                ref, charge = P.score("reference", reference if reference is not None else model, batches,
-                                      rollouts, ctx=self.ctx, lora=None, temperature=cfg.temperature,
-                                      head=head, adapter_disabled=reference is None)
+                ref, charge = P.score(reference if reference is not None else model, batches, rollouts,
+                                      ctx=self.ctx, charge_as=passes["reference"], temperature=cfg.temperature,
+                                      adapter_disabled=reference is None)
                 self._charged(result, charge)
         stats: dict[str, float] = {}
         for _ in range(r.iterations):  # from the first update on, an interrupted step is completed
             with self._phase(last_interruptible=False):
                 pass_stats, charge = P.update(model, self.policy.optimizer, batches, rollouts, advantages,
-                                              ctx=self.ctx, training=r.training, loss_cfg=cfg.loss,
-                                              head=head,
+                                              ctx=self.ctx, charge_as=passes["update"], loss_cfg=cfg.loss,
                                               optimizer_batch=r.optimizer_batch_size,
                                               max_grad_norm=cfg.max_grad_norm, old=old, ref=ref)
                 self._charged(result, charge)
