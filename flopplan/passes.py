@@ -20,7 +20,10 @@ lengths come from) into the list of passes. Four consumers evaluate that same li
 * :func:`flopplan.cost.worst_case_round`: the budget guard's upper bound for the next round, from the prompt
   lengths observed and the maximum completion length (the built-in trainer, an engine callback and RACE);
 * :func:`flopplan.timing.phase_calls`: the calls a fitted time model prices, at expected lengths;
-* :func:`flopplan.grid.plan_grid`: numpy arrays of recipes with fixed lengths.
+* :func:`flopplan.grid.plan_grid`: numpy arrays of recipes with fixed lengths;
+
+and the runtime charges each unit it ran (a generate call, a scoring or update pass) as one of them, at the lengths
+it observed (:func:`flopplan.ledger.charge`): the built-in trainer, the TRL meter and the calibration reader.
 
 A length *source* is a :class:`~flopplan.lengths.Length` (a distribution), a number or numpy array (fixed
 lengths), or :class:`Observed` (the lengths of the round's sequences, one per row, in round order). Padding

@@ -106,6 +106,7 @@ class RunSummary:
     lost_flops: int = 0
     lost_charged: bool = True
     stop_reason: str = ""
+    stop: dict[str, Any] | None = None  # the stop decision as data (flopplan.guard.StopDecision.to_data)
     final: dict[str, Any] | None = None
     eval_accuracy: tuple[tuple[int, float, int], ...] = ()  # (step, accuracy, FLOPs spent) per evaluation
     chance: float | None = None
@@ -159,6 +160,8 @@ class RunSummary:
             data["measured_flops"] = self.measured_flops
             data["measured_by_unit"] = self.measured_by_unit
             data["measured_equals_closed_form"] = self.measured_equals_closed_form
+        if self.stop is not None:
+            data["stop"] = self.stop
         if self.interrupted:
             data["interrupted"] = self.interrupted
         if self.engine_checks:
@@ -221,7 +224,8 @@ class RunSummary:
             budget_flops=budget, flops=flops, useful_flops=useful, phases=dict(data.get("phases", {})),
             seconds=dict(data.get("seconds", {})), abandoned_flops=int(data.get("abandoned_flops", 0)),
             lost_flops=int(data.get("lost_flops", 0)), lost_charged=data.get("lost_charged", True) is not False,
-            stop_reason=str(data.get("stop_reason", "")), final=final,
+            stop_reason=str(data.get("stop_reason", "")),
+            stop=data["stop"] if isinstance(data.get("stop"), dict) else None, final=final,
             eval_accuracy=tuple((int(s), float(a), int(f)) for s, a, f in evals),
             chance=None if chance is None else float(chance), measured_flops=measured_flops,
             measured_by_unit=data.get("measured_by_unit"),

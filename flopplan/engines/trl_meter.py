@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,8 @@ from trl import GRPOTrainer
 from flopplan.cost import worst_case_round
 from flopplan.engines.trl import TRLRun, mfu
 from flopplan.errors import UserError
+from flopplan.fileio import atomic_write_json, read_json
+from flopplan.guard import Guard
 from flopplan.ledger import Ledger, PhaseCharge, charge, ran, unit_of
 from flopplan.measure.meter import FlopMeter
 from flopplan.passes import BUCKETS, STEP_PHASES, RoundLengths, RoundShape, step_passes
@@ -43,6 +44,8 @@ UNITS = tuple(dict.fromkeys(unit_of(phase) for phase in STEP_PHASES))
 PHASES_OF = {unit: tuple(phase for phase in STEP_PHASES if unit_of(phase) == unit) for unit in UNITS}
 LEDGER_FILE = "flopplan_ledger.json"
 """The ledger saved in each TRL checkpoint folder, so that a resumed run continues it."""
+LEDGER_VERSION = 1
+"""The layout of :data:`LEDGER_FILE` (its ``flopplan_trl_ledger_version`` key)."""
 
 
 class TRLMeter:
@@ -56,13 +59,14 @@ class TRLMeter:
         self.passes = {p.phase: p for p in step_passes(RoundShape.of(recipe), RoundLengths.of(recipe))}
         self.measure, self.peak_flops = measure, peak_flops
         self.ledger = Ledger(budget_flops)
+        self.guard = Guard(self.ledger, noun="round")  # the budget guard and recorder (flopplan.guard)
+        self.last_flops: dict[str, Any] = {}  # the FLOP fields of the last committed round's metrics line
         self.round: dict[str, Any] = self._empty_round()
         self.rounds = 0
         self.tokens = 0  # unpadded prompt + completion tokens over all processes (TRL's num_tokens)
         self.trl_tokens: int | None = None
         self.prompt_max = self.reward_prompt_max = 0
         self.reward_extra = 0  # tokens a reward model read beyond prompt + completion (re-tokenisation), seen
-        self.stop_reason = ""
         self.notes: list[str] = []
         self.last_round_flops = 0
         self._started = time.perf_counter()
@@ -188,13 +192,12 @@ class TRLMeter:
                                  seconds=self.round["seconds"][unit],  # this process's time in the unit
                                  shapes={**local_shapes, **({"flop_counter_mode": measured, "inplace_gemms": inplace}
                                                             if self.measure else {})})
-            self.ledger.charge(charge)
             committed.append(charge)
         self.tokens += int(total[i])
         now = time.perf_counter()
         self._round_seconds, self._started = now - self._started, now
         self.rounds += 1
-        self.ledger.steps_completed = self.rounds
+        self.last_flops = self.guard.commit(self.rounds, committed)
         self.last_round_flops = sum(c.executed_total for c in committed)
         self.round = self._empty_round()
         self._scoring_calls = 0
@@ -212,12 +215,7 @@ class TRLMeter:
                                 reward_extra=self.reward_extra if r.reward_spec is not None else None)
 
     def fits_next_round(self) -> bool:
-        bound = self.next_round_bound()
-        if self.ledger.fits(bound):
-            return True
-        self.stop_reason = (f"budget: round {self.rounds + 1} could cost up to {bound:,} FLOPs, "
-                            f"{int(self.ledger.remaining):,} left")
-        return False
+        return not self.guard.decide(self.next_round_bound()).stop
 
     # -- logs and files -------------------------------------------------------------------------------------------
     def log_figures(self) -> dict[str, float]:
@@ -243,30 +241,34 @@ class TRLMeter:
             self.notes.append(f"TRL logged {self.trl_tokens:,} tokens, the meter saw {self.tokens:,}")
 
     def save(self, folder: str | Path) -> None:
-        state = {"ledger": self.ledger.to_state(), "rounds": self.rounds, "tokens": self.tokens,
-                 "prompt_max": self.prompt_max, "reward_prompt_max": self.reward_prompt_max,
-                 "reward_extra": self.reward_extra}
+        """The meter's state into a TRL checkpoint folder, versioned and written atomically."""
+        state = {"flopplan_trl_ledger_version": LEDGER_VERSION, "ledger": self.ledger.to_state(),
+                 "rounds": self.rounds, "tokens": self.tokens, "prompt_max": self.prompt_max,
+                 "reward_prompt_max": self.reward_prompt_max, "reward_extra": self.reward_extra}
         Path(folder).mkdir(parents=True, exist_ok=True)
-        (Path(folder) / LEDGER_FILE).write_text(json.dumps(state))
+        atomic_write_json(Path(folder) / LEDGER_FILE, state)
 
     def load(self, folder: str | Path) -> None:
         path = Path(folder) / LEDGER_FILE
         if not path.exists():
             raise UserError(f"{str(folder)!r} holds no flopplan ledger: it is not a checkpoint of a metered run")
-        state = json.loads(path.read_text())
+        state = read_json(path, "flopplan ledger")
+        version = state.get("flopplan_trl_ledger_version") if isinstance(state, dict) else None
+        if version != LEDGER_VERSION:
+            raise UserError(f"{str(path)!r} is not a flopplan TRL ledger of version {LEDGER_VERSION} "
+                            f"(flopplan_trl_ledger_version {version!r})")
         budget = self.ledger.budget_flops
-        self.ledger = Ledger.from_state(state["ledger"])
+        self.ledger = self.guard.ledger = Ledger.from_state(state["ledger"])
         self.ledger.budget_flops = budget
         self.rounds, self.tokens = state["rounds"], state["tokens"]
         self.prompt_max, self.reward_prompt_max = state["prompt_max"], state["reward_prompt_max"]
         self.reward_extra = state["reward_extra"]
 
     def summary(self, **fields: Any) -> RunSummary:
-        totals = self.ledger.totals()
         checks = {"num_tokens": {"trl": self.trl_tokens, "flopplan": self.tokens,
                                  "equal": self.trl_tokens == self.tokens}} if self.trl_tokens is not None else {}
-        return RunSummary(model=self.spec.name, reward=str(self.recipe.reward), stop_reason=self.stop_reason,
-                          engine="trl", engine_checks=checks, **fields, **totals)
+        return self.guard.summary(model=self.spec.name, reward=str(self.recipe.reward), engine="trl",
+                                  engine_checks=checks, **fields)
 
 
 class MeteredGRPOTrainer(GRPOTrainer):
@@ -275,7 +277,8 @@ class MeteredGRPOTrainer(GRPOTrainer):
     def __init__(self, *args: Any, flopplan_meter: TRLMeter, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.flopplan_meter = meter = flopplan_meter
-        self.add_callback(FlopBudgetCallback(self, meter))
+        self.flopplan_callback = FlopBudgetCallback(self, meter)  # the meter's callback, for the run's observers
+        self.add_callback(self.flopplan_callback)
         for module in self.reward_funcs:
             if isinstance(module, torch.nn.Module):
                 module.register_forward_pre_hook(self._reward_inputs, with_kwargs=True)
@@ -355,7 +358,7 @@ class FlopBudgetCallback(TrainerCallback):
                     folder.trim(self.meter.rounds)
         if not self.meter.fits_next_round() and self.meter.rounds == 0:
             raise UserError(f"the budget ({self.meter.ledger.budget_flops:,} FLOPs) buys no round: "
-                            f"{self.meter.stop_reason}")
+                            f"{self.meter.guard.decision.message}")
         return control
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
@@ -371,8 +374,8 @@ class FlopBudgetCallback(TrainerCallback):
         return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        if not self.meter.stop_reason:
-            self.meter.stop_reason = f"reached {state.global_step} optimizer steps ({self.meter.rounds} rounds)"
+        if not self.meter.guard.decision.stop:
+            self.meter.guard.stop("steps", f"reached {state.global_step} optimizer steps ({self.meter.rounds} rounds)")
         return control
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:

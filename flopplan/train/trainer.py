@@ -36,6 +36,7 @@ from flopplan.grpo.batching import scoring_batches
 from flopplan.grpo.loss import group_advantages
 from flopplan.grpo.rewards import rule_rewards
 from flopplan.grpo.tasks import Problem
+from flopplan.guard import Guard, metrics_line
 from flopplan.ledger import Ledger, PhaseCharge
 from flopplan.measure.models import recommended_threads
 from flopplan.passes import RoundLengths, RoundShape, step_passes
@@ -92,7 +93,6 @@ class Trainer:
         self.conv = self.precision.conventions(self.recipe.attention)
         self.progress = progress
         self.stop_requested = False
-        self.stop_reason = ""
         ckpt.seed_everything(config.seed)
         self.policy = load_policy(config, self.precision)
         self.spec, self.codec = self.policy.spec, self.policy.codec
@@ -113,6 +113,7 @@ class Trainer:
         self.eval_worst = worst_case_evaluation(self.recipe, self.codec, self.data.targets) \
             if self.recipe.eval_every is not None else 0
         self.ledger = Ledger(config.budget_flops, charge_lost=config.charge_lost)
+        self.guard = Guard(self.ledger)  # the budget guard and recorder (flopplan.guard), over this ledger
         self.step = 0
         self.data_position = 0
         self.last_eval: dict[str, float] = {}
@@ -182,7 +183,7 @@ class Trainer:
             ckpt.set_rng_state(state["rng"])
             self.data_position = int(state["data_position"])
             self.last_eval = dict(state["last_eval"])
-            self.ledger = Ledger.from_state(state["ledger"])
+            self.ledger = self.guard.ledger = Ledger.from_state(state["ledger"])
             self.clock.before = state.get("wall_seconds")  # None from a checkpoint that predates the record
         except Exception as exc:  # a checkpoint of another run or version: one clear line
             raise UserError(f"checkpoint {str(path)!r} cannot be read ({type(exc).__name__}: {exc})") from None
@@ -346,31 +347,18 @@ class Trainer:
     # -- the loop ---------------------------------------------------------------------------------------------
     def _commit(self, step: int, charges: list[PhaseCharge], metrics: dict[str, float],
                 evaluation: list[TargetScores] | None = None) -> None:
-        for charge in charges:
-            self.ledger.charge(charge)
-        if step > 0:
-            self.ledger.steps_completed = step
-        totals = self.ledger.totals()
-        line = {"step": step, **metrics, "flops": totals["flops"], "useful_flops": totals["useful_flops"]["total"],
-                **self.clock.line(torch.get_num_threads())}
-        records = [e.record(step, training_flops(self.ledger), totals["flops"]["total"]).to_data()
+        flops = self.guard.commit(step, charges)
+        line = metrics_line(step, metrics, flops, self.clock.line(torch.get_num_threads()))
+        records = [e.record(step, training_flops(self.ledger), flops["flops"]["total"]).to_data()
                    for e in evaluation or []]
         self.folder.append(step, [c.to_data() for c in charges], line, records)
 
     def _should_stop(self, problems: list[Problem]) -> bool:
         if self.config.max_steps is not None and self.step >= self.config.max_steps:
-            self.stop_reason = f"reached {self.config.max_steps} steps"
-            return True
+            return self.guard.stop("steps", f"reached {self.config.max_steps} steps").stop
         if self.stop_requested:
-            self.stop_reason = "interrupted"
-            return True
-        if self.config.budget_flops is not None:
-            worst = self._next_step_worst(problems)
-            if not self.ledger.fits(worst):
-                self.stop_reason = (f"budget: step {self.step + 1} could cost up to {worst:,} FLOPs, "
-                                    f"{int(self.ledger.remaining):,} left")
-                return True
-        return False
+            return self.guard.stop("interrupted", "interrupted").stop
+        return self.config.budget_flops is not None and self.guard.decide(self._next_step_worst(problems)).stop
 
     def run(self) -> RunSummary:
         previous = signal.getsignal(signal.SIGINT)
@@ -422,7 +410,8 @@ class Trainer:
                     result = self.run_step(problems)
                 except Interrupted:
                     partial = self._abandon(rng)
-                    self.stop_reason = f"interrupted during step {self.step + 1} ({partial:,} FLOPs abandoned)"
+                    self.guard.stop("interrupted", f"interrupted during step {self.step + 1} ({partial:,} FLOPs "
+                                    "abandoned)")
                     break
                 self.step = result.step
                 self.data_position += r.prompts_per_step
@@ -486,14 +475,12 @@ class Trainer:
         train_lines = [x for x in lines if x["step"] > 0]
         evals = [x for x in lines if "eval_accuracy" in x]
         plan = self.config.plan
-        totals = self.ledger.totals()
-        return RunSummary(
-            model=self.spec.name, reward=str(self.recipe.reward), stop_reason=self.stop_reason,
-            final=train_lines[-1] if train_lines else None,
+        return self.guard.summary(
+            model=self.spec.name, reward=str(self.recipe.reward), final=train_lines[-1] if train_lines else None,
             eval_accuracy=tuple((x["step"], x["eval_accuracy"], x["flops"]["total"]) for x in evals),
             chance=self.data.chance, random_init_policy=self.random_policy,
             random_init_reward_model=bool(self.reward_model and self.reward_model.random_init),
             conventions={"attention": self.conv.attention, "attention_kernel": self.conv.attention_kernel},
             device=str(self.device), dtype=self.precision.describe(),
             plan=None if plan is None else PlanReference.of(plan), wall_seconds=self.clock.wall(),
-            core_share=self.clock.core_share(torch.get_num_threads()) if self.device.type == "cpu" else None, **totals)
+            core_share=self.clock.core_share(torch.get_num_threads()) if self.device.type == "cpu" else None)
