@@ -17,9 +17,8 @@ from typing import Any
 from flopplan.arch import LORA_TARGETS, ArchSpec, orm_head, prm_head, resolve, with_head
 from flopplan.errors import UserError, check_choice, check_int, check_number
 from flopplan.fileio import atomic_write_text, read_text
-from flopplan.formulas import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, Conventions, LoRA, Training
+from flopplan.formulas import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, Conventions, LoRA
 from flopplan.lengths import Length
-from flopplan.passes import FUSED_HEADS, old_logprobs_run
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -259,33 +258,12 @@ class Recipe:
         return steps // self.eval_every + (1 if self.eval_at_start else 0)
 
     @property
-    def computes_old_logprobs(self) -> bool:
-        """TRL recomputes old-policy logprobs when the rollouts of a round feed more than one optimizer step
-        (mu > 1, or an optimizer batch smaller than the round: the policy moves before the last one is used) and
-        for vLLM's importance-sampling correction."""
-        return bool(old_logprobs_run(self.old_logprobs, self.optimizer_steps_per_round, self.engine))
-
-    @property
-    def uses_reference(self) -> bool:
-        return self.beta > 0
-
-    @property
     def lora(self) -> LoRA | None:
         return None if self.lora_rank is None else LoRA(self.lora_rank, self.lora_targets)
 
     @property
-    def training(self) -> Training:
-        return Training(self.lora, "non-reentrant" if self.grad_ckpt else "none",
-                        head_recompute=self.logprob_head in FUSED_HEADS)
-
-    @property
     def conventions(self) -> Conventions:
         return Conventions(self.attention, self.attention_kernel)
-
-    @property
-    def rollout_lora(self) -> LoRA | None:
-        """Adapters active during generation: HF generate runs the peft model; TRL merges them for vLLM."""
-        return self.lora if self.engine == "hf" else None
 
     @cached_property
     def policy_spec(self) -> ArchSpec:

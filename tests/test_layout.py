@@ -25,7 +25,7 @@ CORE_ORDER = (
     "recipe", "timing", "ledger", "cost", "hardware", "grid", "planner", "solver", "planfile", "runfile",
     "guard",  # the budget guard and run recorder every training loop calls
 )
-PENDING = {"guard"}
+PENDING: set[str] = set()
 """Placed in the order while other branches add them: they may be missing. Once both exist this set can be emptied,
 and every module listed must then exist."""
 REPORT_LINES, MAX_LINES = 500, 800

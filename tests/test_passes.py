@@ -59,6 +59,17 @@ def head_of(r: Recipe, p: int, k: int) -> int:
     return {"completion": k + 1, "all": p + k, "fused": p + k - 1, "fused-compact": k}[r.logprob_head]
 
 
+def rollout_lora(r: Recipe):
+    """Adapters active in generation, as the engines run them: HF generate the peft model, vLLM merged weights."""
+    return r.lora if r.engine == "hf" else None
+
+
+def old_logprobs_oracle(r: Recipe) -> bool:
+    """TRL's rule: recomputed when a round feeds several optimizer steps, or for vLLM's correction."""
+    return r.old_logprobs == "on" or (r.old_logprobs == "auto" and (r.optimizer_steps_per_round > 1
+                                                                      or r.engine == "vllm"))
+
+
 def update_oracle(r: Recipe, rows: int, p: int, k: int) -> int:
     """One update pass: forward + backward (+ checkpoint recompute) with an ordinary head, and for the fused
     heads the head's forward matmul once more (the chunked backward recomputes each logit tile)."""
@@ -78,13 +89,13 @@ def oracle_round(r: Recipe) -> dict[str, int]:
     n = r.rollouts_per_step
     out: dict[str, int] = {}
     prefill_rows = r.prompts_per_step if r.prefix_sharing else n
-    gen = generate_flops(spec, n, P, K, r.rollout_lora, conv)
+    gen = generate_flops(spec, n, P, K, rollout_lora(r), conv)
     out["rollout.prefill"] = sum(v for k, v in gen.items() if k.startswith("prefill/")) * prefill_rows // n
     out["rollout.decode"] = sum(v for k, v in gen.items() if k.startswith("decode/"))
     head = head_of(r, P, K)
-    if r.computes_old_logprobs:
+    if old_logprobs_oracle(r):
         out["old_logprobs"] = forward_flops(spec, n, P + K, head, r.lora, conv).total
-    if r.uses_reference:
+    if r.beta > 0:
         out["reference"] = forward_flops(spec, n, P + K, head, None, conv).total
     out["update"] = r.iterations * update_oracle(r, n, P, K)
     if r.reward_spec is not None:
@@ -92,7 +103,7 @@ def oracle_round(r: Recipe) -> dict[str, int]:
         out["reward"] = forward_flops(r.reward_spec, n, t, t, None, conv).total
     if r.eval_every is not None:
         e, EP, EK = r.eval_prompts, r.evaluation_prompt_len.max, r.evaluation_completion_len.max
-        ev = generate_flops(spec, e, EP, EK, r.rollout_lora, conv)
+        ev = generate_flops(spec, e, EP, EK, rollout_lora(r), conv)
         out["eval.prefill"] = sum(v for k, v in ev.items() if k.startswith("prefill/"))
         out["eval.decode"] = sum(v for k, v in ev.items() if k.startswith("decode/"))
     return out
@@ -136,14 +147,14 @@ def test_worst_case_with_observed_prompts_equals_an_oracle(recipe, data):
     prompts = [p for p in lengths for _ in range(r.group_size)]
     spec, conv, n, k = r.policy_spec, r.conventions, r.generation_batch_size, r.completion_len.max
     block = [max(prompts[i - i % n:i - i % n + n]) for i in range(len(prompts))]  # each row's call width
-    expected = sum(generate_flops(spec, n, block[i], k, r.rollout_lora, conv).total for i in range(0, len(block), n))
+    expected = sum(generate_flops(spec, n, block[i], k, rollout_lora(r), conv).total for i in range(0, len(block), n))
     m = r.micro_batch_size if r.update_padding == "batch" else 1
     widths = [max(block[j:j + m]) if r.update_padding == "batch" else prompts[j] for j in range(0, len(block), m)]
 
     for p in widths:
-        if r.computes_old_logprobs:
+        if old_logprobs_oracle(r):
             expected += forward_flops(spec, m, p + k, head_of(r, p, k), r.lora, conv).total
-        if r.uses_reference:
+        if r.beta > 0:
             expected += forward_flops(spec, m, p + k, head_of(r, p, k), None, conv).total
         expected += r.iterations * update_oracle(r, m, p, k)
     if r.reward_spec is not None:
@@ -200,7 +211,8 @@ def test_every_pass_belongs_to_a_phase_and_a_bucket():
     assert {p.phase for p in passes} == set(BUCKET_OF)
     assert {p.bucket for p in passes} == set(BUCKETS)
     update = next(p for p in passes if p.phase == "update")
-    assert update.count == 2 * r.rollouts_per_step // r.micro_batch_size and update.training == r.training
+    assert update.count == 2 * r.rollouts_per_step // r.micro_batch_size and update.training == Training(
+        r.lora, "non-reentrant", head_recompute=True)  # TRL's default: checkpointing, a fused head
     reference = next(p for p in passes if p.phase == "reference")
     assert reference.lora is None and next(p for p in passes if p.phase == "old_logprobs").lora == r.lora
 

@@ -24,6 +24,7 @@ from flopplan.formulas import (
 from flopplan.grid import plan_grid
 from flopplan.hardware import datasheet_profile
 from flopplan.lengths import Length
+from flopplan.passes import RoundShape
 from flopplan.planner import compare_models, compare_rewards, plan
 from flopplan.recipe import Recipe, RewardSystem
 from flopplan.solver import largest_model, learning_share, solve, solve_share
@@ -170,11 +171,14 @@ def test_fused_log_prob_heads_follow_trl():
 
 
 def test_old_logprobs_auto_follows_optimizer_steps_per_round():
-    assert not Recipe().computes_old_logprobs
-    assert Recipe(iterations=2).computes_old_logprobs
-    assert Recipe(optimizer_batch=128).computes_old_logprobs  # 512 rollouts feed 4 optimizer steps
-    assert Recipe(engine="vllm").computes_old_logprobs
-    assert not Recipe(iterations=2, old_logprobs="off", engine="vllm").computes_old_logprobs  # verl's bypass
+    def runs(**changes):
+        return RoundShape.of(Recipe(**changes)).old_logprobs
+
+    assert not runs()
+    assert runs(iterations=2)
+    assert runs(optimizer_batch=128)  # 512 rollouts feed 4 optimizer steps
+    assert runs(engine="vllm")
+    assert not runs(iterations=2, old_logprobs="off", engine="vllm")  # verl's bypass
     with pytest.raises(UserError, match="clip never acts"):  # what the built-in trainer and TRL cannot run
         Recipe(iterations=2, old_logprobs="off")
 
@@ -490,7 +494,7 @@ def test_decode_steps_priced_as_one_array_equal_the_step_by_step_sum():
     spec, batch = recipe.policy_spec, recipe.generation_batch_size
     looped = 0.0
     for j in range(299):
-        flops = decode_flops(spec, batch, 100 + j, recipe.rollout_lora, recipe.conventions).total
+        flops = decode_flops(spec, batch, 100 + j, recipe.lora, recipe.conventions).total  # hf: adapters on
         kv = batch * (100 + j + 1) * 2 * spec.num_layers * spec.kv_dim
         looped += count * call_seconds("roofline", params, Call(float(flops), batch, spec.params, kv,
                                                                  spec.num_layers), 2.0)

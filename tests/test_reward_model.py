@@ -166,6 +166,7 @@ def test_learned_orm_outputs(trained, mode):
     from flopplan.grpo.rewards import RewardModel
     from flopplan.grpo.tasks import DigitTask
     from flopplan.grpo.tokenizer import CharTokenizer
+    from flopplan.passes import RoundPass
     from flopplan.recipe import RewardSystem
 
     folder, _ = trained
@@ -179,7 +180,8 @@ def test_learned_orm_outputs(trained, mode):
         rm = RewardModel.load(RewardSystem.parse("orm:tiny-rm"), torch.device("cpu"), torch.float32, "eager", 0,
                               codec, tokenizer.vocab_size, str(folder), output=output)
         assert not rm.random_init
-        values, charge = rm.score(codec, prompts, completions, Conventions())
+        reward_pass = RoundPass("reward", rm.spec, Conventions(), None, None, 1, 1, 0, 0, head="all")
+        values, charge = rm.score(codec, prompts, completions, reward_pass)
         assert charge.executed_total > 0
         return values
 

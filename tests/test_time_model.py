@@ -22,6 +22,7 @@ from flopplan.errors import UserError
 from flopplan.formulas import generate_flops
 from flopplan.hardware import load_profile, profile_from_data
 from flopplan.lengths import Length
+from flopplan.passes import RoundShape
 from flopplan.planner import Budget, plan, price_steps
 from flopplan.recipe import Recipe, RewardSystem
 from flopplan.timing import (
@@ -95,7 +96,7 @@ def test_reading_runs_rebuilds_every_call_and_step(synthetic):
         assert len(run.startups) == 1  # the first line (step 0, the baseline evaluation, or step 1) dates it
         assert len(run.rounds) == (12 if r.eval_every else 11)
         units = {u.unit for u in run.units}
-        assert ("old_logprobs" in units) == r.computes_old_logprobs and ("reward" in units) == (r.reward_spec
+        assert ("old_logprobs" in units) == RoundShape.of(r).old_logprobs and ("reward" in units) == (r.reward_spec
                                                                                                is not None)
         for step in run.rounds:
             assert step.features["round"][1] == r.rollouts_per_step
