@@ -7,14 +7,7 @@ import pytest
 
 from flopplan.arch import REGISTRY
 from flopplan.cost import step_cost
-from flopplan.formulas import (
-    LoRA,
-    Training,
-    decode_flops,
-    forward_flops,
-    generate_flops,
-    train_flops,
-)
+from flopplan.formulas import LoRA, Training, decode_flops, forward_flops, generate_flops, train_flops
 from flopplan.lengths import Length
 from flopplan.recipe import Recipe, RewardSystem
 

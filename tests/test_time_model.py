@@ -1,6 +1,7 @@
 """The time model learned from runs: reading run folders, the fit (on synthetic runs timed by a known model), the
-refusals (runs measured with the FLOP meter, bad folders), the profile's non-phase block, and the planner pricing
-a run with it. No test asserts on a measured duration."""
+refusals (runs measured with the FLOP meter, bad folders), the planner and the run report pricing a run with the
+fitted profile. The pricing's unit tests are in test_timing.py, the profile file's in test_hardware.py. No test
+asserts on a measured duration."""
 
 from __future__ import annotations
 
