@@ -1,8 +1,10 @@
-"""The command line: estimate --json equals FlopCounterMode; bad input is one line and exit code 2; no torch."""
+"""The command line: estimate --json equals FlopCounterMode; bad input is one line and exit code 2, what cannot work is
+refused before any work; no torch; train's options and the defaults its help states; names the terminal cannot show."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 import click
 import pytest
 from configs import LLAMA_3_2_1B, MISTRAL_7B_V01, MISTRAL_7B_V03, QWEN3_0_6B
-from helpers import cli, marked_slow_if_large, one_line_error, write_config
+from helpers import ROOT, TINY, cli, marked_slow_if_large, one_line_error, write_config
 
 from flopplan.arch import REGISTRY
 from flopplan.errors import UserError
@@ -316,3 +318,60 @@ def test_a_run_config_of_the_flat_layout_still_loads(tmp_path):
         bad.pop("flopplan_version"), bad.pop("flopplan_run_version")
         with pytest.raises(UserError):
             TrainConfig.from_data({k: v for k, v in bad.items() if v is not None or k != "clip_low"})
+
+
+# -- refuse what cannot work, before working --------------------------------------------------------------------
+
+REFUSED = {
+    "old logprobs off with mu 2 (plan)": (["plan", "--old-logprobs", "off", "--mu", "2"], "clip never acts"),
+    "a share the free value cannot move": (["plan", "--target-learning-share", "0.5", "--solve", "group_size"],
+                                           "does not depend on group_size"),
+    "prm steps with a rule reward": (["plan", "--prm-steps", "4"], "--prm-steps"),
+    "reward overhead with a rule": (["plan", "--reward-overhead", "4"], "--reward-overhead"),
+    "eval length without evaluation": (["plan", "--eval-completion-len", "4"], "--eval-completion-len"),
+    "eval batch without evaluation": (["plan", "--eval-batch", "4"], "eval_batch"),
+    "a LoRA rank beyond the width": (["plan", "--model", "qwen2.5-0.5b", "--lora-rank", "100000"], "width"),
+    "verify with quick": (["calibrate", "--verify", "--quick"], "--quick"),
+    "verify with out": (["calibrate", "--verify", "--out", "x"], "--out"),
+    "save one recipe of several": (["plan", "--save-recipe", "r.toml"], "one --model"),
+    "prompt length of a run": (["train", "--out", "RUN", "--prompt-len", "9", "--steps", "1"], "task or dataset"),
+    "tables outside the repository": (["tables", "--check", "--out", "NOWHERE"], "none of flopplan's tables"),
+    "a version as text": (["train", "--out", "RUN", "--plan", "TEXT_VERSION"], "the integer 1"),
+    "a plan file without plans": (["train", "--out", "RUN", "--plan", "NO_PLANS"], "holds no plans"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_what_cannot_work_is_refused(tmp_path, case):
+    args, fragment = REFUSED[case]
+    (tmp_path / "text.json").write_text(json.dumps({"flopplan_plan_version": "1", "plans": []}))
+    (tmp_path / "none.json").write_text(json.dumps({"flopplan_plan_version": 1, "plans": []}))
+    swap = {"RUN": str(tmp_path / "run"), "NOWHERE": str(tmp_path / "nowhere"), "r.toml": str(tmp_path / "r.toml"),
+            "TEXT_VERSION": str(tmp_path / "text.json"), "NO_PLANS": str(tmp_path / "none.json")}
+    one_line_error(cli(*[swap.get(a, a) for a in args]), fragment)
+
+
+# -- the defaults train's help states; names the terminal cannot show -------------------------------------------
+
+def test_train_help_states_the_training_defaults():
+    """Each option's own entry in ``train --help`` states the training's default (not the planner's G=8)."""
+    from flopplan.cli.train import train
+
+    printed = " ".join(cli("train", "--help").stdout.split())
+    context = click.Context(train, info_name="train")
+    records = {p.opts[0]: p.get_help_record(context) for p in train.params if isinstance(p, click.Option)}
+    entries = {option: " ".join(record[1].split()) for option, record in records.items() if record}
+    for option, label, default in (("--group-size", "Completions per prompt, G", 16),
+                                   ("--prompts-per-step", "Prompts per GRPO step", 16),
+                                   ("--completion-len", "", 2), ("--micro-batch", "", 64)):
+        entry = entries[option]
+        assert entry.startswith(label) and entry.endswith(f"(default: {default}).") and entry in printed, option
+    assert "--keep-checkpoints" in entries and "--keep-checkpoints" in printed
+    assert "(default: 8)" not in entries["--group-size"]
+
+
+def test_a_name_the_terminal_cannot_show_is_escaped(tmp_path):
+    env = dict(os.environ, PYTHONIOENCODING="ascii")
+    out = subprocess.run([sys.executable, "-m", "flopplan", *TINY, "--out", str(tmp_path / "ü.json")],
+                         capture_output=True, text=True, env=env, cwd=ROOT)
+    assert out.returncode == 0 and "\\xfc.json" in out.stdout and (tmp_path / "ü.json").exists()
