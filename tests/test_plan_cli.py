@@ -15,7 +15,6 @@ import pytest
 from helpers import ROOT, TINY, cli, one_line_error
 
 from flopplan.passes import BUCKETS
-from flopplan.planfile import PlanFile
 from flopplan.recipe import Recipe
 
 run = cli  # in this process; the no-torch check and the examples run in their own
@@ -79,19 +78,6 @@ def test_every_format(fmt):
         assert "\\toprule" in out.stdout
     if fmt == "table":
         assert "EFLOP" in out.stdout and "%" in out.stdout
-
-
-def test_plan_file_round_trip(tmp_path):
-    path = tmp_path / "plan.json"
-    out = run("plan", "--model", "qwen2.5-0.5b", "--completion-len", "300:900", "--beta", "0.04", "--reward",
-              "prm", "--out", str(path))
-    assert out.returncode == 0, out.stderr
-    assert json.loads(path.read_text())["flopplan_plan_version"] == 1
-    plans = PlanFile.load(path).plans
-    assert len(plans) == 1
-    recipe = plans[0].recipe
-    assert recipe.policy == "qwen2.5-0.5b" and recipe.beta == 0.04 and recipe.reward.kind == "prm"
-    assert recipe.completion_len.max == 900
 
 
 def test_recipe_file_and_overrides(tmp_path):
