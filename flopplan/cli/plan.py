@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -25,13 +26,15 @@ DEFAULT_MODELS = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "q
 DEFAULT_REWARDS = ("rule", "orm:qwen2.5-1.5b", "prm:qwen2.5-math-prm-7b", "prm:qwen2.5-1.5b")
 
 
-def _output(tables: list[Any], fmt: str, notes: list[str], command: str, data: Any, plans: list[Any]) -> None:
+def _output(tables: list[Any], fmt: str, notes: list[str], command: str, data: Callable[[], Any],
+            plans: list[Any]) -> None:
+    """Print the tables in ``fmt``, or (json) the data, built only then."""
     from flopplan.report.console import render
     from flopplan.report.plan_tables import plans_to_csv
     from flopplan.report.tables import provenance
 
     if fmt == "json":
-        echo_json(data)
+        echo_json(data())
         return
     text = render(tables, fmt, notes, command, plans_to_csv(plans, provenance(command)) if fmt == "csv" else "")
     if text is not None:
@@ -112,7 +115,7 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
                  "--model")
         plans[0].recipe.save(save_recipe)  # the effective recipe, solved values included
     command = command_line()
-    plan_file = PlanFile.of(plans, command, extra_notes)
+    plan_file = PlanFile.of(plans, command, extra_notes)  # its JSON is built only to be saved or printed
     if out_file:
         plan_file.save(out_file)
     if STDOUT in (out_file, save_recipe):
@@ -121,7 +124,7 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
     if prof is not None:
         tables.append(time_table(plans))
     _output(tables, fmt, extra_notes + plan_notes(plans) + ([f"plan file: {out_file}"] if out_file else []),
-            command, plan_file.to_data(), plans)
+            command, plan_file.to_data, plans)
 
 
 @main.command()
@@ -153,9 +156,11 @@ def compare(models: tuple[str, ...], rewards: tuple[str, ...], recipe_file: str 
                               prof is not None),
               same_flop_table(feedback, f"Feedback systems at {what} ({the_budget.describe()})", prof is not None),
               phase_table(feedback, "Where the FLOPs go, by phase and feedback system")]
-    data = {"budget_flops": the_budget.flops, "budget": the_budget.to_data(),
-            "model_sizes": [PlanEntry.of(p).to_data() for p in sizes],
-            "feedback_systems": [PlanEntry.of(p).to_data() for p in feedback]}
+    def data() -> dict[str, Any]:
+        return {"budget_flops": the_budget.flops, "budget": the_budget.to_data(),
+                "model_sizes": [PlanEntry.of(p).to_data() for p in sizes],
+                "feedback_systems": [PlanEntry.of(p).to_data() for p in feedback]}
+
     _output(tables, fmt, plan_notes(sizes), command_line(), data, sizes + feedback)
 
 
