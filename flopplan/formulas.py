@@ -28,6 +28,12 @@ Conventions (each is a :class:`Conventions` field, documented in the README):
   (dgrad, no wgrad); an op none of whose inputs needs a gradient has no backward at all. Under LoRA the layers
   before the first trainable module see inputs that need no gradient, unless the embedding output is made to
   require one (``input_requires_grad``, which transformers turns on with gradient checkpointing).
+* Mixture-of-experts layers (:mod:`flopplan.moe`): the router runs on every token, the routed experts on
+  ``tokens * top_k`` token-expert pairs (``routed_pairs``; the routing decides only how those rows split between
+  experts), the shared expert and its gate (Qwen2-MoE) on every token. ``experts`` names transformers' experts
+  implementation (default ``grouped_mm``, transformers' own); all three execute the same matmuls. LoRA targets
+  name modules: in an MoE layer ``gate_proj``/``up_proj``/``down_proj`` are the shared expert's, and the routed
+  experts (3-D parameters) carry no adapter.
 * Gradient checkpointing re-runs each decoder layer's forward during backward. Non-reentrant checkpointing (the
   transformers 5 default) stops the re-run as soon as the last tensor the backward needs is recomputed, so the
   final matmul of the layer, whose inputs are saved before it runs, is not re-executed. Reentrant checkpointing
@@ -41,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flopplan.arch import LORA_TARGETS
+from flopplan.moe import EXPERTS_IMPLEMENTATIONS, expert_lora_targets, routed_pairs
 
 Num = Any
 """A count: a Python int (exact), a numpy array (a grid) or a sympy expression (a formula)."""
@@ -85,8 +92,11 @@ class Conventions:
 
     attention: str = "dense"
     attention_kernel: str = "eager"
+    experts: str = "grouped_mm"
 
     def __post_init__(self) -> None:
+        if self.experts not in EXPERTS_IMPLEMENTATIONS:
+            raise ValueError(f"experts implementation must be one of {EXPERTS_IMPLEMENTATIONS}, not {self.experts!r}")
         if self.attention not in ATTENTION_CONVENTIONS:
             raise ValueError(f"attention convention must be one of {ATTENTION_CONVENTIONS}, not {self.attention!r}")
         if self.attention_kernel not in ATTENTION_KERNELS:
@@ -283,6 +293,7 @@ class _LayerBuilder:
     lora: LoRA | None
     trains_weights: bool
     kernel: str
+    experts: str = "grouped_mm"
     ops: list[_Op] = field(default_factory=list)
 
     def linear(self, name: str, x_rg: bool) -> bool:
@@ -312,17 +323,62 @@ class _LayerBuilder:
             self.ops.append(_Op("attn_values", one, (("probs", q_rg or k_rg), ("v", v_rg))))
         return q_rg or k_rg or v_rg
 
+    def matmul(self, term: str, rows: Num, n_in: Num, n_out: Num, x_rg: bool, w_rg: bool | None = None) -> bool:
+        """A matmul with a weight trained under full fine-tuning (or ``w_rg``); whether its output needs grad."""
+        w_rg = self.trains_weights if w_rg is None else w_rg
+        self.ops.append(_Op(term, matmul_flops(rows, n_in, n_out), (("dgrad", x_rg), ("wgrad", w_rg))))
+        return x_rg or w_rg
+
+    def expert_adapter(self, term: str, rank: Num, n_in: Num, n_out: Num) -> bool:
+        """peft's LoRA on a 3-D expert parameter (``ParamWrapper``): a forward forms ``W + s * B @ A`` for every
+        expert with one batched matmul (``experts x n_out x rank x n_in``), twice, since torch's
+        ``register_parametrization`` evaluates it once to check its shape; backward gives A and B their gradients
+        and the expert matmuls a weight gradient (the merged weight needs one)."""
+        flops = matmul_flops(self.arch.moe.experts * n_out, rank, n_in)
+        self.ops.append(_Op(f"{term}.lora_check", flops))
+        self.ops.append(_Op(f"{term}.lora", flops, (("lora_a.wgrad", True), ("lora_b.wgrad", True))))
+        return True
+
+    def moe_block(self, x_rg: bool) -> None:
+        """An MoE block in transformers' order: (shared expert,) router, routed experts, (shared-expert gate).
+
+        LoRA targets: see :data:`flopplan.moe.PEFT_EXPERT_LORA_FAMILIES` for when the routed experts get adapters."""
+        moe, h = self.arch.moe, self.arch.hidden_size
+        if moe.shared_intermediate:  # the shared expert is a gated MLP module, like a dense layer's
+            gate = self.linear("gate_proj", x_rg)
+            up = self.linear("up_proj", x_rg)
+            self.linear("down_proj", gate or up)
+        self.matmul("router", self.tokens, h, moe.experts, x_rg)
+        pairs = routed_pairs(self.tokens, moe.top_k)
+        width = moe.expert_intermediate
+        adapted = expert_lora_targets(self.arch.family, self.lora.targets if self.lora is not None else ())
+        if adapted and self.experts == "eager":
+            raise ValueError("LoRA on routed experts under the eager experts loop recomputes the adapter once per "
+                             "expert that receives tokens, which depends on the routing: use batched_mm or grouped_mm")
+        rank = self.lora.rank if self.lora is not None else 0
+        gate_up_w = self.expert_adapter("experts.gate_up_proj", 2 * rank, h, 2 * width) \
+            if "gate_up_proj" in adapted else self.trains_weights
+        down_w = self.expert_adapter("experts.down_proj", rank, width, h) \
+            if "down_proj" in adapted else self.trains_weights
+        gate_up = self.matmul("experts.gate_up_proj", pairs, h, 2 * width, x_rg, gate_up_w)
+        self.matmul("experts.down_proj", pairs, width, h, gate_up, down_w)
+        if moe.shared_gate:
+            self.matmul("shared_expert_gate", self.tokens, h, 1, x_rg)
+
 
 def _layer_ops(arch: Any, tokens: Num, pairs: Num, lora: LoRA | None, trains_weights: bool, input_rg: bool,
-               kernel: str) -> list[_Op]:
+               kernel: str, experts: str = "grouped_mm") -> list[_Op]:
     """The matmuls of one decoder layer in execution order, with gradient needs propagated from the input."""
-    b = _LayerBuilder(arch, tokens, pairs, lora, trains_weights, kernel)
+    b = _LayerBuilder(arch, tokens, pairs, lora, trains_weights, kernel, experts)
     q = b.linear("q_proj", input_rg)
     k = b.linear("k_proj", input_rg)
     v = b.linear("v_proj", input_rg)
     context = b.attention(q, k, v)
     attn_out = b.linear("o_proj", context)
     mlp_in = input_rg or attn_out  # residual add
+    if getattr(arch, "moe", None) is not None:
+        b.moe_block(mlp_in)
+        return b.ops
     gate = b.linear("gate_proj", mlp_in)
     up = b.linear("up_proj", mlp_in)
     b.linear("down_proj", gate or up)
@@ -352,14 +408,16 @@ def _backward_terms(ops: Iterable[_Op], out: Breakdown, times: Num = 1) -> None:
                 out.add(f"backward/{op.term}.{label}", op.flops * times)
 
 
-def _recomputed(ops: list[_Op], checkpointing: str) -> list[_Op]:
+def _recomputed(ops: list[_Op], checkpointing: str, moe: bool = False) -> list[_Op]:
     """The ops a checkpointed layer re-runs in backward.
 
     Non-reentrant checkpointing stops at the pack hook of the last saved tensor. The layer's last matmul (the
     down projection, or the LoRA B matrix of the down projection) saves its inputs before its kernel runs, and
-    everything after it (the LoRA scaling, the residual add) saves nothing, so that matmul is not re-run.
+    everything after it (the LoRA scaling, the residual add) saves nothing, so that matmul is not re-run. An MoE
+    layer instead ends by multiplying the experts' output by the routing weights (and the shared expert's by its
+    sigmoid gate), which saves that output: every matmul is re-run.
     """
-    if checkpointing == "reentrant":
+    if checkpointing == "reentrant" or moe:
         return ops
     return ops[:-1]
 
@@ -367,7 +425,7 @@ def _recomputed(ops: list[_Op], checkpointing: str) -> list[_Op]:
 def pass_terms(arch: Any, p: Pass, lora: LoRA | None = None, conv: Conventions = Conventions()) -> Breakdown:
     """Forward FLOPs of a pass, by term. LoRA adapters, when given, are active (not merged)."""
     out = Breakdown()
-    _forward_terms(_layer_ops(arch, p.tokens, p.pairs, lora, False, False, conv.attention_kernel), out,
+    _forward_terms(_layer_ops(arch, p.tokens, p.pairs, lora, False, False, conv.attention_kernel, conv.experts), out,
                    times=arch.num_layers)
     _forward_terms(_head_ops(arch, p.positions, False), out)
     return out
@@ -384,11 +442,11 @@ def train_terms(arch: Any, p: Pass, training: Training = FULL, conv: Conventions
     kernel = conv.attention_kernel
     L = arch.num_layers
     out = Breakdown()
-    rest = _layer_ops(arch, p.tokens, p.pairs, training.lora, full, True, kernel)
+    rest = _layer_ops(arch, p.tokens, p.pairs, training.lora, full, True, kernel, conv.experts)
     if first_rg:
         layers = [(rest, L)]
     else:
-        first = _layer_ops(arch, p.tokens, p.pairs, training.lora, full, False, kernel)
+        first = _layer_ops(arch, p.tokens, p.pairs, training.lora, full, False, kernel, conv.experts)
         layers = [(first, 1), (rest, L - 1)]
     head = _head_ops(arch, p.positions, full)
     for ops, times in layers:
@@ -399,7 +457,8 @@ def train_terms(arch: Any, p: Pass, training: Training = FULL, conv: Conventions
     _backward_terms(head, out)
     if training.checkpointing != "none":
         for ops, times in layers:
-            _forward_terms(_recomputed(ops, training.checkpointing), out, "recompute/", times)
+            moe = getattr(arch, "moe", None) is not None
+            _forward_terms(_recomputed(ops, training.checkpointing, moe), out, "recompute/", times)
     if training.head_recompute:
         # TRL's ChunkedLogProbFunction keeps no logits: its backward recomputes each logit tile with the head's
         # forward matmul before it forms the input (and, under full fine-tuning, the weight) gradient.
