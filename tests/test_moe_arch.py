@@ -1,0 +1,89 @@
+"""MoE specs, the new registry entries and Hub ids: parameter counts, config refusals, offline resolution."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import cli, one_line_error, write_config
+
+from flopplan.arch import REGISTRY, resolve, spec_from_config
+from flopplan.catalog import CONFIGS
+from flopplan.errors import UserError
+from flopplan.formulas import forward_flops
+from flopplan.hf_config import to_hf_config
+
+# Parameter totals the model cards and safetensors indexes publish (rounded there as 30.5B, 3.3B active, etc.).
+PUBLISHED = {"qwen3-30b-a3b": (30_532_122_624, 3.3e9), "mixtral-8x7b-v0.1": (46_702_792_704, 12.9e9),
+             "qwen1.5-moe-a2.7b": (14_315_784_192, 2.7e9), "llama-3.1-8b": (8_030_261_248, 8.03e9),
+             "qwen3-8b": (8_190_735_360, 8.19e9)}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_registry_parameter_counts(name):
+    total, active = PUBLISHED[name]
+    assert REGISTRY[name].params == total
+    assert abs(REGISTRY[name].params_active - active) < 0.02 * active  # the cards round (3.35B -> "3.3B")
+
+
+def test_routed_flops_depend_on_top_k_only():
+    spec = REGISTRY["qwen3-30b-a3b"]
+    terms = forward_flops(spec, 1, 10, 1)
+    moe = spec.moe
+    assert terms["experts.gate_up_proj"] == spec.num_layers * 2 * (10 * moe.top_k) * spec.hidden_size * (
+        2 * moe.expert_intermediate)
+
+
+@pytest.mark.parametrize("repo", sorted(CONFIGS))
+def test_config_round_trip(repo):
+    spec = REGISTRY[repo.rsplit("/", 1)[-1].lower()]
+    again = spec_from_config(to_hf_config(spec), spec.name, source="registry")
+    assert again.moe == spec.moe and again.params == spec.params
+
+
+@pytest.mark.parametrize("change,fragment", [
+    ({"num_experts_per_tok": None}, "num_experts_per_tok"),
+    ({"num_experts_per_tok": 200}, "exceeds"),
+    ({"experts_implementation": "deepgemm"}, "experts_implementation"),
+    ({"mlp_only_layers": [0]}, "dense layers"),
+])
+def test_bad_moe_configs(change, fragment):
+    cfg = dict(CONFIGS["Qwen/Qwen3-30B-A3B"], **change)
+    with pytest.raises(UserError, match=fragment):
+        spec_from_config(cfg, "bad")
+
+
+def test_bad_moe_config_on_the_cli_is_one_line(tmp_path):
+    path = write_config(tmp_path, "bad-moe", dict(CONFIGS["Qwen/Qwen3-30B-A3B"], num_experts_per_tok=None))
+    one_line_error(cli("plan", "--model", str(path), "--budget", "1e18"), "num_experts_per_tok")
+
+
+def test_hub_names_resolve_from_the_registry_offline(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    assert resolve("Qwen/Qwen3-30B-A3B") is REGISTRY["qwen3-30b-a3b"]
+    assert resolve("meta-llama/Llama-3.1-8B").name == "llama-3.1-8b"
+    out = cli("plan", "--model", "Qwen/Qwen3-30B-A3B", "--budget", "1e18", "--json")
+    assert out.returncode == 0, out.stderr
+
+
+def test_hub_id_from_the_local_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    folder = tmp_path / "models--acme--moe-small"
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "main").write_text("abc123")
+    snapshot = folder / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    cfg = dict(CONFIGS["Qwen/Qwen1.5-MoE-A2.7B"], num_hidden_layers=2)
+    (snapshot / "config.json").write_text(json.dumps(cfg))
+    spec = resolve("acme/moe-small")
+    assert spec.num_layers == 2 and spec.moe is not None and spec.moe.shared_gate
+    assert cli("plan", "--model", "acme/moe-small", "--budget", "1e18", "--json").returncode == 0
+
+
+def test_unknown_hub_id_is_one_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    line = one_line_error(cli("plan", "--model", "acme/nothing-here", "--budget", "1e18"), "config.json")
+    assert str(tmp_path) in line
