@@ -117,7 +117,7 @@ def test_routing_changes_no_count(implementation, grouped_mm_counted):
     for seed in range(3):
         ids = torch.randint(0, spec.vocab_size, (B, T), generator=torch.Generator().manual_seed(seed))
         with torch.no_grad():
-            measured = counters.count_flops(lambda: model(input_ids=ids, attention_mask=torch.ones_like(ids)))
+            measured = counters.count_flops(lambda ids=ids: model(input_ids=ids, attention_mask=torch.ones_like(ids)))
         assert measured == ours
 
 
