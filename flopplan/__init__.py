@@ -22,7 +22,7 @@ _API = {
     "step_passes": "flopplan.passes", "RoundShape": "flopplan.passes", "RoundLengths": "flopplan.passes",
     "Plan": "flopplan.planner", "plan": "flopplan.planner", "price_steps": "flopplan.planner",
     "compare_models": "flopplan.planner", "compare_rewards": "flopplan.planner",
-    "solve": "flopplan.inverse", "solve_share": "flopplan.inverse", "largest_model": "flopplan.inverse",
+    "solve": "flopplan.solver", "solve_share": "flopplan.solver", "largest_model": "flopplan.solver",
     "plan_grid": "flopplan.grid", "Grid": "flopplan.grid",
     "PlanFile": "flopplan.planfile", "PlanEntry": "flopplan.planfile",
     "RunSummary": "flopplan.runfile", "load_run": "flopplan.runfile", "load_summary": "flopplan.runfile",

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flopplan.errors import UserError, is_int, is_number
+from flopplan import serial
+from flopplan.errors import UserError, is_number
 from flopplan.fileio import read_json
 from flopplan.timing import (
     DEFAULT_CHECKPOINT_EVERY,
@@ -81,18 +82,34 @@ KINDS = ("train", "forward", "prefill", "decode")
 class Profile:
     """How fast each kind of work runs on one device. ``seconds`` is the only interface the planner uses."""
 
-    device: str
-    peak_flops: float
-    efficiency: dict[str, float] = field(default_factory=dict)  # kind -> fraction of peak
-    price_per_hour: float | None = None  # dollars per device-hour
+    device: str = field(metadata=serial.spec(check=serial.Check(lambda v: bool(v.strip()), "a non-empty name")))
+    peak_flops: float = field(metadata=serial.spec(check=serial.POSITIVE))
+    # kind -> fraction of peak
+    efficiency: dict[str, float] = field(default_factory=dict, metadata=serial.spec(
+        read=lambda v, w: _efficiency(v, w)))
+    # dollars per device-hour
+    price_per_hour: float | None = field(default=None, metadata=serial.spec(check=serial.POSITIVE))
     source: str = "datasheet"
-    time_model: dict[str, dict[str, Any]] | None = None  # kind -> {"form": ..., parameters}: calibrated
-    bytes_per_element: float = 2.0  # weights and KV cache (bf16), for the decode roofline
-    fitted_on: dict[str, int] | None = None  # models (name -> parameters) a calibrated profile was fitted on
-    non_phase: dict[str, dict[str, float]] | None = None  # term -> coefficients (timing.NON_PHASE_TERMS)
-    fitted_shapes: dict[str, dict[str, list[float]]] | None = None  # kind -> {"tokens": [lo, hi]} per call
-    fitted_runs: tuple[str, ...] = ()  # the run folders a profile learned from (flopplan calibrate --from-runs)
-    core_share: float | None = None  # a CPU profile from runs: the share of a core its times assume
+    # kind -> {"form": ..., parameters}: calibrated
+    time_model: dict[str, dict[str, Any]] | None = field(default=None, metadata=serial.spec(
+        omit=True, read=lambda v, w: _time_model(v, w)))
+    # weights and KV cache (bf16), for the decode roofline
+    bytes_per_element: float = field(default=2.0, metadata=serial.spec(check=serial.POSITIVE))
+    # models (name -> parameters) a calibrated profile was fitted on
+    fitted_on: dict[str, int] | None = field(default=None, metadata=serial.spec(
+        key="model_params", omit=True, check=serial.Check(lambda d: all(v > 0 for v in d.values()),
+                                                          "a map of model names to parameter counts")))
+    # term -> coefficients (timing.NON_PHASE_TERMS)
+    non_phase: dict[str, dict[str, float]] | None = field(default=None, metadata=serial.spec(
+        omit=True, read=lambda v, w: _non_phase(v, w)))
+    # kind -> {"tokens": [lo, hi]} per call
+    fitted_shapes: dict[str, dict[str, list[float]]] | None = field(default=None, metadata=serial.spec(
+        omit=True, read=lambda v, w: _fitted_shapes(v, w)))
+    # the run folders a profile learned from (flopplan calibrate --from-runs)
+    fitted_runs: tuple[str, ...] = field(default=(), metadata=serial.spec(omit=True))
+    # a CPU profile from runs: the share of a core its times assume
+    core_share: float | None = field(default=None, metadata=serial.spec(omit=True, check=serial.Check(
+        lambda v: 0 < v <= 1, "a share of a core in (0, 1]")))
 
     def extrapolation_note(self, params: int) -> str | None:
         """A warning when a calibrated profile prices a model far outside the sizes it was fitted on."""
@@ -173,23 +190,7 @@ class Profile:
 
     def to_data(self) -> dict[str, Any]:
         """The profile as a profile file holds it (it reads back through :func:`profile_from_data`)."""
-        data: dict[str, Any] = {"flopplan_profile_version": PROFILE_VERSION, "device": self.device,
-                                "peak_flops": self.peak_flops, "efficiency": dict(self.efficiency),
-                                "price_per_hour": self.price_per_hour, "source": self.source,
-                                "bytes_per_element": self.bytes_per_element}
-        if self.time_model is not None:
-            data["time_model"] = self.time_model
-        if self.fitted_on is not None:
-            data["model_params"] = dict(self.fitted_on)
-        if self.non_phase is not None:
-            data["non_phase"] = {term: dict(c) for term, c in self.non_phase.items()}
-        if self.fitted_shapes is not None:
-            data["fitted_shapes"] = {kind: {k: list(v) for k, v in s.items()} for kind, s in self.fitted_shapes.items()}
-        if self.fitted_runs:
-            data["fitted_runs"] = list(self.fitted_runs)
-        if self.core_share is not None:
-            data["core_share"] = self.core_share
-        return data
+        return serial.write(PROFILE_LAYOUT, self)
 
 
 SHAPE_SLACK = 2.0
@@ -199,6 +200,8 @@ extrapolates."""
 
 
 PROFILE_VERSION = 1  # the layout of a profile JSON (flopplan calibrate writes it, load_profile reads it)
+PROFILE_LAYOUT = serial.Layout("profile", "flopplan_profile_version", PROFILE_VERSION, hint="recalibrate",
+                               other_keys=True)  # a calibration's diagnostics sit beside the profile
 
 
 def datasheet_profile(device: str, engine: str = "hf", price_per_hour: float | None = None) -> Profile:
@@ -238,46 +241,28 @@ def load_profile(path: str | Path, price_per_hour: float | None = None) -> Profi
 
 def profile_from_data(data: Any, where: str, price_per_hour: float | None = None,
                       source: str = "profile") -> Profile:
-    if not isinstance(data, dict):
-        raise UserError(f"{where} must be a JSON object")
-    version = data.get("flopplan_profile_version")
-    if version is None:
-        raise UserError(f"{where} has no flopplan_profile_version (this flopplan reads version {PROFILE_VERSION}; "
-                        "write it, or recalibrate)")
-    if not is_int(version) or version != PROFILE_VERSION:
-        raise UserError(f"{where}: flopplan_profile_version must be the integer {PROFILE_VERSION}, not {version!r} "
-                        "(recalibrate with this flopplan)")
-    if not isinstance(data.get("device"), str) or not data["device"].strip():
-        raise UserError(f"{where}: device must be a non-empty name")
-    efficiency = data.get("efficiency")
-    if not isinstance(efficiency, dict) or not is_number(data.get("peak_flops")) or data["peak_flops"] <= 0:
+    """A profile from a file's data (:data:`PROFILE_LAYOUT`); ``price_per_hour`` replaces the file's price,
+    ``source`` names a profile that does not name itself."""
+    body = serial.upgrade(PROFILE_LAYOUT, data, where)
+    if "efficiency" not in body:
         raise UserError(f"{where} is malformed: needs a positive peak_flops and an efficiency per kind of work")
-    missing = [k for k in KINDS if k not in efficiency]
-    bad = [k for k, v in efficiency.items() if not is_number(v) or not 0 < v <= 1]
+    body.setdefault("source", source)
+    if price_per_hour is not None:
+        body["price_per_hour"] = price_per_hour
+    profile: Profile = serial.from_data(Profile, body, where, other_keys=True)
+    return profile
+
+
+def _efficiency(data: Any, where: str) -> dict[str, float]:
+    """An efficiency per kind of work, each a fraction of the peak in (0, 1]."""
+    if not isinstance(data, dict):
+        raise UserError(f"{where} must be an object with an efficiency per kind of work")
+    missing = [k for k in KINDS if k not in data]
+    bad = [k for k, v in data.items() if not is_number(v) or not 0 < v <= 1]
     if missing or bad:
         raise UserError(f"{where}: efficiencies are fractions of the peak in (0, 1], one for each of "
-                        f"{', '.join(KINDS)}" + (f"; {bad[0]} is {efficiency[bad[0]]!r}" if bad else ""))
-    price = price_per_hour if price_per_hour is not None else data.get("price_per_hour")
-    if price is not None and (not is_number(price) or price <= 0):
-        raise UserError(f"{where}: price_per_hour must be a positive number, not {price!r}")
-    bytes_per_element = data.get("bytes_per_element", 2.0)
-    if not is_number(bytes_per_element) or bytes_per_element <= 0:
-        raise UserError(f"{where}: bytes_per_element must be a positive number")
-    fitted_on = data.get("model_params")
-    if fitted_on is not None and (not isinstance(fitted_on, dict) or not all(
-            is_int(v) and v > 0 for v in fitted_on.values())):
-        raise UserError(f"{where}: model_params must map model names to parameter counts")
-    runs = data.get("fitted_runs") or []
-    if not isinstance(runs, list) or not all(isinstance(r, str) for r in runs):
-        raise UserError(f"{where}: fitted_runs must be a list of run folder names")
-    share = data.get("core_share")
-    if share is not None and (not is_number(share) or not 0 < share <= 1):
-        raise UserError(f"{where}: core_share must be a share of a core in (0, 1], not {share!r}")
-    return Profile(str(data["device"]), float(data["peak_flops"]), {k: float(v) for k, v in efficiency.items()},
-                   price, str(data.get("source", source)), _time_model(data.get("time_model"), where),
-                   float(bytes_per_element), fitted_on, _non_phase(data.get("non_phase"), where),
-                   _fitted_shapes(data.get("fitted_shapes"), where), tuple(runs),
-                   None if share is None else float(share))
+                        f"{', '.join(KINDS)}" + (f"; {bad[0]} is {data[bad[0]]!r}" if bad else ""))
+    return {k: float(v) for k, v in data.items()}
 
 
 def _non_phase(data: Any, where: str) -> dict[str, dict[str, float]] | None:
@@ -286,18 +271,18 @@ def _non_phase(data: Any, where: str) -> dict[str, dict[str, float]] | None:
     if data is None:
         return None
     if not isinstance(data, dict):
-        raise UserError(f"{where}: non_phase must be an object")
+        raise UserError(f"{where} must be an object")
     out = {}
     for term, coefficients in data.items():
         if term not in NON_PHASE_TERMS or not isinstance(coefficients, dict):
-            raise UserError(f"{where}: non_phase.{term} is not a term of the time model (one of "
+            raise UserError(f"{where}.{term} is not a term of the time model (one of "
                             f"{', '.join(NON_PHASE_TERMS)}, each an object of coefficients)")
         for name, value in coefficients.items():
             if name not in NON_PHASE_TERMS[term]:
-                raise UserError(f"{where}: non_phase.{term}.{name} is not a coefficient of {term} (one of "
+                raise UserError(f"{where}.{term}.{name} is not a coefficient of {term} (one of "
                                 f"{', '.join(NON_PHASE_TERMS[term])})")
             if not is_number(value) or not 0 <= value <= MAX_OVERHEAD or not math.isfinite(value):
-                raise UserError(f"{where}: non_phase.{term}.{name} must be from 0 to {MAX_OVERHEAD:g} seconds per "
+                raise UserError(f"{where}.{term}.{name} must be from 0 to {MAX_OVERHEAD:g} seconds per "
                                 f"unit, not {value!r}")
         out[term] = {name: float(v) for name, v in coefficients.items()}
     return out
@@ -311,7 +296,7 @@ def _fitted_shapes(data: Any, where: str) -> dict[str, dict[str, list[float]]] |
         and len(entry["tokens"]) == 2 and all(is_number(v) and v >= 0 for v in entry["tokens"])
         for kind, entry in data.items())
     if not ok:
-        raise UserError(f"{where}: fitted_shapes must map kinds of work to {{\"tokens\": [lowest, highest]}}")
+        raise UserError(f"{where} must map kinds of work to {{\"tokens\": [lowest, highest]}}")
     return {kind: {"tokens": [float(v) for v in entry["tokens"]]} for kind, entry in data.items()}
 
 
@@ -319,13 +304,13 @@ def _time_model(data: Any, where: str) -> dict[str, dict[str, Any]] | None:
     if data is None:
         return None
     if not isinstance(data, dict):
-        raise UserError(f"{where}: time_model must be an object")
+        raise UserError(f"{where} must be an object")
     for kind, entry in data.items():
         if kind not in KINDS or not isinstance(entry, dict) or entry.get("form") not in FORMS:
-            raise UserError(f"{where}: time_model.{kind} must have a form ({', '.join(FORMS)})")
+            raise UserError(f"{where}.{kind} must have a form ({', '.join(FORMS)})")
     missing = [k for k in KINDS if k not in data]
     if missing:
-        raise UserError(f"{where}: time_model has no model for {', '.join(missing)} (it needs one for each of "
+        raise UserError(f"{where} has no model for {', '.join(missing)} (it needs one for each of "
                         f"{', '.join(KINDS)})")
     out = {}
     for kind, entry in data.items():
@@ -337,7 +322,7 @@ def _time_model(data: Any, where: str) -> dict[str, dict[str, Any]] | None:
                     not rate and name != "tokens_half" and value > MAX_OVERHEAD):
                 limit = f"at least {MIN_RATE:g}" if rate else f"from 0 to {MAX_OVERHEAD:g} seconds" \
                     if name != "tokens_half" else "a number >= 0"
-                raise UserError(f"{where}: time_model.{kind}.{name} must be {limit}, not {value!r}")
+                raise UserError(f"{where}.{kind}.{name} must be {limit}, not {value!r}")
             params[name] = float(value)
         out[kind] = {"form": entry["form"], **params}
     return out

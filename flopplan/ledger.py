@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from flopplan import serial
 from flopplan.arch import ArchSpec
 from flopplan.formulas import (
     Conventions,
@@ -210,24 +211,17 @@ class Ledger:
         return data
 
     def to_state(self) -> dict[str, Any]:
-        return {"budget_flops": self.budget_flops, "executed": self.executed, "useful": self.useful,
-                "unit_executed": self.unit_executed, "unit_measured": self.unit_measured,
-                "unit_bucket": self.unit_bucket, "seconds": self.seconds, "steps_completed": self.steps_completed,
-                "abandoned": self.abandoned, "lost": self.lost, "interrupted": self.interrupted,
-                "charge_lost": self.charge_lost}
+        """The ledger as a checkpoint keeps it (:data:`LEDGER_STATE`)."""
+        return serial.write(LEDGER_STATE, self)
 
     @staticmethod
-    def from_state(state: dict[str, Any]) -> Ledger:
-        ledger = Ledger(state["budget_flops"])
-        ledger.executed.update(state["executed"])
-        ledger.useful.update(state["useful"])
-        ledger.unit_executed = dict(state["unit_executed"])
-        ledger.unit_measured = dict(state["unit_measured"])
-        ledger.unit_bucket = dict(state.get("unit_bucket", {}))
-        ledger.seconds = dict(state["seconds"])
-        ledger.steps_completed = state["steps_completed"]
-        ledger.abandoned = int(state.get("abandoned", 0))
-        ledger.lost = int(state.get("lost", 0))
-        ledger.interrupted = state.get("interrupted")
-        ledger.charge_lost = state.get("charge_lost", True) is not False
+    def from_state(state: Any) -> Ledger:
+        """A ledger from its checkpoint state, of any version :data:`LEDGER_STATE` reads; phases the state does not
+        name (a state from before they existed) start at 0."""
+        ledger: Ledger = serial.read(LEDGER_STATE, Ledger, state, "the checkpoint's ledger")
+        ledger.executed, ledger.useful = {**_zero(), **ledger.executed}, {**_zero(), **ledger.useful}
         return ledger
+
+
+LEDGER_STATE = serial.Layout("ledger state", "flopplan_ledger_version", 1, upgrades={0: dict}, unversioned=0)
+"""Version 0: the state before it had a version key (the same fields; those added later default)."""

@@ -12,19 +12,22 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from flopplan import __version__
+from flopplan import __version__, serial
 from flopplan.budget import Budget
-from flopplan.errors import UserError, is_int, is_number
+from flopplan.errors import UserError, is_int
 from flopplan.fileio import atomic_write_json, read_json
 from flopplan.passes import BUCKET_OF, BUCKETS
 from flopplan.recipe import Recipe
+from flopplan.units import as_int
 
 if TYPE_CHECKING:
     from flopplan.planner import Plan
 
 PLAN_FILE_VERSION = 1
+PLAN_LAYOUT = serial.Layout("plan file", "flopplan_plan_version", PLAN_FILE_VERSION,
+                            hint="write one with `flopplan plan --out`")
 COUNTS = ("prompts", "rollouts", "generated_tokens", "generated_tokens_executed", "update_tokens",
           "update_tokens_executed", "optimizer_steps", "reward_evaluations")
 """What a plan buys over the whole run, as integers (expected values, rounded, for length distributions)."""
@@ -38,11 +41,18 @@ def bucket_flops(value: Any, where: str) -> dict[str, int]:
     return {b: int(value[b]) for b in keys}
 
 
-def _int(data: dict[str, Any], key: str, where: str, minimum: int = 0) -> int:
-    value = data.get(key)
-    if not is_int(value) or value < minimum:
-        raise UserError(f"{where}: {key} must be a whole number >= {minimum}, not {value!r}")
-    return int(value)
+def _phase_flops(value: Any, where: str) -> dict[str, int]:
+    """A plan's phases as written ({phase: {flops, share, bucket}}): the FLOPs of each."""
+    if not isinstance(value, dict) or not all(
+            phase in BUCKET_OF and isinstance(v, dict) and is_int(v.get("flops")) for phase, v in value.items()):
+        raise UserError(f"{where} must map phase names to {{flops: integer}}")
+    return {phase: int(v["flops"]) for phase, v in value.items()}
+
+
+_COUNT = serial.spec(check=serial.NON_NEGATIVE)
+_COUNT_MAP = serial.spec(check=serial.Check(lambda d: all(v >= 0 for v in d.values()), "counts >= 0"))
+_PHASES = serial.Check(lambda d: all(phase in BUCKET_OF for phase in d), "a map of phase names to integers")
+_DERIVED = ("model", "reward", "shares", "budget_flops")  # written for readers, recomputed when read
 
 
 @dataclass(frozen=True)
@@ -51,23 +61,26 @@ class PlanEntry:
 
     recipe: Recipe
     budget: Budget
-    steps: int
-    evaluations: int
-    counts: dict[str, int]
-    flops: dict[str, int]  # by bucket, and total
-    phases: dict[str, int]  # FLOPs per phase over the run
-    step_flops: int
-    step_phases: dict[str, int]
-    eval_flops: int
-    leftover_flops: float | None = None
+    steps: int = field(metadata=_COUNT)
+    flops: dict[str, int] = field(metadata=serial.spec(read=bucket_flops))  # by bucket, and total
+    evaluations: int = field(default=0, metadata=_COUNT)
+    counts: dict[str, int] = field(default_factory=dict, metadata=_COUNT_MAP)  # written at the top level
+    # FLOPs per phase over the run (written with each one's share and bucket)
+    phases: dict[str, int] = field(default_factory=dict, metadata=serial.spec(read=_phase_flops))
+    step_flops: int = field(default=0, metadata=_COUNT)
+    step_phases: dict[str, int] = field(default_factory=dict, metadata=serial.spec(check=_PHASES))
+    eval_flops: int = field(default=0, metadata=_COUNT)
+    leftover_flops: int | float | None = None
     exact: bool = True
     priced: bool = False  # "what do `steps` steps cost": the budget is what they need
     notes: tuple[str, ...] = ()
-    seconds: dict[str, float] | None = None
-    gpu_hours: float | None = None
-    dollars: float | None = None
-    profile: dict[str, Any] | None = None
-    overridden: tuple[str, ...] = ()  # recipe fields a run changed from the plan (set by the run, not the planner)
+    seconds: dict[str, float] | None = field(default=None, metadata=serial.spec(
+        omit=True, write=lambda v: {phase: _significant(s) for phase, s in v.items()}))
+    gpu_hours: float | None = field(default=None, metadata=serial.spec(omit=True, write=lambda v: _significant(v)))
+    dollars: float | None = field(default=None, metadata=serial.spec(omit=True, write=lambda v: round(v, 2)))
+    profile: dict[str, Any] | None = field(default=None, metadata=serial.spec(omit=True))
+    # recipe fields a run changed from the plan (set by the run, not the planner)
+    overridden: tuple[str, ...] = field(default=(), metadata=serial.spec(omit=True))
 
     @property
     def model(self) -> str:
@@ -92,8 +105,6 @@ class PlanEntry:
 
     @staticmethod
     def of(plan: Plan) -> PlanEntry:
-        from flopplan.planner import as_int
-
         totals = plan.totals()
         cost = plan.cost
         profile = plan.profile.to_data() if plan.profile is not None and plan.seconds is not None else None
@@ -107,79 +118,37 @@ class PlanEntry:
             profile=profile)
 
     def to_data(self) -> dict[str, Any]:
+        """The entry's fields (:mod:`flopplan.serial`) laid out as plan files have them: the counts at the top
+        level, each phase with its share and bucket, and the derived keys readers use."""
         total = self.flops["total"]
-        data: dict[str, Any] = {"model": self.model, "reward": str(self.recipe.reward), "steps": self.steps}
-        data.update(self.counts)
-        data.update({
-            "evaluations": self.evaluations,
-            "flops": dict(self.flops),
-            "shares": {b: round(s, 6) for b, s in self.shares().items()},
-            "phases": {phase: {"flops": v, "share": round(v / total, 6) if total else 0.0,
-                               "bucket": BUCKET_OF[phase]} for phase, v in self.phases.items()},
-            "step_flops": self.step_flops,
-            "step_phases": dict(self.step_phases),
-            "eval_flops": self.eval_flops,
-            "budget": self.budget.to_data(),
-            "budget_flops": self.budget.flops,
-            "leftover_flops": self.leftover_flops,
-            "exact": self.exact,
-            "priced": self.priced,
-            "recipe": self.recipe.to_data(),
-            "notes": list(self.notes),
-        })
-        if self.seconds is not None:
-            data["seconds"] = {phase: _significant(s) for phase, s in self.seconds.items()}
-            data["gpu_hours"] = None if self.gpu_hours is None else _significant(self.gpu_hours)
-            data["dollars"] = None if self.dollars is None else round(self.dollars, 2)
-            data["profile"] = self.profile
-        if self.overridden:
-            data["overridden"] = list(self.overridden)
+        data: dict[str, Any] = {"model": self.model, "reward": str(self.recipe.reward), **serial.to_data(self)}
+        data.update(data.pop("counts"))
+        data["phases"] = {phase: {"flops": v, "share": round(v / total, 6) if total else 0.0,
+                                  "bucket": BUCKET_OF[phase]} for phase, v in self.phases.items()}
+        data["shares"] = {b: round(s, 6) for b, s in self.shares().items()}
+        data["budget_flops"] = self.budget.flops
+        if self.seconds is not None:  # a priced plan states its hours, price and profile, null when unknown
+            data.update({k: data.get(k) for k in ("gpu_hours", "dollars", "profile")})
         return data
 
     @staticmethod
-    def from_data(data: Any, where: str = "plan entry", base_dir: Path | None = None) -> PlanEntry:
+    def from_data(data: Any, where: str = "plan entry") -> PlanEntry:
         """An entry as written by :meth:`to_data`; anything malformed is one line naming the field."""
         if not isinstance(data, dict):
             raise UserError(f"{where} is malformed: a plan must be an object")
-        recipe = Recipe.from_data(data.get("recipe"), f"{where}: recipe", base_dir)
-        if data.get("model", recipe.policy) != recipe.policy:
+        fields = {k: v for k, v in data.items() if k not in COUNTS and k not in _DERIVED}
+        fields["counts"] = {k: v for k, v in data.items() if k in COUNTS}
+        entry: PlanEntry = serial.from_data(PlanEntry, fields, where)
+        if data.get("model", entry.model) != entry.model:
             raise UserError(f"{where} is malformed: model {data.get('model')!r} is not its recipe's policy")
-        budget = Budget.from_data(data.get("budget"), f"{where} is malformed: budget")
-        flops = bucket_flops(data.get("flops"), f"{where} is malformed: flops")
-        phases = data.get("phases") or {}
-        if not isinstance(phases, dict) or not all(
-                phase in BUCKET_OF and isinstance(v, dict) and is_int(v.get("flops")) for phase, v in phases.items()):
-            raise UserError(f"{where} is malformed: phases must map phase names to {{flops: integer}}")
-        step_phases = data.get("step_phases") or {}
-        if not isinstance(step_phases, dict) or not all(phase in BUCKET_OF and is_int(v)
-                                                        for phase, v in step_phases.items()):
-            raise UserError(f"{where} is malformed: step_phases must map phase names to integers")
-        seconds = data.get("seconds")
-        if seconds is not None and (not isinstance(seconds, dict) or not all(is_number(v) for v in seconds.values())):
-            raise UserError(f"{where} is malformed: seconds must map phases to numbers")
-        leftover = data.get("leftover_flops")
-        if leftover is not None and not is_number(leftover):
-            raise UserError(f"{where} is malformed: leftover_flops must be a number")
-        overridden = data.get("overridden", [])
-        notes = data.get("notes", [])
-        if not isinstance(overridden, list) or not isinstance(notes, list):
-            raise UserError(f"{where} is malformed: overridden and notes must be lists")
-        return PlanEntry(
-            recipe=recipe, budget=budget, steps=_int(data, "steps", where),
-            evaluations=_int(data, "evaluations", where) if "evaluations" in data else 0,
-            counts={k: _int(data, k, where) for k in COUNTS if k in data}, flops=flops,
-            phases={phase: int(v["flops"]) for phase, v in phases.items()},
-            step_flops=_int(data, "step_flops", where) if "step_flops" in data else 0,
-            step_phases={phase: int(v) for phase, v in step_phases.items()},
-            eval_flops=_int(data, "eval_flops", where) if "eval_flops" in data else 0,
-            leftover_flops=leftover, exact=bool(data.get("exact", True)), priced=bool(data.get("priced", False)),
-            notes=tuple(str(n) for n in notes), seconds=seconds, gpu_hours=data.get("gpu_hours"),
-            dollars=data.get("dollars"), profile=data.get("profile"), overridden=tuple(str(o) for o in overridden))
+        return entry
 
 
 @dataclass(frozen=True)
 class PlanFile:
     """A versioned list of plans and the command that made them (``flopplan plan --out``)."""
+
+    DERIVED: ClassVar = ("budget_flops",)
 
     plans: tuple[PlanEntry, ...]
     command: str = ""
@@ -187,43 +156,28 @@ class PlanFile:
     created: str = field(default_factory=lambda: datetime.datetime.now(datetime.timezone.utc).isoformat(
         timespec="seconds"))
     flopplan_version: str = __version__
-    notes: tuple[str, ...] = ()  # what the request's source said (e.g. how an engine's config was read)
+    # what the request's source said (e.g. how an engine's config was read)
+    notes: tuple[str, ...] = field(default=(), metadata=serial.spec(omit=True))
 
     @staticmethod
     def of(plans: list[Plan], command: str, notes: list[str] | tuple[str, ...] = ()) -> PlanFile:
         return PlanFile(tuple(PlanEntry.of(p) for p in plans), command, plans[0].budget if plans else None,
                         notes=tuple(notes))
 
+    @property
+    def budget_flops(self) -> float | None:
+        return self.budget.flops if self.budget else None
+
     def to_data(self) -> dict[str, Any]:
-        return {
-            "flopplan_plan_version": PLAN_FILE_VERSION,
-            "flopplan_version": self.flopplan_version,
-            "created": self.created,
-            "command": self.command,
-            "budget": self.budget.to_data() if self.budget else None,
-            "budget_flops": self.budget.flops if self.budget else None,
-            "plans": [p.to_data() for p in self.plans],
-            **({"notes": list(self.notes)} if self.notes else {}),
-        }
+        return serial.write(PLAN_LAYOUT, self)
 
     def save(self, path: str | Path) -> Path:
         return atomic_write_json(path, self.to_data())
 
     @staticmethod
     def from_data(data: Any, where: str) -> PlanFile:
-        if not isinstance(data, dict) or "flopplan_plan_version" not in data or not isinstance(data.get("plans"), list):
-            raise UserError(f"{where} is not a flopplan plan file (write one with `flopplan plan --out`)")
-        version = data["flopplan_plan_version"]
-        if not is_int(version) or version != PLAN_FILE_VERSION:
-            raise UserError(f"{where}: flopplan_plan_version must be the integer {PLAN_FILE_VERSION} (the layout this "
-                            f"flopplan reads), not {version!r}")
-        plans = tuple(PlanEntry.from_data(p, f"{where}, plan {i + 1}") for i, p in enumerate(data["plans"]))
-        budget = Budget.from_data(data["budget"], f"{where}: budget") if data.get("budget") else None
-        notes = data.get("notes", [])
-        if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
-            raise UserError(f"{where}: notes must be a list of strings")
-        return PlanFile(plans, str(data.get("command", "")), budget, str(data.get("created", "")),
-                        str(data.get("flopplan_version", "")), tuple(notes))
+        plan_file: PlanFile = serial.read(PLAN_LAYOUT, PlanFile, data, where)
+        return plan_file
 
     @staticmethod
     def load(path: str | Path) -> PlanFile:

@@ -8,8 +8,8 @@ eval_every`` (+ 1 for the baseline evaluation before the first step, when enable
 converse: the budget a given number of steps needs.
 
 Costs are those of :func:`flopplan.cost.step_cost`, i.e. the exact formulas of :mod:`flopplan.formulas`. The
-inverse solves live in :mod:`flopplan.inverse`, the vectorized grid in :mod:`flopplan.grid`, plan files in
-:mod:`flopplan.planfile`.
+solves live in :mod:`flopplan.solver`, the vectorized grid in :mod:`flopplan.grid`, plan files in
+:mod:`flopplan.planfile` (:meth:`flopplan.planfile.PlanEntry.of` turns a plan into its entry).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from flopplan.budget import BUDGET_LIMITS, DEFAULT_BUDGET_FLOPS, UNIT_NAMES, Budget, budget_cap
 from flopplan.cost import EVAL_PHASES, StepCost, step_cost
@@ -25,7 +24,8 @@ from flopplan.errors import UserError, check_int
 from flopplan.hardware import Profile
 from flopplan.passes import PHASE_KIND, by_bucket
 from flopplan.recipe import Recipe, RewardSystem
-from flopplan.units import eng, plural
+from flopplan.timing import phase_calls
+from flopplan.units import as_int, eng, plural
 
 MAX_STEPS = 1 << 80
 """The step search gives up here: a 1e30-FLOP budget (the largest flopplan plans) over a step of under a MFLOP."""
@@ -84,16 +84,6 @@ class Plan:
         """Counts over the whole run."""
         return {key: round(value * self.steps) for key, value in self.cost.counts.items()}
 
-    def to_data(self) -> dict[str, Any]:
-        """The plan entry of a plan file (:class:`flopplan.planfile.PlanEntry`)."""
-        from flopplan.planfile import PlanEntry
-
-        return PlanEntry.of(self).to_data()
-
-
-def as_int(value: Any) -> int:
-    """An expected count as an integer (rounded); integers stay exact."""
-    return round(float(value)) if not isinstance(value, int) else value
 
 
 # -- budget -> steps --------------------------------------------------------------------------------------------
@@ -101,8 +91,6 @@ def as_int(value: Any) -> int:
 def phase_seconds(cost: StepCost, profile: Profile) -> dict[str, float]:
     """Seconds per phase of one step (eval phases: one evaluation): a calibrated time model prices the calls of
     the phase (their shapes matter: decode is bound by bandwidth), a datasheet profile the FLOPs."""
-    from flopplan.timing import phase_calls
-
     phases = {**cost.step_phases, **cost.eval_phases}
     if profile.time_model is None:
         out = {phase: profile.seconds(PHASE_KIND[phase], flops) for phase, flops in phases.items()}
@@ -214,9 +202,7 @@ def _plan_of(cost: StepCost, budget: Budget, profile: Profile | None, per_step: 
         if note:
             notes.append(note)
         if per_step is not None and profile.fitted_shapes:
-            from flopplan.timing import phase_calls
-
-            notes += profile.shape_notes(phase_calls(recipe), PHASE_KIND)
+                    notes += profile.shape_notes(phase_calls(recipe), PHASE_KIND)
         if per_step is not None:
             notes += profile.non_phase_notes(recipe)
     return Plan(recipe, cost, budget, steps, evaluations, phase_totals(cost, steps, evaluations), seconds, profile,
@@ -273,17 +259,6 @@ def compare_rewards(recipe: Recipe, rewards: list[str], budget: Budget, models: 
     """One plan per (policy, reward system) at the same budget."""
     return [plan(recipe.with_(policy=m, reward=RewardSystem.parse(r)), budget, profile)
             for m in (models or [recipe.policy]) for r in rewards]
-
-
-def __getattr__(name: str) -> Any:
-    """The inverse solves and the grid, importable from here as before (they live in inverse.py and grid.py)."""
-    if name in ("solve", "solve_share", "largest_model", "learning_share", "FREE_QUANTITIES"):
-        from flopplan import inverse as module
-    elif name in ("Grid", "plan_grid"):
-        from flopplan import grid as module  # type: ignore[no-redef]
-    else:
-        raise AttributeError(f"module 'flopplan.planner' has no attribute {name!r}")
-    return getattr(module, name)
 
 
 __all__ = ["DEFAULT_BUDGET_FLOPS", "MAX_STEPS", "Budget", "Plan", "compare_models", "compare_rewards",

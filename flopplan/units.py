@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 _PREFIXES = ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 _COUNT = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
 
@@ -57,3 +59,8 @@ def duration(seconds: float) -> str:
 def plural(count: int, noun: str) -> str:
     """``1 step``, ``3 steps``, ``1,200 steps``."""
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def as_int(value: Any) -> int:
+    """An expected count as an integer (rounded); integers stay exact."""
+    return round(float(value)) if not isinstance(value, int) else value

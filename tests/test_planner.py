@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flopplan.arch import QWEN25_SIZES, REGISTRY, orm_head, with_head
+from flopplan.budget import Budget
 from flopplan.cost import BUCKETS, step_cost
 from flopplan.errors import UserError
 from flopplan.formulas import (
@@ -20,20 +21,12 @@ from flopplan.formulas import (
     generate_flops,
     train_flops,
 )
+from flopplan.grid import plan_grid
 from flopplan.hardware import datasheet_profile
 from flopplan.lengths import Length
-from flopplan.planner import (
-    Budget,
-    compare_models,
-    compare_rewards,
-    largest_model,
-    learning_share,
-    plan,
-    plan_grid,
-    solve,
-    solve_share,
-)
+from flopplan.planner import compare_models, compare_rewards, plan
 from flopplan.recipe import Recipe, RewardSystem
+from flopplan.solver import largest_model, learning_share, solve, solve_share
 
 SMALL = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b")
 
@@ -356,6 +349,16 @@ def test_budget_validation():
 
 
 # -- inverse modes ----------------------------------------------------------------------------------------------
+
+def test_the_api_name_solve_is_the_function_once_its_module_is_loaded():
+    """The solves live in flopplan/solver.py: loading that module must leave the API's ``flopplan.solve``."""
+    import importlib
+
+    import flopplan
+
+    module = importlib.import_module("flopplan.solver")
+    assert flopplan.solve is module.solve is solve
+
 
 @pytest.mark.parametrize("flops", [10**19, 10**23])  # 1e23: the answer lies beyond 2^20
 @pytest.mark.parametrize("free", ["group_size", "prompts_per_step", "iterations"])

@@ -1,11 +1,17 @@
-"""Options shared by commands, derived from the data they fill: every :class:`~flopplan.recipe.Recipe` field with
-``option`` metadata becomes one click option (flag, type, help, the default of the command's base recipe), so a new
-recipe field is one edit. Budgets, profiles and model lists are parsed here too."""
+"""Options shared by commands, derived from the data they fill: every field with ``option`` metadata
+(:func:`flopplan.recipe.option`) of a :class:`~flopplan.recipe.Recipe` or a
+:class:`~flopplan.train.config.TrainConfig` becomes one click option (flag, type, help with its default), its value
+goes back to that field, so a new field is one edit. Budgets, profiles and model lists are parsed here too.
+
+Option kinds: int, float, text, choice; file and folder (a path); length, reward (parsed by their classes); targets
+(a comma-separated list); bool (an on/off pair); flag (on only; negated: a flag that turns its field off); budget (a
+whole FLOP count), steps (a positive count), thresholds (comma-separated FLOP counts)."""
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import MISSING, Field, fields
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -21,8 +27,7 @@ from flopplan.recipe import Recipe, RewardSystem
 Decorator = Callable[[Any], Any]
 
 
-def _default_text(recipe: Recipe, name: str) -> str | None:
-    value = getattr(recipe, name)
+def _default_text(value: Any, name: str) -> str | None:
     if value is None:
         return None  # the help text says what None means
     if name == "lora_rank":
@@ -34,8 +39,34 @@ def _default_text(recipe: Recipe, name: str) -> str | None:
     if isinstance(value, RewardSystem):
         return str(value)
     if isinstance(value, tuple):
-        return "all seven" if value == LORA_TARGETS else ",".join(value)
+        return "all seven" if value == LORA_TARGETS else ",".join(map(str, value)) or "none"
     return str(value)
+
+
+def help_with_default(f: Field[Any], default: Any) -> str:
+    """An option's help, then its default (a negated flag: off, its field on)."""
+    if f.metadata["kind"] == "negated":
+        default = not default
+    text = _default_text(default, f.name)
+    return f.metadata["help"] + (f" (default: {text})." if text is not None else ".")
+
+
+CLICK_TYPES: dict[str, Any] = {"int": int, "float": float, "steps": int, "file": click.Path(dir_okay=False),
+                               "folder": click.Path(file_okay=False)}
+
+
+def field_option(f: Field[Any], dest: str, help_text: str, required: bool = False) -> Decorator:
+    """The click option of a field with ``option`` metadata; its value lands in ``dest`` (None when not given)."""
+    meta = f.metadata
+    names = [meta["option"]] + ([meta["short"]] if meta["short"] else []) + ([meta["alias"]] if meta["alias"] else [])
+    kind = meta["kind"]
+    if kind == "bool":
+        flag = meta["option"][2:]
+        return click.option(f"--{flag}/--no-{flag}", dest, default=None, help=help_text)
+    if kind in ("flag", "negated"):
+        return click.option(*names, dest, is_flag=True, default=None, help=help_text)
+    kind_type = click.Choice(meta["choices"]) if kind == "choice" else CLICK_TYPES.get(kind, str)
+    return click.option(*names, dest, type=kind_type, default=None, required=required, help=help_text)
 
 
 def recipe_option_fields() -> list[Any]:
@@ -52,24 +83,15 @@ def recipe_options(defaults: Recipe, exclude: tuple[str, ...] = ()) -> Decorator
     for f in recipe_option_fields():
         if f.name in exclude:
             continue
-        meta = f.metadata
-        names = [meta["option"]] + ([meta["short"]] if meta["short"] else []) + ([meta["alias"]] if meta["alias"]
-                                                                                  else [])
-        default = _default_text(defaults, f.name)
-        help_text = meta["help"] + (f" (default: {default})." if default is not None else ".")
-        kind = meta["kind"]
-        if kind == "bool":
-            flag = meta["option"][2:]
-            options.append(click.option(f"--{flag}/--no-{flag}", f.name, default=None, help=help_text))
-        elif kind == "flag":
-            options.append(click.option(*names, f.name, is_flag=True, default=None, help=help_text))
-        else:
-            kinds = {"int": int, "float": float, "choice": click.Choice(meta["choices"])}
-            options.append(click.option(*names, f.name, type=kinds.get(kind, str), default=None, help=help_text))
+        options.append(field_option(f, f.name, help_with_default(f, getattr(defaults, f.name))))
         if f.name == "lora_rank":
             options.append(click.option("--full", "full_ft", is_flag=True, default=None,
                                         help="Full fine-tuning instead of LoRA."))
 
+    return _all_of(options)
+
+
+def _all_of(options: list[Decorator]) -> Decorator:
     def apply(func: Any) -> Any:
         for option in reversed(options):
             func = option(func)
@@ -85,17 +107,8 @@ def recipe_changes(opts: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     full = opts.pop("full_ft", None)
     for f in recipe_option_fields():
         value = opts.pop(f.name, None)
-        if value is None:
-            continue
-        kind = f.metadata["kind"]
-        flag = f.metadata["option"]
-        if kind == "length":
-            value = Length.parse(value, flag)
-        elif kind == "reward":
-            value = RewardSystem.parse(value)
-        elif kind == "targets":
-            value = tuple(t.strip() for t in value.split(",") if t.strip())
-        changes[f.name] = value
+        if value is not None:
+            changes[f.name] = parse_option(f, value)
     if full:
         if "lora_rank" in changes:
             raise UserError("--full and --lora-rank contradict each other")
@@ -136,6 +149,65 @@ def build_recipe(recipe_file: str | None, opts: dict[str, Any], base: Recipe | N
     return recipe
 
 
+def parse_option(f: Field[Any], value: Any) -> Any:
+    """The field value of an option given on the command line (as click typed it), by the option's kind."""
+    kind = f.metadata["kind"]
+    if kind in ("flag", "negated"):
+        return kind == "flag"
+    flag = f.metadata["option"]
+    parsers: dict[str, Callable[[Any], Any]] = {
+        "length": lambda text: Length.parse(text, flag), "reward": RewardSystem.parse, "targets": comma_list,
+        "budget": flop_budget, "steps": steps_option, "thresholds": lambda text: flop_thresholds(text, flag)}
+    return parsers[kind](value) if kind in parsers else value
+
+
+def comma_list(text: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+# -- the options of a dataclass's fields (flopplan train) -----------------------------------------------------
+
+def option_leaves(cls: type, prefix: str = "") -> list[tuple[str, Field[Any], Any]]:
+    """``(dest, field, default)`` of every field of ``cls`` with option metadata, its nested groups (metadata
+    ``nested``) walked: a group's fields take its name and ``_`` before theirs (``loss_clip_low``). ``default``:
+    the field's, MISSING for a field without one (its option is required)."""
+    hints = typing.get_type_hints(cls)
+    leaves: list[tuple[str, Field[Any], Any]] = []
+    for f in fields(cls):
+        if f.metadata.get("nested"):
+            leaves += option_leaves(hints[f.name], f"{prefix}{f.name}_")
+        elif "option" in f.metadata:
+            default = f.default if f.default_factory is MISSING else f.default_factory()
+            leaves.append((prefix + f.name, f, default))
+    return leaves
+
+
+def dataclass_options(cls: type) -> Decorator:
+    """One click option per field of ``cls`` with option metadata (nested groups included), its help stating the
+    field's default."""
+    return _all_of([field_option(f, dest, help_with_default(f, None if default is MISSING else default),
+                                 required=default is MISSING)
+                    for dest, f, default in option_leaves(cls)])
+
+
+def dataclass_values(cls: type, opts: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The keyword arguments of ``cls`` its options give: each option field's value (its default when not
+    given), a nested group as an instance of its class. Consumes the options from ``opts``."""
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.metadata.get("nested"):
+            group = hints[f.name]
+            values[f.name] = group(**dataclass_values(group, opts, f"{prefix}{f.name}_"))
+        elif "option" in f.metadata:
+            value = opts.pop(prefix + f.name, None)
+            if value is not None:  # a flag not given is None
+                values[f.name] = parse_option(f, value)
+            elif f.default is not MISSING or f.default_factory is not MISSING:
+                values[f.name] = f.default if f.default_factory is MISSING else f.default_factory()
+    return values
+
+
 # -- numbers, budgets, profiles, models ------------------------------------------------------------------------
 
 def parse_number(text: str, what: str) -> int | float:
@@ -163,6 +235,19 @@ def steps_option(steps: int | None) -> int | None:
     if steps is not None and steps <= 0:
         raise UserError(f"--steps must be a positive integer, not {steps}")
     return steps
+
+
+def flop_thresholds(text: str | None, what: str = "--eval-at-flops") -> tuple[int, ...]:
+    """``--eval-at-flops 1e9,3e9``: whole FLOP counts, increasing, each once (given in any order)."""
+    if not text:
+        return ()
+    values = set()
+    for part in text.split(","):
+        value = parse_number(part.strip(), what)
+        if not isinstance(value, int):
+            raise UserError(f"{what} takes whole FLOP counts, not {part.strip()!r}")
+        values.add(value)
+    return tuple(sorted(values))
 
 
 def budget_options(func: Any) -> Any:

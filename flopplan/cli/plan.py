@@ -73,10 +73,10 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
     completions, rule reward, Qwen2.5 0.5B to 14B.
     """
     from flopplan.fileio import STDOUT
-    from flopplan.inverse import plan_request
     from flopplan.planfile import PlanFile
     from flopplan.planner import require_steps
     from flopplan.report.plan_tables import phase_table, plan_notes, same_flop_table, time_table
+    from flopplan.solver import plan_request
 
     fmt = "json" if as_json else fmt
     if out_file == STDOUT and save_recipe == STDOUT:

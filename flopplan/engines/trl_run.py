@@ -108,8 +108,8 @@ def grpo_config(config: TrainConfig, run: TRLRun, work: Path, policy: DevicePoli
         output_dir=str(work), use_cpu=not policy.on_gpu, bf16=policy.on_gpu, report_to="none", logging_steps=1,
         save_strategy="steps", save_steps=rounds_per_checkpoint * run.optimizer_steps_per_round,
         save_total_limit=config.keep_checkpoints, seed=config.seed, learning_rate=config.lr or 1e-5,
-        temperature=config.temperature, epsilon=config.clip_low, epsilon_high=config.clip_high,
-        scale_rewards=config.scale_rewards, loss_type=LOSS_TYPES[config.loss_aggregation],
+        temperature=config.temperature, epsilon=config.loss.clip_low, epsilon_high=config.loss.upper_clip,
+        scale_rewards=config.loss.scale_rewards, loss_type=LOSS_TYPES[config.loss.aggregation],
         max_grad_norm=config.max_grad_norm, weight_decay=config.weight_decay, disable_tqdm=True,
         model_init_kwargs={"attn_implementation": policy.attention, "dtype": policy.dtype},
         generation_kwargs=_fixed_lengths(r.completion_len.max, r.policy_spec.vocab_size) if config.fixed_completion

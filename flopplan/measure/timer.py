@@ -1,12 +1,14 @@
 """Timing and counting one block of model work: wall-clock (CUDA events on a GPU) and, when asked, torch's
 FlopCounterMode count of the same block (taken by :class:`~flopplan.measure.meter.FlopMeter`, which leaves
-what runs unchanged)."""
+what runs unchanged); and a process's own clocks (:class:`ProcessClock`), which a run writes on its metrics lines."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -37,3 +39,40 @@ def timed_and_counted(measure: bool, sync: bool) -> Iterator[dict[str, Any]]:
         out["seconds"] = time.perf_counter() - start
     if measure:
         out["measured"] = int(counter.get_total_flops())  # type: ignore[union-attr]
+
+
+def process_started() -> float | None:
+    """When this process started, on the wall clock (Linux: /proc/self/stat field 22, clock ticks after boot), so
+    that the first metrics line a process writes dates its start-up (imports, models, data) for time models."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME) + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+class ProcessClock:
+    """This process's clocks, for the run's files: its start (on its first metrics line, so that time models learn
+    the start-up), its CPU seconds on every line (all threads, since it started: the share of the cores it had),
+    and the run's wall seconds so far (earlier processes' as their last checkpoint had them, ``before``)."""
+
+    def __init__(self) -> None:
+        self.started = process_started()
+        self.began = self.started or time.time()
+        self.before: float | None = 0.0  # None: an earlier process's wall time is unknown
+        self._pending = self.started
+
+    def line(self, threads: int) -> dict[str, Any]:
+        """The clock fields of a metrics line (and the process's start, on its first)."""
+        fields: dict[str, Any] = {"time": time.time(), "cpu_seconds": time.process_time(), "threads": threads}
+        if self._pending is not None:
+            fields["process_started"], self._pending = self._pending, None
+        return fields
+
+    def wall(self) -> float | None:
+        return None if self.before is None else self.before + time.time() - self.began
+
+    def core_share(self, threads: int) -> float | None:
+        """This process's CPU seconds over its wall seconds and threads (at most 1)."""
+        now = time.time() - self.began
+        return min(time.process_time() / threads / now, 1.0) if now > 0 else None

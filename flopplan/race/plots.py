@@ -12,6 +12,7 @@ matplotlib is imported inside :func:`draw_all` only; without it no plot is drawn
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from flopplan.fileio import atomic_savefig
 from flopplan.race.checks import SUPPORT_TOL
 from flopplan.race.results import ArmCurve, RaceAnalysis, TargetResult
 from flopplan.units import eng
+
+SPLIT_PNG = "race_split.png"
 
 
 def _foot(fig: Any, analysis: RaceAnalysis) -> None:
@@ -143,8 +146,21 @@ def _save(plt: Any, fig: Any, path: Path) -> Path:
         plt.close(fig)
 
 
-def draw_all(analysis: RaceAnalysis, folder: Path, names: list[str]) -> list[Path]:
-    """Draw the plots named by :func:`flopplan.race.report.plot_names` into ``folder``; [] without matplotlib."""
+def slug(name: str) -> str:
+    """A file-name-safe form of a target name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "target"
+
+
+def target_plots(t: TargetResult) -> tuple[str, str] | None:
+    """The curves and frontier PNG names of a target; None when it has no fitted curve to draw."""
+    if not (t.fitted and any(c.fitted for c in t.curves)):
+        return None
+    return f"race_curves_{slug(t.name)}.png", f"race_frontier_{slug(t.name)}.png"
+
+
+def draw_all(analysis: RaceAnalysis, folder: Path) -> list[Path]:
+    """Draw the plots into ``folder`` (per fitted target its curves and frontier, then the budget split) and return
+    their paths; [] without matplotlib."""
     try:
         import matplotlib
 
@@ -152,13 +168,9 @@ def draw_all(analysis: RaceAnalysis, folder: Path, names: list[str]) -> list[Pat
         import matplotlib.pyplot as plt
     except ImportError:
         return []
-    from flopplan.race.report import slug
-
     out = []
     for t in analysis.targets:
-        if f"race_curves_{slug(t.name)}.png" in names:
-            out.append(_curves(plt, analysis, t, folder / f"race_curves_{slug(t.name)}.png"))
-            out.append(_frontier(plt, analysis, t, folder / f"race_frontier_{slug(t.name)}.png"))
-    if "race_split.png" in names:
-        out.append(_split(plt, analysis, folder / "race_split.png"))
-    return out
+        names = target_plots(t)
+        if names is not None:
+            out += [_curves(plt, analysis, t, folder / names[0]), _frontier(plt, analysis, t, folder / names[1])]
+    return [*out, _split(plt, analysis, folder / SPLIT_PNG)]

@@ -6,31 +6,17 @@ is printed at the foot of each figure); matplotlib is imported only when they ar
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from flopplan.fileio import atomic_write_json, atomic_write_text, writable_folder
 from flopplan.race.curves import FIT_METHOD
+from flopplan.race.plots import draw_all
 from flopplan.race.results import ArmCurve, RaceAnalysis, TargetResult
 from flopplan.report.tables import Table, provenance, to_markdown
 from flopplan.units import eng
 
 RACE_JSON = "race.json"
 REPORT_MD = "report.md"
-
-
-def slug(name: str) -> str:
-    """A file-name-safe form of a target name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "target"
-
-
-def plot_names(analysis: RaceAnalysis) -> list[str]:
-    """The PNGs :func:`write_outputs` draws: per fitted target its curves and frontier, then the budget split."""
-    out = []
-    for t in analysis.targets:
-        if t.fitted and any(c.fitted for c in t.curves):
-            out += [f"race_curves_{slug(t.name)}.png", f"race_frontier_{slug(t.name)}.png"]
-    return [*out, "race_split.png"]
 
 
 def _r(value: float | None) -> str:
@@ -217,11 +203,9 @@ def write_outputs(analysis: RaceAnalysis, folder: str | Path, *, plots: bool = T
     written = [atomic_write_json(out / RACE_JSON, analysis.to_data())]
     drawn: list[Path] = []
     if plots:
-        from flopplan.race.plots import draw_all
-
-        drawn = draw_all(analysis, out, plot_names(analysis))
+        drawn = draw_all(analysis, out)
     written.append(atomic_write_text(out / REPORT_MD, render_markdown(analysis, [p.name for p in drawn])))
     return [*written, *drawn]
 
 
-__all__ = ["RACE_JSON", "REPORT_MD", "plot_names", "provenance", "render_markdown", "slug", "write_outputs"]
+__all__ = ["RACE_JSON", "REPORT_MD", "provenance", "render_markdown", "write_outputs"]

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flopplan import serial as schema
 from flopplan.errors import UserError, is_int
 from flopplan.fileio import read_json
-from flopplan.race import schema
 
 RACE_VERSION = 1
 

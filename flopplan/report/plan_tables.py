@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flopplan.passes import BUCKETS, EVAL_PHASES, STEP_PHASES
+from flopplan.planfile import PlanEntry
 from flopplan.planner import Plan
 from flopplan.report.tables import Table
 from flopplan.units import count, duration, eng, percent
@@ -120,7 +121,7 @@ def plans_to_csv(plans: list[Plan], provenance_line: str | None = None, header: 
     if header:
         writer.writerow(CSV_COLUMNS)
     for p in plans:
-        data = p.to_data()
+        data = PlanEntry.of(p).to_data()
         row: dict[str, Any] = {key: data.get(key) for key in CSV_COLUMNS}
         row["budget_flops"] = p.budget.flops
         for b, v in data["flops"].items():

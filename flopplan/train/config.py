@@ -7,7 +7,7 @@ changes) into a :class:`TrainConfig`; the CLI, RACE pilots and the engine launch
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from flopplan.errors import UserError, check_choice, check_int, check_number, is
 from flopplan.grpo.config import AGGREGATIONS, SCALE_REWARDS, LossConfig
 from flopplan.lengths import Length
 from flopplan.planfile import PlanEntry, PlanFile
-from flopplan.recipe import Recipe
+from flopplan.recipe import Recipe, option
 
 WEIGHTLESS_POLICIES = TINY_FAMILY
 """Policies that are trained from random initialisation by design (no weights exist for them)."""
@@ -42,43 +42,112 @@ def demo_recipe() -> Recipe:
 
 
 @dataclass(frozen=True)
+class TrainLoss:
+    """The clipped surrogate as a run chooses it (the KL coefficient ``beta`` is the recipe's: it prices a reference
+    forward). ``clip_high`` None is ``clip_low``, as TRL's ``epsilon_high`` None is its ``epsilon``."""
+
+    clip_low: float = field(default=0.2, metadata=option(
+        "--clip-eps", "Lower clip of the ratio (TRL epsilon)", "float"))
+    clip_high: float | None = field(default=None, metadata=option(
+        "--clip-eps-high", "Upper clip (default: --clip-eps; DAPO uses 0.28)", "float"))
+    scale_rewards: str = field(default="group", metadata=option(
+        "--scale-rewards", "Divide advantages by the group std (group: GRPO) or not (none: Dr. GRPO)", "choice",
+        SCALE_REWARDS))
+    aggregation: str = field(default="token", metadata=option(
+        "--loss-aggregation", "Average token losses over the optimizer batch (token: DAPO, TRL) or per sequence "
+        "first", "choice", AGGREGATIONS))
+
+    def __post_init__(self) -> None:
+        check_number("clip_low", self.clip_low, 0.0)
+        if self.clip_low >= 1:
+            raise UserError(f"the lower clip must be below 1 (the ratio is clipped at 1 - eps), not {self.clip_low}")
+        if self.clip_high is not None:
+            check_number("clip_high", self.clip_high, 0.0)
+        check_choice("scale_rewards", self.scale_rewards, SCALE_REWARDS)
+        check_choice("loss_aggregation", self.aggregation, AGGREGATIONS)
+
+    @property
+    def upper_clip(self) -> float:
+        return self.clip_low if self.clip_high is None else self.clip_high
+
+
+FLAT_LOSS_KEYS = {"clip_low": "clip_low", "clip_high": "clip_high", "scale_rewards": "scale_rewards",
+                  "loss_aggregation": "aggregation"}
+"""Run configs written before the loss knobs were nested held them at the top level under these keys."""
+
+
+@dataclass(frozen=True)
 class TrainConfig:
+    """A run: its recipe (or plan entry) and the knobs a plan does not fix. Every leaf field but ``recipe`` and
+    ``plan`` carries its ``flopplan train`` option (:func:`flopplan.recipe.option`; flopplan.cli.options builds the
+    option, its help and default from it, and lists the kinds) and is saved under its own name, a nested group
+    (metadata ``nested``: ``loss``) as a table: a new knob is one field."""
+
     recipe: Recipe
-    out_dir: str
-    budget_flops: int | None = None
-    max_steps: int | None = None
-    plan: PlanEntry | None = None  # the plan entry this run validates
-    task: str = "digits"  # built-in task when no dataset is given
-    dataset: str | None = None
-    eval_dataset: str | None = None
-    train_size: int = 20000  # problems generated for the built-in task
-    model_path: str | None = None
-    random_init: bool = False
-    reward_model_path: str | None = None
-    lr: float | None = None  # None: tiny family 3e-3 (tiny-l 1e-3), 1e-5 with LoRA, 1e-6 full fine-tuning
-    lora_alpha: int | None = None  # None: 2 x rank
-    temperature: float = 1.0
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    scale_rewards: str = "group"  # group: divide by the group std; none: Dr. GRPO
-    loss_aggregation: str = "token"
-    max_grad_norm: float = 1.0
-    weight_decay: float = 0.0
-    seed: int = 0
-    checkpoint_every: int | None = 10
-    keep_checkpoints: int | None = 3  # the newest K checkpoints stay; None: every one
-    measure_flops: bool = False
-    device: str = "auto"
-    format_reward: float = 0.0
-    prm_aggregate: str = "min"
-    reward_output: str = "auto"  # an ORM's reward: its score, probability or 0/1 verdict (auto: by its config)
-    engine: str = "builtin"
-    fixed_completion: bool = False  # every completion runs to the maximum length (EOS held back until then)
-    threads: int | None = None  # CPU threads for torch; None: 1 for policies under 50M parameters, else torch's
-    eval_targets: tuple[str, ...] = ("heldout",)  # flopplan.train.targets: the fixed prompt sets evaluated
-    eval_at_flops: tuple[int, ...] = ()  # also evaluate after the first step whose training FLOPs reach each
-    eval_at_end: bool = False  # also evaluate after the last step (an evaluation kept in reserve at every step)
-    charge_lost: bool = True  # False: work a kill lost is recorded, not charged (the steps stay an uninterrupted run's)
+    out_dir: str = field(metadata=option(
+        "--out", "Run folder: new or empty (with --resume: the run to continue)", "folder"))
+    budget_flops: int | None = field(default=None, metadata=option("--budget", "FLOP budget (default: the plan's)",
+                                                                   "budget"))
+    max_steps: int | None = field(default=None, metadata=option(
+        "--steps", "Stop after N steps (also without a budget)", "steps"))
+    plan: PlanEntry | None = None  # the plan entry this run validates (--plan FILE --plan-model NAME)
+    model_path: str | None = field(default=None, metadata=option(
+        "--model-path", "A local model folder (weights + tokenizer)", "folder"))
+    random_init: bool = field(default=False, metadata=option(
+        "--random-init", "Registry architecture without weights (FLOP/time-faithful)", "flag"))
+    task: str = field(default="digits", metadata=option(
+        "--task", "Built-in task: digits[:first|last|max|sum[:N]]", "text"))  # when no dataset is given
+    dataset: str | None = field(default=None, metadata=option(
+        "--dataset", "JSONL {prompt, answer} (GSM8K '#### x' ok)", "file"))
+    eval_dataset: str | None = field(default=None, metadata=option("--eval-dataset", "JSONL held-out set", "file"))
+    train_size: int = field(default=20000, metadata=option("--train-size", "Built-in task problems"))
+    engine: str = field(default="builtin", metadata=option(
+        "--engine", "Who runs the GRPO loop: flopplan's trainer, or TRL's GRPOTrainer with flopplan's FLOP meter",
+        "choice", ENGINES))
+    lr: float | None = field(default=None, metadata=option(
+        "--lr", "AdamW learning rate (default 3e-3 tiny/tiny-s, 1e-3 tiny-l, 1e-5 LoRA, 1e-6 full)", "float"))
+    lora_alpha: int | None = field(default=None, metadata=option("--lora-alpha", "LoRA alpha (default 2 x rank)"))
+    temperature: float = field(default=1.0, metadata=option("--temperature", "Sampling temperature", "float"))
+    loss: TrainLoss = field(default_factory=TrainLoss, metadata={"nested": True})
+    max_grad_norm: float = field(default=1.0, metadata=option("--max-grad-norm", "Gradient clipping norm", "float"))
+    weight_decay: float = field(default=0.0, metadata=option("--weight-decay", "AdamW weight decay", "float"))
+    seed: int = field(default=0, metadata=option("--seed", "Seed of the data order, sampling and init"))
+    checkpoint_every: int | None = field(default=10, metadata=option(
+        "--checkpoint-every", "Steps between checkpoints"))
+    keep_checkpoints: int | None = field(default=3, metadata=option(  # None (in a file): every one
+        "--keep-checkpoints", "How many of the newest checkpoints to keep (older ones are deleted)"))
+    measure_flops: bool = field(default=False, metadata=option(
+        "--measure-flops", "Also count every phase with torch FlopCounterMode", "flag"))
+    device: str = field(default="auto", metadata=option(
+        "--device", "Where the run executes (auto: a GPU when there is one)", "choice", DEVICES))
+    threads: int | None = field(default=None, metadata=option(
+        "--threads", "CPU threads for torch (default: 1 for policies under 50M parameters, else torch's)"))
+    format_reward: float = field(default=0.0, metadata=option(
+        "--format-reward", "Reward for a well-formed answer", "float"))
+    reward_model_path: str | None = field(default=None, metadata=option(
+        "--reward-model-path", "A local reward model folder", "folder"))
+    prm_aggregate: str = field(default="min", metadata=option(
+        "--prm-aggregate", "How a PRM's step scores become one reward", "choice", PRM_AGGREGATES))
+    reward_output: str = field(default="auto", metadata=option(
+        "--reward-output", "An ORM's reward: its score, its probability (sigmoid), or its verdict (1 if P >= 1/2, "
+        "else 0); auto: the probability for a binary classifier (flopplan reward-model train), else the score",
+        "choice", REWARD_OUTPUTS))
+    eval_targets: tuple[str, ...] = field(default=("heldout",), metadata=option(  # flopplan.train.targets
+        "--eval-targets", "Evaluation targets, comma-separated: heldout (the task's held-out strings), long (the "
+        "same rule on strings twice as long); fixed prompt sets, one line per target and evaluation in "
+        "evaluations.jsonl", "targets"))
+    eval_at_flops: tuple[int, ...] = field(default=(), metadata=option(
+        "--eval-at-flops", "Also evaluate after the first step whose training FLOPs (evaluations excluded) reach "
+        "each of F1,F2,... (e.g. 1e9,3e9,1e10)", "thresholds"))
+    eval_at_end: bool = field(default=False, metadata=option(
+        "--eval-at-end", "Also evaluate after the last step: every step keeps an evaluation's worst case in "
+        "reserve, and the step after which the next would not fit (or the last of --steps) evaluates", "flag"))
+    charge_lost: bool = field(default=True, metadata=option(
+        "--lost-outside-budget", "Work a kill loses is recorded but not charged against the budget, so a resumed "
+        "run does the steps of an uninterrupted one (RACE's pilots)", "negated"))
+    fixed_completion: bool = field(default=False, metadata=option(
+        "--fixed-completion-len", "Every completion runs to --completion-len tokens (EOS held back): fixed shapes, "
+        "as exactness checks use", "flag"))
 
     def __post_init__(self) -> None:
         r = self.recipe
@@ -91,7 +160,7 @@ class TrainConfig:
             raise UserError(f"train_size is at most {MAX_TRAIN_SIZE:,} problems, not {self.train_size:,}")
         for name in ("temperature", "max_grad_norm"):
             check_number(name, getattr(self, name), 0.0, strict=True)
-        for name in ("clip_low", "clip_high", "weight_decay", "format_reward"):
+        for name in ("weight_decay", "format_reward"):
             check_number(name, getattr(self, name), 0.0)
         if self.lr is not None:
             check_number("lr", self.lr, 0.0, strict=True)
@@ -99,16 +168,15 @@ class TrainConfig:
             raise UserError(f"seed must be an integer from 0 to 2**32 - 1, not {self.seed!r}")
         if self.lora_alpha is not None:
             check_int("lora_alpha", self.lora_alpha, 1)
-        if self.clip_low >= 1:
-            raise UserError(f"the lower clip must be below 1 (the ratio is clipped at 1 - eps), not {self.clip_low}")
         if self.budget_flops is not None:
             Budget(flops=self.budget_flops)  # the planner's limits
         if self.reward_model_path is not None and r.reward.kind == "rule":
             raise UserError("--reward-model-path needs a model reward (--reward orm:MODEL), not a rule")
         if self.reward_output != "auto" and r.reward.kind != "orm":
             raise UserError("--reward-output applies to an outcome reward model (--reward orm:MODEL)")
-        for name, allowed in (("scale_rewards", SCALE_REWARDS), ("loss_aggregation", AGGREGATIONS),
-                              ("device", DEVICES), ("prm_aggregate", PRM_AGGREGATES), ("engine", ENGINES),
+        if not isinstance(self.loss, TrainLoss):
+            raise UserError(f"loss must be a table of {', '.join(f.name for f in fields(TrainLoss))}")
+        for name, allowed in (("device", DEVICES), ("prm_aggregate", PRM_AGGREGATES), ("engine", ENGINES),
                               ("reward_output", REWARD_OUTPUTS)):
             check_choice(name, getattr(self, name), allowed)
         if r.engine != "hf":
@@ -186,29 +254,43 @@ class TrainConfig:
         return self.recipe.completion_len.max
 
     @property
-    def loss(self) -> LossConfig:
-        return LossConfig(self.clip_low, self.clip_high, self.recipe.beta, self.loss_aggregation, self.temperature)
+    def loss_config(self) -> LossConfig:
+        """What the loss function takes: the run's surrogate, the recipe's KL coefficient, the sampling
+        temperature the logprobs are taken at."""
+        loss = self.loss
+        return LossConfig(loss.clip_low, loss.upper_clip, self.recipe.beta, loss.aggregation, self.temperature)
 
     def to_data(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("recipe", "plan")}
+        """Every field under its own name; the loss group as a table."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("recipe", "plan", "loss")}
+        data["loss"] = asdict(self.loss)
         data["recipe"] = self.recipe.to_data()
         data["plan"] = None if self.plan is None else self.plan.to_data()
         return data
 
     @staticmethod
     def from_data(data: dict[str, Any], where: str = "run config") -> TrainConfig:
+        """The inverse of :meth:`to_data`; also reads the flat layout of earlier versions (the loss knobs at the
+        top level, :data:`FLAT_LOSS_KEYS`)."""
         data = dict(data)
+        flat = {FLAT_LOSS_KEYS[key]: data.pop(key) for key in list(data) if key in FLAT_LOSS_KEYS}
+        if flat and "loss" in data:
+            raise UserError(f"{where} has the loss knobs twice: in loss and as {', '.join(sorted(FLAT_LOSS_KEYS))}")
         known = {f.name for f in fields(TrainConfig)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise UserError(f"{where} has unknown keys: {', '.join(unknown)}")
         recipe = Recipe.from_data(data.pop("recipe", None), where)
         plan = data.pop("plan", None)
+        loss = data.pop("loss", flat)
+        loss_keys = {f.name for f in fields(TrainLoss)}
+        if not isinstance(loss, dict) or not set(loss) <= loss_keys:
+            raise UserError(f"{where}: loss must be a table of {', '.join(sorted(loss_keys))}, not {loss!r}")
         for key in ("eval_targets", "eval_at_flops"):
             if isinstance(data.get(key), list):
                 data[key] = tuple(data[key])
         return TrainConfig(recipe=recipe, plan=None if plan is None else PlanEntry.from_data(plan, f"{where}: plan"),
-                           **data)
+                           loss=TrainLoss(**loss), **data)
 
 
 def _shapes(spec: Any) -> tuple[Any, ...]:
@@ -274,4 +356,5 @@ def train_config(out_dir: str, *, plan_file: str | None = None, plan_model: str 
     return TrainConfig(recipe=recipe, out_dir=out_dir, budget_flops=budget_flops, plan=entry, **knobs)
 
 
-__all__ = ["DEMO_RECIPE", "TrainConfig", "demo_recipe", "replace_config", "train_config"]
+__all__ = ["DEMO_RECIPE", "FLAT_LOSS_KEYS", "TrainConfig", "TrainLoss", "demo_recipe", "replace_config",
+           "train_config"]

@@ -38,6 +38,7 @@ from flopplan.grpo.rewards import rule_rewards
 from flopplan.grpo.tasks import Problem
 from flopplan.ledger import Ledger, PhaseCharge
 from flopplan.measure.models import recommended_threads
+from flopplan.measure.timer import ProcessClock
 from flopplan.runfile import PlanReference, RunSummary
 from flopplan.train import checkpoint as ckpt
 from flopplan.train.config import TrainConfig
@@ -50,7 +51,7 @@ from flopplan.train.evaluation import (
     training_flops,
     worst_case_evaluation,
 )
-from flopplan.train.runfolder import ProcessClock, RunFolder
+from flopplan.train.runfolder import RunFolder
 from flopplan.train.setup import Precision, load_data, load_policy, load_reward_model
 
 
@@ -288,7 +289,7 @@ class Trainer:
                                                           cfg.measure_flops, cfg.max_new_tokens)
                 self._charged(result, charge)
         reward_t = torch.tensor(rewards, dtype=torch.float32, device=self.device)
-        advantages = group_advantages(reward_t, r.group_size, cfg.scale_rewards)
+        advantages = group_advantages(reward_t, r.group_size, cfg.loss.scale_rewards)
         batches = scoring_batches(rollouts, self.codec.pad_id, r.micro_batch_size, self.device, r.update_padding)
         head = r.logprob_head
         old = ref = None
@@ -308,7 +309,7 @@ class Trainer:
         for _ in range(r.iterations):  # from the first update on, an interrupted step is completed
             with self._phase(last_interruptible=False):
                 pass_stats, charge = P.update(model, self.policy.optimizer, batches, rollouts, advantages,
-                                              ctx=self.ctx, training=r.training, loss_cfg=cfg.loss,
+                                              ctx=self.ctx, training=r.training, loss_cfg=cfg.loss_config,
                                               head=head,
                                               optimizer_batch=r.optimizer_batch_size,
                                               max_grad_norm=cfg.max_grad_norm, old=old, ref=ref)

@@ -1,5 +1,6 @@
-"""Inverse questions: the largest group size, prompts per step or iterations that afford N steps of a budget; the
-iterations or group size that reach a target learning share; the largest registry policy that affords N steps."""
+"""Solves: the largest group size, prompts per step or iterations that afford N steps of a budget; the iterations or
+group size that reach a target learning share; the largest registry policy that affords N steps; and
+:func:`plan_request`, the one entry point ``flopplan plan`` calls for every mode."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from flopplan.budget import Budget
 from flopplan.cost import step_cost
 from flopplan.errors import UserError
 from flopplan.hardware import Profile
-from flopplan.planner import Plan, largest_true, plan
+from flopplan.planner import Plan, compare_models, largest_true, plan, price_steps
 from flopplan.recipe import Recipe
 from flopplan.units import eng, plural
 
@@ -137,8 +138,6 @@ def plan_request(base: Recipe, models: list[str], budget: Budget, profile: Profi
     """The plans ``flopplan plan`` answers, one mode per request: what a budget buys (each model), what ``steps``
     steps cost (``free="steps"`` with ``steps``), the largest value of a free quantity that affords ``steps``, the
     value that reaches a target learning share, or the largest registry model that affords ``steps``."""
-    from flopplan.planner import compare_models, price_steps
-
     if steps is not None and steps <= 0:
         raise UserError(f"--steps must be a positive integer, not {steps}")
     if target_share is not None:
