@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from configs import LLAMA_3_2_1B, MISTRAL_7B_V01, MISTRAL_7B_V03, QWEN3_0_6B  # noqa: E402
-from helpers import marked_slow_if_large  # noqa: E402
+from helpers import tiered  # noqa: E402
 
 from flopplan.arch import REGISTRY, TINY_FAMILY, orm_head, spec_from_config, with_head  # noqa: E402
 from flopplan.formulas import (  # noqa: E402
@@ -52,15 +52,16 @@ def _shapes(spec):
 def sized(names):
     """The cases of ``names``, one per architecture whose passes differ in shape (Qwen2.5-Math-1.5B and -7B are
     Qwen2.5-1.5B and -7B with another RoPE base and context length, which change no shape and no FLOP: counting them
-    again repeats the same FlopCounterMode run), the 7B class and up marked slow."""
-    seen, cases = set(), []
+    again repeats the same FlopCounterMode run); the 7B class and up, and other sizes of a structure counted in the
+    fast tier (helpers.tiered), marked slow."""
+    seen, specs = set(), []
     for name in names:
         shapes = _shapes(_spec(name))
         if shapes in seen:
             continue
         seen.add(shapes)
-        cases.append(marked_slow_if_large(_spec(name).params, name))
-    return cases
+        specs.append((_spec(name), (name,)))
+    return tiered(specs)
 
 
 @functools.cache  # meta models hold no storage

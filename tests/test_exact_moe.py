@@ -133,15 +133,21 @@ TRAININGS = {
     "lora v,down": Training(LoRA(4, ("v_proj", "down_proj"))),
 }
 EXPERT_LORA = ("lora all", "lora all+ckpt", "lora v,down")
+FAST_TRAININGS = ("full+ckpt", "lora all")
+"""The fast tier's training steps for each family and implementation: full fine-tuning with the experts' forward
+re-run by the checkpoint, and LoRA on every target (Qwen3-MoE's routed experts adapted). The other variants (each
+also checked on dense models by tests/test_exact_counts.py) run in `make test`."""
 
 
 def _train_cases():
     for family in FAMILIES:
         for implementation in EXPERTS_IMPLEMENTATIONS:
+            expert_lora_refused = implementation == "eager" and family == "qwen3_moe"
             for label in TRAININGS:
-                if implementation == "eager" and label in EXPERT_LORA and family == "qwen3_moe":
+                if expert_lora_refused and label in EXPERT_LORA:
                     continue  # refused: see test_expert_lora_under_the_eager_loop_is_refused
-                yield family, implementation, label
+                fast = label in FAST_TRAININGS or (expert_lora_refused and label == "lora attention")
+                yield pytest.param(family, implementation, label, marks=() if fast else pytest.mark.slow)
 
 
 @pytest.mark.parametrize("family,implementation,label", list(_train_cases()))
