@@ -113,6 +113,13 @@ def validate(spec: ArchSpec, req: EstimateRequest) -> None:
 def estimate(spec: ArchSpec, req: EstimateRequest) -> Breakdown:
     """The exact FLOP breakdown of the requested phase."""
     validate(spec, req)
+    try:  # bad checkpointing options, or LoRA the experts implementation cannot run (the eager loop)
+        return _breakdown(spec, req)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _breakdown(spec: ArchSpec, req: EstimateRequest) -> Breakdown:
     conv = req.conventions
     if req.phase == "forward":
         assert req.seq is not None
@@ -124,10 +131,7 @@ def estimate(spec: ArchSpec, req: EstimateRequest) -> Breakdown:
         assert req.prompt is not None and req.completion is not None
         return generate_flops(spec, req.batch, req.prompt, req.completion, req.lora, conv)
     assert req.seq is not None
-    try:
-        training = Training(req.lora, req.checkpointing, req.input_grads)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+    training = Training(req.lora, req.checkpointing, req.input_grads)
     return train_flops(spec, req.batch, req.seq, logit_positions(spec, req.logits, req.seq), training, conv)
 
 
@@ -161,5 +165,6 @@ def result_json(spec: ArchSpec, req: EstimateRequest, terms: Breakdown) -> dict[
         },
         "conventions": {"attention": req.conventions.attention,
                         "attention_kernel": req.conventions.attention_kernel,
+                        **({"experts": req.conventions.experts} if spec.moe is not None else {}),
                         "flop": "2 per multiply-add (FlopCounterMode)"},
     }

@@ -87,3 +87,64 @@ def test_unknown_hub_id_is_one_line(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     line = one_line_error(cli("plan", "--model", "acme/nothing-here", "--budget", "1e18"), "config.json")
     assert str(tmp_path) in line
+
+
+# -- the experts convention on the command line, in recipes and in plans -----------------------------------------
+
+@pytest.mark.parametrize("implementation", ["grouped_mm", "batched_mm", "eager"])
+def test_estimate_counts_the_experts_implementation_asked_for(implementation):
+    from flopplan.formulas import Conventions, train_flops
+
+    out = cli("estimate", "--model", "qwen3-30b-a3b", "--phase", "train", "--batch", "2", "--seq", "64",
+              "--experts", implementation, "--json", check=True)
+    data = json.loads(out.stdout)
+    spec = REGISTRY["qwen3-30b-a3b"]
+    assert data["flops"] == train_flops(spec, 2, 64, 64, conv=Conventions(experts=implementation)).total
+    assert data["conventions"]["experts"] == implementation
+
+
+def test_a_dense_estimate_names_no_experts_convention():
+    data = json.loads(cli("estimate", "--model", "qwen3-0.6b", "--phase", "forward", "--seq", "8", "--json",
+                          check=True).stdout)
+    assert "experts" not in data["conventions"]
+
+
+@pytest.mark.parametrize("command", [
+    ("estimate", "--phase", "train", "--seq", "16", "--lora-rank", "8"),
+    ("plan",),
+])
+def test_expert_lora_under_the_eager_loop_is_one_line(command):
+    one_line_error(cli(command[0], "--model", "qwen3-30b-a3b", *command[1:], "--experts", "eager"), "eager")
+
+
+def test_the_recipe_carries_the_experts_convention():
+    from flopplan.recipe import Recipe
+
+    default = Recipe(policy="qwen3-30b-a3b")
+    assert default.conventions.experts == "grouped_mm" and "experts" not in default.to_data()
+    chosen = default.with_(experts="batched_mm", lora_rank=None)
+    assert chosen.conventions.experts == "batched_mm" and chosen.to_data()["experts"] == "batched_mm"
+    assert Recipe.from_data(chosen.to_data()) == chosen
+    with pytest.raises(UserError, match="experts"):
+        Recipe(experts="loop")
+
+
+def test_plan_json_of_an_moe_policy_records_its_experts_convention():
+    """The three implementations run the same matmul FLOPs (tests/test_exact_moe.py measures each); the convention
+    decides which LoRA the experts can take, and the plan records it when chosen."""
+    plans = {impl: json.loads(cli("plan", "--model", "qwen3-30b-a3b", "--full", "--experts", impl, "--format",
+                                  "json", check=True).stdout)["plans"][0] for impl in ("grouped_mm", "eager")}
+    assert plans["eager"]["recipe"]["experts"] == "eager" and "experts" not in plans["grouped_mm"]["recipe"]
+    assert plans["eager"]["flops"] == plans["grouped_mm"]["flops"]
+
+
+def test_the_same_flop_row_of_an_moe_policy_names_active_and_total_parameters():
+    from flopplan.planner import Budget, compare_models
+    from flopplan.recipe import Recipe
+    from flopplan.report.plan_tables import model_cell
+    from flopplan.units import count
+
+    moe, dense = compare_models(Recipe(), ["qwen3-30b-a3b", "qwen3-0.6b"], Budget(flops=10**18))
+    spec = REGISTRY["qwen3-30b-a3b"]
+    assert count(spec.params_active) in model_cell(moe) and count(spec.params) in model_cell(moe)
+    assert model_cell(dense) == "qwen3-0.6b"
