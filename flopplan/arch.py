@@ -411,6 +411,10 @@ def _uniform_sliding_window(cfg: dict[str, Any], model_type: str, where: str) ->
         return None
     if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
         raise UserError(f"{where}: sliding_window must be a positive integer or null, not {window!r}")
+    context = cfg.get("max_position_embeddings")
+    if isinstance(context, int) and not isinstance(context, bool) and window > context:
+        raise UserError(f"{where}: sliding_window {window} is larger than the context "
+                        f"(max_position_embeddings {context}): it never applies; set it to null")
     return window
 
 

@@ -34,6 +34,11 @@ Conventions (each is a :class:`Conventions` field, documented in the README):
   implementation (default ``grouped_mm``, transformers' own); all three execute the same matmuls. LoRA targets
   name modules: in an MoE layer ``gate_proj``/``up_proj``/``down_proj`` are the shared expert's, and the routed
   experts (3-D parameters) carry no adapter.
+* A sliding window of ``w`` keys (Mistral): a decode step attends to at most ``w`` keys, since transformers' sliding
+  cache keeps the last ``w - 1`` tokens, whatever the kernel. In a prefill, ``window="masked"`` (default) counts
+  what the attention convention counts, as eager attention computes the full score matrix and masks it;
+  ``"windowed"`` leaves out the pairs beyond the window (query ``i`` and key ``j`` with ``i - j >= w``), which a
+  windowed SDPA/flash kernel never computes.
 * Gradient checkpointing re-runs each decoder layer's forward during backward. Non-reentrant checkpointing (the
   transformers 5 default) stops the re-run as soon as the last tensor the backward needs is recomputed, so the
   final matmul of the layer, whose inputs are saved before it runs, is not re-executed. Reentrant checkpointing
@@ -83,6 +88,7 @@ def matmul_flops(rows: Num, n_in: Num, n_out: Num) -> Num:
 
 ATTENTION_CONVENTIONS = ("dense", "causal")
 ATTENTION_KERNELS = ("eager", "sdpa")
+WINDOW_CONVENTIONS = ("masked", "windowed")
 CHECKPOINTING = ("none", "non-reentrant", "reentrant")
 
 
@@ -93,8 +99,11 @@ class Conventions:
     attention: str = "dense"
     attention_kernel: str = "eager"
     experts: str = "grouped_mm"
+    window: str = "masked"
 
     def __post_init__(self) -> None:
+        if self.window not in WINDOW_CONVENTIONS:
+            raise ValueError(f"window convention must be one of {WINDOW_CONVENTIONS}, not {self.window!r}")
         if self.experts not in EXPERTS_IMPLEMENTATIONS:
             raise ValueError(f"experts implementation must be one of {EXPERTS_IMPLEMENTATIONS}, not {self.experts!r}")
         if self.attention not in ATTENTION_CONVENTIONS:
@@ -169,18 +178,31 @@ def prefill_pairs(seq: Num, causal: bool = False) -> Num:
     return seq * seq
 
 
-def decode_pairs(context: Num) -> Num:
-    """Query-key pairs of one decode step with ``context`` tokens cached: the new token attends to context + 1."""
-    return context + 1
+def beyond_window(seq: Num, window: int | None) -> Num:
+    """Pairs of a ``seq``-token prefill outside a sliding window (query ``i``, key ``j <= i - window``):
+    ``(seq - window) * (seq - window + 1) / 2``; 0 without a window or within it."""
+    if window is None or seq <= window:
+        return 0
+    return half((seq - window) * (seq - window + 1))
 
 
-def decode_pairs_sum(prompt: Num, steps: Num) -> Num:
+def decode_pairs(context: Num, window: int | None = None) -> Num:
+    """Query-key pairs of one decode step with ``context`` tokens cached: the new token attends to context + 1
+    (at most ``window``: the sliding cache keeps the last ``window - 1`` tokens)."""
+    return context + 1 if window is None else min(context + 1, window)
+
+
+def decode_pairs_sum(prompt: Num, steps: Num, window: int | None = None) -> Num:
     """Pairs of ``steps`` consecutive decode steps after a ``prompt``-token prefill.
 
     Step j (0-based) has ``prompt + j`` tokens cached and attends to ``prompt + j + 1`` keys, so the sum is
-    ``steps*(prompt+1) + steps*(steps-1)/2``, an arithmetic series in closed form.
+    ``steps*(prompt+1) + steps*(steps-1)/2``, an arithmetic series in closed form. With a sliding window the
+    steps from the one that reaches ``window`` keys on attend to ``window`` keys each.
     """
-    return steps * (prompt + 1) + half(steps * (steps - 1))
+    if window is None or prompt + steps <= window:
+        return steps * (prompt + 1) + half(steps * (steps - 1))
+    below = max(0, window - prompt - 1)  # steps with fewer than `window` keys
+    return decode_pairs_sum(prompt, below) + (steps - below) * window
 
 
 @dataclass(frozen=True)
@@ -198,17 +220,22 @@ class Pass:
         return Pass(self.tokens * factor, self.pairs * factor, self.positions * factor)
 
 
-def forward_pass(batch: Num, seq: Num, logits: Num, conv: Conventions = Conventions()) -> Pass:
+def forward_pass(batch: Num, seq: Num, logits: Num, conv: Conventions = Conventions(),
+                 window: int | None = None) -> Pass:
     """``batch`` sequences of ``seq`` tokens with the head applied to the last ``logits`` positions of each."""
-    return Pass(batch * seq, batch * prefill_pairs(seq, conv.causal), batch * logits)
+    pairs = prefill_pairs(seq, conv.causal)
+    if conv.window == "windowed":
+        pairs = pairs - beyond_window(seq, window)
+    return Pass(batch * seq, batch * pairs, batch * logits)
 
 
-def decode_pass(batch: Num, context: Num) -> Pass:
+def decode_pass(batch: Num, context: Num, window: int | None = None) -> Pass:
     """One decode step of ``batch`` sequences with ``context`` tokens in the KV cache."""
-    return Pass(batch, batch * decode_pairs(context), batch)
+    return Pass(batch, batch * decode_pairs(context, window), batch)
 
 
-def generate_passes(batch: Num, prompt: Num, completion: Num, conv: Conventions = Conventions()) -> dict[str, Pass]:
+def generate_passes(batch: Num, prompt: Num, completion: Num, conv: Conventions = Conventions(),
+                    window: int | None = None) -> dict[str, Pass]:
     """transformers ``generate`` of ``completion`` new tokens after a ``prompt``-token prompt (no early stop).
 
     The prefill runs the whole prompt with logits for the last position only (``logits_to_keep=1``) and yields
@@ -216,15 +243,16 @@ def generate_passes(batch: Num, prompt: Num, completion: Num, conv: Conventions 
     """
     steps = completion - 1
     return {
-        "prefill": forward_pass(batch, prompt, 1, conv),
-        "decode": Pass(batch * steps, batch * decode_pairs_sum(prompt, steps), batch * steps),
+        "prefill": forward_pass(batch, prompt, 1, conv, window),
+        "decode": Pass(batch * steps, batch * decode_pairs_sum(prompt, steps, window), batch * steps),
     }
 
 
 def kv_cache_elements(arch: Any, batch: Num, context: Num) -> Num:
     """Elements a decode step reads from the KV cache: keys and values of ``context + 1`` positions (the cached
-    tokens and the new one) in every layer, ``batch * (context + 1) * 2 * layers * kv_dim``."""
-    return batch * (context + 1) * (2 * arch.num_layers * arch.kv_dim)
+    tokens and the new one, at most a sliding window's) in every layer, ``batch * (context + 1) * 2 * layers *
+    kv_dim``."""
+    return batch * decode_pairs(context, _window(arch)) * (2 * arch.num_layers * arch.kv_dim)
 
 
 def is_attention_term(term: str) -> bool:
@@ -471,23 +499,27 @@ def train_terms(arch: Any, p: Pass, training: Training = FULL, conv: Conventions
 def forward_flops(arch: Any, batch: Num, seq: Num, logits: Num, lora: LoRA | None = None,
                   conv: Conventions = Conventions()) -> Breakdown:
     """A forward over ``batch`` x ``seq`` tokens with the head on the last ``logits`` positions per sequence."""
-    return pass_terms(arch, forward_pass(batch, seq, logits, conv), lora, conv)
+    return pass_terms(arch, forward_pass(batch, seq, logits, conv, _window(arch)), lora, conv)
 
 
 def decode_flops(arch: Any, batch: Num, context: Num, lora: LoRA | None = None,
                  conv: Conventions = Conventions()) -> Breakdown:
     """One decode step of ``batch`` sequences with ``context`` tokens in the KV cache."""
-    return pass_terms(arch, decode_pass(batch, context), lora, conv)
+    return pass_terms(arch, decode_pass(batch, context, _window(arch)), lora, conv)
 
 
 def generate_flops(arch: Any, batch: Num, prompt: Num, completion: Num, lora: LoRA | None = None,
                    conv: Conventions = Conventions()) -> Breakdown:
     """transformers ``generate``: prefill (``prefill/`` terms) and ``completion - 1`` decode steps (``decode/``)."""
     return Breakdown.combine(pass_terms(arch, p, lora, conv).prefixed(name)
-                             for name, p in generate_passes(batch, prompt, completion, conv).items())
+                             for name, p in generate_passes(batch, prompt, completion, conv, _window(arch)).items())
 
 
 def train_flops(arch: Any, batch: Num, seq: Num, logits: Num, training: Training = FULL,
                 conv: Conventions = Conventions()) -> Breakdown:
     """Forward + backward of ``batch`` x ``seq`` tokens with the loss on the last ``logits`` positions."""
-    return train_terms(arch, forward_pass(batch, seq, logits, conv), training, conv)
+    return train_terms(arch, forward_pass(batch, seq, logits, conv, _window(arch)), training, conv)
+
+
+def _window(arch: Any) -> int | None:
+    return getattr(arch, "sliding_window", None)
