@@ -1,5 +1,5 @@
-# flopplan: `make demo` runs the main job, `make test` installs what the tests need and runs them all
-# (`make test-fast`: all but the slow ones).
+# flopplan: `make demo` runs the main job, `make test` installs what the tests need and runs them all, with the docs
+# build (`make test-fast`: all but the slow ones).
 # Both create .venv when missing. A torch already importable by $(PYTHON) (a GPU user's build) is kept:
 # the venv then sees it through --system-site-packages and pip never replaces it.
 
@@ -13,7 +13,7 @@ TEST_EXTRAS := .[torch,trl,test]
 
 HAS_TORCH := $(shell $(PYTHON) -c 'import torch' >/dev/null 2>&1 && echo yes)
 
-.PHONY: demo test test-fast lint bench tables clean
+.PHONY: demo test test-fast lint docs docs-outputs bench tables clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(if $(HAS_TORCH),--system-site-packages) $(VENV)
@@ -54,11 +54,21 @@ test test-fast: export PYTHONDONTWRITEBYTECODE :=
 # Every test (CI runs this); test-fast skips the ones marked slow (over ~3 s each here: real training runs, 7B-72B
 # meta-device counts, calibration sweeps, statistical simulations; pytest's summary names any unmarked one over 3 s).
 # Tests that share a module fixture carry an xdist_group mark and run on one worker.
-test: lint
+test: lint docs
 	$(BIN)/python -m pytest -n auto --dist loadgroup $(PYTEST_ARGS)
 
 test-fast: lint
 	$(BIN)/python -m pytest -n auto --dist loadgroup -m "not slow" $(PYTEST_ARGS)
+
+# The docs site (mkdocs, Material, mkdocstrings) into site/; --strict turns every warning (a broken link, a missing
+# output snippet) into a failure. NO_MKDOCS_2_WARNING silences Material's notice about MkDocs 2.
+docs: $(VENV)/.test-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# Every command output the docs show, and the CLI reference, regenerated (tests/test_docs.py fails when one is
+# stale). SLOW=1 also reruns the slow ones: training runs, TRL, RACE's demo, calibration, benchmarks (an hour).
+docs-outputs: $(VENV)/.test-installed
+	$(BIN)/python scripts/docs_outputs.py $(if $(SLOW),--slow)
 
 bench: $(VENV)/.core-installed
 	$(BIN)/python benchmarks/plan_throughput.py
@@ -68,4 +78,4 @@ tables: $(VENV)/.core-installed
 	$(BIN)/flopplan tables
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flopplan.race.bootstrap import INTERVALS, Arm, PilotData, paired_bootstrap
+from flopplan.race.bootstrap import INTERVALS, ArmPilots, PilotData, paired_bootstrap
 from flopplan.race.curves import scalerl_curve, synthetic_scores
 
 F_PILOT = 1e20
@@ -66,9 +66,10 @@ def run_setting(setting: Setting, reps: int, boot: int, seed: int, level: float,
     points, bounds, identified = [], {m: [] for m in INTERVALS}, []
     start = time.perf_counter()
     for _ in range(reps):
-        arm = Arm.from_arrays("arm", *synthetic_scores(rng, a=setting.a, b=setting.b, f_mid=setting.f_mid * F_PILOT,
-                                                       r0=setting.r0, f_pilot=F_PILOT, seed_sd=setting.seed_sd,
-                                                       log_f_mid_sd=setting.log_f_mid_sd))
+        arm = ArmPilots.from_arrays("arm", *synthetic_scores(rng, a=setting.a, b=setting.b,
+                                                             f_mid=setting.f_mid * F_PILOT, r0=setting.r0,
+                                                             f_pilot=F_PILOT, seed_sd=setting.seed_sd,
+                                                             log_f_mid_sd=setting.log_f_mid_sd))
         res = paired_bootstrap(PilotData((arm,)), [target], n_replicates=boot, level=level, rng=rng,
                                seed_scheme=scheme)
         points.append(res.points[0, 0])

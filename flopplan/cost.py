@@ -29,10 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from flopplan.formulas import Breakdown, Num
-from flopplan.lengths import Length
 from flopplan.passes import (
     BUCKETS,
     EVAL_PHASES,
@@ -42,64 +40,13 @@ from flopplan.passes import (
     RoundPass,
     RoundShape,
     by_bucket,
+    expected,
     mean_of,
+    pass_flops,
     reward_extra_tokens,
     step_passes,
 )
 from flopplan.recipe import Recipe
-
-# -- evaluating a pass ------------------------------------------------------------------------------------------
-
-def expected(fn: Any, prompt: Any, completion: Any) -> Any:
-    """E[fn(P, K)] for independent P and K, exact for fn of degree <= 3 in each (two-point Gauss rules).
-
-    ``fn`` returns a Breakdown; a fixed length (or a plain number) is one node with weight 1, so fixed lengths
-    call it once with integers and stay exact.
-    """
-    total: Breakdown | None = None
-    for p, wp in _nodes(prompt):
-        for k, wk in _nodes(completion):
-            value = fn(p, k)
-            weight = wp * wk
-            term = value if weight == 1.0 else value.scaled(weight)
-            total = term if total is None else Breakdown.combine([total, term])
-    assert total is not None
-    return total
-
-
-def _nodes(source: Any) -> list[tuple[Any, float]]:
-    return source.quadrature() if isinstance(source, Length) else [(source, 1.0)]
-
-
-def pass_flops(p: RoundPass) -> Breakdown:
-    """All FLOPs of a pass: ``calls`` x the expected FLOPs of one call, or, with observed lengths, the sum over
-    its calls (padded: each call at its rows' widths) or rows (unpadded: each sequence at its own lengths)."""
-    if isinstance(p.prompt, Observed) or isinstance(p.completion, Observed):
-        once = _observed_flops(p)
-        return once if p.repeats == 1 else once.scaled(p.repeats)
-    return expected(lambda pr, k: p.call_flops(p.rows, pr, k), p.prompt, p.completion).scaled(p.count)
-
-
-def _observed_flops(p: RoundPass) -> Breakdown:
-    rows = p.calls * p.rows
-    prompts, completions = (_per_row(source, rows, p.phase) for source in (p.prompt, p.completion))
-    if not p.padded:
-        return Breakdown.combine(p.call_flops(1, pr, k) for pr, k in zip(prompts, completions, strict=True))
-    calls = []
-    for start in range(0, rows, p.rows):
-        calls.append(p.call_flops(p.rows, max(prompts[start:start + p.rows]), max(completions[start:start + p.rows])))
-    return Breakdown.combine(calls)
-
-
-def _per_row(source: Any, rows: int, phase: str) -> Sequence[int]:
-    if isinstance(source, Observed):
-        if len(source.values) != rows:
-            raise ValueError(f"{phase}: {len(source.values)} observed lengths for {rows} rows")
-        return source.values
-    if isinstance(source, Length):
-        raise ValueError(f"{phase}: observed lengths cannot mix with a length distribution")
-    return [source] * rows
-
 
 # -- the expected step ------------------------------------------------------------------------------------------
 

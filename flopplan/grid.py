@@ -9,7 +9,7 @@ there is no evaluation, so padding plays no part and every length is exact.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from flopplan.errors import UserError
@@ -76,14 +76,11 @@ def grid_step_flops(recipe: Recipe, **arrays: Any) -> dict[str, Any]:
     a = _arrays(recipe, arrays)
     prompts, group, iterations = a["prompts_per_step"], a["group_size"], a["iterations"]
     rollouts = prompts * group
-    shape = RoundShape(
-        policy=recipe.policy_spec, conv=recipe.conventions, lora=recipe.lora, rollout_lora=recipe.rollout_lora,
-        training=recipe.training, engine=recipe.engine, prefix_sharing=recipe.prefix_sharing,
-        logprob_head=recipe.logprob_head, update_padding=recipe.update_padding, prompts=prompts,
-        group=group, generation_batch=rollouts, micro_batch=group, iterations=iterations,
-        # the optimizer batch is the whole round, so a round has `iterations` optimizer steps
-        old_logprobs=old_logprobs_run(recipe.old_logprobs, iterations, recipe.engine),
-        reference=recipe.uses_reference, reward=recipe.reward_spec, reward_kind=recipe.reward.kind)
+    # the recipe's traits; the grid's counts, each round in one generate call and micro-batches of a group. The
+    # optimizer batch is the whole round, so a round has `iterations` optimizer steps.
+    shape = replace(RoundShape.of(recipe), prompts=prompts, group=group, generation_batch=rollouts, micro_batch=group,
+                    iterations=iterations, old_logprobs=old_logprobs_run(recipe.old_logprobs, iterations,
+                                                                         recipe.engine), eval_prompts=0)
     prompt, completion = a["prompt_len"], a["completion_len"]
     extra = reward_extra_tokens(recipe.reward.kind, recipe.reward_overhead_tokens, recipe.prm_steps)
     lengths = RoundLengths(prompt, completion, prompt, extra)

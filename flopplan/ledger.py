@@ -8,29 +8,19 @@ grouped by phase and bucket exactly as the planner groups its predictions (:data
 a run can be compared with its plan line by line. The built-in trainer and the TRL meter charge into the same
 ledger.
 
-The charging functions below only compute *shapes*; every FLOP comes from :mod:`flopplan.formulas`.
+A unit is charged from the passes of :func:`flopplan.passes.step_passes` (which phases run, on which model, with
+which adapters and head), filled with the lengths the runtime observed (:func:`ran`), by one function,
+:func:`charge`; every FLOP comes from :func:`flopplan.passes.pass_flops`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from flopplan import serial
-from flopplan.arch import ArchSpec
-from flopplan.formulas import (
-    Conventions,
-    LoRA,
-    Pass,
-    Training,
-    forward_flops,
-    generate_flops,
-    pass_terms,
-    prefill_pairs,
-    train_terms,
-)
-from flopplan.passes import BUCKET_OF, BUCKETS, by_bucket, head_positions
+from flopplan.passes import BUCKET_OF, BUCKETS, Observed, RoundPass, by_bucket, observed_calls, pass_flops
 
 
 @dataclass
@@ -53,75 +43,48 @@ class PhaseCharge:
                 "seconds": round(self.seconds, 6), "shapes": self.shapes}
 
 
-def _split_generate(terms: dict[str, int], prefix: str) -> dict[str, int]:
-    out = {f"{prefix}.prefill": 0, f"{prefix}.decode": 0}
-    for key, value in terms.items():
-        out[f"{prefix}.{key.split('/', 1)[0]}"] += int(value)
-    return out
+def unit_of(phase: str) -> str:
+    """The runtime unit that charges ``phase``: a generate call charges ``rollout.*`` (unit ``rollout``) or
+    ``eval.*`` (``eval``); every other phase is its own unit."""
+    return phase.split(".", 1)[0]
 
 
-def generate_charge(spec: ArchSpec, lora: LoRA | None, conv: Conventions, batch: int, prompt_padded: int,
-                    generated: int, lengths: Iterable[tuple[int, int]], prefix: str = "rollout") -> PhaseCharge:
-    """One ``generate`` call: ``batch`` prompts left-padded to ``prompt_padded`` tokens, run for ``generated``
-    new tokens (the longest completion); ``lengths`` are each sequence's own (prompt, completion) tokens."""
-    executed = _split_generate(generate_flops(spec, batch, prompt_padded, generated, lora, conv), prefix)
-    useful = dict.fromkeys(executed, 0)
-    for p, k in lengths:
-        for key, value in _split_generate(generate_flops(spec, 1, p, k, lora, conv), prefix).items():
-            useful[key] += value
-    return PhaseCharge("eval" if prefix == "eval" else "rollout", executed, useful,
-                       shapes={"batch": batch, "prompt_padded": prompt_padded, "generated": generated})
+def ran(template: RoundPass, lengths: Sequence[tuple[int, int]], width: tuple[int, int]) -> RoundPass:
+    """One call of ``template``'s phase (a pass of :func:`flopplan.passes.step_passes`: its model, adapters,
+    training and head) as the runtime ran it: rows of their own (prompt, completion) tokens, padded to ``width``.
+    The lengths are what the model read: a reward model's rows hold its template and separators (``extra`` 0)."""
+    prompts = tuple(int(p) for p, _ in lengths)
+    completions = tuple(int(k) for _, k in lengths)
+    n = len(lengths)
+    return replace(template, calls=1, rows=n, prompt=Observed(prompts, (int(width[0]),) * n),
+                   completion=Observed(completions, (int(width[1]),) * n), padded=True, extra=0, head_tokens=None,
+                   present=True, repeats=1)
 
 
-MicroBatch = tuple[int, ...]
-"""A scoring or update micro-batch as executed: (rows, padded prompt, padded completion), optionally followed by the
-completion tokens its rows really hold (what a ``fused-compact`` head projects; default: rows x padded)."""
+def charge(*passes: RoundPass, unit: str | None = None) -> PhaseCharge:
+    """The charge of a unit that ran ``passes`` (at observed lengths): ``executed``, each pass as it ran, padding
+    included; ``useful``, the same pass unpadded (:meth:`~flopplan.passes.RoundPass.unpadded`). ``unit``:
+    default :func:`unit_of` the first pass's phase. Every FLOP is :func:`flopplan.passes.pass_flops`'."""
+    executed: dict[str, int] = {}
+    useful: dict[str, int] = {}
+    for p in passes:
+        executed[p.phase] = executed.get(p.phase, 0) + int(pass_flops(p).total)
+        useful[p.phase] = useful.get(p.phase, 0) + int(pass_flops(p.unpadded()).total)
+    return PhaseCharge(unit or unit_of(passes[0].phase), executed, useful, shapes=_shapes(passes))
 
 
-def sequence_pass(rows: int, prompt: int, completion: int, head: str, own_tokens: int | None = None,
-                  conv: Conventions = Conventions()) -> Pass:
-    """The pass of ``rows`` sequences of ``prompt + completion`` tokens with the log-prob head's positions: per
-    row by the head's rule, or (``fused-compact``) the micro-batch's own completion tokens in total."""
-    seq = prompt + completion
-    if head == "fused-compact":
-        positions = own_tokens if own_tokens is not None else rows * completion
-    else:
-        positions = rows * head_positions(prompt, completion, head)
-    return Pass(rows * seq, rows * prefill_pairs(seq, conv.causal), positions)
-
-
-def _sequence_charge(phase: str, flops_of: Callable[[Pass], Any], head: str, conv: Conventions,
-                     micro_batches: Iterable[MicroBatch], lengths: Iterable[tuple[int, int]]) -> PhaseCharge:
-    """Passes over prompt + completion: ``flops_of(pass)`` per padded micro-batch (executed) and per unpadded
-    sequence (useful)."""
-    batches = [list(b) for b in micro_batches]
-    executed = sum(int(flops_of(sequence_pass(b[0], b[1], b[2], head, b[3] if len(b) > 3 else None, conv)))
-                   for b in batches)
-    useful = sum(int(flops_of(sequence_pass(1, p, k, head, k, conv))) for p, k in lengths)
-    return PhaseCharge(phase, {phase: executed}, {phase: useful}, shapes={"micro_batches": batches, "head": head})
-
-
-def scoring_charge(phase: str, spec: ArchSpec, lora: LoRA | None, conv: Conventions,
-                   micro_batches: Iterable[MicroBatch], lengths: Iterable[tuple[int, int]], head: str) -> PhaseCharge:
-    """No-grad forwards (old logprobs, reference): micro-batches of (rows, padded prompt, padded completion)."""
-    return _sequence_charge(phase, lambda p: pass_terms(spec, p, lora, conv).total, head, conv, micro_batches,
-                            lengths)
-
-
-def update_charge(spec: ArchSpec, training: Training, conv: Conventions, micro_batches: Iterable[MicroBatch],
-                  lengths: Iterable[tuple[int, int]], head: str) -> PhaseCharge:
-    """Forward + backward (+ recompute) of micro-batches of (rows, padded prompt, padded completion)."""
-    return _sequence_charge("update", lambda p: train_terms(spec, p, training, conv).total, head, conv,
-                            micro_batches, lengths)
-
-
-def reward_charge(spec: ArchSpec, conv: Conventions, batches: Iterable[tuple[int, int]],
-                  lengths: Iterable[int]) -> PhaseCharge:
-    """Reward-model forwards: batches of (rows, padded tokens); the score head runs on every position."""
-    shapes = [[rows, t] for rows, t in batches]
-    executed = sum(int(forward_flops(spec, rows, t, t, None, conv).total) for rows, t in shapes)
-    useful = sum(int(forward_flops(spec, 1, t, t, None, conv).total) for t in lengths)
-    return PhaseCharge("reward", {"reward": executed}, {"reward": useful}, shapes={"batches": shapes})
+def _shapes(passes: Sequence[RoundPass]) -> dict[str, Any]:
+    """What the calls ran, for time models (:func:`flopplan.calibrate.runs.charge_calls` reads it back): a
+    generate call's rows and widths; a reward model's batches of (rows, tokens); scoring and update micro-batches
+    of (rows, padded prompt, padded completion, completion tokens held) with their head."""
+    calls = [call for p in passes for call in observed_calls(p)]
+    first = passes[0]
+    if first.kind in ("prefill", "decode"):
+        rows, prompt, completion, _ = calls[0]
+        return {"batch": rows, "prompt_padded": prompt, "generated": completion}
+    if first.phase == "reward":
+        return {"batches": [[rows, prompt + completion] for rows, prompt, completion, _ in calls]}
+    return {"micro_batches": [list(call) for call in calls], "head": first.head}
 
 
 # -- the ledger -------------------------------------------------------------------------------------------------

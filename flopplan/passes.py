@@ -20,7 +20,10 @@ lengths come from) into the list of passes. Four consumers evaluate that same li
 * :func:`flopplan.cost.worst_case_round`: the budget guard's upper bound for the next round, from the prompt
   lengths observed and the maximum completion length (the built-in trainer, an engine callback and RACE);
 * :func:`flopplan.timing.phase_calls`: the calls a fitted time model prices, at expected lengths;
-* :func:`flopplan.grid.plan_grid`: numpy arrays of recipes with fixed lengths.
+* :func:`flopplan.grid.plan_grid`: numpy arrays of recipes with fixed lengths;
+
+and the runtime charges each unit it ran (a generate call, a scoring or update pass) as one of them, at the lengths
+it observed (:func:`flopplan.ledger.charge`): the built-in trainer, the TRL meter and the calibration reader.
 
 A length *source* is a :class:`~flopplan.lengths.Length` (a distribution), a number or numpy array (fixed
 lengths), or :class:`Observed` (the lengths of the round's sequences, one per row, in round order). Padding
@@ -29,7 +32,8 @@ rules apply to a source through :func:`prompt_width` and :func:`completion_width
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from flopplan.arch import ArchSpec
@@ -38,11 +42,13 @@ from flopplan.formulas import (
     Conventions,
     LoRA,
     Num,
+    Pass,
     Training,
     forward_flops,
     generate_passes,
     pass_terms,
-    train_flops,
+    prefill_pairs,
+    train_terms,
 )
 from flopplan.lengths import Length
 
@@ -147,9 +153,20 @@ def reward_extra_tokens(kind: str, overhead: Num, prm_steps: Num) -> Num:
 
 @dataclass(frozen=True)
 class Observed:
-    """Lengths of the round's sequences, one per row in round order (prompts repeat within a group)."""
+    """Lengths of the round's sequences, one per row in round order (prompts repeat within a group): each row's
+    own (``values``) and the width it ran at (``widths``, padding included; None: its own)."""
 
     values: tuple[int, ...]
+    widths: tuple[int, ...] | None = None
+
+    @property
+    def ran(self) -> tuple[int, ...]:
+        """The width each row ran at."""
+        return self.values if self.widths is None else self.widths
+
+    def rows(self, start: int, stop: int) -> Observed:
+        """Rows ``start:stop``."""
+        return Observed(self.values[start:stop], None if self.widths is None else self.widths[start:stop])
 
 
 def prompt_width(source: Any, rows: Any, group: Any) -> Any:
@@ -173,16 +190,19 @@ def completion_width(source: Any, rows: Any) -> Any:
 
 def per_prompt(source: Any, group: int) -> Any:
     """One length per prompt of a source with one per row (the rows of a group share their prompt)."""
-    return Observed(source.values[::group]) if isinstance(source, Observed) else source
+    if isinstance(source, Observed):
+        return Observed(source.values[::group], None if source.widths is None else source.widths[::group])
+    return source
 
 
 def _batch_maxima(source: Observed, rows: int) -> Observed:
-    values = source.values
+    """Each row's own length kept, its width the longest of its batch of ``rows``."""
+    widths = source.ran
     out: list[int] = []
-    for start in range(0, len(values), rows):
-        chunk = values[start:start + rows]
+    for start in range(0, len(widths), rows):
+        chunk = widths[start:start + rows]
         out += [max(chunk)] * len(chunk)
-    return Observed(tuple(out))
+    return Observed(source.values, tuple(out))
 
 
 def mean_of(source: Any) -> Any:
@@ -228,16 +248,22 @@ class RoundShape:
 
     @staticmethod
     def of(recipe: Any) -> RoundShape:
-        """The shape of a :class:`~flopplan.recipe.Recipe`'s round."""
+        """The shape of a :class:`~flopplan.recipe.Recipe`'s round: the rules of the round, applied once. The
+        reference runs when beta > 0; the old-policy forward by :func:`old_logprobs_run`; generation runs with
+        the adapters under HF generate (the peft model) and without them under vLLM (TRL merges them into the
+        weights it syncs); the update checkpoints when ``grad_ckpt`` and recomputes a fused log-prob head."""
         r = recipe
+        lora = r.lora
+        training = Training(lora, "non-reentrant" if r.grad_ckpt else "none",
+                            head_recompute=r.logprob_head in FUSED_HEADS)
         return RoundShape(
-            policy=r.policy_spec, conv=r.conventions, lora=r.lora, rollout_lora=r.rollout_lora, training=r.training,
-            engine=r.engine, prefix_sharing=r.prefix_sharing, logprob_head=r.logprob_head,
+            policy=r.policy_spec, conv=r.conventions, lora=lora, rollout_lora=lora if r.engine == "hf" else None,
+            training=training, engine=r.engine, prefix_sharing=r.prefix_sharing, logprob_head=r.logprob_head,
             update_padding=r.update_padding, prompts=r.prompts_per_step, group=r.group_size,
             generation_batch=r.generation_batch_size, micro_batch=r.micro_batch_size, iterations=r.iterations,
-            old_logprobs=r.computes_old_logprobs, reference=r.uses_reference, reward=r.reward_spec,
-            reward_kind=r.reward.kind, eval_prompts=r.eval_prompts if r.eval_every is not None else 0,
-            eval_batch=r.evaluation_batch_size)
+            old_logprobs=bool(old_logprobs_run(r.old_logprobs, r.optimizer_steps_per_round, r.engine)),
+            reference=r.beta > 0, reward=r.reward_spec, reward_kind=r.reward.kind,
+            eval_prompts=r.eval_prompts if r.eval_every is not None else 0, eval_batch=r.evaluation_batch_size)
 
 
 @dataclass(frozen=True)
@@ -299,8 +325,10 @@ class RoundPass:
         """Tokens one sequence of a scoring, update or reward pass runs through the model."""
         return prompt + completion + self.extra
 
-    def call_flops(self, rows: Num, prompt: Num, completion: Num) -> Breakdown:
-        """FLOPs of one call on ``rows`` sequences at the given widths (plain arithmetic: ints, floats, arrays)."""
+    def call_flops(self, rows: Num, prompt: Num, completion: Num, own_tokens: Num | None = None) -> Breakdown:
+        """FLOPs of one call on ``rows`` sequences at the given widths (plain arithmetic: ints, floats, arrays);
+        ``own_tokens``: the completion tokens the call's rows hold in total, unpadded (what a ``fused-compact``
+        head projects; default: rows x the mean of ``head_tokens``)."""
         spec, conv = self.spec, self.conv
         if self.kind == "prefill":  # generate's prefill: logits for the last position only
             return forward_flops(spec, rows, prompt, 1, self.lora, conv)
@@ -308,14 +336,21 @@ class RoundPass:
             return pass_terms(spec, generate_passes(rows, prompt, completion, conv)["decode"], self.lora, conv)
         seq = self.sequence_tokens(prompt, completion)
         if self.head == "all":
-            positions = seq
+            positions = rows * seq
+        elif self.head == "fused-compact" and own_tokens is not None:
+            positions = own_tokens
         else:  # fused-compact projects each row's own completion tokens: linear, so their mean does
             own = mean_of(self.head_tokens) if self.head_tokens is not None else None
-            positions = head_positions(prompt, completion, self.head, own)
+            positions = rows * head_positions(prompt, completion, self.head, own)
+        sequences = Pass(rows * seq, rows * prefill_pairs(seq, conv.causal), positions)
         if self.kind == "train":
             assert self.training is not None
-            return train_flops(spec, rows, seq, positions, self.training, conv)
-        return forward_flops(spec, rows, seq, positions, self.lora, conv)
+            return train_terms(spec, sequences, self.training, conv)
+        return pass_terms(spec, sequences, self.lora, conv)
+
+    def unpadded(self) -> RoundPass:
+        """The same pass with every row at its own lengths: the useful work of what ran padded."""
+        return replace(self, padded=False)
 
 
 def step_passes(shape: RoundShape, lengths: RoundLengths) -> list[RoundPass]:
@@ -385,3 +420,65 @@ def step_passes(shape: RoundShape, lengths: RoundLengths) -> list[RoundPass]:
                 add(phase, s.policy, 1, e, lengths.eval_prompt, lengths.eval_completion, lora=s.rollout_lora,
                     padded=False)
     return out
+
+
+# -- evaluating a pass ------------------------------------------------------------------------------------------
+
+def expected(fn: Any, prompt: Any, completion: Any) -> Any:
+    """E[fn(P, K)] for independent P and K, exact for fn of degree <= 3 in each (two-point Gauss rules).
+
+    ``fn`` returns a Breakdown; a fixed length (or a plain number) is one node with weight 1, so fixed lengths
+    call it once with integers and stay exact.
+    """
+    total: Breakdown | None = None
+    for p, wp in _nodes(prompt):
+        for k, wk in _nodes(completion):
+            value = fn(p, k)
+            weight = wp * wk
+            term = value if weight == 1.0 else value.scaled(weight)
+            total = term if total is None else Breakdown.combine([total, term])
+    assert total is not None
+    return total
+
+
+def _nodes(source: Any) -> list[tuple[Any, float]]:
+    return source.quadrature() if isinstance(source, Length) else [(source, 1.0)]
+
+
+def pass_flops(p: RoundPass) -> Breakdown:
+    """All FLOPs of a pass: ``calls`` x the expected FLOPs of one call, or, with observed lengths, the sum over
+    its calls (padded: each call at the widest its rows ran at) or rows (unpadded: each at its own lengths)."""
+    if any(isinstance(s, Observed) for s in (p.prompt, p.completion, p.head_tokens)):
+        once = _observed_flops(p)
+        return once if p.repeats == 1 else once.scaled(p.repeats)
+    return expected(lambda pr, k: p.call_flops(p.rows, pr, k), p.prompt, p.completion).scaled(p.count)
+
+
+def _observed_flops(p: RoundPass) -> Breakdown:
+    return Breakdown.combine(p.call_flops(*call) for call in observed_calls(p))
+
+
+def observed_calls(p: RoundPass) -> list[tuple[int, int, int, int]]:
+    """(rows, prompt, completion, completion tokens held) of each call of a pass at observed lengths: a padded
+    call at the widest its rows ran at, holding its rows' own completion tokens (what a ``fused-compact`` head
+    projects); an unpadded pass one call per row at its own lengths."""
+    rows = p.calls * p.rows
+    own = _per_row(p.head_tokens if p.head_tokens is not None else p.completion, rows, p.phase, False)
+    if not p.padded:
+        prompts, completions = (_per_row(s, rows, p.phase, False) for s in (p.prompt, p.completion))
+        return [(1, pr, k, o) for pr, k, o in zip(prompts, completions, own, strict=True)]
+    prompts, completions = (_per_row(s, rows, p.phase, True) for s in (p.prompt, p.completion))
+    return [(len(own[start:start + p.rows]), max(prompts[start:start + p.rows]),
+             max(completions[start:start + p.rows]), sum(own[start:start + p.rows]))
+            for start in range(0, rows, p.rows)]
+
+
+def _per_row(source: Any, rows: int, phase: str, ran: bool) -> Sequence[int]:
+    """One length per row: observed (each row's own, or the width it ran at), or a fixed length repeated."""
+    if isinstance(source, Observed):
+        if len(source.values) != rows:
+            raise ValueError(f"{phase}: {len(source.values)} observed lengths for {rows} rows")
+        return source.ran if ran else source.values
+    if isinstance(source, Length):
+        raise ValueError(f"{phase}: observed lengths cannot mix with a length distribution")
+    return [source] * rows

@@ -20,7 +20,6 @@ from flopplan.fileio import atomic_write_text, read_text
 from flopplan.formulas import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, Conventions, LoRA, Training, train_flops
 from flopplan.lengths import Length
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS
-from flopplan.passes import FUSED_HEADS, old_logprobs_run
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -264,33 +263,12 @@ class Recipe:
         return steps // self.eval_every + (1 if self.eval_at_start else 0)
 
     @property
-    def computes_old_logprobs(self) -> bool:
-        """TRL recomputes old-policy logprobs when the rollouts of a round feed more than one optimizer step
-        (mu > 1, or an optimizer batch smaller than the round: the policy moves before the last one is used) and
-        for vLLM's importance-sampling correction."""
-        return bool(old_logprobs_run(self.old_logprobs, self.optimizer_steps_per_round, self.engine))
-
-    @property
-    def uses_reference(self) -> bool:
-        return self.beta > 0
-
-    @property
     def lora(self) -> LoRA | None:
         return None if self.lora_rank is None else LoRA(self.lora_rank, self.lora_targets)
 
     @property
-    def training(self) -> Training:
-        return Training(self.lora, "non-reentrant" if self.grad_ckpt else "none",
-                        head_recompute=self.logprob_head in FUSED_HEADS)
-
-    @property
     def conventions(self) -> Conventions:
         return Conventions(self.attention, self.attention_kernel, self.experts)
-
-    @property
-    def rollout_lora(self) -> LoRA | None:
-        """Adapters active during generation: HF generate runs the peft model; TRL merges them for vLLM."""
-        return self.lora if self.engine == "hf" else None
 
     @cached_property
     def policy_spec(self) -> ArchSpec:
@@ -308,7 +286,7 @@ class Recipe:
                                 "does not model")
         if spec.moe is not None:
             try:  # the LoRA targets the routed experts allow (peft's fused names, none under the eager loop)
-                train_flops(spec, 1, 1, 1, self.training, self.conventions)
+                train_flops(spec, 1, 1, 1, Training(self.lora), self.conventions)
             except ValueError as exc:
                 raise UserError(f"{spec.name}: {exc}") from None
         return spec

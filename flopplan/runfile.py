@@ -87,6 +87,7 @@ class RunSummary:
     lost_flops: int = field(default=0, metadata=_COUNT)
     lost_charged: bool = True
     stop_reason: str = ""
+    stop: dict[str, Any] | None = field(default=None, metadata=_AS_IS)  # the decision as data (guard.StopDecision)
     final: dict[str, Any] | None = field(default=None, metadata=serial.spec(write=dict))
     eval_accuracy: tuple[tuple[int, float, int], ...] = ()  # (step, accuracy, FLOPs spent) per evaluation
     chance: float | None = field(default=None, metadata=serial.spec(check=serial.SHARE))

@@ -234,7 +234,7 @@ class RunWork:
         spec, rm = r.policy_spec, r.reward_spec
         params, tensors = trainable_parameters(spec, r.lora)
         rollouts = r.rollouts_per_step
-        separate_reference = r.uses_reference and r.lora is None  # full fine-tuning keeps a frozen copy
+        separate_reference = r.beta > 0 and r.lora is None  # full fine-tuning keeps a frozen copy
         return RunWork(rollouts, rollouts * (r.prompt_len.mean + r.completion_len.mean), rollouts if rm else 0,
                        r.optimizer_steps_per_round, tensors, params, r.eval_prompts if r.eval_every else 0,
                        spec.params * (2 if separate_reference else 1) + (rm.params if rm else 0))

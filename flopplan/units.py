@@ -46,7 +46,7 @@ def _sig(value: float, digits: int) -> str:
 
 
 def duration(seconds: float) -> str:
-    """``42.0`` -> ``42 s``, ``5400`` -> ``1.5 h``: the unit that keeps the number readable."""
+    """``42.0`` -> ``42 s``, ``5400`` -> ``90 min``, ``9000`` -> ``2.5 h``: the unit that keeps the number readable."""
     if seconds < 120:
         return f"{_sig(seconds, 3)} s"
     if seconds < 7200:

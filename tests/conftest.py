@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
@@ -80,6 +81,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         write(f"{case:<{width}}  {ours:>26,}  {measured:>26,}  {verdict}")
     exact = sum(ours == measured for _, ours, measured in EXACT_CASES)
     write(f"{exact} of {len(EXACT_CASES)} cases exact")
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A 5 MB tmpfs, unmounted afterwards (root only: tests that take it are marked ROOT_ONLY)."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", str(mount)]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)])
 
 
 @pytest.fixture(scope="session")

@@ -1,18 +1,29 @@
 """Helpers shared by the tests: run the CLI in this process (click's runner, milliseconds) or in a new one (for
-what needs a process of its own: the no-torch checks, kills and Ctrl-C), and write config files."""
+what needs a process of its own: the no-torch checks, kills and Ctrl-C), write config files; the mark for tests
+that need root; the time model's tiny recipe and profiles."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from flopplan.hardware import Profile
+    from flopplan.recipe import Recipe
 
 ROOT = Path(__file__).resolve().parent.parent
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (device nodes, tmpfs mounts)")
+TINY = ["plan", "--model", "tiny", "--budget", "1e15"]
+"""A plan that takes milliseconds: for tests of where and how a command writes."""
 SLOW_FROM_PARAMS = 5 * 10**9
 """Meta-device counts of a model this large (the 7B class and up; its smallest, Qwen2.5-Math-PRM-7B, has 7.1B
 parameters) take seconds to tens of seconds each (FlopCounterMode dispatches every op in Python): those cases are
@@ -21,8 +32,6 @@ marked slow and run in `make test`, not in `make test-fast`."""
 
 def marked_slow_if_large(params: int, *values: object) -> object:
     """A pytest case of ``values``, marked slow when its model has at least :data:`SLOW_FROM_PARAMS` parameters."""
-    import pytest
-
     return pytest.param(*values, marks=pytest.mark.slow) if params >= SLOW_FROM_PARAMS else pytest.param(*values)
 
 
@@ -102,3 +111,37 @@ def write_config(directory: Path, name: str, cfg: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(cfg))
     return path
+
+
+# -- the time model's test world: a tiny recipe, a block of time outside the phases, profiles on the true phases --
+
+def tiny_recipe(**changes: Any) -> Recipe:
+    """The tiny policy's recipe the time-model tests start from (8 prompts x G=8, 10 + 2 tokens), with ``changes``."""
+    from flopplan.lengths import Length
+    from flopplan.recipe import Recipe
+
+    base = {"policy": "tiny", "lora_rank": None, "prompts_per_step": 8, "group_size": 8,
+            "prompt_len": Length.fixed(10), "completion_len": Length.fixed(2), "micro_batch": 32,
+            "eval_every": 5, "eval_prompts": 40, "eval_completion_len": Length.fixed(2)}
+    return Recipe(**{**base, **changes})
+
+
+OUTSIDE = {"round": {"seconds": 0.05, "seconds_per_rollout": 0.001, "seconds_per_token": 0.0,
+                     "seconds_per_scored_rollout": 0.0},
+           "optimizer_step": {"seconds": 0.01, "seconds_per_tensor": 0.0, "seconds_per_byte": 0.0},
+           "evaluation": {"seconds": 0.2, "seconds_per_prompt": 0.0},
+           "checkpoint": {"seconds": 0.5, "seconds_per_byte": 0.0},
+           "startup": {"seconds": 7.0, "seconds_per_parameter": 0.0}, "shutdown": {"seconds": 2.0}}
+"""A profile's ``non_phase`` block: seconds per round, optimizer step, evaluation, checkpoint, start-up, shut-down."""
+
+
+def profile_with(**blocks: Any) -> Profile:
+    """A profile timed by synthetic_runs' true phase model, with ``blocks`` (non_phase, fitted_shapes, ...) added."""
+    from synthetic_runs import TRUE_PHASES
+
+    from flopplan.hardware import profile_from_data
+
+    base = {"flopplan_profile_version": 1, "device": "test", "peak_flops": 1e11,
+            "efficiency": dict.fromkeys(("train", "forward", "prefill", "decode"), 0.5),
+            "time_model": {k: {kk: vv for kk, vv in v.items()} for k, v in TRUE_PHASES.items()}}
+    return profile_from_data({**base, **blocks}, "test profile")

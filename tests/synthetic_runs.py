@@ -13,9 +13,8 @@ import math
 import random
 from pathlib import Path
 
-from flopplan.formulas import Conventions
-from flopplan.ledger import generate_charge, reward_charge, scoring_charge, update_charge
-from flopplan.passes import BUCKET_OF, by_bucket
+from flopplan.ledger import charge, ran
+from flopplan.passes import BUCKET_OF, RoundLengths, RoundShape, by_bucket, step_passes
 from flopplan.recipe import Recipe
 from flopplan.runfile import RunSummary
 from flopplan.timing import (
@@ -79,31 +78,33 @@ def true_outside(recipe: Recipe, *, rollouts: int, evaluated: int, checkpoint: b
 
 
 def step_charges(recipe: Recipe, evaluate: bool, rounds: bool = True) -> list:
-    """The units of one step at the recipe's fixed shapes, charged by the ledger's functions."""
-    r, spec, conv = recipe, recipe.policy_spec, Conventions(recipe.attention, recipe.attention_kernel)
+    """The units of one step at the recipe's fixed shapes, charged by the ledger as the round's passes."""
+    r = recipe
+    passes = {x.phase: x for x in step_passes(RoundShape.of(r), RoundLengths.of(r))}
     p, k = int(r.prompt_len.mean), int(r.completion_len.mean)
     rows = r.rollouts_per_step
-    lengths = [(p, k)] * rows
     charges = []
     if rounds:
         n = r.generation_batch_size
-        charges += [generate_charge(spec, r.rollout_lora, conv, n, p, k, [(p, k)] * n) for _ in range(rows // n)]
+        charges += [charge(*(ran(passes[phase], [(p, k)] * n, (p, k)) for phase in ("rollout.prefill",
+                                                                                   "rollout.decode")))
+                    for _ in range(rows // n)]
         m = r.micro_batch_size
-        micro = [(m, p, k, m * k)] * (rows // m)
-        if r.computes_old_logprobs:
-            charges.append(scoring_charge("old_logprobs", spec, r.lora, conv, micro, lengths, r.logprob_head))
-        if r.uses_reference:
-            charges.append(scoring_charge("reference", spec, None, conv, micro, lengths, r.logprob_head))
-        if r.reward_spec is not None:
+
+        def micro(phase: str):
+            return charge(*(ran(passes[phase], [(p, k)] * m, (p, k)) for _ in range(rows // m)))
+
+        charges += [micro(phase) for phase in ("old_logprobs", "reference") if phase in passes]
+        if "reward" in passes:
             width = p + k + r.reward_overhead_tokens
-            charges.append(reward_charge(r.reward_spec, conv, [(r.group_size, width)] * r.prompts_per_step,
-                                         [width] * rows))
-        charges += [update_charge(spec, r.training, conv, micro, lengths, r.logprob_head)
-                    for _ in range(r.iterations)]
+            charges.append(charge(*(ran(passes["reward"], [(width, 0)] * r.group_size, (width, 0))
+                                    for _ in range(r.prompts_per_step))))
+        charges += [micro("update") for _ in range(r.iterations)]
     if evaluate:
         e, ek = r.eval_prompts, int(r.evaluation_completion_len.mean)
         ep = int(r.evaluation_prompt_len.mean)
-        charges.append(generate_charge(spec, r.rollout_lora, conv, e, ep, ek, [(ep, ek)] * e, prefix="eval"))
+        charges.append(charge(*(ran(passes[phase], [(ep, ek)] * e, (ep, ek)) for phase in ("eval.prefill",
+                                                                                          "eval.decode"))))
     return charges
 
 
@@ -130,12 +131,12 @@ def write_run(folder: Path, recipe: Recipe, steps: int, *, seed: int = 0, noise:
         evaluate = bool(r.eval_every) and step % r.eval_every == 0
         charges = step_charges(r, evaluate, rounds=step > 0)
         lines = []
-        for charge in charges:
-            data = charge.to_data()
+        for unit in charges:
+            data = unit.to_data()
             data["seconds"] = round(jitter(true_unit_seconds(data, r)), 6)
-            data["measured"] = charge.executed_total if measured else None
+            data["measured"] = unit.executed_total if measured else None
             lines.append(data)
-            for phase, value in charge.executed.items():
+            for phase, value in unit.executed.items():
                 executed[phase] += value
         rollouts = r.rollouts_per_step if step > 0 else 0
         checkpoint = step - 1 > 0 and (step - 1) % checkpoint_every == 0

@@ -1,12 +1,19 @@
-"""Atomic writes: a reader sees the old file or the new one, never a half-written one; modes as a plain open."""
+"""Atomic writes: a reader sees the old file or the new one, never a half-written one; modes as a plain open;
+special files are never replaced, symbolic links are written through. A folder lock gives a run folder one writer."""
 
+from __future__ import annotations
+
+import json
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
+from helpers import ROOT, ROOT_ONLY, TINY, cli, one_line_error
 
 from flopplan.errors import UserError
-from flopplan.fileio import atomic_write_json, atomic_write_text
+from flopplan.fileio import atomic_write_json, atomic_write_text, folder_lock
 
 
 def test_new_file_gets_the_umask_mode(tmp_path):
@@ -43,3 +50,58 @@ def test_unwritable_folder_is_one_line(tmp_path):
     blocker.write_text("")
     with pytest.raises(UserError, match="cannot write"):
         atomic_write_text(blocker / "sub" / "plan.json", "{}")
+
+
+# -- writes never replace what is not a regular file ------------------------------------------------------------
+
+@ROOT_ONLY
+def test_a_device_node_is_never_replaced(tmp_path):
+    node = tmp_path / "null"
+    os.mknod(node, 0o666 | 0o020000, os.makedev(1, 3))  # a character device, as /dev/null
+    one_line_error(cli(*TINY, "--out", str(node)), "is a device")
+    assert node.is_char_device()
+
+
+def test_a_fifo_is_never_replaced(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for args in (["--out", str(fifo)], ["--save-recipe", str(fifo)]):
+        one_line_error(cli(*TINY, *args), "is a FIFO")
+        assert fifo.is_fifo()
+
+
+def test_a_symlink_is_written_through(tmp_path):
+    target, link = tmp_path / "target.json", tmp_path / "link.json"
+    target.write_text("old")
+    link.symlink_to(target)
+    assert cli(*TINY, "--out", str(link)).returncode == 0
+    assert link.is_symlink() and json.loads(target.read_text())["flopplan_plan_version"] == 1
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(tmp_path / "new.json")
+    atomic_write_text(dangling, "x")
+    assert (tmp_path / "new.json").read_text() == "x" and dangling.is_symlink()
+
+
+def test_a_directory_is_refused():
+    with pytest.raises(UserError, match="is a directory"):
+        atomic_write_text(ROOT / "tables", "x")
+
+
+# -- a run folder has one writer --------------------------------------------------------------------------------
+
+def test_a_held_folder_lock_refuses_a_second_writer(tmp_path):
+    with folder_lock(tmp_path / "run", "run folder"), pytest.raises(UserError, match="in use by process"), \
+            folder_lock(tmp_path / "run", "run folder"):
+        pass
+    with folder_lock(tmp_path / "run", "run folder"):  # released on exit: taken again
+        pass
+
+
+def test_a_lock_left_by_a_dead_process_is_no_lock(tmp_path):
+    folder = tmp_path / "run"
+    code = (f"import os, sys; sys.path.insert(0, {str(ROOT)!r}); from flopplan.fileio import folder_lock; "
+            f"lock = folder_lock({str(folder)!r}, 'run folder'); lock.__enter__(); os._exit(9)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 9  # killed while holding it
+    assert "process" in (folder / ".lock").read_text()
+    with folder_lock(folder, "run folder"):
+        pass

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "flopplan"
+TESTS = Path(__file__).resolve().parent
 
 # The core (flopplan/*.py) in order: a module may import only modules listed before it, so the core has no cycles.
 # Floors as the design names them: errors/units -> fileio/budget -> arch/lengths -> formulas -> passes ->
@@ -27,7 +28,7 @@ CORE_ORDER = (
     "recipe", "timing", "ledger", "cost", "hardware", "grid", "planner", "solver", "planfile", "runfile",
     "guard",  # the budget guard and run recorder every training loop calls
 )
-PENDING = {"guard"}
+PENDING: set[str] = set()
 """Placed in the order while other branches add them: they may be missing. Once both exist this set can be emptied,
 and every module listed must then exist."""
 REPORT_LINES, MAX_LINES = 500, 800
@@ -113,6 +114,12 @@ def core_imports(path: Path) -> list[tuple[str, int]]:
             known = name == "__version__" or (PACKAGE / f"{name}.py").exists() or name in CORE_ORDER
             out.append(("flopplan" if name == "__version__" else name if known else f"flopplan.{name}", line))
     return out
+
+
+def untested(names: tuple[str, ...] | list[str], tests: Path = TESTS) -> list[str]:
+    """The core modules among ``names`` with no test module of their own, tests/test_<name>.py ("flopplan" is the
+    package's __init__: tests/test_flopplan.py)."""
+    return [name for name in names if not (tests / f"test_{name}.py").is_file()]
 
 
 def order_violations(path: Path, name: str) -> list[str]:
@@ -208,6 +215,12 @@ def test_the_core_order_lists_every_core_module():
     assert set(CORE_ORDER) - existing <= PENDING, f"listed but missing: {sorted(set(CORE_ORDER) - existing - PENDING)}"
 
 
+def test_every_core_module_has_its_test_module():
+    """One test module per core module, named after it: a module's tests are found where its name says."""
+    missing = untested([name for name in CORE_ORDER if name not in PENDING])
+    assert not missing, f"no tests/test_<name>.py for: {', '.join(missing)}"
+
+
 @pytest.mark.parametrize("path", core_modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_the_core_imports_only_earlier_modules(path):
     wrong = order_violations(path, core_name(path))
@@ -230,7 +243,8 @@ def test_modules_stay_small(path):
 
 def test_the_layer_test_can_fail(tmp_path):
     """The checkers see what the rules forbid: a core module importing the report package, at the top or inside a
-    function; a core module importing a later one, a module outside the core or an API name through the package."""
+    function; a core module importing a later one, a module outside the core or an API name through the package; a
+    core module without its test module."""
     bad = tmp_path / "bad.py"
     bad.write_text("from flopplan.report.tables import Table\n")
     module, _, _ = imports(bad)[0]
@@ -244,3 +258,6 @@ def test_the_layer_test_can_fail(tmp_path):
     assert order_violations(facade, "budget") == ["line 1: extra", "line 2: flopplan.Recipe"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+    assert untested(["errors", "no_such_module", "units"]) == ["no_such_module"]
+    (tmp_path / "test_errors.py").write_text("")
+    assert untested(["errors", "units"], tmp_path) == ["units"]

@@ -1,4 +1,5 @@
-"""`flopplan plan`, `compare` and `tables` from the command line; the examples run."""
+"""`flopplan plan`, `compare` and `tables` from the command line: where a plan goes, what defaults and recipe files
+give, what is refused, what the messages say; the examples run."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, cli, one_line_error
+from helpers import ROOT, TINY, cli, one_line_error
 
 from flopplan.passes import BUCKETS
-from flopplan.planfile import PlanFile
+from flopplan.recipe import Recipe
 
 run = cli  # in this process; the no-torch check and the examples run in their own
 
@@ -42,7 +43,6 @@ def test_plan_prices_a_number_of_steps():
     """--steps N without --solve: exactly N steps, every bucket N times the one-step cost, and the budget they
     need; with a profile, their time."""
     from flopplan.cost import step_cost
-    from flopplan.recipe import Recipe
 
     out = run("plan", "--model", "qwen2.5-1.5b", "--steps", "100", "--format", "json")
     assert out.returncode == 0, out.stderr
@@ -80,19 +80,6 @@ def test_every_format(fmt):
         assert "EFLOP" in out.stdout and "%" in out.stdout
 
 
-def test_plan_file_round_trip(tmp_path):
-    path = tmp_path / "plan.json"
-    out = run("plan", "--model", "qwen2.5-0.5b", "--completion-len", "300:900", "--beta", "0.04", "--reward",
-              "prm", "--out", str(path))
-    assert out.returncode == 0, out.stderr
-    assert json.loads(path.read_text())["flopplan_plan_version"] == 1
-    plans = PlanFile.load(path).plans
-    assert len(plans) == 1
-    recipe = plans[0].recipe
-    assert recipe.policy == "qwen2.5-0.5b" and recipe.beta == 0.04 and recipe.reward.kind == "prm"
-    assert recipe.completion_len.max == 900
-
-
 def test_recipe_file_and_overrides(tmp_path):
     saved = tmp_path / "recipe.toml"
     assert run("plan", "--model", "qwen2.5-3b", "--group-size", "16", "--save-recipe", str(saved)).returncode == 0
@@ -107,7 +94,7 @@ def test_save_recipe_writes_the_solved_recipe(tmp_path):
     out = run("plan", "--model", "qwen2.5-1.5b", "--solve", "group_size", "--steps", "2000", "--save-recipe",
               str(saved), "--format", "json")
     solved = json.loads(out.stdout)["plans"][0]["recipe"]["group_size"]
-    assert solved != 8 and f"group_size = {solved}" in saved.read_text()
+    assert solved != 8 and Recipe.load(saved).group_size == solved
 
 
 def test_lengths_file_survives_the_recipe_moving(tmp_path):
@@ -216,15 +203,6 @@ def test_malformed_recipe_file(tmp_path, content, fragment):
     assert out.returncode == 2 and fragment in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("summary", [{}, [], {"flops": "many"}, {"flops": {"total": 1}}])
-def test_report_refuses_what_is_not_a_run(tmp_path, summary):
-    (tmp_path / "summary.json").write_text(json.dumps(summary))
-    out = run("report", str(tmp_path))
-    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
-    out = run("report", str(tmp_path / "nothing"))
-    assert out.returncode == 2 and "not a flopplan run" in out.stderr
-
-
 def test_tables_check_detects_a_stale_file(tmp_path):
     assert run("tables", "--out", str(tmp_path)).returncode == 0
     assert run("tables", "--out", str(tmp_path), "--check").returncode == 0
@@ -256,3 +234,58 @@ def test_examples_run(name, tmp_path):
     assert out.returncode == 0, out.stderr
     for fragment in EXAMPLES[name]:
         assert fragment in out.stdout, fragment
+
+
+# -- where a plan goes ------------------------------------------------------------------------------------------
+
+def test_dash_means_standard_output(tmp_path):
+    out = cli(*TINY, "--out", "-")
+    assert out.returncode == 0 and json.loads(out.stdout)["plans"][0]["model"] == "tiny"
+    assert not Path("-").exists()
+    recipe = cli(*TINY, "--save-recipe", "-")
+    printed = tmp_path / "printed.toml"
+    printed.write_text(recipe.stdout)
+    assert recipe.returncode == 0 and Recipe.load(printed).policy == "tiny"
+    one_line_error(cli(*TINY, "--out", "-", "--save-recipe", "-"), "both print")
+
+
+# -- defaults ---------------------------------------------------------------------------------------------------
+
+def test_an_empty_recipe_file_plans_the_default_sizes(tmp_path):
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    models = [p["model"] for p in json.loads(cli("plan", "--recipe", str(empty), "--json").stdout)["plans"]]
+    assert models == ["qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b"]
+    named = tmp_path / "named.toml"
+    named.write_text('policy = "qwen2.5-3b"\n')
+    assert [p["model"] for p in json.loads(cli("plan", "--recipe", str(named), "--json").stdout)["plans"]] == \
+        ["qwen2.5-3b"]
+
+
+def test_a_byte_order_mark_is_no_error(tmp_path):
+    recipe = tmp_path / "bom.toml"
+    recipe.write_bytes(b"\xef\xbb\xbfgroup_size = 4\n")
+    assert json.loads(cli("plan", "--recipe", str(recipe), "--model", "tiny", "--json").stdout)["plans"][0][
+        "recipe"]["group_size"] == 4
+
+
+def test_a_repeated_model_is_planned_once():
+    plans = json.loads(cli("plan", "--model", "tiny", "--model", "tiny,tiny", "--json").stdout)["plans"]
+    assert [p["model"] for p in plans] == ["tiny"]
+
+
+# -- messages ---------------------------------------------------------------------------------------------------
+
+def test_a_budget_in_hours_is_not_called_a_same_flop_comparison():
+    out = cli("plan", "--model", "qwen2.5-1.5b", "--gpu-hours", "10", "--device", "h100").stdout
+    assert "same-budget comparison" in out and "same-FLOP" not in out
+
+
+def test_one_step_is_not_one_steps():
+    out = cli("plan", "--largest-model", "--steps", "1", "--budget", "1e12")
+    assert "1 steps" not in out.stderr and "1 step" in out.stderr
+
+
+def test_budget_messages_speak_of_units_not_field_names():
+    out = cli("plan", "--gpu-hours", "-3", "--device", "h100")
+    assert "gpu_hours" not in out.stderr

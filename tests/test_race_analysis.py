@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from flopplan.errors import UserError
-from flopplan.race.analysis import ArmInfo, RaceInput, analyze
-from flopplan.race.bootstrap import Arm, EvalPoint, PilotData, SeedRun
+from flopplan.race.analysis import RaceInput, analyze
+from flopplan.race.bootstrap import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.curves import scalerl_curve, synthetic_scores
 from flopplan.race.regime import rules
 from flopplan.race.report import render_markdown, write_outputs
-from flopplan.race.results import RACE_VERSION, RaceAnalysis, load_analysis
+from flopplan.race.results import RACE_VERSION, ArmInfo, RaceAnalysis, load_analysis
+from flopplan.race.tables import paper_tables
+from flopplan.report.tables import to_markdown
 
 F_PILOT = 1e20
 RUNGS = (F_PILOT / 4, F_PILOT)
@@ -33,11 +36,11 @@ def info(name: str, params: int = 500_000_000, split: dict[str, float] | None = 
     return ArmInfo(name, dict(axes), params, split or SPLIT, upfront)
 
 
-def pilots(rng: np.random.Generator, eta: np.ndarray, name: str, reach: float = F_PILOT, **truth: float) -> Arm:
-    return Arm.from_arrays(name, *synthetic_scores(rng, f_pilot=reach, prompt_latent=eta, **(TRUTH | truth)))
+def pilots(rng: np.random.Generator, eta: np.ndarray, name: str, reach: float = F_PILOT, **truth: float) -> ArmPilots:
+    return ArmPilots.from_arrays(name, *synthetic_scores(rng, f_pilot=reach, prompt_latent=eta, **(TRUTH | truth)))
 
 
-def race(pairs: list[tuple[ArmInfo, Arm]], budget: float = 2 * F_PILOT, reached: dict[str, int] | None = None,
+def race(pairs: list[tuple[ArmInfo, ArmPilots]], budget: float = 2 * F_PILOT, reached: dict[str, int] | None = None,
          extra: dict[str, PilotData] | None = None) -> RaceInput:
     targets = {"math": PilotData(tuple(a for _, a in pairs))} | (extra or {})
     reached = reached or {i.name: len(RUNGS) - 1 for i, _ in pairs}
@@ -72,8 +75,8 @@ def test_a_large_gap_recovers_the_true_best_arm(size_race):
     assert rec.extrapolation == pytest.approx(2.0, rel=0.02) and rec.budget_left_flops == pytest.approx(1.6 * F_PILOT)
     t = an.target("math")
     assert [b.label for b in t.budgets] == ["rung 0", "rung 1", "target"]
-    assert all(b.regime == "size-bound" and b.best == "strong" for b in t.budgets)
-    assert "policy" in t.budgets[-1].rule and "larger parameters" in t.budgets[-1].rule
+    assert all(b.decision.regime == "size-bound" and b.decision.best == "strong" for b in t.budgets)
+    assert "policy" in t.budgets[-1].decision.rule and "larger parameters" in t.budgets[-1].decision.rule
     assert an.axes == ("policy",) and an.pilot_share == pytest.approx(0.2)
 
 
@@ -92,8 +95,8 @@ def test_a_large_gap_recovers_the_true_best_arm(size_race):
 def test_the_axis_that_differs_names_the_regime(axis, weak, strong, regime):
     inp = two_arms(2, axis, weak, strong)
     at_f = analyze(inp, n_replicates=REPS).target("math").budgets[-1]
-    assert (at_f.regime, at_f.best) == (regime, "strong")
-    assert [c.axis for c in at_f.comparisons] == [axis] and at_f.comparisons[0].names == regime
+    assert (at_f.decision.regime, at_f.decision.best) == (regime, "strong")
+    assert [c.axis for c in at_f.decision.comparisons] == [axis] and at_f.decision.comparisons[0].names == regime
 
 
 def test_the_costliest_axis_decides_among_several():
@@ -104,21 +107,22 @@ def test_the_costliest_axis_decides_among_several():
              (info("g4", 1_500_000_000, policy="1.5B", group_size=4), pilots(rng, eta, "g4", a=0.68)),
              (info("other", policy="0.5B", group_size=4), pilots(rng, eta, "other", a=0.45))]
     at_f = analyze(race(pairs), n_replicates=REPS).target("math").budgets[-1]
-    assert at_f.best == "best" and at_f.runner_up == "g4"
-    costs = {c.axis: (c.neighbour, c.cost, c.names) for c in at_f.comparisons}
+    assert at_f.decision.best == "best" and at_f.decision.runner_up == "g4"
+    costs = {c.axis: (c.neighbour, c.cost, c.names) for c in at_f.decision.comparisons}
     assert costs["policy"][0] == "small" and costs["group_size"][0] == "g4"
-    assert costs["policy"][1] > costs["group_size"][1] > 0 and at_f.regime == "size-bound"
+    assert costs["policy"][1] > costs["group_size"][1] > 0 and at_f.decision.regime == "size-bound"
 
 
 def test_identical_arms_are_undecided():
     rng = np.random.default_rng(4)
     same = pilots(rng, rng.standard_normal(200), "x")
-    pairs = [(info("g8", group_size=8), Arm("g8", same.runs)), (info("g16", group_size=16), Arm("g16", same.runs))]
+    pairs = [(info("g8", group_size=8), ArmPilots("g8", same.runs)),
+             (info("g16", group_size=16), ArmPilots("g16", same.runs))]
     an = analyze(race(pairs), n_replicates=REPS)
     t = an.target("math")
-    for b in t.budgets:
-        assert b.regime == "undecided" and b.p_best == pytest.approx(0.5) and "P(best)" in b.rule
-        assert b.margin == 0.0
+    for d in (b.decision for b in t.budgets):
+        assert d.regime == "undecided" and d.p_best == pytest.approx(0.5) and "P(best)" in d.rule
+        assert d.margin == 0.0
     rec = an.recommendations[0]
     assert rec.confidence == "low" and any("undecided" in r for r in rec.reasons)
 
@@ -134,8 +138,8 @@ def test_arms_with_the_same_truth_are_rarely_called():
         pairs = [(info("g4", group_size=4), pilots(rng, eta, "g4")), (info("g16", group_size=16),
                                                                        pilots(rng, eta, "g16"))]
         t = analyze(race(pairs), n_replicates=100, seed=i).target("math")
-        regimes.append(t.budgets[-1].regime)
-        rules_seen += [b.rule for b in t.budgets if b.regime == "undecided"]
+        regimes.append(t.budgets[-1].decision.regime)
+        rules_seen += [b.decision.rule for b in t.budgets if b.decision.regime == "undecided"]
     assert sum(r in ("search-bound", "learning-bound") for r in regimes) <= 2
     assert any("P(best)" in r for r in rules_seen) and any("within the" in r for r in rules_seen)
 
@@ -147,10 +151,11 @@ def test_a_decreasing_best_group_size_is_flagged():
     pairs = [(info("g16", group_size=16), pilots(rng, eta, "g16", a=0.55, b=2.0, f_mid=F_PILOT / 16)),
              (info("g4", group_size=4), pilots(rng, eta, "g4", a=0.75, f_mid=F_PILOT / 4))]
     t = analyze(race(pairs), n_replicates=REPS).target("math")
-    assert t.budgets[0].best == "g16" and t.budgets[-1].best == "g4" and t.budgets[-1].regime == "learning-bound"
+    first, last = t.budgets[0].decision, t.budgets[-1].decision
+    assert first.best == "g16" and last.best == "g4" and last.regime == "learning-bound"
     flagged = [w for w in t.warnings if "best G decreases" in w]
     assert len(flagged) == 1 and "G = 16" in flagged[0] and "G = 4" in flagged[0]
-    assert t.budgets[0].regime in flagged[0]  # undecided budgets count too, and the warning says which
+    assert first.regime in flagged[0]  # undecided budgets count too, and the warning says which
     # an increasing best G is no warning
     pairs = [(info("g4", group_size=4), pilots(rng, eta, "g4", a=0.55, b=2.0, f_mid=F_PILOT / 16)),
              (info("g16", group_size=16), pilots(rng, eta, "g16", a=0.75, f_mid=F_PILOT / 4))]
@@ -173,8 +178,8 @@ def test_unidentified_arms_give_only_best_observed():
     an = analyze(race(pairs), n_replicates=REPS)
     t = an.target("math")
     assert not any(c.identified for c in t.curves)
-    assert t.budgets[1].regime != "unstable" and all(p.usable for p in t.budgets[1].predictions)
-    assert t.budgets[-1].regime == "unstable" and "unidentified" in t.budgets[-1].rule
+    assert t.budgets[1].decision.regime != "unstable" and all(p.usable for p in t.budgets[1].predictions)
+    assert t.budgets[-1].decision.regime == "unstable" and "unidentified" in t.budgets[-1].decision.rule
     assert not any(p.usable for p in t.budgets[-1].predictions)
     rec = an.recommendations[0]
     assert (rec.arm, rec.mode, rec.confidence, rec.runner_up) == ("hi", "best observed", "best observed", "lo")
@@ -198,7 +203,7 @@ def test_an_eliminated_unidentified_arm_is_set_aside_beyond_its_pilots():
     for b in t.budgets[1:]:
         p = next(p for p in b.predictions if p.arm == "dropped")
         assert not p.usable and not p.comparable and p.p_best == 0.0 and "eliminated at rung 0" in p.note
-        assert b.regime == "size-bound" and b.best == "large"
+        assert b.decision.regime == "size-bound" and b.decision.best == "large"
     assert [h.arm for h in t.holdout] == ["small", "large"]
 
 
@@ -208,13 +213,13 @@ def test_a_non_monotone_top_arm_makes_the_budget_unstable():
     flops, scores = synthetic_scores(rng, prompt_latent=eta, f_pilot=F_PILOT, **(TRUTH | {"a": 0.85}))
     scores[:, -1] = scores[:, -2]  # the last evaluation loses 40 of the 200 prompts: a fall of about 0.14
     scores[:, -1, :40] = 0.0
-    pairs = [(info("collapse", group_size=16), Arm.from_arrays("collapse", flops, scores)),
+    pairs = [(info("collapse", group_size=16), ArmPilots.from_arrays("collapse", flops, scores)),
              (info("steady", group_size=4), pilots(rng, eta, "steady", f_mid=F_PILOT / 8))]
     an = analyze(race(pairs), n_replicates=REPS)
     t = an.target("math")
     curve = t.curves[0]
     assert not curve.envelope.monotone and not curve.stable and "non-monotone" in curve.checks_failed[0]
-    assert t.budgets[0].regime == "unstable" and "collapse" in t.budgets[0].rule
+    assert t.budgets[0].decision.regime == "unstable" and "collapse" in t.budgets[0].decision.rule
     rec = an.recommendations[0]
     assert rec.arm == "steady" and rec.confidence == "low" and any("unstable" in r for r in rec.reasons)
 
@@ -231,8 +236,8 @@ def test_upfront_flops_are_charged_at_every_budget():
     assert not prm["rung 0"].usable and "upfront" in prm["rung 0"].note
     assert prm["rung 0"].reward == pytest.approx(t.curves[1].fit.r0, abs=1e-9) and prm["rung 0"].gain == 0.0
     assert prm["target"].ledger_flops == pytest.approx(1.5 * F_PILOT)
-    assert t.budgets[0].best == "rule" and t.budgets[-1].best == "prm"
-    assert t.budgets[-1].regime == "feedback-bound"
+    assert t.budgets[0].decision.best == "rule" and t.budgets[-1].decision.best == "prm"
+    assert t.budgets[-1].decision.regime == "feedback-bound"
 
 
 # ---------------------------------------------------------------- curves, holdout, held-out targets
@@ -242,10 +247,12 @@ def test_curves_carry_both_fits_and_the_checks(size_race):
     _, an = size_race
     for c in an.target("math").curves:
         assert c.fitted and c.n_seeds == 3 and c.identified and c.stable and c.envelope.monotone
-        assert c.without_first.dropped_first == 1 and c.without_first.n_points == c.fit.n_points - 3
-        assert c.a_lo <= c.fit.a <= c.a_hi and c.power_law is not None and c.power_law.n_used > 0
-        assert len(c.band_flops) == len(c.band_lo) == 40 and all(
-            lo <= p <= hi for lo, p, hi in zip(c.band_lo, c.band_point, c.band_hi, strict=True))
+        wf = c.without_first.fit
+        assert wf.dropped_first == 1 and wf.n_points == c.fit.n_points - 3 and c.fit is c.arm_fit.fit
+        assert c.arm_fit.a_lo <= c.fit.a <= c.arm_fit.a_hi and c.power_law is not None and c.power_law.law.n_used > 0
+        assert c.predicted_at_budget == pytest.approx(c.fit.predict(2 * F_PILOT))
+        assert len(c.band.flops) == len(c.band.lo) == 40 and all(
+            lo <= p <= hi for lo, p, hi in zip(c.band.lo, c.band.point, c.band.hi, strict=True))
         assert c.noise > 0 and "seed sd" in c.noise_method and len(c.observations) == 18
 
 
@@ -255,7 +262,7 @@ def test_temporal_holdout_reports_error_and_coverage():
     pairs = [(info("a", group_size=4), pilots(rng, eta, "a", a=0.5, reach=RUNGS[0])),
              (info("b", group_size=8), pilots(rng, eta, "b", a=0.7, f_mid=F_PILOT / 8)),
              (info("c", group_size=16), pilots(rng, eta, "c", a=0.65, f_mid=F_PILOT / 8))]
-    ragged = Arm("c", (pairs[2][1].runs[0], SeedRun(1, pairs[2][1].runs[1].points[:-1]), pairs[2][1].runs[2]))
+    ragged = ArmPilots("c", (pairs[2][1].runs[0], SeedRun(1, pairs[2][1].runs[1].points[:-1]), pairs[2][1].runs[2]))
     pairs[2] = (pairs[2][0], ragged)
     an = analyze(race(pairs, reached={"a": 0, "b": 1, "c": 1}), n_replicates=REPS)
     t = an.target("math")
@@ -267,14 +274,14 @@ def test_temporal_holdout_reports_error_and_coverage():
     assert not c.ok and "same number" in c.reason
     s = t.holdout_summary
     assert (s.n_arms, s.n_points) == (1, 1) and s.coverage == b.coverage and "coverage" in s.method
-    assert t.budgets[-1].best == "b"  # the eliminated arm is still predicted, with more extrapolation
+    assert t.budgets[-1].decision.best == "b"  # the eliminated arm is still predicted, with more extrapolation
     pa = next(p for p in t.budgets[-1].predictions if p.arm == "a")
     assert pa.extrapolation == pytest.approx(8, rel=0.02)
 
 
 def test_a_held_out_target_is_observed_and_never_fitted(size_race):
     inp, _ = size_race
-    held = PilotData(tuple(Arm(a.name, a.runs) for a in inp.targets["math"].arms))
+    held = PilotData(tuple(ArmPilots(a.name, a.runs) for a in inp.targets["math"].arms))
     an = analyze(replace(inp, targets=inp.targets | {"math-heldout": held}), n_replicates=REPS)
     t = an.target("math-heldout")
     assert not t.fitted and t.recommendation is None and t.budgets == () and t.holdout == ()
@@ -286,7 +293,8 @@ def test_a_held_out_target_is_observed_and_never_fitted(size_race):
 def test_an_arm_that_cannot_be_fitted_is_reported_not_dropped(size_race):
     inp, _ = size_race
     rng = np.random.default_rng(11)
-    short = Arm.from_arrays("short", *synthetic_scores(rng, **TRUTH, f_pilot=RUNGS[0], n_points=2, flops_jitter=0.0))
+    short = ArmPilots.from_arrays("short", *synthetic_scores(rng, **TRUTH, f_pilot=RUNGS[0], n_points=2,
+                                                             flops_jitter=0.0))
     arms = (*inp.arms, info("short", policy="3B", params=3_000_000_000))
     data = PilotData((*inp.targets["math"].arms, short))
     an = analyze(replace(inp, arms=arms, targets={"math": data}, reached=inp.reached | {"short": 0}),
@@ -343,12 +351,13 @@ def test_write_outputs_draws_the_plots(size_race, tmp_path):
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda d: d.pop("targets"), "missing key 'targets'"),
     (lambda d: d.update(extra=1), "unknown key 'extra'"),
-    (lambda d: d.update(race_version=99), "race_version must be the integer 1"),
-    (lambda d: d.update(race_version="1"), "race_version must be the integer 1"),
-    (lambda d: d["targets"][0]["budgets"][0].update(p_best="high"), "race.json.targets[0].budgets[0].p_best"),
-    (lambda d: d["targets"][0]["curves"][0].update(identified=1), "identified must be true or false"),
-    (lambda d: d["arms"][0].update(params=True), "params must be an integer"),
-    (lambda d: d["targets"][0]["curves"][0]["fit"].pop("a"), "missing key 'a'"),
+    (lambda d: d.update(race_version=99), "race_version must be the integer 1 or 2"),
+    (lambda d: d.update(race_version="1"), "race_version must be the integer 1 or 2"),
+    (lambda d: d["targets"][0]["budgets"][0]["decision"].update(p_best="high"),
+     "race.json.targets[0].budgets[0].decision.p_best"),
+    (lambda d: d["targets"][0]["curves"][0]["arm_fit"].update(identified=1), "identified must be true or false"),
+    (lambda d: d["arms"][0]["info"].update(params=True), "params must be an integer"),
+    (lambda d: d["targets"][0]["curves"][0]["arm_fit"]["fit"].pop("a"), "missing key 'a'"),
     (lambda d: d.update(rung_budgets="25 EFLOP"), "rung_budgets must be a list"),
 ])
 def test_a_malformed_race_json_is_one_line(size_race, tmp_path, edit, message):
@@ -360,6 +369,62 @@ def test_a_malformed_race_json_is_one_line(size_race, tmp_path, edit, message):
     with pytest.raises(UserError) as err:
         load_analysis(path)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+V1 = Path(__file__).parent / "data" / "race_v1"
+
+
+def v1_input() -> RaceInput:
+    """The input behind tests/data/race_v1, which flopplan wrote at commit 2f75877 (race.json version 1) with
+    ``analyze(v1_input(), n_replicates=30, seed=5)``: arms with an upfront cost, eliminated at rung 0, unfittable,
+    with ragged seeds (its holdout fails), and a held-out target."""
+    rng = np.random.default_rng(21)
+    eta = rng.standard_normal(200)
+    pairs = [(info("small", policy="0.5B", group_size=4), pilots(rng, eta, "small", a=0.45)),
+             (info("large", 1_500_000_000, policy="1.5B", group_size=4), pilots(rng, eta, "large", a=0.75)),
+             (info("large-g16", 1_500_000_000, policy="1.5B", group_size=16,
+                   split={"rollout": 0.5, "learning": 0.3, "feedback": 0.2}, upfront=int(F_PILOT / 8)),
+              pilots(rng, eta, "large-g16", a=0.7, reach=RUNGS[0]))]
+    short = ArmPilots.from_arrays("short", *synthetic_scores(rng, **TRUTH, f_pilot=RUNGS[0], n_points=2,
+                                                             flops_jitter=0.0))
+    pairs.append((info("short", 3_000_000_000, policy="3B", group_size=4), short))
+    runs = pairs[0][1].runs
+    pairs[0] = (pairs[0][0], ArmPilots("small", (runs[0], SeedRun(1, runs[1].points[:-1]), runs[2])))
+    inp = race(pairs, reached={"small": 1, "large": 1, "large-g16": 0, "short": 0})
+    held = PilotData(tuple(ArmPilots(a.name, a.runs) for _, a in pairs[:2]))
+    return replace(inp, targets=inp.targets | {"math-heldout": held})
+
+
+def recorded_in_v1(data: object) -> object:
+    """``data`` less what race.json version 1 did not record (flopplan.race.legacy fills it in)."""
+    unrecorded = {"race_version", "flopplan_version", "a_at_grid_edge", "f_mid_at_grid_edge", "a_at_upper_edge",
+                  "f_mid_at_upper_edge", "b_at_grid_edge", "a_step", "f_mid_grid", "f_max", "rewards", "envelope"}
+    if isinstance(data, dict):
+        keep = {k: v for k, v in data.items() if k not in unrecorded or (k == "envelope" and isinstance(v, dict))}
+        return {k: recorded_in_v1(v) for k, v in keep.items() if not (k == "flops" and "max_drop" in data)}
+    if isinstance(data, list):
+        return [recorded_in_v1(v) for v in data]
+    return data
+
+
+def test_a_version_1_race_json_still_loads_and_reports():
+    """An older race folder still reports: its race.json (version 1) loads, renders the report.md it was written
+    with (up to the version it names), gives the paper tables and is written back as the current version."""
+    old = load_analysis(V1 / "race.json")
+    assert json.loads((V1 / "race.json").read_text())["race_version"] == 1 and old.race_version == RACE_VERSION
+    expected = (V1 / "report.md").read_text().replace("(race_version 1)", f"(race_version {RACE_VERSION})")
+    assert render_markdown(old) == expected
+    arms = to_markdown(paper_tables(old)["race_arms"], "cmd")
+    assert all(f"| {a.info.name} " in arms for a in old.arms)
+    assert RaceAnalysis.from_data(old.to_data()) == old
+
+
+def test_a_version_1_race_json_holds_the_numbers_of_todays_analysis():
+    """The records changed shape, not numbers: today's analysis of the input behind tests/data/race_v1 equals what
+    version 1 recorded, field by field (a change to RACE's statistics must regenerate that fixture)."""
+    old = load_analysis(V1 / "race.json")
+    now = analyze(v1_input(), n_replicates=30, seed=5)
+    assert recorded_in_v1(old.to_data()) == recorded_in_v1(now.to_data())
 
 
 def test_not_json_or_not_an_analysis_is_one_line(tmp_path):
@@ -382,8 +447,8 @@ def test_bad_input_is_refused_in_one_line(size_race):
         lambda: replace(inp, budget_flops=0.0),
         lambda: analyze(inp, n_replicates=5),
         lambda: analyze(inp, level=1.5),
-        lambda: replace(inp, targets={"math": PilotData((Arm("ghost", (SeedRun(0, (EvalPoint(0.0, np.ones(3)),)),)),
-                                                         ))}),
+        lambda: replace(inp, targets={"math": PilotData((ArmPilots("ghost", (SeedRun(0, (EvalPoint(0.0, np.ones(3)),)),
+                                                                                  )),))}),
     ]
     for make in bad:
         with pytest.raises(UserError) as err:

@@ -17,7 +17,7 @@ from scipy.optimize import curve_fit
 
 from flopplan.errors import UserError
 from flopplan.race.bootstrap import (
-    Arm,
+    ArmPilots,
     EvalPoint,
     PilotData,
     SeedRun,
@@ -42,9 +42,9 @@ F_PILOT = 1e20
 LADDER = np.concatenate([[0.0], F_PILOT * 2.0 ** np.arange(-5, 1)])  # step 0 + 6 points, F_pilot/32 .. F_pilot
 
 
-def arm(rng: np.random.Generator, name: str = "arm", **kw: object) -> Arm:
+def arm(rng: np.random.Generator, name: str = "arm", **kw: object) -> ArmPilots:
     truth = {"a": 0.6, "b": 1.5, "f_mid": F_PILOT / 4, "r0": 0.2} | kw
-    return Arm.from_arrays(name, *synthetic_scores(rng, f_pilot=F_PILOT, **truth))
+    return ArmPilots.from_arrays(name, *synthetic_scores(rng, f_pilot=F_PILOT, **truth))
 
 
 # ---------------------------------------------------------------- the curve
@@ -159,7 +159,9 @@ def test_power_law_check():
     # fitted on the early points of a saturating run it runs past the plateau, as ScaleRL warns
     early = fit_power_law(LADDER[:4], scalerl_curve(LADDER[:4], 0.6, 1.5, F_PILOT / 4, 0.2))
     assert early.predict(8 * F_PILOT) > scalerl_curve(8 * F_PILOT, 0.6, 1.5, F_PILOT / 4, 0.2) + 0.1
-    assert f[0] < early.f_at_ceiling < 8 * F_PILOT  # reaches R = 1 where the run sits near 0.6
+    assert early.f_at_ceiling is not None and f[0] < early.f_at_ceiling < 8 * F_PILOT  # R = 1 where the run is ~0.6
+    falling = fit_power_law(f, 0.1 + 0.2 * (f / F_PILOT) ** -0.3, r0=0.1)
+    assert falling.alpha == pytest.approx(-0.3) and falling.f_at_ceiling is None  # never reaches the ceiling
 
 
 def test_monotone_envelope():
@@ -176,11 +178,11 @@ def test_monotone_envelope():
 def test_pilot_data_validation():
     ok = SeedRun(0, (EvalPoint(0.0, np.zeros(5)), EvalPoint(1e18, np.ones(5))))
     with pytest.raises(UserError):
-        PilotData((Arm("a", (ok,)), Arm("b", (SeedRun(0, (EvalPoint(0.0, np.zeros(4)),)),))))
+        PilotData((ArmPilots("a", (ok,)), ArmPilots("b", (SeedRun(0, (EvalPoint(0.0, np.zeros(4)),)),))))
     with pytest.raises(UserError):
-        PilotData((Arm("a", (SeedRun(0, (EvalPoint(1e18, np.ones(5)),)),)),))  # no step 0
+        PilotData((ArmPilots("a", (SeedRun(0, (EvalPoint(1e18, np.ones(5)),)),)),))  # no step 0
     with pytest.raises(UserError):
-        PilotData((Arm("a", (ok,)), Arm("a", (ok,))))  # duplicate names
+        PilotData((ArmPilots("a", (ok,)), ArmPilots("a", (ok,))))  # duplicate names
     with pytest.raises(UserError):
         EvalPoint(-1.0, np.ones(3))
 
@@ -225,7 +227,7 @@ def test_clear_winner_has_p_best_near_one():
 
 def test_identical_arms_share_p_best_equally():
     base = arm(np.random.default_rng(6))
-    data = PilotData(tuple(Arm(name, base.runs) for name in "abcd"))
+    data = PilotData(tuple(ArmPilots(name, base.runs) for name in "abcd"))
     res = paired_bootstrap(data, [2 * F_PILOT], n_replicates=100, rng=7)
     assert res.seed_pairing == "paired"
     np.testing.assert_allclose([p.p_best for p in res.predictions], 0.25, atol=1e-12)
@@ -277,11 +279,11 @@ def test_unbent_curve_is_flagged_unidentified():
 def test_seed_pairing_and_scheme_options():
     rng = np.random.default_rng(13)
     x, y = arm(rng, "x"), arm(rng, "y")
-    renamed = Arm("z", tuple(SeedRun(f"s{r.seed}", r.points) for r in y.runs))
+    renamed = ArmPilots("z", tuple(SeedRun(f"s{r.seed}", r.points) for r in y.runs))
     assert paired_bootstrap(PilotData((x, renamed)), [F_PILOT], n_replicates=20, rng=0).seed_pairing == "independent"
     with pytest.raises(UserError):
         paired_bootstrap(PilotData((x, renamed)), [F_PILOT], n_replicates=20, seed_pairing="paired")
-    ragged = Arm("r", (x.runs[0], SeedRun(1, x.runs[1].points[:-1]), x.runs[2]))
+    ragged = ArmPilots("r", (x.runs[0], SeedRun(1, x.runs[1].points[:-1]), x.runs[2]))
     res = paired_bootstrap(PilotData((ragged, y)), [F_PILOT], n_replicates=20, rng=0)
     assert [a.seed_scheme for a in res.arms] == ["resample", "shrunk"]
     gain = paired_bootstrap(PilotData((x,)), [F_PILOT], n_replicates=20, rng=0, metric="gain")
@@ -329,7 +331,7 @@ def test_temporal_holdout():
     flops, scores = synthetic_scores(rng, a=0.6, b=1.5, f_mid=F_PILOT / 8, r0=0.2, f_pilot=F_PILOT, n_points=6,
                                      seed_sd=0.0, n_prompts=200)
     exact = scalerl_curve(flops, 0.6, 1.5, F_PILOT / 8, 0.2)[:, :, None] * np.ones_like(scores)  # no noise at all
-    ho = temporal_holdout(Arm.from_arrays("exact", flops, exact), n_replicates=50, rng=0)
+    ho = temporal_holdout(ArmPilots.from_arrays("exact", flops, exact), n_replicates=50, rng=0)
     assert [p.position for p in ho.points] == [5] and ho.mean_abs_error < 5e-3
     consistent, inside = [], []
     for _ in range(40):

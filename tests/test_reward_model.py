@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, cli, one_line_error
+from helpers import cli, one_line_error
 
 from flopplan.errors import UserError
 from flopplan.runfile import REWARD_MODEL_CARD, RewardModelCard, load_reward_model_card
@@ -130,21 +128,6 @@ def test_a_corrupted_card_is_one_user_error(trained, tmp_path, change):
     assert "\n" not in str(err.value)
 
 
-def test_a_missing_card_is_one_user_error(tmp_path):
-    with pytest.raises(UserError, match="is not a flopplan reward model"):
-        load_reward_model_card(tmp_path)
-    with pytest.raises(UserError, match="no such file or folder"):
-        load_reward_model_card(tmp_path / "absent")
-
-
-def test_the_card_reader_is_torch_free():
-    code = ("import sys, flopplan.runfile; print(sorted(m for m in sys.modules "
-            "if m.split('.')[0] in ('torch', 'transformers')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                         check=True)
-    assert out.stdout.strip() == "[]"
-
-
 def test_a_failed_write_leaves_no_folder(tmp_path, monkeypatch):
     from flopplan.grpo import reward_model
 
@@ -166,6 +149,7 @@ def test_learned_orm_outputs(trained, mode):
     from flopplan.grpo.rewards import RewardModel
     from flopplan.grpo.tasks import DigitTask
     from flopplan.grpo.tokenizer import CharTokenizer
+    from flopplan.passes import RoundPass
     from flopplan.recipe import RewardSystem
 
     folder, _ = trained
@@ -179,7 +163,8 @@ def test_learned_orm_outputs(trained, mode):
         rm = RewardModel.load(RewardSystem.parse("orm:tiny-rm"), torch.device("cpu"), torch.float32, "eager", 0,
                               codec, tokenizer.vocab_size, str(folder), output=output)
         assert not rm.random_init
-        values, charge = rm.score(codec, prompts, completions, Conventions())
+        reward_pass = RoundPass("reward", rm.spec, Conventions(), None, None, 1, 1, 0, 0, head="all")
+        values, charge = rm.score(codec, prompts, completions, reward_pass)
         assert charge.executed_total > 0
         return values
 

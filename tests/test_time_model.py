@@ -1,6 +1,7 @@
 """The time model learned from runs: reading run folders, the fit (on synthetic runs timed by a known model), the
-refusals (runs measured with the FLOP meter, bad folders), the profile's non-phase block, and the planner pricing
-a run with it. No test asserts on a measured duration."""
+refusals (runs measured with the FLOP meter, bad folders), the planner and the run report pricing a run with the
+fitted profile. The pricing's unit tests are in test_timing.py, the profile file's in test_hardware.py. No test
+asserts on a measured duration."""
 
 from __future__ import annotations
 
@@ -10,59 +11,44 @@ import math
 import statistics
 from pathlib import Path
 
-import numpy as np
 import pytest
-from helpers import ROOT, cli, one_line_error
+from helpers import OUTSIDE, ROOT, cli, one_line_error, profile_with, tiny_recipe
 from synthetic_runs import BYTES_PER_ELEMENT, TRUE_OUTSIDE, TRUE_PHASES, true_outside, write_run
 
 from flopplan.calibrate.fit_runs import fit_non_phase, fit_phases, outside_seconds
 from flopplan.calibrate.from_runs import fit_from_runs
 from flopplan.calibrate.runs import read_runs
 from flopplan.errors import UserError
-from flopplan.formulas import generate_flops
-from flopplan.hardware import load_profile, profile_from_data
+from flopplan.hardware import load_profile
 from flopplan.lengths import Length
+from flopplan.passes import RoundShape
 from flopplan.planner import Budget, plan, price_steps
 from flopplan.recipe import Recipe, RewardSystem
 from flopplan.timing import (
     NON_PHASE_TERMS,
-    RunWork,
     call_seconds,
-    checkpoints_in,
-    generate_calls,
-    non_phase_features,
-    run_non_phase_seconds,
-    trainable_parameters,
 )
 
-
-def recipe(**changes) -> Recipe:
-    base = {"policy": "tiny", "lora_rank": None, "prompts_per_step": 8, "group_size": 8,
-            "prompt_len": Length.fixed(10), "completion_len": Length.fixed(2), "micro_batch": 32,
-            "eval_every": 5, "eval_prompts": 40, "eval_completion_len": Length.fixed(2)}
-    return Recipe(**{**base, **changes})
-
-
 FIT = {  # shapes, tuning and feedback vary, so that every fitted coefficient is identified
-    "full-8x8": recipe(),
-    "lora8-mu2": recipe(lora_rank=8, prompt_len=Length.fixed(14), completion_len=Length.fixed(4), micro_batch=16,
-                        iterations=2, eval_prompts=20),
-    "full-orm-beta": recipe(prompts_per_step=4, group_size=8, prompt_len=Length.fixed(12),
-                            completion_len=Length.fixed(3), micro_batch=16, optimizer_batch=16, beta=0.04,
-                            reward=RewardSystem.parse("orm:tiny"), reward_overhead_tokens=1),
-    "lora16-wide": recipe(lora_rank=16, prompts_per_step=16, group_size=4, prompt_len=Length.fixed(18),
-                          micro_batch=64, eval_every=3),
-    "full-small": recipe(prompts_per_step=2, group_size=4, prompt_len=Length.fixed(8), completion_len=Length.fixed(6),
-                         micro_batch=8, eval_prompts=60),
-    "full-orm-wide": recipe(prompts_per_step=16, group_size=8, reward=RewardSystem.parse("orm:tiny"),
-                            reward_overhead_tokens=1, eval_every=None, eval_prompts=0,
-                            eval_completion_len=None),
-    "lora4-long": recipe(lora_rank=4, prompts_per_step=8, group_size=4, prompt_len=Length.fixed(16),
-                         completion_len=Length.fixed(8), micro_batch=16),
-    "full-mu3": recipe(prompts_per_step=4, group_size=16, iterations=3, micro_batch=16, optimizer_batch=32),
+    "full-8x8": tiny_recipe(),
+    "lora8-mu2": tiny_recipe(lora_rank=8, prompt_len=Length.fixed(14), completion_len=Length.fixed(4),
+                             micro_batch=16, iterations=2, eval_prompts=20),
+    "full-orm-beta": tiny_recipe(prompts_per_step=4, group_size=8, prompt_len=Length.fixed(12),
+                                 completion_len=Length.fixed(3), micro_batch=16, optimizer_batch=16, beta=0.04,
+                                 reward=RewardSystem.parse("orm:tiny"), reward_overhead_tokens=1),
+    "lora16-wide": tiny_recipe(lora_rank=16, prompts_per_step=16, group_size=4, prompt_len=Length.fixed(18),
+                               micro_batch=64, eval_every=3),
+    "full-small": tiny_recipe(prompts_per_step=2, group_size=4, prompt_len=Length.fixed(8),
+                              completion_len=Length.fixed(6), micro_batch=8, eval_prompts=60),
+    "full-orm-wide": tiny_recipe(prompts_per_step=16, group_size=8, reward=RewardSystem.parse("orm:tiny"),
+                                 reward_overhead_tokens=1, eval_every=None, eval_prompts=0,
+                                 eval_completion_len=None),
+    "lora4-long": tiny_recipe(lora_rank=4, prompts_per_step=8, group_size=4, prompt_len=Length.fixed(16),
+                              completion_len=Length.fixed(8), micro_batch=16),
+    "full-mu3": tiny_recipe(prompts_per_step=4, group_size=16, iterations=3, micro_batch=16, optimizer_batch=32),
 }
-HELD_OUT = recipe(lora_rank=4, prompts_per_step=6, group_size=8, prompt_len=Length.fixed(12),
-                  completion_len=Length.fixed(3), micro_batch=24)
+HELD_OUT = tiny_recipe(lora_rank=4, prompts_per_step=6, group_size=8, prompt_len=Length.fixed(12),
+                       completion_len=Length.fixed(3), micro_batch=24)
 
 
 @pytest.fixture(scope="module")
@@ -74,19 +60,6 @@ def synthetic(tmp_path_factory):
     return fit, held
 
 
-def test_generate_calls_are_the_generate_formula():
-    from flopplan.arch import resolve
-    from flopplan.formulas import LoRA
-
-    spec = resolve("tiny")
-    for lora in (None, LoRA(8)):
-        calls = generate_calls(spec, 6, 11, 5, lora, recipe().conventions)
-        assert [kind for kind, _ in calls] == ["prefill", "decode"]
-        assert sum(float(c.flops.sum() if hasattr(c.flops, "sum") else c.flops) for _, c in calls) == \
-            generate_flops(spec, 6, 11, 5, lora, recipe().conventions).total
-        assert (float(np.sum(calls[1][1].adapter_flops)) > 0) == (lora is not None)
-
-
 def test_reading_runs_rebuilds_every_call_and_step(synthetic):
     fit, _ = synthetic
     runs, notes = read_runs([str(f) for f in fit])
@@ -95,7 +68,7 @@ def test_reading_runs_rebuilds_every_call_and_step(synthetic):
         assert len(run.startups) == 1  # the first line (step 0, the baseline evaluation, or step 1) dates it
         assert len(run.rounds) == (12 if r.eval_every else 11)
         units = {u.unit for u in run.units}
-        assert ("old_logprobs" in units) == r.computes_old_logprobs and ("reward" in units) == (r.reward_spec
+        assert ("old_logprobs" in units) == RoundShape.of(r).old_logprobs and ("reward" in units) == (r.reward_spec
                                                                                                is not None)
         for step in run.rounds:
             assert step.features["round"][1] == r.rollouts_per_step
@@ -238,23 +211,8 @@ def test_calibrate_options_that_do_not_go_together(tmp_path):
 
 # -- the profile and the planner --------------------------------------------------------------------------------
 
-OUTSIDE = {"round": {"seconds": 0.05, "seconds_per_rollout": 0.001, "seconds_per_token": 0.0,
-                     "seconds_per_scored_rollout": 0.0},
-           "optimizer_step": {"seconds": 0.01, "seconds_per_tensor": 0.0, "seconds_per_byte": 0.0},
-           "evaluation": {"seconds": 0.2, "seconds_per_prompt": 0.0},
-           "checkpoint": {"seconds": 0.5, "seconds_per_byte": 0.0},
-           "startup": {"seconds": 7.0, "seconds_per_parameter": 0.0}, "shutdown": {"seconds": 2.0}}
-
-
-def profile_with(**blocks):
-    base = {"flopplan_profile_version": 1, "device": "test", "peak_flops": 1e11,
-            "efficiency": dict.fromkeys(("train", "forward", "prefill", "decode"), 0.5),
-            "time_model": {k: {kk: vv for kk, vv in v.items()} for k, v in TRUE_PHASES.items()}}
-    return profile_from_data({**base, **blocks}, "test profile")
-
-
 def test_the_planner_adds_the_time_outside_the_phases():
-    r = recipe(micro_batch=16, optimizer_batch=16)  # 64 rollouts: 4 optimizer steps per round
+    r = tiny_recipe(micro_batch=16, optimizer_batch=16)  # 64 rollouts: 4 optimizer steps per round
     profile = profile_with(non_phase=OUTSIDE)
     priced = price_steps(r, 23, profile)
     s = priced.seconds
@@ -272,68 +230,13 @@ def test_the_planner_adds_the_time_outside_the_phases():
     assert plan(r, Budget(gpu_hours=8.9 / 3600), profile).steps == 0  # not even start-up and shut-down fit
 
 
-def test_profiles_without_a_non_phase_block_read_and_plan_as_before():
-    committed = ROOT / "calibration" / "cpu-amd-epyc-2-threads-quick" / "profile.json"
-    profile = load_profile(committed)
-    assert profile.non_phase is None and profile.fitted_shapes is None
-    priced = price_steps(recipe(), 10, profile)
-    assert set(priced.seconds) == set(priced.phases)
-
-
-def test_the_committed_cpu_profile_from_runs_reads_and_prices_the_time_outside_the_phases():
-    profile = load_profile(ROOT / "calibration" / "cpu-amd-epyc-2-threads-runs" / "profile.json")
-    assert len(profile.fitted_runs) == 8 and profile.fitted_shapes and profile.core_share
-    terms = {"round", "optimizer_step", "evaluation", "checkpoint", "startup", "shutdown"}
-    assert terms <= set(profile.non_phase or {})
-    priced = price_steps(recipe(), 10, profile)
-    assert set(priced.seconds) - set(priced.phases) == set(profile.non_phase or {})
-
-
-@pytest.mark.parametrize("block, fragment", [
-    ({"non_phase": {"lunch": {}}}, "not a term"),
-    ({"non_phase": {"round": {"seconds_per_joke": 1.0}}}, "not a coefficient"),
-    ({"non_phase": {"round": {"seconds": -1.0}}}, "from 0 to"),
-    ({"non_phase": {"round": {"seconds": float("nan")}}}, "from 0 to"),
-    ({"non_phase": []}, "must be an object"),
-    ({"fitted_shapes": {"train": {"tokens": [1]}}}, "fitted_shapes"),
-    ({"fitted_runs": "run"}, "fitted_runs"),
-    ({"core_share": 1.5}, "core_share"),
-])
-def test_a_malformed_non_phase_block_is_refused(block, fragment):
-    with pytest.raises(UserError, match=fragment):
-        profile_with(**block)
-
-
 def test_a_plan_beyond_the_fitted_shapes_says_it_extrapolates():
     profile = profile_with(fitted_shapes={"train": {"tokens": [16.0, 400.0]}})
-    inside = plan(recipe(micro_batch=32), Budget(flops=10**13), profile)  # 32 x 12 tokens per update call
-    outside = plan(recipe(micro_batch=64, prompts_per_step=16, prompt_len=Length.fixed(30)), Budget(flops=10**13),
+    inside = plan(tiny_recipe(micro_batch=32), Budget(flops=10**13), profile)  # 32 x 12 tokens per update call
+    outside = plan(tiny_recipe(micro_batch=64, prompts_per_step=16, prompt_len=Length.fixed(30)), Budget(flops=10**13),
                    profile)
     assert not any("extrapolation" in n for n in inside.notes)
     assert any("train calls of 2,048 tokens" in n and "extrapolation" in n for n in outside.notes)
-
-
-def test_checkpoints_and_startup_counts():
-    assert [checkpoints_in(s, 10) for s in (0, 1, 9, 10, 11, 25)] == [1, 1, 1, 2, 2, 3]
-    assert checkpoints_in(7, None) == 1
-    work = RunWork.of(recipe())
-    assert run_non_phase_seconds(OUTSIDE, work, 0, 0)["startup"] == 0.0
-    assert non_phase_features("startup", work) == (1.0, recipe().policy_spec.params)
-
-
-def test_trainable_parameters_match_the_real_model():
-    torch = pytest.importorskip("torch")
-    from flopplan.arch import resolve
-    from flopplan.formulas import LoRA
-    from flopplan.measure.models import add_lora, build_model
-
-    spec = resolve("tiny")
-    for lora in (None, LoRA(8), LoRA(4, ("q_proj", "v_proj"))):
-        model = build_model(spec, device=torch.device("cpu"), dtype=torch.float32)
-        if lora is not None:
-            model = add_lora(model, lora)
-        trainable = [p for p in model.parameters() if p.requires_grad]
-        assert trainable_parameters(spec, lora) == (sum(p.numel() for p in trainable), len(trainable))
 
 
 def test_the_fit_from_runs_is_torch_free():
@@ -407,11 +310,11 @@ def test_real_runs_plan_shapes_and_the_planner(tmp_path):
 
 def test_a_profile_without_a_term_the_run_incurs_says_the_plan_leaves_it_out():
     partial = profile_with(non_phase={t: c for t, c in OUTSIDE.items() if t not in ("evaluation", "shutdown")})
-    notes = plan(recipe(), Budget(flops=10**13), partial).notes
+    notes = plan(tiny_recipe(), Budget(flops=10**13), partial).notes
     assert any("does not model" in n and "shutdown, evaluation" in n for n in notes)
-    assert not any("does not model" in n for n in plan(recipe(), Budget(flops=10**13),
+    assert not any("does not model" in n for n in plan(tiny_recipe(), Budget(flops=10**13),
                                                        profile_with(non_phase=OUTSIDE)).notes)
-    assert not any("does not model" in n for n in plan(recipe(), Budget(flops=10**13), profile_with()).notes)
+    assert not any("does not model" in n for n in plan(tiny_recipe(), Budget(flops=10**13), profile_with()).notes)
 
 
 def test_the_run_report_puts_the_plan_time_beside_the_measured_one():
@@ -420,7 +323,7 @@ def test_the_run_report_puts_the_plan_time_beside_the_measured_one():
     from flopplan.report.run_report import run_tables
     from flopplan.runfile import PlanReference, RunSummary
 
-    priced = plan(recipe(), Budget(flops=10**12), profile_with(non_phase=OUTSIDE, core_share=0.8))
+    priced = plan(tiny_recipe(), Budget(flops=10**12), profile_with(non_phase=OUTSIDE, core_share=0.8))
     reference = PlanReference.of(PlanEntry.of(priced))
     assert reference.seconds == priced.seconds and reference.profile and reference.profile.startswith("test")
     assert reference.core_share == 0.8
@@ -445,23 +348,6 @@ def test_the_run_report_puts_the_plan_time_beside_the_measured_one():
     assert tables[1].columns == ["time", "measured"] and any("FLOP meter" in n for n in notes)
     with pytest.raises(UserError, match="wall_seconds"):
         RunSummary.from_data({**summary.to_data(), "wall_seconds": -1})
-
-
-def test_the_adapters_work_per_token_is_paid_by_calls_with_adapters_only():
-    from flopplan.arch import resolve
-    from flopplan.formulas import LoRA, forward_flops
-    from flopplan.timing import sequence_call
-
-    spec, conv = resolve("tiny"), recipe().conventions
-    params = {"form": "saturating", "throughput_max": 1e10, "tokens_half": 10.0, "overhead": 1e-3,
-              "overhead_layer": 1e-4, "attention_throughput": 1e9}
-    for lora in (None, LoRA(4), LoRA(32)):
-        call = sequence_call(forward_flops(spec, 8, 12, 12, lora, conv), 8 * 12, spec.num_layers)
-        extra = call_seconds("saturating", {**params, "adapter_token_layer": 1e-5}, call, 4.0) - call_seconds(
-            "saturating", params, call, 4.0)
-        assert extra == pytest.approx(1e-5 * 8 * 12 * spec.num_layers if lora else 0.0)
-    with pytest.raises(UserError, match="adapter_token_layer must be from 0 to"):
-        profile_with(time_model={**TRUE_PHASES, "train": {**TRUE_PHASES["train"], "adapter_token_layer": -1.0}})
 
 
 def test_runs_slowed_by_other_processes_are_put_at_the_typical_share(tmp_path):

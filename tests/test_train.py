@@ -242,8 +242,8 @@ def test_budget_is_never_exceeded_with_variable_lengths(tmp_path):
     lengths = [m["completion_tokens"] for m in metrics_of(run) if m["step"] > 0]
     assert len(set(lengths)) > 1  # completions really vary
     assert s["flops"]["total"] <= budget and s["steps"] >= 1
-    assert s["stop_reason"].startswith("budget")
-    worst_next = int(s["stop_reason"].split("up to ")[1].split(" FLOPs")[0].replace(",", ""))
+    assert s["stop"]["reason"] == "budget" and s["stop"]["round"] == s["steps"] + 1
+    worst_next = s["stop"]["bound_flops"]
     assert s["flops"]["total"] + worst_next > budget  # it stopped only because the next step might not fit
 
 

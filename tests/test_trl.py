@@ -190,10 +190,12 @@ def test_a_trl_run_stops_at_its_budget_and_resumes_with_its_ledger(tmp_path, pla
     s = json.loads(cli("train", "--engine", "trl", "--out", str(run), "--budget", str(budget), *SMALL,
                        "--checkpoint-every", "1", "--json").stdout)
     assert s["stop_reason"].startswith("budget") and s["within_budget"] and s["flops"]["total"] <= budget
-    bound = int(s["stop_reason"].split("up to ")[1].split(" FLOPs")[0].replace(",", ""))
+    assert s["stop"]["reason"] == "budget" and s["stop"]["round"] == s["steps"] + 1
+    bound = s["stop"]["bound_flops"]
     assert s["flops"]["total"] + bound > budget  # it stopped only because the next round might not fit
     checkpoints = sorted((run / "trl").glob("checkpoint-*"))
-    assert checkpoints and (checkpoints[-1] / "flopplan_ledger.json").exists()
+    assert checkpoints and json.loads((checkpoints[-1] / "flopplan_ledger.json").read_text())[
+        "flopplan_trl_ledger_version"] == 1  # versioned, written atomically
     builtin = json.loads((planned_run[1] / "summary.json").read_text())
     assert set(s) - {"engine_checks"} <= set(builtin) | {"measured_flops", "measured_by_unit",
                                                          "measured_equals_closed_form"}

@@ -36,6 +36,7 @@ from flopplan.engines.verl import (
 )
 from flopplan.errors import UserError
 from flopplan.lengths import Length
+from flopplan.passes import RoundShape
 from flopplan.peers import verl as peer_verl
 from flopplan.recipe import Recipe, RewardSystem
 
@@ -55,7 +56,7 @@ RECIPES = {
 }
 FLOP_FIELDS = ("policy", "lora_rank", "prompts_per_step", "group_size", "prompt_len", "completion_len", "iterations",
                "beta", "grad_ckpt", "logprob_head", "engine", "prefix_sharing", "update_padding",
-               "optimizer_batch_size", "reward", "computes_old_logprobs", "uses_reference")
+               "optimizer_batch_size", "reward")
 
 
 def export(recipe: Recipe, **kwargs) -> dict:
@@ -66,6 +67,8 @@ def assert_same_price(back: Recipe, recipe: Recipe) -> None:
     assert step_cost(back).step_phases == step_cost(recipe).step_phases
     for name in FLOP_FIELDS:
         assert getattr(back, name) == getattr(recipe, name), name
+    rules = ("old_logprobs", "reference")  # the round's rules, as RoundShape.of applies them
+    assert [getattr(RoundShape.of(back), k) for k in rules] == [getattr(RoundShape.of(recipe), k) for k in rules]
     assert set(back.lora_targets) == set(recipe.lora_targets) or recipe.lora_rank is None
 
 

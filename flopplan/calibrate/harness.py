@@ -18,6 +18,7 @@ from flopplan.grpo.config import LossConfig
 from flopplan.grpo.tokenizer import CharTokenizer
 from flopplan.ledger import PhaseCharge
 from flopplan.measure.models import add_lora, build_model, enable_checkpointing
+from flopplan.passes import RoundPass, RoundShape
 
 
 @dataclass
@@ -65,8 +66,15 @@ class PhaseHarness:
         if recipe.lora is not None:
             policy = add_lora(policy, recipe.lora)
         optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=1e-6)
-        return PhaseHarness(spec, device, attn, policy, codec, optimizer, recipe.training, recipe.conventions,
-                            recipe.lora, recipe.logprob_head)
+        shape = RoundShape.of(recipe)
+        return PhaseHarness(spec, device, attn, policy, codec, optimizer, shape.training, shape.conv, shape.lora,
+                            shape.logprob_head)
+
+    def charged_as(self, phase: str) -> RoundPass:
+        """The pass a unit is charged as: this harness's adapters (in rollouts and scoring), training and head."""
+        lora = None if phase == "update" else self.lora
+        return RoundPass(phase, self.spec, self.conv, lora, self.training if phase == "update" else None, 1, 1, 0,
+                         0, head=self.head)
 
     def context(self, measure: bool) -> P.PhaseContext:
         return P.PhaseContext(self.spec, self.conv, measure)
@@ -84,15 +92,16 @@ class PhaseHarness:
     # the phase units, as the training run calls them
     def generate(self, batch: int, prompt: int, completion: int, measure: bool = False) -> PhaseCharge:
         _, charges = P.generate(self.policy, self.codec, self.prompts(batch, prompt), ctx=self.context(measure),
-                                lora=self.lora, batch=batch, max_new_tokens=completion, greedy=True,
+                                charge_as=(self.charged_as("rollout.prefill"), self.charged_as("rollout.decode")),
+                                batch=batch, max_new_tokens=completion, greedy=True,
                                 min_new_tokens=completion)
         return charges[0]
 
     def score(self, batch: int, prompt: int, completion: int, measure: bool = False) -> PhaseCharge:
         rollouts = self.rollouts(batch, prompt, completion)
         batches = scoring_batches(rollouts, self.codec.pad_id, batch, self.device)
-        _, charge = P.score("old_logprobs", self.policy, batches, rollouts, ctx=self.context(measure), lora=self.lora,
-                            temperature=1.0, head=self.head)
+        _, charge = P.score(self.policy, batches, rollouts, ctx=self.context(measure),
+                            charge_as=self.charged_as("old_logprobs"), temperature=1.0)
         return charge
 
     def update(self, batch: int, prompt: int, completion: int, measure: bool = False) -> PhaseCharge:
@@ -100,6 +109,6 @@ class PhaseHarness:
         batches = scoring_batches(rollouts, self.codec.pad_id, batch, self.device)
         advantages = torch.linspace(-1, 1, batch, device=self.device)
         _, charge = P.update(self.policy, self.optimizer, batches, rollouts, advantages, ctx=self.context(measure),
-                             training=self.training, loss_cfg=LossConfig(), head=self.head,
+                             charge_as=self.charged_as("update"), loss_cfg=LossConfig(),
                              optimizer_batch=batch, max_grad_norm=1.0)
         return charge

@@ -33,8 +33,7 @@ from typing import Any, TypeGuard
 
 from flopplan.errors import UserError
 from flopplan.fileio import read_json, read_text
-from flopplan.formulas import forward_flops, generate_flops
-from flopplan.ledger import sequence_pass
+from flopplan.passes import RoundLengths, RoundShape, step_passes
 from flopplan.recipe import Recipe
 from flopplan.runfile import CONFIG, LEDGER, METRICS, LedgerRecord, RunSummary, load_summary
 from flopplan.timing import (
@@ -299,37 +298,29 @@ def timed_unit(run: str, step: int, charge: dict[str, Any], recipe: Recipe) -> T
 
 
 def charge_calls(charge: dict[str, Any], recipe: Recipe) -> tuple[list[tuple[str, Call]], int]:
-    """(kind, call) of every model call a charge ran, and their exact FLOPs in total (what the ledger charged)."""
-    r, unit, shapes = recipe, charge["unit"], charge["shapes"]
-    spec, conv = r.policy_spec, r.conventions
-    if unit in ("rollout", "eval"):
+    """(kind, call) of every model call a charge ran, and their exact FLOPs in total (what the ledger charged):
+    each call evaluated as the round's pass of its unit (:func:`flopplan.passes.step_passes`: the model, adapters,
+    training and head), at the widths the charge recorded."""
+    unit, shapes = charge["unit"], charge["shapes"]
+    passes = {p.phase: p for p in step_passes(RoundShape.of(recipe), RoundLengths.of(recipe))}
+    if unit in ("rollout", "eval"):  # a run's eval calls charge as its rollouts do (the same adapters)
+        prefill, decode = passes["rollout.prefill"], passes["rollout.decode"]
         b, p, k = int(shapes["batch"]), int(shapes["prompt_padded"]), int(shapes["generated"])
-        return generate_calls(spec, b, p, k, r.rollout_lora, conv), int(generate_flops(spec, b, p, k, r.rollout_lora,
-                                                                                        conv).total)
-    if unit == "reward":
-        rm = r.reward_spec
-        if rm is None:
-            raise ValueError("a reward charge in a run without a reward model")
-        out, total = [], 0
-        for rows, width in shapes["batches"]:
-            terms = forward_flops(rm, int(rows), int(width), int(width), None, conv)
-            out.append(("forward", sequence_call(terms, rows * width, rm.num_layers)))
-            total += int(terms.total)
-        return out, total
-    if unit not in ("old_logprobs", "reference", "update"):
+        total = prefill.call_flops(b, p, k).total + decode.call_flops(b, p, k).total
+        return generate_calls(prefill.spec, b, p, k, prefill.lora, prefill.conv), int(total)
+    if unit not in ("old_logprobs", "reference", "update", "reward"):
         raise ValueError(f"unknown unit {unit!r}")
-    from flopplan.formulas import pass_terms, train_terms
-
+    if unit not in passes:
+        raise ValueError(f"a {unit} charge in a run whose round has no {unit} pass")
+    # a reward model's recorded width holds its template; a micro-batch without its own tokens: rows x width
+    step_pass = replace(passes[unit], extra=0, head_tokens=None)
+    calls: list[tuple[int, int, int, int | None]] = [
+        (int(rows), int(width), 0, None) for rows, width in shapes["batches"]] if unit == "reward" else [
+        (int(b[0]), int(b[1]), int(b[2]), int(b[3]) if len(b) > 3 else None) for b in shapes["micro_batches"]]
     out, total = [], 0
-    for batch in shapes["micro_batches"]:
-        rows, p, k = (int(v) for v in batch[:3])
-        own = int(batch[3]) if len(batch) > 3 else None
-        step_pass = sequence_pass(rows, p, k, shapes["head"], own, conv)
-        if unit == "update":
-            terms, kind = train_terms(spec, step_pass, r.training, conv), "train"
-        else:  # the reference runs with the adapters disabled
-            terms, kind = pass_terms(spec, step_pass, r.lora if unit == "old_logprobs" else None, conv), "forward"
-        out.append((kind, sequence_call(terms, rows * (p + k), spec.num_layers)))
+    for rows, p, k, own in calls:
+        terms = step_pass.call_flops(rows, p, k, own)
+        out.append((step_pass.kind, sequence_call(terms, rows * (p + k), step_pass.spec.num_layers)))
         total += int(terms.total)
     return out, total
 

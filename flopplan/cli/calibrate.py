@@ -42,8 +42,8 @@ def calibrate(runs: tuple[str, ...], from_runs: bool, probe_shutdown: bool, for_
               plan_model: str | None,
               base_profile: str | None, device: str, models: tuple[str, ...], quick: bool, verify: bool,
               repeats: int | None, no_counters: bool, out_dir: str | None, as_json: bool) -> None:
-    """Prove the closed form against real counters and fit how fast each GRPO phase runs here (a sweep, the
-    shapes of a plan, or real runs)."""
+    """Prove the closed form against real counters and fit how fast each GRPO phase runs on the local CPU or GPU
+    (a sweep, the shapes of a plan, or real runs)."""
     names = names_option(models, "--models")
     if repeats is not None and repeats <= 0:
         fail(f"--repeats must be a positive integer, not {repeats}")

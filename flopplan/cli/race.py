@@ -208,7 +208,7 @@ def validate(race_dir: str, as_json: bool) -> None:
 @click.option("--quick", is_flag=True, help="A smaller grid (the tests' one, about 2 minutes).")
 @click.option("--jobs", default=2, show_default=True, type=int, help="Pilots in parallel processes.")
 def demo(out_dir: str, quick: bool, jobs: int) -> None:
-    """design -> run -> analyze -> validate on the built-in task, end to end, on this machine (run it again after
+    """design -> run -> analyze -> validate on the built-in task, end to end, on the local CPU (run it again after
     a kill: it continues)."""
     from flopplan.race.demo import run_demo
     from flopplan.race.validate import render

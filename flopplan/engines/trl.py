@@ -23,6 +23,7 @@ from typing import Any
 from flopplan.arch import LORA_TARGETS
 from flopplan.errors import UserError, is_int, is_number
 from flopplan.lengths import Length
+from flopplan.passes import old_logprobs_run
 from flopplan.recipe import Recipe, RewardSystem
 
 TESTED_TRL = ">=1.16,<1.17"
@@ -290,7 +291,7 @@ def grpo_config_kwargs(recipe: Recipe, *, world_size: int = 1, steps: int | None
     spg, ga = per_process // bs, r.optimizer_batch_size // (bs * world_size)
     run = TRLRun(bs, ga, spg, r.iterations, r.group_size, world_size, r.engine == "vllm",
                  "server" if r.prefix_sharing else "colocate", True)
-    if run.old_logprobs != r.computes_old_logprobs:
+    if run.old_logprobs != old_logprobs_run(r.old_logprobs, r.optimizer_steps_per_round, r.engine):
         raise UserError(f"old_logprobs {r.old_logprobs}: TRL {'computes' if run.old_logprobs else 'skips'} them for "
                         f"this round ({spg} micro-steps a round, {ga} an optimizer step, mu {r.iterations})")
     kwargs: dict[str, Any] = {

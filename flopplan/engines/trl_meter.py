@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -32,17 +31,21 @@ from trl import GRPOTrainer
 from flopplan.cost import worst_case_round
 from flopplan.engines.trl import TRLRun, mfu
 from flopplan.errors import UserError
-from flopplan.ledger import Ledger, PhaseCharge, generate_charge, reward_charge, scoring_charge, update_charge
+from flopplan.fileio import atomic_write_json, read_json
+from flopplan.guard import Guard
+from flopplan.ledger import Ledger, PhaseCharge, charge, ran, unit_of
 from flopplan.measure.meter import FlopMeter
-from flopplan.passes import BUCKETS
+from flopplan.passes import BUCKETS, STEP_PHASES, RoundLengths, RoundShape, step_passes
 from flopplan.recipe import Recipe
 from flopplan.runfile import RunSummary
 
-UNITS = ("rollout", "old_logprobs", "reference", "reward", "update")
-PHASES_OF = {"rollout": ("rollout.prefill", "rollout.decode"), "old_logprobs": ("old_logprobs",),
-             "reference": ("reference",), "reward": ("reward",), "update": ("update",)}
+UNITS = tuple(dict.fromkeys(unit_of(phase) for phase in STEP_PHASES))
+"""The units of a round, each charging its phases (:func:`flopplan.ledger.unit_of`)."""
+PHASES_OF = {unit: tuple(phase for phase in STEP_PHASES if unit_of(phase) == unit) for unit in UNITS}
 LEDGER_FILE = "flopplan_ledger.json"
 """The ledger saved in each TRL checkpoint folder, so that a resumed run continues it."""
+LEDGER_VERSION = 1
+"""The layout of :data:`LEDGER_FILE` (its ``flopplan_trl_ledger_version`` key)."""
 
 
 class TRLMeter:
@@ -51,16 +54,19 @@ class TRLMeter:
     def __init__(self, recipe: Recipe, run: TRLRun, budget_flops: int | None, folder: Any = None, *,
                  measure: bool = False, peak_flops: float | None = None) -> None:
         self.recipe, self.run, self.folder = recipe, run, folder
-        self.spec, self.conv = recipe.policy_spec, recipe.conventions
+        self.spec = recipe.policy_spec
+        # which phases a round runs, with which adapters, training and head: each unit is charged as its pass
+        self.passes = {p.phase: p for p in step_passes(RoundShape.of(recipe), RoundLengths.of(recipe))}
         self.measure, self.peak_flops = measure, peak_flops
         self.ledger = Ledger(budget_flops)
+        self.guard = Guard(self.ledger, noun="round")  # the budget guard and recorder (flopplan.guard)
+        self.last_flops: dict[str, Any] = {}  # the FLOP fields of the last committed round's metrics line
         self.round: dict[str, Any] = self._empty_round()
         self.rounds = 0
         self.tokens = 0  # unpadded prompt + completion tokens over all processes (TRL's num_tokens)
         self.trl_tokens: int | None = None
         self.prompt_max = self.reward_prompt_max = 0
         self.reward_extra = 0  # tokens a reward model read beyond prompt + completion (re-tokenisation), seen
-        self.stop_reason = ""
         self.notes: list[str] = []
         self.last_round_flops = 0
         self._started = time.perf_counter()
@@ -68,13 +74,13 @@ class TRLMeter:
         self._scoring_calls = 0
 
     def _empty_round(self) -> dict[str, Any]:
-        return {"charges": {}, "update": [], "update_rows": [], "measured": dict.fromkeys(UNITS, 0),
+        return {"charges": {}, "update": [], "measured": dict.fromkeys(UNITS, 0),
                 "inplace": dict.fromkeys(UNITS, 0), "seconds": dict.fromkeys(UNITS, 0.0), "reward": []}
 
     # -- what a round ran (this process) ------------------------------------------------------------------------
     def record_round(self, out: dict[str, Any]) -> None:
         """A generation round's shapes: the rollouts, and which scoring passes ran (their outputs are there)."""
-        r, spec, conv = self.recipe, self.spec, self.conv
+        passes = self.passes
         prompts = out["prompt_mask"].sum(1).tolist()
         completions = out["completion_mask"].sum(1).tolist()
         rows, p, k = len(prompts), out["prompt_ids"].shape[1], out["completion_ids"].shape[1]
@@ -82,25 +88,21 @@ class TRLMeter:
         self.round["lengths"] = lengths
         self.round["width"] = (p, k)
         charges = self.round["charges"]
-        charges["rollout"] = generate_charge(spec, r.rollout_lora, conv, rows, p, k, lengths)
-        bs = self.run.bs
-        chunks = [(min(bs, rows - start), p, k, sum(completions[start:start + bs])) for start in range(0, rows, bs)]
-        if out.get("old_per_token_logps") is not None:
-            charges["old_logprobs"] = scoring_charge("old_logprobs", spec, r.lora, conv, chunks, lengths,
-                                                     r.logprob_head)
-        if out.get("ref_per_token_logps") is not None:
-            charges["reference"] = scoring_charge("reference", spec, None, conv, chunks, lengths, r.logprob_head)
+        charges["rollout"] = charge(*(ran(passes[phase], lengths, (p, k)) for phase in PHASES_OF["rollout"]))
+        bs = self.run.bs  # TRL scores the padded round in micro-batches of bs rows
+        for unit in self.scoring_order:
+            charges[unit] = charge(*(ran(passes[unit], lengths[start:start + bs], (p, k))
+                                     for start in range(0, rows, bs)))
         self.round["tokens"] = sum(prompts) + sum(completions)
         self.prompt_max = max(self.prompt_max, max(prompts))
 
     def record_micro_step(self, inputs: dict[str, Any]) -> None:
         """One update micro-step: ``bs`` rows at the round's padded widths."""
         mask = inputs["completion_mask"]
-        rows, k = mask.shape
+        k = mask.shape[1]
         p = inputs["prompt_ids"].shape[1]
-        self.round["update"].append((rows, p, k, int(mask.sum())))
-        self.round["update_rows"] += list(zip(inputs["prompt_mask"].sum(1).tolist(), mask.sum(1).tolist(),
-                                              strict=True))
+        lengths = list(zip(inputs["prompt_mask"].sum(1).tolist(), mask.sum(1).tolist(), strict=True))
+        self.round["update"].append(ran(self.passes["update"], lengths, (p, k)))
 
     def record_reward(self, rows: int, width: int, own: list[int], prompt_tokens: list[int] | None = None) -> None:
         self.round["reward"].append((rows, width, own))
@@ -138,26 +140,27 @@ class TRLMeter:
                         ids = tokenizer(text=prompts[start:start + 512], add_special_tokens=False)["input_ids"]
                         self.reward_prompt_max = max([self.reward_prompt_max, *(len(row) for row in ids)])
 
+    @property
+    def scoring_order(self) -> list[str]:
+        """The no-grad scoring passes of a round, in the order they run (old log-probs, then the reference)."""
+        return [phase for phase in ("old_logprobs", "reference") if phase in self.passes]
+
     def scoring_unit(self) -> str:
-        """The unit of a no-grad scoring call: TRL runs old log-probs first, then the reference, each once."""
-        order = [u for u, on in (("old_logprobs", self.recipe.computes_old_logprobs),
-                                 ("reference", self.recipe.uses_reference)) if on]
+        """The unit of a no-grad scoring call: each scoring pass once, in :attr:`scoring_order`."""
+        order = self.scoring_order
         unit = order[min(self._scoring_calls, len(order) - 1)] if order else "old_logprobs"
         self._scoring_calls += 1
         return unit
 
     # -- the round's commit ---------------------------------------------------------------------------------------
     def local_charges(self) -> dict[str, PhaseCharge]:
-        r, charges = self.recipe, dict(self.round["charges"])
+        charges = dict(self.round["charges"])
         if self.round["update"]:
-            charges["update"] = update_charge(self.spec, r.training, self.conv, self.round["update"],
-                                              self.round["update_rows"], r.logprob_head)
+            charges["update"] = charge(*self.round["update"])
         if self.round["reward"]:
-            rm = r.reward_spec
-            assert rm is not None
             own = [t for _, _, lengths in self.round["reward"] for t in lengths]
-            charges["reward"] = reward_charge(rm, self.conv, [(rows, w) for rows, w, _ in self.round["reward"]],
-                                              own)
+            charges["reward"] = charge(*(ran(self.passes["reward"], [(t, 0) for t in lengths], (width, 0))
+                                         for _, width, lengths in self.round["reward"]))
             lengths = self.round.get("lengths") or []
             excess = [t - (p + k) for t, (p, k) in zip(own, lengths, strict=False)]
             self.reward_extra = max([self.reward_extra, *excess])
@@ -189,13 +192,12 @@ class TRLMeter:
                                  seconds=self.round["seconds"][unit],  # this process's time in the unit
                                  shapes={**local_shapes, **({"flop_counter_mode": measured, "inplace_gemms": inplace}
                                                             if self.measure else {})})
-            self.ledger.charge(charge)
             committed.append(charge)
         self.tokens += int(total[i])
         now = time.perf_counter()
         self._round_seconds, self._started = now - self._started, now
         self.rounds += 1
-        self.ledger.steps_completed = self.rounds
+        self.last_flops = self.guard.commit(self.rounds, committed)
         self.last_round_flops = sum(c.executed_total for c in committed)
         self.round = self._empty_round()
         self._scoring_calls = 0
@@ -213,12 +215,7 @@ class TRLMeter:
                                 reward_extra=self.reward_extra if r.reward_spec is not None else None)
 
     def fits_next_round(self) -> bool:
-        bound = self.next_round_bound()
-        if self.ledger.fits(bound):
-            return True
-        self.stop_reason = (f"budget: round {self.rounds + 1} could cost up to {bound:,} FLOPs, "
-                            f"{int(self.ledger.remaining):,} left")
-        return False
+        return not self.guard.decide(self.next_round_bound()).stop
 
     # -- logs and files -------------------------------------------------------------------------------------------
     def log_figures(self) -> dict[str, float]:
@@ -244,30 +241,34 @@ class TRLMeter:
             self.notes.append(f"TRL logged {self.trl_tokens:,} tokens, the meter saw {self.tokens:,}")
 
     def save(self, folder: str | Path) -> None:
-        state = {"ledger": self.ledger.to_state(), "rounds": self.rounds, "tokens": self.tokens,
-                 "prompt_max": self.prompt_max, "reward_prompt_max": self.reward_prompt_max,
-                 "reward_extra": self.reward_extra}
+        """The meter's state into a TRL checkpoint folder, versioned and written atomically."""
+        state = {"flopplan_trl_ledger_version": LEDGER_VERSION, "ledger": self.ledger.to_state(),
+                 "rounds": self.rounds, "tokens": self.tokens, "prompt_max": self.prompt_max,
+                 "reward_prompt_max": self.reward_prompt_max, "reward_extra": self.reward_extra}
         Path(folder).mkdir(parents=True, exist_ok=True)
-        (Path(folder) / LEDGER_FILE).write_text(json.dumps(state))
+        atomic_write_json(Path(folder) / LEDGER_FILE, state)
 
     def load(self, folder: str | Path) -> None:
         path = Path(folder) / LEDGER_FILE
         if not path.exists():
             raise UserError(f"{str(folder)!r} holds no flopplan ledger: it is not a checkpoint of a metered run")
-        state = json.loads(path.read_text())
+        state = read_json(path, "flopplan ledger")
+        version = state.get("flopplan_trl_ledger_version") if isinstance(state, dict) else None
+        if version != LEDGER_VERSION:
+            raise UserError(f"{str(path)!r} is not a flopplan TRL ledger of version {LEDGER_VERSION} "
+                            f"(flopplan_trl_ledger_version {version!r})")
         budget = self.ledger.budget_flops
-        self.ledger = Ledger.from_state(state["ledger"])
+        self.ledger = self.guard.ledger = Ledger.from_state(state["ledger"])
         self.ledger.budget_flops = budget
         self.rounds, self.tokens = state["rounds"], state["tokens"]
         self.prompt_max, self.reward_prompt_max = state["prompt_max"], state["reward_prompt_max"]
         self.reward_extra = state["reward_extra"]
 
     def summary(self, **fields: Any) -> RunSummary:
-        totals = self.ledger.totals()
         checks = {"num_tokens": {"trl": self.trl_tokens, "flopplan": self.tokens,
                                  "equal": self.trl_tokens == self.tokens}} if self.trl_tokens is not None else {}
-        return RunSummary(model=self.spec.name, reward=str(self.recipe.reward), stop_reason=self.stop_reason,
-                          engine="trl", engine_checks=checks, **fields, **totals)
+        return self.guard.summary(model=self.spec.name, reward=str(self.recipe.reward), engine="trl",
+                                  engine_checks=checks, **fields)
 
 
 class MeteredGRPOTrainer(GRPOTrainer):
@@ -276,7 +277,8 @@ class MeteredGRPOTrainer(GRPOTrainer):
     def __init__(self, *args: Any, flopplan_meter: TRLMeter, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.flopplan_meter = meter = flopplan_meter
-        self.add_callback(FlopBudgetCallback(self, meter))
+        self.flopplan_callback = FlopBudgetCallback(self, meter)  # the meter's callback, for the run's observers
+        self.add_callback(self.flopplan_callback)
         for module in self.reward_funcs:
             if isinstance(module, torch.nn.Module):
                 module.register_forward_pre_hook(self._reward_inputs, with_kwargs=True)
@@ -356,7 +358,7 @@ class FlopBudgetCallback(TrainerCallback):
                     folder.trim(self.meter.rounds)
         if not self.meter.fits_next_round() and self.meter.rounds == 0:
             raise UserError(f"the budget ({self.meter.ledger.budget_flops:,} FLOPs) buys no round: "
-                            f"{self.meter.stop_reason}")
+                            f"{self.meter.guard.decision.message}")
         return control
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
@@ -372,8 +374,8 @@ class FlopBudgetCallback(TrainerCallback):
         return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        if not self.meter.stop_reason:
-            self.meter.stop_reason = f"reached {state.global_step} optimizer steps ({self.meter.rounds} rounds)"
+        if not self.meter.guard.decision.stop:
+            self.meter.guard.stop("steps", f"reached {state.global_step} optimizer steps ({self.meter.rounds} rounds)")
         return control
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:

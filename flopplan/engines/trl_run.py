@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +23,11 @@ from flopplan.errors import UserError
 from flopplan.grpo.codecs import hf_char_tokenizer
 from flopplan.grpo.rewards import rule_rewards
 from flopplan.grpo.tasks import load_jsonl, parse_task
+from flopplan.guard import metrics_line
 from flopplan.hardware import DATASHEETS
 from flopplan.measure.device import DevicePolicy
 from flopplan.measure.models import build_model
+from flopplan.measure.timer import ProcessClock
 from flopplan.runfile import PlanReference, RunSummary
 from flopplan.train.config import TrainConfig
 from flopplan.train.runfolder import RunFolder
@@ -181,12 +182,9 @@ def run_trl(config: TrainConfig, resume: bool = False) -> tuple[RunSummary, list
             raise UserError(f"nothing to resume in {str(folder.path)!r}: no TRL checkpoint")
         checkpoint = str(checkpoints[-1])
     lines: list[dict[str, Any]] = []
-    meter_callback = next(c for c in trainer.callback_handler.callbacks if hasattr(c, "on_commit"))
     if rank0:
-        meter_callback.on_commit.append(lambda committed, state: lines.append(
-            {"step": meter.rounds, "charges": [c.to_data() for c in committed],
-             "flops": meter.ledger.totals()["flops"], "useful_flops": meter.ledger.totals()["useful_flops"]["total"],
-             "optimizer_step": state.global_step}))
+        trainer.flopplan_callback.on_commit.append(lambda committed, state: lines.append(
+            {"step": meter.rounds, "charges": [c.to_data() for c in committed], "flops": meter.last_flops}))
         trainer.add_callback(_StepLog(folder, lines))
     try:
         trainer.train(resume_from_checkpoint=checkpoint)
@@ -211,6 +209,7 @@ class _StepLog(TrainerCallback):
 
     def __init__(self, folder: RunFolder, lines: list[dict[str, Any]]) -> None:
         self.folder, self.lines = folder, lines
+        self.clock = ProcessClock()  # the clock fields every engine's metrics lines carry
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> Any:
         self.flush(logs or {})
@@ -223,6 +222,5 @@ class _StepLog(TrainerCallback):
                        and not k.startswith("flops/")}
             if "reward" in metrics:
                 metrics.setdefault("accuracy", metrics["reward"])  # the exact-match rule: its mean is accuracy
-            record = {"step": line["step"], **metrics, "flops": line["flops"], "useful_flops": line["useful_flops"],
-                      "time": time.time()}
+            record = metrics_line(line["step"], metrics, line["flops"], self.clock.line(torch.get_num_threads()))
             self.folder.append(line["step"], line["charges"], record)

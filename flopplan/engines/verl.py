@@ -52,6 +52,7 @@ from flopplan.cost import step_cost
 from flopplan.errors import UserError, check_int, is_int, is_number
 from flopplan.fileio import read_text
 from flopplan.lengths import Length
+from flopplan.passes import old_logprobs_run
 from flopplan.recipe import Recipe, RewardSystem
 
 VERL_VERSION = "0.9.1"
@@ -321,13 +322,14 @@ def verl_overrides(recipe: Recipe, *, steps: int, gpus_per_node: int, nnodes: in
         R + "tensor_model_parallel_size": tp, R + "enable_prefix_caching": r.prefix_sharing,
         R + "log_prob_micro_batch_size_per_gpu": micro, A + "ppo_micro_batch_size_per_gpu": micro,
         A + "ppo_mini_batch_size": r.optimizer_batch_size // r.group_size, A + "ppo_epochs": r.iterations,
-        A + "use_kl_loss": r.uses_reference, M + "enable_gradient_checkpointing": r.grad_ckpt,
+        A + "use_kl_loss": r.beta > 0, M + "enable_gradient_checkpointing": r.grad_ckpt,
         M + "use_remove_padding": r.update_padding == "none",
-        M + "lora_rank": r.lora_rank or 0, "algorithm.rollout_correction.bypass_mode": not r.computes_old_logprobs,
+        M + "lora_rank": r.lora_rank or 0, "algorithm.rollout_correction.bypass_mode": not old_logprobs_run(
+            r.old_logprobs, r.optimizer_steps_per_round, r.engine),
         "trainer.n_gpus_per_node": gpus_per_node, "trainer.nnodes": nnodes, "trainer.total_training_steps": steps,
         "trainer.logger": list(logger), "trainer.val_before_train": r.eval_every is not None and r.eval_at_start,
         "trainer.test_freq": r.eval_every or -1, R + "calculate_log_probs": True}  # bypass reads vLLM's log-probs
-    if r.uses_reference:
+    if r.beta > 0:
         out.update({A + "kl_loss_coef": r.beta, REF + "log_prob_micro_batch_size_per_gpu": micro})
     if lora:  # alpha is FLOP-neutral: 2 x rank as flopplan train; peft's all-linear = the seven projections
         out.update({M + "lora_alpha": 2 * (r.lora_rank or 0), M + "lora.merge": merge_lora, M + "target_modules":

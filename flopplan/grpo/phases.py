@@ -1,10 +1,10 @@
 """The phases of a GRPO step as separate units: rollout (generate), scoring (old logprobs, reference), update.
 
-Each unit runs real transformers/peft code on a batch, returns its outputs and a :class:`PhaseCharge` with the
-shapes it executed priced by the core formulas, and can be timed and counted on its own (``measure=True`` runs
-it under torch's FlopCounterMode and records the count beside the closed form). The built-in trainer and the
-calibration drive these same units. Everything after the tensors is keyword-only; what every unit charges with
-(architecture, conventions, whether to count) travels in one :class:`PhaseContext`.
+Each unit runs real transformers/peft code on a batch and returns its outputs and a :class:`PhaseCharge`: the
+round's pass it runs (``charge_as``, from :func:`flopplan.passes.step_passes`: its adapters, training and head) at
+the shapes it executed, charged by :func:`flopplan.ledger.charge`. It can be timed and counted on its own
+(``measure=True`` runs it under torch's FlopCounterMode and records the count beside the closed form). The
+built-in trainer and the calibration drive these same units. Everything after the tensors is keyword-only.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ import torch.nn.functional as F
 from transformers import GenerationConfig
 
 from flopplan.arch import ArchSpec
-from flopplan.formulas import Conventions, LoRA, Training
+from flopplan.formulas import Conventions
 from flopplan.grpo.batching import Block, Rollouts, ScoringBatch, left_pad, model_device
 from flopplan.grpo.codecs import Codec
 from flopplan.grpo.config import LossConfig
 from flopplan.grpo.logprob_head import fused_completion_logprobs
 from flopplan.grpo.loss import grpo_loss
-from flopplan.ledger import PhaseCharge, generate_charge, scoring_charge, update_charge
+from flopplan.ledger import PhaseCharge, charge, ran
 from flopplan.measure.timer import timed_and_counted
-from flopplan.passes import FUSED_HEADS
+from flopplan.passes import FUSED_HEADS, RoundPass
 
 
 @dataclass(frozen=True)
@@ -39,12 +39,13 @@ class PhaseContext:
     measure: bool = False
 
 
-def generate(model: Any, codec: Codec, prompt_ids: list[list[int]], *, ctx: PhaseContext, lora: LoRA | None,
-             batch: int, max_new_tokens: int, temperature: float = 1.0, greedy: bool = False,
-             prefix: str = "rollout", min_new_tokens: int = 0) -> tuple[Rollouts, list[PhaseCharge]]:
+def generate(model: Any, codec: Codec, prompt_ids: list[list[int]], *, ctx: PhaseContext,
+             charge_as: tuple[RoundPass, ...], batch: int, max_new_tokens: int, temperature: float = 1.0,
+             greedy: bool = False, min_new_tokens: int = 0) -> tuple[Rollouts, list[PhaseCharge]]:
     """Sample (or greedily decode) completions with transformers ``generate``, in calls of ``batch`` prompts
     left-padded to the call's longest; each call runs until its longest completion (``min_new_tokens`` forces
-    a length, as calibration does). ``lora``: the adapters active while generating (charged as such)."""
+    a length, as calibration does). ``charge_as``: the prefill and decode passes (rollout or eval) each call
+    is charged as."""
     device = model_device(model)
     was_training = model.training
     model.eval()  # with gradient checkpointing, transformers disables the KV cache in training mode
@@ -71,19 +72,12 @@ def generate(model: Any, codec: Codec, prompt_ids: list[list[int]], *, ctx: Phas
             rollouts.completion_ids.append(completion)
             rollouts.completions.append(codec.decode([t for t in completion if t != codec.eos_id]))
         rollouts.blocks.append(Block(start, len(rows), ids.shape[1], generated))
-        charge = generate_charge(ctx.spec, lora, ctx.conv, len(rows), ids.shape[1], generated,
-                                 [(len(p), len(c)) for p, c in zip(rows, rollouts.completion_ids[start:],
-                                                                   strict=False)], prefix)
-        charge.measured, charge.seconds = info["measured"], info["seconds"]
-        charges.append(charge)
+        lengths = [(len(p), len(c)) for p, c in zip(rows, rollouts.completion_ids[start:], strict=False)]
+        done = charge(*(ran(t, lengths, (ids.shape[1], generated)) for t in charge_as))
+        done.measured, done.seconds = info["measured"], info["seconds"]
+        charges.append(done)
     model.train(was_training)
     return rollouts, charges
-
-
-def _shape(batch: ScoringBatch) -> tuple[int, int, int, int]:
-    """What a scoring or update micro-batch executed: rows, padded widths, and the completion tokens it holds
-    (what a ``fused-compact`` head projects)."""
-    return len(batch.rows), batch.prompt_width, batch.completion_width, int(batch.completion_mask.sum())
 
 
 def completion_logprobs(model: Any, batch: ScoringBatch, temperature: float,
@@ -104,11 +98,12 @@ def completion_logprobs(model: Any, batch: ScoringBatch, temperature: float,
     return torch.gather(F.log_softmax(logits, dim=-1), 2, batch.completion_ids.unsqueeze(-1)).squeeze(-1)
 
 
-def score(phase: str, model: Any, batches: list[ScoringBatch], rollouts: Rollouts, *, ctx: PhaseContext,
-          lora: LoRA | None, temperature: float, head: str,
+def score(model: Any, batches: list[ScoringBatch], rollouts: Rollouts, *, ctx: PhaseContext,
+          charge_as: RoundPass, temperature: float,
           adapter_disabled: bool = False) -> tuple[dict[int, torch.Tensor], PhaseCharge]:
-    """No-grad logprobs of every rollout: ``old_logprobs`` (the sampling policy) or ``reference`` (LoRA: the base,
-    adapter disabled)."""
+    """No-grad logprobs of every rollout through ``charge_as``'s head, charged as that pass: ``old_logprobs``
+    (the sampling policy) or ``reference`` (LoRA: the base, adapter disabled)."""
+    head = charge_as.head
     was_training = model.training
     model.eval()
     out: dict[int, torch.Tensor] = {}
@@ -120,19 +115,26 @@ def score(phase: str, model: Any, batches: list[ScoringBatch], rollouts: Rollout
             for j, row in enumerate(b.rows):
                 out[row] = logps[j]
     model.train(was_training)
-    charge = scoring_charge(phase, ctx.spec, lora, ctx.conv, [_shape(b)
-                                                      for b in batches], rollouts.lengths(), head)
-    charge.measured, charge.seconds = info["measured"], info["seconds"]
-    return out, charge
+    done = _charge(charge_as, batches, rollouts)
+    done.measured, done.seconds = info["measured"], info["seconds"]
+    return out, done
+
+
+def _charge(template: RoundPass, batches: list[ScoringBatch], rollouts: Rollouts) -> PhaseCharge:
+    """The micro-batches as they ran: each at its padded widths, its rows at their own lengths."""
+    lengths = rollouts.lengths()
+    return charge(*(ran(template, [lengths[i] for i in b.rows], (b.prompt_width, b.completion_width))
+                    for b in batches))
 
 
 def update(model: Any, optimizer: torch.optim.Optimizer, batches: list[ScoringBatch], rollouts: Rollouts,
-           advantages: torch.Tensor, *, ctx: PhaseContext, training: Training, loss_cfg: LossConfig,
-           head: str, optimizer_batch: int, max_grad_norm: float,
+           advantages: torch.Tensor, *, ctx: PhaseContext, charge_as: RoundPass, loss_cfg: LossConfig,
+           optimizer_batch: int, max_grad_norm: float,
            old: dict[int, torch.Tensor] | None = None,
            ref: dict[int, torch.Tensor] | None = None) -> tuple[dict[str, float], PhaseCharge]:
     """One pass of policy updates over all rollouts: optimizer steps over ``optimizer_batch`` sequences each,
-    accumulated over micro-batches."""
+    accumulated over micro-batches; ``charge_as``: the update pass (its head and training)."""
+    head = charge_as.head
     model.train()
     device = batches[0].input_ids.device
     stats = {"loss": 0.0, "clip_fraction": 0.0, "kl": 0.0, "grad_norm": 0.0}  # means over the pass
@@ -168,8 +170,7 @@ def update(model: Any, optimizer: torch.optim.Optimizer, batches: list[ScoringBa
         stats["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm)) / len(groups)
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    charge = update_charge(ctx.spec, training, ctx.conv, [_shape(b)
-                                                  for b in batches], rollouts.lengths(), head)
-    charge.measured = measured if ctx.measure else None
-    charge.seconds = seconds
-    return stats, charge
+    done = _charge(charge_as, batches, rollouts)
+    done.measured = measured if ctx.measure else None
+    done.seconds = seconds
+    return stats, done

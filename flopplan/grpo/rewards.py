@@ -26,12 +26,12 @@ from torch import nn
 
 from flopplan.arch import ArchSpec, load_config
 from flopplan.errors import UserError, first_line
-from flopplan.formulas import Conventions
 from flopplan.grpo.batching import model_device, right_pad
 from flopplan.grpo.codecs import Codec
 from flopplan.grpo.tasks import extract_answer, is_correct
-from flopplan.ledger import PhaseCharge, reward_charge
+from flopplan.ledger import PhaseCharge, charge, ran
 from flopplan.measure.timer import timed_and_counted
+from flopplan.passes import RoundPass
 from flopplan.recipe import RewardSystem
 
 PRM_AGGREGATES = ("min", "prod", "last")
@@ -140,8 +140,10 @@ class RewardModel:
         from the start of its prompt (:meth:`token_rows`), so the bound holds whatever the tokenizer does."""
         return prompt_tokens + completion_tokens + self.extra_tokens
 
-    def score(self, codec: Codec, prompts: list[str], completions: list[str], conv: Conventions,
+    def score(self, codec: Codec, prompts: list[str], completions: list[str], charge_as: RoundPass,
               measure: bool = False, max_completion_tokens: int | None = None) -> tuple[list[float], PhaseCharge]:
+        """Rewards of the completions; the batches charged as ``charge_as`` (the round's reward pass), each row
+        at the tokens the model read."""
         codec = self.codec or codec
         rows = self.token_rows(codec, prompts, completions, max_completion_tokens)
         device = model_device(self.model)
@@ -152,13 +154,13 @@ class RewardModel:
                 chunk = rows[start:start + self.batch]
                 width = max(len(r) for r in chunk)
                 ids, mask = right_pad(chunk, codec.pad_id, width, device)
-                batches.append((len(chunk), width))
+                batches.append(ran(charge_as, [(len(r), 0) for r in chunk], (width, 0)))
                 out = self.model(input_ids=ids, attention_mask=mask)
                 scores = out.logits if hasattr(out, "logits") else out
                 rewards += self._rewards(scores.float(), ids, chunk, codec)
-        charge = reward_charge(self.spec, conv, batches, [len(r) for r in rows])
-        charge.measured, charge.seconds = info["measured"], info["seconds"]
-        return rewards, charge
+        done = charge(*batches)
+        done.measured, done.seconds = info["measured"], info["seconds"]
+        return rewards, done
 
     @property
     def orm_output(self) -> str:

@@ -5,5 +5,6 @@
 * :mod:`.bootstrap`: the paired bootstrap over seeds and evaluation prompts: predicted rewards, intervals, P(best),
   identifiability, the temporal holdout;
 * :mod:`.analysis` (inputs and :func:`~flopplan.race.analysis.analyze`), :mod:`.checks`, :mod:`.regime` (the regime
-  rules and the recommendation), :mod:`.results` (race.json), :mod:`.report` and :mod:`.plots` (the outputs).
+  rules and the recommendation), :mod:`.results` (race.json; :mod:`.legacy` reads version 1), :mod:`.report` and
+  :mod:`.plots` (the outputs).
 """

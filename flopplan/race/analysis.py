@@ -1,9 +1,9 @@
 """RACE analysis: from the pilots of a grid of arms to curves, regimes, a recommendation and its checks.
 
-Input (the caller converts run folders into these): :class:`ArmInfo` per arm and a :class:`RaceInput` holding,
-per evaluation target, the pilots as :class:`flopplan.race.bootstrap.PilotData` (exact ledger FLOPs and per-prompt
-scores, step 0 included). :func:`analyze` returns a :class:`flopplan.race.results.RaceAnalysis`; write it with
-:func:`flopplan.race.report.write_outputs`.
+Input (the caller converts run folders into these): :class:`flopplan.race.results.ArmInfo` per arm and a
+:class:`RaceInput` holding, per evaluation target, the pilots as :class:`flopplan.race.bootstrap.PilotData` (exact
+ledger FLOPs and per-prompt scores, step 0 included). :func:`analyze` returns a
+:class:`flopplan.race.results.RaceAnalysis`; write it with :func:`flopplan.race.report.write_outputs`.
 
 Per fitted target (``fitted_targets``; the others are observed only, never fitted for the recommendation):
 
@@ -38,7 +38,7 @@ from flopplan.errors import UserError, check_int, check_number, is_int, is_numbe
 from flopplan.race import checks
 from flopplan.race.bootstrap import (
     NOT_SHOWN,
-    Arm,
+    ArmPilots,
     BootstrapResult,
     PilotData,
     bootstrap_interval,
@@ -46,17 +46,18 @@ from flopplan.race.bootstrap import (
     temporal_holdout,
 )
 from flopplan.race.curves import CurveFit
-from flopplan.race.regime import AXES, Candidate, Decision, decide, g_warnings, recommend, rules
+from flopplan.race.regime import AXES, Candidate, decide, g_warnings, recommend, rules
 from flopplan.race.results import (
     RACE_VERSION,
     ArmCurve,
+    ArmInfo,
     ArmPrediction,
     ArmRecord,
+    Band,
     BudgetResult,
-    HoldoutPointRecord,
+    FitReading,
     HoldoutRecord,
     HoldoutSummary,
-    PointFit,
     PowerLawCheck,
     RaceAnalysis,
     TargetResult,
@@ -64,8 +65,8 @@ from flopplan.race.results import (
 from flopplan.units import eng
 
 FloatArray = NDArray[np.float64]
-BUCKETS = ("rollout", "learning", "feedback")
 BAND_POINTS = 40
+NO_DATA = "no pilot data for this target"
 R0_FLOPS = 1e-300  # where a replicate's curve is read for its R0* (module docstring, step 2)
 STATEMENT = ("RACE is a diagnostic pilot-grid protocol, not a guarantee of held-out improvement: it fits each arm's "
              "cheap pilots, says which allocation they favour at the target budget and how sure the pilots make "
@@ -75,38 +76,6 @@ COVERED = ("What the intervals cover: the seed-to-seed variation the pilots show
            "prompts (the same prompt draws for every arm), propagated through a ScaleRL refit per replicate; R0 is "
            "resampled with them, so the gain R - R0 has its own interval. Both gain and absolute R are reported, "
            "since policies of different sizes start from different R0; decisions use absolute R.")
-
-
-@dataclass(frozen=True)
-class ArmInfo:
-    """One arm of the grid. ``axes``: its value on each design axis (keys among policy, group_size, iterations,
-    reward; any subset may vary); ``params``: policy parameters (orders the size axis); ``split``: its FLOP shares
-    by bucket {rollout, learning, feedback} (sum 1); ``upfront_flops``: e.g. a learned reward model's training,
-    charged to this arm's feedback at every budget."""
-
-    name: str
-    axes: dict[str, str | int | float]
-    params: int
-    split: dict[str, float]
-    upfront_flops: int = 0
-
-    def __post_init__(self) -> None:
-        where = f"arm {self.name!r}"
-        if not isinstance(self.name, str) or not self.name:
-            raise UserError("an arm needs a non-empty name")
-        if not isinstance(self.axes, dict) or any(k not in AXES for k in self.axes):
-            raise UserError(f"{where}: axes must be a dict with keys among {', '.join(AXES)}")
-        for key, value in self.axes.items():
-            ok = is_number(value) if key in ("group_size", "iterations") else isinstance(value, str) or is_number(
-                value)
-            if not ok:
-                raise UserError(f"{where}: axis {key} must be {'a number' if key != 'policy' else 'a value'}, "
-                                f"not {value!r}")
-        check_int(f"{where}: params", self.params)
-        if not isinstance(self.split, dict) or set(self.split) - set(BUCKETS) or not all(
-                is_number(v) and v >= 0 for v in self.split.values()) or abs(sum(self.split.values()) - 1) > 1e-6:
-            raise UserError(f"{where}: split must map {', '.join(BUCKETS)} to shares >= 0 that sum to 1")
-        check_int(f"{where}: upfront_flops", self.upfront_flops, minimum=0)
 
 
 @dataclass(frozen=True)
@@ -155,31 +124,24 @@ def _stream(seed: int, *names: str) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([seed, *(zlib.crc32(n.encode()) for n in names)]))
 
 
-def _observed_only(info: ArmInfo, arm: Arm, rungs: tuple[float, ...], reason: str, failed: bool) -> ArmCurve:
+def _observed_only(info: ArmInfo, arm: ArmPilots, rungs: tuple[float, ...], reason: str, failed: bool) -> ArmCurve:
     """An arm with observations and no curve: ``failed`` when the fit failed (not for a held-out target)."""
     noise, how = checks.last_noise(arm)
-    env = checks.envelope(arm)
-    return ArmCurve(info.name, False, reason, len(arm.runs), checks.max_flops(arm), noise, how,
-                    checks.observations(arm), tuple(checks.observed_near(arm, r - info.upfront_flops) for r in rungs),
-                    None, None, None, None, None, False, "", None, None, "", None, "", env, env.monotone and not failed,
-                    (reason,) if failed else (), (), (), (), ())
+    return ArmCurve.unfitted(info.name, reason, failed=failed, n_seeds=len(arm.runs), max_flops=checks.max_flops(arm),
+                             noise=noise, noise_method=how, observations=checks.observations(arm),
+                             observed_at_rungs=tuple(checks.observed_near(arm, r - info.upfront_flops) for r in rungs),
+                             envelope=checks.envelope(arm))
 
 
-def _no_data(info: ArmInfo) -> ArmCurve:
-    reason = "no pilot data for this target"
-    return ArmCurve(info.name, False, reason, 0, 0.0, 0.0, "", (), (), None, None, None, None, None, False, "", None,
-                    None, "", None, "", None, False, (reason,), (), (), (), ())
-
-
-def _holdout(arm: Arm, n_replicates: int, level: float, rng: np.random.Generator) -> HoldoutRecord:
+def _holdout(arm: ArmPilots, n_replicates: int, level: float, rng: np.random.Generator) -> HoldoutRecord:
     try:
         ho = temporal_holdout(arm, n_replicates=n_replicates, level=level, rng=rng)
     except UserError as exc:
-        return HoldoutRecord(arm.name, False, str(exc), None, None, (), None, None, None)
-    pts = tuple(HoldoutPointRecord(p.flops, p.observed, p.predicted, p.error, p.lo, p.hi, p.inside, p.error_lo,
-                                   p.error_hi, p.consistent) for p in ho.points)
-    return HoldoutRecord(arm.name, True, "", ho.split_flops, ho.arm_fit.identified, pts, ho.mean_abs_error,
-                         ho.coverage, ho.consistency)
+        return HoldoutRecord(arm=arm.name, ok=False, reason=str(exc), split_flops=None, identified=None, points=(),
+                             mean_abs_error=None, coverage=None, consistency=None)
+    return HoldoutRecord(arm=arm.name, ok=True, reason="", split_flops=ho.split_flops, identified=ho.arm_fit.identified,
+                         points=ho.points, mean_abs_error=ho.mean_abs_error, coverage=ho.coverage,
+                         consistency=ho.consistency)
 
 
 def _holdout_summary(records: list[HoldoutRecord], n_replicates: int, level: float) -> HoldoutSummary | None:
@@ -193,8 +155,9 @@ def _holdout_summary(records: list[HoldoutRecord], n_replicates: int, level: flo
               f"observations inside the {level:.0%} percentile interval of the predicted curve (it leaves out the "
               f"point's own noise, so a calibrated fit covers less than {level:.0%}); consistency: share whose "
               f"{level:.0%} interval of observed - predicted contains 0 (calibrated: about {level:.0%})")
-    return HoldoutSummary(len(ok), len(pts), float(err.mean()), float(err.max()),
-                          float(np.mean([p.inside for p in pts])), float(np.mean([p.consistent for p in pts])), method)
+    return HoldoutSummary(n_arms=len(ok), n_points=len(pts), mean_abs_error=float(err.mean()),
+                          max_abs_error=float(err.max()), coverage=float(np.mean([p.inside for p in pts])),
+                          consistency=float(np.mean([p.consistent for p in pts])), method=method)
 
 
 @dataclass
@@ -202,10 +165,9 @@ class _ArmState:
     """A fittable arm while its target is analysed."""
 
     info: ArmInfo
-    arm: Arm
+    arm: ArmPilots
     fit: CurveFit
-    point: PointFit
-    without_first: PointFit | None
+    without_first: FitReading | None
     without_first_reason: str
     power_law: PowerLawCheck | None
     power_law_reason: str
@@ -218,31 +180,34 @@ class _ArmState:
     max_flops: float = 0.0
 
 
-def _prepare(info: ArmInfo, arm: Arm, at: float) -> _ArmState:
-    """The point fits and checks of an arm; UserError when its curve cannot be fitted at all."""
-    fit, pf = checks.point_fit(arm, 0, at)
+def _prepare(info: ArmInfo, arm: ArmPilots, at: float) -> _ArmState:
+    """The point fits and checks of an arm, read at ledger FLOPs ``at``; UserError when its curve cannot be fitted
+    at all."""
+    fit = checks.point_fit(arm, 0)
     try:
-        without, without_reason = checks.point_fit(arm, 1, at)[1], ""
+        without = checks.point_fit(arm, 1)
+        reading, without_reason = FitReading(fit=without, predicted_at_budget=checks.read_at(without, at)), ""
     except UserError as exc:
-        without, without_reason = None, str(exc)
+        reading, without_reason = None, str(exc)
     try:
         law, law_reason = checks.power_law(arm, fit, at), ""
     except UserError as exc:
         law, law_reason = None, str(exc)
-    return _ArmState(info, arm, fit, pf, without, without_reason, law, law_reason)
+    return _ArmState(info, arm, fit, reading, without_reason, law, law_reason)
 
 
 def _curve(st: _ArmState, res: BootstrapResult, band: FloatArray, col: dict[float, int], level: float,
-           rungs: tuple[float, ...]) -> ArmCurve:
-    """Fills ``st`` from the bootstrap and returns the arm's curve record."""
+           rungs: tuple[float, ...], at: float) -> ArmCurve:
+    """Fills ``st`` from the bootstrap and returns the arm's curve record (read at ledger FLOPs ``at``)."""
     af = res.arms[st.k]
     env = checks.envelope(st.arm)
     st.noise, how = checks.last_noise(st.arm)
     st.monotone, st.identified, st.max_flops = env.monotone, af.identified, af.max_flops
     failed = []
     if not env.monotone:
-        failed.append(f"non-monotone: drops {env.max_drop:.3f} below its running best (set at {eng(env.peak_flops)}) "
-                      f"at {eng(env.flops_at_max_drop)}, more than 3 x {env.noise_sd:.3f}")
+        drop = env.check
+        failed.append(f"non-monotone: drops {drop.max_drop:.3f} below its running best (set at "
+                      f"{eng(drop.peak_flops)}) at {eng(drop.flops_at_max_drop)}, more than 3 x {env.noise_sd:.3f}")
     if not af.identified:
         failed.append("A not identified (the fit or its interval reaches the top of the A or F_mid grid, or F_mid "
                       "lies beyond the data): not extrapolated beyond its pilots")
@@ -250,12 +215,14 @@ def _curve(st: _ArmState, res: BootstrapResult, band: FloatArray, col: dict[floa
     pts = res.points[st.k, cols]
     iv = bootstrap_interval(res.replicates[st.k, cols], pts, level)
     u = st.info.upfront_flops
-    return ArmCurve(st.info.name, True, "", af.n_seeds, af.max_flops, st.noise, how, checks.observations(st.arm),
-                    tuple(checks.observed_near(st.arm, r - u) for r in rungs), st.point, af.a_interval[0],
-                    af.a_interval[1], af.a_upper_edge_share, af.f_mid_upper_edge_share, af.identified,
-                    af.seed_scheme, af.seed_factor, st.without_first, st.without_first_reason, st.power_law,
-                    st.power_law_reason, env, env.monotone, tuple(failed), _floats(band), _floats(pts),
-                    _floats(iv[:, 0]), _floats(iv[:, 1]))
+    return ArmCurve(arm=st.info.name, reason="", n_seeds=af.n_seeds, max_flops=af.max_flops, noise=st.noise,
+                    noise_method=how, observations=checks.observations(st.arm),
+                    observed_at_rungs=tuple(checks.observed_near(st.arm, r - u) for r in rungs), envelope=env,
+                    stable=env.monotone, checks_failed=tuple(failed), arm_fit=af,
+                    predicted_at_budget=checks.read_at(af.fit, at), without_first=st.without_first,
+                    without_first_reason=st.without_first_reason, power_law=st.power_law,
+                    power_law_reason=st.power_law_reason,
+                    band=Band(flops=_floats(band), point=_floats(pts), lo=_floats(iv[:, 0]), hi=_floats(iv[:, 1])))
 
 
 def _floats(values: FloatArray) -> tuple[float, ...]:
@@ -263,10 +230,10 @@ def _floats(values: FloatArray) -> tuple[float, ...]:
 
 
 def _at_budget(label: str, budget: float, states: list[_ArmState], res: BootstrapResult, col: dict[float, int],
-               level: float) -> tuple[BudgetResult, Decision]:
+               level: float) -> BudgetResult:
     """Every fitted arm's prediction at one budget and the regime there."""
     r0_col = col[R0_FLOPS]
-    rows, cands = [], []
+    preds, cands = [], []
     for st in states:
         info = st.info
         ledger = budget - info.upfront_flops
@@ -286,14 +253,14 @@ def _at_budget(label: str, budget: float, states: list[_ArmState], res: Bootstra
         comparable = st.monotone and not set_aside
         cands.append(Candidate(info.name, info.axes, info.params, share, point, reps, not note, note, st.noise,
                                comparable, unidentified_beyond=beyond, in_play=not set_aside))
-        observed = checks.observed_near(st.arm, ledger) if ledger > 0 else None
-        rows.append((info.name, ledger, point, float(lo), float(hi), point - r0, float(g_lo), float(g_hi),
-                     ledger / st.max_flops, not note, comparable, note, observed))
+        preds.append(ArmPrediction(arm=info.name, ledger_flops=ledger, reward=point, lo=float(lo), hi=float(hi),
+                                   gain=point - r0, gain_lo=float(g_lo), gain_hi=float(g_hi), p_best=0.0,
+                                   extrapolation=ledger / st.max_flops, usable=not note, comparable=comparable,
+                                   note=note,
+                                   observed=checks.observed_near(st.arm, ledger) if ledger > 0 else None))
     dec = decide(cands, level)
-    preds = tuple(ArmPrediction(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], dec.p_best_of[r[0]], r[8], r[9],
-                                r[10], r[11], r[12]) for r in rows)
-    return BudgetResult(label, budget, preds, dec.regime, dec.rule, dec.best, dec.runner_up, dec.p_best, dec.margin,
-                        dec.margin_lo, dec.margin_hi, dec.noise, dec.comparisons), dec
+    return BudgetResult(label=label, flops=budget, predictions=tuple(replace(p, p_best=dec.p_best_of[p.arm])
+                                                                     for p in preds), decision=dec)
 
 
 def _fit_warnings(states: list[_ArmState], at_f: BudgetResult) -> list[str]:
@@ -304,10 +271,10 @@ def _fit_warnings(states: list[_ArmState], at_f: BudgetResult) -> list[str]:
         if wf is not None and abs(wf.predicted_at_budget - p.reward) > (p.hi - p.lo) / 2:
             out.append(f"{p.arm}: R at the target budget moves from {p.reward:.3f} to {wf.predicted_at_budget:.3f} "
                        "without the first evaluation points (more than half the interval's width)")
-        law = st.power_law
-        if law is not None and law.sse < law.scalerl_sse:
-            out.append(f"{p.arm}: the power law fits its points better than the ScaleRL curve (SSE {law.sse:.4g} vs "
-                       f"{law.scalerl_sse:.4g}): the run may not have bent yet")
+        check = st.power_law
+        if check is not None and check.law.sse < check.scalerl_sse:
+            out.append(f"{p.arm}: the power law fits its points better than the ScaleRL curve (SSE "
+                       f"{check.law.sse:.4g} vs {check.scalerl_sse:.4g}): the run may not have bent yet")
     return out
 
 
@@ -321,7 +288,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
     states: list[_ArmState] = []
     for info in inp.arms:
         if info.name not in present:
-            curves[info.name] = _no_data(info)
+            curves[info.name] = ArmCurve.unfitted(info.name, NO_DATA, failed=True)
             continue
         try:
             states.append(replace(_prepare(info, present[info.name], f_target - info.upfront_flops),
@@ -331,8 +298,10 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
                                                True)
     warnings = [f"{c.arm}: {c.reason}" for c in curves.values()]
     if not states:
-        return TargetResult(name, True, data.n_prompts, tuple(curves[a.name] for a in inp.arms), (), None, (), None,
-                            tuple(warnings), "no arm could be fitted")
+        return TargetResult(name=name, fitted=True, n_prompts=data.n_prompts,
+                            curves=tuple(curves[a.name] for a in inp.arms), budgets=(), recommendation=None,
+                            holdout=(), holdout_summary=None, warnings=tuple(warnings),
+                            interval_method="no arm could be fitted")
     lo_f = min(p.flops for st in states for r in st.arm.runs for p in r.points if p.flops > 0)
     hi_f = max([f_target - min(st.info.upfront_flops for st in states), *(checks.max_flops(st.arm) for st in states)])
     band = np.geomspace(lo_f, max(hi_f, lo_f * 1.0001), BAND_POINTS)
@@ -345,27 +314,28 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
               "replicates (R0* = each replicate curve's limit at F -> 0)")
     for k, st in enumerate(states):
         st.k = k
-        curves[st.info.name] = _curve(st, res, band, col, level, inp.rung_budgets)
+        curves[st.info.name] = _curve(st, res, band, col, level, inp.rung_budgets, f_target - st.info.upfront_flops)
         if not st.monotone:
             warnings.append(f"{st.info.name}: {curves[st.info.name].checks_failed[0]}")
-    results = [_at_budget(label, b, states, res, col, level) for label, b in zip(labels, budgets, strict=True)]
-    budget_results = [r[0] for r in results]
+    budget_results = [_at_budget(label, b, states, res, col, level) for label, b in zip(labels, budgets, strict=True)]
     g_of = {a.name: (float(a.axes["group_size"]) if "group_size" in a.axes else None) for a in inp.arms}
     warnings += g_warnings(budget_results, g_of)
-    at_f, dec_f = results[-1]
+    at_f = budget_results[-1]
     warnings += _fit_warnings(states, at_f)
     observed = None
-    if dec_f.best is None or dec_f.top_unidentified:
+    if at_f.decision.best is None or at_f.decision.top_unidentified:
         survivors = [present[n] for n in present if survived[n]]
         if survivors:
             observed = checks.observed_bootstrap(survivors, n_replicates, level, _stream(seed, name, "observed"))
-    recommendation = recommend(name, at_f, dec_f, {a.name: a.upfront_flops for a in inp.arms},
+    recommendation = recommend(name, at_f, {a.name: a.upfront_flops for a in inp.arms},
                                float(inp.budget_flops - inp.pilot_flops), method, observed, level)
     holdouts = [_holdout(st.arm, n_replicates, level, _stream(seed, name, st.info.name, "holdout"))
                 for st in states if holdout and survived[st.info.name]]
-    return TargetResult(name, True, data.n_prompts, tuple(curves[a.name] for a in inp.arms), tuple(budget_results),
-                        recommendation, tuple(holdouts), _holdout_summary(holdouts, n_replicates, level),
-                        tuple(warnings), method)
+    return TargetResult(name=name, fitted=True, n_prompts=data.n_prompts,
+                        curves=tuple(curves[a.name] for a in inp.arms), budgets=tuple(budget_results),
+                        recommendation=recommendation, holdout=tuple(holdouts),
+                        holdout_summary=_holdout_summary(holdouts, n_replicates, level), warnings=tuple(warnings),
+                        interval_method=method)
 
 
 def analyze(inp: RaceInput, *, n_replicates: int = 500, level: float = 0.9, seed: int = 0,
@@ -387,13 +357,17 @@ def analyze(inp: RaceInput, *, n_replicates: int = 500, level: float = 0.9, seed
         present = {a.name: a for a in data.arms}
         reason = "held-out target: observed only, never fitted for the recommendation (the validate step uses it)"
         curves = tuple(_observed_only(i, present[i.name], inp.rung_budgets, reason, False) if i.name in present
-                       else _no_data(i) for i in inp.arms)
-        targets.append(TargetResult(name, False, data.n_prompts, curves, (), None, (), None, (), "not fitted"))
+                       else ArmCurve.unfitted(i.name, NO_DATA, failed=True) for i in inp.arms)
+        targets.append(TargetResult(name=name, fitted=False, n_prompts=data.n_prompts, curves=curves, budgets=(),
+                                    recommendation=None, holdout=(), holdout_summary=None, warnings=(),
+                                    interval_method="not fitted"))
     varying = tuple(k for k in AXES if len({str(a.axes.get(k)) for a in inp.arms}) > 1)
-    records = tuple(ArmRecord(a.name, dict(a.axes), a.params, {k: float(v) for k, v in a.split.items()},
-                              a.upfront_flops, inp.reached[a.name], survived[a.name]) for a in inp.arms)
-    return RaceAnalysis(RACE_VERSION, __version__, inp.command, float(inp.budget_flops),
-                        tuple(float(r) for r in inp.rung_budgets), inp.pilot_flops,
-                        inp.pilot_flops / float(inp.budget_flops), float(inp.budget_flops - inp.pilot_flops), level,
-                        n_replicates, seed, varying, records, tuple(inp.fitted_targets), tuple(targets),
-                        rules(level), STATEMENT, f"{COVERED} {NOT_SHOWN}")
+    records = tuple(ArmRecord(info=replace(a, axes=dict(a.axes), split={k: float(v) for k, v in a.split.items()}),
+                              reached=inp.reached[a.name], survived=survived[a.name]) for a in inp.arms)
+    return RaceAnalysis(race_version=RACE_VERSION, flopplan_version=__version__, command=inp.command,
+                        budget_flops=float(inp.budget_flops), rung_budgets=tuple(float(r) for r in inp.rung_budgets),
+                        pilot_flops=inp.pilot_flops, pilot_share=inp.pilot_flops / float(inp.budget_flops),
+                        budget_left_flops=float(inp.budget_flops - inp.pilot_flops), level=level,
+                        n_replicates=n_replicates, seed=seed, axes=varying, arms=records,
+                        fitted_targets=tuple(inp.fitted_targets), targets=tuple(targets), rules=rules(level),
+                        statement=STATEMENT, not_covered=f"{COVERED} {NOT_SHOWN}")

@@ -95,15 +95,15 @@ class SeedRun:
 
 
 @dataclass(frozen=True)
-class Arm:
-    """One allocation choice (policy size, group size G, iterations mu, reward system): its seeds' runs."""
+class ArmPilots:
+    """The pilots of one allocation choice (policy size, group size G, mu, reward system): its seeds' runs."""
 
     name: str
     runs: tuple[SeedRun, ...]
 
     @classmethod
     def from_arrays(cls, name: str, flops: ArrayLike, scores: ArrayLike, seeds: tuple[int | str, ...] | None = None
-                    ) -> Arm:
+                    ) -> ArmPilots:
         """From flops (S, T) and scores (S, T, Q) (e.g. :func:`flopplan.race.curves.synthetic_scores`)."""
         f, sc = np.asarray(flops, dtype=float), np.asarray(scores, dtype=float)
         ids = tuple(range(f.shape[0])) if seeds is None else seeds
@@ -115,7 +115,7 @@ class Arm:
 class PilotData:
     """The pilot grid: arms evaluated on one shared prompt set (every score array has the same length)."""
 
-    arms: tuple[Arm, ...]
+    arms: tuple[ArmPilots, ...]
 
     def __post_init__(self) -> None:
         if not self.arms or len({arm.name for arm in self.arms}) != len(self.arms):
@@ -186,7 +186,7 @@ def _shrink_factor(scores: FloatArray) -> tuple[FloatArray, float]:
     return dev, float(np.sqrt(n_s / (n_s - 1) * np.maximum(v - eps / q, 0.0).sum() / v.sum()))
 
 
-def _pack(arm: Arm, drop_first: int = 0, scheme: str = "shrunk") -> _Packed:
+def _pack(arm: ArmPilots, drop_first: int = 0, scheme: str = "shrunk") -> _Packed:
     if scheme not in ("shrunk", "resample"):
         raise UserError(f"seed_scheme must be 'shrunk' or 'resample', not {scheme!r}")
     z0, runs = [], []
@@ -264,13 +264,14 @@ def p_best(predictions: ArrayLike) -> FloatArray:
 
 @dataclass(frozen=True)
 class ArmFit:
-    """An arm's fit on the original data, the bootstrap interval of A, and whether A is identified; the seed scheme
-    used (``resample`` when ``shrunk`` was asked for but the seeds' evaluation points do not align) and, for
-    ``shrunk``, the factor c on the seed deviations (0: no seed variance beyond evaluation noise was found)."""
+    """An arm's fit on the original data, the bootstrap interval [a_lo, a_hi] of A, and whether A is identified;
+    the seed scheme used (``resample`` when ``shrunk`` was asked for but the seeds' evaluation points do not align)
+    and, for ``shrunk``, the factor c on the seed deviations (0: no seed variance beyond evaluation noise)."""
 
     name: str
     fit: CurveFit
-    a_interval: tuple[float, float]
+    a_lo: float
+    a_hi: float
     a_upper_edge_share: float
     f_mid_upper_edge_share: float
     identified: bool
@@ -330,8 +331,10 @@ def _arm_fit(name: str, fit: CurveFit, boot: CurveFitBatch, pack: _Packed, level
     a_share, m_share = float(boot.a_at_upper_edge.mean()), float(boot.f_mid_at_upper_edge.mean())
     lo_a, hi_a = bootstrap_interval(boot.a, fit.a, level, interval)
     identified = fit.identified and max(a_share, m_share) < (1.0 - level) / 2
-    return ArmFit(name, fit, (float(lo_a), float(hi_a)), a_share, m_share, identified,
-                  float(pack.flops[pack.valid].max()), len(pack.seeds), pack.scheme, pack.c)
+    top = float(pack.flops[pack.valid].max())
+    return ArmFit(name=name, fit=fit, a_lo=float(lo_a), a_hi=float(hi_a), a_upper_edge_share=a_share,
+                  f_mid_upper_edge_share=m_share, identified=bool(identified), max_flops=top, n_seeds=len(pack.seeds),
+                  seed_scheme=pack.scheme, seed_factor=float(pack.c))
 
 
 def _prompt_weights(rng: np.random.Generator, q: int, k: int) -> FloatArray:
@@ -442,7 +445,7 @@ class HoldoutResult:
     method: str
 
 
-def temporal_holdout(arm: Arm, *, fraction: float = 0.5, n_replicates: int = 500, level: float = 0.9,
+def temporal_holdout(arm: ArmPilots, *, fraction: float = 0.5, n_replicates: int = 500, level: float = 0.9,
                      interval: Interval = "percentile", drop_first: int = 0,
                      rng: np.random.Generator | int | None = None, a_step: float = A_STEP, a_max: float = A_MAX,
                      refine_f_mid: bool = True, rtol: float = 0.02, seed_scheme: str = "shrunk") -> HoldoutResult:

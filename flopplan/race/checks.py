@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from flopplan.race.bootstrap import Arm, EvalPoint, bootstrap_interval
-from flopplan.race.curves import A_MAX, CurveFit, fit_curve, fit_power_law, monotone_envelope
-from flopplan.race.results import EnvelopeResult, Observation, PointFit, PowerLawCheck
+from flopplan.race.bootstrap import ArmPilots, EvalPoint, bootstrap_interval
+from flopplan.race.curves import A_MAX, CurveFit, PowerLawFit, fit_curve, fit_power_law, monotone_envelope
+from flopplan.race.results import EnvelopeResult, Observation, PowerLawCheck
 
 FloatArray = NDArray[np.float64]
 DROP_Z = 3.0  # a drop below the running best larger than DROP_Z standard errors fails the envelope check
@@ -23,7 +23,7 @@ NEAR = (0.8, 1.05)  # "observed at budget B": the last evaluation with FLOPs in 
 SUPPORT_TOL = 1.05  # a budget is "within the pilots" up to 5 % beyond the largest pilot FLOPs
 
 
-def seed_points(arm: Arm) -> list[list[EvalPoint]]:
+def seed_points(arm: ArmPilots) -> list[list[EvalPoint]]:
     """Per seed: one step-0 point (the mean of the seed's step-0 evaluations), then its positive points by FLOPs."""
     out = []
     for run in arm.runs:
@@ -32,16 +32,16 @@ def seed_points(arm: Arm) -> list[list[EvalPoint]]:
     return out
 
 
-def observations(arm: Arm) -> tuple[Observation, ...]:
+def observations(arm: ArmPilots) -> tuple[Observation, ...]:
     return tuple(Observation(str(run.seed), float(p.flops), float(p.scores.mean()))
                  for run, pts in zip(arm.runs, seed_points(arm), strict=True) for p in pts)
 
 
-def max_flops(arm: Arm) -> float:
+def max_flops(arm: ArmPilots) -> float:
     return max((p.flops for run in arm.runs for p in run.points), default=0.0)
 
 
-def last_noise(arm: Arm) -> tuple[float, str]:
+def last_noise(arm: ArmPilots) -> tuple[float, str]:
     """The noise of a gap between arms: the sd over seeds (ddof 1) of the mean reward at each seed's last
     evaluation; with one seed, the prompt standard error sd_q(score) / sqrt(Q) of that evaluation."""
     last = [pts[-1].scores for pts in seed_points(arm)]
@@ -62,7 +62,7 @@ def _drop_sd(diff: FloatArray) -> float:
     return float(np.sqrt(max(var_seed, var_eval) / n_s))
 
 
-def envelope(arm: Arm) -> EnvelopeResult:
+def envelope(arm: ArmPilots) -> EnvelopeResult:
     """The monotone-envelope check with a noise yardstick. Seeds with the same number of points: on the
     seed-mean curve (positions aligned); the drop's standard error from the paired per-seed, per-prompt
     differences between the peak and the dropped point (:func:`_drop_sd`). Otherwise per seed (evaluation noise
@@ -84,11 +84,10 @@ def envelope(arm: Arm) -> EnvelopeResult:
         z = check.max_drop / sd if sd > 0 else (np.inf if check.max_drop > 1e-12 else 0.0)
         results.append((z, check, sd))
     z, check, sd = max(results, key=lambda r: r[0])
-    return EnvelopeResult(curve, check.max_drop, check.flops_at_max_drop, check.peak_flops, sd,
-                          bool(z <= DROP_Z))
+    return EnvelopeResult(curve=curve, check=check, noise_sd=sd, monotone=bool(z <= DROP_Z))
 
 
-def observed_near(arm: Arm, budget: float) -> float | None:
+def observed_near(arm: ArmPilots, budget: float) -> float | None:
     """Mean over seeds of each seed's last evaluation with FLOPs in [0.8, 1.05] x ``budget`` (None: no seed)."""
     vals = []
     for pts in seed_points(arm):
@@ -98,7 +97,7 @@ def observed_near(arm: Arm, budget: float) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def pooled(arm: Arm) -> tuple[FloatArray, FloatArray, NDArray[np.object_]]:
+def pooled(arm: ArmPilots) -> tuple[FloatArray, FloatArray, NDArray[np.object_]]:
     """Every evaluation of every seed: FLOPs, reward, seed label (the input of the point fits)."""
     f, y, runs = [], [], []
     for run, pts in zip(arm.runs, seed_points(arm), strict=True):
@@ -109,25 +108,26 @@ def pooled(arm: Arm) -> tuple[FloatArray, FloatArray, NDArray[np.object_]]:
     return np.asarray(f), np.asarray(y), np.asarray(runs, dtype=object)
 
 
-def point_fit(arm: Arm, drop_first: int, at: float) -> tuple[CurveFit, PointFit]:
-    """The ScaleRL fit on the pooled points (``drop_first`` first positive points of each seed left out), and its
-    record with the prediction at ledger FLOPs ``at``. UserError when it cannot be fitted."""
+def point_fit(arm: ArmPilots, drop_first: int) -> CurveFit:
+    """The ScaleRL fit on the pooled points, the ``drop_first`` first positive points of each seed left out.
+    UserError when it cannot be fitted."""
     f, y, runs = pooled(arm)
-    fit = fit_curve(f, y, runs=runs, drop_first=drop_first)
-    pred = fit.predict(at) if at > 0 else fit.r0
-    return fit, PointFit(fit.a, fit.b, fit.f_mid, fit.r0, fit.sse, fit.n_points, fit.identified, drop_first,
-                         float(pred))
+    return fit_curve(f, y, runs=runs, drop_first=drop_first)
 
 
-def power_law(arm: Arm, fit: CurveFit, at: float) -> PowerLawCheck:
-    """The power-law check beside the ScaleRL fit, both scored on the points the power law uses."""
+def read_at(fit: CurveFit | PowerLawFit, at: float) -> float:
+    """The fitted R at ledger FLOPs ``at``; R0 where ``at`` <= 0 (the upfront FLOPs use up the budget)."""
+    return float(fit.predict(at)) if at > 0 else fit.r0
+
+
+def power_law(arm: ArmPilots, fit: CurveFit, at: float) -> PowerLawCheck:
+    """The power-law check beside the ScaleRL fit, both scored on the points the power law uses, read at ledger
+    FLOPs ``at``."""
     f, y, _ = pooled(arm)
     law = fit_power_law(f, y, r0=fit.r0, a_max=A_MAX)
     use = (f > 0) & (y > fit.r0)
     scalerl_sse = float(np.sum((y[use] - fit.predict(f[use])) ** 2))
-    ceiling = law.f_at_ceiling if np.isfinite(law.f_at_ceiling) else None
-    pred = law.predict(at) if at > 0 else law.r0
-    return PowerLawCheck(law.c, law.alpha, law.sse, scalerl_sse, law.n_used, law.n_excluded, ceiling, float(pred))
+    return PowerLawCheck(law=law, scalerl_sse=scalerl_sse, predicted_at_budget=read_at(law, at))
 
 
 @dataclass(frozen=True, eq=False)
@@ -147,7 +147,8 @@ class ObservedBest:
     method: str
 
 
-def observed_bootstrap(arms: list[Arm], n_replicates: int, level: float, rng: np.random.Generator) -> ObservedBest:
+def observed_bootstrap(arms: list[ArmPilots], n_replicates: int, level: float, rng: np.random.Generator
+                       ) -> ObservedBest:
     """The reward each arm reached at the arms' largest common FLOPs (cap = the smallest of their largest pilot
     FLOPs): per seed its last evaluation with FLOPs <= 1.05 x cap, averaged over seeds. Replicates: prompts
     resampled with replacement (the same indices for every arm), seeds resampled with replacement per arm;

@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 
 from flopplan.errors import UserError
-from flopplan.race.analysis import ArmInfo, RaceInput
-from flopplan.race.bootstrap import Arm, EvalPoint, PilotData, SeedRun
+from flopplan.race.analysis import RaceInput
+from flopplan.race.bootstrap import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.design import RaceDesign
+from flopplan.race.results import ArmInfo
 from flopplan.race.runner import pilot_done, pilot_folder, rung_arms
 from flopplan.runfile import load_evaluations, load_summary
 
@@ -52,7 +53,7 @@ def race_input(design: RaceDesign, folder: str | Path, command: str = "") -> Rac
     reached = reached_rungs(design, folder)
     if all(r < 0 for r in reached.values()):
         raise UserError(f"no arm of the race in {str(folder)!r} has finished its first rung: run `flopplan race run`")
-    targets: dict[str, list[Arm]] = {t: [] for t in design.targets}
+    targets: dict[str, list[ArmPilots]] = {t: [] for t in design.targets}
     infos = []
     for arm in design.arms:
         rung = reached[arm.name]
@@ -69,9 +70,9 @@ def race_input(design: RaceDesign, folder: str | Path, command: str = "") -> Rac
                     raise UserError(f"pilot {arm.name} seed {seed} has no evaluation on {target!r}")
                 runs[target].append(SeedRun(seed, points))
         for target in design.targets:
-            targets[target].append(Arm(arm.name, tuple(runs[target])))
-        infos.append(ArmInfo(arm.name, dict(arm.axes), arm.recipe.policy_spec.params,
-                             _split(arm.split(rung)), arm.upfront_flops))
+            targets[target].append(ArmPilots(arm.name, tuple(runs[target])))
+        infos.append(ArmInfo(name=arm.name, axes=dict(arm.axes), params=arm.recipe.policy_spec.params,
+                             split=_split(arm.split(rung)), upfront_flops=arm.upfront_flops))
     spent = pilot_spending(design, folder)
     return RaceInput(arms=tuple(infos), targets={t: PilotData(tuple(arms)) for t, arms in targets.items()},
                      fitted_targets=design.fit_targets, budget_flops=float(design.budget_flops),

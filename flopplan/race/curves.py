@@ -128,6 +128,7 @@ class CurveFit:
     ``n_points``: the sum of the weights of the fitted points (their number when unweighted; step-0 points define
     R0 and are not counted). ``*_at_grid_edge``: at either end of the grid (for A: of the values above R0);
     ``*_at_upper_edge``: at the top end, the signature of a curve that has not bent within the data.
+    ``f_mid_grid``: (lowest, highest) F_mid of the grid.
     """
 
     a: float
@@ -142,7 +143,7 @@ class CurveFit:
     f_mid_at_upper_edge: bool
     b_at_grid_edge: bool
     a_step: float
-    f_mid_grid: tuple[float, float]
+    f_mid_grid: tuple[float, ...]
     f_max: float
     dropped_first: int = 0
     method: str = FIT_METHOD
@@ -406,8 +407,8 @@ def fit_with_and_without_first(flops: ArrayLike, rewards: ArrayLike, k: int = 1,
 class PowerLawFit:
     """R(F) = R0 + c F^alpha, fitted as ln(R - R0) = ln c + alpha ln F by (weighted) least squares over the points
     with F > 0 and R > R0 (``n_excluded`` others). ``sse``: in the original space over the used points.
-    ``f_at_ceiling``: the F where the power law reaches ``a_max`` (inf when alpha <= 0); ScaleRL's objection to the
-    power law is that, fitted early, it runs to the ceiling where the real run saturates."""
+    ``f_at_ceiling``: the F where the power law reaches ``a_max`` (None: never); ScaleRL's objection to the power
+    law is that, fitted early, it runs to the ceiling where the real run saturates."""
 
     c: float
     alpha: float
@@ -415,7 +416,7 @@ class PowerLawFit:
     sse: float
     n_used: int
     n_excluded: int
-    f_at_ceiling: float
+    f_at_ceiling: float | None
 
     def predict(self, flops: ArrayLike) -> float | FloatArray:
         out = self.r0 + self.c * np.asarray(flops, dtype=float) ** self.alpha
@@ -433,21 +434,22 @@ def fit_power_law(flops: ArrayLike, rewards: ArrayLike, *, r0: float | None = No
     alpha, ln_c = np.polyfit(np.log(f[use]), np.log(y[use] - r0_), 1, w=np.sqrt(w[use]))
     c = float(np.exp(ln_c))
     sse = float(np.sum(w[use] * (y[use] - r0_ - c * f[use] ** alpha) ** 2))
-    with np.errstate(over="ignore"):  # a tiny alpha puts the ceiling beyond float range: infinity, said as such
+    with np.errstate(over="ignore"):  # a tiny alpha puts the ceiling beyond float range: never, said as None
         ceiling = float(np.power((a_max - r0_) / c, 1.0 / alpha)) if alpha > 0 else float("inf")
     return PowerLawFit(c=c, alpha=float(alpha), r0=r0_, sse=sse, n_used=int(use.sum()),
-                       n_excluded=int(pos.sum() - use.sum()), f_at_ceiling=ceiling)
+                       n_excluded=int(pos.sum() - use.sum()), f_at_ceiling=ceiling if np.isfinite(ceiling) else None)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class EnvelopeCheck:
     """Running maximum of the observed R in FLOP order, envelope_i = max_{j <= i} R_j, and the largest drop below
     it, max_i (envelope_i - R_i), with the FLOPs where it happens and where the envelope was set. A large drop is
-    a run that fell back (instability): the monotone curve fit then describes a run that did not happen."""
+    a run that fell back (instability): the monotone curve fit then describes a run that did not happen. The
+    points are in FLOP order, as tuples (race.json records the check)."""
 
-    flops: FloatArray
-    rewards: FloatArray
-    envelope: FloatArray
+    flops: tuple[float, ...]
+    rewards: tuple[float, ...]
+    envelope: tuple[float, ...]
     max_drop: float
     flops_at_max_drop: float
     peak_flops: float
@@ -465,8 +467,8 @@ def monotone_envelope(flops: ArrayLike, rewards: ArrayLike) -> EnvelopeCheck:
     drop = env - y
     i = int(drop.argmax())
     peak = int(np.flatnonzero(y[: i + 1] == env[i])[0])
-    return EnvelopeCheck(flops=f, rewards=y, envelope=env, max_drop=float(drop[i]), flops_at_max_drop=float(f[i]),
-                         peak_flops=float(f[peak]))
+    return EnvelopeCheck(flops=tuple(map(float, f)), rewards=tuple(map(float, y)), envelope=tuple(map(float, env)),
+                         max_drop=float(drop[i]), flops_at_max_drop=float(f[i]), peak_flops=float(f[peak]))
 
 
 def synthetic_scores(rng: np.random.Generator, *, a: float, b: float, f_mid: float, r0: float, f_pilot: float,

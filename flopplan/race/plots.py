@@ -39,7 +39,7 @@ def _marks(ax: Any, analysis: RaceAnalysis) -> None:
 
 def _curves(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> Path:
     arms = [c for c in t.curves if c.observations]
-    upfront = {a.name: a.upfront_flops for a in analysis.arms}
+    upfront = {a.info.name: a.info.upfront_flops for a in analysis.arms}
     cols = min(3, len(arms))
     rows = math.ceil(len(arms) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False, sharey=True)
@@ -50,10 +50,10 @@ def _curves(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> Pa
             pts = [(o.flops + u, o.reward) for o in c.observations if o.seed == s and o.flops > 0]
             if pts:
                 ax.plot(*zip(*pts, strict=True), "o", ms=3, alpha=0.6, color=f"C{i % 10}", label=f"seed {s}")
-        if c.fitted and c.band_flops:
-            x = np.asarray(c.band_flops) + u
-            ax.fill_between(x, c.band_lo, c.band_hi, color="tab:blue", alpha=0.2, label="band")
-            ax.plot(x, c.band_point, color="tab:blue", lw=1.2, label="ScaleRL fit")
+        if c.band is not None and c.band.flops:
+            x = np.asarray(c.band.flops) + u
+            ax.fill_between(x, c.band.lo, c.band.hi, color="tab:blue", alpha=0.2, label="band")
+            ax.plot(x, c.band.point, color="tab:blue", lw=1.2, label="ScaleRL fit")
         if c.fit is not None:
             ax.axhline(c.fit.r0, color="grey", lw=0.6, ls="-.", label="R0")
         _marks(ax, analysis)
@@ -79,18 +79,18 @@ def _valid(c: ArmCurve, x_ledger: np.ndarray) -> np.ndarray:
 
 
 def _frontier(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> Path:
-    upfront = {a.name: a.upfront_flops for a in analysis.arms}
-    fitted = [c for c in t.curves if c.fitted and c.band_flops]
-    lo = min(c.band_flops[0] + upfront[c.arm] for c in fitted)
-    hi = max(c.band_flops[-1] + upfront[c.arm] for c in fitted)
+    upfront = {a.info.name: a.info.upfront_flops for a in analysis.arms}
+    fitted = [(c, c.band) for c in t.curves if c.band is not None and c.band.flops]
+    lo = min(band.flops[0] + upfront[c.arm] for c, band in fitted)
+    hi = max(band.flops[-1] + upfront[c.arm] for c, band in fitted)
     x = np.geomspace(lo, hi, 200)
     fig, ax = plt.subplots(figsize=(8, 4.5))
     curves = []
-    for i, c in enumerate(fitted):
+    for i, (c, band) in enumerate(fitted):
         xl = x - upfront[c.arm]
         y = np.full(x.shape, np.nan)
-        ok = xl >= c.band_flops[0]
-        y[ok] = np.interp(np.log(xl[ok]), np.log(c.band_flops), c.band_point)
+        ok = xl >= band.flops[0]
+        y[ok] = np.interp(np.log(xl[ok]), np.log(band.flops), band.point)
         valid = _valid(c, xl) & ok
         ax.plot(x[valid], y[valid], color=f"C{i % 10}", lw=1, label=c.arm)
         ax.plot(x[ok & ~valid], y[ok & ~valid], color=f"C{i % 10}", lw=1, ls="--", alpha=0.6)
@@ -102,8 +102,8 @@ def _frontier(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> 
     env = np.where(has, np.nanmax(np.where(np.isnan(stack), -np.inf, stack), axis=0), np.nan)
     ax.plot(x, env, color="black", lw=2.5, alpha=0.35, label="frontier (best usable arm)")
     for b in t.budgets:
-        ax.text(b.flops, 0.02, f" {b.label}: {b.regime} ({b.best or '-'})", transform=ax.get_xaxis_transform(),
-                fontsize=7, ha="right", va="bottom", rotation=90)
+        ax.text(b.flops, 0.02, f" {b.label}: {b.decision.regime} ({b.decision.best or '-'})",
+                transform=ax.get_xaxis_transform(), fontsize=7, ha="right", va="bottom", rotation=90)
     _marks(ax, analysis)
     ax.set_xscale("log")
     ax.xaxis.set_minor_formatter(plt.NullFormatter())
@@ -119,10 +119,10 @@ def _frontier(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> 
 def _split(plt: Any, analysis: RaceAnalysis, path: Path) -> Path:
     f = analysis.budget_flops
     fig, ax = plt.subplots(figsize=(8, 0.5 * len(analysis.arms) + 1.6))
-    names = [a.name for a in analysis.arms]
+    names = [a.info.name for a in analysis.arms]
     left = np.zeros(len(names))
     parts = {"rollout": [], "learning": [], "feedback": [], "upfront": []}  # type: dict[str, list[float]]
-    for a in analysis.arms:
+    for a in (arm.info for arm in analysis.arms):
         run = max(f - a.upfront_flops, 0.0) / f
         for b in ("rollout", "learning", "feedback"):
             parts[b].append(a.split.get(b, 0.0) * run)

@@ -43,17 +43,18 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from flopplan.race.bootstrap import bootstrap_interval, p_best
 from flopplan.race.checks import ObservedBest
-from flopplan.race.results import ArmPrediction, AxisComparison, BudgetResult, Recommendation
+from flopplan.race.design import AXES
+from flopplan.race.results import ArmPrediction, AxisComparison, BudgetResult, Decision, Recommendation
 from flopplan.units import eng
 
 FloatArray = NDArray[np.float64]
-AXES = ("policy", "group_size", "iterations", "reward")
 BOUNDS = ("size-bound", "search-bound", "learning-bound", "feedback-bound")
 REGIMES = (*BOUNDS, "undecided", "unstable")
 UNDECIDED_P = 0.8
@@ -124,23 +125,6 @@ class Candidate:
     in_play: bool = True
 
 
-@dataclass(frozen=True)
-class Decision:
-    regime: str
-    rule: str
-    best: str | None
-    runner_up: str | None
-    p_best: float | None
-    margin: float | None
-    margin_lo: float | None
-    margin_hi: float | None
-    noise: float | None
-    comparisons: tuple[AxisComparison, ...]
-    p_best_of: dict[str, float]
-    top: str | None
-    top_unidentified: bool
-
-
 def _order_value(axis: str, c: Candidate) -> float:
     if axis == "policy":
         return float(c.params)
@@ -168,7 +152,7 @@ def decide(cands: Sequence[Candidate], level: float) -> Decision:
         base: dict[str, object] = {"best": None, "runner_up": None, "p_best": None, "margin": None,
                                    "margin_lo": None, "margin_hi": None, "noise": None, "comparisons": (),
                                    "p_best_of": none, "top": None, "top_unidentified": False}
-        return Decision(regime, rule, **(base | kw))  # type: ignore[arg-type]
+        return Decision(regime=regime, rule=rule, **(base | kw))  # type: ignore[arg-type]
 
     play = [c for c in cands if c.in_play]
     if not play:
@@ -199,8 +183,9 @@ def decide(cands: Sequence[Candidate], level: float) -> Decision:
         larger, smaller = DIRECTION[axis]
         b_val, n_val = _order_value(axis, best), _order_value(axis, nb)
         names = larger if b_val > n_val else smaller if b_val < n_val else "undecided"
-        comparisons.append(AxisComparison(axis, nb.name, str(best.axes.get(axis)), str(nb.axes.get(axis)),
-                                          best.point - nb.point, names))
+        comparisons.append(AxisComparison(axis=axis, neighbour=nb.name, best_value=str(best.axes.get(axis)),
+                                          neighbour_value=str(nb.axes.get(axis)), cost=best.point - nb.point,
+                                          names=names))
     comparisons.sort(key=lambda a: AXES.index(a.axis))
     kw["comparisons"] = tuple(comparisons)
     if not top.usable:
@@ -230,46 +215,53 @@ def decide(cands: Sequence[Candidate], level: float) -> Decision:
 
 def g_warnings(budgets: Sequence[BudgetResult], group_size: dict[str, float | None]) -> list[str]:
     """A warning for each step from a budget to the next larger one where the best arm's G decreases."""
-    seq = [(b, group_size.get(b.best)) for b in sorted(budgets, key=lambda b: b.flops) if b.best is not None]
-    seq = [(b, g) for b, g in seq if g is not None]
+    seq = [(b, b.decision, group_size.get(b.decision.best)) for b in sorted(budgets, key=lambda b: b.flops)
+           if b.decision.best is not None]
+    seq = [(b, d, g) for b, d, g in seq if g is not None]
     out = []
-    for (b1, g1), (b2, g2) in itertools.pairwise(seq):
+    for (b1, d1, g1), (b2, d2, g2) in itertools.pairwise(seq):
         if g2 < g1:  # type: ignore[operator]
-            out.append(f"the best G decreases as the budget grows: G = {g1:g} ({b1.best}, {b1.label}, "
-                       f"{eng(b1.flops)}, {b1.regime}) -> G = {g2:g} ({b2.best}, {b2.label}, {eng(b2.flops)}, "
-                       f"{b2.regime})")
+            out.append(f"the best G decreases as the budget grows: G = {g1:g} ({d1.best}, {b1.label}, "
+                       f"{eng(b1.flops)}, {d1.regime}) -> G = {g2:g} ({d2.best}, {b2.label}, {eng(b2.flops)}, "
+                       f"{d2.regime})")
     return out
 
 
-def recommend(target: str, at_f: BudgetResult, decision: Decision, upfront: dict[str, int],
-              budget_left: float, interval: str, observed: ObservedBest | None, level: float) -> Recommendation:
+def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_left: float, interval: str,
+              observed: ObservedBest | None, level: float) -> Recommendation:
     """The recommendation at the target budget (:func:`rules`, the last one)."""
-    f = at_f.flops
-    by_arm = {p.arm: p for p in at_f.predictions}
+    f, decision = at_f.flops, at_f.decision
+    common: dict[str, Any] = {"target": target, "flops": f, "regime": decision.regime, "budget_left_flops": budget_left}
     if decision.best is None or decision.top_unidentified:
         why = (f"{decision.top}'s A is not identified and {eng(f)} lies beyond its pilots: its curve is not "
                "extrapolated" if decision.top_unidentified else f"no arm is usable at {eng(f)}: {decision.rule}")
         if observed is None or not observed.names:
-            return Recommendation(target, None, "none", "best observed", (why, "no surviving arm to observe"), f, f,
-                                  None, None, None, None, None, None, None, None, None, None, None, None,
-                                  at_f.regime, 0, budget_left, interval)
-        return _best_observed(target, at_f, observed, upfront, budget_left, why, level)
+            return Recommendation(**common, arm=None, mode="none", confidence="best observed",
+                                  reasons=(why, "no surviving arm to observe"), at_flops=f, reward=None, lo=None,
+                                  hi=None, gain=None, gain_lo=None, gain_hi=None, p_best=None, runner_up=None,
+                                  margin=None, margin_lo=None, margin_hi=None, extrapolation=None, upfront_flops=0,
+                                  interval=interval)
+        return _best_observed(common, observed, upfront, why, level)
     arm = decision.best
-    pred: ArmPrediction = by_arm[arm]
+    pred: ArmPrediction = next(p for p in at_f.predictions if p.arm == arm)
     reasons = []
-    if at_f.regime not in BOUNDS:
-        reasons.append(f"{at_f.regime} at the target budget: {at_f.rule}")
+    if decision.regime not in BOUNDS:
+        reasons.append(f"{decision.regime} at the target budget: {decision.rule}")
     if pred.extrapolation > EXTRAPOLATION_LIMIT * EXTRAPOLATION_TOL:
         reasons.append(f"{pred.extrapolation:.2f}x extrapolation beyond the arm's largest pilot FLOPs (beyond "
                        f"~{EXTRAPOLATION_LIMIT:g}x)")
-    return Recommendation(target, arm, "fitted", "low" if reasons else "high", tuple(reasons), f, pred.ledger_flops,
-                          pred.reward, pred.lo, pred.hi, pred.gain, pred.gain_lo, pred.gain_hi, decision.p_best,
-                          decision.runner_up, decision.margin, decision.margin_lo, decision.margin_hi,
-                          pred.extrapolation, at_f.regime, upfront.get(arm, 0), budget_left, interval)
+    return Recommendation(**common, arm=arm, mode="fitted", confidence="low" if reasons else "high",
+                          reasons=tuple(reasons), at_flops=pred.ledger_flops, reward=pred.reward, lo=pred.lo,
+                          hi=pred.hi, gain=pred.gain, gain_lo=pred.gain_lo, gain_hi=pred.gain_hi,
+                          p_best=decision.p_best, runner_up=decision.runner_up, margin=decision.margin,
+                          margin_lo=decision.margin_lo, margin_hi=decision.margin_hi,
+                          extrapolation=pred.extrapolation, upfront_flops=upfront.get(arm, 0), interval=interval)
 
 
-def _best_observed(target: str, at_f: BudgetResult, obs: ObservedBest, upfront: dict[str, int],
-                   budget_left: float, why: str, level: float) -> Recommendation:
+def _best_observed(common: dict[str, Any], obs: ObservedBest, upfront: dict[str, int], why: str, level: float
+                   ) -> Recommendation:
+    """The survivor with the best observed reward; ``common``: the recommendation's target, flops, regime and
+    budget left."""
     order = np.argsort(-obs.points, kind="stable")
     i = int(order[0])
     arm = obs.names[i]
@@ -281,10 +273,12 @@ def _best_observed(target: str, at_f: BudgetResult, obs: ObservedBest, upfront: 
         lo_m, hi_m = (float(v) for v in bootstrap_interval(obs.replicates[i] - obs.replicates[j], margin, level))
     g_lo, g_hi = obs.gain_intervals[i]
     reasons = (why, f"numbers are observed at {eng(obs.at_flops[i])} (the survivors' largest common FLOPs), not "
-               f"predicted at {eng(at_f.flops)}")
-    ledger = at_f.flops - upfront.get(arm, 0)
-    return Recommendation(target, arm, "best observed", "best observed", reasons, at_f.flops, float(obs.at_flops[i]),
-                          float(obs.points[i]), float(obs.intervals[i, 0]), float(obs.intervals[i, 1]),
-                          float(obs.gains[i]), float(g_lo), float(g_hi), float(pb[i]), runner, margin, lo_m, hi_m,
-                          float(ledger / obs.at_flops[i]), at_f.regime, upfront.get(arm, 0), budget_left,
-                          obs.method)
+               f"predicted at {eng(common['flops'])}")
+    ledger = common["flops"] - upfront.get(arm, 0)
+    return Recommendation(**common, arm=arm, mode="best observed", confidence="best observed", reasons=reasons,
+                          at_flops=float(obs.at_flops[i]), reward=float(obs.points[i]),
+                          lo=float(obs.intervals[i, 0]), hi=float(obs.intervals[i, 1]), gain=float(obs.gains[i]),
+                          gain_lo=float(g_lo), gain_hi=float(g_hi), p_best=float(pb[i]), runner_up=runner,
+                          margin=margin, margin_lo=lo_m, margin_hi=hi_m,
+                          extrapolation=float(ledger / obs.at_flops[i]), upfront_flops=upfront.get(arm, 0),
+                          interval=obs.method)

@@ -62,10 +62,11 @@ def _regimes(t: TargetResult, level: float) -> Table:
     table = Table(f"Regime by budget: {t.name}", ["budget", "FLOPs", "regime", "best", "P(best)", "runner-up",
                                                    f"margin [{level:.0%}]", "noise", "rule that decided it"])
     for b in t.budgets:
-        table.rows.append([b.label, eng(b.flops), b.regime, b.best or "-", _p(b.p_best), b.runner_up or "-",
-                           _iv(b.margin, b.margin_lo, b.margin_hi), _r(b.noise), _cell(b.rule)])
+        d = b.decision
+        table.rows.append([b.label, eng(b.flops), d.regime, d.best or "-", _p(d.p_best), d.runner_up or "-",
+                           _iv(d.margin, d.margin_lo, d.margin_hi), _r(d.noise), _cell(d.rule)])
     comps = [f"{b.label}: {c.axis} {c.best_value} -> {c.neighbour_value} ({c.neighbour}) costs {c.cost:.3f} "
-             f"({c.names})" for b in t.budgets for c in b.comparisons]
+             f"({c.names})" for b in t.budgets for c in b.decision.comparisons]
     table.notes = comps or ["no one-axis comparison at any budget"]
     return table
 
@@ -86,10 +87,11 @@ def _predictions(t: TargetResult, level: float) -> Table:
 
 
 def _fit_cell(c: ArmCurve) -> list[str]:
-    f = c.fit
-    if f is None:
+    af = c.arm_fit
+    if af is None:
         return ["-"] * 4
-    return [f"{f.r0:.3f}", _iv(f.a, c.a_lo, c.a_hi), f"{f.b:.3g}", eng(f.f_mid)]
+    f = af.fit
+    return [f"{f.r0:.3f}", _iv(f.a, af.a_lo, af.a_hi), f"{f.b:.3g}", eng(f.f_mid)]
 
 
 def _curves(t: TargetResult) -> Table:
@@ -98,12 +100,12 @@ def _curves(t: TargetResult) -> Table:
                                         "max drop / its sd", "checks"])
     for c in t.curves:
         wf = c.without_first
-        both = "-" if c.fit is None else (f"{c.fit.predicted_at_budget:.3f} / "
-                                          + (f"{wf.predicted_at_budget:.3f}" if wf else "-"))
+        both = "-" if c.predicted_at_budget is None else (f"{c.predicted_at_budget:.3f} / "
+                                                          + (f"{wf.predicted_at_budget:.3f}" if wf else "-"))
         law = c.power_law
-        law_cell = f"{law.alpha:.3g}, {law.predicted_at_budget:.3f}" if law else "-"
+        law_cell = f"{law.law.alpha:.3g}, {law.predicted_at_budget:.3f}" if law else "-"
         env = c.envelope
-        env_cell = f"{env.max_drop:.3f} / {env.noise_sd:.3f}" if env else "-"
+        env_cell = f"{env.check.max_drop:.3f} / {env.noise_sd:.3f}" if env else "-"
         status = "ok" if c.fitted and not c.checks_failed else "; ".join(c.checks_failed)
         table.rows.append([c.arm, str(c.n_seeds), eng(c.max_flops), *_fit_cell(c), "yes" if c.identified else "no",
                            both, law_cell, env_cell, _cell(status)])
@@ -153,13 +155,14 @@ def _held_out(a: RaceAnalysis) -> Table | None:
 
 def _arms(a: RaceAnalysis) -> Table:
     keys = ["policy", "group_size", "iterations", "reward"]
-    keys = [k for k in keys if any(k in arm.axes for arm in a.arms)]
+    keys = [k for k in keys if any(k in arm.info.axes for arm in a.arms)]
     table = Table("Arms", ["arm", *keys, "parameters", "rollout", "learning", "feedback", "upfront", "reached",
                            "survived"])
     for arm in a.arms:
-        table.rows.append([arm.name, *(str(arm.axes.get(k, "-")) for k in keys), f"{arm.params:,}",
-                           *(f"{arm.split.get(b, 0.0):.1%}" for b in ("rollout", "learning", "feedback")),
-                           eng(arm.upfront_flops), f"rung {arm.reached}", "yes" if arm.survived else "no"])
+        info = arm.info
+        table.rows.append([info.name, *(str(info.axes.get(k, "-")) for k in keys), f"{info.params:,}",
+                           *(f"{info.split.get(b, 0.0):.1%}" for b in ("rollout", "learning", "feedback")),
+                           eng(info.upfront_flops), f"rung {arm.reached}", "yes" if arm.survived else "no"])
     table.notes = [f"varying axes: {', '.join(a.axes) or 'none'}; FLOP shares by bucket from each arm's ledger split"]
     return table
 

@@ -1,5 +1,10 @@
 """What :func:`flopplan.race.analysis.analyze` returns: frozen dataclasses, written as race.json (versioned by
-``RACE_VERSION``) and read back strictly (:meth:`RaceAnalysis.from_data`, :func:`load_analysis`).
+``RACE_VERSION``) and read back strictly (:meth:`RaceAnalysis.from_data`, :func:`load_analysis`; version 1 files
+are read through :func:`flopplan.race.legacy.upgrade`).
+
+The records hold the compute types themselves (a :class:`flopplan.race.curves.CurveFit`, a
+:class:`flopplan.race.bootstrap.ArmFit`, a :class:`Decision`, ...), never a copy of their fields: a fit of another
+curve family, or a prediction averaged over families, slots in where those stand.
 
 Units: every ``flops`` is FLOPs as the ledger counts them. A budget is the total an arm may spend, its upfront
 FLOPs (a learned reward model's training) included; ``ledger_flops`` = budget - upfront is where the arm's curve,
@@ -13,23 +18,57 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flopplan import serial as schema
-from flopplan.errors import UserError, is_int
+from flopplan import serial
+from flopplan.errors import UserError, check_int, is_int, is_number
 from flopplan.fileio import read_json
+from flopplan.race import legacy
+from flopplan.race.bootstrap import ArmFit, HoldoutPoint
+from flopplan.race.curves import CurveFit, EnvelopeCheck, PowerLawFit
+from flopplan.race.design import AXES
 
-RACE_VERSION = 1
+RACE_VERSION = 2
+READABLE = (1, RACE_VERSION)  # version 1: upgraded on reading (flopplan.race.legacy)
+BUCKETS = ("rollout", "learning", "feedback")
 
 
 @dataclass(frozen=True)
-class ArmRecord:
-    """An arm as analysed: its design values, policy parameters, FLOP shares by bucket {rollout, learning,
-    feedback}, upfront FLOPs, the highest rung it ran and whether that is the top rung any arm reached."""
+class ArmInfo:
+    """One arm of the grid as the analysis sees it. ``axes``: its value on each design axis (keys among policy,
+    group_size, iterations, reward; any subset may vary); ``params``: policy parameters (orders the size axis);
+    ``split``: its FLOP shares by bucket {rollout, learning, feedback} (sum 1); ``upfront_flops``: e.g. a learned
+    reward model's training, charged to this arm's feedback at every budget."""
 
     name: str
     axes: dict[str, str | int | float]
     params: int
     split: dict[str, float]
-    upfront_flops: int
+    upfront_flops: int = 0
+
+    def __post_init__(self) -> None:
+        where = f"arm {self.name!r}"
+        if not isinstance(self.name, str) or not self.name:
+            raise UserError("an arm needs a non-empty name")
+        if not isinstance(self.axes, dict) or any(k not in AXES for k in self.axes):
+            raise UserError(f"{where}: axes must be a dict with keys among {', '.join(AXES)}")
+        for key, value in self.axes.items():
+            ok = is_number(value) if key in ("group_size", "iterations") else isinstance(value, str) or is_number(
+                value)
+            if not ok:
+                raise UserError(f"{where}: axis {key} must be {'a number' if key != 'policy' else 'a value'}, "
+                                f"not {value!r}")
+        check_int(f"{where}: params", self.params)
+        if not isinstance(self.split, dict) or set(self.split) - set(BUCKETS) or not all(
+                is_number(v) and v >= 0 for v in self.split.values()) or abs(sum(self.split.values()) - 1) > 1e-6:
+            raise UserError(f"{where}: split must map {', '.join(BUCKETS)} to shares >= 0 that sum to 1")
+        check_int(f"{where}: upfront_flops", self.upfront_flops, minimum=0)
+
+
+@dataclass(frozen=True)
+class ArmRecord:
+    """An arm as analysed: what it is (``info``), the highest rung it ran and whether that is the top rung any arm
+    reached."""
+
+    info: ArmInfo
     reached: int
     survived: bool
 
@@ -44,61 +83,54 @@ class Observation:
 
 
 @dataclass(frozen=True)
-class PointFit:
-    """A ScaleRL fit on the original data (no bootstrap): R = R0 + (A - R0) / (1 + (F_mid / F)^B);
-    ``identified`` is the point fit's own flag (A, F_mid off the top of their grids, F_mid within the data);
-    ``predicted_at_budget``: R at the target budget less the arm's upfront FLOPs."""
+class FitReading:
+    """A fitted curve and its R at the target budget less the arm's upfront FLOPs."""
 
-    a: float
-    b: float
-    f_mid: float
-    r0: float
-    sse: float
-    n_points: float
-    identified: bool
-    dropped_first: int
+    fit: CurveFit
     predicted_at_budget: float
 
 
 @dataclass(frozen=True)
 class PowerLawCheck:
-    """R = R0 + c F^alpha on the points above R0 (``n_used``; ``n_excluded`` at or below R0); ``sse`` there, and
-    ``scalerl_sse`` of the ScaleRL fit on the same points; ``f_at_ceiling``: where the power law reaches R = 1
-    (null: never)."""
+    """The power law fitted beside the ScaleRL curve (``law``), the ScaleRL fit's SSE on the points the power law
+    used, and the power law's R at the target budget less upfront."""
 
-    c: float
-    alpha: float
-    sse: float
+    law: PowerLawFit
     scalerl_sse: float
-    n_used: int
-    n_excluded: int
-    f_at_ceiling: float | None
     predicted_at_budget: float
 
 
 @dataclass(frozen=True)
 class EnvelopeResult:
-    """The monotone-envelope check on the seed-mean curve (``per seed`` when the seeds' points do not align):
-    the largest drop below the running best, where it happened and where the best was set; ``noise_sd`` the
-    standard error of that drop; ``monotone``: drop <= 3 noise_sd."""
+    """The monotone-envelope check on the seed-mean curve (``curve``: ``per seed`` when the seeds' points do not
+    align, then the seed with the most significant drop); ``noise_sd``: the standard error of the drop;
+    ``monotone``: drop <= 3 noise_sd."""
 
     curve: str
-    max_drop: float
-    flops_at_max_drop: float
-    peak_flops: float
+    check: EnvelopeCheck
     noise_sd: float
     monotone: bool
 
 
 @dataclass(frozen=True)
+class Band:
+    """The fitted curve and its bootstrap interval on a grid of ledger FLOPs (for plots)."""
+
+    flops: tuple[float, ...]
+    point: tuple[float, ...]
+    lo: tuple[float, ...]
+    hi: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class ArmCurve:
-    """One arm on one target: its observations, the fit (with and without the first evaluation point of each
-    seed), the bootstrap interval of A and the identification flag, the power-law and envelope checks, the noise
-    the regime rule uses (``noise``, how: ``noise_method``), the observed reward near each rung budget, and a band
-    of the fitted curve (``band_*``, ledger FLOPs) for plots. ``fitted`` false: ``reason`` says why."""
+    """One arm on one target: its observations, the noise the regime rule uses (``noise``, how: ``noise_method``),
+    the observed reward near each rung budget, the envelope check, and, when fitted, the bootstrap's fit of the arm
+    (``arm_fit``: the fit, A's interval, identification) with its R at the target budget, the refit without the
+    first evaluation point of each seed, the power-law check and the band. Not fitted: ``arm_fit`` is None and
+    ``reason`` says why (:meth:`unfitted`)."""
 
     arm: str
-    fitted: bool
     reason: str
     n_seeds: int
     max_flops: float
@@ -106,25 +138,44 @@ class ArmCurve:
     noise_method: str
     observations: tuple[Observation, ...]
     observed_at_rungs: tuple[float | None, ...]
-    fit: PointFit | None
-    a_lo: float | None
-    a_hi: float | None
-    a_upper_edge_share: float | None
-    f_mid_upper_edge_share: float | None
-    identified: bool
-    seed_scheme: str
-    seed_factor: float | None
-    without_first: PointFit | None
-    without_first_reason: str
-    power_law: PowerLawCheck | None
-    power_law_reason: str
     envelope: EnvelopeResult | None
     stable: bool
     checks_failed: tuple[str, ...]
-    band_flops: tuple[float, ...]
-    band_point: tuple[float, ...]
-    band_lo: tuple[float, ...]
-    band_hi: tuple[float, ...]
+    arm_fit: ArmFit | None
+    predicted_at_budget: float | None
+    without_first: FitReading | None
+    without_first_reason: str
+    power_law: PowerLawCheck | None
+    power_law_reason: str
+    band: Band | None
+
+    @property
+    def fitted(self) -> bool:
+        return self.arm_fit is not None
+
+    @property
+    def fit(self) -> CurveFit | None:
+        """The fit on the original data (None: not fitted)."""
+        return None if self.arm_fit is None else self.arm_fit.fit
+
+    @property
+    def identified(self) -> bool:
+        """A identified by the fit and its bootstrap (False when not fitted)."""
+        return self.arm_fit is not None and self.arm_fit.identified
+
+    @classmethod
+    def unfitted(cls, arm: str, reason: str, *, failed: bool, n_seeds: int = 0, max_flops: float = 0.0,
+                 noise: float = 0.0, noise_method: str = "", observations: tuple[Observation, ...] = (),
+                 observed_at_rungs: tuple[float | None, ...] = (), envelope: EnvelopeResult | None = None
+                 ) -> ArmCurve:
+        """An arm without a curve: ``failed`` when it should have had one (``reason`` is then a failed check), not
+        when none was attempted (a held-out target)."""
+        stable = envelope is not None and envelope.monotone and not failed
+        return cls(arm=arm, reason=reason, n_seeds=n_seeds, max_flops=max_flops, noise=noise,
+                   noise_method=noise_method, observations=observations, observed_at_rungs=observed_at_rungs,
+                   envelope=envelope, stable=stable, checks_failed=(reason,) if failed else (), arm_fit=None,
+                   predicted_at_budget=None, without_first=None, without_first_reason="", power_law=None,
+                   power_law_reason="", band=None)
 
 
 @dataclass(frozen=True)
@@ -164,13 +215,12 @@ class AxisComparison:
 
 
 @dataclass(frozen=True)
-class BudgetResult:
-    """The regime at one budget (a rung's or the target's), the rule that decided it in words, and the numbers:
-    the best usable arm, P(best), runner-up, margin with the interval of the paired difference, the noise."""
+class Decision:
+    """The regime at one budget (:func:`flopplan.race.regime.decide`), the rule that decided it in words, and the
+    numbers: the best usable arm, P(best), runner-up, margin with the interval of the paired difference, the
+    noise; ``p_best_of`` every arm's P(best); ``top`` the arm with the highest prediction among those in play, and
+    whether it is an unidentified survivor beyond its pilots (``top_unidentified``)."""
 
-    label: str
-    flops: float
-    predictions: tuple[ArmPrediction, ...]
     regime: str
     rule: str
     best: str | None
@@ -181,6 +231,19 @@ class BudgetResult:
     margin_hi: float | None
     noise: float | None
     comparisons: tuple[AxisComparison, ...]
+    p_best_of: dict[str, float]
+    top: str | None
+    top_unidentified: bool
+
+
+@dataclass(frozen=True)
+class BudgetResult:
+    """One budget (a rung's or the target's): every fitted arm's prediction there and the decision."""
+
+    label: str
+    flops: float
+    predictions: tuple[ArmPrediction, ...]
+    decision: Decision
 
 
 @dataclass(frozen=True)
@@ -216,33 +279,17 @@ class Recommendation:
 
 
 @dataclass(frozen=True)
-class HoldoutPointRecord:
-    """A held-out evaluation position: observed and predicted seed means, error = observed - predicted, the
-    interval of the predicted curve (``inside``) and of the error (``consistent``: it contains 0)."""
-
-    flops: float
-    observed: float
-    predicted: float
-    error: float
-    lo: float
-    hi: float
-    inside: bool
-    error_lo: float
-    error_hi: float
-    consistent: bool
-
-
-@dataclass(frozen=True)
 class HoldoutRecord:
-    """The temporal holdout of one surviving arm: refit on its first half of FLOPs, the second half predicted;
-    ``ok`` false: ``reason`` says why it could not run."""
+    """The temporal holdout of one surviving arm (:func:`flopplan.race.bootstrap.temporal_holdout`): refit on its
+    first half of FLOPs, the second half predicted; ``identified``: A on the half; ``ok`` false: ``reason`` says
+    why it could not run."""
 
     arm: str
     ok: bool
     reason: str
     split_flops: float | None
     identified: bool | None
-    points: tuple[HoldoutPointRecord, ...]
+    points: tuple[HoldoutPoint, ...]
     mean_abs_error: float | None
     coverage: float | None
     consistency: float | None
@@ -286,14 +333,14 @@ class RaceAnalysis:
     race_version: int
     flopplan_version: str
     command: str
-    budget_flops: float
-    rung_budgets: tuple[float, ...]
-    pilot_flops: int
-    pilot_share: float
-    budget_left_flops: float
     level: float
     n_replicates: int
     seed: int
+    budget_flops: float
+    rung_budgets: tuple[float, ...]
+    budget_left_flops: float
+    pilot_flops: int
+    pilot_share: float
     axes: tuple[str, ...]
     arms: tuple[ArmRecord, ...]
     fitted_targets: tuple[str, ...]
@@ -314,7 +361,7 @@ class RaceAnalysis:
 
     def to_data(self) -> dict[str, Any]:
         """JSON data, ``race_version`` first; floats finite (absent values are null)."""
-        data: dict[str, Any] = schema.to_data(self)
+        data: dict[str, Any] = serial.to_data(self)
         return data
 
     @staticmethod
@@ -323,10 +370,12 @@ class RaceAnalysis:
         if not isinstance(data, dict) or "race_version" not in data:
             raise UserError(f"{where}: not a RACE analysis (no race_version)")
         version = data["race_version"]
-        if not is_int(version) or version != RACE_VERSION:
-            raise UserError(f"{where}: race_version must be the integer {RACE_VERSION} (the layout this flopplan "
-                            f"reads), not {version!r}")
-        out: RaceAnalysis = schema.from_data(RaceAnalysis, data, where)
+        if not is_int(version) or version not in READABLE:
+            raise UserError(f"{where}: race_version must be the integer {' or '.join(map(str, READABLE))} (the "
+                            f"layouts this flopplan reads), not {version!r}")
+        if version == 1:
+            data = legacy.upgrade(data, where)
+        out: RaceAnalysis = serial.from_data(RaceAnalysis, data, where)
         return out
 
 

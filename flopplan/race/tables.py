@@ -82,12 +82,13 @@ def arms_at_budget_table(analysis: RaceAnalysis, target: str) -> Table:
                   ["arm", "params", *analysis.axes, "rollout", "learning", "feedback", "rung", "reward at F",
                    f"{level} interval", "P(best)"])
     for arm in analysis.arms:
-        pred = at_f.get(arm.name)
+        info = arm.info
+        pred = at_f.get(info.name)
         cells = ([_r(pred.reward), f"[{pred.lo:.3f}, {pred.hi:.3f}]", _r(pred.p_best)] if pred is not None
                  else ["-", "-", "-"])
-        table.rows.append([arm.name, f"{arm.params:,}", *(str(arm.axes.get(a, "-")) for a in analysis.axes),
-                           _pct(arm.split.get("rollout")), _pct(arm.split.get("learning")),
-                           _pct(arm.split.get("feedback")), str(arm.reached + 1), *cells])
+        table.rows.append([info.name, f"{info.params:,}", *(str(info.axes.get(a, "-")) for a in analysis.axes),
+                           _pct(info.split.get("rollout")), _pct(info.split.get("learning")),
+                           _pct(info.split.get("feedback")), str(arm.reached + 1), *cells])
     return table
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, atomic_write_text
-from flopplan.race.bootstrap import Arm, EvalPoint, PilotData, SeedRun, paired_bootstrap
+from flopplan.race.bootstrap import ArmPilots, EvalPoint, PilotData, SeedRun, paired_bootstrap
 from flopplan.race.design import RaceDesign
 from flopplan.race.results import RaceAnalysis
 from flopplan.race.runner import PilotTask, pilot_done, pilot_folder, run_pilot
@@ -52,14 +52,14 @@ class TargetCheck:
         return dict(self.__dict__)
 
 
-def _arm_data(design: RaceDesign, folder: Path, arm: str, target: str, limit: float) -> Arm:
+def _arm_data(design: RaceDesign, folder: Path, arm: str, target: str, limit: float) -> ArmPilots:
     runs = []
     for seed in design.seeds:
         records = [r for r in load_evaluations(pilot_folder(folder, arm, seed))
                    if r.target == target and r.train_flops <= limit]
         runs.append(SeedRun(seed, tuple(EvalPoint(float(r.train_flops), np.asarray(r.scores, dtype=float))
                                         for r in records)))
-    return Arm(arm, tuple(runs))
+    return ArmPilots(arm, tuple(runs))
 
 
 def _last(records: list[EvalRecord], target: str) -> EvalRecord:

@@ -88,17 +88,18 @@ def worst_case_evaluation(recipe: Any, codec: Codec, targets: dict[str, list[Pro
 
 
 def evaluate_targets(model: Any, codec: Codec, targets: dict[str, list[Problem]], *, ctx: P.PhaseContext,
-                     lora: Any, batch: int, max_new_tokens: int,
+                     charge_as: tuple[Any, ...], batch: int, max_new_tokens: int,
                      on_charges: Callable[[list[PhaseCharge]], None] = lambda _: None,
                      ) -> tuple[list[TargetScores], list[PhaseCharge]]:
     """Greedy completions of every target's prompts, scored by the rule; ``on_charges`` sees each target's
-    generate calls as soon as they ran (the trainer logs them as work in progress)."""
+    generate calls as soon as they ran (the trainer logs them as work in progress); ``charge_as``: the round's
+    ``eval.prefill`` and ``eval.decode`` passes."""
     results: list[TargetScores] = []
     charges: list[PhaseCharge] = []
     for name, problems in targets.items():
         prompts = [codec.encode(p.prompt) for p in problems]
-        rollouts, done = P.generate(model, codec, prompts, ctx=ctx, lora=lora, batch=batch,
-                                    max_new_tokens=max_new_tokens, greedy=True, prefix="eval")
+        rollouts, done = P.generate(model, codec, prompts, ctx=ctx, charge_as=charge_as, batch=batch,
+                                    max_new_tokens=max_new_tokens, greedy=True)
         ended = [bool(c) and c[-1] == codec.eos_id for c in rollouts.completion_ids]
         _, correct = rule_rewards(rollouts.completions, [p.answer for p in problems], ended)
         results.append(TargetScores(name, tuple(int(c) for c in correct)))

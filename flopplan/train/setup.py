@@ -110,7 +110,7 @@ def load_policy(config: TrainConfig, precision: Precision) -> Policy:
     model.generation_config.pad_token_id = codec.pad_id
     model.generation_config.eos_token_id = codec.eos_id
     reference = None
-    if r.uses_reference and r.lora is None:
+    if r.beta > 0 and r.lora is None:
         reference = copy.deepcopy(model).eval()
         for p in reference.parameters():
             p.requires_grad_(False)

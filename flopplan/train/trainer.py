@@ -23,7 +23,7 @@ import random
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -36,9 +36,11 @@ from flopplan.grpo.batching import scoring_batches
 from flopplan.grpo.loss import group_advantages
 from flopplan.grpo.rewards import rule_rewards
 from flopplan.grpo.tasks import Problem
+from flopplan.guard import Guard, metrics_line
 from flopplan.ledger import Ledger, PhaseCharge
 from flopplan.measure.models import recommended_threads
 from flopplan.measure.timer import ProcessClock
+from flopplan.passes import RoundLengths, RoundShape, step_passes
 from flopplan.runfile import PlanReference, RunSummary
 from flopplan.train import checkpoint as ckpt
 from flopplan.train.config import TrainConfig
@@ -92,7 +94,6 @@ class Trainer:
         self.conv = self.precision.conventions(self.recipe.attention)
         self.progress = progress
         self.stop_requested = False
-        self.stop_reason = ""
         ckpt.seed_everything(config.seed)
         self.policy = load_policy(config, self.precision)
         self.spec, self.codec = self.policy.spec, self.policy.codec
@@ -103,11 +104,17 @@ class Trainer:
                 torch.set_num_threads(threads)
         self.data = load_data(config, self.codec)
         self.reward_model = load_reward_model(config, self.precision, self.policy)
+        # the round as this process runs it (the loaded models, the device's attention kernel): its passes say
+        # which phases run, with which adapters, training and head; each unit is charged as its pass
+        shape = replace(RoundShape.of(self.recipe), policy=self.spec, conv=self.conv,
+                        reward=self.reward_model.spec if self.reward_model is not None else None)
+        self.passes = {p.phase: p for p in step_passes(shape, RoundLengths.of(self.recipe))}
         self.ctx = P.PhaseContext(self.spec, self.conv, config.measure_flops)
         self.schedule = EvalSchedule(self.recipe.eval_every, config.eval_at_flops)
         self.eval_worst = worst_case_evaluation(self.recipe, self.codec, self.data.targets) \
             if self.recipe.eval_every is not None else 0
         self.ledger = Ledger(config.budget_flops, charge_lost=config.charge_lost)
+        self.guard = Guard(self.ledger)  # the budget guard and recorder (flopplan.guard), over this ledger
         self.step = 0
         self.data_position = 0
         self.last_eval: dict[str, float] = {}
@@ -177,7 +184,7 @@ class Trainer:
             ckpt.set_rng_state(state["rng"])
             self.data_position = int(state["data_position"])
             self.last_eval = dict(state["last_eval"])
-            self.ledger = Ledger.from_state(state["ledger"])
+            self.ledger = self.guard.ledger = Ledger.from_state(state["ledger"])
             self.clock.before = state.get("wall_seconds")  # None from a checkpoint that predates the record
         except Exception as exc:  # a checkpoint of another run or version: one clear line
             raise UserError(f"checkpoint {str(path)!r} cannot be read ({type(exc).__name__}: {exc})") from None
@@ -265,17 +272,19 @@ class Trainer:
         """Every evaluation target, greedily (:func:`flopplan.train.evaluation.evaluate_targets`)."""
         with self._autocast():
             return evaluate_targets(self.policy.model, self.codec, self.data.targets, ctx=self.ctx,
-                                    lora=self.recipe.rollout_lora, batch=self.recipe.evaluation_batch_size,
+                                    charge_as=(self.passes["eval.prefill"], self.passes["eval.decode"]),
+                                    batch=self.recipe.evaluation_batch_size,
                                     max_new_tokens=self.eval_max_new_tokens, on_charges=on_charges)
 
     def run_step(self, problems: list[Problem]) -> StepResult:
-        r, cfg, model = self.recipe, self.config, self.policy.model
+        r, cfg, model, passes = self.recipe, self.config, self.policy.model, self.passes
         result = StepResult(self.step + 1, {})
         self._pending = result.charges  # what an interruption abandons
         prompt_ids = [self.codec.encode(p.prompt) for p in problems for _ in range(r.group_size)]
         answers = [p.answer for p in problems for _ in range(r.group_size)]
         with self._phase():
-            rollouts, generated = P.generate(model, self.codec, prompt_ids, ctx=self.ctx, lora=r.rollout_lora,
+            rollouts, generated = P.generate(model, self.codec, prompt_ids, ctx=self.ctx,
+                                             charge_as=(passes["rollout.prefill"], passes["rollout.decode"]),
                                              batch=r.generation_batch_size, max_new_tokens=cfg.max_new_tokens,
                                              temperature=cfg.temperature,
                                              min_new_tokens=cfg.max_new_tokens if cfg.fixed_completion else 0)
@@ -285,32 +294,30 @@ class Trainer:
             rewards, correct = rule_rewards(rollouts.completions, answers, ended, cfg.format_reward)
             if self.reward_model is not None:
                 texts = [p.prompt for p in problems for _ in range(r.group_size)]
-                rewards, charge = self.reward_model.score(self.codec, texts, rollouts.completions, self.conv,
+                rewards, charge = self.reward_model.score(self.codec, texts, rollouts.completions, passes["reward"],
                                                           cfg.measure_flops, cfg.max_new_tokens)
                 self._charged(result, charge)
         reward_t = torch.tensor(rewards, dtype=torch.float32, device=self.device)
         advantages = group_advantages(reward_t, r.group_size, cfg.loss.scale_rewards)
         batches = scoring_batches(rollouts, self.codec.pad_id, r.micro_batch_size, self.device, r.update_padding)
-        head = r.logprob_head
         old = ref = None
-        if r.computes_old_logprobs:
+        if "old_logprobs" in passes:
             with self._phase():
-                old, charge = P.score("old_logprobs", model, batches, rollouts, ctx=self.ctx, lora=r.lora,
-                                      temperature=cfg.temperature, head=head)
+                old, charge = P.score(model, batches, rollouts, ctx=self.ctx, charge_as=passes["old_logprobs"],
+                                      temperature=cfg.temperature)
                 self._charged(result, charge)
-        if r.uses_reference:
+        if "reference" in passes:
             with self._phase():
                 reference = self.policy.reference
-                ref, charge = P.score("reference", reference if reference is not None else model, batches,
-                                      rollouts, ctx=self.ctx, lora=None, temperature=cfg.temperature,
-                                      head=head, adapter_disabled=reference is None)
+                ref, charge = P.score(reference if reference is not None else model, batches, rollouts,
+                                      ctx=self.ctx, charge_as=passes["reference"], temperature=cfg.temperature,
+                                      adapter_disabled=reference is None)
                 self._charged(result, charge)
         stats: dict[str, float] = {}
         for _ in range(r.iterations):  # from the first update on, an interrupted step is completed
             with self._phase(last_interruptible=False):
                 pass_stats, charge = P.update(model, self.policy.optimizer, batches, rollouts, advantages,
-                                              ctx=self.ctx, training=r.training, loss_cfg=cfg.loss_config,
-                                              head=head,
+                                              ctx=self.ctx, charge_as=passes["update"], loss_cfg=cfg.loss_config,
                                               optimizer_batch=r.optimizer_batch_size,
                                               max_grad_norm=cfg.max_grad_norm, old=old, ref=ref)
                 self._charged(result, charge)
@@ -341,31 +348,18 @@ class Trainer:
     # -- the loop ---------------------------------------------------------------------------------------------
     def _commit(self, step: int, charges: list[PhaseCharge], metrics: dict[str, float],
                 evaluation: list[TargetScores] | None = None) -> None:
-        for charge in charges:
-            self.ledger.charge(charge)
-        if step > 0:
-            self.ledger.steps_completed = step
-        totals = self.ledger.totals()
-        line = {"step": step, **metrics, "flops": totals["flops"], "useful_flops": totals["useful_flops"]["total"],
-                **self.clock.line(torch.get_num_threads())}
-        records = [e.record(step, training_flops(self.ledger), totals["flops"]["total"]).to_data()
+        flops = self.guard.commit(step, charges)
+        line = metrics_line(step, metrics, flops, self.clock.line(torch.get_num_threads()))
+        records = [e.record(step, training_flops(self.ledger), flops["flops"]["total"]).to_data()
                    for e in evaluation or []]
         self.folder.append(step, [c.to_data() for c in charges], line, records)
 
     def _should_stop(self, problems: list[Problem]) -> bool:
         if self.config.max_steps is not None and self.step >= self.config.max_steps:
-            self.stop_reason = f"reached {self.config.max_steps} steps"
-            return True
+            return self.guard.stop("steps", f"reached {self.config.max_steps} steps").stop
         if self.stop_requested:
-            self.stop_reason = "interrupted"
-            return True
-        if self.config.budget_flops is not None:
-            worst = self._next_step_worst(problems)
-            if not self.ledger.fits(worst):
-                self.stop_reason = (f"budget: step {self.step + 1} could cost up to {worst:,} FLOPs, "
-                                    f"{int(self.ledger.remaining):,} left")
-                return True
-        return False
+            return self.guard.stop("interrupted", "interrupted").stop
+        return self.config.budget_flops is not None and self.guard.decide(self._next_step_worst(problems)).stop
 
     def run(self) -> RunSummary:
         previous = signal.getsignal(signal.SIGINT)
@@ -417,7 +411,8 @@ class Trainer:
                     result = self.run_step(problems)
                 except Interrupted:
                     partial = self._abandon(rng)
-                    self.stop_reason = f"interrupted during step {self.step + 1} ({partial:,} FLOPs abandoned)"
+                    self.guard.stop("interrupted", f"interrupted during step {self.step + 1} ({partial:,} FLOPs "
+                                    "abandoned)")
                     break
                 self.step = result.step
                 self.data_position += r.prompts_per_step
@@ -481,14 +476,12 @@ class Trainer:
         train_lines = [x for x in lines if x["step"] > 0]
         evals = [x for x in lines if "eval_accuracy" in x]
         plan = self.config.plan
-        totals = self.ledger.totals()
-        return RunSummary(
-            model=self.spec.name, reward=str(self.recipe.reward), stop_reason=self.stop_reason,
-            final=train_lines[-1] if train_lines else None,
+        return self.guard.summary(
+            model=self.spec.name, reward=str(self.recipe.reward), final=train_lines[-1] if train_lines else None,
             eval_accuracy=tuple((x["step"], x["eval_accuracy"], x["flops"]["total"]) for x in evals),
             chance=self.data.chance, random_init_policy=self.random_policy,
             random_init_reward_model=bool(self.reward_model and self.reward_model.random_init),
             conventions={"attention": self.conv.attention, "attention_kernel": self.conv.attention_kernel},
             device=str(self.device), dtype=self.precision.describe(),
             plan=None if plan is None else PlanReference.of(plan), wall_seconds=self.clock.wall(),
-            core_share=self.clock.core_share(torch.get_num_threads()) if self.device.type == "cpu" else None, **totals)
+            core_share=self.clock.core_share(torch.get_num_threads()) if self.device.type == "cpu" else None)

@@ -1,0 +1,55 @@
+"""Hardware profiles: the datasheet model (compute and memory bandwidth), the profile file's non-phase block and
+what is refused in it, the committed CPU profiles."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import ROOT, cli, profile_with, tiny_recipe
+
+from flopplan.errors import UserError
+from flopplan.hardware import load_profile
+from flopplan.planner import price_steps
+
+
+def test_a_faster_memory_buys_more_decode():
+    h100, h200 = (json.loads(cli("plan", "--model", "qwen2.5-1.5b", "--gpu-hours", "100", "--device", device,
+                                 "--json").stdout)["plans"][0] for device in ("h100", "h200"))
+    assert h200["steps"] > h100["steps"]  # same compute peak, 4.8 vs 3.35 TB/s
+    per_step = {d["model"] + str(i): d["seconds"]["rollout.decode"] / d["steps"] for i, d in enumerate((h100, h200))}
+    assert per_step["qwen2.5-1.5b0"] / per_step["qwen2.5-1.5b1"] == pytest.approx(4.8 / 3.35, rel=0.2)
+    update = [d["seconds"]["update"] / d["steps"] for d in (h100, h200)]
+    assert update[1] == pytest.approx(update[0], rel=1e-5)  # seconds are written to 6 significant digits
+
+
+@pytest.mark.parametrize("block, fragment", [
+    ({"non_phase": {"lunch": {}}}, "not a term"),
+    ({"non_phase": {"round": {"seconds_per_joke": 1.0}}}, "not a coefficient"),
+    ({"non_phase": {"round": {"seconds": -1.0}}}, "from 0 to"),
+    ({"non_phase": {"round": {"seconds": float("nan")}}}, "from 0 to"),
+    ({"non_phase": []}, "must be an object"),
+    ({"fitted_shapes": {"train": {"tokens": [1]}}}, "fitted_shapes"),
+    ({"fitted_runs": "run"}, "fitted_runs"),
+    ({"core_share": 1.5}, "core_share"),
+])
+def test_a_malformed_non_phase_block_is_refused(block, fragment):
+    with pytest.raises(UserError, match=fragment):
+        profile_with(**block)
+
+
+def test_profiles_without_a_non_phase_block_read_and_plan_as_before():
+    committed = ROOT / "calibration" / "cpu-amd-epyc-2-threads-quick" / "profile.json"
+    profile = load_profile(committed)
+    assert profile.non_phase is None and profile.fitted_shapes is None
+    priced = price_steps(tiny_recipe(), 10, profile)
+    assert set(priced.seconds) == set(priced.phases)
+
+
+def test_the_committed_cpu_profile_from_runs_reads_and_prices_the_time_outside_the_phases():
+    profile = load_profile(ROOT / "calibration" / "cpu-amd-epyc-2-threads-runs" / "profile.json")
+    assert len(profile.fitted_runs) == 8 and profile.fitted_shapes and profile.core_share
+    terms = {"round", "optimizer_step", "evaluation", "checkpoint", "startup", "shutdown"}
+    assert terms <= set(profile.non_phase or {})
+    priced = price_steps(tiny_recipe(), 10, profile)
+    assert set(priced.seconds) - set(priced.phases) == set(profile.non_phase or {})

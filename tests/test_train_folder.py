@@ -1,0 +1,60 @@
+"""The trainer's run folder (flopplan/train/runfolder.py): one training per folder, a full disk while checkpointing,
+and a run that cannot work refused before it starts. Each test skips on its own without torch (the refusals that need
+no torch still run), which is why these are not behind test_train.py's file-level skip."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from helpers import ROOT, ROOT_ONLY, cli, one_line_error
+
+
+@pytest.mark.slow
+def test_two_trainings_of_one_folder_refuse_the_second(tmp_path):
+    pytest.importorskip("torch")
+    run = tmp_path / "run"
+    first = subprocess.Popen([sys.executable, "-m", "flopplan", "train", "--out", str(run), "--steps", "400",
+                              "--no-eval", "--no-progress"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        import time
+
+        start = time.time()
+        while not (run / "ledger.jsonl").exists() or not (run / "ledger.jsonl").read_text():
+            assert first.poll() is None and time.time() - start < 300, first.stderr.read() if first.stderr else ""
+            time.sleep(0.05)
+        for args in (["--steps", "1"], ["--resume"]):
+            one_line_error(cli("train", "--out", str(run), *args, "--no-progress"), "in use by process")
+    finally:
+        first.kill()
+        first.wait()
+
+
+@ROOT_ONLY
+@pytest.mark.slow
+def test_a_full_disk_while_checkpointing_is_one_line_and_leaves_no_temporary(tmpfs):
+    pytest.importorskip("torch")
+    run = tmpfs / "run"
+    one_line_error(cli("train", "--out", str(run), "--steps", "12", "--checkpoint-every", "2", "--no-eval",
+                       "--no-progress", "--keep-checkpoints", "100"), "cannot write the checkpoint")
+    assert not list((run / "checkpoints").glob("*.tmp"))
+
+
+TRAIN_REFUSED = {
+    "a prompt beyond the context": (["--dataset", "LONG", "--steps", "1", "--no-eval"], "context"),
+    "a completion beyond the context": (["--completion-len", "600", "--steps", "1"], "context"),
+    "a budget without a step": (["--budget", "1500"], "buys no step"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TRAIN_REFUSED))
+def test_a_run_that_cannot_work_is_refused_before_it_starts(tmp_path, case):
+    pytest.importorskip("torch")
+    long = tmp_path / "long.jsonl"
+    long.write_text(json.dumps({"prompt": "1" * 2000, "answer": "1"}) + "\n")
+    args = [str(long) if a == "LONG" else a for a in TRAIN_REFUSED[case][0]]
+    one_line_error(cli("train", "--out", str(tmp_path / "run"), *args, "--no-progress"), TRAIN_REFUSED[case][1])
+    assert not (tmp_path / "run" / "checkpoints").exists()
