@@ -1,10 +1,12 @@
-"""Architecture specs: the Qwen2.5 registry and loading of Hugging Face ``config.json`` files.
+"""Architecture specs: the registry and loading of Hugging Face ``config.json`` files.
 
 An :class:`ArchSpec` holds exactly the shapes that decide how many FLOPs a decoder-only transformer executes,
-plus what is needed to count its parameters. It never imports torch.
+plus what is needed to count its parameters. It never imports torch. A mixture-of-experts model carries its
+sparse block as :class:`flopplan.moe.MoE` in place of the dense MLP.
 
-Registry values are those of the public Hugging Face ``config.json`` files of the Qwen2.5 family (also Table 1
-of the Qwen2.5 technical report, arXiv:2412.15115); the parameter counts they give equal the safetensors totals.
+Registry values are those of the public Hugging Face ``config.json`` files: the Qwen2.5 family (also Table 1 of the
+Qwen2.5 technical report, arXiv:2412.15115; the parameter counts they give equal the safetensors totals), and the
+Qwen3 dense and MoE, Qwen2-MoE, Mixtral and Llama 3.x entries of :mod:`flopplan.catalog`.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from flopplan import catalog, hub
 from flopplan.errors import UserError
 from flopplan.fileio import read_json
+from flopplan.moe import MOE_MODEL_TYPES, MoE, moe_from_config
 
 LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 """The seven linear projections of a decoder layer, in the order a layer executes them."""
@@ -86,6 +90,7 @@ class ArchSpec:
     rope_theta: float | None = None
     sliding_window: int | None = None
     source: str = "registry"
+    moe: MoE | None = None
 
     def __post_init__(self) -> None:
         for key in ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
@@ -117,14 +122,24 @@ class ArchSpec:
         return self.head.layers
 
     def projection_shapes(self) -> dict[str, tuple[int, int]]:
-        """(in_features, out_features) of each of the seven linear projections of one decoder layer."""
-        return projection_shapes(self.hidden_size, self.q_dim, self.kv_dim, self.intermediate_size)
+        """(in_features, out_features) of each linear projection module of one decoder layer: the seven of a dense
+        layer; in an MoE layer the four attention projections and the shared expert's three, if any (the routed
+        experts are 3-D parameters, not modules)."""
+        if self.moe is None:
+            return projection_shapes(self.hidden_size, self.q_dim, self.kv_dim, self.intermediate_size)
+        shapes = projection_shapes(self.hidden_size, self.q_dim, self.kv_dim, self.moe.shared_intermediate)
+        if not self.moe.shared_intermediate:
+            for name in ("gate_proj", "up_proj", "down_proj"):
+                del shapes[name]
+        return shapes
 
     # -- parameter counts -------------------------------------------------------------------------------------
     def layer_params(self) -> int:
-        """Parameters of one decoder layer: seven projections, their biases, two RMSNorms, optional q/k norms."""
+        """Parameters of one decoder layer: its projections (and MoE block), biases, two RMSNorms, q/k norms."""
         shapes = self.projection_shapes()
         weights = sum(n_in * n_out for n_in, n_out in shapes.values())
+        if self.moe is not None:  # the shared expert is in ``shapes`` already
+            weights += self.moe.params(self.hidden_size) - 3 * self.hidden_size * self.moe.shared_intermediate
         biases = 0
         if self.qkv_bias:
             biases += self.q_dim + 2 * self.kv_dim
@@ -151,6 +166,15 @@ class ArchSpec:
         """All parameters, counted once (a tied LM head shares the embedding table)."""
         return self.params_non_embedding + self.embedding_params() + (
             self.head_params() if self.head.kind == "lm" else 0)
+
+    @property
+    def params_active(self) -> int:
+        """Parameters one token goes through (:attr:`params` for a dense model; an MoE token skips the experts
+        the router did not choose)."""
+        if self.moe is None:
+            return self.params
+        h, moe = self.hidden_size, self.moe
+        return self.params - self.num_layers * (moe.experts - moe.top_k) * moe.expert_params(h)
 
     @property
     def params_non_embedding(self) -> int:
@@ -180,7 +204,9 @@ class ArchSpec:
             "max_position_embeddings": self.max_position_embeddings,
             "rope_theta": self.rope_theta,
             "sliding_window": self.sliding_window,
+            "moe": self.moe.describe() if self.moe is not None else None,
             "params": self.params,
+            "params_active": self.params_active,
             "params_non_embedding": self.params_non_embedding,
             "source": self.source,
         }
@@ -239,24 +265,36 @@ QWEN25_SIZES: tuple[str, ...] = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "
 _ALIASES = {name.replace("qwen2.5-", "qwen2.5/"): name for name in REGISTRY}
 
 
+def _registry_key(text: str) -> str | None:
+    """The registry name of ``text``: itself, an alias, or the name part of a Hub id, with or without -Instruct."""
+    key = text.strip().lower()
+    for candidate in (key, key.removesuffix("-instruct")):
+        for name in (candidate, candidate.rsplit("/", 1)[-1]):  # the organisation does not change the shapes
+            name = _ALIASES.get(name, name)
+            if name in REGISTRY:
+                return name
+    return None
+
+
 def resolve(name_or_path: str) -> ArchSpec:
-    """A registry name (case-insensitive, ``Qwen/Qwen2.5-7B`` style accepted) or a config.json file or folder."""
-    key = name_or_path.strip().lower()
-    key = key.removeprefix("qwen/")
-    for suffix in ("-instruct",):
-        key = key.removesuffix(suffix)
-    key = _ALIASES.get(key, key)
-    if key in REGISTRY:
+    """A registry name or Hub id (case-insensitive: ``qwen2.5-7b``, ``Qwen/Qwen2.5-7B-Instruct``,
+    ``Qwen/Qwen3-30B-A3B``), a config.json file or folder, or another Hub id through :mod:`flopplan.hub` (the
+    local Hugging Face cache, else a download of config.json alone)."""
+    key = _registry_key(name_or_path)
+    if key is not None:
         return REGISTRY[key]
     path = Path(name_or_path)
+    if not path.exists() and hub.is_repo_id(name_or_path):
+        return load_config(hub.config_path(name_or_path), name=name_or_path.rsplit("/", 1)[-1].lower())
     if path.exists() or name_or_path.endswith(".json") or "/" in name_or_path:
         return load_config(path)
-    raise UserError(f"unknown model {name_or_path!r}: use one of {', '.join(REGISTRY)} or a path to a config.json")
+    raise UserError(f"unknown model {name_or_path!r}: use one of {', '.join(REGISTRY)}, a Hub id ORG/NAME "
+                    "or a path to a config.json")
 
 
 # -- Hugging Face config.json ---------------------------------------------------------------------------------
 
-SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "llama", "mistral")
+SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "llama", "mistral", *MOE_MODEL_TYPES)
 _MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size", "num_experts_per_tok")
 
 
@@ -264,8 +302,8 @@ def load_config(path: str | Path, name: str | None = None) -> ArchSpec:
     """Load a Hugging Face ``config.json`` (or a folder holding one) of a supported decoder-only model.
 
     Refuses, with a :class:`UserError` naming the reason, anything whose FLOPs this model would get wrong:
-    mixture-of-experts, encoder-decoder, layers with mixed sliding-window/full attention, unknown model types,
-    and configs missing a size key.
+    mixture-of-experts models other than Qwen3-MoE, Qwen2-MoE and Mixtral, encoder-decoder, layers with mixed
+    sliding-window/full attention, unknown model types, and configs missing a size key.
     """
     path = Path(path)
     file = path / "config.json" if path.is_dir() else path
@@ -285,15 +323,19 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
     if cfg.get("is_encoder_decoder"):
         raise UserError(f"{where}: encoder-decoder models are not supported (decoder-only only)")
     model_type = cfg.get("model_type")
-    moe = [key for key in _MOE_KEYS if cfg.get(key)]
-    if moe or (isinstance(model_type, str) and ("moe" in model_type or model_type in ("mixtral", "deepseek_v3"))):
-        raise UserError(f"{where}: mixture-of-experts models are not supported "
-                        f"(model_type {model_type!r}{', ' + moe[0] if moe else ''})")
+    moe_keys = [key for key in _MOE_KEYS if cfg.get(key)]
+    moe: MoE | None = None
+    if isinstance(model_type, str) and model_type in MOE_MODEL_TYPES:
+        moe = moe_from_config(cfg, model_type, where)
+    elif moe_keys or ((isinstance(model_type, str) and "moe" in model_type) or model_type == "deepseek_v3"):
+        raise UserError(f"{where}: mixture-of-experts model_type {model_type!r} is not supported "
+                        f"(supported: {', '.join(MOE_MODEL_TYPES)})")
     if "text_config" in cfg or "vision_config" in cfg:
         raise UserError(f"{where}: multimodal configs are not supported (text decoder only)")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise UserError(f"{where}: model_type {model_type!r} is not supported "
                         f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
+    base = MOE_MODEL_TYPES.get(model_type, model_type)  # the dense family whose attention an MoE model shares
     required = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
     missing = [key for key in required if cfg.get(key) is None]  # absent or null
     if missing:
@@ -317,14 +359,14 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
         head_dim = hidden // heads
     if heads % kv_heads:
         raise UserError(f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}")
-    sliding_window = _uniform_sliding_window(cfg, model_type, where)
+    sliding_window = _uniform_sliding_window(cfg, base, where)
     attention_bias = bool(cfg.get("attention_bias", False))
     bias = {
-        "qwen2": (True, False, False),
+        "qwen2": (bool(cfg.get("qkv_bias", True)), False, False),
         "qwen3": (attention_bias, attention_bias, False),
         "llama": (attention_bias, attention_bias, bool(cfg.get("mlp_bias", False))),
         "mistral": (False, False, False),
-    }[model_type]
+    }[base]
     head = _head_from_config(cfg, hidden, where)
     rope = cfg.get("rope_theta")
     if rope is None and isinstance(cfg.get("rope_parameters"), dict):
@@ -334,10 +376,10 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
             name=name, hidden_size=hidden, intermediate_size=sizes["intermediate_size"],
             num_layers=sizes["num_hidden_layers"], num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
             vocab_size=sizes["vocab_size"], tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            family=model_type, qkv_bias=bias[0], o_bias=bias[1], mlp_bias=bias[2], qk_norm=model_type == "qwen3",
+            family=model_type, qkv_bias=bias[0], o_bias=bias[1], mlp_bias=bias[2], qk_norm=base == "qwen3",
             head=head, max_position_embeddings=cfg.get("max_position_embeddings"),
             rope_theta=float(rope) if isinstance(rope, (int, float)) else None,
-            sliding_window=sliding_window, source=source)
+            sliding_window=sliding_window, source=source, moe=moe)
     except ValueError as exc:
         raise UserError(f"{where}: {exc}") from None
 
@@ -369,6 +411,10 @@ def _uniform_sliding_window(cfg: dict[str, Any], model_type: str, where: str) ->
         return None
     if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
         raise UserError(f"{where}: sliding_window must be a positive integer or null, not {window!r}")
+    context = cfg.get("max_position_embeddings")
+    if isinstance(context, int) and not isinstance(context, bool) and window > context:
+        raise UserError(f"{where}: sliding_window {window} is larger than the context "
+                        f"(max_position_embeddings {context}): it never applies; set it to null")
     return window
 
 
@@ -398,3 +444,7 @@ def with_head(spec: ArchSpec, head: Head, name: str | None = None) -> ArchSpec:
 def orm_head(spec: ArchSpec, labels: int = 1) -> Head:
     """The score head of ``AutoModelForSequenceClassification``: one bias-free ``hidden -> labels`` layer."""
     return Head("score", (HeadLayer(spec.hidden_size, labels, False),))
+
+
+REGISTRY.update({catalog.registry_name(repo): spec_from_config(cfg, catalog.registry_name(repo), source="registry")
+                 for repo, cfg in catalog.CONFIGS.items()})

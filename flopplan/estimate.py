@@ -77,11 +77,21 @@ def logit_positions(spec: ArchSpec, logits: str | int | None, seq: int) -> int:
     return logits
 
 
-def check_window(spec: ArchSpec, keys: int) -> None:
-    """Refuse KV-cache phases that would outgrow a sliding window (windowed caches are not modelled)."""
-    if spec.sliding_window is not None and keys > spec.sliding_window:
-        raise UserError(f"{spec.name} has a sliding window of {spec.sliding_window} tokens; a KV cache of {keys} "
-                        "tokens would be truncated, which flopplan does not model")
+def window_note(spec: ArchSpec, req: EstimateRequest) -> str | None:
+    """What a request whose sequences outgrow the model's sliding window counts there, or None."""
+    window = spec.sliding_window
+    longest = {"forward": req.seq, "train": req.seq, "decode": (req.context or 0) + 1,
+               "generate": (req.prompt or 0) + (req.completion or 0) - 1}[req.phase] or 0
+    if window is None or longest <= window:
+        return None
+    parts = []
+    if req.phase != "decode":
+        parts.append("a prefill counts only the pairs within it (--window windowed)" if req.conventions.window
+                     == "windowed" else "a prefill counts the full masked score matrix (eager; --window windowed: "
+                     "only the pairs within it)")
+    if req.phase in ("decode", "generate"):
+        parts.append(f"a decode step attends to the last {window} keys (transformers' sliding cache)")
+    return f"{longest} tokens cross {spec.name}'s sliding window of {window}: {'; '.join(parts)}"
 
 
 def validate(spec: ArchSpec, req: EstimateRequest) -> None:
@@ -104,15 +114,18 @@ def validate(spec: ArchSpec, req: EstimateRequest) -> None:
     _check_size("context", req.context, minimum=0)  # an empty cache is a valid decode step
     if spec.head.kind == "score" and req.phase in ("decode", "generate"):
         raise UserError(f"{spec.name} has a score head and does not generate: use --phase forward")
-    if req.phase == "decode" and req.context is not None:
-        check_window(spec, req.context + 1)
-    if req.phase == "generate" and req.prompt is not None and req.completion is not None:
-        check_window(spec, req.prompt + req.completion - 1)
 
 
 def estimate(spec: ArchSpec, req: EstimateRequest) -> Breakdown:
     """The exact FLOP breakdown of the requested phase."""
     validate(spec, req)
+    try:  # bad checkpointing options, or LoRA the experts implementation cannot run (the eager loop)
+        return _breakdown(spec, req)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _breakdown(spec: ArchSpec, req: EstimateRequest) -> Breakdown:
     conv = req.conventions
     if req.phase == "forward":
         assert req.seq is not None
@@ -124,10 +137,7 @@ def estimate(spec: ArchSpec, req: EstimateRequest) -> Breakdown:
         assert req.prompt is not None and req.completion is not None
         return generate_flops(spec, req.batch, req.prompt, req.completion, req.lora, conv)
     assert req.seq is not None
-    try:
-        training = Training(req.lora, req.checkpointing, req.input_grads)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+    training = Training(req.lora, req.checkpointing, req.input_grads)
     return train_flops(spec, req.batch, req.seq, logit_positions(spec, req.logits, req.seq), training, conv)
 
 
@@ -161,5 +171,8 @@ def result_json(spec: ArchSpec, req: EstimateRequest, terms: Breakdown) -> dict[
         },
         "conventions": {"attention": req.conventions.attention,
                         "attention_kernel": req.conventions.attention_kernel,
+                        **({"experts": req.conventions.experts} if spec.moe is not None else {}),
+                        **({"window": req.conventions.window} if spec.sliding_window is not None else {}),
                         "flop": "2 per multiply-add (FlopCounterMode)"},
+        **({"notes": [note]} if (note := window_note(spec, req)) else {}),
     }

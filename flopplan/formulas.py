@@ -28,6 +28,17 @@ Conventions (each is a :class:`Conventions` field, documented in the README):
   (dgrad, no wgrad); an op none of whose inputs needs a gradient has no backward at all. Under LoRA the layers
   before the first trainable module see inputs that need no gradient, unless the embedding output is made to
   require one (``input_requires_grad``, which transformers turns on with gradient checkpointing).
+* Mixture-of-experts layers (:mod:`flopplan.moe`): the router runs on every token, the routed experts on
+  ``tokens * top_k`` token-expert pairs (``routed_pairs``; the routing decides only how those rows split between
+  experts), the shared expert and its gate (Qwen2-MoE) on every token. ``experts`` names transformers' experts
+  implementation (default ``grouped_mm``, transformers' own); all three execute the same matmuls. LoRA targets
+  name modules: in an MoE layer ``gate_proj``/``up_proj``/``down_proj`` are the shared expert's, and the routed
+  experts (3-D parameters) carry no adapter.
+* A sliding window of ``w`` keys (Mistral): a decode step attends to at most ``w`` keys, since transformers' sliding
+  cache keeps the last ``w - 1`` tokens, whatever the kernel. In a prefill, ``window="masked"`` (default) counts
+  what the attention convention counts, as eager attention computes the full score matrix and masks it;
+  ``"windowed"`` leaves out the pairs beyond the window (query ``i`` and key ``j`` with ``i - j >= w``), which a
+  windowed SDPA/flash kernel never computes.
 * Gradient checkpointing re-runs each decoder layer's forward during backward. Non-reentrant checkpointing (the
   transformers 5 default) stops the re-run as soon as the last tensor the backward needs is recomputed, so the
   final matmul of the layer, whose inputs are saved before it runs, is not re-executed. Reentrant checkpointing
@@ -41,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flopplan.arch import LORA_TARGETS
+from flopplan.moe import EXPERTS_IMPLEMENTATIONS, expert_lora_targets, routed_pairs
 
 Num = Any
 """A count: a Python int (exact), a numpy array (a grid) or a sympy expression (a formula)."""
@@ -76,6 +88,7 @@ def matmul_flops(rows: Num, n_in: Num, n_out: Num) -> Num:
 
 ATTENTION_CONVENTIONS = ("dense", "causal")
 ATTENTION_KERNELS = ("eager", "sdpa")
+WINDOW_CONVENTIONS = ("masked", "windowed")
 CHECKPOINTING = ("none", "non-reentrant", "reentrant")
 
 
@@ -85,8 +98,14 @@ class Conventions:
 
     attention: str = "dense"
     attention_kernel: str = "eager"
+    experts: str = "grouped_mm"
+    window: str = "masked"
 
     def __post_init__(self) -> None:
+        if self.window not in WINDOW_CONVENTIONS:
+            raise ValueError(f"window convention must be one of {WINDOW_CONVENTIONS}, not {self.window!r}")
+        if self.experts not in EXPERTS_IMPLEMENTATIONS:
+            raise ValueError(f"experts implementation must be one of {EXPERTS_IMPLEMENTATIONS}, not {self.experts!r}")
         if self.attention not in ATTENTION_CONVENTIONS:
             raise ValueError(f"attention convention must be one of {ATTENTION_CONVENTIONS}, not {self.attention!r}")
         if self.attention_kernel not in ATTENTION_KERNELS:
@@ -159,18 +178,31 @@ def prefill_pairs(seq: Num, causal: bool = False) -> Num:
     return seq * seq
 
 
-def decode_pairs(context: Num) -> Num:
-    """Query-key pairs of one decode step with ``context`` tokens cached: the new token attends to context + 1."""
-    return context + 1
+def beyond_window(seq: Num, window: int | None) -> Num:
+    """Pairs of a ``seq``-token prefill outside a sliding window (query ``i``, key ``j <= i - window``):
+    ``(seq - window) * (seq - window + 1) / 2``; 0 without a window or within it."""
+    if window is None or seq <= window:
+        return 0
+    return half((seq - window) * (seq - window + 1))
 
 
-def decode_pairs_sum(prompt: Num, steps: Num) -> Num:
+def decode_pairs(context: Num, window: int | None = None) -> Num:
+    """Query-key pairs of one decode step with ``context`` tokens cached: the new token attends to context + 1
+    (at most ``window``: the sliding cache keeps the last ``window - 1`` tokens)."""
+    return context + 1 if window is None else min(context + 1, window)
+
+
+def decode_pairs_sum(prompt: Num, steps: Num, window: int | None = None) -> Num:
     """Pairs of ``steps`` consecutive decode steps after a ``prompt``-token prefill.
 
     Step j (0-based) has ``prompt + j`` tokens cached and attends to ``prompt + j + 1`` keys, so the sum is
-    ``steps*(prompt+1) + steps*(steps-1)/2``, an arithmetic series in closed form.
+    ``steps*(prompt+1) + steps*(steps-1)/2``, an arithmetic series in closed form. With a sliding window the
+    steps from the one that reaches ``window`` keys on attend to ``window`` keys each.
     """
-    return steps * (prompt + 1) + half(steps * (steps - 1))
+    if window is None or prompt + steps <= window:
+        return steps * (prompt + 1) + half(steps * (steps - 1))
+    below = max(0, window - prompt - 1)  # steps with fewer than `window` keys
+    return decode_pairs_sum(prompt, below) + (steps - below) * window
 
 
 @dataclass(frozen=True)
@@ -188,17 +220,22 @@ class Pass:
         return Pass(self.tokens * factor, self.pairs * factor, self.positions * factor)
 
 
-def forward_pass(batch: Num, seq: Num, logits: Num, conv: Conventions = Conventions()) -> Pass:
+def forward_pass(batch: Num, seq: Num, logits: Num, conv: Conventions = Conventions(),
+                 window: int | None = None) -> Pass:
     """``batch`` sequences of ``seq`` tokens with the head applied to the last ``logits`` positions of each."""
-    return Pass(batch * seq, batch * prefill_pairs(seq, conv.causal), batch * logits)
+    pairs = prefill_pairs(seq, conv.causal)
+    if conv.window == "windowed":
+        pairs = pairs - beyond_window(seq, window)
+    return Pass(batch * seq, batch * pairs, batch * logits)
 
 
-def decode_pass(batch: Num, context: Num) -> Pass:
+def decode_pass(batch: Num, context: Num, window: int | None = None) -> Pass:
     """One decode step of ``batch`` sequences with ``context`` tokens in the KV cache."""
-    return Pass(batch, batch * decode_pairs(context), batch)
+    return Pass(batch, batch * decode_pairs(context, window), batch)
 
 
-def generate_passes(batch: Num, prompt: Num, completion: Num, conv: Conventions = Conventions()) -> dict[str, Pass]:
+def generate_passes(batch: Num, prompt: Num, completion: Num, conv: Conventions = Conventions(),
+                    window: int | None = None) -> dict[str, Pass]:
     """transformers ``generate`` of ``completion`` new tokens after a ``prompt``-token prompt (no early stop).
 
     The prefill runs the whole prompt with logits for the last position only (``logits_to_keep=1``) and yields
@@ -206,15 +243,16 @@ def generate_passes(batch: Num, prompt: Num, completion: Num, conv: Conventions 
     """
     steps = completion - 1
     return {
-        "prefill": forward_pass(batch, prompt, 1, conv),
-        "decode": Pass(batch * steps, batch * decode_pairs_sum(prompt, steps), batch * steps),
+        "prefill": forward_pass(batch, prompt, 1, conv, window),
+        "decode": Pass(batch * steps, batch * decode_pairs_sum(prompt, steps, window), batch * steps),
     }
 
 
 def kv_cache_elements(arch: Any, batch: Num, context: Num) -> Num:
     """Elements a decode step reads from the KV cache: keys and values of ``context + 1`` positions (the cached
-    tokens and the new one) in every layer, ``batch * (context + 1) * 2 * layers * kv_dim``."""
-    return batch * (context + 1) * (2 * arch.num_layers * arch.kv_dim)
+    tokens and the new one, at most a sliding window's) in every layer, ``batch * (context + 1) * 2 * layers *
+    kv_dim``."""
+    return batch * decode_pairs(context, _window(arch)) * (2 * arch.num_layers * arch.kv_dim)
 
 
 def is_attention_term(term: str) -> bool:
@@ -283,6 +321,7 @@ class _LayerBuilder:
     lora: LoRA | None
     trains_weights: bool
     kernel: str
+    experts: str = "grouped_mm"
     ops: list[_Op] = field(default_factory=list)
 
     def linear(self, name: str, x_rg: bool) -> bool:
@@ -312,17 +351,62 @@ class _LayerBuilder:
             self.ops.append(_Op("attn_values", one, (("probs", q_rg or k_rg), ("v", v_rg))))
         return q_rg or k_rg or v_rg
 
+    def matmul(self, term: str, rows: Num, n_in: Num, n_out: Num, x_rg: bool, w_rg: bool | None = None) -> bool:
+        """A matmul with a weight trained under full fine-tuning (or ``w_rg``); whether its output needs grad."""
+        w_rg = self.trains_weights if w_rg is None else w_rg
+        self.ops.append(_Op(term, matmul_flops(rows, n_in, n_out), (("dgrad", x_rg), ("wgrad", w_rg))))
+        return x_rg or w_rg
+
+    def expert_adapter(self, term: str, rank: Num, n_in: Num, n_out: Num) -> bool:
+        """peft's LoRA on a 3-D expert parameter (``ParamWrapper``): a forward forms ``W + s * B @ A`` for every
+        expert with one batched matmul (``experts x n_out x rank x n_in``), twice, since torch's
+        ``register_parametrization`` evaluates it once to check its shape; backward gives A and B their gradients
+        and the expert matmuls a weight gradient (the merged weight needs one)."""
+        flops = matmul_flops(self.arch.moe.experts * n_out, rank, n_in)
+        self.ops.append(_Op(f"{term}.lora_check", flops))
+        self.ops.append(_Op(f"{term}.lora", flops, (("lora_a.wgrad", True), ("lora_b.wgrad", True))))
+        return True
+
+    def moe_block(self, x_rg: bool) -> None:
+        """An MoE block in transformers' order: (shared expert,) router, routed experts, (shared-expert gate).
+
+        LoRA targets: see :data:`flopplan.moe.PEFT_EXPERT_LORA_FAMILIES` for when the routed experts get adapters."""
+        moe, h = self.arch.moe, self.arch.hidden_size
+        if moe.shared_intermediate:  # the shared expert is a gated MLP module, like a dense layer's
+            gate = self.linear("gate_proj", x_rg)
+            up = self.linear("up_proj", x_rg)
+            self.linear("down_proj", gate or up)
+        self.matmul("router", self.tokens, h, moe.experts, x_rg)
+        pairs = routed_pairs(self.tokens, moe.top_k)
+        width = moe.expert_intermediate
+        adapted = expert_lora_targets(self.arch.family, self.lora.targets if self.lora is not None else ())
+        if adapted and self.experts == "eager":
+            raise ValueError("LoRA on routed experts under the eager experts loop recomputes the adapter once per "
+                             "expert that receives tokens, which depends on the routing: use batched_mm or grouped_mm")
+        rank = self.lora.rank if self.lora is not None else 0
+        gate_up_w = self.expert_adapter("experts.gate_up_proj", 2 * rank, h, 2 * width) \
+            if "gate_up_proj" in adapted else self.trains_weights
+        down_w = self.expert_adapter("experts.down_proj", rank, width, h) \
+            if "down_proj" in adapted else self.trains_weights
+        gate_up = self.matmul("experts.gate_up_proj", pairs, h, 2 * width, x_rg, gate_up_w)
+        self.matmul("experts.down_proj", pairs, width, h, gate_up, down_w)
+        if moe.shared_gate:
+            self.matmul("shared_expert_gate", self.tokens, h, 1, x_rg)
+
 
 def _layer_ops(arch: Any, tokens: Num, pairs: Num, lora: LoRA | None, trains_weights: bool, input_rg: bool,
-               kernel: str) -> list[_Op]:
+               kernel: str, experts: str = "grouped_mm") -> list[_Op]:
     """The matmuls of one decoder layer in execution order, with gradient needs propagated from the input."""
-    b = _LayerBuilder(arch, tokens, pairs, lora, trains_weights, kernel)
+    b = _LayerBuilder(arch, tokens, pairs, lora, trains_weights, kernel, experts)
     q = b.linear("q_proj", input_rg)
     k = b.linear("k_proj", input_rg)
     v = b.linear("v_proj", input_rg)
     context = b.attention(q, k, v)
     attn_out = b.linear("o_proj", context)
     mlp_in = input_rg or attn_out  # residual add
+    if getattr(arch, "moe", None) is not None:
+        b.moe_block(mlp_in)
+        return b.ops
     gate = b.linear("gate_proj", mlp_in)
     up = b.linear("up_proj", mlp_in)
     b.linear("down_proj", gate or up)
@@ -352,14 +436,16 @@ def _backward_terms(ops: Iterable[_Op], out: Breakdown, times: Num = 1) -> None:
                 out.add(f"backward/{op.term}.{label}", op.flops * times)
 
 
-def _recomputed(ops: list[_Op], checkpointing: str) -> list[_Op]:
+def _recomputed(ops: list[_Op], checkpointing: str, moe: bool = False) -> list[_Op]:
     """The ops a checkpointed layer re-runs in backward.
 
     Non-reentrant checkpointing stops at the pack hook of the last saved tensor. The layer's last matmul (the
     down projection, or the LoRA B matrix of the down projection) saves its inputs before its kernel runs, and
-    everything after it (the LoRA scaling, the residual add) saves nothing, so that matmul is not re-run.
+    everything after it (the LoRA scaling, the residual add) saves nothing, so that matmul is not re-run. An MoE
+    layer instead ends by multiplying the experts' output by the routing weights (and the shared expert's by its
+    sigmoid gate), which saves that output: every matmul is re-run.
     """
-    if checkpointing == "reentrant":
+    if checkpointing == "reentrant" or moe:
         return ops
     return ops[:-1]
 
@@ -367,7 +453,7 @@ def _recomputed(ops: list[_Op], checkpointing: str) -> list[_Op]:
 def pass_terms(arch: Any, p: Pass, lora: LoRA | None = None, conv: Conventions = Conventions()) -> Breakdown:
     """Forward FLOPs of a pass, by term. LoRA adapters, when given, are active (not merged)."""
     out = Breakdown()
-    _forward_terms(_layer_ops(arch, p.tokens, p.pairs, lora, False, False, conv.attention_kernel), out,
+    _forward_terms(_layer_ops(arch, p.tokens, p.pairs, lora, False, False, conv.attention_kernel, conv.experts), out,
                    times=arch.num_layers)
     _forward_terms(_head_ops(arch, p.positions, False), out)
     return out
@@ -384,11 +470,11 @@ def train_terms(arch: Any, p: Pass, training: Training = FULL, conv: Conventions
     kernel = conv.attention_kernel
     L = arch.num_layers
     out = Breakdown()
-    rest = _layer_ops(arch, p.tokens, p.pairs, training.lora, full, True, kernel)
+    rest = _layer_ops(arch, p.tokens, p.pairs, training.lora, full, True, kernel, conv.experts)
     if first_rg:
         layers = [(rest, L)]
     else:
-        first = _layer_ops(arch, p.tokens, p.pairs, training.lora, full, False, kernel)
+        first = _layer_ops(arch, p.tokens, p.pairs, training.lora, full, False, kernel, conv.experts)
         layers = [(first, 1), (rest, L - 1)]
     head = _head_ops(arch, p.positions, full)
     for ops, times in layers:
@@ -399,7 +485,8 @@ def train_terms(arch: Any, p: Pass, training: Training = FULL, conv: Conventions
     _backward_terms(head, out)
     if training.checkpointing != "none":
         for ops, times in layers:
-            _forward_terms(_recomputed(ops, training.checkpointing), out, "recompute/", times)
+            moe = getattr(arch, "moe", None) is not None
+            _forward_terms(_recomputed(ops, training.checkpointing, moe), out, "recompute/", times)
     if training.head_recompute:
         # TRL's ChunkedLogProbFunction keeps no logits: its backward recomputes each logit tile with the head's
         # forward matmul before it forms the input (and, under full fine-tuning, the weight) gradient.
@@ -412,23 +499,27 @@ def train_terms(arch: Any, p: Pass, training: Training = FULL, conv: Conventions
 def forward_flops(arch: Any, batch: Num, seq: Num, logits: Num, lora: LoRA | None = None,
                   conv: Conventions = Conventions()) -> Breakdown:
     """A forward over ``batch`` x ``seq`` tokens with the head on the last ``logits`` positions per sequence."""
-    return pass_terms(arch, forward_pass(batch, seq, logits, conv), lora, conv)
+    return pass_terms(arch, forward_pass(batch, seq, logits, conv, _window(arch)), lora, conv)
 
 
 def decode_flops(arch: Any, batch: Num, context: Num, lora: LoRA | None = None,
                  conv: Conventions = Conventions()) -> Breakdown:
     """One decode step of ``batch`` sequences with ``context`` tokens in the KV cache."""
-    return pass_terms(arch, decode_pass(batch, context), lora, conv)
+    return pass_terms(arch, decode_pass(batch, context, _window(arch)), lora, conv)
 
 
 def generate_flops(arch: Any, batch: Num, prompt: Num, completion: Num, lora: LoRA | None = None,
                    conv: Conventions = Conventions()) -> Breakdown:
     """transformers ``generate``: prefill (``prefill/`` terms) and ``completion - 1`` decode steps (``decode/``)."""
     return Breakdown.combine(pass_terms(arch, p, lora, conv).prefixed(name)
-                             for name, p in generate_passes(batch, prompt, completion, conv).items())
+                             for name, p in generate_passes(batch, prompt, completion, conv, _window(arch)).items())
 
 
 def train_flops(arch: Any, batch: Num, seq: Num, logits: Num, training: Training = FULL,
                 conv: Conventions = Conventions()) -> Breakdown:
     """Forward + backward of ``batch`` x ``seq`` tokens with the loss on the last ``logits`` positions."""
-    return train_terms(arch, forward_pass(batch, seq, logits, conv), training, conv)
+    return train_terms(arch, forward_pass(batch, seq, logits, conv, _window(arch)), training, conv)
+
+
+def _window(arch: Any) -> int | None:
+    return getattr(arch, "sliding_window", None)

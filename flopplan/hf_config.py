@@ -9,13 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 from flopplan.arch import ArchSpec
+from flopplan.moe import MOE_MODEL_TYPES, moe_config
 
-_ARCHITECTURES = {"qwen2": "Qwen2", "qwen3": "Qwen3", "llama": "Llama", "mistral": "Mistral"}
+_ARCHITECTURES = {"qwen2": "Qwen2", "qwen3": "Qwen3", "llama": "Llama", "mistral": "Mistral",
+                  "qwen3_moe": "Qwen3Moe", "qwen2_moe": "Qwen2Moe", "mixtral": "Mixtral"}
 
 
 def to_hf_config(spec: ArchSpec) -> dict[str, Any]:
-    """The config.json of the spec's architecture (sizes, biases, head, window)."""
+    """The config.json of the spec's architecture (sizes, biases, head, window, MoE block)."""
     prefix = _ARCHITECTURES[spec.family]
+    base = MOE_MODEL_TYPES.get(spec.family, spec.family)  # an MoE family's attention is its dense family's
     if spec.head.kind == "lm":
         architecture = f"{prefix}ForCausalLM"
     elif len(spec.head.layers) == 1 and not spec.head.layers[0].bias:
@@ -37,18 +40,22 @@ def to_hf_config(spec: ArchSpec) -> dict[str, Any]:
         "max_position_embeddings": spec.max_position_embeddings or 32768,
         "rope_theta": spec.rope_theta or 1e6,
     }
-    if spec.family != "qwen2" or spec.head_dim * spec.num_heads != spec.hidden_size:
+    if base != "qwen2" or spec.head_dim * spec.num_heads != spec.hidden_size:
         cfg["head_dim"] = spec.head_dim
-    if spec.family in ("qwen3", "llama"):
+    if base in ("qwen3", "llama"):
         cfg["attention_bias"] = spec.qkv_bias
-    if spec.family == "llama":
+    if base == "llama":
         cfg["mlp_bias"] = spec.mlp_bias
-    if spec.family in ("qwen2", "qwen3"):
+    if base in ("qwen2", "qwen3"):
         cfg["use_sliding_window"] = spec.sliding_window is not None
         cfg["sliding_window"] = spec.sliding_window
         cfg["max_window_layers"] = spec.num_layers
-    if spec.family == "mistral":
+    if base == "mistral":
         cfg["sliding_window"] = spec.sliding_window
+    if base == "qwen2" and spec.moe is not None:
+        cfg["qkv_bias"] = spec.qkv_bias
+    if spec.moe is not None:
+        cfg.update(moe_config(spec.moe, spec.family))
     if spec.head.kind == "score":
         cfg["num_labels"] = spec.head.layers[-1].out_features
     return cfg

@@ -4,10 +4,12 @@ that need root; the time model's tiny recipe and profiles."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +33,39 @@ marked slow and run in `make test`, not in `make test-fast`."""
 def marked_slow_if_large(params: int, *values: object) -> object:
     """A pytest case of ``values``, marked slow when its model has at least :data:`SLOW_FROM_PARAMS` parameters."""
     return pytest.param(*values, marks=pytest.mark.slow) if params >= SLOW_FROM_PARAMS else pytest.param(*values)
+
+
+TINY_PARAMS = 10**8
+"""Models this small (the trainer's tiny family) cost milliseconds to count: always in the fast tier."""
+SIZES = ("name", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
+         "vocab_size", "max_position_embeddings", "rope_theta", "source")
+
+
+def structure(spec: Any) -> tuple:
+    """What decides which ops an ArchSpec's model runs (so which of flopplan's terms a count exercises): every field
+    but the sizes and names (family, biases, tied embeddings, QK-norm, sliding window), the head's kind, the MoE
+    block's flags, and whether attention is grouped."""
+    flags = tuple((f.name, getattr(spec, f.name)) for f in dataclasses.fields(spec)
+                  if f.name not in SIZES and f.name not in ("head", "moe"))
+    moe = spec.moe and (spec.moe.top_k > 1, spec.moe.shared_intermediate > 0, spec.moe.shared_gate)
+    return (*flags, spec.head.kind, moe, spec.num_kv_heads < spec.num_heads)
+
+
+def tiered(specs: Iterable[tuple[Any, tuple]]) -> list:
+    """pytest cases from ``(spec, values)`` pairs: the large-model rule (:func:`marked_slow_if_large`), and a model
+    of a :func:`structure` that a smaller one (not tiny) already counts in the fast tier is marked slow too: the same
+    ops at other sizes, which `make test` counts and `make test-fast` counts once."""
+    pairs = list(specs)
+    smallest: dict[tuple, int] = {}
+    for spec, _ in pairs:
+        if TINY_PARAMS <= spec.params < SLOW_FROM_PARAMS:
+            key = structure(spec)
+            smallest[key] = min(smallest.get(key, spec.params), spec.params)
+    cases = []
+    for spec, values in pairs:
+        fast = spec.params < TINY_PARAMS or smallest.get(structure(spec)) == spec.params
+        cases.append(marked_slow_if_large(spec.params if fast else SLOW_FROM_PARAMS, *values))
+    return cases
 
 
 @dataclass

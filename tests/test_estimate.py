@@ -121,13 +121,14 @@ BAD = {
     "bad phase": ["estimate", "--model", "qwen2.5-7b", "--phase", "sample", "--seq", "8"],
     "not an int": ["estimate", "--model", "qwen2.5-7b", "--phase", "forward", "--seq", "many"],
     "unknown option": ["estimate", "--model", "qwen2.5-7b", "--phase", "forward", "--seq", "8", "--fast"],
-    "window exceeded": ["estimate", "--model", "CONFIG_V01", "--phase", "decode", "--context", "5000"],
+    "window beyond the context": ["estimate", "--model", "CONFIG_V01_WIDE", "--phase", "forward", "--seq", "8"],
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
-    args = [str(write_config(tmp_path, "v01", MISTRAL_7B_V01)) if a == "CONFIG_V01" else a for a in BAD[case]]
+    wide = dict(MISTRAL_7B_V01, sliding_window=MISTRAL_7B_V01["max_position_embeddings"] + 1)
+    args = [str(write_config(tmp_path, "v01", wide)) if a == "CONFIG_V01_WIDE" else a for a in BAD[case]]
     one_line_error(run(*args))
 
 

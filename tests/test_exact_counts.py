@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from configs import LLAMA_3_2_1B, MISTRAL_7B_V01, MISTRAL_7B_V03, QWEN3_0_6B  # noqa: E402
-from helpers import marked_slow_if_large  # noqa: E402
+from helpers import tiered  # noqa: E402
 
 from flopplan.arch import REGISTRY, TINY_FAMILY, orm_head, spec_from_config, with_head  # noqa: E402
 from flopplan.formulas import (  # noqa: E402
@@ -38,7 +38,8 @@ OTHER_FAMILIES = {
     "mistral-7b-v0.3": spec_from_config(MISTRAL_7B_V03, "mistral-7b-v0.3"),
     "mistral-7b-v0.1": spec_from_config(MISTRAL_7B_V01, "mistral-7b-v0.1"),
 }
-POLICIES = [name for name, spec in REGISTRY.items() if spec.head.kind == "lm"]
+DENSE = [name for name, spec in REGISTRY.items() if spec.moe is None]  # MoE: tests/test_exact_moe.py
+POLICIES = [name for name in DENSE if REGISTRY[name].head.kind == "lm"]
 def _spec(name: str):
     return REGISTRY.get(name) or OTHER_FAMILIES[name]
 
@@ -51,15 +52,16 @@ def _shapes(spec):
 def sized(names):
     """The cases of ``names``, one per architecture whose passes differ in shape (Qwen2.5-Math-1.5B and -7B are
     Qwen2.5-1.5B and -7B with another RoPE base and context length, which change no shape and no FLOP: counting them
-    again repeats the same FlopCounterMode run), the 7B class and up marked slow."""
-    seen, cases = set(), []
+    again repeats the same FlopCounterMode run); the 7B class and up, and other sizes of a structure counted in the
+    fast tier (helpers.tiered), marked slow."""
+    seen, specs = set(), []
     for name in names:
         shapes = _shapes(_spec(name))
         if shapes in seen:
             continue
         seen.add(shapes)
-        cases.append(marked_slow_if_large(_spec(name).params, name))
-    return cases
+        specs.append((_spec(name), (name,)))
+    return tiered(specs)
 
 
 @functools.cache  # meta models hold no storage
@@ -68,7 +70,7 @@ def inference_model(name: str):
     return spec, build_model(spec)
 
 
-@pytest.mark.parametrize("name", sized([*REGISTRY, *OTHER_FAMILIES]))
+@pytest.mark.parametrize("name", sized([*DENSE, *OTHER_FAMILIES]))
 def test_forward_all_logits(name, record_exact):
     spec, model = inference_model(name)
     record_exact(f"{name} forward B={B} T={T} logits=all", forward_flops(spec, B, T, T).total,

@@ -22,7 +22,9 @@ CORE_ORDER = (
     "flopplan",
     "errors", "units", "fileio",
     "serial",  # the converter for versioned files
-    "budget", "arch", "hf_config", "lengths", "formulas", "peers", "estimate", "passes",
+    "budget",
+    "moe", "catalog", "hub",  # MoE blocks, the registry's config.json excerpts, Hub ids from the local cache
+    "arch", "hf_config", "lengths", "formulas", "peers", "estimate", "passes",
     "recipe", "timing", "ledger", "cost", "hardware", "grid", "planner", "solver", "planfile", "runfile",
     "guard",  # the budget guard and run recorder every training loop calls
 )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from flopplan.cli import echo_json, fail, main
-from flopplan.formulas import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, Conventions, LoRA
+from flopplan.formulas import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, WINDOW_CONVENTIONS, Conventions, LoRA
+from flopplan.moe import EXPERTS_IMPLEMENTATIONS
 
 
 @main.command()
@@ -68,12 +69,17 @@ def _lora_option(rank: int | None, targets: str | None) -> LoRA | None:
               help="dense: the full score matrix (FlopCounterMode); causal: the computed triangle only.")
 @click.option("--attention-kernel", default="eager", show_default=True, type=click.Choice(ATTENTION_KERNELS),
               help="Attention backward as eager matmuls (2x forward) or fused SDPA/flash as counted on GPU (2.5x).")
+@click.option("--experts", default="grouped_mm", show_default=True, type=click.Choice(EXPERTS_IMPLEMENTATIONS),
+              help="MoE models: transformers' experts implementation (eager: no LoRA on the routed experts).")
+@click.option("--window", default="masked", show_default=True, type=click.Choice(WINDOW_CONVENTIONS),
+              help="Sliding-window models, in a prefill: masked (eager computes the full score matrix and masks it) "
+                   "or windowed (a windowed SDPA/flash kernel: only the pairs within the window).")
 @click.option("--terms", "all_terms", is_flag=True, help="List every term instead of the table by module.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def estimate(model_name: str, phase: str, batch: int, seq: int | None, context: int | None, prompt: int | None,
              completion: int | None, logits: str | None, lora_rank: int | None, lora_targets: str | None,
              grad_ckpt: bool, reentrant: bool, input_grads: bool | None, attention: str, attention_kernel: str,
-             all_terms: bool, as_json: bool) -> None:
+             experts: str, window: str, all_terms: bool, as_json: bool) -> None:
     """Exact FLOPs of one phase of one model, by term."""
     from flopplan.arch import resolve
     from flopplan.estimate import EstimateRequest, result_json
@@ -88,7 +94,7 @@ def estimate(model_name: str, phase: str, batch: int, seq: int | None, context: 
         phase=phase, batch=batch, seq=seq, context=context, prompt=prompt, completion=completion, logits=logits,
         lora=_lora_option(lora_rank, lora_targets),
         checkpointing=("reentrant" if reentrant else "non-reentrant") if grad_ckpt else "none",
-        input_grads=input_grads, conventions=Conventions(attention, attention_kernel))
+        input_grads=input_grads, conventions=Conventions(attention, attention_kernel, experts, window))
     terms = run_estimate(spec, req)
     data = result_json(spec, req, terms)
     if as_json:

@@ -14,8 +14,8 @@ from flopplan.formulas import LoRA
 from flopplan.hf_config import to_hf_config
 
 
-def hf_config(spec: ArchSpec, attn_implementation: str = "eager") -> Any:
-    """The transformers ``PretrainedConfig`` of a spec."""
+def hf_config(spec: ArchSpec, attn_implementation: str = "eager", experts_implementation: str = "eager") -> Any:
+    """The transformers ``PretrainedConfig`` of a spec; ``experts_implementation`` matters for MoE specs only."""
     from transformers import AutoConfig
 
     cfg = dict(to_hf_config(spec))
@@ -24,6 +24,8 @@ def hf_config(spec: ArchSpec, attn_implementation: str = "eager") -> Any:
     cfg.setdefault("pad_token_id", 0)
     config = AutoConfig.for_model(model_type, **cfg)
     config._attn_implementation = attn_implementation
+    if spec.moe is not None:
+        config._experts_implementation = experts_implementation
     return config
 
 
@@ -54,8 +56,14 @@ class ProcessRewardModel(nn.Module):
 
 
 def build_model(spec: ArchSpec, device: str | torch.device = "meta", dtype: torch.dtype = torch.float32,
-                attn_implementation: str = "eager", seed: int | None = None) -> nn.Module:
+                attn_implementation: str = "eager", seed: int | None = None,
+                experts_implementation: str = "eager") -> nn.Module:
     """A random-initialised transformers model of the spec (weights do not change FLOPs or timings).
+
+    An MoE spec's experts run through ``experts_implementation`` (one of :data:`flopplan.moe.EXPERTS_IMPLEMENTATIONS`).
+    ``eager`` (the default here) loops over the experts with plain matmuls that FlopCounterMode counts, but reads
+    the routing's values, so it needs real weights (CPU/GPU); ``batched_mm`` also runs on the meta device;
+    ``grouped_mm``, transformers' own default, runs a grouped matmul FlopCounterMode does not count.
 
     LM head -> ``AutoModelForCausalLM``; a single bias-free score layer -> ``AutoModelForSequenceClassification``
     (an outcome reward model); any other score head -> :class:`ProcessRewardModel`.
@@ -69,7 +77,7 @@ def build_model(spec: ArchSpec, device: str | torch.device = "meta", dtype: torc
         check_memory(spec, torch.device(device), dtype)
     if seed is not None:
         torch.manual_seed(seed)
-    config = hf_config(spec, attn_implementation)
+    config = hf_config(spec, attn_implementation, experts_implementation)
     # On the meta device there are no values to initialise: skipping transformers' initialisation builds a 72B
     # model in a fraction of a second instead of tens of seconds (the FLOPs do not depend on weights).
     skip_init: Any = contextlib.nullcontext()

@@ -105,7 +105,9 @@ def estimate_table(data: dict[str, Any], all_terms: bool) -> tuple[Table, str]:
     per_token = total / data["tokens"] if data["tokens"] else 0
     conv = data["conventions"]
     line = (f"{eng(per_token)} per token over {data['tokens']:,} tokens; attention {conv['attention']}, "
-            f"kernel {conv['attention_kernel']}, {conv['flop']}.")
+            f"kernel {conv['attention_kernel']}" + (f", experts {conv['experts']}" if "experts" in conv else "")
+            + (f", window {conv['window']}" if "window" in conv else "") + f", {conv['flop']}."
+            + "".join(f"\n{note}." for note in data.get("notes", [])))
     return table, line
 
 

@@ -20,7 +20,10 @@ def _peer_files() -> dict[str, str]:
 
 PAPER_BUDGETS = (10**18, 10**19, 10**20)
 """Budgets of the paper tables: 1, 10 and 100 EFLOP."""
-PAPER_SIZES = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b")
+PAPER_SIZES = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b",
+               "qwen3-30b-a3b")
+"""The Qwen2.5 sizes, and a mixture of experts whose active parameters (3.3 B) sit among them and whose total
+(30.5 B) is near the largest."""
 PAPER_FEEDBACK_POLICIES = ("qwen2.5-1.5b", "qwen2.5-7b")
 PAPER_REWARDS = ("rule", "orm:qwen2.5-1.5b", "prm:qwen2.5-math-prm-7b", "prm:qwen2.5-1.5b")
 

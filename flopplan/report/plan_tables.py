@@ -16,6 +16,15 @@ def _tuning(plan: Plan) -> str:
     return "full" if r.lora_rank is None else f"LoRA r={r.lora_rank}"
 
 
+def model_cell(plan: Plan) -> str:
+    """The policy's name; an MoE policy's with the parameters one token runs through and the total (its FLOPs
+    follow the active ones, its memory the total)."""
+    spec = plan.recipe.policy_spec
+    if spec.moe is None:
+        return plan.model
+    return f"{plan.model} (MoE, {count(spec.params_active)} of {count(spec.params)} params active)"
+
+
 def same_flop_table(plans: list[Plan], title: str | None = None, with_time: bool = False) -> Table:
     """One row per plan: what the budget buys and how it splits into buckets."""
     budget = plans[0].budget.describe() if plans else ""
@@ -36,7 +45,7 @@ def same_flop_table(plans: list[Plan], title: str | None = None, with_time: bool
     for p in plans:
         totals = p.totals()
         shares = p.shares()
-        row = [p.model, str(p.recipe.reward), f"{p.steps:,}", count(totals["prompts"]), count(totals["rollouts"]),
+        row = [model_cell(p), str(p.recipe.reward), f"{p.steps:,}", count(totals["prompts"]), count(totals["rollouts"]),
                count(totals["generated_tokens"]), count(totals["update_tokens"]), count(totals["optimizer_steps"]),
                count(totals["reward_evaluations"]), *(f"{100 * shares[b]:.1f}%" for b in buckets),
                eng(p.cost.step_flops), eng(p.total_flops)]
@@ -53,7 +62,7 @@ def phase_table(plans: list[Plan], title: str | None = None) -> Table:
     table = Table(title or "Where the FLOPs go, by phase", ["model", "reward", *phases, "total"])
     for p in plans:
         total = p.total_flops
-        table.rows.append([p.model, str(p.recipe.reward),
+        table.rows.append([model_cell(p), str(p.recipe.reward),
                            *(percent(p.phases.get(ph, 0), total) if ph in p.phases else "-" for ph in phases),
                            eng(total)])
     table.align = "ll" + "r" * (len(table.columns) - 2)

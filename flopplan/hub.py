@@ -1,0 +1,75 @@
+"""Hugging Face Hub ids (``ORG/NAME``) to a local ``config.json``, offline first (torch-free).
+
+Order: the local Hugging Face cache in huggingface_hub's layout (``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else
+``~/.cache/huggingface/hub``; ``models--ORG--NAME/snapshots/<commit>/config.json``, the commit named by
+``refs/main`` first); then, unless ``HF_HUB_OFFLINE`` is set, a download of config.json alone through
+huggingface_hub (when installed), which stores it in that same cache. Otherwise one line says where to put it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from flopplan.errors import UserError
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_TRUE = ("1", "true", "yes", "on")
+
+
+def is_repo_id(text: str) -> bool:
+    """Whether ``text`` has the shape of a Hub id (``ORG/NAME``, nothing else)."""
+    return bool(_REPO_ID.match(text)) and not text.endswith(".json")
+
+
+def cache_dir() -> Path:
+    """huggingface_hub's cache folder as its environment variables set it."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE
+
+
+def cached_config(repo_id: str) -> Path | None:
+    """The cached config.json of ``repo_id``: the snapshot ``refs/main`` names, else any snapshot holding one."""
+    folder = cache_dir() / f"models--{repo_id.replace('/', '--')}"
+    snapshots = folder / "snapshots"
+    ref = folder / "refs" / "main"
+    if ref.is_file():
+        candidate = snapshots / ref.read_text().strip() / "config.json"
+        if candidate.is_file():
+            return candidate
+    if snapshots.is_dir():
+        for candidate in sorted(snapshots.glob("*/config.json")):
+            return candidate
+    return None
+
+
+def _download(repo_id: str) -> Path | None:
+    """config.json alone through huggingface_hub, into its cache; None when not installed or unreachable."""
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        return None
+    try:
+        return Path(hf_hub_download(repo_id, "config.json", cache_dir=str(cache_dir())))
+    except Exception:  # no network, unknown or gated repository: all mean "not here"
+        return None
+
+
+def config_path(repo_id: str) -> Path:
+    """A local config.json for ``repo_id``, from the cache or a download; else one line saying where to put it."""
+    found = cached_config(repo_id)
+    if found is None and not offline():
+        found = _download(repo_id)
+    if found is not None:
+        return found
+    where = cache_dir() / f"models--{repo_id.replace('/', '--')}" / "snapshots" / "main" / "config.json"
+    how = "HF_HUB_OFFLINE is set" if offline() else "it could not be downloaded"
+    raise UserError(f"model {repo_id!r} is not in the registry, not in the local Hugging Face cache, and {how}: "
+                    f"put its config.json at {where} or pass the path of a config.json")

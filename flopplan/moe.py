@@ -1,0 +1,143 @@
+"""Mixture-of-experts blocks: their shapes, parameter counts and config keys (torch-free).
+
+A sparse MoE block (Qwen3-MoE, Qwen2-MoE, Mixtral in transformers 5.x) replaces the dense MLP of a decoder layer:
+
+* a router ``hidden -> experts`` on every token, softmax, top-``k``;
+* each token through its ``k`` chosen experts, each a gated MLP ``hidden -> 2*I`` (gate and up fused in one
+  ``gate_up_proj`` weight) and ``I -> hidden``;
+* Qwen2-MoE only: a shared expert (a gated MLP of width ``I_shared``) on every token, scaled by
+  ``sigmoid(shared_expert_gate(x))``, a ``hidden -> 1`` projection.
+
+The routed matmuls run on ``tokens * k`` token-expert pairs (:func:`routed_pairs`): which experts the router picks
+changes how the rows are split between experts, never their number, so the count depends on the routing only
+through ``k``. This holds for every experts implementation of transformers 5.x (:data:`EXPERTS_IMPLEMENTATIONS`):
+``eager`` loops over the experts that received tokens, ``batched_mm`` gathers one weight per pair and runs a batched
+matmul, ``grouped_mm`` sorts the pairs by expert and runs one grouped matmul; none computes an expert on a token
+that did not choose it (capacity-free, dropless routing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flopplan.errors import UserError
+
+EXPERTS_IMPLEMENTATIONS = ("grouped_mm", "batched_mm", "eager")
+"""transformers' experts implementations this model counts; ``grouped_mm`` is transformers' default. All execute
+the same matmul FLOPs; torch's FlopCounterMode has no formula for the grouped matmul, so it misses them there."""
+
+MOE_MODEL_TYPES = {"qwen3_moe": "qwen3", "qwen2_moe": "qwen2", "mixtral": "mistral"}
+"""Supported MoE model types and the dense family whose attention they share."""
+
+
+@dataclass(frozen=True)
+class MoE:
+    """A sparse MoE block: ``experts`` routed experts of width ``expert_intermediate``, ``top_k`` per token, and
+    optionally a shared expert of width ``shared_intermediate`` with its sigmoid gate (Qwen2-MoE)."""
+
+    experts: int
+    top_k: int
+    expert_intermediate: int
+    shared_intermediate: int = 0
+    shared_gate: bool = False
+
+    def __post_init__(self) -> None:
+        for key in ("experts", "top_k", "expert_intermediate"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{key} must be a positive integer, not {value!r}")
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) exceeds the number of experts ({self.experts})")
+        if self.shared_gate and not self.shared_intermediate:
+            raise ValueError("a shared-expert gate needs a shared expert")
+
+    def router_params(self, hidden: int) -> int:
+        return self.experts * hidden
+
+    def expert_params(self, hidden: int) -> int:
+        """One routed expert: gate, up and down matrices."""
+        return 3 * hidden * self.expert_intermediate
+
+    def shared_params(self, hidden: int) -> int:
+        return 3 * hidden * self.shared_intermediate + (hidden if self.shared_gate else 0)
+
+    def params(self, hidden: int) -> int:
+        """All parameters of the block (no norms)."""
+        return self.router_params(hidden) + self.experts * self.expert_params(hidden) + self.shared_params(hidden)
+
+    def active_params(self, hidden: int) -> int:
+        """Parameters one token goes through: router, its ``top_k`` experts, the shared expert."""
+        return self.router_params(hidden) + self.top_k * self.expert_params(hidden) + self.shared_params(hidden)
+
+    def describe(self) -> dict[str, Any]:
+        return {"experts": self.experts, "top_k": self.top_k, "expert_intermediate": self.expert_intermediate,
+                "shared_intermediate": self.shared_intermediate, "shared_gate": self.shared_gate}
+
+
+PEFT_EXPERT_LORA_FAMILIES = ("qwen3_moe",)
+"""Families whose routed experts peft (0.21) adapts when the LoRA targets name the MLP projections: it maps
+``gate_proj`` + ``up_proj`` to the fused ``gate_up_proj`` parameter (rank ``2r``: both adapters stacked) and
+``down_proj`` to ``down_proj`` (rank ``r``), as ``ParamWrapper``s, when the model has no module of that name.
+Measured: Qwen2-MoE's names match its shared expert's modules instead, and Mixtral's experts answer only to
+``w1``/``w2``/``w3``, so there the MLP targets leave the routed experts frozen and unadapted."""
+
+
+def expert_lora_targets(family: str, targets: tuple[str, ...]) -> tuple[str, ...]:
+    """The routed-expert parameters peft adapts for these LoRA targets (see :data:`PEFT_EXPERT_LORA_FAMILIES`)."""
+    if family not in PEFT_EXPERT_LORA_FAMILIES:
+        return ()
+    fused = [name for name in ("gate_proj", "up_proj") if name in targets]
+    if len(fused) == 1:
+        raise ValueError(f"peft cannot adapt {fused[0]} without {'up_proj' if fused[0] == 'gate_proj' else 'gate_proj'}"
+                         " in an MoE model: they are fused into gate_up_proj")
+    return (("gate_up_proj",) if fused else ()) + (("down_proj",) if "down_proj" in targets else ())
+
+
+def routed_pairs(tokens: Any, top_k: Any) -> Any:
+    """Token-expert pairs the routed experts process: ``tokens * top_k``, whatever the router chose."""
+    return tokens * top_k
+
+
+def _positive(cfg: dict[str, Any], key: str, where: str) -> int:
+    value = cfg.get(key)
+    if value is None:
+        raise UserError(f"{where}: a mixture-of-experts config needs {key}")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise UserError(f"{where}: {key} must be a positive integer, not {value!r}")
+    return value
+
+
+def moe_from_config(cfg: dict[str, Any], model_type: str, where: str) -> MoE:
+    """The MoE block of a Qwen3-MoE, Qwen2-MoE or Mixtral config.json; refuses configs with dense layers mixed in
+    (``mlp_only_layers``, ``decoder_sparse_step`` > 1), a missing top-k or an unknown experts implementation."""
+    experts = _positive(cfg, "num_local_experts" if model_type == "mixtral" else "num_experts", where)
+    top_k = _positive(cfg, "num_experts_per_tok", where)
+    if top_k > experts:
+        raise UserError(f"{where}: num_experts_per_tok {top_k} exceeds the {experts} experts")
+    width = _positive(cfg, "intermediate_size" if model_type == "mixtral" else "moe_intermediate_size", where)
+    step = cfg.get("decoder_sparse_step", 1)
+    if cfg.get("mlp_only_layers") or step not in (None, 1):
+        raise UserError(f"{where}: dense layers between MoE layers (mlp_only_layers, decoder_sparse_step) are not "
+                        "supported")
+    implementation = cfg.get("experts_implementation")
+    if implementation is not None and implementation not in EXPERTS_IMPLEMENTATIONS:
+        raise UserError(f"{where}: experts_implementation {implementation!r} is not supported "
+                        f"(supported: {', '.join(EXPERTS_IMPLEMENTATIONS)})")
+    if model_type != "qwen2_moe":
+        return MoE(experts, top_k, width)
+    shared = _positive(cfg, "shared_expert_intermediate_size", where)
+    return MoE(experts, top_k, width, shared, shared_gate=True)
+
+
+def moe_config(moe: MoE, model_type: str) -> dict[str, Any]:
+    """The config.json keys of an MoE block (the inverse of :func:`moe_from_config`)."""
+    if model_type == "mixtral":
+        return {"num_local_experts": moe.experts, "num_experts_per_tok": moe.top_k,
+                "intermediate_size": moe.expert_intermediate}
+    cfg: dict[str, Any] = {"num_experts": moe.experts, "num_experts_per_tok": moe.top_k,
+                           "moe_intermediate_size": moe.expert_intermediate, "decoder_sparse_step": 1,
+                           "mlp_only_layers": [], "norm_topk_prob": True}
+    if model_type == "qwen2_moe":
+        cfg["shared_expert_intermediate_size"] = moe.shared_intermediate
+    return cfg

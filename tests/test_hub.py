@@ -1,0 +1,41 @@
+"""Hugging Face Hub ids (flopplan.hub): registry names offline, configs from the local cache, unknown ids one line."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import cli, one_line_error
+
+from flopplan.arch import REGISTRY, resolve
+from flopplan.catalog import CONFIGS
+
+
+def test_hub_names_resolve_from_the_registry_offline(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    assert resolve("Qwen/Qwen3-30B-A3B") is REGISTRY["qwen3-30b-a3b"]
+    assert resolve("meta-llama/Llama-3.1-8B").name == "llama-3.1-8b"
+    out = cli("plan", "--model", "Qwen/Qwen3-30B-A3B", "--budget", "1e18", "--json")
+    assert out.returncode == 0, out.stderr
+
+
+def test_hub_id_from_the_local_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    folder = tmp_path / "models--acme--moe-small"
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "main").write_text("abc123")
+    snapshot = folder / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    cfg = dict(CONFIGS["Qwen/Qwen1.5-MoE-A2.7B"], num_hidden_layers=2)
+    (snapshot / "config.json").write_text(json.dumps(cfg))
+    spec = resolve("acme/moe-small")
+    assert spec.num_layers == 2 and spec.moe is not None and spec.moe.shared_gate
+    assert cli("plan", "--model", "acme/moe-small", "--budget", "1e18", "--json").returncode == 0
+
+
+def test_unknown_hub_id_is_one_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    line = one_line_error(cli("plan", "--model", "acme/nothing-here", "--budget", "1e18"), "config.json")
+    assert str(tmp_path) in line

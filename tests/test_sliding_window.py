@@ -1,0 +1,122 @@
+"""Sliding windows as executed: a tiny eager Mistral with a 4-token window, on the CPU, against FlopCounterMode.
+
+Eager attention computes the full score matrix of a prefill and masks it (the ``masked`` window convention, the
+default); transformers' sliding cache keeps the last ``window - 1`` tokens, so a decode step attends to at most
+``window`` keys whatever the kernel. The ``windowed`` convention (an SDPA/flash kernel that skips the pairs beyond
+the window) is not counted by FlopCounterMode on the CPU: it is checked against a count of the band's mask.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from helpers import cli, one_line_error, write_config
+
+from flopplan.arch import ArchSpec
+from flopplan.formulas import (
+    Conventions,
+    LoRA,
+    Training,
+    decode_flops,
+    decode_pairs_sum,
+    forward_flops,
+    forward_pass,
+    generate_flops,
+    train_flops,
+)
+
+WINDOW, B = 4, 2
+SPEC = ArchSpec(name="tiny-mistral-w4", family="mistral", hidden_size=32, intermediate_size=48, num_layers=2,
+                num_heads=4, num_kv_heads=2, head_dim=8, vocab_size=64, tie_embeddings=False, qkv_bias=False,
+                sliding_window=WINDOW)
+
+
+@pytest.fixture(scope="module")
+def measured():
+    """The counters and one built model, shared by this module's cases (inference only: nothing mutates it)."""
+    pytest.importorskip("torch")
+    from flopplan.measure import counters
+    from flopplan.measure.models import build_model
+
+    return counters, build_model(SPEC, device="cpu", seed=0)
+
+
+@pytest.mark.parametrize("seq", [3, 4, 10])
+def test_forward_counts_the_masked_matrix(measured, seq, record_exact):
+    counters, model = measured
+    record_exact(f"{SPEC.name} forward B={B} T={seq}", forward_flops(SPEC, B, seq, seq).total,
+                 counters.forward(model, B, seq, None))
+
+
+@pytest.mark.parametrize("context", [1, 2, 3, 4, 9])
+def test_decode_attends_to_the_window(measured, context, record_exact):
+    counters, model = measured
+    record_exact(f"{SPEC.name} decode B={B} C={context}", decode_flops(SPEC, B, context).total,
+                 counters.decode(model, B, context))
+
+
+@pytest.mark.parametrize(("prompt", "completion"), [(2, 2), (2, 6), (3, 5), (7, 3)])
+def test_generate_crosses_the_window(measured, prompt, completion, record_exact):
+    counters, model = measured
+    record_exact(f"{SPEC.name} generate B={B} P={prompt} K={completion}",
+                 generate_flops(SPEC, B, prompt, completion).total, counters.generate(model, B, prompt, completion))
+
+
+@pytest.mark.parametrize("training", [Training(), Training(LoRA(4), checkpointing="non-reentrant")],
+                         ids=["full", "lora+ckpt"])
+def test_train_step_past_the_window(training, record_exact):
+    pytest.importorskip("torch")
+    from flopplan.measure import counters
+    from flopplan.measure.models import build_model
+
+    model = counters.prepare_training(build_model(SPEC, device="cpu", seed=0), training)
+    record_exact(f"{SPEC.name} train B={B} T=10", train_flops(SPEC, B, 10, 3, training).total,
+                 counters.train_step(model, B, 10, 3, training))
+
+
+@pytest.mark.parametrize("attention", ["dense", "causal"])
+@pytest.mark.parametrize("seq", [1, 3, 4, 5, 11])
+def test_windowed_prefill_leaves_out_exactly_the_pairs_beyond_the_window(attention, seq):
+    """Against the mask itself: the pairs the attention convention counts (dense: all; causal: key <= query)
+    minus those a windowed kernel skips (query - key >= window)."""
+    counted = {(q, k) for q in range(seq) for k in range(seq) if attention == "dense" or k <= q}
+    inside = {(q, k) for q, k in counted if q - k < WINDOW}
+    conv = Conventions(attention, window="windowed")
+    assert forward_pass(1, seq, 1, conv, WINDOW).pairs == len(inside)
+    assert forward_pass(1, seq, 1, Conventions(attention), WINDOW).pairs == len(counted)
+
+
+@pytest.mark.parametrize("prompt", range(0, 7))
+@pytest.mark.parametrize("steps", range(0, 7))
+def test_decode_pairs_sum_is_the_sum_of_capped_steps(prompt, steps):
+    assert decode_pairs_sum(prompt, steps, WINDOW) == sum(min(prompt + j + 1, WINDOW) for j in range(steps))
+
+
+def test_without_a_window_nothing_changes():
+    full = dataclasses.replace(SPEC, sliding_window=None)
+    assert decode_flops(full, B, 9).total > decode_flops(SPEC, B, 9).total
+    assert generate_flops(full, B, 2, 2).total == generate_flops(SPEC, B, 2, 2).total  # within the window
+
+
+def test_estimate_notes_a_request_across_the_window(tmp_path):
+    from flopplan.hf_config import to_hf_config
+
+    config = str(write_config(tmp_path, "w4", dict(to_hf_config(SPEC), max_position_embeddings=64)))
+    across = json.loads(cli("estimate", "--model", config, "--phase", "generate", "--prompt", "3", "--completion",
+                            "5", "--json", check=True).stdout)
+    within = json.loads(cli("estimate", "--model", config, "--phase", "generate", "--prompt", "2", "--completion",
+                            "2", "--json", check=True).stdout)
+    assert len(across["notes"]) == 1 and "notes" not in within
+    assert across["conventions"]["window"] == "masked"
+    windowed = json.loads(cli("estimate", "--model", config, "--phase", "forward", "--seq", "10", "--window",
+                              "windowed", "--json", check=True).stdout)
+    assert windowed["flops"] == forward_flops(SPEC, 1, 10, 10, conv=Conventions(window="windowed")).total
+
+
+def test_a_window_larger_than_the_context_is_one_line(tmp_path):
+    from flopplan.hf_config import to_hf_config
+
+    config = str(write_config(tmp_path, "wide", dict(to_hf_config(SPEC), max_position_embeddings=WINDOW - 1)))
+    one_line_error(cli("estimate", "--model", config, "--phase", "forward", "--seq", "2"), "sliding_window")
