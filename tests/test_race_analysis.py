@@ -396,9 +396,11 @@ def v1_input() -> RaceInput:
 
 
 def recorded_in_v1(data: object) -> object:
-    """``data`` less what race.json version 1 did not record (flopplan.race.legacy fills it in)."""
+    """``data`` less what race.json version 1 did not record (flopplan.race.legacy fills it in; a recommendation's
+    pilot cost, added later, reads as its defaults)."""
     unrecorded = {"race_version", "flopplan_version", "a_at_grid_edge", "f_mid_at_grid_edge", "a_at_upper_edge",
-                  "f_mid_at_upper_edge", "b_at_grid_edge", "a_step", "f_mid_grid", "f_max", "rewards", "envelope"}
+                  "f_mid_at_upper_edge", "b_at_grid_edge", "a_step", "f_mid_grid", "f_max", "rewards", "envelope",
+                  "continued_flops", "overhead_flops", "overhead_share", "horizon"}
     if isinstance(data, dict):
         keep = {k: v for k, v in data.items() if k not in unrecorded or (k == "envelope" and isinstance(v, dict))}
         return {k: recorded_in_v1(v) for k, v in keep.items() if not (k == "flops" and "max_drop" in data)}

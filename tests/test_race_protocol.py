@@ -77,6 +77,8 @@ def test_the_manifest_round_trips_and_a_corrupted_one_is_refused(tmp_path):
     (("--pilot-fraction", "-0.2"), "between 0 and 1"),
     (("--budget", "1e9"), "too small"),
     (("--budget", "-5"), "--budget"),
+    (("--budget", "1e31"), "at most 1e30"),  # the planner's limit, as `flopplan plan` checks it
+    (("--budget", "1e400"), "at most 1e30"),
     (("--seeds", "0"), "seeds"),
     (("--eta", "1"), "eta"),
     (("--fit-targets", "long", "--eval-targets", "heldout"), "not an evaluation target"),
@@ -247,7 +249,12 @@ def test_the_pilots_spend_at_most_phi_f_and_evaluate_from_step_0_to_each_rung_en
     report = json.loads((straight / "race.json").read_text())
     assert report["pilot_flops"] == sum(s["flops"]["total"] for s in summaries.values())
     promoted = json.loads((straight / "promotions.json").read_text())
-    assert len(promoted) == 1 and len(promoted[0]["promoted"]) == design.keep[1]
+    assert len(promoted) == 1 and len(promoted[0]["promoted"]) == design.keep[1]  # the budget affords no more
+    predicted = promoted[0]["predictions"]  # ranked by predicted reward at F, not by the reward observed now
+    assert set(predicted) | set(promoted[0]["unfitted"]) == {a.name for a in design.arms}
+    fitted = [a for a, p in predicted.items() if p["comparable"]]
+    if fitted:
+        assert promoted[0]["promoted"][0] == max(fitted, key=lambda a: (predicted[a]["reward"], predicted[a]["hi"]))
     for name, s in summaries.items():
         arm = design.arm(name.split("/")[0])
         rung = 1 if arm.name in promoted[0]["promoted"] else 0
@@ -274,8 +281,27 @@ def test_the_demo_reports_curves_regimes_the_recommendation_holdout_and_validati
     assert validation["within_budget"] and {c["target"] for c in validation["checks"]} == {"heldout", "long"}
     assert [c["fitted"] for c in validation["checks"]] == [True, False]  # long: the target no fit saw
     card = json.loads((straight / "reward-model" / "reward_model.json").read_text())
-    spent = json.loads((straight / "race.json").read_text())["pilot_flops"]
-    assert validation["budget_flops"] == design.budget_flops - spent - card["upfront_flops"]
+    race = json.loads((straight / "race.json").read_text())
+    spent, rec = race["pilot_flops"], race["targets"][0]["recommendation"]
+    # the validating run continues the recommended arm's first-seed pilot: a resume of a copy of its run folder
+    pilot = straight / "pilots" / validation["arm"] / f"seed{design.seeds[0]}"
+    run = straight / "validation" / validation["arm"]
+    start = json.loads((pilot / "summary.json").read_text())
+    assert validation["continued"] == {"pilot": str(pilot.relative_to(straight)), "steps": start["steps"],
+                                       "flops": start["flops"]["total"]}
+    assert validation["steps"] > start["steps"]
+    for name in ("metrics.jsonl", "evaluations.jsonl"):  # the pilot's history is the run's start, line by line
+        before = (pilot / name).read_text().splitlines()
+        assert (run / name).read_text().splitlines()[:len(before)] == before
+    assert validation["budget_flops"] == start["flops"]["total"] + design.budget_flops - spent - card["upfront_flops"]
+    # the pilots' cost: what was not continued (the reward model too, when the arm does not use it), the horizon
+    ledgers = [json.loads((p / "summary.json").read_text())["flops"]["total"]
+               for p in sorted(pilot.parent.glob("seed*"))]
+    unused = 0 if design.arm(rec["arm"]).upfront_flops else card["upfront_flops"]
+    assert rec["continued_flops"] == start["flops"]["total"]
+    assert rec["overhead_flops"] == spent - start["flops"]["total"] + unused == validation["overhead_flops"]
+    assert rec["overhead_share"] == pytest.approx(rec["overhead_flops"] / design.budget_flops)
+    assert rec["horizon"] == pytest.approx(design.budget_flops / max(ledgers)) == validation["horizon"]
     again = _finish("race", "demo", "--quick", "--out", "race", cwd=straight.parent)  # nothing is run twice
     assert again.count("RACE recommendation") == 1
     assert not any(line.startswith("rung ") for line in again.splitlines())
@@ -292,6 +318,24 @@ def test_a_corrupted_pilot_summary_is_one_line_and_loses_nothing(races, tmp_path
     before = sorted(p.relative_to(copy) for p in copy.rglob("*") if p.is_file())
     one_line_error(cli("race", "analyze", str(copy), "--no-plots"), "summary")
     assert sorted(p.relative_to(copy) for p in copy.rglob("*") if p.is_file()) == before
+
+
+def test_promotion_keeps_every_arm_that_may_lead_at_f_and_at_least_the_halving():
+    from flopplan.race.results import ArmPrediction
+    from flopplan.race.runner import keep_by_prediction
+
+    def pred(arm: str, reward: float, half: float, comparable: bool = True) -> ArmPrediction:
+        return ArmPrediction(arm=arm, ledger_flops=1e12, reward=reward, lo=reward - half, hi=reward + half,
+                             gain=reward, gain_lo=reward - half, gain_hi=reward + half, p_best=0.0,
+                             extrapolation=4.0, usable=comparable, comparable=comparable, note="", observed=None)
+
+    leader, late, behind, unstable = pred("leader", 0.6, 0.05), pred("late", 0.4, 0.3), pred("behind", 0.3, 0.1), \
+        pred("unstable", 0.9, 0.5, comparable=False)
+    assert keep_by_prediction([behind, late, leader], 1) == ["leader", "late"]  # late's 0.7 reaches 0.55
+    assert keep_by_prediction([behind, late, leader], 3) == ["leader", "late", "behind"]
+    assert keep_by_prediction([unstable, behind, leader], 1) == ["leader"]  # not comparable: not a contender
+    assert keep_by_prediction([unstable, behind], 2) == ["behind", "unstable"]
+    assert keep_by_prediction([], 2) == []
 
 
 def test_a_second_runner_of_the_same_shard_is_refused(tmp_path):

@@ -187,7 +187,7 @@ def _print_recommendations(result: Any) -> None:
 @click.argument("race_dir", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print validation.json.")
 def validate(race_dir: str, as_json: bool) -> None:
-    """Run the recommended plan with the budget the pilots left and set predicted beside observed."""
+    """Continue the recommended arm's pilot with the budget the pilots left and set predicted beside observed."""
     from flopplan.race.results import load_analysis
     from flopplan.race.validate import run_validation
 

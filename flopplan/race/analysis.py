@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -46,6 +46,7 @@ from flopplan.race.bootstrap import (
     temporal_holdout,
 )
 from flopplan.race.curves import CurveFit
+from flopplan.race.overhead import pilot_cost
 from flopplan.race.regime import AXES, Candidate, decide, g_warnings, recommend, rules
 from flopplan.race.results import (
     RACE_VERSION,
@@ -82,7 +83,8 @@ COVERED = ("What the intervals cover: the seed-to-seed variation the pilots show
 class RaceInput:
     """The pilot grid to analyse: arms, per target the pilots (every arm's name among ``arms``), the targets used
     for decisions, the target budget F, the rung budgets (ascending), the highest rung index each arm ran, the sum
-    of all pilots' ledgers and the command that regenerates the analysis."""
+    of all pilots' ledgers, the command that regenerates the analysis and, optionally, each arm's pilots' ledgers
+    in seed order (``pilot_spend``: the recommendation's pilot cost, :mod:`flopplan.race.overhead`)."""
 
     arms: tuple[ArmInfo, ...]
     targets: dict[str, PilotData]
@@ -92,6 +94,7 @@ class RaceInput:
     reached: dict[str, int]
     pilot_flops: int
     command: str
+    pilot_spend: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.arms]
@@ -118,6 +121,9 @@ class RaceInput:
         check_int("pilot_flops", self.pilot_flops, minimum=0)
         if not isinstance(self.command, str):
             raise UserError("command must be a string")
+        if set(self.pilot_spend) - set(names) or not all(is_int(v) and v >= 0 for s in self.pilot_spend.values()
+                                                         for v in s):
+            raise UserError("pilot_spend must map arms to their pilots' ledger FLOPs (integers >= 0)")
 
 
 def _stream(seed: int, *names: str) -> np.random.Generator:
@@ -327,8 +333,11 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
         survivors = [present[n] for n in present if survived[n]]
         if survivors:
             observed = checks.observed_bootstrap(survivors, n_replicates, level, _stream(seed, name, "observed"))
-    recommendation = recommend(name, at_f, {a.name: a.upfront_flops for a in inp.arms},
-                               float(inp.budget_flops - inp.pilot_flops), method, observed, level)
+    upfront = {a.name: a.upfront_flops for a in inp.arms}
+    recommendation = pilot_cost(recommend(name, at_f, upfront, float(inp.budget_flops - inp.pilot_flops), method,
+                                          observed, level), budget_flops=f_target, pilot_flops=inp.pilot_flops,
+                                spend=inp.pilot_spend, upfront=upfront,
+                                largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
     holdouts = [_holdout(st.arm, n_replicates, level, _stream(seed, name, st.info.name, "holdout"))
                 for st in states if holdout and survived[st.info.name]]
     return TargetResult(name=name, fitted=True, n_prompts=data.n_prompts,

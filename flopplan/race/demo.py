@@ -5,11 +5,12 @@ Every stage leaves its result in the demo folder and is skipped when that result
 card, the manifest) or continues what is there (the pilots, the validating run), so a killed demo run again
 loses nothing and repeats nothing; the analysis is recomputed from the pilots each time (it is deterministic).
 
-The grids are chosen for 2 CPU cores (:data:`DEMO`: at most 15 minutes; :data:`QUICK`: the tests' one, at most
-2 minutes): every axis the issue names is real (policy sizes of the tiny family spanning ~10x in parameters, the
-rule reward against a learned reward model, a held-out second target), and the budget is large enough that the
-pilots learn: tiny, 16 prompts x G=16, goes from 0 to 0.48 held-out accuracy in 80 steps (5.8e11 FLOPs, 31 s
-here); with G=8 it reached 0.14, with 8 prompts x G=8 0.06 after 120 steps.
+The grids are chosen for 2 CPU cores (:data:`DEMO`: about 20 minutes, estimated from its FLOPs and the 11.4
+minutes its 6e12 predecessor took; :data:`QUICK`: the tests' one, at most 2 minutes): every axis the issue
+names is real (policy sizes of the tiny family spanning ~10x in parameters, the rule reward against a learned
+reward model, a held-out second target), and the budget is large enough that the pilots learn: tiny, 16
+prompts x G=16, goes from 0 to 0.48 held-out accuracy in 80 steps (5.8e11 FLOPs, 31 s here); with G=8 it
+reached 0.14, with 8 prompts x G=8 0.06 after 120 steps.
 """
 
 from __future__ import annotations
@@ -46,8 +47,13 @@ class DemoGrid:
     reward_model_args: tuple[str, ...] = field(default=())
 
 
-DEMO = DemoGrid(budget=6_000_000_000_000, pilot_fraction=0.5, policies=("tiny-s", "tiny", "tiny-l"),
+DEMO = DemoGrid(budget=10_000_000_000_000, pilot_fraction=0.2, policies=("tiny-s", "tiny", "tiny-l"),
                 group_sizes=(16,), rewards=("rule", "orm:tiny-rm"), seeds=2, rungs=2, evals=5, eval_prompts=100)
+"""Six arms x two seeds: the pilots not continued cost at most 0.2 x 16/18 of F (12 first-rung pilots and 3 x 2
+second-rung growths of one first-rung budget each, of which the validating run continues one two-rung pilot),
+0.18 F, plus the reward model's training (~0.04 F) when a rule arm wins: within the 25 % the protocol aims for.
+The first rung still buys tiny-l 3-4 steps (MIN_STEPS); the price is the horizon, F = 42x the largest pilot
+(17x at the earlier 6e12 and phi = 0.5, where the pilots not continued cost 44 % of F)."""
 QUICK = DemoGrid(budget=250_000_000_000, pilot_fraction=0.5, policies=("tiny-s",), group_sizes=(8,),
                  rewards=("rule", "orm:tiny-rm"), seeds=2, rungs=2, evals=2, eval_prompts=30,
                  reward_model_args=("--samples", "600", "--held-out", "300", "--validation", "150", "--steps", "80",

@@ -227,6 +227,7 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
     worst-case FLOPs (from the trainer's evaluation code)."""
     grid.check()
     check_int("--budget", budget_flops, 1)
+    Budget(flops=budget_flops)  # the planner's limits (`flopplan plan` refuses the same budgets)
     if not (is_number(pilot_fraction) and 0 < pilot_fraction < 1):
         raise UserError(f"--pilot-fraction must be between 0 and 1 (exclusive), not {pilot_fraction!r}")
     recipes = []

@@ -54,6 +54,11 @@ def _recommendations(a: RaceAnalysis) -> tuple[Table, list[str]]:
         notes.append(f"{r.target}: validating run of {r.arm or '-'} at the target budget {eng(r.flops)}"
                      + (f" (its upfront {eng(r.upfront_flops)} included)" if r.upfront_flops else "")
                      + f"; budget left after the pilots: {eng(r.budget_left_flops)}; intervals: {r.interval}")
+        if r.arm and r.horizon:  # recorded since race.json held the pilots' cost
+            notes.append(f"{r.target}: the validating run continues {r.arm}'s first-seed pilot "
+                         f"({eng(r.continued_flops)}); pilot overhead (the pilots not continued, and a reward model "
+                         f"{r.arm} does not use) {eng(r.overhead_flops)} = {r.overhead_share:.1%} of F; horizon: F is "
+                         f"{r.horizon:.1f}x the arm's largest pilot")
     table.notes = [_cell(n) for n in notes]
     return table, notes
 

@@ -251,7 +251,11 @@ class Recommendation:
     """The arm to run at the target budget for one evaluation target. ``mode``: ``fitted`` (curves read at the
     budget), ``best observed`` (the best observed reward at ``at_flops``, the survivors' largest common ledger
     FLOPs: no curve is extrapolated) or ``none``. ``confidence``: ``high``, ``low`` (``reasons``) or
-    ``best observed``. Numbers are at ``at_flops``; ``budget_left_flops``: the target budget less the pilots."""
+    ``best observed``. Numbers are at ``at_flops``; ``budget_left_flops``: the target budget less the pilots.
+    The pilots' cost (:mod:`flopplan.race.overhead`; 0 in files written before it was recorded): the ledger of
+    the arm's pilot a validating run continues (``continued_flops``), the FLOPs spent on what is not continued
+    (``overhead_flops``, and as a share of the target budget) and the target budget over the arm's largest
+    pilot (``horizon``)."""
 
     target: str
     arm: str | None
@@ -276,6 +280,10 @@ class Recommendation:
     upfront_flops: int
     budget_left_flops: float
     interval: str
+    continued_flops: int = 0
+    overhead_flops: int = 0
+    overhead_share: float = 0.0
+    horizon: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,11 @@ after rung, with successive halving between rungs.
 State lives only in the pilot folders: a pilot is done at a rung when its summary records that rung's budget and
 a finished run; otherwise it is started, or resumed (``--resume --budget``) from its newest checkpoint, so a race
 killed anywhere and run again continues where it was, and a pilot continued to the next rung is the same run,
-not a new one. The promotion after a rung is a deterministic function of the pilots' evaluations (a lower
-confidence bound, :func:`promote`), recomputed on every call, so every shard and every rerun agrees.
+not a new one. The promotion after a rung is a deterministic function of the pilots' evaluations and the
+manifest: the analysis of the rung's pilots (:mod:`flopplan.race.analysis`) predicts each arm's reward at the
+target budget F with its interval, and the halving keeps the arms that may be best there, not the ones ahead now
+(:func:`promote`). Every shard and every rerun computes the same decision; ``promotions.json`` records it with a
+digest of the evaluations it read, so a rerun on the same evaluations reuses it instead of refitting.
 
 ``jobs``: pilots in parallel processes (each with ``cores / jobs`` threads). ``shard = (i, n)``: this process runs
 the pilots whose index in the rung is i mod n, for an executor that already exists (a Slurm array, Ray tasks, a
@@ -15,6 +18,7 @@ says so. Nothing here schedules anything beyond a local pool of processes.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -30,21 +34,21 @@ import numpy as np
 
 from flopplan.budget import Budget
 from flopplan.errors import UserError
-from flopplan.fileio import atomic_write_json, folder_lock
+from flopplan.fileio import atomic_write_json, folder_lock, read_json
 from flopplan.planfile import PlanEntry, PlanFile
 from flopplan.planner import plan
+from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.design import RaceDesign
-from flopplan.runfile import CONFIG, SUMMARY, RunSummary, load_evaluations, load_summary
+from flopplan.race.pilots import pilot_done, pilot_folder, pilot_input
+from flopplan.race.results import ArmPrediction
+from flopplan.runfile import CONFIG, SUMMARY, load_summary
 
-PILOTS = "pilots"
 PROMOTIONS = "promotions.json"
-LCB_LEVEL = 0.9
-"""Promotion ranks arms by the lower end of a one-sided 90 % paired-bootstrap bound on their last evaluation."""
-LCB_REPLICATES = 400
-
-
-def pilot_folder(folder: str | Path, arm: str, seed: int) -> Path:
-    return Path(folder) / PILOTS / arm / f"seed{seed}"
+PROMOTION_REPLICATES = 200
+"""Bootstrap replicates of the analysis behind a promotion (its seed: 0, as ``race analyze``'s default)."""
+PROMOTION_RULE = ("predicted reward at the target budget F (the analysis of the rung's pilots on the first fitted "
+                  "target): every arm whose upper bound reaches the leader's lower bound, at least the halving's "
+                  "count, at most what the pilot budget affords")
 
 
 @dataclass(frozen=True)
@@ -56,79 +60,115 @@ class PilotTask:
     folder: Path
 
 
-def pilot_done(folder: Path, budget: int) -> bool:
-    """The pilot in ``folder`` finished a run to ``budget`` FLOPs, or has since been continued to a larger one (a
-    pilot goes on only after its rung is done; killed while continuing, it is done with the rung before)."""
-    if not (folder / SUMMARY).is_file():
-        return False
-    summary = load_summary(folder)
-    reached = summary.budget_flops or 0
-    return reached > budget or (bool(summary.stop_reason) and not summary.interrupted and reached >= budget)
+def keep_by_prediction(predictions: Sequence[ArmPrediction], n_keep: int) -> list[str]:
+    """The arms a rung promotes, in order, from their predictions at F: ranked by predicted reward (comparable
+    arms first; ties by the upper bound, then the name), every comparable arm whose upper bound reaches the lower
+    bound of the leader (the first comparable arm) is kept, and at least the ``n_keep`` first of the ranking."""
+    order = sorted(predictions, key=lambda p: (not p.comparable, -p.reward, -p.hi, p.arm))
+    leader = next((p for p in order if p.comparable), None)
+    chosen = {p.arm for p in order[:n_keep]}
+    if leader is not None:
+        chosen |= {p.arm for p in order if p.comparable and p.hi >= leader.lo}
+    return [p.arm for p in order if p.arm in chosen]
 
 
-def _summary_or_none(folder: Path) -> RunSummary | None:
-    try:
-        return load_summary(folder) if (folder / SUMMARY).is_file() else None
-    except UserError:
-        return None
+def _affordable(design: RaceDesign, history: Sequence[Sequence[str]], kept: Sequence[str]) -> int:
+    """How many of ``kept`` (in order) the next rung can take, at least the halving's count: the pilot budgets of
+    every rung so far, the next rung's growth for those arms and the worst case of the rungs after it (the
+    design's counts) stay within phi x F. Budgets, not ledgers: the same on every rerun."""
+    rung = len(history) - 1
+    seeds = len(design.seeds)
+    last = {a: r for r, names in enumerate(history) for a in names}
+    committed = seeds * sum(design.arm(a).pilot_budget(design, r) for a, r in last.items())
+
+    def growth(arm: str, r: int) -> int:
+        a = design.arm(arm)
+        return a.pilot_budget(design, r) - a.pilot_budget(design, r - 1)
+
+    count = design.keep[rung + 1]
+    for n in range(len(kept), count, -1):
+        later = sum(sum(sorted((growth(a, r) for a in kept[:n]), reverse=True)[:design.keep[r]])
+                    for r in range(rung + 2, len(design.rung_flops)))
+        if committed + seeds * (sum(growth(a, rung + 1) for a in kept[:n]) + later) <= design.pilot_cap:
+            return n
+    return count
 
 
-def last_scores(folder: Path, targets: Sequence[str]) -> np.ndarray:
-    """[targets, prompts] 0/1 scores of the pilot's last evaluation on each target."""
-    records = load_evaluations(folder)
-    rows = []
-    for target in targets:
-        mine = [r for r in records if r.target == target]
-        if not mine:
-            raise UserError(f"pilot {str(folder)!r} has no evaluation on {target!r}")
-        rows.append(np.asarray(mine[-1].scores, dtype=float))
-    return np.vstack(rows)
+def _digest(inp: RaceInput) -> str:
+    """What a promotion depends on: the rule, the arms and every evaluation the analysis reads."""
+    h = hashlib.sha256(f"{PROMOTION_RULE}|{PROMOTION_REPLICATES}|{sorted(inp.reached.items())}".encode())
+    for target in inp.fitted_targets:
+        for arm in inp.targets[target].arms:
+            for run in arm.runs:
+                for point in run.points:
+                    h.update(f"{target}|{arm.name}|{run.seed}|{point.flops!r}|".encode())
+                    h.update(np.ascontiguousarray(point.scores, dtype=float).tobytes())
+    return h.hexdigest()
 
 
-def lower_bound(scores: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
-    """(mean, lower 90 % bound) of the mean score over seeds and prompts, ``scores`` [seeds, prompts]: a paired
-    bootstrap drawing seeds and prompts with replacement (the prompts shared by every arm are drawn by the
-    caller's generator in the same order for every arm)."""
-    s, q = scores.shape
-    seeds = rng.integers(0, s, size=(LCB_REPLICATES, s))
-    prompts = rng.integers(0, q, size=(LCB_REPLICATES, q))
-    means = np.array([scores[seeds[i]][:, prompts[i]].mean() for i in range(LCB_REPLICATES)])
-    return float(scores.mean()), float(np.quantile(means, 1 - LCB_LEVEL))
+def promote(design: RaceDesign, folder: Path, history: Sequence[Sequence[str]],
+            recorded: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The decision after the last rung of ``history`` (the arms of each rung so far): its arms analysed on their
+    pilots, ranked by predicted reward at F (:func:`keep_by_prediction`), as many kept as the pilot budget
+    affords. ``recorded``: the decision an earlier call wrote, kept when it was made on the same evaluations, or
+    when its arms have already gone on (a decision acted upon stands)."""
+    rung, arms = len(history) - 1, list(history[-1])
+    inp = pilot_input(design, folder, {a: rung for a in arms}, "")
+    digest = _digest(inp)
+    if recorded is not None and recorded.get("rung") == rung and isinstance(recorded.get("promoted"), list) and (
+            recorded.get("input") == digest or _gone_on(design, folder, rung, arms)):
+        return recorded
+    target = design.fit_targets[0]
+    result = analyze(inp, n_replicates=PROMOTION_REPLICATES, holdout=False).target(target)
+    preds = result.budgets[-1].predictions if result.budgets else ()
+    ranked = keep_by_prediction(preds, design.keep[rung + 1])
+    observed = {c.arm: c.observed_at_rungs[rung] for c in result.curves if c.arm not in {p.arm for p in preds}}
+    unfitted = sorted(observed, key=lambda a: (-(observed[a] or 0.0), a))  # no curve: by the reward observed
+    kept = ranked + unfitted[:max(0, design.keep[rung + 1] - len(ranked))]
+    promoted = kept[:_affordable(design, history, kept)]
+    return {"rung": rung, "rule": PROMOTION_RULE, "target": target, "promoted": promoted,
+            "held_back": [a for a in kept if a not in promoted], "input": digest,
+            "predictions": {p.arm: {"reward": p.reward, "lo": p.lo, "hi": p.hi, "comparable": p.comparable}
+                            for p in preds},
+            "unfitted": {a: observed[a] for a in unfitted}}
 
 
-def promote(design: RaceDesign, folder: Path, rung: int, arms: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
-    """The arms that go on from ``rung``: the best ``keep[rung + 1]`` by the lower bound of their last
-    evaluation, averaged over the fitted targets (ties by mean, then name)."""
-    bounds = {}
+def _gone_on(design: RaceDesign, folder: Path, rung: int, arms: Sequence[str]) -> bool:
+    """Some pilot of ``arms`` has been continued beyond ``rung``."""
     for arm in arms:
-        scores = np.stack([last_scores(pilot_folder(folder, arm, s), design.fit_targets).mean(axis=0)
-                           for s in design.seeds])
-        bounds[arm] = lower_bound(scores, np.random.default_rng(rung))  # same draws for every arm: paired
-    order = sorted(arms, key=lambda a: (-bounds[a][1], -bounds[a][0], a))
-    keep = order[:design.keep[rung + 1]]
-    rule = (f"lower {LCB_LEVEL:.0%} bound of the last evaluation ({', '.join(design.fit_targets)}), paired "
-            "bootstrap over seeds and prompts")
-    return keep, {"rung": rung, "rule": rule, "promoted": keep,
-                  "bounds": {a: {"mean": m, "lower": lo} for a, (m, lo) in bounds.items()}}
+        budget = design.arm(arm).pilot_budget(design, rung)
+        for seed in design.seeds:
+            path = pilot_folder(folder, arm, seed)
+            if (path / SUMMARY).is_file() and (load_summary(path).budget_flops or 0) > budget:
+                return True
+    return False
+
+
+def _recorded(folder: Path) -> list[Any]:
+    try:
+        data = read_json(folder / PROMOTIONS, "promotions") if (folder / PROMOTIONS).is_file() else []
+    except UserError:
+        return []
+    return data if isinstance(data, list) else []
 
 
 def rung_arms(design: RaceDesign, folder: Path) -> list[list[str]]:
     """The arms of every rung whose predecessor is complete (the first rung: all arms)."""
     arms = [[a.name for a in design.arms]]
+    before = {d.get("rung"): d for d in _recorded(folder) if isinstance(d, dict)}
     decisions = []
     for rung in range(len(design.rung_flops) - 1):
         if not all(pilot_done(pilot_folder(folder, a, s), design.arm(a).pilot_budget(design, rung))
                    for a in arms[-1] for s in design.seeds):
             break
-        keep, decision = promote(design, folder, rung, arms[-1])
-        arms.append(keep)
+        decision = promote(design, folder, arms, before.get(rung))
+        arms.append(list(decision["promoted"]))
         decisions.append(decision)
     atomic_write_json(folder / PROMOTIONS, decisions)
     return arms
 
 
-def train_command(design: RaceDesign, folder: Path, task: PilotTask,
-                  eval_points: tuple[int, ...] | None = None) -> list[str]:
+def train_command(design: RaceDesign, folder: Path, task: PilotTask) -> list[str]:
     """The ``flopplan train`` command of a pilot: new (from the arm's plan entry at the top rung, so the plan file
     is the same for every rung) or resumed with this rung's budget."""
     base = [sys.executable, "-m", "flopplan", "train", "--out", str(task.folder), "--budget", str(task.budget),
@@ -140,7 +180,7 @@ def train_command(design: RaceDesign, folder: Path, task: PilotTask,
     if not plan_path.is_file():  # the arm's recipe (its evaluations included) priced at its top-rung budget
         top = arm.pilot_budget(design, len(design.rung_flops) - 1)
         PlanFile((PlanEntry.of(plan(arm.recipe, Budget(flops=float(top)))),), design.command).save(plan_path)
-    points = ",".join(str(p) for p in (eval_points or design.eval_points))
+    points = ",".join(str(p) for p in design.eval_points)
     command = [*base, "--plan", str(plan_path), "--seed", str(task.seed), "--eval-targets", ",".join(design.targets),
                "--eval-at-flops", points, "--checkpoint-every", "1", "--keep-checkpoints", "2", "--lost-outside-budget",
                "--eval-at-end"]
@@ -167,11 +207,10 @@ def _set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
         pass
 
 
-def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int,
-              eval_points: tuple[int, ...] | None = None) -> PilotTask:
+def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -> PilotTask:
     task.folder.parent.mkdir(parents=True, exist_ok=True)
     _clear_unstarted(task)
-    command = train_command(design, folder, task, eval_points)
+    command = train_command(design, folder, task)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "OPENBLAS_NUM_THREADS": str(threads)}
     what = f"rung{task.rung}" if task.rung >= 0 else "validation"

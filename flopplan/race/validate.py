@@ -2,6 +2,12 @@
 stop), then set what the pilots predicted beside what the run observed, on every target, the held-out one
 included.
 
+The validating run continues the recommended arm's pilot of the race's first seed: a copy of that pilot's run
+folder (``validation/<arm>``, made whole or not at all) resumed from its last checkpoint, as ``flopplan train
+--resume --budget`` resumes any run, with a budget of that pilot's ledger plus what all pilots and the reward
+model left of F, and the evaluation points extended beyond the pilots'. The pilot's work is the run's start, not
+overhead; the pilot itself is left as it was, so the analysis reads the same pilots before and after.
+
 Prediction: the recommended arm's pilots refitted (the paired bootstrap of :mod:`flopplan.race.bootstrap`) and
 read at the exact training FLOPs the validating run reached at its last evaluation; the interval is that
 bootstrap's. A held-out target has no curve (no fit saw it): the run's value is set beside the same arm's pilots
@@ -11,6 +17,8 @@ at their largest budget and at step 0, so what transferred is visible without a 
 from __future__ import annotations
 
 import math
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,16 +26,16 @@ from typing import Any
 import numpy as np
 
 from flopplan.errors import UserError
-from flopplan.fileio import atomic_write_json, atomic_write_text
+from flopplan.fileio import atomic_write_json, atomic_write_text, folder_lock
 from flopplan.race.bootstrap import ArmPilots, EvalPoint, PilotData, SeedRun, paired_bootstrap
 from flopplan.race.design import RaceDesign
+from flopplan.race.pilots import pilot_done, pilot_folder
 from flopplan.race.results import RaceAnalysis
-from flopplan.race.runner import PilotTask, pilot_done, pilot_folder, run_pilot
-from flopplan.runfile import EvalRecord, load_evaluations, load_summary
+from flopplan.race.runner import PilotTask, run_pilot
+from flopplan.runfile import CONFIG, EvalRecord, load_evaluations, load_summary
 
 VALIDATION = "validation"
-VALIDATION_VERSION = 1
-SEED = 0
+VALIDATION_VERSION = 2  # 2: the run continues a pilot ("continued"); budget_flops includes that pilot's ledger
 DIAGNOSTIC = ("RACE is a diagnostic, not a guarantee: a value inside the interval shows that the pilots' curve "
               "forecast this run, at this budget and seed, as well as its stated uncertainty; it does not show "
               "that the recommended arm was the best one at this budget (only running the other arms shows that: "
@@ -85,14 +93,18 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, n_replicates: 
         raise UserError("the analysis recommends no arm (every arm unstable or unfitted): nothing to validate")
     rec = recs[0]
     arm = design.arm(str(rec.arm))
-    budget = validation_budget(design, analysis)
-    if budget <= arm.eval_flops * 2:
-        raise UserError(f"the pilots left {budget:,} FLOPs of the budget: too little for a validating run")
+    left = validation_budget(design, analysis)
+    if left <= arm.eval_flops * 2:
+        raise UserError(f"the pilots left {left:,} FLOPs of the budget: too little for a validating run")
+    seed = design.seeds[0]
+    pilot = pilot_folder(folder, arm.name, seed)
+    origin = load_summary(pilot)
+    budget = origin.flops["total"] + left
     run = folder / VALIDATION / arm.name
     points = _validation_points(design, arm, budget)
-    task = PilotTask(arm.name, SEED, -1, budget, run)
     if not pilot_done(run, budget):
-        run_pilot(design, folder, task, cores or 2, eval_points=points)
+        continue_pilot(pilot, run, points)
+        run_pilot(design, folder, PilotTask(arm.name, seed, -1, budget, run), cores or 2)
     records = load_evaluations(run)
     summary = load_summary(run)
     top = max(design.rung_flops)
@@ -118,12 +130,33 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, n_replicates: 
     out = {"validation_version": VALIDATION_VERSION, "command": analysis.command, "arm": arm.name,
            "recommended_for": rec.target, "confidence": rec.confidence, "regime": rec.regime,
            "budget_flops": budget, "spent_flops": summary.flops["total"], "within_budget": summary.within_budget,
+           "seed": seed, "continued": {"pilot": os.path.relpath(pilot, folder), "steps": origin.steps,
+                                       "flops": origin.flops["total"]},
+           "overhead_flops": rec.overhead_flops, "overhead_share": rec.overhead_share, "horizon": rec.horizon,
            "steps": summary.steps, "stop_reason": summary.stop_reason, "level": analysis.level,
            "extrapolation": last_train(records) / max(1.0, pilot_max),
            "checks": [c.to_data() for c in checks], "statement": DIAGNOSTIC}
     atomic_write_json(folder / VALIDATION / "validation.json", out)
     atomic_write_text(folder / VALIDATION / "validation.md", render(out))
     return out
+
+
+def continue_pilot(pilot: Path, run: Path, points: tuple[int, ...]) -> None:
+    """``run`` as a copy of the finished ``pilot`` (unless it is there), its evaluation points ``points``: copied
+    aside under the pilot's lock and renamed into place, so a kill leaves the whole copy or none."""
+    from flopplan.train.config import replace_config
+    from flopplan.train.runfolder import RunFolder
+
+    if (run / CONFIG).is_file():
+        return
+    aside = run.with_name(f".{run.name}.copy")
+    shutil.rmtree(aside, ignore_errors=True)
+    with folder_lock(pilot, "pilot run folder"):
+        shutil.copytree(pilot, aside, ignore=shutil.ignore_patterns(".lock"))
+    copy = RunFolder(aside)
+    copy.write_config(replace_config(copy.read_config(), out_dir=str(run), eval_at_flops=points))
+    shutil.rmtree(run, ignore_errors=True)
+    os.replace(aside, run)
 
 
 def last_train(records: list[EvalRecord]) -> float:
@@ -140,11 +173,16 @@ def _validation_points(design: RaceDesign, arm: Any, budget: int) -> tuple[int, 
 
 def render(out: dict[str, Any]) -> str:
     level = f"{out['level']:.0%}"
+    cont = out["continued"]
     lines = [f"<!-- {out['command']} -->", "", f"# RACE validation: {out['arm']}", "",
-             f"Recommended for `{out['recommended_for']}` ({out['regime']}, confidence {out['confidence']}); run "
-             f"with the budget the pilots left, {out['budget_flops']:,} FLOPs, seed {SEED}: {out['steps']} steps, "
+             f"Recommended for `{out['recommended_for']}` ({out['regime']}, confidence {out['confidence']}); the "
+             f"arm's pilot of seed {out['seed']} ({cont['pilot']}: {cont['steps']} steps, {cont['flops']:,} FLOPs) "
+             f"continued to {out['budget_flops']:,} FLOPs, its own plus what the pilots left: {out['steps']} steps, "
              f"{out['spent_flops']:,} FLOPs spent ({'within' if out['within_budget'] else 'OVER'} the budget); "
-             f"{out['stop_reason']}. The last evaluation is at {out['extrapolation']:.1f}x the arm's largest pilot.",
+             f"{out['stop_reason']}. The last evaluation is at {out['extrapolation']:.1f}x the arm's largest pilot. "
+             f"Pilot overhead (the pilots not continued, and a reward model this arm does not use): "
+             f"{out['overhead_flops']:,} FLOPs, {out['overhead_share']:.1%} of F; F is {out['horizon']:.1f}x the "
+             "arm's largest pilot.",
              "", f"| target | fitted | observed | predicted | {level} interval | inside | pilots (last) | step 0 |",
              "|---|---|---|---|---|---|---|---|"]
     for c in out["checks"]:

@@ -1,0 +1,91 @@
+"""RACE's pilots on disk: where each pilot's run folder is, whether it finished a rung, what all pilots spent, and
+the analysis's input read from them (the runner's promotion and ``race analyze`` read the pilots the same way)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flopplan.errors import UserError
+from flopplan.race.analysis import RaceInput
+from flopplan.race.bootstrap import ArmPilots, EvalPoint, PilotData, SeedRun
+from flopplan.race.design import RaceDesign
+from flopplan.race.results import ArmInfo
+from flopplan.runfile import SUMMARY, load_evaluations, load_summary
+
+PILOTS = "pilots"
+
+
+def pilot_folder(folder: str | Path, arm: str, seed: int) -> Path:
+    return Path(folder) / PILOTS / arm / f"seed{seed}"
+
+
+def pilot_done(folder: Path, budget: int) -> bool:
+    """The pilot in ``folder`` finished a run to ``budget`` FLOPs, or has since been continued to a larger one (a
+    pilot goes on only after its rung is done; killed while continuing, it is done with the rung before)."""
+    if not (folder / SUMMARY).is_file():
+        return False
+    summary = load_summary(folder)
+    reached = summary.budget_flops or 0
+    return reached > budget or (bool(summary.stop_reason) and not summary.interrupted and reached >= budget)
+
+
+def pilot_ledger(folder: Path) -> int:
+    """What one pilot's ledger charged so far (0 before it wrote a summary); lost work is recorded apart."""
+    return load_summary(folder).flops["total"] if (folder / SUMMARY).is_file() else 0
+
+
+def pilot_spending(design: RaceDesign, folder: Path) -> dict[str, int]:
+    """FLOPs all pilots spent by their ledgers: in total, on training (evaluations excluded), on evaluations, and
+    lost to interruptions (charged to the pilots' ledgers, not to their budgets)."""
+    out = {"total": 0, "training": 0, "evaluation": 0, "lost": 0}
+    for name, seed in design.pilots():
+        path = pilot_folder(folder, name, seed)
+        if not (path / SUMMARY).is_file():
+            continue
+        s = load_summary(path)
+        out["total"] += s.flops["total"]
+        out["evaluation"] += s.flops.get("evaluation", 0)
+        out["lost"] += s.lost_flops
+    out["training"] = out["total"] - out["evaluation"]
+    return out
+
+
+def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], command: str) -> RaceInput:
+    """The analysis's input from the pilots of the arms in ``reached`` (arm -> the rung all its seeds finished),
+    each pilot's evaluations read up to that rung's budget, so a pilot already running its next rung does not
+    change it. ``pilot_spend`` holds each arm's pilots' ledgers in seed order (the first is the one a validating
+    run continues)."""
+    targets: dict[str, list[ArmPilots]] = {t: [] for t in design.targets}
+    infos, spend = [], {}
+    for arm in design.arms:
+        if arm.name not in reached:
+            continue
+        limit = design.rung_flops[reached[arm.name]]
+        runs: dict[str, list[SeedRun]] = {t: [] for t in design.targets}
+        for seed in design.seeds:
+            records = load_evaluations(pilot_folder(folder, arm.name, seed))
+            for target in design.targets:
+                points = tuple(EvalPoint(float(r.train_flops), np.asarray(r.scores, dtype=float))
+                               for r in records if r.target == target and r.train_flops <= limit)
+                if not points:
+                    raise UserError(f"pilot {arm.name} seed {seed} has no evaluation on {target!r}")
+                runs[target].append(SeedRun(seed, points))
+        for target in design.targets:
+            targets[target].append(ArmPilots(arm.name, tuple(runs[target])))
+        infos.append(ArmInfo(name=arm.name, axes=dict(arm.axes), params=arm.recipe.policy_spec.params,
+                             split=_split(arm.split(reached[arm.name])), upfront_flops=arm.upfront_flops))
+        spend[arm.name] = tuple(pilot_ledger(pilot_folder(folder, arm.name, s)) for s in design.seeds)
+    return RaceInput(arms=tuple(infos), targets={t: PilotData(tuple(arms)) for t, arms in targets.items()},
+                     fitted_targets=design.fit_targets, budget_flops=float(design.budget_flops),
+                     rung_budgets=tuple(float(b) for b in design.rung_flops), reached=dict(reached),
+                     pilot_flops=pilot_spending(design, folder)["total"], command=command or design.command,
+                     pilot_spend=spend)
+
+
+def _split(shares: dict[str, Any]) -> dict[str, float]:
+    parts = {b: float(shares.get(b, 0.0)) for b in ("rollout", "learning", "feedback")}
+    total = sum(parts.values()) or 1.0
+    return {b: v / total for b, v in parts.items()}
