@@ -70,6 +70,11 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
         config = train_config(plan_file=plan_file, plan_model=plan_model, recipe_file=recipe_file, changes=changes,
                               tuning_given=tuning_given, no_eval=no_eval, model=model_name,
                               engine_recipe=engine_recipe, **knobs)
+        from flopplan.grpo.data import check_datasets
+        from flopplan.grpo.reward_funcs import RewardFuncs
+
+        check_datasets([config.dataset, config.eval_dataset], RewardFuncs.load(config.reward_funcs,
+                                                                               config.reward_weights))
     if config.engine == "trl":
         _train_on_trl(config, resume, as_json)
         return
