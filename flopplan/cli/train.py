@@ -62,6 +62,12 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
                 extend[name] = knobs[name]
         config = replace_config(config, **extend)
     else:
+        from flopplan.grpo.data import check_datasets
+        from flopplan.grpo.reward_funcs import RewardFuncs
+
+        # the rows and the reward functions that read them, before torch is imported and the run folder made
+        check_datasets([knobs["dataset"], knobs["eval_dataset"]], RewardFuncs.load(knobs["reward_funcs"],
+                                                                                   knobs["reward_weights"]))
         engine_recipe = None
         if knobs["engine"] == "trl":
             from flopplan.engines.trl import recipe_for_trl_run
@@ -70,11 +76,6 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
         config = train_config(plan_file=plan_file, plan_model=plan_model, recipe_file=recipe_file, changes=changes,
                               tuning_given=tuning_given, no_eval=no_eval, model=model_name,
                               engine_recipe=engine_recipe, **knobs)
-        from flopplan.grpo.data import check_datasets
-        from flopplan.grpo.reward_funcs import RewardFuncs
-
-        check_datasets([config.dataset, config.eval_dataset], RewardFuncs.load(config.reward_funcs,
-                                                                               config.reward_weights))
     if config.engine == "trl":
         _train_on_trl(config, resume, as_json)
         return

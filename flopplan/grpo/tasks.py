@@ -108,14 +108,28 @@ def load_jsonl(path: str | Path) -> list[Problem]:
 
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+_BOXED = "\\boxed{"
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last ``\\boxed{...}`` (braces inside it balanced), None without one."""
+    start = text.rfind(_BOXED)
+    while start != -1:
+        depth, i = 1, start + len(_BOXED)
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            return text[start + len(_BOXED):i - 1]
+        start = text.rfind(_BOXED, 0, start)
+    return None
 
 
 def extract_answer(completion: str) -> str | None:
     """The final answer of a completion: ``\\boxed{...}``, else after ``####``, else the last number."""
-    boxed = _BOXED.findall(completion)
-    if boxed:
-        return boxed[-1].strip()
+    boxed = last_boxed(completion)
+    if boxed is not None:
+        return boxed.strip()
     if "####" in completion:
         return completion.rsplit("####", 1)[1].strip() or None
     numbers = _NUMBER.findall(completion)
@@ -127,8 +141,8 @@ def reference_answer(text: str) -> str:
     (a MATH solution), else the text itself; stripped."""
     if "####" in text:
         return text.rsplit("####", 1)[1].strip()
-    boxed = _BOXED.findall(text)
-    return boxed[-1].strip() if boxed else text.strip()
+    boxed = last_boxed(text)
+    return boxed.strip() if boxed is not None else text.strip()
 
 
 def normalize(answer: str) -> str:
