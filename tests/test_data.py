@@ -68,7 +68,7 @@ def test_answers_are_reduced_and_other_columns_kept(tmp_path):
                                          {"prompt": "3 >", "answer": 5}])
     rows = read_rows(path)
     assert [r["answer"] for r in rows] == ["42", "\\frac{1}{2}", "5"] and rows[0]["id"] == 7
-    assert [p.columns for p in load_problems(path)][0] == {"answer": "42", "id": 7}
+    assert load_problems(path)[0].columns == {"answer": "42", "id": 7}
 
 
 @pytest.mark.parametrize(("row", "fragment"), [

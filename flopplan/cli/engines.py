@@ -180,8 +180,8 @@ def export_trl(plan_file: str, plan_model: str | None, world_size: int, out_dir:
         echo_json({"grpo_config": str(config_path), "flopplan_config": str(own_path), "launcher": str(launcher),
                    "command": command, "config": kwargs, "flopplan": own})
         return
-    click.echo(f"wrote {config_path}\nwrote {own_path}\nwrote {launcher}\nrun on {world_size} GPU{'s' if world_size > 1 else ''}:\n"
-               f"  {command}")
+    click.echo(f"wrote {config_path}\nwrote {own_path}\nwrote {launcher}\nrun on {world_size} "
+               f"GPU{'s' if world_size > 1 else ''}:\n  {command}")
 
 
 def _trl_launcher(plan_file: str, model: str, world_size: int) -> str:
