@@ -39,44 +39,17 @@ def read_trl_configs(paths: tuple[str, ...]) -> dict[str, Any]:
     """The TRL configuration of ``--from-trl`` files, merged: GRPOConfig fields (YAML, JSON such as
     ``GRPOConfig(...).to_dict()``, or a ``training_args.bin`` TRL saved, read with torch when it is installed) and
     flopplan's own keys (``export trl``'s flopplan.yaml); a key in two files is refused."""
-    from flopplan.engines.trl import check_grpo_config
+    from flopplan.engines.trl import check_grpo_config, read_training_args
 
     merged: dict[str, Any] = {}
     for path in paths:
-        data = _training_args(path) if path.endswith(".bin") else read_config_file(path, "TRL configuration")
+        data = read_training_args(path) if path.endswith(".bin") else read_config_file(path, "TRL configuration")
         check_grpo_config(data, f"TRL configuration {path!r}")
         twice = sorted(set(merged) & set(data))
         if twice:
             raise UserError(f"--from-trl files both set {twice[0]}: give each field once")
         merged.update(data)
     return merged
-
-
-def _training_args(path: str) -> dict[str, Any]:
-    """The fields of a ``training_args.bin`` (transformers saves its TrainingArguments with ``torch.save``: a
-    pickle, read only from a file you trust)."""
-    import importlib.util
-
-    from flopplan.errors import first_line
-
-    if not Path(path).is_file():
-        raise UserError(f"cannot read the training arguments {path!r}: no such file")
-    if importlib.util.find_spec("torch") is None:
-        raise UserError(f"{path!r} is a torch pickle and torch is not installed: give the JSON of "
-                        "GRPOConfig(...).to_dict() instead")
-    import torch
-
-    try:
-        args = torch.load(path, weights_only=False, map_location="cpu")
-    except Exception as exc:  # unpickling runs the file's classes: any error says it is not readable here
-        raise UserError(f"cannot read the training arguments {path!r}: {type(exc).__name__}: {first_line(exc)}") \
-            from None
-    if not callable(getattr(args, "to_dict", None)):
-        raise UserError(f"{path!r} holds a {type(args).__name__}, not TrainingArguments")
-    data = args.to_dict()
-    if not isinstance(data, dict):
-        raise UserError(f"{path!r}: its to_dict() is not an object of fields")
-    return data
 
 
 def engine_device(device: str | None) -> tuple[str, str | None]:

@@ -1,4 +1,5 @@
-"""TRL's GRPOTrainer as flopplan sees it (torch-free): a GRPOConfig, by TRL's field names, <-> a Recipe.
+"""TRL's GRPOTrainer as flopplan sees it (torch-free; torch only to read a saved ``training_args.bin``): a
+GRPOConfig, by TRL's field names, <-> a Recipe.
 
 The arithmetic of a TRL run (trl 1.16 ``grpo_config.py`` ``__post_init__``, ``grpo_trainer.py``
 ``_prepare_inputs``): every process takes ``per_device_train_batch_size`` (bs) completions per micro-step; a
@@ -72,6 +73,32 @@ def check_grpo_config(data: dict[str, Any], where: str) -> None:
     if data and not set(data) & known:
         raise UserError(f"{where} holds no GRPOConfig field (it has {', '.join(sorted(data)[:3])}"
                         f"{', ...' if len(data) > 3 else ''})")
+
+
+def read_training_args(path: str) -> dict[str, Any]:
+    """The fields of a ``training_args.bin`` (transformers saves its TrainingArguments with ``torch.save``: a
+    pickle, read only from a file you trust), read when torch is installed."""
+    import importlib.util
+    from pathlib import Path
+
+    from flopplan.errors import first_line
+
+    if not Path(path).is_file():
+        raise UserError(f"cannot read the training arguments {path!r}: no such file")
+    if importlib.util.find_spec("torch") is None:
+        raise UserError(f"{path!r} is a torch pickle and torch is not installed: give the JSON of "
+                        "GRPOConfig(...).to_dict() instead")
+    import torch
+
+    try:
+        args = torch.load(path, weights_only=False, map_location="cpu")
+    except Exception as exc:  # unpickling runs the file's classes: any error says it is not readable here
+        raise UserError(f"cannot read the training arguments {path!r}: {type(exc).__name__}: {first_line(exc)}") \
+            from None
+    data = args.to_dict() if callable(getattr(args, "to_dict", None)) else None
+    if not isinstance(data, dict):
+        raise UserError(f"{path!r} holds a {type(args).__name__}, not TrainingArguments")
+    return data
 
 
 def complete_dump(config: dict[str, Any]) -> bool:

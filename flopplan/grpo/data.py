@@ -57,7 +57,7 @@ def _parquet(path: Path) -> list[Any]:
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise UserError("reading parquet needs pyarrow (pip install 'flopplan[torch]' brings it with datasets)") \
+        raise UserError("reading parquet needs pyarrow: pip install 'flopplan[data]'") \
             from None
     try:
         return list(pq.read_table(path).to_pylist())
@@ -69,7 +69,7 @@ def _saved_dataset(path: Path) -> list[Any]:
     try:
         from datasets import Dataset, DatasetDict, load_from_disk
     except ImportError:
-        raise UserError("reading a saved dataset folder needs datasets (pip install datasets)") from None
+        raise UserError("reading a saved dataset folder needs datasets: pip install 'flopplan[data]'") from None
     try:
         data = load_from_disk(str(path))
     except (OSError, ValueError, FileNotFoundError) as exc:

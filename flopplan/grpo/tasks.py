@@ -17,7 +17,6 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from flopplan.errors import UserError
@@ -97,14 +96,6 @@ def parse_task(name: str) -> DigitTask:
     except ValueError:
         raise UserError(f"task length must be an integer in {name!r}") from None
     return DigitTask(rule, length)
-
-
-def load_jsonl(path: str | Path) -> list[Problem]:
-    """A dataset's problems with plain prompts (:func:`flopplan.grpo.data.load_problems` without a chat
-    template)."""
-    from flopplan.grpo.data import load_problems
-
-    return load_problems(path)
 
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
