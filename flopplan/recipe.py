@@ -93,7 +93,8 @@ def option(flag: str, help: str, kind: str = "int", choices: tuple[str, ...] = (
            alias: str | None = None) -> dict[str, Any]:
     """Field metadata: the command-line option of a recipe field (flopplan.cli.options builds every option, its
     help and its default from these, so a new field is one edit). ``kind``: int, float, length, choice, bool
-    (an on/off pair), flag (on only), reward, targets (a comma-separated list)."""
+    (an on/off pair), flag (on only), reward, targets (a comma-separated list); the full list is
+    flopplan.cli.options'."""
     return {"option": flag, "help": help, "kind": kind, "choices": choices, "short": short, "alias": alias}
 
 

@@ -84,8 +84,9 @@ SESSIONS = (
     Session("trl-export", (Step(TINY_TRL, show="from:- recipe"),
                            Step("flopplan export trl plan.json --world-size 2 --out trl-run"),
                            Step("cat trl-run/grpo_config.yaml"),
-                           Step("flopplan plan --from-trl trl-run/grpo_config.yaml --model tiny --prompt-len 9 "
-                                "--world-size 2 --device cpu", show="from:- "))),
+                           Step("cat trl-run/flopplan.yaml"),
+                           Step("flopplan plan --from-trl trl-run/grpo_config.yaml --from-trl trl-run/flopplan.yaml "
+                                "--prompt-len 9 --world-size 2 --device cpu", show="from:- "))),
     Session("verl", (Step("flopplan plan --model qwen2.5-7b --prompts-per-step 64 --group-size 8 --completion-len 1024"
                           " --budget 1e19 --out plan7b.json", show="from:- recipe"),
                      Step("flopplan export verl plan7b.json --gpus-per-node 8 --reward-function reward.py "

@@ -52,8 +52,8 @@ ALLOWED = {
     "cli": {"core", "report", "measure", "grpo", "train", "calibrate", "engines", "race", "cli"},
 }
 TORCH_FREE = {"core", "report", "cli"}
-TORCH_FREE_MODULES = {"grpo/config.py", "grpo/tokenizer.py", "grpo/tasks.py", "train/config.py", "train/targets.py",
-                      "calibrate/fit.py", "calibrate/specs.py"}
+TORCH_FREE_MODULES = {"grpo/config.py", "grpo/tokenizer.py", "grpo/tasks.py", "grpo/data.py", "grpo/reward_funcs.py",
+                      "train/config.py", "train/targets.py", "calibrate/fit.py", "calibrate/specs.py"}
 TORCH_LIBRARIES = ("torch", "transformers", "peft", "fvcore", "trl", "accelerate")
 
 

@@ -39,6 +39,7 @@ PROMPT = 9  # the built-in task's prompts: "6 3 1 1 >" (no BOS with the characte
     ({"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}, 8, 1, False),
     ({"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "num_iterations": 2}, 8, 2, True),
     ({"per_device_train_batch_size": 4, "generation_batch_size": 32}, 32, 8, True),
+    ({"per_device_train_batch_size": 4, "generation_batch_size": 32, "steps_per_generation": 8}, 32, 8, True),
 ])
 def test_round_arithmetic_follows_trl(config, rollouts, steps, old):
     """Rollouts a round, optimizer steps a round, and TRL's old-log-prob rule (ga % (spg x mu) != 0), as the TRL
@@ -50,7 +51,7 @@ def test_round_arithmetic_follows_trl(config, rollouts, steps, old):
 
 @pytest.mark.parametrize(("config", "fragment"), [
     ({"num_generations": 1}, "at least 2 generations"),
-    ({"steps_per_generation": 2, "generation_batch_size": 16}, "can not be both configured"),
+    ({"steps_per_generation": 2, "generation_batch_size": 16}, "--world-size 2"),  # both: saved by TRL, checked
     ({"per_device_train_batch_size": 4, "generation_batch_size": 6}, "divisible by the global batch size"),
     ({"per_device_train_batch_size": 3, "num_generations": 4}, "divisible by num_generations"),
     ({"gradient_accumulation_steps": 4, "steps_per_generation": 2}, "span several generation rounds"),
@@ -123,7 +124,7 @@ def test_defaults_and_field_names_are_trls():
     assert set(fields) >= NO_FLOPS
 
 
-def test_an_exported_config_loads_in_grpo_config(tmp_path):
+def test_an_exported_config_loads_in_grpo_config_and_trl_parser_and_prices_back(tmp_path):
     trl = pytest.importorskip("trl")
     plan = tmp_path / "plan.json"
     cli("plan", "--model", "qwen2.5-0.5b", "--lora-rank", "16", "--prompts-per-step", "8", "-G", "4",
@@ -132,11 +133,77 @@ def test_an_exported_config_loads_in_grpo_config(tmp_path):
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     fields = yaml.safe_load(Path(data["grpo_config"]).read_text())
-    peft, rewards = fields.pop("peft"), fields.pop("reward_funcs")
     config = trl.GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", **fields)
     assert config.steps_per_generation * config.per_device_train_batch_size * 2 == 32
-    assert peft["r"] == 16 and rewards == ["rule"] and "accelerate launch --num_processes 2" in data["command"]
-    assert os.access(data["launcher"], os.X_OK)
+    (parsed,) = trl.TrlParser([trl.GRPOConfig]).parse_args_and_config(
+        ["--config", data["grpo_config"], "--output_dir", str(tmp_path / "out"), "--use_cpu", "true"])
+    assert {k: getattr(parsed, k) for k in fields} == fields
+    own = yaml.safe_load(Path(data["flopplan_config"]).read_text())
+    assert own["peft"]["r"] == 16 and own["reward_funcs"] == ["rule"] and own["model_name_or_path"] == "qwen2.5-0.5b"
+    assert "accelerate launch --num_processes 2" in data["command"] and os.access(data["launcher"], os.X_OK)
+    priced = json.loads(cli("plan", "--from-trl", data["grpo_config"], "--from-trl", data["flopplan_config"],
+                            "--world-size", "2", "--prompt-len", "256", "--json").stdout)["plans"][0]
+    original = json.loads(plan.read_text())["plans"][0]
+    assert priced["step_flops"] == original["step_flops"] and priced["recipe"]["lora"]["rank"] == 16
+
+
+def test_export_with_no_processes_writes_nothing(tmp_path):
+    plan = tmp_path / "plan.json"
+    cli("plan", "--model", "tiny", "--full", "--prompts-per-step", "4", "-G", "4", "--steps", "2", "--out",
+        str(plan), check=True)
+    for world in ("0", "-1"):
+        one_line_error(cli("export", "trl", str(plan), "--world-size", world, "--out", str(tmp_path / "x")),
+                       "world size")
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.fixture(scope="module")
+def saved_grpo_config(tmp_path_factory):
+    """A GRPOConfig as TRL saves it: its to_dict() as JSON and its training_args.bin (torch.save)."""
+    trl = pytest.importorskip("trl")
+    import torch
+
+    folder = tmp_path_factory.mktemp("saved")
+    config = trl.GRPOConfig(output_dir=str(folder / "out"), per_device_train_batch_size=4, num_generations=4,
+                            gradient_accumulation_steps=2, steps_per_generation=4, max_completion_length=8,
+                            max_steps=6, use_cpu=True, report_to="none")
+    (folder / "args.json").write_text(json.dumps(config.to_dict(), default=str))
+    torch.save(config, folder / "training_args.bin")
+    by_hand = {"per_device_train_batch_size": 4, "num_generations": 4, "gradient_accumulation_steps": 2,
+               "steps_per_generation": 4, "max_completion_length": 8, "max_steps": 6}
+    (folder / "hand.yaml").write_text(yaml.safe_dump(by_hand))
+    return folder
+
+
+def test_a_saved_grpo_config_prices_as_its_fields_do(saved_grpo_config):
+    def priced(name: str, *extra: str) -> dict:
+        out = cli("plan", "--from-trl", str(saved_grpo_config / name), "--model", "tiny", "--prompt-len",
+                  str(PROMPT), "--device", "cpu", "--json", *extra)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    hand = priced("hand.yaml")
+    for name in ("args.json", "training_args.bin"):
+        saved = priced(name)
+        assert saved["plans"][0]["phases"] == hand["plans"][0]["phases"]
+        assert saved["plans"][0]["steps"] == hand["plans"][0]["steps"] == 3
+        assert not any("do not know" in n for n in saved["plans"][0].get("notes", []))
+    # generation_batch_size was filled for one process: on two the fields disagree, and say so
+    one_line_error(cli("plan", "--from-trl", str(saved_grpo_config / "args.json"), "--model", "tiny",
+                       "--prompt-len", "9", "--world-size", "2"), "--world-size 1")
+
+
+def test_what_is_not_a_grpo_config_is_refused(tmp_path):
+    bert = tmp_path / "config.json"
+    bert.write_text(json.dumps({"architectures": ["BertModel"], "model_type": "bert", "hidden_size": 768}))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"hidden_size": 768, "vocab_size": 30522}))
+    for path in (bert, other):
+        one_line_error(cli("plan", "--from-trl", str(path), "--model", "tiny", "--prompt-len", "9"), "GRPOConfig")
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("num_generations: 4\n")
+    one_line_error(cli("plan", "--from-trl", str(twice), "--from-trl", str(twice), "--model", "tiny",
+                       "--prompt-len", "9"), "num_generations")
 
 
 # -- real runs -------------------------------------------------------------------------------------------------

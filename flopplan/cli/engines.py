@@ -35,6 +35,23 @@ def read_config_file(path: str, what: str) -> dict[str, Any]:
     return data
 
 
+def read_trl_configs(paths: tuple[str, ...]) -> dict[str, Any]:
+    """The TRL configuration of ``--from-trl`` files, merged: GRPOConfig fields (YAML, JSON such as
+    ``GRPOConfig(...).to_dict()``, or a ``training_args.bin`` TRL saved, read with torch when it is installed) and
+    flopplan's own keys (``export trl``'s flopplan.yaml); a key in two files is refused."""
+    from flopplan.engines.trl import check_grpo_config, read_training_args
+
+    merged: dict[str, Any] = {}
+    for path in paths:
+        data = read_training_args(path) if path.endswith(".bin") else read_config_file(path, "TRL configuration")
+        check_grpo_config(data, f"TRL configuration {path!r}")
+        twice = sorted(set(merged) & set(data))
+        if twice:
+            raise UserError(f"--from-trl files both set {twice[0]}: give each field once")
+        merged.update(data)
+    return merged
+
+
 def engine_device(device: str | None) -> tuple[str, str | None]:
     """(``cpu`` | ``cuda``, the datasheet profile to time with): ``--device`` names a GPU (a datasheet) or cpu|cuda."""
     if device is None or device == "cuda":
@@ -46,7 +63,7 @@ def engine_device(device: str | None) -> tuple[str, str | None]:
     raise UserError(f"--device with an engine configuration: cpu, cuda, or one of {', '.join(DATASHEETS)}")
 
 
-def recipe_of_engine_config(from_trl: str | None, from_verl: str | None, recipe_file: str | None,
+def recipe_of_engine_config(from_trl: tuple[str, ...], from_verl: str | None, recipe_file: str | None,
                             models: tuple[str, ...], recipe_opts: dict[str, Any], steps: int | None,
                             world_size: int | None, device: str | None,
                             budget_given: bool) -> tuple[Recipe, int | None, list[str], str | None]:
@@ -69,7 +86,7 @@ def recipe_of_engine_config(from_trl: str | None, from_verl: str | None, recipe_
     if from_trl:
         from flopplan.engines.trl import recipe_from_trl, rounds_of
 
-        data = read_config_file(from_trl, "TRL configuration")
+        data = read_trl_configs(from_trl)
         recipe, run, notes = recipe_from_trl(data, model=model, prompt_len=changes.get("prompt_len"),
                                              completion_len=changes.get("completion_len"), world_size=world_size or 1,
                                              device=target)
@@ -108,31 +125,36 @@ def export() -> None:
 @click.option("--plan-model", help="Which model's plan to export when the plan file holds several.")
 @click.option("--world-size", default=1, show_default=True, type=int, help="Processes (GPUs) the run uses.")
 @click.option("--out", "out_dir", default="trl-run", show_default=True, type=click.Path(file_okay=False),
-              help="Folder for grpo_config.yaml and the launcher.")
+              help="Folder for grpo_config.yaml, flopplan.yaml and the launcher.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 def export_trl(plan_file: str, plan_model: str | None, world_size: int, out_dir: str, as_json: bool) -> None:
-    """GRPOConfig fields (YAML) and a launcher that trains the plan on TRL with flopplan's FLOP meter."""
+    """GRPOConfig fields (grpo_config.yaml: GRPOConfig(**fields) and TrlParser load it as it is), flopplan's own keys
+    (flopplan.yaml: the policy, the LoraConfig fields, the reward functions) and a launcher that trains the plan on
+    TRL with flopplan's FLOP meter. plan --from-trl grpo_config.yaml --from-trl flopplan.yaml prices them."""
     import yaml
 
-    from flopplan.engines.trl import TESTED_TRL, grpo_config_kwargs
+    from flopplan.engines.trl import EXTRA_KEYS, TESTED_TRL, grpo_config_kwargs
     from flopplan.planfile import PlanFile
 
     entry = PlanFile.load(plan_file).select(plan_model)
     kwargs = grpo_config_kwargs(entry.recipe, world_size=world_size, steps=entry.steps if entry.priced else None)
+    own = {"model_name_or_path": entry.recipe.policy, **{k: kwargs.pop(k) for k in EXTRA_KEYS if k in kwargs}}
     folder = Path(out_dir)
-    config_path = atomic_write_text(folder / "grpo_config.yaml", f"# {entry.model}: {entry.steps} rounds of the plan "
-                                    f"{plan_file} (flopplan export trl; trl {TESTED_TRL})\n"
-                                    + yaml.safe_dump(kwargs, sort_keys=False))
+    header = f"# {entry.model}: {entry.steps} rounds of the plan {plan_file} (flopplan export trl; trl {TESTED_TRL})\n"
+    config_path = atomic_write_text(folder / "grpo_config.yaml", header + yaml.safe_dump(kwargs, sort_keys=False))
+    own_path = atomic_write_text(folder / "flopplan.yaml", header + "# flopplan's keys beside GRPOConfig's: the policy,"
+                                 " peft (LoraConfig fields), reward_funcs\n" + yaml.safe_dump(own, sort_keys=False))
     launcher = atomic_write_text(folder / "train_trl.sh", _trl_launcher(plan_file, entry.model, world_size))
     launcher.chmod(0o755)
     command = (f"accelerate launch --num_processes {world_size} -m flopplan train --engine trl --plan "
                f"{plan_file} --plan-model {entry.model} --model-path MODEL_DIR --dataset DATA.jsonl --out RUN "
                "--no-eval")
     if as_json:
-        echo_json({"grpo_config": str(config_path), "launcher": str(launcher), "command": command, "config": kwargs})
+        echo_json({"grpo_config": str(config_path), "flopplan_config": str(own_path), "launcher": str(launcher),
+                   "command": command, "config": kwargs, "flopplan": own})
         return
-    click.echo(f"wrote {config_path}\nwrote {launcher}\nrun on {world_size} GPU{'s' if world_size > 1 else ''}:\n"
-               f"  {command}")
+    click.echo(f"wrote {config_path}\nwrote {own_path}\nwrote {launcher}\nrun on {world_size} "
+               f"GPU{'s' if world_size > 1 else ''}:\n  {command}")
 
 
 def _trl_launcher(plan_file: str, model: str, world_size: int) -> str:

@@ -3,9 +3,10 @@
 :class:`~flopplan.train.config.TrainConfig` becomes one click option (flag, type, help with its default), its value
 goes back to that field, so a new field is one edit. Budgets, profiles and model lists are parsed here too.
 
-Option kinds: int, float, text, choice; file and folder (a path); length, reward (parsed by their classes); targets
-(a comma-separated list); bool (an on/off pair); flag (on only; negated: a flag that turns its field off); budget (a
-whole FLOP count), steps (a positive count), thresholds (comma-separated FLOP counts)."""
+Option kinds: int, float, text, choice; file and folder (a path), path (either); length, reward (parsed by their
+classes); targets (a comma-separated list); repeat (a repeatable option); weights (comma-separated numbers); bool
+(an on/off pair); flag (on only; negated: a flag that turns its field off); budget (a whole FLOP count), steps (a
+positive count), thresholds (comma-separated FLOP counts)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def help_with_default(f: Field[Any], default: Any) -> str:
 
 
 CLICK_TYPES: dict[str, Any] = {"int": int, "float": float, "steps": int, "file": click.Path(dir_okay=False),
-                               "folder": click.Path(file_okay=False)}
+                               "folder": click.Path(file_okay=False), "path": click.Path()}
 
 
 def field_option(f: Field[Any], dest: str, help_text: str, required: bool = False) -> Decorator:
@@ -65,6 +66,8 @@ def field_option(f: Field[Any], dest: str, help_text: str, required: bool = Fals
         return click.option(f"--{flag}/--no-{flag}", dest, default=None, help=help_text)
     if kind in ("flag", "negated"):
         return click.option(*names, dest, is_flag=True, default=None, help=help_text)
+    if kind == "repeat":  # click gives () when it is not given: read as not given (dataclass_values)
+        return click.option(*names, dest, multiple=True, help=help_text)
     kind_type = click.Choice(meta["choices"]) if kind == "choice" else CLICK_TYPES.get(kind, str)
     return click.option(*names, dest, type=kind_type, default=None, required=required, help=help_text)
 
@@ -157,12 +160,29 @@ def parse_option(f: Field[Any], value: Any) -> Any:
     flag = f.metadata["option"]
     parsers: dict[str, Callable[[Any], Any]] = {
         "length": lambda text: Length.parse(text, flag), "reward": RewardSystem.parse, "targets": comma_list,
-        "budget": flop_budget, "steps": steps_option, "thresholds": lambda text: flop_thresholds(text, flag)}
+        "budget": flop_budget, "steps": steps_option, "thresholds": lambda text: flop_thresholds(text, flag),
+        "repeat": tuple, "weights": lambda text: numbers_option(text, flag)}
     return parsers[kind](value) if kind in parsers else value
 
 
 def comma_list(text: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def numbers_option(text: str, flag: str) -> tuple[float, ...]:
+    """``1,0.5``: comma-separated finite numbers."""
+    out = []
+    for part in comma_list(text):
+        try:
+            value = float(part)
+        except ValueError:
+            raise UserError(f"{flag} takes comma-separated numbers, not {part!r}") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise UserError(f"{flag} takes finite numbers, not {part!r}")
+        out.append(value)
+    if not out:
+        raise UserError(f"{flag} was given without a number")
+    return tuple(out)
 
 
 # -- the options of a dataclass's fields (flopplan train) -----------------------------------------------------
@@ -201,7 +221,7 @@ def dataclass_values(cls: type, opts: dict[str, Any], prefix: str = "") -> dict[
             values[f.name] = group(**dataclass_values(group, opts, f"{prefix}{f.name}_"))
         elif "option" in f.metadata:
             value = opts.pop(prefix + f.name, None)
-            if value is not None:  # a flag not given is None
+            if value is not None and value != ():  # a flag not given is None, a repeatable option ()
                 values[f.name] = parse_option(f, value)
             elif f.default is not MISSING or f.default_factory is not MISSING:
                 values[f.name] = f.default if f.default_factory is MISSING else f.default_factory()

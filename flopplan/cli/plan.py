@@ -57,9 +57,11 @@ def _output(tables: list[Any], fmt: str, notes: list[str], command: str, data: C
               help="Write a versioned plan file (JSON); - prints it instead of the tables.")
 @click.option("--save-recipe", type=click.Path(dir_okay=False),
               help="Write the effective recipe (TOML, or JSON for a .json name; - prints it).")
-@click.option("--from-trl", "from_trl", type=click.Path(dir_okay=False),
-              help="Price an existing TRL run: a JSON/YAML file of GRPOConfig fields (TRL's names), optionally peft "
-                   "and reward_funcs; --device cpu|cuda (or a GPU name) picks TRL's log-prob head.")
+@click.option("--from-trl", "from_trl", type=click.Path(dir_okay=False), multiple=True,
+              help="Price an existing TRL run: a JSON/YAML file of GRPOConfig fields (TRL's names; "
+                   "GRPOConfig(...).to_dict() or a saved training_args.bin too); repeat it for a file of peft, "
+                   "reward_funcs and model_name_or_path (export trl's flopplan.yaml); --device cpu|cuda (or a GPU "
+                   "name) picks TRL's log-prob head.")
 @click.option("--from-verl", "from_verl", type=click.Path(dir_okay=False),
               help="Price an existing verl GRPO run: a file of Hydra overrides (key=value lines) or a YAML config.")
 @click.option("--world-size", type=int, help="With --from-trl: the processes the run uses (default 1).")
@@ -67,7 +69,7 @@ def _output(tables: list[Any], fmt: str, notes: list[str], command: str, data: C
 def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, gpu_hours: float | None,
          dollars: float | None, device: str | None, profile_file: str | None, price_per_gpu_hour: float | None,
          fmt: str, free: str, steps: int | None, target_learning_share: float | None, largest_model: bool,
-         out_file: str | None, save_recipe: str | None, from_trl: str | None, from_verl: str | None,
+         out_file: str | None, save_recipe: str | None, from_trl: tuple[str, ...], from_verl: str | None,
          world_size: int | None, as_json: bool, **recipe_opts: Any) -> None:
     """What a budget buys for each model: GRPO steps, rollouts, updates, reward calls, and the split into
     rollout/search, learning and feedback; or what --steps N steps cost.

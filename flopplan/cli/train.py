@@ -62,6 +62,13 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
                 extend[name] = knobs[name]
         config = replace_config(config, **extend)
     else:
+        from flopplan.grpo.data import check_datasets
+        from flopplan.grpo.reward_funcs import RewardFuncs
+
+        # the rows and the reward functions that read them, before torch is imported and the run folder made
+        if knobs["dataset"] is not None:  # (an eval dataset alone is refused by train_config)
+            check_datasets([knobs["dataset"], knobs["eval_dataset"]], RewardFuncs.load(knobs["reward_funcs"],
+                                                                                       knobs["reward_weights"]))
         engine_recipe = None
         if knobs["engine"] == "trl":
             from flopplan.engines.trl import recipe_for_trl_run

@@ -1,4 +1,5 @@
-"""TRL's GRPOTrainer as flopplan sees it (torch-free): a GRPOConfig, by TRL's field names, <-> a Recipe.
+"""TRL's GRPOTrainer as flopplan sees it (torch-free; torch only to read a saved ``training_args.bin``): a
+GRPOConfig, by TRL's field names, <-> a Recipe.
 
 The arithmetic of a TRL run (trl 1.16 ``grpo_config.py`` ``__post_init__``, ``grpo_trainer.py``
 ``_prepare_inputs``): every process takes ``per_device_train_batch_size`` (bs) completions per micro-step; a
@@ -55,6 +56,55 @@ NO_FLOPS = frozenset({
 shifts only the fused-compact head's rows, by the truncated completions)."""
 PRICED = frozenset({k for k in GRPO_DEFAULTS} - NO_FLOPS)
 EXTRA_KEYS = ("peft", "reward_funcs", "model_name_or_path")
+"""flopplan's own keys beside GRPOConfig's (a LoraConfig's fields, the reward functions, the policy): ``export trl``
+writes them to their own file, since GRPOConfig takes none of them."""
+BATCH_KEYS = ("steps_per_generation", "generation_batch_size", "use_transformers_continuous_batching")
+MODEL_CONFIG_KEYS = ("model_type", "architectures", "_from_model_config", "transformers_version")
+"""Keys of a model's config.json or generation_config.json, which no GRPOConfig has."""
+
+
+def check_grpo_config(data: dict[str, Any], where: str) -> None:
+    """Refuse what is not a TRL configuration: a model's configuration, or fields none of which GRPOConfig (or
+    flopplan's own keys) has; an empty object is TRL's defaults."""
+    model_keys = [k for k in MODEL_CONFIG_KEYS if k in data]
+    if model_keys:
+        raise UserError(f"{where} is a model's configuration ({model_keys[0]}), not GRPOConfig fields")
+    known = set(GRPO_DEFAULTS) | NO_FLOPS | set(EXTRA_KEYS) | set(BATCH_KEYS) | {"output_dir"}
+    if data and not set(data) & known:
+        raise UserError(f"{where} holds no GRPOConfig field (it has {', '.join(sorted(data)[:3])}"
+                        f"{', ...' if len(data) > 3 else ''})")
+
+
+def read_training_args(path: str) -> dict[str, Any]:
+    """The fields of a ``training_args.bin`` (transformers saves its TrainingArguments with ``torch.save``: a
+    pickle, read only from a file you trust), read when torch is installed."""
+    import importlib.util
+    from pathlib import Path
+
+    from flopplan.errors import first_line
+
+    if not Path(path).is_file():
+        raise UserError(f"cannot read the training arguments {path!r}: no such file")
+    if importlib.util.find_spec("torch") is None:
+        raise UserError(f"{path!r} is a torch pickle and torch is not installed: give the JSON of "
+                        "GRPOConfig(...).to_dict() instead")
+    import torch
+
+    try:
+        args = torch.load(path, weights_only=False, map_location="cpu")
+    except Exception as exc:  # unpickling runs the file's classes: any error says it is not readable here
+        raise UserError(f"cannot read the training arguments {path!r}: {type(exc).__name__}: {first_line(exc)}") \
+            from None
+    data = args.to_dict() if callable(getattr(args, "to_dict", None)) else None
+    if not isinstance(data, dict):
+        raise UserError(f"{path!r} holds a {type(args).__name__}, not TrainingArguments")
+    return data
+
+
+def complete_dump(config: dict[str, Any]) -> bool:
+    """Whether ``config`` is a whole saved GRPOConfig (``to_dict()``, a training_args file): then every field in it
+    is TRL's, and none is a misspelling."""
+    return "output_dir" in config and set(GRPO_DEFAULTS) <= set(config)
 
 
 @dataclass(frozen=True)
@@ -108,9 +158,15 @@ def trl_run(config: dict[str, Any], world_size: int = 1) -> TRLRun:
     bs, ga = _positive(config, "per_device_train_batch_size"), _positive(config, "gradient_accumulation_steps")
     generations, mu = _positive(config, "num_generations"), _positive(config, "num_iterations")
     spg, gbs = config.get("steps_per_generation"), config.get("generation_batch_size")
-    if spg is not None and gbs is not None:
-        raise UserError("GRPOConfig: 'generation_batch_size' and 'steps_per_generation' can not be both configured "
-                        "at the same time")
+    if spg is not None and gbs is not None:  # a saved GRPOConfig (to_dict, training_args): __post_init__ set both
+        if not is_int(spg) or spg < 1 or not is_int(gbs) or gbs != bs * world_size * spg:
+            made_on = gbs / (bs * spg) if is_int(spg) and spg > 0 and is_number(gbs) else None
+            hint = f": it was made on {made_on:.0f} process(es): give --world-size {made_on:.0f}" if made_on and \
+                made_on.is_integer() and made_on >= 1 else ""
+            raise UserError(f"GRPOConfig generation_batch_size ({gbs}) is not per_device_train_batch_size ({bs}) x "
+                            f"steps_per_generation ({spg}) x {world_size} process{'es' if world_size > 1 else ''}"
+                            f"{hint}")
+        gbs = None
     if gbs is not None:
         if not is_int(gbs) or gbs < 1 or gbs % (bs * world_size):
             raise UserError(f"GRPOConfig: generation_batch_size ({gbs}) must be divisible by the global batch size "
@@ -157,10 +213,15 @@ def recipe_for_trl_run(recipe: Recipe, changes: dict[str, Any], from_file: bool,
     """What ``flopplan train --engine trl`` runs of a recipe: the log-prob head the installed TRL runs on this
     device (refusing a different one asked for by name), and no evaluation unless a file or option asked for it
     (TRL's evaluation loop is not metered)."""
-    from flopplan.measure.device import pick_device  # a TRL run needs torch anyway
+    import os
 
     if not from_file and not ({"eval_every", "eval_prompts"} & set(changes)):
         recipe = recipe.with_(eval_every=None, eval_prompts=0, eval_batch=None)  # the demo's evaluation
+    if recipe.eval_every is None:  # the shapes TRL can run, checked before torch is imported (any head will do)
+        world = os.environ.get("WORLD_SIZE", "1")
+        grpo_config_kwargs(recipe.with_(logprob_head="fused"), world_size=int(world) if world.isdigit() else 1)
+    from flopplan.measure.device import pick_device  # a TRL run needs torch anyway
+
     kind = pick_device(device).type
     head = logprob_head_for(installed_trl_version(), kind)
     if "logprob_head" in changes and changes["logprob_head"] != head:
@@ -243,9 +304,8 @@ def recipe_from_trl(config: dict[str, Any], *, model: str | None = None, prompt_
     if not is_number(beta) or beta < 0:
         raise UserError(f"GRPOConfig beta must be a number >= 0, not {beta!r}")
     rank, targets = _lora(config.get("peft"))
-    unknown = sorted(k for k in config if k not in PRICED and k not in NO_FLOPS and k not in EXTRA_KEYS
-                     and k not in ("steps_per_generation", "generation_batch_size", "use_transformers_continuous_"
-                                   "batching"))
+    unknown = [] if complete_dump(config) else sorted(
+        k for k in config if k not in PRICED and k not in NO_FLOPS and k not in EXTRA_KEYS and k not in BATCH_KEYS)
     notes = [f"fields flopplan does not know (read past: check their spelling): {', '.join(unknown)}"] if unknown \
         else []
     engine = "vllm" if run.use_vllm else "hf"
@@ -266,6 +326,8 @@ def grpo_config_kwargs(recipe: Recipe, *, world_size: int = 1, steps: int | None
     """GRPOConfig keyword arguments (and ``peft``/``reward_funcs`` entries) that run ``recipe`` on ``world_size``
     processes for ``steps`` rounds; what TRL cannot run as planned is refused, naming the field."""
     r = recipe
+    if not is_int(world_size) or world_size < 1:
+        raise UserError(f"the world size must be a positive integer, not {world_size!r}")
     if r.reward.kind == "prm":
         raise UserError("reward: TRL's GRPOTrainer takes outcome reward models (sequence classification), not a "
                         "process reward model")

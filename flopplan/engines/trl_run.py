@@ -3,8 +3,10 @@ step log, summary) as the built-in trainer, so ``flopplan report`` reads either.
 
 The policy is a local model folder or a random-initialised registry architecture (saved to ``RUN/trl/policy`` with
 the built-in character tokenizer, since TRL loads its full-fine-tuning reference from a path); an ORM reward is a
-random-initialised sequence classifier saved beside it. The data is the built-in task or a JSONL dataset; the rule
-reward is exact match. TRL's checkpoints (``RUN/trl/checkpoint-N``, at round boundaries) carry the ledger.
+random-initialised sequence classifier saved beside it. The data is the built-in task or a dataset
+(flopplan.grpo.data: TRL applies the chat template); the rule rewards are the run's reward functions
+(flopplan.grpo.reward_funcs) with their weights. TRL's checkpoints (``RUN/trl/checkpoint-N``, at round boundaries)
+carry the ledger.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from flopplan.engines.trl import TRLRun, grpo_config_kwargs, trl_run
 from flopplan.engines.trl_meter import MeteredGRPOTrainer, TRLMeter
 from flopplan.errors import UserError
 from flopplan.grpo.codecs import hf_char_tokenizer
-from flopplan.grpo.rewards import rule_rewards
-from flopplan.grpo.tasks import load_jsonl, parse_task
+from flopplan.grpo.data import read_template, trl_rows
+from flopplan.grpo.reward_funcs import RewardFuncs
+from flopplan.grpo.tasks import parse_task
 from flopplan.guard import metrics_line
 from flopplan.hardware import DATASHEETS
 from flopplan.measure.device import DevicePolicy
@@ -34,13 +37,6 @@ from flopplan.train.runfolder import RunFolder
 
 LOSS_TYPES = {"token": "dapo", "sequence": "grpo"}
 """flopplan's loss aggregation and the TRL loss_type that averages the same way."""
-
-
-def exact_match_reward(completions: list[str], answer: list[str], **_: Any) -> list[float]:
-    """The rule reward: 1 when the completion's final answer is the reference answer (TRL passes dataset columns
-    as keyword arguments)."""
-    scores, _correct = rule_rewards(completions, answer, [True] * len(completions))
-    return scores
 
 
 def _datasheet_peak(device: torch.device) -> float | None:
@@ -60,9 +56,14 @@ def _save_models(config: TrainConfig, work: Path, policy: DevicePolicy) -> tuple
     if config.model_path:
         from transformers import AutoTokenizer
 
-        return config.model_path, AutoTokenizer.from_pretrained(config.model_path, local_files_only=True), (
-            [config.reward_model_path] if config.reward_model_path else [exact_match_reward])
+        tokenizer = AutoTokenizer.from_pretrained(config.model_path, local_files_only=True)
+        if config.chat_template:
+            tokenizer.chat_template = read_template(config.chat_template)
+        return config.model_path, tokenizer, (
+            [config.reward_model_path] if config.reward_model_path else list(_rule_funcs(config).funcs))
     tokenizer = hf_char_tokenizer()
+    if config.chat_template:
+        tokenizer.chat_template = read_template(config.chat_template)
     path = work / "policy"
     if not (path / "config.json").exists():
         model: Any = build_model(r.policy_spec, device="cpu", dtype=torch.float32,
@@ -72,7 +73,7 @@ def _save_models(config: TrainConfig, work: Path, policy: DevicePolicy) -> tuple
             cfg.bos_token_id = tokenizer.bos_token_id
         model.save_pretrained(path)
         tokenizer.save_pretrained(path)
-    rewards: list[Any] = [exact_match_reward]
+    rewards: list[Any] = list(_rule_funcs(config).funcs)
     if r.reward.kind == "orm":
         reward_path = work / "reward"
         if not (reward_path / "config.json").exists():
@@ -89,11 +90,16 @@ def _save_models(config: TrainConfig, work: Path, policy: DevicePolicy) -> tuple
     return str(path), tokenizer, rewards
 
 
+def _rule_funcs(config: TrainConfig) -> RewardFuncs:
+    return RewardFuncs.load(config.reward_funcs, config.reward_weights)
+
+
 def _dataset(config: TrainConfig) -> Any:
     from datasets import Dataset
 
-    problems = load_jsonl(config.dataset) if config.dataset else parse_task(config.task).split(
-        config.train_size, 0, seed=config.seed)[0]
+    if config.dataset:
+        return Dataset.from_list(trl_rows(config.dataset, config.system_prompt))
+    problems = parse_task(config.task).split(config.train_size, 0, seed=config.seed)[0]
     return Dataset.from_list([{"prompt": p.prompt, "answer": p.answer} for p in problems])
 
 
@@ -112,6 +118,8 @@ def grpo_config(config: TrainConfig, run: TRLRun, work: Path, policy: DevicePoli
         temperature=config.temperature, epsilon=config.loss.clip_low, epsilon_high=config.loss.upper_clip,
         scale_rewards=config.loss.scale_rewards, loss_type=LOSS_TYPES[config.loss.aggregation],
         max_grad_norm=config.max_grad_norm, weight_decay=config.weight_decay, disable_tqdm=True,
+        reward_weights=list(config.reward_weights) if config.reward_weights and config.recipe.reward.kind == "rule"
+        else None,
         model_init_kwargs={"attn_implementation": policy.attention, "dtype": policy.dtype},
         generation_kwargs=_fixed_lengths(r.completion_len.max, r.policy_spec.vocab_size) if config.fixed_completion
         else None,

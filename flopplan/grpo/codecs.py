@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flopplan.grpo.tokenizer import CharTokenizer
+from flopplan.grpo.tokenizer import CHAT_TEMPLATE, CharTokenizer
+
+Messages = list[dict[str, str]]
 
 
 @dataclass
@@ -20,13 +22,50 @@ class Codec:
     pad_id: int
     eos_id: int
     sep_id: int
+    # a conversation -> its prompt text, by the chat template given (None: the tokenizer's own), with the generation
+    # prompt; None: the tokenizer cannot render one
+    chat: Callable[[Messages, str | None], str] | None = None
+    # text a chat template rendered (it wrote its own special tokens): none added, as TRL tokenizes it
+    encode_rendered: Callable[[str], list[int]] | None = None
+
+    def renderer(self, template: str | None = None) -> Callable[[Messages], str] | None:
+        """Conversations -> prompt text with ``template`` (None: the tokenizer's own)."""
+        chat = self.chat
+        if chat is None:
+            return None
+        return lambda messages: chat(messages, template)
+
+    def prompt_ids(self, problem: Any) -> list[int]:
+        """The ids of a :class:`~flopplan.grpo.tasks.Problem`'s prompt: a rendered conversation without added
+        special tokens, a plain prompt as :attr:`encode` reads it."""
+        if problem.messages is not None:
+            return (self.encode_rendered or self.encode_piece)(problem.prompt)
+        return self.encode(problem.prompt)
 
 
 def char_codec(tokenizer: CharTokenizer) -> Codec:
     return Codec(encode=lambda text: tokenizer.encode(text, bos=True),
                  encode_piece=lambda text: tokenizer.encode(text, bos=False, strict=False),
                  decode=tokenizer.decode, pad_id=tokenizer.pad_token_id, eos_id=tokenizer.eos_token_id,
-                 sep_id=tokenizer.sep_token_id)
+                 sep_id=tokenizer.sep_token_id, chat=lambda messages, template: render_chat(
+                     hf_char_tokenizer(), messages, template),
+                 encode_rendered=lambda text: tokenizer.encode(text, bos=False))
+
+
+def render_chat(tokenizer: Any, messages: Messages, template: str | None = None) -> str:
+    """The prompt text of a conversation: the tokenizer's chat template (or ``template``) with the generation
+    prompt, as TRL renders it (offline: Jinja only)."""
+    from flopplan.errors import UserError, first_line
+
+    if template is None and not getattr(tokenizer, "chat_template", None):
+        raise UserError("the prompts are chat messages but the tokenizer has no chat template: give "
+                        "--chat-template FILE (a Jinja template)")
+    try:
+        text = tokenizer.apply_chat_template(messages, chat_template=template, tokenize=False,
+                                             add_generation_prompt=True)
+    except Exception as exc:  # Jinja's TemplateError and what a template raises
+        raise UserError(f"the chat template cannot render a prompt: {first_line(exc)}") from None
+    return str(text)
 
 
 def local_codec(path: str | Path, where: str) -> tuple[Codec, int]:
@@ -57,13 +96,15 @@ def hf_codec(tokenizer: Any, where: str = "the tokenizer") -> Codec:
     return Codec(encode=lambda text: tokenizer(text, add_special_tokens=True).input_ids,
                  encode_piece=lambda text: tokenizer(text, add_special_tokens=False).input_ids,
                  decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=True), pad_id=pad,
-                 eos_id=tokenizer.eos_token_id, sep_id=sep)
+                 eos_id=tokenizer.eos_token_id, sep_id=sep,
+                 chat=lambda messages, template: render_chat(tokenizer, messages, template))
 
 
 def hf_char_tokenizer() -> Any:
     """The built-in character tokenizer as a Hugging Face fast tokenizer (for engines that take one, e.g. TRL): the
     same ids (one per character, the special tokens first), left padding, and, as Qwen's tokenizers, no BOS added
-    (so a reward model re-reading prompt + completion as text reads exactly their tokens)."""
+    (so a reward model re-reading prompt + completion as text reads exactly their tokens); its chat template is
+:data:`~flopplan.grpo.tokenizer.CHAT_TEMPLATE`."""
     from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
     from tokenizers.models import WordLevel
     from transformers import PreTrainedTokenizerFast
@@ -74,4 +115,4 @@ def hf_char_tokenizer() -> Any:
     core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # newlines too
     core.decoder = decoders.Fuse()
     return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
-                                   unk_token="?", padding_side="left")
+                                   unk_token="?", padding_side="left", chat_template=CHAT_TEMPLATE)

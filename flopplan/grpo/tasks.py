@@ -6,29 +6,34 @@ of the default length are split, not resampled), chance accuracy is 1/10, and a 
 policy learns it from random initialisation on CPU in about a minute of GRPO. Other rules (``last``, ``max``,
 ``sum``: the digit sum mod 10) make it harder.
 
-JSONL datasets: one ``{"prompt": ..., "answer": ...}`` object per line; a GSM8K-style answer ending in
-``#### 42`` is reduced to ``42``.
+Datasets (JSONL, parquet, chat prompts) are read by :mod:`flopplan.grpo.data`; a GSM8K-style answer ending in
+``#### 42`` is reduced to ``42`` (:func:`reference_answer`).
 """
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import sys
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from flopplan.errors import UserError
-from flopplan.fileio import read_text
 
 RULES = ("first", "last", "max", "sum")
 
 
 @dataclass(frozen=True)
 class Problem:
+    """A prompt (the text the policy reads; a conversation's as its chat template rendered it) and its reference
+    answer; ``messages``: the conversation itself (None: a plain prompt); ``columns``: the row's fields besides the
+    prompt, for reward functions."""
+
     prompt: str
     answer: str
+    messages: tuple[dict[str, str], ...] | None = field(default=None, compare=False)
+    columns: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -93,41 +98,42 @@ def parse_task(name: str) -> DigitTask:
     return DigitTask(rule, length)
 
 
-def load_jsonl(path: str | Path) -> list[Problem]:
-    path = Path(path)
-    lines = read_text(path, "dataset").splitlines()
-    problems = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-            prompt, answer = item["prompt"], item["answer"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise UserError(f"dataset {str(path)!r} line {number}: expected {{\"prompt\": ..., \"answer\": ...}}") \
-                from None
-        answer = str(answer)
-        if "####" in answer:
-            answer = answer.rsplit("####", 1)[1]
-        problems.append(Problem(str(prompt), answer.strip()))
-    if not problems:
-        raise UserError(f"dataset {str(path)!r} has no problems")
-    return problems
-
-
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+_BOXED = "\\boxed{"
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last ``\\boxed{...}`` (braces inside it balanced), None without one."""
+    start = text.rfind(_BOXED)
+    while start != -1:
+        depth, i = 1, start + len(_BOXED)
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            return text[start + len(_BOXED):i - 1]
+        start = text.rfind(_BOXED, 0, start)
+    return None
 
 
 def extract_answer(completion: str) -> str | None:
     """The final answer of a completion: ``\\boxed{...}``, else after ``####``, else the last number."""
-    boxed = _BOXED.findall(completion)
-    if boxed:
-        return boxed[-1].strip()
+    boxed = last_boxed(completion)
+    if boxed is not None:
+        return boxed.strip()
     if "####" in completion:
         return completion.rsplit("####", 1)[1].strip() or None
     numbers = _NUMBER.findall(completion)
     return numbers[-1] if numbers else None
+
+
+def reference_answer(text: str) -> str:
+    """What a dataset's answer field holds to compare against: after ``####`` (GSM8K), else the last ``\\boxed{}``
+    (a MATH solution), else the text itself; stripped."""
+    if "####" in text:
+        return text.rsplit("####", 1)[1].strip()
+    boxed = last_boxed(text)
+    return boxed.strip() if boxed is not None else text.strip()
 
 
 def normalize(answer: str) -> str:

@@ -2,12 +2,20 @@
 
 Its 23 symbols fit the ``tiny`` registry architecture (vocab 32: like real LM heads, the head is padded past the
 tokenizer). Ids the tokenizer does not know (a random-initialised large model may sample them) decode as U+FFFD.
+
+Its chat template (:data:`CHAT_TEMPLATE`) can spell no role names (the alphabet has no letters): it writes the
+messages' contents one per line, so a one-message conversation reads as its plain prompt.
 """
 
 from __future__ import annotations
 
 SPECIALS = ("<pad>", "<eos>", "<bos>", "<sep>")
 CHARACTERS = (*"0123456789", "+", "-", "*", "=", " ", "?", ">", ",", "\n")
+
+CHAT_TEMPLATE = ("{% for message in messages %}{{ message['content'] }}{% if not loop.last %}{{ '\\n' }}{% endif %}"
+                 "{% endfor %}")
+"""The character tokenizer's chat template (Jinja, as Hugging Face tokenizers hold theirs): the contents, one per
+line; no generation prompt (the prompt's own last characters, e.g. the task's ``>``, ask for the answer)."""
 
 
 class CharTokenizer:

@@ -98,8 +98,16 @@ class TrainConfig:
     task: str = field(default="digits", metadata=option(
         "--task", "Built-in task: digits[:first|last|max|sum[:N]]", "text"))  # when no dataset is given
     dataset: str | None = field(default=None, metadata=option(
-        "--dataset", "JSONL {prompt, answer} (GSM8K '#### x' ok)", "file"))
-    eval_dataset: str | None = field(default=None, metadata=option("--eval-dataset", "JSONL held-out set", "file"))
+        "--dataset", "JSONL, parquet or a saved datasets folder: prompt (text or chat messages) and answer (or "
+        "solution; GSM8K '#### x' and \\boxed{x} ok); other columns go to the reward functions", "path"))
+    eval_dataset: str | None = field(default=None, metadata=option(
+        "--eval-dataset", "Held-out set, as --dataset", "path"))
+    chat_template: str | None = field(default=None, metadata=option(
+        "--chat-template", "A Jinja chat template file for chat-message prompts (default: the tokenizer's own)",
+        "file"))
+    system_prompt: str | None = field(default=None, metadata=option(
+        "--system-prompt", "A system message opening every prompt (a plain prompt becomes the user message)",
+        "text"))
     train_size: int = field(default=20000, metadata=option("--train-size", "Built-in task problems"))
     engine: str = field(default="builtin", metadata=option(
         "--engine", "Who runs the GRPO loop: flopplan's trainer, or TRL's GRPOTrainer with flopplan's FLOP meter",
@@ -124,6 +132,13 @@ class TrainConfig:
         "--threads", "CPU threads for torch (default: 1 for policies under 50M parameters, else torch's)"))
     format_reward: float = field(default=0.0, metadata=option(
         "--format-reward", "Reward for a well-formed answer", "float"))
+    reward_funcs: tuple[str, ...] = field(default=("exact",), metadata=option(  # flopplan.grpo.reward_funcs
+        "--reward-func", "A rule reward, repeatable: exact (exact match), math (math-verify: the math extra), or "
+        "MODULE:FUNCTION / FILE.py:FUNCTION with TRL's signature f(prompts, completions, completion_ids, **columns)",
+        "repeat"))
+    reward_weights: tuple[float, ...] | None = field(default=None, metadata=option(
+        "--reward-weights", "Weights of the reward functions, comma-separated, in --reward-func order (default: 1 "
+        "each)", "weights"))
     reward_model_path: str | None = field(default=None, metadata=option(
         "--reward-model-path", "A local reward model folder", "folder"))
     prm_aggregate: str = field(default="min", metadata=option(
@@ -200,6 +215,7 @@ class TrainConfig:
                 raise UserError(f"no weights for {name} on disk: pass --model-path DIR (a downloaded model) or "
                                 "--random-init (the architecture without weights)")
         self._check_evaluation()
+        self._check_rewards()
         if self.reward_model_path is not None:
             self._check_reward_model()
         if self.model_path is not None and self.random_init:
@@ -229,6 +245,24 @@ class TrainConfig:
             from flopplan.train.targets import long_task
 
             long_task(parse_task(self.task))
+
+    def _check_rewards(self) -> None:
+        """The reward functions import and take TRL's call (before torch is imported); the data options need a
+        dataset."""
+        from flopplan.grpo.reward_funcs import RewardFuncs
+
+        if not isinstance(self.reward_funcs, tuple) or not all(isinstance(s, str) for s in self.reward_funcs):
+            raise UserError("reward_funcs must be a list of names")
+        if self.reward_weights is not None and (not isinstance(self.reward_weights, tuple) or not all(
+                isinstance(w, (int, float)) and not isinstance(w, bool) for w in self.reward_weights)):
+            raise UserError("reward_weights must be a list of numbers")
+        if self.recipe.reward.kind != "rule" and (self.reward_funcs != ("exact",) or self.reward_weights):
+            raise UserError(f"--reward-func and --reward-weights score with rules; the recipe's reward is "
+                            f"{self.recipe.reward} (a reward model): give one or the other")
+        RewardFuncs.load(self.reward_funcs, self.reward_weights)
+        for name in ("chat_template", "system_prompt"):
+            if getattr(self, name) is not None and self.dataset is None:
+                raise UserError(f"--{name.replace('_', '-')} applies to a dataset's prompts (--dataset)")
 
     def _check_reward_model(self) -> None:
         """A local reward model must have the architecture the recipe prices (``orm:tiny-rm`` with a tiny-rm
@@ -286,7 +320,7 @@ class TrainConfig:
         loss_keys = {f.name for f in fields(TrainLoss)}
         if not isinstance(loss, dict) or not set(loss) <= loss_keys:
             raise UserError(f"{where}: loss must be a table of {', '.join(sorted(loss_keys))}, not {loss!r}")
-        for key in ("eval_targets", "eval_at_flops"):
+        for key in ("eval_targets", "eval_at_flops", "reward_funcs", "reward_weights"):
             if isinstance(data.get(key), list):
                 data[key] = tuple(data[key])
         return TrainConfig(recipe=recipe, plan=None if plan is None else PlanEntry.from_data(plan, f"{where}: plan"),

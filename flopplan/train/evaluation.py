@@ -83,7 +83,7 @@ def evaluation_metrics(results: Sequence[TargetScores]) -> dict[str, float]:
 def worst_case_evaluation(recipe: Any, codec: Codec, targets: dict[str, list[Problem]]) -> int:
     """The guard's price of one evaluation: every target, every completion at the evaluation's maximum length
     (:func:`flopplan.train.targets.target_evaluation_flops`, with the policy's own prompt tokens)."""
-    return sum(target_evaluation_flops(recipe, [len(codec.encode(p.prompt)) for p in problems])
+    return sum(target_evaluation_flops(recipe, [len(codec.prompt_ids(p)) for p in problems])
                for problems in targets.values())
 
 
@@ -97,7 +97,7 @@ def evaluate_targets(model: Any, codec: Codec, targets: dict[str, list[Problem]]
     results: list[TargetScores] = []
     charges: list[PhaseCharge] = []
     for name, problems in targets.items():
-        prompts = [codec.encode(p.prompt) for p in problems]
+        prompts = [codec.prompt_ids(p) for p in problems]
         rollouts, done = P.generate(model, codec, prompts, ctx=ctx, charge_as=charge_as, batch=batch,
                                     max_new_tokens=max_new_tokens, greedy=True)
         ended = [bool(c) and c[-1] == codec.eos_id for c in rollouts.completion_ids]

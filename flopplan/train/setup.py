@@ -1,5 +1,6 @@
 """What a run trains on: the policy (a local model or a random-initialised registry architecture, LoRA or full,
-checkpointing), its reference, its optimizer, the reward model, and the data (the built-in task or JSONL)."""
+checkpointing), its reference, its optimizer, the reward model, and the data (the built-in task or a dataset,
+flopplan.grpo.data)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from flopplan.arch import ArchSpec, load_config, resolve
 from flopplan.errors import UserError, first_line
 from flopplan.formulas import Conventions, LoRA
 from flopplan.grpo.codecs import Codec, char_codec, local_codec
+from flopplan.grpo.data import load_problems, read_template
 from flopplan.grpo.rewards import RewardModel
-from flopplan.grpo.tasks import Problem, load_jsonl, parse_task
+from flopplan.grpo.tasks import Problem, parse_task
 from flopplan.grpo.tokenizer import CharTokenizer
 from flopplan.measure.device import DevicePolicy
 from flopplan.measure.models import add_lora, build_model, enable_checkpointing
@@ -150,8 +152,13 @@ class Data:
 def load_data(config: TrainConfig, codec: Codec) -> Data:
     """The training problems and every evaluation target's; every prompt must tokenize to at least one token."""
     r = config.recipe
+    render = codec.renderer(read_template(config.chat_template))
+
+    def load(path: str) -> list[Problem]:
+        return load_problems(path, render, config.system_prompt)
+
     if config.dataset:
-        train = load_jsonl(config.dataset)
+        train = load(config.dataset)
         chance = None
     else:
         task = parse_task(config.task)
@@ -161,13 +168,13 @@ def load_data(config: TrainConfig, codec: Codec) -> Data:
     if r.eval_prompts:
         targets = target_problems(config.eval_targets, r.eval_prompts, task=config.task,
                                   train_size=config.train_size, dataset=config.dataset,
-                                  eval_dataset=config.eval_dataset)
+                                  eval_dataset=config.eval_dataset, load=load)
     longest = {"train": 0, "evaluation": 0}
     parts = [("train", train)] + [("evaluation", problems) for problems in targets.values()]
     for part, problems in parts:
         for problem in problems:
             try:
-                ids = codec.encode(problem.prompt)
+                ids = codec.prompt_ids(problem)
             except ValueError as exc:
                 raise UserError(f"prompt {problem.prompt[:40]!r} cannot be tokenized: {exc}") from None
             if not ids:

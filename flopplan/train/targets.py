@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 
 from flopplan.cost import worst_case_round
 from flopplan.errors import UserError
-from flopplan.grpo.tasks import DigitTask, Problem, load_jsonl, parse_task
+from flopplan.grpo.data import load_problems
+from flopplan.grpo.tasks import DigitTask, Problem, parse_task
 from flopplan.recipe import Recipe
 
 EVAL_TARGETS = ("heldout", "long")
@@ -78,16 +79,18 @@ def long_problems(task: DigitTask, n: int) -> list[Problem]:
 
 def target_problems(targets: Sequence[str], eval_prompts: int, *, task: str = "digits",
                     train_size: int = DEFAULT_TRAIN_SIZE, dataset: str | None = None,
-                    eval_dataset: str | None = None) -> dict[str, list[Problem]]:
+                    eval_dataset: str | None = None,
+                    load: Callable[[str], list[Problem]] = load_problems) -> dict[str, list[Problem]]:
     """The problems of each target, in their fixed order (``eval_prompts`` each). A dataset run has one target,
-    ``heldout``: its eval dataset's first ``eval_prompts`` problems."""
+    ``heldout``: its eval dataset's first ``eval_prompts`` problems (read by ``load``: the run's chat template and
+    system prompt)."""
     out: dict[str, list[Problem]] = {}
     for name in parse_targets(targets):
         if dataset is not None:
             if name != "heldout":
                 raise UserError(f"evaluation target {name!r} is a variant of the built-in task; a dataset run is "
                                 "evaluated on heldout (its --eval-dataset)")
-            problems = load_jsonl(eval_dataset) if eval_dataset else []
+            problems = load(eval_dataset) if eval_dataset else []
         elif name == "heldout":
             problems = task_split(task, train_size, eval_prompts)[1]
         else:

@@ -34,7 +34,7 @@ from flopplan.errors import UserError
 from flopplan.grpo import phases as P
 from flopplan.grpo.batching import scoring_batches
 from flopplan.grpo.loss import group_advantages
-from flopplan.grpo.rewards import rule_rewards
+from flopplan.grpo.reward_funcs import RewardFuncs, format_bonus
 from flopplan.grpo.tasks import Problem
 from flopplan.guard import Guard, metrics_line
 from flopplan.ledger import Ledger, PhaseCharge
@@ -103,6 +103,9 @@ class Trainer:
             if threads:
                 torch.set_num_threads(threads)
         self.data = load_data(config, self.codec)
+        self.rewards = RewardFuncs.load(config.reward_funcs, config.reward_weights)
+        if self.data.train:
+            self.rewards.check_columns(self.rewards.columns(self.data.train[0]))
         self.reward_model = load_reward_model(config, self.precision, self.policy)
         # the round as this process runs it (the loaded models, the device's attention kernel): its passes say
         # which phases run, with which adapters, training and head; each unit is charged as its pass
@@ -218,7 +221,7 @@ class Trainer:
         total = self.eval_worst if with_eval else 0
         if problems is None:
             return total
-        prompts = [len(self.codec.encode(p.prompt)) for p in problems for _ in range(r.group_size)]
+        prompts = [len(self.codec.prompt_ids(p)) for p in problems for _ in range(r.group_size)]
         reward_prompts = extra = None
         if self.reward_model is not None:
             rm_codec = self.reward_model.codec or self.codec  # a local reward model has its own tokenizer
@@ -280,8 +283,8 @@ class Trainer:
         r, cfg, model, passes = self.recipe, self.config, self.policy.model, self.passes
         result = StepResult(self.step + 1, {})
         self._pending = result.charges  # what an interruption abandons
-        prompt_ids = [self.codec.encode(p.prompt) for p in problems for _ in range(r.group_size)]
-        answers = [p.answer for p in problems for _ in range(r.group_size)]
+        prompt_ids = [self.codec.prompt_ids(p) for p in problems for _ in range(r.group_size)]
+        repeated = [p for p in problems for _ in range(r.group_size)]
         with self._phase():
             rollouts, generated = P.generate(model, self.codec, prompt_ids, ctx=self.ctx,
                                              charge_as=(passes["rollout.prefill"], passes["rollout.decode"]),
@@ -291,7 +294,10 @@ class Trainer:
             self._charged(result, *generated)
         ended = [bool(c) and c[-1] == self.codec.eos_id for c in rollouts.completion_ids]
         with self._phase():
-            rewards, correct = rule_rewards(rollouts.completions, answers, ended, cfg.format_reward)
+            rewards, correct = self.rewards.score_problems(repeated, rollouts.completions, rollouts.completion_ids)
+            if cfg.format_reward:
+                rewards = [v + bonus for v, bonus in zip(rewards, format_bonus(rollouts.completions, ended,
+                                                                               cfg.format_reward), strict=True)]
             if self.reward_model is not None:
                 texts = [p.prompt for p in problems for _ in range(r.group_size)]
                 rewards, charge = self.reward_model.score(self.codec, texts, rollouts.completions, passes["reward"],

@@ -1,0 +1,202 @@
+"""A user's data and rewards in ``flopplan train``: JSONL, parquet and saved ``datasets`` rows (plain or chat
+prompts), rows refused by line, chat templates applied offline, and reward functions with TRL's signature (sync,
+async, weighted, math-verify)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, cli, one_line_error
+
+from flopplan.errors import UserError
+from flopplan.grpo.data import load_problems, read_rows, trl_rows
+from flopplan.grpo.reward_funcs import RewardFuncs, load_reward_func
+
+CHAT = [{"prompt": [{"role": "user", "content": f"{i} 2 3 4 >"}], "answer": str(i), "level": i % 3}
+        for i in range(8)]
+REWARDS = '''
+def length_penalty(prompts, completions, completion_ids, level, **kwargs):
+    return [-0.01 * len(ids) for ids in completion_ids]
+
+async def constant(completions, **kwargs):
+    return [1.0 for _ in completions]
+
+def skip_all(completions, **kwargs):
+    return [None for _ in completions]
+
+def no_kwargs(completions, answer):
+    return [0.0 for _ in completions]
+
+def columns_only(prompts, completions, completion_ids, trainer_state, log_extra, log_metric, answer):
+    return [0.0 for _ in completions]
+'''
+
+
+def _jsonl(path: Path, rows: list) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """The chat rows as JSONL, parquet and a saved datasets folder, and a module of reward functions."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from datasets import Dataset
+
+    folder = tmp_path_factory.mktemp("data")
+    pq.write_table(pa.Table.from_pylist(CHAT), folder / "chat.parquet")
+    Dataset.from_list(CHAT).save_to_disk(str(folder / "saved"))
+    (folder / "user_rewards.py").write_text(REWARDS)
+    return {"jsonl": _jsonl(folder / "chat.jsonl", CHAT), "parquet": folder / "chat.parquet",
+            "saved": folder / "saved", "rewards": folder / "user_rewards.py"}
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "parquet", "saved"])
+def test_every_format_reads_the_same_rows(data, kind):
+    rows = read_rows(data[kind])
+    assert rows == [{**r, "answer": r["answer"]} for r in CHAT]
+
+
+def test_answers_are_reduced_and_other_columns_kept(tmp_path):
+    path = _jsonl(tmp_path / "d.jsonl", [{"prompt": "1 >", "answer": "so 6 #### 42", "id": 7},
+                                         {"prompt": "2 >", "solution": "x is \\boxed{\\frac{1}{2}}"},
+                                         {"prompt": "3 >", "answer": 5}])
+    rows = read_rows(path)
+    assert [r["answer"] for r in rows] == ["42", "\\frac{1}{2}", "5"] and rows[0]["id"] == 7
+    assert load_problems(path)[0].columns == {"answer": "42", "id": 7}
+
+
+@pytest.mark.parametrize(("row", "fragment"), [
+    ({"prompt": None, "answer": "1"}, "line 2: prompt is null"),
+    ({"prompt": [{"role": "user", "content": None}], "answer": "1"}, "line 2: prompt message 1 content"),
+    ({"prompt": [{"content": "1"}], "answer": "1"}, "line 2: prompt message 1 role"),
+    ({"prompt": 12, "answer": "1"}, "line 2: prompt must be text"),
+    ({"prompt": "1 >", "answer": None}, "line 2: answer is null"),
+    ({"prompt": "1 >", "answer": ["1"]}, "line 2: answer must be text or a number"),
+    ({"prompt": "1 >"}, "line 2: no answer"),
+    ([1, 2], "line 2: expected an object"),
+    ({"prompt": [{"role": "user", "content": "1"}], "answer": "1"}, "line 2: prompt is chat messages"),
+])
+def test_a_malformed_row_is_refused_by_its_line(tmp_path, row, fragment):
+    path = _jsonl(tmp_path / "d.jsonl", [{"prompt": "1 >", "answer": "1"}, row])
+    with pytest.raises(UserError, match=fragment):
+        read_rows(path)
+
+
+def test_a_parquet_row_with_a_null_is_refused_by_its_row(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist([{"prompt": "1 >", "answer": "1"}, {"prompt": None, "answer": "2"}]),
+                   tmp_path / "d.parquet")
+    with pytest.raises(UserError, match="row 2: prompt is null"):
+        read_rows(tmp_path / "d.parquet")
+
+
+def test_chat_prompts_render_with_the_tokenizers_template_or_the_file_given(tmp_path):
+    from flopplan.grpo.codecs import char_codec, hf_char_tokenizer
+    from flopplan.grpo.tokenizer import CharTokenizer
+
+    path = _jsonl(tmp_path / "d.jsonl", CHAT[:2])
+    codec = char_codec(CharTokenizer())
+    problems = load_problems(path, codec.renderer(), system="0")
+    assert problems[1].prompt == "0\n1 2 3 4 >" and problems[1].messages[0] == {"role": "system", "content": "0"}
+    assert codec.prompt_ids(problems[1]) == CharTokenizer().encode("0\n1 2 3 4 >", bos=False)  # no BOS added
+    templated = load_problems(path, codec.renderer("{{ messages[-1]['content'] }}="))
+    assert templated[0].prompt == "0 2 3 4 >="
+    # TRL renders the same text with the same tokenizer (the character tokenizer carries the template)
+    tokenizer = hf_char_tokenizer()
+    assert tokenizer.apply_chat_template(list(problems[1].messages), tokenize=False, add_generation_prompt=True) == \
+        problems[1].prompt
+    assert trl_rows(path, "0")[1]["prompt"] == list(problems[1].messages)
+    with pytest.raises(UserError, match="no chat template"):
+        load_problems(path, None)
+
+
+# -- reward functions ----------------------------------------------------------------------------------------
+
+def test_reward_functions_are_called_as_trl_calls_them(data):
+    from flopplan.grpo.tasks import Problem
+
+    spec = f"{data['rewards']}:"
+    funcs = RewardFuncs.load(("exact", spec + "length_penalty", spec + "constant", spec + "skip_all"),
+                             (1.0, 0.5, 0.25, 3.0))
+    funcs.check_columns(("answer", "level"))
+    problems = [Problem("1 >", "1", columns={"answer": "1", "level": 0}, messages=({"role": "user",
+                                                                                   "content": "1 >"},))] * 2
+    total, correct = funcs.score_problems(problems, ["1", "2"], [[5, 1], [6, 1]])
+    assert correct == [True, False]
+    assert total == [1.0 - 0.5 * 0.02 + 0.25, 0.0 - 0.5 * 0.02 + 0.25]  # a None counts 0, as TRL's nansum
+
+
+def test_a_function_that_cannot_take_trls_call_is_refused(data, tmp_path):
+    spec = f"{data['rewards']}:"
+    with pytest.raises(UserError, match="add \\*\\*kwargs"):
+        load_reward_func(spec + "no_kwargs")
+    funcs = RewardFuncs.load((spec + "columns_only",))
+    funcs.check_columns(("answer",))
+    with pytest.raises(UserError, match="level"):
+        funcs.check_columns(("answer", "level"))
+    for bad, fragment in ((spec + "missing", "has no missing"), ("nosuch_module_x:f", "cannot import"),
+                          ("exactly", "MODULE:FUNCTION")):
+        with pytest.raises(UserError, match=fragment):
+            load_reward_func(bad)
+
+
+def test_the_math_reward_verifies_with_math_verify():
+    pytest.importorskip("math_verify")
+    from flopplan.grpo.reward_funcs import math_reward
+
+    completions = ["so \\boxed{0.5}", [{"role": "assistant", "content": "it is $\\frac{1}{2}$"}], "\\boxed{3}"]
+    assert math_reward(completions, ["\\frac{1}{2}", "0.5", "4"]) == [1.0, 1.0, 0.0]
+    assert math_reward(["1"], ["no answer here"]) == [None]
+
+
+def test_bad_rows_and_rewards_fail_before_torch_and_before_the_run_folder(tmp_path, data):
+    """A chat row with a null (either engine), a bad reward function or a shape TRL cannot run: one line, exit 2,
+    torch never imported, nothing written."""
+    bad = _jsonl(tmp_path / "bad.jsonl", [CHAT[0], {"prompt": [{"role": "user", "content": None}], "answer": "1"}])
+    for engine in ("builtin", "trl"):
+        one_line_error(cli("train", "--engine", engine, "--out", str(tmp_path / engine), "--steps", "1",
+                           "--dataset", str(bad), "--no-eval"), "line 2: prompt message 1 content")
+        assert not (tmp_path / engine).exists()
+    script = f"""
+import sys
+from click.testing import CliRunner
+from flopplan.cli import main
+out = [CliRunner().invoke(main, args) for args in (
+    ["train", "--out", {str(tmp_path / "a")!r}, "--steps", "1", "--reward-func", "{data['rewards']}:no_kwargs"],
+    ["train", "--out", {str(tmp_path / "a")!r}, "--steps", "1", "--reward-func", "exact", "--reward-weights", "1,2"],
+    ["train", "--engine", "trl", "--out", {str(tmp_path / "b")!r}, "--steps", "1", "--generation-batch", "8"],
+    ["train", "--engine", "trl", "--out", {str(tmp_path / "b")!r}, "--steps", "1", "--dataset", {str(bad)!r}],
+)]
+print([o.exit_code for o in out], "torch" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.stdout.split() == ["[2,", "2,", "2,", "2]", "False"], done.stderr[-2000:]
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["builtin", "trl"])
+def test_a_chat_parquet_trains_with_a_system_prompt_and_weighted_user_rewards(tmp_path, data, engine):
+    """One short real run per engine: the conversations rendered by the character tokenizer's template, the
+    user's functions beside exact match, and the ledger equal to what executed."""
+    if engine == "trl":
+        pytest.importorskip("trl")
+    spec = f"{data['rewards']}:"
+    out = cli("train", "--engine", engine, "--out", str(tmp_path / "run"), "--steps", "1", "--dataset",
+              str(data["parquet"]), "--system-prompt", "0", "--reward-func", "exact", "--reward-func",
+              spec + "length_penalty", "--reward-func", spec + "constant", "--reward-weights", "1,0.5,0.25",
+              "--prompts-per-step", "4", "-G", "4", "--micro-batch", "8", "--no-eval", "--no-progress",
+              "--measure-flops", "--json")
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(out.stdout)
+    assert summary["steps"] == 1 and summary["measured_equals_closed_form"] is True
+    line = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    assert line["reward"] > 0  # the constant 0.25 is in every reward: a combined score was used
