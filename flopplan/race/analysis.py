@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 
 from flopplan import __version__
 from flopplan.errors import UserError, check_int, check_number, is_int, is_number
-from flopplan.race import checks
+from flopplan.race import checks, ensemble
 from flopplan.race.bootstrap import (
     NOT_SHOWN,
     ArmPilots,
@@ -180,24 +180,27 @@ class _ArmState:
     max_flops: float = 0.0
 
 
+NUMERIC = (UserError, ArithmeticError, ValueError, np.linalg.LinAlgError)  # a fit that fails: reported, not raised
+
+
 def _prepare(info: ArmInfo, arm: ArmPilots, at: float) -> _ArmState:
-    """The point fits and checks of an arm, read at ledger FLOPs ``at``; UserError when its curve cannot be fitted
-    at all."""
+    """The point fits and checks of an arm, read at ledger FLOPs ``at``; one of ``NUMERIC`` when its curve cannot
+    be fitted at all."""
     fit = checks.point_fit(arm, 0)
     try:
         without = checks.point_fit(arm, 1)
         reading, without_reason = FitReading(fit=without, predicted_at_budget=checks.read_at(without, at)), ""
-    except UserError as exc:
-        reading, without_reason = None, str(exc)
+    except NUMERIC as exc:
+        reading, without_reason = None, str(exc) or type(exc).__name__
     try:
         law, law_reason = checks.power_law(arm, fit, at), ""
-    except UserError as exc:
-        law, law_reason = None, str(exc)
+    except NUMERIC as exc:
+        law, law_reason = None, str(exc) or type(exc).__name__
     return _ArmState(info, arm, fit, reading, without_reason, law, law_reason)
 
 
-def _curve(st: _ArmState, res: BootstrapResult, band: FloatArray, col: dict[float, int], level: float,
-           rungs: tuple[float, ...], at: float) -> ArmCurve:
+def _curve(st: _ArmState, res: BootstrapResult, ens: ensemble.EnsembleResult, band: FloatArray,
+           col: dict[float, int], level: float, rungs: tuple[float, ...], at: float) -> ArmCurve:
     """Fills ``st`` from the bootstrap and returns the arm's curve record (read at ledger FLOPs ``at``)."""
     af = res.arms[st.k]
     env = checks.envelope(st.arm)
@@ -210,10 +213,11 @@ def _curve(st: _ArmState, res: BootstrapResult, band: FloatArray, col: dict[floa
                       f"{eng(drop.peak_flops)}) at {eng(drop.flops_at_max_drop)}, more than 3 x {env.noise_sd:.3f}")
     if not af.identified:
         failed.append("A not identified (the fit or its interval reaches the top of the A or F_mid grid, or F_mid "
-                      "lies beyond the data): not extrapolated beyond its pilots")
+                      "lies beyond the data): ScaleRL's curve alone does not bound it beyond its pilots")
     cols = [col[float(v)] for v in band]
-    pts = res.points[st.k, cols]
-    iv = bootstrap_interval(res.replicates[st.k, cols], pts, level)
+    pts = ens.points[st.k, cols]
+    iv = bootstrap_interval(ens.replicates[st.k, cols], pts, level)
+    iv = np.stack([np.minimum(iv[:, 0], pts), np.maximum(iv[:, 1], pts)], axis=1)
     u = st.info.upfront_flops
     return ArmCurve(arm=st.info.name, reason="", n_seeds=af.n_seeds, max_flops=af.max_flops, noise=st.noise,
                     noise_method=how, observations=checks.observations(st.arm),
@@ -222,37 +226,37 @@ def _curve(st: _ArmState, res: BootstrapResult, band: FloatArray, col: dict[floa
                     predicted_at_budget=checks.read_at(af.fit, at), without_first=st.without_first,
                     without_first_reason=st.without_first_reason, power_law=st.power_law,
                     power_law_reason=st.power_law_reason,
-                    band=Band(flops=_floats(band), point=_floats(pts), lo=_floats(iv[:, 0]), hi=_floats(iv[:, 1])))
+                    band=Band(flops=_floats(band), point=_floats(pts), lo=_floats(iv[:, 0]), hi=_floats(iv[:, 1])),
+                    ensemble=ens.fits[st.k])
 
 
 def _floats(values: FloatArray) -> tuple[float, ...]:
     return tuple(float(v) for v in values)
 
 
-def _at_budget(label: str, budget: float, states: list[_ArmState], res: BootstrapResult, col: dict[float, int],
-               level: float) -> BudgetResult:
-    """Every fitted arm's prediction at one budget and the regime there."""
+def _at_budget(label: str, budget: float, states: list[_ArmState], ens: ensemble.EnsembleResult,
+               col: dict[float, int], level: float) -> BudgetResult:
+    """Every fitted arm's prediction at one budget (the model average, :mod:`flopplan.race.ensemble`) and the
+    regime there."""
     r0_col = col[R0_FLOPS]
     preds, cands = [], []
     for st in states:
         info = st.info
         ledger = budget - info.upfront_flops
         c = col[ledger] if ledger > 0 else r0_col
-        reps, point = res.replicates[st.k, c], float(res.points[st.k, c])
-        r0_reps, r0 = res.replicates[st.k, r0_col], float(res.points[st.k, r0_col])
+        reps, point = ens.replicates[st.k, c], float(ens.points[st.k, c])
+        r0_reps, r0 = ens.replicates[st.k, r0_col], float(ens.points[st.k, r0_col])
         lo, hi = bootstrap_interval(reps, point, level)
+        lo, hi = min(lo, point), max(hi, point)
         g_lo, g_hi = bootstrap_interval(reps - r0_reps, point - r0, level)
-        within = ledger <= checks.SUPPORT_TOL * st.max_flops
-        beyond = not (st.identified or within)
-        set_aside = ledger <= 0 or (beyond and not st.survived)
+        g_lo, g_hi = min(g_lo, point - r0), max(g_hi, point - r0)
+        set_aside = ledger <= 0
         note = ("the upfront FLOPs exceed the budget" if ledger <= 0 else
-                "non-monotone (fails the envelope check)" if not st.monotone else
-                f"eliminated at rung {st.reached} with A unidentified: set aside beyond its pilots"
-                if set_aside else "A unidentified and the budget is beyond its pilots" if beyond else "")
+                "non-monotone (fails the envelope check)" if not st.monotone else "")
         share = (info.split.get("feedback", 0.0) * ledger + info.upfront_flops) / budget if ledger > 0 else 1.0
         comparable = st.monotone and not set_aside
         cands.append(Candidate(info.name, info.axes, info.params, share, point, reps, not note, note, st.noise,
-                               comparable, unidentified_beyond=beyond, in_play=not set_aside))
+                               comparable, in_play=not set_aside))
         preds.append(ArmPrediction(arm=info.name, ledger_flops=ledger, reward=point, lo=float(lo), hi=float(hi),
                                    gain=point - r0, gain_lo=float(g_lo), gain_hi=float(g_hi), p_best=0.0,
                                    extrapolation=ledger / st.max_flops, usable=not note, comparable=comparable,
@@ -278,6 +282,26 @@ def _fit_warnings(states: list[_ArmState], at_f: BudgetResult) -> list[str]:
     return out
 
 
+def _naive(inp: RaceInput, curves: dict[str, ArmCurve], survived: dict[str, bool]) -> tuple[str, float] | None:
+    """The naive pick: the survivor with the best observed seed-mean reward at the top rung (ties: arm order)."""
+    seen = [(curves[a.name].observed_at_rungs[-1], a.name) for a in inp.arms
+            if survived[a.name] and a.name in curves and curves[a.name].observed_at_rungs
+            and curves[a.name].observed_at_rungs[-1] is not None]
+    if not seen:
+        return None
+    best = max(r for r, _ in seen)
+    return next((n, r) for r, n in seen if r == best)  # type: ignore[misc]
+
+
+def _rung_cost(inp: RaceInput, curves: dict[str, ArmCurve]) -> dict[str, float]:
+    """Per arm, the ledger FLOPs its seeds would spend to reach one more rung (the ladder's ratio beyond the top
+    rung; x2 with one rung) from where its pilots stopped."""
+    r = inp.rung_budgets
+    nxt = r[-1] * (r[-1] / r[-2] if len(r) > 1 else 2.0)
+    return {a.name: max(1, curves[a.name].n_seeds) * max(0.0, nxt - a.upfront_flops - curves[a.name].max_flops)
+            for a in inp.arms if a.name in curves}
+
+
 def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[str, bool], n_replicates: int,
                    level: float, seed: int, holdout: bool) -> TargetResult:
     f_target = inp.budget_flops
@@ -293,9 +317,9 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
         try:
             states.append(replace(_prepare(info, present[info.name], f_target - info.upfront_flops),
                                   survived=survived[info.name], reached=inp.reached[info.name]))
-        except UserError as exc:
-            curves[info.name] = _observed_only(info, present[info.name], inp.rung_budgets, f"not fitted: {exc}",
-                                               True)
+        except NUMERIC as exc:
+            curves[info.name] = _observed_only(info, present[info.name], inp.rung_budgets,
+                                               f"not fitted: {str(exc) or type(exc).__name__}", True)
     warnings = [f"{c.arm}: {c.reason}" for c in curves.values()]
     if not states:
         return TargetResult(name=name, fitted=True, n_prompts=data.n_prompts,
@@ -312,12 +336,18 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
                            rng=_stream(seed, name))
     method = (f"{res.method} (recomputed among the arms comparable at each budget); gain = R - R0 from the same "
               "replicates (R0* = each replicate curve's limit at F -> 0)")
+    at_cols = [col[f_target - st.info.upfront_flops] if f_target > st.info.upfront_flops else col[R0_FLOPS]
+               for st in states]
+    ens = ensemble.model_average(list(res.samples), res.points, res.replicates, grid,
+                                 [a.max_flops for a in res.arms], at_cols, level, _stream(seed, name, "ensemble"))
+    method = f"{ens.method}; {method}"
     for k, st in enumerate(states):
         st.k = k
-        curves[st.info.name] = _curve(st, res, band, col, level, inp.rung_budgets, f_target - st.info.upfront_flops)
+        curves[st.info.name] = _curve(st, res, ens, band, col, level, inp.rung_budgets,
+                                      f_target - st.info.upfront_flops)
         if not st.monotone:
             warnings.append(f"{st.info.name}: {curves[st.info.name].checks_failed[0]}")
-    budget_results = [_at_budget(label, b, states, res, col, level) for label, b in zip(labels, budgets, strict=True)]
+    budget_results = [_at_budget(label, b, states, ens, col, level) for label, b in zip(labels, budgets, strict=True)]
     g_of = {a.name: (float(a.axes["group_size"]) if "group_size" in a.axes else None) for a in inp.arms}
     warnings += g_warnings(budget_results, g_of)
     at_f = budget_results[-1]
@@ -328,7 +358,8 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
         if survivors:
             observed = checks.observed_bootstrap(survivors, n_replicates, level, _stream(seed, name, "observed"))
     recommendation = recommend(name, at_f, {a.name: a.upfront_flops for a in inp.arms},
-                               float(inp.budget_flops - inp.pilot_flops), method, observed, level)
+                               float(inp.budget_flops - inp.pilot_flops), method, observed, level,
+                               naive=_naive(inp, curves, survived), rung_cost=_rung_cost(inp, curves))
     holdouts = [_holdout(st.arm, n_replicates, level, _stream(seed, name, st.info.name, "holdout"))
                 for st in states if holdout and survived[st.info.name]]
     return TargetResult(name=name, fitted=True, n_prompts=data.n_prompts,

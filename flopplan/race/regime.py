@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -227,9 +227,43 @@ def g_warnings(budgets: Sequence[BudgetResult], group_size: dict[str, float | No
     return out
 
 
+def _naive_fields(arm: str | None, at_f: BudgetResult, naive: tuple[str, float] | None) -> dict[str, Any]:
+    """The naive pick beside RACE's, and why RACE differs from it when it does."""
+    if naive is None:
+        return {"naive_arm": None, "naive_reward": None, "naive_note": "no survivor was observed at the top rung"}
+    name, seen = naive
+    out: dict[str, Any] = {"naive_arm": name, "naive_reward": seen, "naive_note": ""}
+    if arm is None or arm == name:
+        return out
+    preds = {p.arm: p for p in at_f.predictions}
+    mine, theirs = preds.get(arm), preds.get(name)
+    if mine is None or theirs is None:
+        out["naive_note"] = f"{name} has no prediction at {eng(at_f.flops)}: RACE picks among the fitted arms"
+        return out
+    out["naive_note"] = (f"the naive pick {name} shows the best reward at the largest pilot ({seen:.3f}), but "
+                         f"{arm} is predicted {mine.reward:.3f} [{mine.lo:.3f}, {mine.hi:.3f}] at {eng(at_f.flops)} "
+                         f"against {theirs.reward:.3f} [{theirs.lo:.3f}, {theirs.hi:.3f}]: their curves cross "
+                         "before the budget")
+    return out
+
+
+def tied_arms(at_f: BudgetResult, best: str) -> tuple[str, ...]:
+    """The comparable arms the evidence cannot separate from ``best`` at the budget: its runner-up and every arm
+    whose upper bound reaches its lower bound (:func:`flopplan.race.promotion.keep`'s rule), best first."""
+    preds = [p for p in at_f.predictions if p.comparable or p.arm == best]
+    lead = next(p for p in preds if p.arm == best)
+    near = [p.arm for p in sorted(preds, key=lambda p: (-p.reward, p.arm)) if p.arm != best and p.hi >= lead.lo]
+    runner = at_f.decision.runner_up
+    if runner is not None and runner not in near:
+        near.insert(0, runner)
+    return (best, *near)
+
+
 def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_left: float, interval: str,
-              observed: ObservedBest | None, level: float) -> Recommendation:
-    """The recommendation at the target budget (:func:`rules`, the last one)."""
+              observed: ObservedBest | None, level: float, naive: tuple[str, float] | None = None,
+              rung_cost: dict[str, float] | None = None) -> Recommendation:
+    """The recommendation at the target budget (:func:`rules`, the last one); ``naive``: (arm, observed reward) of
+    the naive pick; ``rung_cost``: per arm the FLOPs of one more rung (the price of separating a tie)."""
     f, decision = at_f.flops, at_f.decision
     common: dict[str, Any] = {"target": target, "flops": f, "regime": decision.regime, "budget_left_flops": budget_left}
     if decision.best is None or decision.top_unidentified:
@@ -241,7 +275,8 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
                                   hi=None, gain=None, gain_lo=None, gain_hi=None, p_best=None, runner_up=None,
                                   margin=None, margin_lo=None, margin_hi=None, extrapolation=None, upfront_flops=0,
                                   interval=interval)
-        return _best_observed(common, observed, upfront, why, level)
+        rec = _best_observed(common, observed, upfront, why, level)
+        return replace(rec, **_naive_fields(rec.arm, at_f, naive))
     arm = decision.best
     pred: ArmPrediction = next(p for p in at_f.predictions if p.arm == arm)
     reasons = []
@@ -250,12 +285,24 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
     if pred.extrapolation > EXTRAPOLATION_LIMIT * EXTRAPOLATION_TOL:
         reasons.append(f"{pred.extrapolation:.2f}x extrapolation beyond the arm's largest pilot FLOPs (beyond "
                        f"~{EXTRAPOLATION_LIMIT:g}x)")
-    return Recommendation(**common, arm=arm, mode="fitted", confidence="low" if reasons else "high",
+    tied: tuple[str, ...] = ()
+    separate = None
+    p = decision.p_best if decision.p_best is not None else 1.0
+    if decision.runner_up is not None and (p < UNDECIDED_P or (decision.margin_lo or 0.0) <= 0):
+        tied = tied_arms(at_f, arm)
+        separate = float(sum((rung_cost or {}).get(a, 0.0) for a in tied))
+        reasons.insert(0, f"cannot tell {', '.join(tied)} apart at {eng(f)}: P(best) of {arm} {p:.2f}, margin "
+                       f"{decision.margin:.3f} [{decision.margin_lo:.3f}, {decision.margin_hi:.3f}] over "
+                       f"{decision.runner_up}; one more rung for them costs {eng(separate)} FLOPs "
+                       f"({separate / f:.1%} of the budget)")
+    confidence = "cannot tell" if tied else "low" if reasons else "high"
+    return Recommendation(**common, arm=arm, mode="fitted", confidence=confidence,
                           reasons=tuple(reasons), at_flops=pred.ledger_flops, reward=pred.reward, lo=pred.lo,
                           hi=pred.hi, gain=pred.gain, gain_lo=pred.gain_lo, gain_hi=pred.gain_hi,
                           p_best=decision.p_best, runner_up=decision.runner_up, margin=decision.margin,
                           margin_lo=decision.margin_lo, margin_hi=decision.margin_hi,
-                          extrapolation=pred.extrapolation, upfront_flops=upfront.get(arm, 0), interval=interval)
+                          extrapolation=pred.extrapolation, upfront_flops=upfront.get(arm, 0), interval=interval,
+                          tied=tied, separate_flops=separate, **_naive_fields(arm, at_f, naive))
 
 
 def _best_observed(common: dict[str, Any], obs: ObservedBest, upfront: dict[str, int], why: str, level: float
