@@ -10,11 +10,13 @@ Per fitted target (``fitted_targets``; the others are observed only, never fitte
 1. Per arm: the ScaleRL curve R = R0 + (A - R0) / (1 + (F_mid / F)^B) over ledger FLOPs (R0 measured at step 0),
    fitted as :mod:`flopplan.race.curves` describes, with and without the first evaluation point of each seed; the
    power-law and monotone-envelope checks (:mod:`flopplan.race.checks`).
-2. One paired bootstrap over seeds and evaluation prompts for all fitted arms (:func:`paired_bootstrap`): at every
-   rung budget and the target budget F, each arm's reward and gain R - R0 with intervals; A's interval and the
-   identification flag. An arm is read at budget - its upfront FLOPs (a learned reward model's training is
-   charged at every budget). Gain replicates: the replicate's reward less its R0*, the replicate curve's limit at
-   F -> 0 (read at 1e-300 FLOPs, where expit(B (ln F - ln F_mid)) < 1e-15 for every B on the grid).
+2. One paired bootstrap over seeds and evaluation prompts for all fitted arms (:func:`paired_bootstrap`), A's
+   interval and the identification flag; on the same draws the model average over curve families with its
+   calibrated width (:mod:`flopplan.race.ensemble`), which gives, at every rung budget and the target budget F,
+   each arm's reward and gain R - R0 with intervals and P(best). An arm is read at budget - its upfront FLOPs
+   (a learned reward model's training is charged at every budget). Gain replicates: the replicate's reward less
+   its R0*, the replicate curve's limit at F -> 0 (read at 1e-300 FLOPs, where expit(B (ln F - ln F_mid)) < 1e-15
+   for every B on the grid; the other families read R0 there).
 3. The regime at each budget and the recommendation at F (:mod:`flopplan.race.regime`, rules stated there and in
    the report); a warning when the best G decreases as the budget grows.
 4. The temporal holdout of each surviving arm (reached the top rung): refit on the first half of its FLOPs,
@@ -37,7 +39,6 @@ from flopplan import __version__
 from flopplan.errors import UserError, check_int, check_number, is_int, is_number
 from flopplan.race import checks, ensemble
 from flopplan.race.bootstrap import (
-    NOT_SHOWN,
     ArmPilots,
     BootstrapResult,
     PilotData,
@@ -73,9 +74,18 @@ STATEMENT = ("RACE is a diagnostic pilot-grid protocol, not a guarantee of held-
              "it, and checks itself (temporal holdout here; the validating run and the held-out target later). A "
              "recommendation is a hypothesis for the validating run to test.")
 COVERED = ("What the intervals cover: the seed-to-seed variation the pilots showed and the sampling of evaluation "
-           "prompts (the same prompt draws for every arm), propagated through a ScaleRL refit per replicate; R0 is "
-           "resampled with them, so the gain R - R0 has its own interval. Both gain and absolute R are reported, "
+           "prompts (the same prompt draws for every arm), propagated through a refit of every curve family per "
+           "replicate; the disagreement between the families (ScaleRL's sigmoid, a saturating power law, a capped "
+           "log-linear rise, a two-stage rise, a rise that can turn down), weighted by how well each predicted the "
+           "pilots' own last points; and a width no smaller than those held-out errors imply per unit of "
+           "log-extrapolation (split-conformal). R0 is resampled with them, so the gain R - R0 has its own interval. "
+           "Both gain and absolute R are reported, "
            "since policies of different sizes start from different R0; decisions use absolute R.")
+
+NOT_SHOWN = ("Not shown by the interval: a change of shape that none of the families follows and the pilots do not "
+             "show yet (a collapse or a second take-off after the largest pilot), another evaluation target or "
+             "prompt population, seed variance the pilots' few seeds did not show (S seeds give it S-1 degrees of "
+             "freedom and no rare bad seed); the calibration rests on the few held-out points of one grid.")
 
 
 @dataclass(frozen=True)
@@ -284,13 +294,15 @@ def _fit_warnings(states: list[_ArmState], at_f: BudgetResult) -> list[str]:
 
 def _naive(inp: RaceInput, curves: dict[str, ArmCurve], survived: dict[str, bool]) -> tuple[str, float] | None:
     """The naive pick: the survivor with the best observed seed-mean reward at the top rung (ties: arm order)."""
-    seen = [(curves[a.name].observed_at_rungs[-1], a.name) for a in inp.arms
-            if survived[a.name] and a.name in curves and curves[a.name].observed_at_rungs
-            and curves[a.name].observed_at_rungs[-1] is not None]
+    seen: list[tuple[str, float]] = []
+    for a in inp.arms:
+        at = curves[a.name].observed_at_rungs if a.name in curves and survived[a.name] else ()
+        if at and at[-1] is not None:
+            seen.append((a.name, at[-1]))
     if not seen:
         return None
-    best = max(r for r, _ in seen)
-    return next((n, r) for r, n in seen if r == best)  # type: ignore[misc]
+    best = max(r for _, r in seen)
+    return next((n, r) for n, r in seen if r == best)
 
 
 def _rung_cost(inp: RaceInput, curves: dict[str, ArmCurve]) -> dict[str, float]:

@@ -24,8 +24,8 @@ from flopplan.fileio import read_json
 from flopplan.race import legacy
 from flopplan.race.bootstrap import ArmFit, HoldoutPoint
 from flopplan.race.curves import CurveFit, EnvelopeCheck, PowerLawFit
-from flopplan.race.ensemble import EnsembleFit
 from flopplan.race.design import AXES
+from flopplan.race.ensemble import EnsembleFit
 
 RACE_VERSION = 3
 READABLE = (1, 2, RACE_VERSION)  # versions 1 and 2: upgraded on reading (flopplan.race.legacy)
