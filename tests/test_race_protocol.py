@@ -321,8 +321,8 @@ def test_a_corrupted_pilot_summary_is_one_line_and_loses_nothing(races, tmp_path
 
 
 def test_promotion_keeps_every_arm_that_may_lead_at_f_and_at_least_the_halving():
+    from flopplan.race.promotion import keep
     from flopplan.race.results import ArmPrediction
-    from flopplan.race.runner import keep_by_prediction
 
     def pred(arm: str, reward: float, half: float, comparable: bool = True) -> ArmPrediction:
         return ArmPrediction(arm=arm, ledger_flops=1e12, reward=reward, lo=reward - half, hi=reward + half,
@@ -331,11 +331,12 @@ def test_promotion_keeps_every_arm_that_may_lead_at_f_and_at_least_the_halving()
 
     leader, late, behind, unstable = pred("leader", 0.6, 0.05), pred("late", 0.4, 0.3), pred("behind", 0.3, 0.1), \
         pred("unstable", 0.9, 0.5, comparable=False)
-    assert keep_by_prediction([behind, late, leader], 1) == ["leader", "late"]  # late's 0.7 reaches 0.55
-    assert keep_by_prediction([behind, late, leader], 3) == ["leader", "late", "behind"]
-    assert keep_by_prediction([unstable, behind, leader], 1) == ["leader"]  # not comparable: not a contender
-    assert keep_by_prediction([unstable, behind], 2) == ["behind", "unstable"]
-    assert keep_by_prediction([], 2) == []
+    assert keep([behind, late, leader], 1) == ["leader", "late"]  # late's 0.7 reaches 0.55
+    assert keep([behind, late, leader], 3) == ["leader", "late", "behind"]
+    # a non-comparable arm is ranked by its prediction (another rung may settle it) but does not set the bar
+    assert keep([unstable, behind, leader], 1) == ["unstable", "leader"]
+    assert keep([unstable, behind], 2) == ["unstable", "behind"]
+    assert keep([], 2) == []
 
 
 def test_a_second_runner_of_the_same_shard_is_refused(tmp_path):

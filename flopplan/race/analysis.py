@@ -10,11 +10,13 @@ Per fitted target (``fitted_targets``; the others are observed only, never fitte
 1. Per arm: the ScaleRL curve R = R0 + (A - R0) / (1 + (F_mid / F)^B) over ledger FLOPs (R0 measured at step 0),
    fitted as :mod:`flopplan.race.curves` describes, with and without the first evaluation point of each seed; the
    power-law and monotone-envelope checks (:mod:`flopplan.race.checks`).
-2. One paired bootstrap over seeds and evaluation prompts for all fitted arms (:func:`paired_bootstrap`): at every
-   rung budget and the target budget F, each arm's reward and gain R - R0 with intervals; A's interval and the
-   identification flag. An arm is read at budget - its upfront FLOPs (a learned reward model's training is
-   charged at every budget). Gain replicates: the replicate's reward less its R0*, the replicate curve's limit at
-   F -> 0 (read at 1e-300 FLOPs, where expit(B (ln F - ln F_mid)) < 1e-15 for every B on the grid).
+2. One paired bootstrap over seeds and evaluation prompts for all fitted arms (:func:`paired_bootstrap`), A's
+   interval and the identification flag; on the same draws the model average over curve families with its
+   calibrated width (:mod:`flopplan.race.ensemble`), which gives, at every rung budget and the target budget F,
+   each arm's reward and gain R - R0 with intervals and P(best). An arm is read at budget - its upfront FLOPs
+   (a learned reward model's training is charged at every budget). Gain replicates: the replicate's reward less
+   its R0*, the replicate curve's limit at F -> 0 (read at 1e-300 FLOPs, where expit(B (ln F - ln F_mid)) < 1e-15
+   for every B on the grid; the other families read R0 there).
 3. The regime at each budget and the recommendation at F (:mod:`flopplan.race.regime`, rules stated there and in
    the report); a warning when the best G decreases as the budget grows.
 4. The temporal holdout of each surviving arm (reached the top rung): refit on the first half of its FLOPs,
@@ -35,9 +37,8 @@ from numpy.typing import NDArray
 
 from flopplan import __version__
 from flopplan.errors import UserError, check_int, check_number, is_int, is_number
-from flopplan.race import checks
+from flopplan.race import checks, ensemble
 from flopplan.race.bootstrap import (
-    NOT_SHOWN,
     ArmPilots,
     BootstrapResult,
     PilotData,
@@ -74,9 +75,18 @@ STATEMENT = ("RACE is a diagnostic pilot-grid protocol, not a guarantee of held-
              "it, and checks itself (temporal holdout here; the validating run and the held-out target later). A "
              "recommendation is a hypothesis for the validating run to test.")
 COVERED = ("What the intervals cover: the seed-to-seed variation the pilots showed and the sampling of evaluation "
-           "prompts (the same prompt draws for every arm), propagated through a ScaleRL refit per replicate; R0 is "
-           "resampled with them, so the gain R - R0 has its own interval. Both gain and absolute R are reported, "
+           "prompts (the same prompt draws for every arm), propagated through a refit of every curve family per "
+           "replicate; the disagreement between the families (ScaleRL's sigmoid, a saturating power law, a capped "
+           "log-linear rise, a two-stage rise, a rise that can turn down), weighted by how well each predicted the "
+           "pilots' own last points; and a width no smaller than those held-out errors imply per unit of "
+           "log-extrapolation (split-conformal). R0 is resampled with them, so the gain R - R0 has its own interval. "
+           "Both gain and absolute R are reported, "
            "since policies of different sizes start from different R0; decisions use absolute R.")
+
+NOT_SHOWN = ("Not shown by the interval: a change of shape that none of the families follows and the pilots do not "
+             "show yet (a collapse or a second take-off after the largest pilot), another evaluation target or "
+             "prompt population, seed variance the pilots' few seeds did not show (S seeds give it S-1 degrees of "
+             "freedom and no rare bad seed); the calibration rests on the few held-out points of one grid.")
 
 
 @dataclass(frozen=True)
@@ -186,24 +196,27 @@ class _ArmState:
     max_flops: float = 0.0
 
 
+NUMERIC = (UserError, ArithmeticError, ValueError, np.linalg.LinAlgError)  # a fit that fails: reported, not raised
+
+
 def _prepare(info: ArmInfo, arm: ArmPilots, at: float) -> _ArmState:
-    """The point fits and checks of an arm, read at ledger FLOPs ``at``; UserError when its curve cannot be fitted
-    at all."""
+    """The point fits and checks of an arm, read at ledger FLOPs ``at``; one of ``NUMERIC`` when its curve cannot
+    be fitted at all."""
     fit = checks.point_fit(arm, 0)
     try:
         without = checks.point_fit(arm, 1)
         reading, without_reason = FitReading(fit=without, predicted_at_budget=checks.read_at(without, at)), ""
-    except UserError as exc:
-        reading, without_reason = None, str(exc)
+    except NUMERIC as exc:
+        reading, without_reason = None, str(exc) or type(exc).__name__
     try:
         law, law_reason = checks.power_law(arm, fit, at), ""
-    except UserError as exc:
-        law, law_reason = None, str(exc)
+    except NUMERIC as exc:
+        law, law_reason = None, str(exc) or type(exc).__name__
     return _ArmState(info, arm, fit, reading, without_reason, law, law_reason)
 
 
-def _curve(st: _ArmState, res: BootstrapResult, band: FloatArray, col: dict[float, int], level: float,
-           rungs: tuple[float, ...], at: float) -> ArmCurve:
+def _curve(st: _ArmState, res: BootstrapResult, ens: ensemble.EnsembleResult, band: FloatArray,
+           col: dict[float, int], level: float, rungs: tuple[float, ...], at: float) -> ArmCurve:
     """Fills ``st`` from the bootstrap and returns the arm's curve record (read at ledger FLOPs ``at``)."""
     af = res.arms[st.k]
     env = checks.envelope(st.arm)
@@ -216,10 +229,11 @@ def _curve(st: _ArmState, res: BootstrapResult, band: FloatArray, col: dict[floa
                       f"{eng(drop.peak_flops)}) at {eng(drop.flops_at_max_drop)}, more than 3 x {env.noise_sd:.3f}")
     if not af.identified:
         failed.append("A not identified (the fit or its interval reaches the top of the A or F_mid grid, or F_mid "
-                      "lies beyond the data): not extrapolated beyond its pilots")
+                      "lies beyond the data): ScaleRL's curve alone does not bound it beyond its pilots")
     cols = [col[float(v)] for v in band]
-    pts = res.points[st.k, cols]
-    iv = bootstrap_interval(res.replicates[st.k, cols], pts, level)
+    pts = ens.points[st.k, cols]
+    iv = bootstrap_interval(ens.replicates[st.k, cols], pts, level)
+    iv = np.stack([np.minimum(iv[:, 0], pts), np.maximum(iv[:, 1], pts)], axis=1)
     u = st.info.upfront_flops
     return ArmCurve(arm=st.info.name, reason="", n_seeds=af.n_seeds, max_flops=af.max_flops, noise=st.noise,
                     noise_method=how, observations=checks.observations(st.arm),
@@ -228,37 +242,37 @@ def _curve(st: _ArmState, res: BootstrapResult, band: FloatArray, col: dict[floa
                     predicted_at_budget=checks.read_at(af.fit, at), without_first=st.without_first,
                     without_first_reason=st.without_first_reason, power_law=st.power_law,
                     power_law_reason=st.power_law_reason,
-                    band=Band(flops=_floats(band), point=_floats(pts), lo=_floats(iv[:, 0]), hi=_floats(iv[:, 1])))
+                    band=Band(flops=_floats(band), point=_floats(pts), lo=_floats(iv[:, 0]), hi=_floats(iv[:, 1])),
+                    ensemble=ens.fits[st.k])
 
 
 def _floats(values: FloatArray) -> tuple[float, ...]:
     return tuple(float(v) for v in values)
 
 
-def _at_budget(label: str, budget: float, states: list[_ArmState], res: BootstrapResult, col: dict[float, int],
-               level: float) -> BudgetResult:
-    """Every fitted arm's prediction at one budget and the regime there."""
+def _at_budget(label: str, budget: float, states: list[_ArmState], ens: ensemble.EnsembleResult,
+               col: dict[float, int], level: float) -> BudgetResult:
+    """Every fitted arm's prediction at one budget (the model average, :mod:`flopplan.race.ensemble`) and the
+    regime there."""
     r0_col = col[R0_FLOPS]
     preds, cands = [], []
     for st in states:
         info = st.info
         ledger = budget - info.upfront_flops
         c = col[ledger] if ledger > 0 else r0_col
-        reps, point = res.replicates[st.k, c], float(res.points[st.k, c])
-        r0_reps, r0 = res.replicates[st.k, r0_col], float(res.points[st.k, r0_col])
+        reps, point = ens.replicates[st.k, c], float(ens.points[st.k, c])
+        r0_reps, r0 = ens.replicates[st.k, r0_col], float(ens.points[st.k, r0_col])
         lo, hi = bootstrap_interval(reps, point, level)
+        lo, hi = min(lo, point), max(hi, point)
         g_lo, g_hi = bootstrap_interval(reps - r0_reps, point - r0, level)
-        within = ledger <= checks.SUPPORT_TOL * st.max_flops
-        beyond = not (st.identified or within)
-        set_aside = ledger <= 0 or (beyond and not st.survived)
+        g_lo, g_hi = min(g_lo, point - r0), max(g_hi, point - r0)
+        set_aside = ledger <= 0
         note = ("the upfront FLOPs exceed the budget" if ledger <= 0 else
-                "non-monotone (fails the envelope check)" if not st.monotone else
-                f"eliminated at rung {st.reached} with A unidentified: set aside beyond its pilots"
-                if set_aside else "A unidentified and the budget is beyond its pilots" if beyond else "")
+                "non-monotone (fails the envelope check)" if not st.monotone else "")
         share = (info.split.get("feedback", 0.0) * ledger + info.upfront_flops) / budget if ledger > 0 else 1.0
         comparable = st.monotone and not set_aside
         cands.append(Candidate(info.name, info.axes, info.params, share, point, reps, not note, note, st.noise,
-                               comparable, unidentified_beyond=beyond, in_play=not set_aside))
+                               comparable, in_play=not set_aside))
         preds.append(ArmPrediction(arm=info.name, ledger_flops=ledger, reward=point, lo=float(lo), hi=float(hi),
                                    gain=point - r0, gain_lo=float(g_lo), gain_hi=float(g_hi), p_best=0.0,
                                    extrapolation=ledger / st.max_flops, usable=not note, comparable=comparable,
@@ -284,6 +298,28 @@ def _fit_warnings(states: list[_ArmState], at_f: BudgetResult) -> list[str]:
     return out
 
 
+def _naive(inp: RaceInput, curves: dict[str, ArmCurve], survived: dict[str, bool]) -> tuple[str, float] | None:
+    """The naive pick: the survivor with the best observed seed-mean reward at the top rung (ties: arm order)."""
+    seen: list[tuple[str, float]] = []
+    for a in inp.arms:
+        at = curves[a.name].observed_at_rungs if a.name in curves and survived[a.name] else ()
+        if at and at[-1] is not None:
+            seen.append((a.name, at[-1]))
+    if not seen:
+        return None
+    best = max(r for _, r in seen)
+    return next((n, r) for n, r in seen if r == best)
+
+
+def _rung_cost(inp: RaceInput, curves: dict[str, ArmCurve]) -> dict[str, float]:
+    """Per arm, the ledger FLOPs its seeds would spend to reach one more rung (the ladder's ratio beyond the top
+    rung; x2 with one rung) from where its pilots stopped."""
+    r = inp.rung_budgets
+    nxt = r[-1] * (r[-1] / r[-2] if len(r) > 1 else 2.0)
+    return {a.name: max(1, curves[a.name].n_seeds) * max(0.0, nxt - a.upfront_flops - curves[a.name].max_flops)
+            for a in inp.arms if a.name in curves}
+
+
 def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[str, bool], n_replicates: int,
                    level: float, seed: int, holdout: bool) -> TargetResult:
     f_target = inp.budget_flops
@@ -299,9 +335,9 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
         try:
             states.append(replace(_prepare(info, present[info.name], f_target - info.upfront_flops),
                                   survived=survived[info.name], reached=inp.reached[info.name]))
-        except UserError as exc:
-            curves[info.name] = _observed_only(info, present[info.name], inp.rung_budgets, f"not fitted: {exc}",
-                                               True)
+        except NUMERIC as exc:
+            curves[info.name] = _observed_only(info, present[info.name], inp.rung_budgets,
+                                               f"not fitted: {str(exc) or type(exc).__name__}", True)
     warnings = [f"{c.arm}: {c.reason}" for c in curves.values()]
     if not states:
         return TargetResult(name=name, fitted=True, n_prompts=data.n_prompts,
@@ -318,12 +354,18 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
                            rng=_stream(seed, name))
     method = (f"{res.method} (recomputed among the arms comparable at each budget); gain = R - R0 from the same "
               "replicates (R0* = each replicate curve's limit at F -> 0)")
+    at_cols = [col[f_target - st.info.upfront_flops] if f_target > st.info.upfront_flops else col[R0_FLOPS]
+               for st in states]
+    ens = ensemble.model_average(list(res.samples), res.points, res.replicates, grid,
+                                 [a.max_flops for a in res.arms], at_cols, level, _stream(seed, name, "ensemble"))
+    method = f"{ens.method}; {method}"
     for k, st in enumerate(states):
         st.k = k
-        curves[st.info.name] = _curve(st, res, band, col, level, inp.rung_budgets, f_target - st.info.upfront_flops)
+        curves[st.info.name] = _curve(st, res, ens, band, col, level, inp.rung_budgets,
+                                      f_target - st.info.upfront_flops)
         if not st.monotone:
             warnings.append(f"{st.info.name}: {curves[st.info.name].checks_failed[0]}")
-    budget_results = [_at_budget(label, b, states, res, col, level) for label, b in zip(labels, budgets, strict=True)]
+    budget_results = [_at_budget(label, b, states, ens, col, level) for label, b in zip(labels, budgets, strict=True)]
     g_of = {a.name: (float(a.axes["group_size"]) if "group_size" in a.axes else None) for a in inp.arms}
     warnings += g_warnings(budget_results, g_of)
     at_f = budget_results[-1]
@@ -335,9 +377,10 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
             observed = checks.observed_bootstrap(survivors, n_replicates, level, _stream(seed, name, "observed"))
     upfront = {a.name: a.upfront_flops for a in inp.arms}
     recommendation = pilot_cost(recommend(name, at_f, upfront, float(inp.budget_flops - inp.pilot_flops), method,
-                                          observed, level), budget_flops=f_target, pilot_flops=inp.pilot_flops,
-                                spend=inp.pilot_spend, upfront=upfront,
-                                largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
+                                          observed, level, naive=_naive(inp, curves, survived),
+                                          rung_cost=_rung_cost(inp, curves)),
+                                budget_flops=f_target, pilot_flops=inp.pilot_flops, spend=inp.pilot_spend,
+                                upfront=upfront, largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
     holdouts = [_holdout(st.arm, n_replicates, level, _stream(seed, name, st.info.name, "holdout"))
                 for st in states if holdout and survived[st.info.name]]
     return TargetResult(name=name, fitted=True, n_prompts=data.n_prompts,

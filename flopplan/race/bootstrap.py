@@ -1,8 +1,7 @@
 """Paired bootstrap over seeds and evaluation prompts: predicted reward per arm and budget, intervals, P(best).
 
-Data: for each arm (an allocation choice), for each seed, the evaluation points of the pilot run: the exact FLOPs
-spent so far and one score per evaluation prompt (0/1 or a float), on a prompt set shared by every arm; step 0
-(FLOPs = 0) included, it measures R0.
+Data: per arm and seed, the pilot's evaluation points: the exact FLOPs spent so far and one score per evaluation
+prompt (0/1 or a float) on a prompt set shared by every arm; step 0 (FLOPs = 0) included, it measures R0.
 
 One replicate (Efron & Tibshirani, "An Introduction to the Bootstrap", 1993, ch. 6 and 13):
 
@@ -36,11 +35,9 @@ Point prediction: the fit on the original data. Interval (level 90 % by default)
 theta^ the point: ``percentile`` [q_{a/2}(theta*), q_{1-a/2}(theta*)]; ``basic`` [2 theta^ - q_{1-a/2},
 2 theta^ - q_{a/2}]; ``bc`` (bias-corrected percentile, Efron 1981; BCa's acceleration is not estimated: it needs a
 jackknife over two crossed resampling units) the percentile interval at levels Phi(2 z0 +- z_{1-a/2}) with
-z0 = Phi^-1(share of theta* below theta^, ties counted half). Measured on synthetic truths (benchmarks/race_coverage.py
---reps 500: R at 2 x F_pilot, 3 seeds, 200 0/1 prompts), percentile covered 0.90-0.93 with ``shrunk`` (0.95-0.97
-with ``resample``) on bent curves with seed sd 0.02-0.04 on A, 0.86 (0.90) with seed sd 0.08; basic fell to 0.80
-and bc to 0.87 where F_mid = F_pilot/2, so percentile is the default. P(arm is best) = share of replicates in
-which the arm's prediction is the highest (ties split equally).
+z0 = Phi^-1(share of theta* below theta^, ties counted half); percentile is the default (basic and bc under-cover,
+benchmarks/race_coverage.py). P(best) = share of replicates where the arm's prediction is highest (ties split);
+``samples`` keep the replicates' points (:mod:`flopplan.race.families` fits other curves to the same draws).
 
 Identifiability: an arm's A is unidentified when its point fit has A or F_mid at the top of its grid or F_mid
 beyond its largest FLOPs (:attr:`flopplan.race.curves.CurveFit.identified`), or when the bootstrap interval of A or
@@ -59,6 +56,7 @@ from scipy.special import ndtr, ndtri
 
 from flopplan.errors import UserError
 from flopplan.race.curves import A_MAX, A_STEP, CurveFit, CurveFitBatch, default_grids, fit_curve_batch
+from flopplan.race.families import ArmSample
 
 FloatArray = NDArray[np.float64]
 Interval = Literal["percentile", "basic", "bc"]
@@ -312,6 +310,7 @@ class BootstrapResult:
     predictions: tuple[Prediction, ...]
     points: FloatArray
     replicates: FloatArray
+    samples: tuple[ArmSample, ...] = ()
 
     def prediction(self, arm: str, flops: float) -> Prediction:
         for p in self.predictions:
@@ -387,11 +386,13 @@ def paired_bootstrap(data: PilotData, budgets: ArrayLike, *, n_replicates: int =
     draws = _seed_draws(gen, packs, n_replicates, pairing)
     points = np.empty((len(packs), f_budgets.size))
     reps = np.empty((len(packs), f_budgets.size, n_replicates))
-    arms = []
+    arms, samples = [], []
     for i, (arm, pack) in enumerate(zip(data.arms, packs, strict=True)):
-        orig = _fit(pack, None, None, None, a_step, a_max, refine_f_mid)[0]
+        orig, y0, w0 = _fit(pack, None, None, None, a_step, a_max, refine_f_mid)
         cq = cq_shared if pair_prompts else _prompt_weights(gen, q, n_replicates)
-        boot = _fit(pack, cq, draws[i], orig, a_step, a_max, refine_f_mid)[0]
+        boot, y, w = _fit(pack, cq, draws[i], orig, a_step, a_max, refine_f_mid)
+        samples.append(ArmSample(pack.flops, np.concatenate([y0, y]), np.concatenate([w0, w]),
+                                 np.concatenate([orig.r0, boot.r0])))
         shift_o, shift_b = (orig.r0[:, None], boot.r0[:, None]) if metric == "gain" else (0.0, 0.0)
         points[i] = (orig.predict(f_budgets) - shift_o)[0]
         reps[i] = (boot.predict(f_budgets) - shift_b).T
@@ -408,7 +409,7 @@ def paired_bootstrap(data: PilotData, budgets: ArrayLike, *, n_replicates: int =
               f"{level:.0%} {interval} interval of the {metric}; P(best) = share of replicates with the highest "
               f"prediction")
     return BootstrapResult(method, NOT_SHOWN, level, interval, metric, pairing, tuple(float(f) for f in f_budgets),
-                           tuple(arms), preds, points, reps)
+                           tuple(arms), preds, points, reps, tuple(samples))
 
 
 @dataclass(frozen=True)

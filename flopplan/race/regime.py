@@ -2,13 +2,12 @@
 
 The rules (:func:`rules` gives them in the words the report prints):
 
-* An arm is *comparable* at a budget B when its curve was fitted and it passes the monotone-envelope check; it is
-  *usable* (it may be named best) when also its A is identified or B - upfront lies within its pilots (<= 1.05 x
-  its largest pilot FLOPs). Arms are read at B - upfront: a learned reward model's training FLOPs are charged at
-  every budget. An unidentified arm beyond its pilots that survived to the top rung stays a competitor: its
-  replicates, whose spread the grid bounds set, count against the best arm's P(best) and margin; it is never named
-  best. One the successive halving eliminated is *set aside* there (its curve says nothing beyond its short
-  pilots, and the halving already judged it on what it showed), as is an arm whose upfront FLOPs exceed B.
+* Predictions are the model average over curve families (:mod:`flopplan.race.ensemble`), whose calibrated
+  intervals carry the curve shape's uncertainty. An arm is *comparable* at a budget B when its curve was fitted and
+  it passes the monotone-envelope check, and then also *usable* (it may be named best): an arm whose ScaleRL A is
+  unidentified, or which the halving eliminated, stays in play with its (wide) interval. Arms are read at
+  B - upfront: a learned reward model's training FLOPs are charged at every budget; an arm whose upfront FLOPs
+  exceed B is *set aside* there.
 * *unstable*: the arm with the highest predicted reward among the fitted arms not set aside is not usable (it would
   win, but its curve cannot be trusted there), or no arm is usable.
 * *best*: the usable arm with the highest point prediction. P(best) is recomputed among the comparable arms from
@@ -29,9 +28,14 @@ The rules (:func:`rules` gives them in the words the report prints):
   feedback-bound (the arm spending the larger feedback share, a learned reward model, wins despite it).
 * A warning when the best arm's G decreases from one budget to the next larger one (undecided budgets included).
 * The recommendation at F: the best usable arm, confidence *high* when the regime there is a bound and F - upfront
-  is <= 2x (2.1x) its largest pilot FLOPs, *low* otherwise (reasons listed); *best observed* when the arm on top is
-  an unidentified survivor beyond its pilots, or no arm is usable: then the survivor with the best observed reward
-  at the survivors' largest common FLOPs, with a bootstrap of the observed means (:func:`checks.observed_bootstrap`).
+  is <= 2x (2.1x) its largest pilot FLOPs, *low* otherwise (reasons listed); *cannot tell* when P(best) < 0.8 or
+  the margin's interval includes 0: the tied arms (the runner-up and every arm whose upper bound reaches the
+  best's lower bound) are named with the FLOPs one more rung for them would cost, and the naive pick (the survivor
+  with the best observed reward at the largest pilot) is recommended when it is among them (the lower-variance
+  call: single-scale rankings beat extrapolation unless the evidence says otherwise, DataDecide); *best observed*
+  when no arm is usable: the survivor with the best observed reward at the survivors' largest common FLOPs, with a
+  bootstrap of the observed means (:func:`checks.observed_bootstrap`). The naive pick is reported beside RACE's,
+  with why RACE differs when it does.
 
 Why these: ScaleRL and IsoCompute compare recipes that differ in one choice at a time, so a one-axis comparison is
 what the evidence can attribute; the direction matters because "the smaller policy wins" is a statement about steps,
@@ -42,7 +46,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -70,14 +74,14 @@ ORDERED_BY = {"policy": "parameters", "group_size": "G", "iterations": "mu",
 def rules(level: float) -> tuple[str, ...]:
     """The regime rules, verbatim as the report and race.json state them."""
     return (
-        "each arm is read at B - upfront (a learned reward model's training FLOPs are charged at every budget); "
-        "set aside at B: an arm whose upfront FLOPs exceed B, or one eliminated by the successive halving whose A "
-        "is unidentified and B - upfront beyond its pilots; comparable: not set aside, its curve was fitted (>= 3 "
-        "distinct positive evaluation FLOPs) and it passes the monotone-envelope check (no drop below its running "
-        "best reward larger than 3 standard errors of the drop); usable (it may be named best): comparable, and "
-        "either its A is identified or B - upfront is within its pilots (<= 1.05 x its largest pilot FLOPs).",
+        "each arm is read at B - upfront (a learned reward model's training FLOPs are charged at every budget), "
+        "by the model average over curve families with its calibrated interval; set aside at B: an arm whose "
+        "upfront FLOPs exceed B; comparable and usable (it may be named best): not set aside, its curve was fitted "
+        "(>= 3 distinct positive evaluation FLOPs) and it passes the monotone-envelope check (no drop below its "
+        "running best reward larger than 3 standard errors of the drop); arms eliminated by the halving and arms "
+        "whose ScaleRL A is unidentified stay in play with their wide intervals.",
         "unstable: the arm with the highest predicted reward at B among the fitted arms not set aside is not usable "
-        "(non-monotone, or A unidentified with B beyond its pilots), or no arm is usable.",
+        "(non-monotone), or no arm is usable.",
         "best: the usable arm with the highest predicted reward at B; P(best): the share of bootstrap replicates "
         "in which it is the highest among the comparable arms; runner-up: the next comparable arm; margin: best - "
         f"runner-up (point predictions), with the {level:.0%} percentile interval of the paired replicate "
@@ -99,10 +103,12 @@ def rules(level: float) -> tuple[str, ...]:
         "confidence of the recommendation: high when the regime at the target budget is a bound and the budget "
         f"less upfront is at most {EXTRAPOLATION_LIMIT:g}x the arm's largest pilot FLOPs (up to "
         f"{EXTRAPOLATION_LIMIT * EXTRAPOLATION_TOL:g}x: pilots stop just short of their rung); low otherwise; "
-        "'best observed' when the arm on top at the target budget (rule 2) is a survivor whose A is unidentified "
-        "beyond its pilots, or no arm is usable: then the surviving arm with the best observed reward at the "
-        "survivors' largest common FLOPs (a prompt-and-seed bootstrap of the observed means), no curve "
-        "extrapolated.",
+        f"'cannot tell' when P(best) < {UNDECIDED_P:g} or the margin's interval includes 0: the tied arms (the "
+        "runner-up and every arm whose upper bound reaches the best's lower bound) are named with the FLOPs one "
+        "more rung for them would cost, and the naive pick (the survivor with the best observed reward at the top "
+        "rung) is recommended when it is among them; 'best observed' when no arm is usable: the surviving arm "
+        "with the best observed reward at the survivors' largest common FLOPs (a prompt-and-seed bootstrap of the "
+        "observed means), no curve extrapolated.",
     )
 
 
@@ -227,9 +233,43 @@ def g_warnings(budgets: Sequence[BudgetResult], group_size: dict[str, float | No
     return out
 
 
+def _naive_fields(arm: str | None, at_f: BudgetResult, naive: tuple[str, float] | None) -> dict[str, Any]:
+    """The naive pick beside RACE's, and why RACE differs from it when it does."""
+    if naive is None:
+        return {"naive_arm": None, "naive_reward": None, "naive_note": "no survivor was observed at the top rung"}
+    name, seen = naive
+    out: dict[str, Any] = {"naive_arm": name, "naive_reward": seen, "naive_note": ""}
+    if arm is None or arm == name:
+        return out
+    preds = {p.arm: p for p in at_f.predictions}
+    mine, theirs = preds.get(arm), preds.get(name)
+    if mine is None or theirs is None:
+        out["naive_note"] = f"{name} has no prediction at {eng(at_f.flops)}: RACE picks among the fitted arms"
+        return out
+    out["naive_note"] = (f"the naive pick {name} shows the best reward at the largest pilot ({seen:.3f}), but "
+                         f"{arm} is predicted {mine.reward:.3f} [{mine.lo:.3f}, {mine.hi:.3f}] at {eng(at_f.flops)} "
+                         f"against {theirs.reward:.3f} [{theirs.lo:.3f}, {theirs.hi:.3f}]: their curves cross "
+                         "before the budget")
+    return out
+
+
+def tied_arms(at_f: BudgetResult, best: str) -> tuple[str, ...]:
+    """The comparable arms the evidence cannot separate from ``best`` at the budget: its runner-up and every arm
+    whose upper bound reaches its lower bound (:func:`flopplan.race.promotion.keep`'s rule), best first."""
+    preds = [p for p in at_f.predictions if p.comparable or p.arm == best]
+    lead = next(p for p in preds if p.arm == best)
+    near = [p.arm for p in sorted(preds, key=lambda p: (-p.reward, p.arm)) if p.arm != best and p.hi >= lead.lo]
+    runner = at_f.decision.runner_up
+    if runner is not None and runner not in near:
+        near.insert(0, runner)
+    return (best, *near)
+
+
 def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_left: float, interval: str,
-              observed: ObservedBest | None, level: float) -> Recommendation:
-    """The recommendation at the target budget (:func:`rules`, the last one)."""
+              observed: ObservedBest | None, level: float, naive: tuple[str, float] | None = None,
+              rung_cost: dict[str, float] | None = None) -> Recommendation:
+    """The recommendation at the target budget (:func:`rules`, the last one); ``naive``: (arm, observed reward) of
+    the naive pick; ``rung_cost``: per arm the FLOPs of one more rung (the price of separating a tie)."""
     f, decision = at_f.flops, at_f.decision
     common: dict[str, Any] = {"target": target, "flops": f, "regime": decision.regime, "budget_left_flops": budget_left}
     if decision.best is None or decision.top_unidentified:
@@ -241,7 +281,8 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
                                   hi=None, gain=None, gain_lo=None, gain_hi=None, p_best=None, runner_up=None,
                                   margin=None, margin_lo=None, margin_hi=None, extrapolation=None, upfront_flops=0,
                                   interval=interval)
-        return _best_observed(common, observed, upfront, why, level)
+        rec = _best_observed(common, observed, upfront, why, level)
+        return replace(rec, **_naive_fields(rec.arm, at_f, naive))
     arm = decision.best
     pred: ArmPrediction = next(p for p in at_f.predictions if p.arm == arm)
     reasons = []
@@ -250,12 +291,32 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
     if pred.extrapolation > EXTRAPOLATION_LIMIT * EXTRAPOLATION_TOL:
         reasons.append(f"{pred.extrapolation:.2f}x extrapolation beyond the arm's largest pilot FLOPs (beyond "
                        f"~{EXTRAPOLATION_LIMIT:g}x)")
-    return Recommendation(**common, arm=arm, mode="fitted", confidence="low" if reasons else "high",
+    tied: tuple[str, ...] = ()
+    separate = None
+    p = decision.p_best if decision.p_best is not None else 1.0
+    if decision.runner_up is not None and (p < UNDECIDED_P or (decision.margin_lo or 0.0) <= 0):
+        tied = tied_arms(at_f, arm)
+        separate = float(sum((rung_cost or {}).get(a, 0.0) for a in tied))
+        reasons.insert(0, f"cannot tell {', '.join(tied)} apart at {eng(f)}: P(best) of {arm} {p:.2f}, margin "
+                       f"{decision.margin:.3f} [{decision.margin_lo:.3f}, {decision.margin_hi:.3f}] over "
+                       f"{decision.runner_up}; one more rung for them costs {eng(separate)} FLOPs "
+                       f"({separate / f:.1%} of the budget)")
+    confidence = "cannot tell" if tied else "low" if reasons else "high"
+    p_arm, runner, margin = decision.p_best, decision.runner_up, decision.margin
+    m_lo, m_hi = decision.margin_lo, decision.margin_hi
+    if tied and naive is not None and naive[0] in tied and naive[0] != arm:
+        # the curves cannot separate them: the arm seen best at the largest pilot is the lower-variance call
+        reasons.insert(1, f"{naive[0]}, the best observed at the largest pilot, is recommended among them: the "
+                       f"predictions at {eng(f)} do not overturn it")
+        top, arm = arm, naive[0]
+        pred = next(p for p in at_f.predictions if p.arm == arm)
+        p_arm, runner, margin, m_lo, m_hi = decision.p_best_of.get(arm, 0.0), top, None, None, None
+    return Recommendation(**common, arm=arm, mode="fitted", confidence=confidence,
                           reasons=tuple(reasons), at_flops=pred.ledger_flops, reward=pred.reward, lo=pred.lo,
                           hi=pred.hi, gain=pred.gain, gain_lo=pred.gain_lo, gain_hi=pred.gain_hi,
-                          p_best=decision.p_best, runner_up=decision.runner_up, margin=decision.margin,
-                          margin_lo=decision.margin_lo, margin_hi=decision.margin_hi,
-                          extrapolation=pred.extrapolation, upfront_flops=upfront.get(arm, 0), interval=interval)
+                          p_best=p_arm, runner_up=runner, margin=margin, margin_lo=m_lo, margin_hi=m_hi,
+                          extrapolation=pred.extrapolation, upfront_flops=upfront.get(arm, 0), interval=interval,
+                          tied=tied, separate_flops=separate, **_naive_fields(arm, at_f, naive))
 
 
 def _best_observed(common: dict[str, Any], obs: ObservedBest, upfront: dict[str, int], why: str, level: float

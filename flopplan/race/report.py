@@ -51,6 +51,10 @@ def _recommendations(a: RaceAnalysis) -> tuple[Table, list[str]]:
                            _iv(r.margin, r.margin_lo, r.margin_hi), _x(r.extrapolation), r.regime])
         for reason in r.reasons:
             notes.append(f"{r.target}: {reason}")
+        if r.naive_arm is not None:
+            notes.append(f"{r.target}: the naive pick (best observed at the largest pilot): {r.naive_arm} "
+                         f"({r.naive_reward:.3f})" + (f"; RACE differs: {r.naive_note}" if r.naive_note and
+                                                       r.naive_arm != r.arm else ""))
         notes.append(f"{r.target}: validating run of {r.arm or '-'} at the target budget {eng(r.flops)}"
                      + (f" (its upfront {eng(r.upfront_flops)} included)" if r.upfront_flops else "")
                      + f"; budget left after the pilots: {eng(r.budget_left_flops)}; intervals: {r.interval}")

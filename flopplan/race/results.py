@@ -25,9 +25,10 @@ from flopplan.race import legacy
 from flopplan.race.bootstrap import ArmFit, HoldoutPoint
 from flopplan.race.curves import CurveFit, EnvelopeCheck, PowerLawFit
 from flopplan.race.design import AXES
+from flopplan.race.ensemble import EnsembleFit
 
-RACE_VERSION = 2
-READABLE = (1, RACE_VERSION)  # version 1: upgraded on reading (flopplan.race.legacy)
+RACE_VERSION = 3
+READABLE = (1, 2, RACE_VERSION)  # versions 1 and 2: upgraded on reading (flopplan.race.legacy)
 BUCKETS = ("rollout", "learning", "feedback")
 
 
@@ -127,7 +128,8 @@ class ArmCurve:
     """One arm on one target: its observations, the noise the regime rule uses (``noise``, how: ``noise_method``),
     the observed reward near each rung budget, the envelope check, and, when fitted, the bootstrap's fit of the arm
     (``arm_fit``: the fit, A's interval, identification) with its R at the target budget, the refit without the
-    first evaluation point of each seed, the power-law check and the band. Not fitted: ``arm_fit`` is None and
+    first evaluation point of each seed, the power-law check, the model average over curve families the decisions
+use (``ensemble``) and its band. Not fitted: ``arm_fit`` is None and
     ``reason`` says why (:meth:`unfitted`)."""
 
     arm: str
@@ -148,6 +150,7 @@ class ArmCurve:
     power_law: PowerLawCheck | None
     power_law_reason: str
     band: Band | None
+    ensemble: EnsembleFit | None = None
 
     @property
     def fitted(self) -> bool:
@@ -250,12 +253,14 @@ class BudgetResult:
 class Recommendation:
     """The arm to run at the target budget for one evaluation target. ``mode``: ``fitted`` (curves read at the
     budget), ``best observed`` (the best observed reward at ``at_flops``, the survivors' largest common ledger
-    FLOPs: no curve is extrapolated) or ``none``. ``confidence``: ``high``, ``low`` (``reasons``) or
-    ``best observed``. Numbers are at ``at_flops``; ``budget_left_flops``: the target budget less the pilots.
-    The pilots' cost (:mod:`flopplan.race.overhead`; 0 in files written before it was recorded): the ledger of
-    the arm's pilot a validating run continues (``continued_flops``), the FLOPs spent on what is not continued
-    (``overhead_flops``, and as a share of the target budget) and the target budget over the arm's largest
-    pilot (``horizon``)."""
+    FLOPs: no curve is extrapolated) or ``none``. ``confidence``: ``high``, ``low`` (``reasons``), ``cannot tell``
+    (the evidence does not separate the arms in ``tied`` at the budget; ``separate_flops``: what one more rung for
+    them would cost) or ``best observed``. Numbers are at ``at_flops``; ``budget_left_flops``: the target budget
+    less the pilots. ``naive_arm``: the naive pick, the survivor with the best observed reward at the largest
+    pilot (``naive_reward``), and ``naive_note`` why RACE differs from it when it does. The pilots' cost
+    (:mod:`flopplan.race.overhead`; 0 in files written before it was recorded): the ledger of the arm's pilot a
+    validating run continues (``continued_flops``), the FLOPs spent on what is not continued (``overhead_flops``,
+    and as a share of the target budget) and the target budget over the arm's largest pilot (``horizon``)."""
 
     target: str
     arm: str | None
@@ -280,6 +285,11 @@ class Recommendation:
     upfront_flops: int
     budget_left_flops: float
     interval: str
+    tied: tuple[str, ...] = ()
+    separate_flops: float | None = None
+    naive_arm: str | None = None
+    naive_reward: float | None = None
+    naive_note: str = ""
     continued_flops: int = 0
     overhead_flops: int = 0
     overhead_share: float = 0.0
@@ -381,7 +391,7 @@ class RaceAnalysis:
         if not is_int(version) or version not in READABLE:
             raise UserError(f"{where}: race_version must be the integer {' or '.join(map(str, READABLE))} (the "
                             f"layouts this flopplan reads), not {version!r}")
-        if version == 1:
+        if version < RACE_VERSION:
             data = legacy.upgrade(data, where)
         out: RaceAnalysis = serial.from_data(RaceAnalysis, data, where)
         return out

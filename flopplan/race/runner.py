@@ -37,16 +37,16 @@ from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, folder_lock, read_json
 from flopplan.planfile import PlanEntry, PlanFile
 from flopplan.planner import plan
+from flopplan.race import promotion
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.design import RaceDesign
 from flopplan.race.pilots import pilot_done, pilot_folder, pilot_input
-from flopplan.race.results import ArmPrediction
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
 
 PROMOTIONS = "promotions.json"
 PROMOTION_REPLICATES = 200
 """Bootstrap replicates of the analysis behind a promotion (its seed: 0, as ``race analyze``'s default)."""
-PROMOTION_RULE = ("predicted reward at the target budget F (the analysis of the rung's pilots on the first fitted "
+PROMOTION_RULE = ("predicted reward at the target budget F (model-averaged analysis of the rung's pilots, first fitted "
                   "target): every arm whose upper bound reaches the leader's lower bound, at least the halving's "
                   "count, at most what the pilot budget affords")
 
@@ -58,18 +58,6 @@ class PilotTask:
     rung: int
     budget: int
     folder: Path
-
-
-def keep_by_prediction(predictions: Sequence[ArmPrediction], n_keep: int) -> list[str]:
-    """The arms a rung promotes, in order, from their predictions at F: ranked by predicted reward (comparable
-    arms first; ties by the upper bound, then the name), every comparable arm whose upper bound reaches the lower
-    bound of the leader (the first comparable arm) is kept, and at least the ``n_keep`` first of the ranking."""
-    order = sorted(predictions, key=lambda p: (not p.comparable, -p.reward, -p.hi, p.arm))
-    leader = next((p for p in order if p.comparable), None)
-    chosen = {p.arm for p in order[:n_keep]}
-    if leader is not None:
-        chosen |= {p.arm for p in order if p.comparable and p.hi >= leader.lo}
-    return [p.arm for p in order if p.arm in chosen]
 
 
 def _affordable(design: RaceDesign, history: Sequence[Sequence[str]], kept: Sequence[str]) -> int:
@@ -109,7 +97,7 @@ def _digest(inp: RaceInput) -> str:
 def promote(design: RaceDesign, folder: Path, history: Sequence[Sequence[str]],
             recorded: dict[str, Any] | None = None) -> dict[str, Any]:
     """The decision after the last rung of ``history`` (the arms of each rung so far): its arms analysed on their
-    pilots, ranked by predicted reward at F (:func:`keep_by_prediction`), as many kept as the pilot budget
+    pilots, ranked by predicted reward at F (:func:`flopplan.race.promotion.keep`), as many kept as the pilot budget
     affords. ``recorded``: the decision an earlier call wrote, kept when it was made on the same evaluations, or
     when its arms have already gone on (a decision acted upon stands)."""
     rung, arms = len(history) - 1, list(history[-1])
@@ -121,7 +109,7 @@ def promote(design: RaceDesign, folder: Path, history: Sequence[Sequence[str]],
     target = design.fit_targets[0]
     result = analyze(inp, n_replicates=PROMOTION_REPLICATES, holdout=False).target(target)
     preds = result.budgets[-1].predictions if result.budgets else ()
-    ranked = keep_by_prediction(preds, design.keep[rung + 1])
+    ranked = promotion.keep(preds, design.keep[rung + 1])
     observed = {c.arm: c.observed_at_rungs[rung] for c in result.curves if c.arm not in {p.arm for p in preds}}
     unfitted = sorted(observed, key=lambda a: (-(observed[a] or 0.0), a))  # no curve: by the reward observed
     kept = ranked + unfitted[:max(0, design.keep[rung + 1] - len(ranked))]

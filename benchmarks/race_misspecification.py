@@ -1,0 +1,198 @@
+"""RACE's decisions when the truth is not ScaleRL's sigmoid: coverage, P(best) calibration, regret, halving losses.
+
+Per family of truths (random parameters, 4 arms whose curves may cross), per repetition: 3 seeds x 200 shared 0/1
+prompts (Gaussian-copula prompt difficulty), rungs F_P/4 and F_P; every arm evaluated at step 0 and at F_P/4 x
+2^-4..2^0, the halving keeps 2 of 4 (``--promotion predicted``: flopplan.race.promotion.keep on the analysis of
+the rung-0 pilots at F; ``current``: the runner's lower bound of the current reward), the survivors go on to
+F_P/2 and F_P; the analysis of the grid recommends an arm at F = 2 F_P.
+
+    python benchmarks/race_misspecification.py --reps 60               # every family, 60 repetitions each
+    python benchmarks/race_misspecification.py --quick                 # 8 repetitions, 50 bootstrap replicates
+
+Printed per family: errors (analysis exceptions), coverage at F of the 90 % intervals of usable predictions, mean
+stated P(best) of fitted recommendations vs how often their arm is the best comparable arm, mean regret at F of
+RACE, the naive pick (best observed at the largest pilot), the fitted-point pick (the highest ScaleRL point fit
+at F among fitted arms) and exhaustive (0), how often the halving drops the true best, the "cannot tell" rate, and
+RACE's regret where it did not say "cannot tell". With another flopplan on PYTHONPATH (one before the promotion
+module) it measures that one, with ``--promotion current``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+from scipy.special import expit, ndtr
+
+from flopplan.race.analysis import RaceInput, analyze
+from flopplan.race.bootstrap import ArmPilots, PilotData
+from flopplan.race.results import ArmInfo
+from flopplan.race.runner import lower_bound
+
+F_P = 1e20
+RUNGS = (F_P / 4, F_P)
+TARGET = 2 * F_P
+EVALS = F_P / 4 * 2.0 ** np.arange(-4, 1)  # rung 0's evaluations; survivors add F_P/2 and F_P
+MORE = np.array([F_P / 2, F_P])
+Curve = Callable[[np.ndarray], np.ndarray]  # FLOPs -> mean reward
+
+
+def sigmoid(r0: float, a: float, b: float, f_mid: float) -> Curve:
+    return lambda f: r0 + (a - r0) * expit(b * (np.log(np.maximum(f, 1e-300)) - np.log(f_mid)))
+
+
+def control(rng: np.random.Generator, r0: float) -> Curve:
+    return sigmoid(r0, rng.uniform(0.45, 0.85), rng.uniform(1.0, 2.5), F_P * 2.0 ** rng.uniform(-4, 0))
+
+
+def delayed(rng: np.random.Generator, r0: float) -> Curve:
+    """A first rise that stalls, then (for some arms) a second take-off near or beyond the pilots."""
+    first = sigmoid(0.0, rng.uniform(0.08, 0.25), rng.uniform(1.2, 2.5), F_P * 2.0 ** rng.uniform(-5, -3))
+    g2, m2 = rng.uniform(0.0, 0.4) * (rng.random() < 0.6), F_P * 2.0 ** rng.uniform(-1, 1.5)
+    second = sigmoid(0.0, g2, rng.uniform(1.5, 3.0), m2)
+    return lambda f: r0 + first(f) + second(f)
+
+
+def loglinear(rng: np.random.Generator, r0: float) -> Curve:
+    """A straight line in ln F from F0 that saturates late (cap reached at F_cap in [F_P, 16 F_P])."""
+    f0, f_cap, a = F_P * 2.0 ** rng.uniform(-8, -5), F_P * 2.0 ** rng.uniform(0, 4), rng.uniform(0.5, 0.9)
+
+    def curve(f: np.ndarray) -> np.ndarray:
+        t = np.clip(np.log(np.maximum(f, 1e-300) / f0) / np.log(f_cap / f0), 0, 1)
+        return r0 + (a - r0) * (1 - (1 - t) ** 1.3)
+    return curve
+
+
+def collapse(rng: np.random.Generator, r0: float) -> Curve:
+    """A sigmoid rise that (for some arms) collapses after F_c in [F_P/4, 4 F_P] by a share of its gain."""
+    rise = sigmoid(0.0, rng.uniform(0.3, 0.6), rng.uniform(1.2, 2.5), F_P * 2.0 ** rng.uniform(-5, -2))
+    depth, f_c = rng.uniform(0.2, 0.7) * (rng.random() < 0.6), F_P * 2.0 ** rng.uniform(-2, 2)
+    return lambda f: r0 + rise(f) * (1 - depth * expit(2.5 * (np.log(np.maximum(f, 1e-300)) - np.log(f_c))))
+
+
+def crossing(rng: np.random.Generator, r0: float) -> Curve:
+    """Fast starters that saturate low against slow starters that reach higher: curves cross near the pilots."""
+    if rng.random() < 0.5:
+        return sigmoid(r0, rng.uniform(0.45, 0.6), rng.uniform(1.5, 2.5), F_P * 2.0 ** rng.uniform(-5, -3))
+    return sigmoid(r0, rng.uniform(0.6, 0.85), rng.uniform(1.0, 1.8), F_P * 2.0 ** rng.uniform(-1, 1))
+
+
+FAMILIES: dict[str, Callable[[np.random.Generator, float], Curve]] = {
+    "control": control, "delayed": delayed, "loglinear": loglinear, "collapse": collapse, "crossing": crossing}
+
+
+def pilots(rng: np.random.Generator, name: str, curve: Curve, eta: np.ndarray, flops: np.ndarray) -> ArmPilots:
+    """3 seeds at step 0 and ``flops`` (x 1 +- 1 % jitter): seed s's curve R0 + (R - R0) (1 + 0.05 N) at F
+    e^(0.1 N); scores by the Gaussian copula on the shared prompt latents ``eta`` (rho 0.5)."""
+    r0 = float(curve(np.zeros(1))[0])
+    f = np.concatenate([np.zeros((3, 1)), flops * (1 + 0.01 * rng.uniform(-1, 1, (3, flops.size)))], axis=1)
+    gain = 1 + 0.05 * rng.standard_normal((3, 1))
+    shift = np.exp(0.1 * rng.standard_normal((3, 1)))
+    p = np.clip(r0 + (curve(f * shift) - r0) * gain, 0, 1)
+    p[:, 0] = r0
+    z = np.sqrt(0.5) * eta + np.sqrt(0.5) * rng.standard_normal((3, f.shape[1], eta.size))
+    return ArmPilots.from_arrays(name, f, (ndtr(z) < p[:, :, None]).astype(float))
+
+
+def info(name: str, g: int) -> ArmInfo:
+    return ArmInfo(name, {"group_size": g}, 500_000_000, {"rollout": 0.6, "learning": 0.4, "feedback": 0.0})
+
+
+def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicates: int) -> dict[str, object]:
+    r0 = rng.uniform(0.1, 0.3)
+    curves = [FAMILIES[family](rng, r0) for _ in range(4)]
+    names = [f"g{2 ** (i + 2)}" for i in range(4)]
+    infos = tuple(info(n, 2 ** (i + 2)) for i, n in enumerate(names))
+    truth = {n: float(c(np.array([TARGET]))[0]) for n, c in zip(names, curves, strict=True)}
+    eta = rng.standard_normal(200)
+    first = {n: pilots(rng, n, c, eta, EVALS) for n, c in zip(names, curves, strict=True)}
+    seed = int(rng.integers(2**31))
+    if promotion == "predicted":
+        from flopplan.race.promotion import keep
+        inp0 = RaceInput(infos, {"math": PilotData(tuple(first.values()))}, ("math",), TARGET, RUNGS,
+                         dict.fromkeys(names, 0), 0, "benchmark")
+        preds = analyze(inp0, n_replicates=n_replicates, seed=seed, holdout=False).target("math").budgets[-1]
+        kept = keep(list(preds.predictions), 2, limit=2)
+    else:
+        bounds = {}
+        for n, arm in first.items():  # the runner's rule: the same draws for every arm (paired)
+            last = np.stack([sorted(r.points, key=lambda p: p.flops)[-1].scores for r in arm.runs])
+            bounds[n] = lower_bound(last, np.random.default_rng(0))
+        kept = sorted(names, key=lambda n: (-bounds[n][1], -bounds[n][0], n))[:2]
+    arms = []
+    for n, c in zip(names, curves, strict=True):
+        if n in kept:  # the survivor continues: its rung-1 evaluations added to the same seeds
+            more = pilots(rng, n, c, eta, MORE)
+            runs = tuple(type(r)(r.seed, (*r.points, *m.points[1:])) for r, m in zip(first[n].runs, more.runs,
+                                                                                    strict=True))
+            arms.append(ArmPilots(n, runs))
+        else:
+            arms.append(first[n])
+    inp = RaceInput(infos, {"math": PilotData(tuple(arms))}, ("math",), TARGET, RUNGS,
+                    {n: int(n in kept) for n in names}, 0, "benchmark")
+    t = analyze(inp, n_replicates=n_replicates, seed=seed, holdout=False).target("math")
+    rec = t.recommendation
+    at_f = t.budgets[-1]
+    best = max(truth.values())
+    observed = {c.arm: c.observed_at_rungs[-1] for c in t.curves if c.arm in kept}
+    naive = max((n for n in kept if observed[n] is not None), key=lambda n: observed[n])  # type: ignore[arg-type, return-value]
+    fitted = {c.arm: c.predicted_at_budget for c in t.curves if c.predicted_at_budget is not None}
+    point_pick = max(fitted, key=lambda n: fitted[n]) if fitted else naive  # type: ignore[arg-type, return-value]
+    usable = [p for p in at_f.predictions if p.usable]
+    comparable = [p.arm for p in at_f.predictions if p.comparable]
+    fitted_rec = rec is not None and rec.mode == "fitted" and rec.p_best is not None
+    best_comparable = max(comparable, key=lambda n: truth[n]) if comparable else None
+    return {"inside": [p.lo <= truth[p.arm] <= p.hi for p in usable], "width": [p.hi - p.lo for p in usable],
+            "stated": rec.p_best if fitted_rec else None,  # type: ignore[union-attr]
+            "right": (rec.arm == best_comparable) if fitted_rec else None,  # type: ignore[union-attr]
+            "race": best - truth[rec.arm] if rec is not None and rec.arm else np.nan,
+            "naive": best - truth[naive], "point": best - truth[point_pick],
+            "dropped": max(truth, key=lambda n: truth[n]) not in kept,
+            "cannot_tell": rec is not None and rec.confidence == "cannot tell"}
+
+
+def summarise(rows: list[dict[str, object]]) -> str:
+    ok = [r for r in rows if "error" not in r]
+    inside = [x for r in ok for x in r["inside"]]  # type: ignore[attr-defined]
+    width = [x for r in ok for x in r["width"]]  # type: ignore[attr-defined]
+    stated = [r["stated"] for r in ok if r["stated"] is not None]
+    right = [r["right"] for r in ok if r["right"] is not None]
+    told = [r["race"] for r in ok if not r["cannot_tell"]]
+    mean = lambda k: float(np.nanmean([r[k] for r in ok]))  # noqa: E731
+    return (f"{len(rows) - len(ok):>3} {np.mean(inside):>6.3f} {np.mean(width):>6.3f} {np.mean(stated):>6.3f} "
+            f"{np.mean(right):>6.3f} {mean('race'):>7.4f} {mean('naive'):>7.4f} {mean('point'):>7.4f} "
+            f"{0.0:>6.3f} {mean('dropped'):>6.3f} {mean('cannot_tell'):>6.3f} "
+            f"{(np.mean(told) if told else float('nan')):>7.4f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=60, help="repetitions per family (default 60)")
+    parser.add_argument("--replicates", type=int, default=100, help="bootstrap replicates per analysis")
+    parser.add_argument("--quick", action="store_true", help="8 repetitions, 50 replicates")
+    parser.add_argument("--promotion", choices=["predicted", "current"], default="predicted")
+    parser.add_argument("--families", nargs="*", default=list(FAMILIES), choices=list(FAMILIES))
+    parser.add_argument("--seed", type=int, default=2026)
+    args = parser.parse_args()
+    reps, boot = (8, 50) if args.quick else (args.reps, args.replicates)
+    print(f"# {reps} repetitions per family, {boot} bootstrap replicates, promotion {args.promotion}, rng seed "
+          f"{args.seed}; 4 arms, 3 seeds, 200 prompts, rungs F_P/4 and F_P (halving 4 -> 2), F = 2 F_P")
+    print(f"{'family':<10} {'err':>3} {'cover':>6} {'width':>6} {'P(b)':>6} {'right':>6} {'r_RACE':>7} {'r_naive':>7} "
+          f"{'r_fit':>7} {'r_exh':>6} {'drop':>6} {'c.tell':>6} {'r_told':>7}")
+    for family in args.families:
+        rng = np.random.default_rng([args.seed, list(FAMILIES).index(family)])
+        rows: list[dict[str, object]] = []
+        start = time.perf_counter()
+        for _ in range(reps):
+            try:
+                rows.append(repetition(family, rng, args.promotion, boot))
+            except Exception as exc:  # an analysis error is a finding, counted and printed
+                rows.append({"error": f"{type(exc).__name__}: {exc}"})
+                print(f"  error: {rows[-1]['error']}")
+        print(f"{family:<10} {summarise(rows)}   ({time.perf_counter() - start:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""Curve families beside ScaleRL's sigmoid, fitted to the same bootstrap draws: the shapes RACE's ensemble averages.
+
+Every family is read in u = ln(F / F_ref), F_ref the arm's largest fitted FLOPs (so the pilots sit at u <= 0 and a
+budget twice the pilots at u = ln 2), and is linear in its coefficients once one shape value g is fixed; g runs over
+a small grid and, per replicate, the g with the smallest weighted SSE wins (profile least squares, as ScaleRL's fit
+profiles A and F_mid). One matrix solve per (replicate, g): every replicate of every arm in a few milliseconds.
+
+* ``power``, a saturating power law (Domhan et al. 2015's pow3): R = A - c (F / F_ref)^-alpha = A - c e^(-alpha u),
+  c >= 0, alpha on a log grid in [0.05, 3]: a rise that slows towards A.
+* ``log-linear``, a log-linear rise with a cap: R = c0 + c1 min(u, k), c1 >= 0, the cap's knot k at an interior
+  evaluation or beyond the data (no cap seen: a straight line in ln F).
+* ``two-stage``, two log-linear pieces: R = c0 + c1 u + c2 max(0, u - k), k at an interior evaluation (>= 2
+  positions each side): a plateau then a second take-off, or a rise then a fall; extrapolated along the last piece.
+* ``turn-down``, a quadratic in ln F: R = c0 + c1 u + c2 u^2: a rise that bends over and can turn down.
+
+Predictions are clipped to [0, 1] (a pass rate). A family needs more distinct evaluation positions (FLOPs more than
+10 % apart) than it has free values (coefficients + the shape value; :data:`MIN_POSITIONS`); with fewer it is not
+fitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from flopplan.errors import UserError
+
+FloatArray = NDArray[np.float64]
+FAMILIES = ("power", "log-linear", "two-stage", "turn-down")
+MIN_POSITIONS = {"power": 4, "log-linear": 3, "two-stage": 5, "turn-down": 4}
+ALPHAS = np.geomspace(0.05, 3.0, 24)
+
+
+@dataclass(frozen=True, eq=False)
+class ArmSample:
+    """An arm's fitted points: FLOPs (S, P); rewards y and weights w (1 + k, S, P) and R0 (1 + k,), row 0 the
+    original data, rows 1.. the bootstrap replicates (weight 0: padding or a seed not drawn)."""
+
+    flops: FloatArray
+    y: FloatArray
+    w: FloatArray
+    r0: FloatArray
+
+
+Features = Callable[[FloatArray, float], FloatArray]  # (u (m,), g) -> design (m, p)
+
+
+def _power(u: FloatArray, g: float) -> FloatArray:
+    return np.stack([np.ones_like(u), -np.exp(-g * u)], axis=-1)
+
+
+def _capped(u: FloatArray, g: float) -> FloatArray:
+    return np.stack([np.ones_like(u), np.minimum(u, g)], axis=-1)
+
+
+def _two_stage(u: FloatArray, g: float) -> FloatArray:
+    return np.stack([np.ones_like(u), u, np.maximum(u - g, 0.0)], axis=-1)
+
+
+def _quadratic(u: FloatArray, g: float) -> FloatArray:
+    return np.stack([np.ones_like(u), u, u * u], axis=-1)
+
+
+FEATURES: dict[str, Features] = {"power": _power, "log-linear": _capped, "two-stage": _two_stage,
+                                 "turn-down": _quadratic}
+# index of a coefficient that must be >= 0 (a rising curve), per family
+RISING = {"power": 1, "log-linear": 1}
+
+
+def _grid(family: str, positions: FloatArray) -> FloatArray:
+    """The shape values g tried for a family, from the distinct evaluation positions u (ascending)."""
+    if family == "power":
+        return ALPHAS
+    if family == "log-linear":
+        return np.append(positions[1:-1], np.inf)
+    if family == "two-stage":
+        return positions[2:-2] if positions.size >= 5 else positions[:0]
+    return np.zeros(1)
+
+
+def _positions(u: FloatArray) -> FloatArray:
+    """The distinct evaluation positions among u values: sorted, a new position wherever the gap exceeds 0.1 (seeds
+    evaluate at FLOPs within a few % of each other); each position's mean u."""
+    s = np.sort(u)
+    if s.size == 0:
+        return s
+    groups = np.split(s, np.flatnonzero(np.diff(s) > 0.1) + 1)
+    return np.array([g.mean() for g in groups])
+
+
+@dataclass(frozen=True, eq=False)
+class FamilyFit:
+    """k fits of one family: the shape value g and coefficients (k, p) per fit, in u = ln(F / f_ref); ``sse``."""
+
+    family: str
+    f_ref: float
+    g: FloatArray
+    coef: FloatArray
+    sse: FloatArray
+
+    def predict(self, flops: FloatArray) -> FloatArray:
+        """R of every fit at ``flops`` (m,) > 0: (k, m), clipped to [0, 1]."""
+        u = np.log(np.asarray(flops, dtype=float) / self.f_ref)
+        feats = FEATURES[self.family]
+        values = np.unique(self.g)
+        out = np.empty((self.g.size, u.size))
+        for v in values:
+            rows = self.g == v
+            out[rows] = self.coef[rows] @ feats(u, float(v)).T
+        return np.clip(out, 0.0, 1.0)
+
+
+def fit_family(family: str, flops: FloatArray, y: FloatArray, w: FloatArray, f_ref: float) -> FamilyFit | None:
+    """Fit ``family`` to k rows of points: ``flops`` (n,) > 0, ``y`` and ``w`` (k, n). None when the points hold
+    too few distinct positions or no shape value gives a solvable, admissible fit."""
+    if family not in FEATURES:
+        raise UserError(f"unknown curve family {family!r}; choose from {', '.join(FAMILIES)}")
+    x = np.asarray(flops, dtype=float)
+    yy, ww = np.atleast_2d(y), np.atleast_2d(w)
+    u = np.log(x / f_ref)
+    positions = _positions(u[ww.max(axis=0) > 0])
+    if positions.size < MIN_POSITIONS[family]:
+        return None
+    grid = _grid(family, positions)
+    if grid.size == 0:
+        return None
+    design = np.stack([FEATURES[family](u, float(g)) for g in grid])  # (G, n, p)
+    p = design.shape[-1]
+    gram = np.einsum("gni,kn,gnj->kgij", design, ww, design)
+    rhs = np.einsum("gni,kn->kgi", design, ww * yy)
+    gram += (1e-10 * np.trace(gram, axis1=2, axis2=3) + 1e-12)[..., None, None] * np.eye(p)
+    coef = np.linalg.solve(gram, rhs[..., None])[..., 0]  # (k, G, p)
+    sse = (ww * yy * yy).sum(axis=1)[:, None] - np.einsum("kgi,kgi->kg", coef, rhs)
+    bad = ~np.isfinite(sse)
+    if family in RISING:
+        bad |= coef[..., RISING[family]] < 0
+    sse = np.where(bad, np.inf, sse)
+    best = sse.argmin(axis=1)
+    rows = np.arange(yy.shape[0])
+    if not np.isfinite(sse[rows, best]).all():
+        return None
+    return FamilyFit(family, float(f_ref), grid[best], coef[rows, best], np.maximum(sse[rows, best], 0.0))
+
+
+def fit_families(sample: ArmSample, keep: NDArray[np.bool_] | None = None) -> dict[str, FamilyFit | None]:
+    """Every family fitted to every row of ``sample`` on the positions ``keep`` (P,) (default all), F_ref the largest
+    kept FLOPs of the original data."""
+    sel = np.ones(sample.flops.shape[1], dtype=bool) if keep is None else keep
+    f = sample.flops[:, sel]
+    k = sample.y.shape[0]
+    y, w = sample.y[:, :, sel].reshape(k, -1), sample.w[:, :, sel].reshape(k, -1)
+    valid = sample.w[0][:, sel] > 0
+    if not valid.any():
+        return dict.fromkeys(FAMILIES)
+    f_ref = float(f[valid].max())
+    return {name: fit_family(name, f.ravel(), y, w, f_ref) for name in FAMILIES}
