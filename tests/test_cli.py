@@ -174,7 +174,7 @@ def test_train_options_keep_their_defaults_and_meaning():
     assert _train_values("--out", "run", "--clip-eps", "0.3")["loss"].upper_clip == 0.3
 
 
-FLAT_CONFIG = Path(__file__).parent / "fixtures" / "run-config-flat.json"
+FLAT_CONFIG = Path(__file__).parent / "data" / "run-config-flat.json"
 """A run folder's config.json as flopplan wrote it before the loss knobs were nested (commit 2f75877)."""
 
 
