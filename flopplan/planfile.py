@@ -169,7 +169,10 @@ class PlanFile:
         return self.budget.flops if self.budget else None
 
     def to_data(self) -> dict[str, Any]:
-        return serial.write(PLAN_LAYOUT, self)
+        """The file's data: what made it and the budget first, the plans last (a reader sees the header)."""
+        data = serial.write(PLAN_LAYOUT, self)
+        data["plans"] = data.pop("plans")
+        return data
 
     def save(self, path: str | Path) -> Path:
         return atomic_write_json(path, self.to_data())

@@ -16,7 +16,7 @@ from flopplan.errors import UserError
 from flopplan.hardware import PROFILE_LAYOUT, Profile, load_profile, profile_from_data
 from flopplan.ledger import LEDGER_STATE, Ledger
 from flopplan.planfile import PLAN_LAYOUT, PlanFile
-from flopplan.race.results import load_analysis
+from flopplan.race.results import RACE_VERSION, load_analysis
 from flopplan.runfile import (
     CARD_LAYOUT,
     SUMMARY_LAYOUT,
@@ -47,13 +47,14 @@ def test_a_file_of_today_reads_and_writes_back_the_same_data(name):
     assert value.to_data() == _json(name)
 
 
-def test_a_race_json_of_version_1_reads_and_is_written_as_version_2():
+def test_a_race_json_of_version_1_reads_and_is_written_in_todays_layout():
     """race.json changed layout (records nest the compute types); the numbers it recorded carry over
     (tests/test_race_analysis.py checks them value by value on its own version-1 fixture)."""
     old = _json("race.json")
     new = load_analysis(FILES / "race.json").to_data()
-    assert (old["race_version"], new["race_version"]) == (1, 2)
-    assert [t["recommendation"] for t in new["targets"]] == [t["recommendation"] for t in old["targets"]]
+    assert (old["race_version"], new["race_version"]) == (1, RACE_VERSION)
+    for was, now in zip(old["targets"], new["targets"], strict=True):  # every value recorded is kept
+        assert {k: now["recommendation"][k] for k in was["recommendation"]} == was["recommendation"]
 
 
 def test_a_profile_of_today_reads_and_writes_back_its_keys():
