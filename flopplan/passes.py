@@ -79,6 +79,9 @@ PHASE_TABLE = (
           "rules)"),
     Phase("eval.prefill", "evaluation", "prefill", "greedy generate over the eval set: the prompt prefill"),
     Phase("eval.decode", "evaluation", "decode", "greedy generate over the eval set: the decode steps"),
+    Phase("eval.forward", "evaluation", "forward", "an engine's evaluation loop (TRL's): its no-grad policy and "
+          "reference forwards (old log-probs, reference, the loss)"),
+    Phase("eval.reward", "evaluation", "forward", "an engine's evaluation loop (TRL's): the reward model's forwards"),
 )
 PHASES = {phase.name: phase for phase in PHASE_TABLE}
 STEP_PHASES = tuple(p.name for p in PHASE_TABLE if p.bucket != "evaluation")
