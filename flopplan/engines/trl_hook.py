@@ -31,7 +31,7 @@ from flopplan.errors import UserError
 from flopplan.guard import metrics_line
 from flopplan.measure.timer import ProcessClock
 from flopplan.recipe import Recipe
-from flopplan.train.config import TrainConfig
+from flopplan.train.config import TrainConfig  # noqa: TC001
 from flopplan.train.runfolder import RunFolder
 
 
@@ -62,6 +62,28 @@ def _evaluation_rows(trainer: Any, generations: int | None) -> tuple[int, int]:
     return -(-rows // (batch * world)) * batch * world, batch
 
 
+def _check_boundaries(args: Any, per_round: int, evaluation: bool) -> None:
+    """Checkpoints and evaluations at round boundaries: a checkpoint inside a round cannot be resumed without
+    losing its rollouts, and the guard keeps evaluations in reserve at the boundaries."""
+    for name, strategy, steps in (("save_steps", args.save_strategy, args.save_steps),
+                                  ("eval_steps", args.eval_strategy if evaluation else "no",
+                                   args.eval_steps or args.logging_steps)):
+        if str(strategy).endswith("steps") and (steps < 1 or int(steps) % per_round):
+            raise UserError(f"GRPOConfig {name} ({steps}) must be a multiple of the {per_round} optimizer steps a "
+                            "round takes")
+
+
+def _described(trainer: Any, read: Any, flops: int | None) -> dict[str, Any]:
+    """The run folder's configuration of a metered TRL script: the recipe read, the budget, the rounds max_steps
+    makes (None: the budget or TRL's epochs decide) and the GRPOConfig fields flopplan read."""
+    args = trainer.args
+    return {"engine": "trl", "recipe": read.recipe.to_data(), "budget_flops": flops,
+            "max_steps": read.run.rounds(args.max_steps) if args.max_steps > 0 else None,
+            "world_size": read.run.world, "conventions": read.conventions,
+            "grpo_config": {k: v for k, v in args.to_dict().items() if isinstance(v, (int, float, str, bool))
+                            or v is None}}
+
+
 def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, profile: Any = None,
           price_per_hour: float | None = None, recipe: Recipe | None = None, measure: bool = False,
           peak_flops: float | None = None, resume: bool = False, config: TrainConfig | None = None) -> TRLMeter:
@@ -77,13 +99,24 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         folder.check_new()
     with tempfile.TemporaryDirectory(prefix="flopplan-trl-") as scratch:  # validate first: nothing written yet
         evaluation = read_trainer(trainer, Path(scratch), 1).eval_generations is not None
-    prompt_max, reward_prompt_max, eval_prompt_max = longest_prompts(trainer, evaluation)
+        prompt_max, reward_prompt_max, eval_prompt_max = longest_prompts(trainer, evaluation)
+        read = read_trainer(trainer, Path(scratch), prompt_max)
+        if recipe is not None:
+            check_explicit(recipe, read.recipe)
+        flops = budget_flops(budget, read.recipe, profile, price_per_hour)
+    _check_boundaries(trainer.args, read.run.optimizer_steps_per_round, read.eval_generations is not None)
     writes = folder is not None and rank0  # the models' configs go into the run folder (rank 0)
-    models = folder.path / "trl" / "models" if writes else Path(tempfile.mkdtemp(prefix="flopplan-trl-"))
-    read = read_trainer(trainer, models, prompt_max)
-    if recipe is not None:
-        check_explicit(recipe, read.recipe)
-    flops = budget_flops(budget, read.recipe, profile, price_per_hour)
+    read = read_trainer(trainer, Path(tempfile.mkdtemp(prefix="flopplan-trl-")), prompt_max)
+    if writes:  # the models' configs into the run folder, which names them in its config
+        assert folder is not None
+        own = config is None  # else the caller (flopplan train) created and locked the folder
+        if own:
+            folder.lock()
+            if not resume:
+                folder.create(_described(trainer, read, flops))
+        read = read_trainer(trainer, folder.path / "trl" / "models", prompt_max)
+        if own and not resume:
+            folder.write_config(_described(trainer, read, flops))
     eval_rows, eval_batch = _evaluation_rows(trainer, read.eval_generations)
     m = TRLMeter(read.recipe, read.run, flops, folder, measure=measure, peak_flops=peak_flops, rank=read.rank,
                  eval_rows=eval_rows, eval_batch=eval_batch)
@@ -91,18 +124,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     m.prompt_max, m.reward_prompt_max, m.eval_prompt_max = prompt_max, reward_prompt_max, eval_prompt_max
     m.summary_fields = {"conventions": read.conventions, "device": str(trainer.accelerator.device),
                         "dtype": read.conventions["dtype"]}
-    if writes and config is None:  # the caller (flopplan train) created and locked the folder otherwise
-        assert folder is not None
-        steps = read.run.rounds(trainer.args.max_steps) if trainer.args.max_steps > 0 else None
-        if resume:
-            folder.lock()
-        else:
-            folder.check_new()
-            folder.lock()
-            folder.create(TrainConfig(recipe=read.recipe, out_dir=str(folder.path), budget_flops=flops,
-                                      engine="trl", max_steps=steps if steps or flops else 1,
-                                      measure_flops=measure))
-        m.owns_folder = True
+    m.owns_folder = writes and config is None
     _attach(trainer, m)
     return m
 
@@ -216,10 +238,6 @@ class FlopBudgetCallback(TrainerCallback):
         return _evaluations_before_next_round(args, global_step) if self.meter.eval_rows else 0
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        per_round = self.meter.run.optimizer_steps_per_round
-        if args.save_strategy == "steps" and args.save_steps % per_round:
-            raise UserError(f"save_steps ({args.save_steps}) must be a multiple of the {per_round} optimizer steps a "
-                            "round takes: a checkpoint inside a round cannot be resumed without losing its rollouts")
         if state.global_step:  # resumed: continue the ledger saved with the checkpoint
             self.meter.load(Path(args.output_dir) / f"checkpoint-{state.global_step}")
             folder = self.meter.folder

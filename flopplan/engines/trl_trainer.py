@@ -131,6 +131,9 @@ def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
     fields["eval_strategy"] = "no"  # evaluation is metered apart (its own bucket)
     fields.pop("generation_batch_size", None)  # TRL fills both it and steps_per_generation
     fields.pop("max_steps", None)
+    # the Trainer enables checkpointing when training starts (GRPOConfig's); a model the user checkpointed stays so
+    fields["gradient_checkpointing"] = bool(args.gradient_checkpointing) or bool(
+        getattr(_base(model), "is_gradient_checkpointing", False))
     accelerator = trainer.accelerator
     world, rank = int(accelerator.num_processes), int(accelerator.process_index)
     rank_lora, targets = _lora(model)
@@ -163,10 +166,7 @@ def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
                                          trl_version=installed_trl_version())
     recipe = recipe.with_(attention_kernel=kernel)
     base = _base(model)
-    checkpointing = bool(getattr(base, "is_gradient_checkpointing", False))
-    if checkpointing != recipe.grad_ckpt:
-        raise UserError(f"gradient_checkpointing: GRPOConfig says {recipe.grad_ckpt}, the model has it "
-                        f"{'on' if checkpointing else 'off'}")
+    checkpointing = recipe.grad_ckpt
     evaluation = None
     if args.eval_strategy not in ("no", None) and getattr(trainer, "eval_dataset", None) is not None:
         evaluation = int(trainer.num_generations_eval)
