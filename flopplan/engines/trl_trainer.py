@@ -17,7 +17,7 @@ from typing import Any
 
 from torch import nn
 
-from flopplan.arch import LORA_TARGETS
+from flopplan.arch import LORA_TARGETS, spec_from_config
 from flopplan.engines.trl import GRPO_DEFAULTS, TRLRun, installed_trl_version, recipe_from_trl
 from flopplan.errors import UserError
 from flopplan.lengths import Length
@@ -55,6 +55,11 @@ def _base(model: Any) -> Any:
 
 def _config_dict(model: Any) -> dict[str, Any]:
     return _base(model).config.to_dict()
+
+
+def _architecture(model: Any) -> Any:
+    """What flopplan prices of a model: its architecture, whatever its name."""
+    return spec_from_config(_config_dict(model), name="", source="")
 
 
 def _write_config(model: Any, folder: Path, name: str) -> str:
@@ -153,8 +158,7 @@ def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
                             f"one convention (the policy runs {impl!r})")
     ref = getattr(trainer, "ref_model", None)
     if ref is not None:
-        if {k: v for k, v in _config_dict(ref).items() if k != "_name_or_path"} != \
-                {k: v for k, v in _config_dict(model).items() if k != "_name_or_path"}:
+        if _architecture(ref) != _architecture(model):
             raise UserError("ref_model: its config differs from the policy's; flopplan prices a reference of the "
                             "policy's architecture")
         ref_impl, _ = attention_kernel(ref)
