@@ -19,14 +19,14 @@ from peft import LoraConfig
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
-from flopplan.trl import meter  # flopplan (1 of 2)
+from flopplan.trl import meter  # flopplan 1/2
 
 
 def accuracy_reward(completions, answer, **kwargs):
     """1 when the last number of the completion is the answer (TRL passes the dataset's columns by name)."""
     contents = [c[0]["content"] if isinstance(c, list) else c for c in completions]
     found = [re.findall(r"-?\d+", text) for text in contents]
-    return [1.0 if numbers and numbers[-1] == str(gold) else 0.0 for numbers, gold in zip(found, answer)]
+    return [1.0 if numbers and numbers[-1] == str(gold) else 0.0 for numbers, gold in zip(found, answer, strict=True)]
 
 
 def format_reward(completions, **kwargs):
@@ -52,7 +52,7 @@ def write_dataset(path: Path, rows: int, chat: bool, seed: int = 0) -> None:
 def main(argv: list[str] | None = None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="a model id or a local folder")
-    parser.add_argument("--data", help="a parquet file with prompt and answer columns (default: written to --output-dir)")
+    parser.add_argument("--data", help="parquet with prompt and answer columns (default: written to --output-dir)")
     parser.add_argument("--plain", action="store_true", help="plain-text prompts instead of chat messages")
     parser.add_argument("--output-dir", default="grpo-output")
     parser.add_argument("--attn", default="sdpa", help="attn_implementation (sdpa, eager, flash_attention_2)")
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None):
         reward_processing_classes=reward_tokenizers,
         peft_config=None if args.full else LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]),
     )
-    flops = meter(trainer, budget=args.budget, out=args.out, measure=args.measure, resume=args.resume)  # flopplan (2 of 2)
+    flops = meter(trainer, budget=args.budget, out=args.out, measure=args.measure, resume=args.resume)  # flopplan 2/2
     trainer.train(resume_from_checkpoint=True if args.resume else None)
     return trainer, flops
 

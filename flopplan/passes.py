@@ -84,6 +84,8 @@ PHASE_TABLE = (
     Phase("eval.reward", "evaluation", "forward", "an engine's evaluation loop (TRL's): the reward model's forwards"),
 )
 PHASES = {phase.name: phase for phase in PHASE_TABLE}
+ENGINE_PHASES = ("eval.forward", "eval.reward")
+"""Phases only an engine's own loop runs (TRL's evaluation, metered by the TRL hook): charged, never planned."""
 STEP_PHASES = tuple(p.name for p in PHASE_TABLE if p.bucket != "evaluation")
 EVAL_PHASES = tuple(p.name for p in PHASE_TABLE if p.bucket == "evaluation")
 BUCKET_OF = {p.name: p.bucket for p in PHASE_TABLE}

@@ -127,6 +127,7 @@ def test_the_budget_stops_the_script_and_it_resumes_with_its_ledger(tiny, tmp_pa
     assert s["flops"]["total"] + s["stop"]["bound_flops"] > budget  # it stopped only because the next might not fit
     assert meter.decision.stop and meter.ledger.spent == s["flops"]["total"]
     _, more = _run(tiny, tmp_path, *COMMON, "--attn", "eager", "--budget", str(2 * budget), "--resume")
+    assert more.rounds == json.loads((tmp_path / "run" / "summary.json").read_text())["steps"]
     r = _summary(tmp_path / "run")
     assert r["steps"] > s["steps"] and r["flops"]["total"] + r["lost_flops"] <= 2 * budget
     assert [m["step"] for m in map(json.loads, (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())] == \

@@ -31,7 +31,7 @@ from flopplan.errors import UserError
 from flopplan.guard import metrics_line
 from flopplan.measure.timer import ProcessClock
 from flopplan.recipe import Recipe
-from flopplan.train.config import TrainConfig  # noqa: TC001
+from flopplan.train.config import TrainConfig
 from flopplan.train.runfolder import RunFolder
 
 

@@ -23,8 +23,8 @@ form when both are right.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +148,7 @@ class TRLMeter:
     def _loss_template(self) -> Any:
         """The no-grad loss forward of TRL's ``prediction_step``: the update's pass without the backward."""
         update = self.passes["update"]
+        assert update.training is not None
         return replace(update, phase="eval.forward", training=None, lora=update.training.lora, repeats=1)
 
     def record_micro_step(self, inputs: dict[str, Any]) -> None:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import TrainerCallback
 
 from flopplan.engines.trl import TRLRun, grpo_config_kwargs, trl_run
 from flopplan.engines.trl_hook import meter as attach_meter
@@ -104,7 +103,8 @@ def grpo_config(config: TrainConfig, run: TRLRun, work: Path, policy: DevicePoli
     kwargs.pop("reward_funcs", None)
     rounds_per_checkpoint = config.checkpoint_every or 10
     return GRPOConfig(
-        output_dir=str(work), use_cpu=not policy.on_gpu, bf16=policy.on_gpu, report_to="none", logging_steps=1,
+        output_dir=str(work), use_cpu=not policy.on_gpu, bf16=policy.on_gpu, report_to=config.report_to,
+        logging_steps=1,
         save_strategy="steps", save_steps=rounds_per_checkpoint * run.optimizer_steps_per_round,
         save_total_limit=config.keep_checkpoints, seed=config.seed, learning_rate=config.lr or 1e-5,
         temperature=config.temperature, epsilon=config.loss.clip_low, epsilon_high=config.loss.upper_clip,
@@ -187,7 +187,8 @@ def run_trl(config: TrainConfig, resume: bool = False) -> tuple[RunSummary, list
     meter.summary_fields.update(
         chance=None if config.dataset else parse_task(config.task).chance, random_init_policy=not config.model_path,
         random_init_reward_model=r.reward.kind == "orm" and not config.reward_model_path,
-        device=str(policy.device), dtype=policy.dtype_name, final=None, plan=None if plan is None else PlanReference.of(plan))
+        device=str(policy.device), dtype=policy.dtype_name, final=None,
+        plan=None if plan is None else PlanReference.of(plan))
     try:
         trainer.train(resume_from_checkpoint=checkpoint)
     finally:
