@@ -79,8 +79,13 @@ PHASE_TABLE = (
           "rules)"),
     Phase("eval.prefill", "evaluation", "prefill", "greedy generate over the eval set: the prompt prefill"),
     Phase("eval.decode", "evaluation", "decode", "greedy generate over the eval set: the decode steps"),
+    Phase("eval.forward", "evaluation", "forward", "an engine's evaluation loop (TRL's): its no-grad policy and "
+          "reference forwards (old log-probs, reference, the loss)"),
+    Phase("eval.reward", "evaluation", "forward", "an engine's evaluation loop (TRL's): the reward model's forwards"),
 )
 PHASES = {phase.name: phase for phase in PHASE_TABLE}
+ENGINE_PHASES = ("eval.forward", "eval.reward")
+"""Phases only an engine's own loop runs (TRL's evaluation, metered by the TRL hook): charged, never planned."""
 STEP_PHASES = tuple(p.name for p in PHASE_TABLE if p.bucket != "evaluation")
 EVAL_PHASES = tuple(p.name for p in PHASE_TABLE if p.bucket == "evaluation")
 BUCKET_OF = {p.name: p.bucket for p in PHASE_TABLE}

@@ -156,7 +156,8 @@ def test_train_options_keep_their_defaults_and_meaning():
         "task": "digits", "dataset": None, "eval_dataset": None, "train_size": 20000, "engine": "builtin",
         "lr": None, "lora_alpha": None, "temperature": 1.0, "loss": TrainLoss(0.2, None, "group", "token"),
         "max_grad_norm": 1.0, "weight_decay": 0.0, "seed": 0, "checkpoint_every": 10, "keep_checkpoints": 3,
-        "measure_flops": False, "device": "auto", "threads": None, "format_reward": 0.0, "reward_model_path": None,
+        "measure_flops": False, "device": "auto", "report_to": "none", "threads": None, "format_reward": 0.0,
+            "reward_model_path": None,
         "prm_aggregate": "min", "reward_output": "auto", "eval_targets": ("heldout",), "eval_at_flops": (),
         "eval_at_end": False, "charge_lost": True, "fixed_completion": False, "chat_template": None,
         "system_prompt": None, "reward_funcs": ("exact",), "reward_weights": None}

@@ -51,6 +51,9 @@ ALLOWED = {
     "race": {"core", "report", "train", "engines", "race"},
     "cli": {"core", "report", "measure", "grpo", "train", "calibrate", "engines", "race", "cli"},
 }
+FACADES = {"trl": "engines"}
+"""Top-level modules that are a layer's public entry, not core: ``flopplan/trl.py`` (``from flopplan.trl import
+meter``) is the engines layer's (it imports the implementation lazily, torch-free at import)."""
 TORCH_FREE = {"core", "report", "cli"}
 TORCH_FREE_MODULES = {"grpo/config.py", "grpo/tokenizer.py", "grpo/tasks.py", "grpo/data.py", "grpo/reward_funcs.py",
                       "train/config.py", "train/targets.py", "calibrate/fit.py", "calibrate/specs.py"}
@@ -64,7 +67,7 @@ def modules() -> list[Path]:
 def layer_of(path: Path) -> str:
     parts = path.relative_to(PACKAGE).parts
     if len(parts) == 1:
-        return "cli" if parts[0] == "__main__.py" else "core"
+        return "cli" if parts[0] == "__main__.py" else FACADES.get(path.stem, "core")
     return parts[0]
 
 
@@ -73,6 +76,8 @@ def layer_of_module(name: str) -> str:
     assert parts[0] == "flopplan"
     if len(parts) == 1:
         return "core"
+    if parts[1] in FACADES:
+        return FACADES[parts[1]]
     candidate = PACKAGE / parts[1]
     return parts[1] if candidate.is_dir() else "core"
 

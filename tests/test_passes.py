@@ -12,7 +12,7 @@ from strategies import round_recipes as recipes
 
 from flopplan.cost import step_cost, worst_case_round
 from flopplan.formulas import Training, forward_flops, generate_flops, train_flops
-from flopplan.passes import BUCKET_OF, BUCKETS, distinct_prompts, step_passes
+from flopplan.passes import BUCKET_OF, BUCKETS, ENGINE_PHASES, distinct_prompts, step_passes
 from flopplan.recipe import Recipe, RewardSystem
 from flopplan.timing import phase_calls
 
@@ -152,7 +152,7 @@ def test_every_pass_belongs_to_a_phase_and_a_bucket():
 
     r = Recipe(beta=0.1, iterations=2, reward=RewardSystem.parse("prm"), eval_every=5, eval_prompts=8)
     passes = step_passes(RoundShape.of(r), RoundLengths.of(r))
-    assert {p.phase for p in passes} == set(BUCKET_OF)
+    assert {p.phase for p in passes} == set(BUCKET_OF) - set(ENGINE_PHASES)  # those: TRL's evaluation, metered
     assert {p.bucket for p in passes} == set(BUCKETS)
     update = next(p for p in passes if p.phase == "update")
     assert update.count == 2 * r.rollouts_per_step // r.micro_batch_size and update.training == Training(

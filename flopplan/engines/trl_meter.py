@@ -1,32 +1,34 @@
-"""The FLOP meter for TRL's GRPOTrainer: every executed phase of every round charged through the core's formulas
-into flopplan's ledger, step log and run summary, the budget guard before each round, TRL's logs extended with
-the figures (so they reach whatever ``report_to`` names: the FLOP metric trl#3967 asks for).
+"""The FLOP meter of a TRL GRPOTrainer run: every executed phase of every round charged through the core's formulas
+into flopplan's ledger, the budget guard's bound of the next round (and of an evaluation, kept in reserve), and the
+figures TRL's logs carry (so they reach whatever ``report_to`` names: the FLOP metric trl#3967 asks for).
 
-:class:`MeteredGRPOTrainer` is a thin ``GRPOTrainer`` subclass: callbacks see no batch, so the executed shapes
-are read where TRL builds them (``_generate_and_score_completions``: one generation round, padded on each process;
-``_prepare_inputs``: one update micro-step) and where the reward model runs (a forward pre-hook).
-:class:`FlopBudgetCallback` holds the trainer, as TRL's ``_EpochStopCallback`` does: at the end of the optimizer
-step that closes a round it commits the round (each process charges its own shard; the totals are summed over
-processes, so every process holds the same ledger and takes the same decision), prices the next round with
-:func:`flopplan.cost.worst_case_round` (the dataset's longest prompt, every completion at
-``max_completion_length``) and, when that does not fit what is left, stops and asks for the final save.
+The meter is told what ran by :mod:`flopplan.engines.trl_hook`, which wraps the trainer instance's methods where
+TRL builds the shapes: each ``_generate_single_turn`` call (:meth:`TRLMeter.record_generation`: the ids HF
+``generate`` or vLLM returned), each generation round (:meth:`TRLMeter.record_round`: the padded widths scoring
+runs at), each update micro-step, each reward-model call. Each process charges its own shard; a round's totals are
+summed over processes (:meth:`TRLMeter.commit`), so every process holds the same ledger and decides alike.
+
+Conventions: HF ``generate`` runs a process's rows as one call, left-padded to the longest prompt and decoding
+until the longest completion; vLLM pages its KV cache, so every row is charged at its own lengths, and in server
+mode the prompt's prefill once per group (TRL sends each prompt once with ``n = num_generations``). TRL's
+evaluation (``evaluate``: generation, the no-grad scoring and loss forwards, reward models) is charged to the
+evaluation bucket (``eval.*`` phases).
 
 Measuring (``measure=True``) counts each unit with :class:`flopplan.measure.meter.FlopMeter`: FlopCounterMode's
-count, plus the in-place GEMMs it misses (TRL's chunked head accumulates its gradients with ``addmm_`` on the
-CPU), so measured equals the closed form when both are right.
+count, plus its named blind spots (:data:`flopplan.measure.meter.BLIND_SPOTS`: in-place GEMMs, which TRL's chunked
+head accumulates its gradients with on the CPU, and the CPU's fused SDPA kernels), so measured equals the closed
+form when both are right.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import TrainerCallback
-from trl import GRPOTrainer
 
 from flopplan.cost import worst_case_round
 from flopplan.engines.trl import TRLRun, mfu
@@ -34,14 +36,17 @@ from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, read_json
 from flopplan.guard import Guard
 from flopplan.ledger import Ledger, PhaseCharge, charge, ran, unit_of
-from flopplan.measure.meter import FlopMeter
-from flopplan.passes import BUCKETS, STEP_PHASES, RoundLengths, RoundShape, step_passes
+from flopplan.measure.meter import BLIND_SPOTS, FlopMeter
+from flopplan.passes import BUCKET_OF, BUCKETS, STEP_PHASES, RoundLengths, RoundShape, step_passes
 from flopplan.recipe import Recipe
 from flopplan.runfile import RunSummary
 
-UNITS = tuple(dict.fromkeys(unit_of(phase) for phase in STEP_PHASES))
+UNITS = (*dict.fromkeys(unit_of(phase) for phase in STEP_PHASES), "eval")
 """The units of a round, each charging its phases (:func:`flopplan.ledger.unit_of`)."""
-PHASES_OF = {unit: tuple(phase for phase in STEP_PHASES if unit_of(phase) == unit) for unit in UNITS}
+PHASES_OF = {unit: tuple(phase for phase in BUCKET_OF if unit_of(phase) == unit) for unit in UNITS}
+EVAL_PHASE_OF = {"rollout.prefill": "eval.prefill", "rollout.decode": "eval.decode", "old_logprobs": "eval.forward",
+                 "reference": "eval.forward", "reward": "eval.reward"}
+"""The evaluation phase a training phase's pass is charged to when TRL's evaluation loop runs it."""
 LEDGER_FILE = "flopplan_ledger.json"
 """The ledger saved in each TRL checkpoint folder, so that a resumed run continues it."""
 LEDGER_VERSION = 1
@@ -49,52 +54,102 @@ LEDGER_VERSION = 1
 
 
 class TRLMeter:
-    """The charges of the round in progress on this process, and their reduction into the run's ledger."""
+    """The charges of the round (and evaluation) in progress on this process, their reduction into the run's
+    ledger, and the budget guard. ``ledger``: the run's :class:`~flopplan.ledger.Ledger`; ``decision``: the guard's
+    latest :class:`~flopplan.guard.StopDecision`."""
 
     def __init__(self, recipe: Recipe, run: TRLRun, budget_flops: int | None, folder: Any = None, *,
-                 measure: bool = False, peak_flops: float | None = None) -> None:
-        self.recipe, self.run, self.folder = recipe, run, folder
+                 measure: bool = False, peak_flops: float | None = None, rank: int = 0,
+                 eval_rows: int = 0, eval_batch: int = 1) -> None:
+        self.recipe, self.run, self.folder, self.rank = recipe, run, folder, rank
         self.spec = recipe.policy_spec
         # which phases a round runs, with which adapters, training and head: each unit is charged as its pass
         self.passes = {p.phase: p for p in step_passes(RoundShape.of(recipe), RoundLengths.of(recipe))}
         self.measure, self.peak_flops = measure, peak_flops
+        self.eval_rows, self.eval_batch = eval_rows, eval_batch  # an evaluation's rows over all processes (0: off)
         self.ledger = Ledger(budget_flops)
         self.guard = Guard(self.ledger, noun="round")  # the budget guard and recorder (flopplan.guard)
         self.last_flops: dict[str, Any] = {}  # the FLOP fields of the last committed round's metrics line
-        self.round: dict[str, Any] = self._empty_round()
-        self.rounds = 0
+        self.round: dict[str, Any] = self._empty()
+        self.evaluation: dict[str, Any] = self._empty()
+        self.rounds = self.evaluations = 0
         self.tokens = 0  # unpadded prompt + completion tokens over all processes (TRL's num_tokens)
         self.trl_tokens: int | None = None
-        self.prompt_max = self.reward_prompt_max = 0
+        self.prompt_max = self.reward_prompt_max = self.eval_prompt_max = 0
         self.reward_extra = 0  # tokens a reward model read beyond prompt + completion (re-tokenisation), seen
         self.notes: list[str] = []
+        self.summary_fields: dict[str, Any] = {}  # what the run summary says besides the ledger (conventions...)
+        self.accuracy_metric: str | None = None  # a logged metric that is the run's accuracy (flopplan train's)
+        self.owns_folder = False  # the meter locked the run folder (and unlocks it when training ends)
         self.last_round_flops = 0
         self._started = time.perf_counter()
         self._round_seconds = 0.0
         self._scoring_calls = 0
 
-    def _empty_round(self) -> dict[str, Any]:
-        return {"charges": {}, "update": [], "measured": dict.fromkeys(UNITS, 0),
-                "inplace": dict.fromkeys(UNITS, 0), "seconds": dict.fromkeys(UNITS, 0.0), "reward": []}
+    @property
+    def decision(self) -> Any:
+        """The guard's latest stop decision (:class:`flopplan.guard.StopDecision`)."""
+        return self.guard.decision
 
-    # -- what a round ran (this process) ------------------------------------------------------------------------
-    def record_round(self, out: dict[str, Any]) -> None:
-        """A generation round's shapes: the rollouts, and which scoring passes ran (their outputs are there)."""
-        passes = self.passes
-        prompts = out["prompt_mask"].sum(1).tolist()
-        completions = out["completion_mask"].sum(1).tolist()
-        rows, p, k = len(prompts), out["prompt_ids"].shape[1], out["completion_ids"].shape[1]
-        lengths = list(zip(prompts, completions, strict=True))
-        self.round["lengths"] = lengths
-        self.round["width"] = (p, k)
-        charges = self.round["charges"]
-        charges["rollout"] = charge(*(ran(passes[phase], lengths, (p, k)) for phase in PHASES_OF["rollout"]))
-        bs = self.run.bs  # TRL scores the padded round in micro-batches of bs rows
+    @staticmethod
+    def _empty() -> dict[str, Any]:
+        return {"charges": {}, "passes": [], "update": [], "measured": dict.fromkeys(UNITS, 0),
+                "blind": {unit: dict.fromkeys(BLIND_SPOTS, 0) for unit in UNITS},
+                "seconds": dict.fromkeys(UNITS, 0.0), "reward": [], "lengths": [], "tokens": 0}
+
+    def _template(self, phase: str, evaluation: bool) -> Any:
+        template = self.passes[phase]
+        return replace(template, phase=EVAL_PHASE_OF[phase]) if evaluation else template
+
+    # -- what ran (this process) ----------------------------------------------------------------------------------
+    def record_generation(self, prompt_ids: list[list[int]], completion_ids: list[list[int]], group: int,
+                          evaluation: bool = False) -> None:
+        """One ``_generate_single_turn`` call: the prompt ids it was given and the completion ids it returned
+        (unpadded lists; duplicated prompts, ``group`` in a row). HF ``generate``: one call at the longest prompt
+        and completion; vLLM: each row at its own lengths, the prefill once per group in server mode."""
+        lengths = [(len(p), len(c)) for p, c in zip(prompt_ids, completion_ids, strict=True)]
+        target = self.evaluation if evaluation else self.round
+        target["lengths"] += lengths
+        width = (max(p for p, _ in lengths), max(k for _, k in lengths))
+        prefill, decode = (self._template(phase, evaluation) for phase in ("rollout.prefill", "rollout.decode"))
+        if not self.run.use_vllm:
+            passes = [ran(prefill, lengths, width), ran(decode, lengths, width)]
+        else:
+            heads = lengths
+            if self.run.vllm_mode == "server":  # the rows that open a group, by their index in the whole batch
+                offset = self.rank * len(lengths)
+                heads = [row for i, row in enumerate(lengths) if (offset + i) % group == 0]
+            passes = [replace(ran(prefill, heads, width), padded=False),
+                      replace(ran(decode, lengths, width), padded=False)]
+        target["passes"] += passes
+        if evaluation:
+            self.eval_prompt_max = max(self.eval_prompt_max, width[0])
+        else:
+            self.prompt_max = max(self.prompt_max, width[0])
+        target["tokens"] += sum(p + k for p, k in lengths)
+
+    def record_round(self, out: dict[str, Any], evaluation: bool = False) -> None:
+        """A generation round's scoring passes, at the widths TRL padded the process's rows to (its lengths are the
+        ones generation recorded, in the same order); in an evaluation, the loss forward too."""
+        target = self.evaluation if evaluation else self.round
+        lengths = target["lengths"][-out["completion_ids"].shape[0]:]
+        width = (out["prompt_ids"].shape[1], out["completion_ids"].shape[1])
+        bs = self.run.bs  # TRL scores the padded round in micro-batches of bs rows (FLOPs: linear in rows)
         for unit in self.scoring_order:
-            charges[unit] = charge(*(ran(passes[unit], lengths[start:start + bs], (p, k))
-                                     for start in range(0, rows, bs)))
-        self.round["tokens"] = sum(prompts) + sum(completions)
-        self.prompt_max = max(self.prompt_max, max(prompts))
+            calls = [ran(self._template(unit, evaluation), lengths[start:start + bs], width)
+                     for start in range(0, len(lengths), bs)]
+            if evaluation:
+                target["passes"] += calls
+            else:
+                target["charges"][unit] = charge(*calls)
+        if evaluation:  # prediction_step's loss: one no-grad policy forward (adapters on) over the batch
+            target["passes"].append(ran(self._loss_template(), lengths, width))
+
+    def _loss_template(self) -> Any:
+        """The no-grad loss forward of TRL's ``prediction_step``: the update's pass without the backward."""
+        update = self.passes["update"]
+        assert update.training is not None
+        return replace(update, phase="eval.forward", training=None, lora=update.training.lora, repeats=1)
 
     def record_micro_step(self, inputs: dict[str, Any]) -> None:
         """One update micro-step: ``bs`` rows at the round's padded widths."""
@@ -104,10 +159,8 @@ class TRLMeter:
         lengths = list(zip(inputs["prompt_mask"].sum(1).tolist(), mask.sum(1).tolist(), strict=True))
         self.round["update"].append(ran(self.passes["update"], lengths, (p, k)))
 
-    def record_reward(self, rows: int, width: int, own: list[int], prompt_tokens: list[int] | None = None) -> None:
-        self.round["reward"].append((rows, width, own))
-        if prompt_tokens:
-            self.reward_prompt_max = max(self.reward_prompt_max, max(prompt_tokens))
+    def record_reward(self, rows: int, width: int, own: list[int], evaluation: bool = False) -> None:
+        (self.evaluation if evaluation else self.round)["reward"].append((rows, width, own))
 
     @contextlib.contextmanager
     def measuring(self, unit: str) -> Any:
@@ -121,24 +174,12 @@ class TRLMeter:
             yield
         if sync:
             torch.cuda.synchronize()
-        self.round["seconds"][unit] += time.perf_counter() - start
+        target = self.evaluation if unit == "eval" else self.round
+        target["seconds"][unit] += time.perf_counter() - start
         if isinstance(meter, FlopMeter):
-            self.round["measured"][unit] += meter.total
-            self.round["inplace"][unit] += meter.inplace
-
-    def bound_prompts(self, trainer: Any) -> None:
-        """The longest prompt of the training data, tokenized as TRL tokenizes it (``_tokenize_prompts``), and
-        as each reward model's tokenizer reads it: the guard's bound before any round has run."""
-        prompts = list(trainer.train_dataset["prompt"])
-        for start in range(0, len(prompts), 512):
-            ids, _, _ = trainer._tokenize_prompts(prompts[start:start + 512])
-            self.prompt_max = max([self.prompt_max, *(len(row) for row in ids)])
-        if isinstance(prompts[0], str):
-            for module, tokenizer in zip(trainer.reward_funcs, trainer.reward_processing_classes, strict=True):
-                if isinstance(module, torch.nn.Module) and tokenizer is not None:
-                    for start in range(0, len(prompts), 512):
-                        ids = tokenizer(text=prompts[start:start + 512], add_special_tokens=False)["input_ids"]
-                        self.reward_prompt_max = max([self.reward_prompt_max, *(len(row) for row in ids)])
+            target["measured"][unit] += meter.total
+            for name, flops in meter.blind.items():
+                target["blind"][unit][name] += flops
 
     @property
     def scoring_order(self) -> list[str]:
@@ -152,55 +193,78 @@ class TRLMeter:
         self._scoring_calls += 1
         return unit
 
-    # -- the round's commit ---------------------------------------------------------------------------------------
-    def local_charges(self) -> dict[str, PhaseCharge]:
+    # -- the commits ------------------------------------------------------------------------------------------------
+    def _reward_passes(self, target: dict[str, Any], evaluation: bool) -> list[Any]:
+        template = self._template("reward", evaluation)
+        own = [t for _, _, lengths in target["reward"] for t in lengths]
+        excess = [t - (p + k) for t, (p, k) in zip(own, target["lengths"], strict=False)]
+        self.reward_extra = max([self.reward_extra, *excess])
+        return [ran(template, [(t, 0) for t in lengths], (width, 0)) for _, width, lengths in target["reward"]]
+
+    def local_charges(self, evaluation: bool = False) -> dict[str, PhaseCharge]:
+        if evaluation:
+            passes = self.evaluation["passes"] + (self._reward_passes(self.evaluation, True)
+                                                  if self.evaluation["reward"] else [])
+            return {"eval": charge(*passes, unit="eval")} if passes else {}
         charges = dict(self.round["charges"])
+        if self.round["passes"]:
+            charges["rollout"] = charge(*self.round["passes"])
         if self.round["update"]:
             charges["update"] = charge(*self.round["update"])
         if self.round["reward"]:
-            own = [t for _, _, lengths in self.round["reward"] for t in lengths]
-            charges["reward"] = charge(*(ran(self.passes["reward"], [(t, 0) for t in lengths], (width, 0))
-                                         for _, width, lengths in self.round["reward"]))
-            lengths = self.round.get("lengths") or []
-            excess = [t - (p + k) for t, (p, k) in zip(own, lengths, strict=False)]
-            self.reward_extra = max([self.reward_extra, *excess])
+            charges["reward"] = charge(*self._reward_passes(self.round, False))
         return charges
 
-    def commit(self, reduce: Any) -> list[PhaseCharge]:
-        """Sum this round's charges over processes (``reduce``: a tensor -> its sum over ranks) into the ledger."""
-        local = self.local_charges()
+    def _reduce(self, target: dict[str, Any], local: dict[str, PhaseCharge], reduce: Any
+                ) -> tuple[list[PhaseCharge], int]:
+        """Sum ``local`` over processes (``reduce``: a tensor -> its sum over ranks), unit by unit."""
         values = []
         for unit in UNITS:
-            charge = local.get(unit)
+            c = local.get(unit)
             for phase in PHASES_OF[unit]:
-                values += [charge.executed.get(phase, 0) if charge else 0, charge.useful.get(phase, 0) if charge else 0]
-            values += [self.round["measured"][unit], self.round["inplace"][unit]]
-        values += [self.round.get("tokens", 0)]
-        total = reduce(torch.tensor(values, dtype=torch.int64)).tolist()
-        committed, i = [], 0
+                values += [c.executed.get(phase, 0) if c else 0, c.useful.get(phase, 0) if c else 0]
+            values += [target["measured"][unit], *target["blind"][unit].values()]
+        values += [target["tokens"]]
+        total = iter(reduce(torch.tensor(values, dtype=torch.int64)).tolist())
+        committed = []
         for unit in UNITS:
             executed, useful = {}, {}
             for phase in PHASES_OF[unit]:
-                executed[phase], useful[phase] = int(total[i]), int(total[i + 1])
-                i += 2
-            measured, inplace = int(total[i]), int(total[i + 1])
-            i += 2
+                executed[phase], useful[phase] = int(next(total)), int(next(total))
+            measured = int(next(total))
+            blind = {name: int(next(total)) for name in BLIND_SPOTS}
             if sum(executed.values()) == 0:
                 continue
+            executed = {k: v for k, v in executed.items() if v}
+            useful = {k: useful[k] for k in executed}
             local_shapes = local[unit].shapes if unit in local else {}
-            charge = PhaseCharge(unit, executed, useful, measured + inplace if self.measure else None,
-                                 seconds=self.round["seconds"][unit],  # this process's time in the unit
-                                 shapes={**local_shapes, **({"flop_counter_mode": measured, "inplace_gemms": inplace}
-                                                            if self.measure else {})})
-            committed.append(charge)
-        self.tokens += int(total[i])
+            committed.append(PhaseCharge(
+                unit, executed, useful, measured + sum(blind.values()) if self.measure else None,
+                seconds=target["seconds"][unit],  # this process's time in the unit
+                shapes={**local_shapes, **({"flop_counter_mode": measured, "blind_spots": blind}
+                                           if self.measure else {})}))
+        return committed, int(next(total))  # and the unpadded tokens generated
+
+    def commit(self, reduce: Any) -> list[PhaseCharge]:
+        """This round's charges, summed over processes, into the ledger (every process calls it at once)."""
+        committed, tokens = self._reduce(self.round, self.local_charges(), reduce)
+        self.tokens += tokens
         now = time.perf_counter()
         self._round_seconds, self._started = now - self._started, now
         self.rounds += 1
         self.last_flops = self.guard.commit(self.rounds, committed)
         self.last_round_flops = sum(c.executed_total for c in committed)
-        self.round = self._empty_round()
+        self.round = self._empty()
         self._scoring_calls = 0
+        return committed
+
+    def commit_evaluation(self, reduce: Any) -> list[PhaseCharge]:
+        """The evaluation just run, summed over processes, into the ledger's evaluation bucket."""
+        committed, _ = self._reduce(self.evaluation, self.local_charges(evaluation=True), reduce)  # (not in TRL's
+        # num_tokens, which counts training rollouts)
+        self.evaluations += 1
+        self.last_flops = self.guard.commit(self.rounds, committed)
+        self.evaluation = self._empty()
         return committed
 
     # -- the guard ------------------------------------------------------------------------------------------------
@@ -214,8 +278,24 @@ class TRLMeter:
         return worst_case_round(r, [prompt] * rows, r.completion_len.max, reward_prompt_tokens=reward_prompts,
                                 reward_extra=self.reward_extra if r.reward_spec is not None else None)
 
-    def fits_next_round(self) -> bool:
-        return not self.guard.decide(self.next_round_bound()).stop
+    def evaluation_bound(self) -> int:
+        """The guard's bound of one evaluation (0 without): every row at the evaluation data's longest prompt and
+        every completion at the maximum length, the reward model as in :meth:`next_round_bound`."""
+        if not self.eval_rows:
+            return 0
+        prompt, completion = max(self.eval_prompt_max, 1), self.recipe.completion_len.max
+        rows = [(prompt, completion)] * self.eval_rows
+        passes = [ran(self._template(phase, True), rows, (prompt, completion))
+                  for phase in ("rollout.prefill", "rollout.decode", *self.scoring_order)]
+        passes.append(ran(self._loss_template(), rows, (prompt, completion)))
+        if "reward" in self.passes:
+            read = max(self.reward_prompt_max, prompt) + completion + self.reward_extra
+            passes.append(ran(self._template("reward", True), [(read, 0)] * self.eval_rows, (read, 0)))
+        return charge(*passes, unit="eval").executed_total
+
+    def fits_next_round(self, evaluations: int = 1) -> bool:
+        """Whether the next round fits with ``evaluations`` evaluations kept in reserve (when evaluating)."""
+        return not self.guard.decide(self.next_round_bound() + evaluations * self.evaluation_bound()).stop
 
     # -- logs and files -------------------------------------------------------------------------------------------
     def log_figures(self) -> dict[str, float]:
@@ -230,7 +310,7 @@ class TRLMeter:
         utilisation = mfu(self.last_round_flops, self._round_seconds,
                           self.peak_flops * self.run.world if self.peak_flops else None)
         if utilisation is not None:
-            figures["mfu"] = utilisation
+            figures["flops/mfu"] = utilisation
         return figures
 
     def check_tokens(self, logged: Any) -> None:
@@ -244,7 +324,8 @@ class TRLMeter:
         """The meter's state into a TRL checkpoint folder, versioned and written atomically."""
         state = {"flopplan_trl_ledger_version": LEDGER_VERSION, "ledger": self.ledger.to_state(),
                  "rounds": self.rounds, "tokens": self.tokens, "prompt_max": self.prompt_max,
-                 "reward_prompt_max": self.reward_prompt_max, "reward_extra": self.reward_extra}
+                 "reward_prompt_max": self.reward_prompt_max, "reward_extra": self.reward_extra,
+                 "evaluations": self.evaluations, "eval_prompt_max": self.eval_prompt_max}
         Path(folder).mkdir(parents=True, exist_ok=True)
         atomic_write_json(Path(folder) / LEDGER_FILE, state)
 
@@ -263,6 +344,7 @@ class TRLMeter:
         self.rounds, self.tokens = state["rounds"], state["tokens"]
         self.prompt_max, self.reward_prompt_max = state["prompt_max"], state["reward_prompt_max"]
         self.reward_extra = state["reward_extra"]
+        self.evaluations, self.eval_prompt_max = state.get("evaluations", 0), state.get("eval_prompt_max", 0)
 
     def summary(self, **fields: Any) -> RunSummary:
         checks = {"num_tokens": {"trl": self.trl_tokens, "flopplan": self.tokens,
@@ -271,114 +353,24 @@ class TRLMeter:
                                   engine_checks=checks, **fields)
 
 
-class MeteredGRPOTrainer(GRPOTrainer):
-    """GRPOTrainer that shows its meter the shapes it runs (and adds the meter's figures to its logs)."""
-
-    def __init__(self, *args: Any, flopplan_meter: TRLMeter, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.flopplan_meter = meter = flopplan_meter
-        self.flopplan_callback = FlopBudgetCallback(self, meter)  # the meter's callback, for the run's observers
-        self.add_callback(self.flopplan_callback)
-        for module in self.reward_funcs:
-            if isinstance(module, torch.nn.Module):
-                module.register_forward_pre_hook(self._reward_inputs, with_kwargs=True)
-                module.forward = self._measured(module.forward, "reward")
-        self._generate_single_turn = self._measured(self._generate_single_turn, "rollout")  # type: ignore[has-type]
-        self._get_per_token_logps_and_entropies = self._scoring(self._get_per_token_logps_and_entropies)  # type: ignore[has-type]
-        self.accelerator.backward = self._measured(self.accelerator.backward, "update")
-
-    def _measured(self, fn: Any, unit: str) -> Any:
-        @functools.wraps(fn)
-        def run(*args: Any, **kwargs: Any) -> Any:
-            with self.flopplan_meter.measuring(unit):
-                return fn(*args, **kwargs)
-        return run
-
-    def _scoring(self, fn: Any) -> Any:
-        @functools.wraps(fn)
-        def run(*args: Any, **kwargs: Any) -> Any:
-            unit = "update" if torch.is_grad_enabled() else self.flopplan_meter.scoring_unit()
-            with self.flopplan_meter.measuring(unit):
-                return fn(*args, **kwargs)
-        return run
-
-    def _reward_inputs(self, module: Any, args: Any, kwargs: dict[str, Any]) -> None:
-        ids: Any = kwargs.get("input_ids", args[0] if args else None)
-        mask = kwargs.get("attention_mask")
-        own = mask.sum(1).tolist() if mask is not None else [ids.shape[1]] * ids.shape[0]
-        self.flopplan_meter.record_reward(ids.shape[0], ids.shape[1], own)
-
-    def _generate_and_score_completions(self, inputs: Any) -> Any:
-        out = super()._generate_and_score_completions(inputs)
-        self.flopplan_meter.record_round(out)
-        return out
-
-    def _prepare_inputs(self, generation_batch: Any) -> Any:
-        inputs = super()._prepare_inputs(generation_batch)
-        if self.model is not None and self.model.training:
-            self.flopplan_meter.record_micro_step(inputs)
-        return inputs
-
-    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        # TRL's num_tokens metric is state.num_input_tokens_seen (gathered over processes at each generation)
-        self.flopplan_meter.check_tokens(self.state.num_input_tokens_seen)
-        logs.update(self.flopplan_meter.log_figures())
-        super().log(logs, start_time)
-
-
-class FlopBudgetCallback(TrainerCallback):
-    """Commits each round when its last optimizer step ends and stops before a round that could overrun the
-    budget (``should_training_stop`` is never set back; ``should_save`` asks for the final checkpoint)."""
-
-    def __init__(self, trainer: MeteredGRPOTrainer, meter: TRLMeter) -> None:
-        self.trainer, self.meter = trainer, meter
-        self.on_commit: list[Any] = []
-
-    def _reduce(self, tensor: torch.Tensor) -> torch.Tensor:
-        accelerator = self.trainer.accelerator
-        return accelerator.reduce(tensor.to(accelerator.device), reduction="sum").cpu() \
-            if accelerator.num_processes > 1 else tensor
-
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        per_round = self.meter.run.optimizer_steps_per_round
-        if args.save_strategy == "steps" and args.save_steps % per_round:
-            raise UserError(f"save_steps ({args.save_steps}) must be a multiple of the {per_round} optimizer steps a "
-                            "round takes: a checkpoint inside a round cannot be resumed without losing its rollouts")
-        self.meter.bound_prompts(self.trainer)
-        if state.global_step:  # resumed: continue the ledger saved with the checkpoint
-            self.meter.load(Path(args.output_dir) / f"checkpoint-{state.global_step}")
-            folder = self.meter.folder
-            if folder is not None:  # rounds committed after that checkpoint were spent and lost with the process
-                lost = folder.lost_after(self.meter.rounds)
-                self.meter.ledger.lost += lost
-                if lost:
-                    self.meter.notes.append(f"{lost:,} FLOPs done after the last checkpoint were lost and are charged")
-                self.trainer.accelerator.wait_for_everyone()
-                if state.is_world_process_zero:
-                    folder.trim(self.meter.rounds)
-        if not self.meter.fits_next_round() and self.meter.rounds == 0:
-            raise UserError(f"the budget ({self.meter.ledger.budget_flops:,} FLOPs) buys no round: "
-                            f"{self.meter.guard.decision.message}")
-        return control
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        if state.global_step % self.meter.run.optimizer_steps_per_round:
-            return control  # the round goes on
-        committed = self.meter.commit(self._reduce)
-        for observer in self.on_commit:
-            observer(committed, state)
-        stop = torch.tensor([0 if self.meter.fits_next_round() else 1])
-        if int(self._reduce(stop)[0]):  # the same decision on every process
-            control.should_training_stop = True
-            control.should_save = True
-        return control
-
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        if not self.meter.guard.decision.stop:
-            self.meter.guard.stop("steps", f"reached {state.global_step} optimizer steps ({self.meter.rounds} rounds)")
-        return control
-
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        if state.is_world_process_zero:
-            self.meter.save(Path(args.output_dir) / f"checkpoint-{state.global_step}")
-        return control
+def longest_prompts(trainer: Any, evaluation: bool) -> tuple[int, int, int]:
+    """The longest prompt of the training data and (``evaluation``) of the evaluation data, tokenized as TRL
+    tokenizes them (``_tokenize_prompts``), and the longest as a reward model's tokenizer reads one: the guard's
+    bounds before any round has run."""
+    found = {"train_dataset": 0, "eval_dataset": 0}
+    reward = 0
+    for attribute in found:
+        dataset = getattr(trainer, attribute, None)
+        if dataset is None or (attribute == "eval_dataset" and not evaluation):
+            continue
+        prompts = list(dataset["prompt"])
+        for start in range(0, len(prompts), 512):
+            ids, _, _ = trainer._tokenize_prompts(prompts[start:start + 512])
+            found[attribute] = max([found[attribute], *(len(row) for row in ids)])
+        if isinstance(prompts[0], str):
+            for module, tokenizer in zip(trainer.reward_funcs, trainer.reward_processing_classes, strict=True):
+                if isinstance(module, torch.nn.Module) and tokenizer is not None:
+                    for start in range(0, len(prompts), 512):
+                        ids = tokenizer(text=prompts[start:start + 512], add_special_tokens=False)["input_ids"]
+                        reward = max([reward, *(len(row) for row in ids)])
+    return found["train_dataset"], reward, found["eval_dataset"]

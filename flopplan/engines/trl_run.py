@@ -11,26 +11,23 @@ carry the ledger.
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import TrainerCallback
 
 from flopplan.engines.trl import TRLRun, grpo_config_kwargs, trl_run
-from flopplan.engines.trl_meter import MeteredGRPOTrainer, TRLMeter
+from flopplan.engines.trl_hook import meter as attach_meter
+from flopplan.engines.trl_trainer import ATTENTION_KERNELS
 from flopplan.errors import UserError
 from flopplan.grpo.codecs import hf_char_tokenizer
 from flopplan.grpo.data import read_template, trl_rows
 from flopplan.grpo.reward_funcs import RewardFuncs
 from flopplan.grpo.tasks import parse_task
-from flopplan.guard import metrics_line
 from flopplan.hardware import DATASHEETS
 from flopplan.measure.device import DevicePolicy
 from flopplan.measure.models import build_model
-from flopplan.measure.timer import ProcessClock
 from flopplan.runfile import PlanReference, RunSummary
 from flopplan.train.config import TrainConfig
 from flopplan.train.runfolder import RunFolder
@@ -112,7 +109,8 @@ def grpo_config(config: TrainConfig, run: TRLRun, work: Path, policy: DevicePoli
     kwargs.pop("reward_funcs", None)
     rounds_per_checkpoint = config.checkpoint_every or 10
     return GRPOConfig(
-        output_dir=str(work), use_cpu=not policy.on_gpu, bf16=policy.on_gpu, report_to="none", logging_steps=1,
+        output_dir=str(work), use_cpu=not policy.on_gpu, bf16=policy.on_gpu, report_to=config.report_to,
+        logging_steps=1,
         save_strategy="steps", save_steps=rounds_per_checkpoint * run.optimizer_steps_per_round,
         save_total_limit=config.keep_checkpoints, seed=config.seed, learning_rate=config.lr or 1e-5,
         temperature=config.temperature, epsilon=config.loss.clip_low, epsilon_high=config.loss.upper_clip,
@@ -167,8 +165,6 @@ def run_trl(config: TrainConfig, resume: bool = False) -> tuple[RunSummary, list
     model_path, tokenizer, rewards = _save_models(config, work, policy)
     # a local model is charged as its own config.json describes it
     meter_recipe = r.with_(policy=str(Path(config.model_path) / "config.json")) if config.model_path else r
-    meter = TRLMeter(meter_recipe, run, config.budget_flops, folder, measure=config.measure_flops,
-                     peak_flops=_datasheet_peak(policy.device))
     peft = None
     if r.lora is not None:
         peft = LoraConfig(r=r.lora.rank, lora_alpha=config.lora_alpha or 2 * r.lora.rank,
@@ -176,9 +172,15 @@ def run_trl(config: TrainConfig, resume: bool = False) -> tuple[RunSummary, list
     # the reward model reads with the policy's tokenizer object: loaded back from its folder, transformers would
     # give a Qwen2 tokenizer (the folder's model type), not the character one it was saved with
     reward_tokenizers = [tokenizer if isinstance(f, str) and not config.reward_model_path else None for f in rewards]
-    trainer = MeteredGRPOTrainer(model=model_path, reward_funcs=rewards, args=args,
-                                 train_dataset=_dataset(config), processing_class=tokenizer, peft_config=peft,
-                                 reward_processing_classes=reward_tokenizers, flopplan_meter=meter)
+    from trl import GRPOTrainer
+
+    trainer = GRPOTrainer(model=model_path, reward_funcs=rewards, args=args, train_dataset=_dataset(config),
+                          processing_class=tokenizer, peft_config=peft, reward_processing_classes=reward_tokenizers)
+    # the one meter: the recipe read from the trainer must be the one asked for
+    meter = attach_meter(trainer, budget=config.budget_flops, out=folder.path, config=config, resume=resume,
+                         recipe=meter_recipe.with_(attention_kernel=ATTENTION_KERNELS[policy.attention]),
+                         measure=config.measure_flops, peak_flops=_datasheet_peak(policy.device))
+    meter.accuracy_metric = "reward"  # the exact-match rule: its mean is accuracy
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     for quiet in (PrinterCallback, ProgressCallback):  # flopplan prints its own summary
@@ -189,46 +191,15 @@ def run_trl(config: TrainConfig, resume: bool = False) -> tuple[RunSummary, list
         if not checkpoints:
             raise UserError(f"nothing to resume in {str(folder.path)!r}: no TRL checkpoint")
         checkpoint = str(checkpoints[-1])
-    lines: list[dict[str, Any]] = []
-    if rank0:
-        trainer.flopplan_callback.on_commit.append(lambda committed, state: lines.append(
-            {"step": meter.rounds, "charges": [c.to_data() for c in committed], "flops": meter.last_flops}))
-        trainer.add_callback(_StepLog(folder, lines))
+    plan = config.plan
+    meter.summary_fields.update(
+        chance=None if config.dataset else parse_task(config.task).chance, random_init_policy=not config.model_path,
+        random_init_reward_model=r.reward.kind == "orm" and not config.reward_model_path,
+        device=str(policy.device), dtype=policy.dtype_name, final=None,
+        plan=None if plan is None else PlanReference.of(plan))
     try:
         trainer.train(resume_from_checkpoint=checkpoint)
     finally:
         if rank0:
-            _StepLog(folder, lines).flush({})
             folder.unlock()
-    plan = config.plan
-    summary = meter.summary(
-        chance=None if config.dataset else parse_task(config.task).chance, random_init_policy=not config.model_path,
-        random_init_reward_model=r.reward.kind == "orm" and not config.reward_model_path,
-        conventions={"attention": r.attention, "attention_kernel": policy.attention}, device=str(policy.device),
-        dtype=policy.dtype_name, final=None,
-        plan=None if plan is None else PlanReference.of(plan))
-    if rank0:
-        folder.write_summary(summary)
-    return summary, meter.notes
-
-
-class _StepLog(TrainerCallback):
-    """Writes a committed round's ledger and metrics lines once TRL has logged its step (rank 0)."""
-
-    def __init__(self, folder: RunFolder, lines: list[dict[str, Any]]) -> None:
-        self.folder, self.lines = folder, lines
-        self.clock = ProcessClock()  # the clock fields every engine's metrics lines carry
-
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> Any:
-        self.flush(logs or {})
-        return control
-
-    def flush(self, logs: dict[str, float]) -> None:
-        while self.lines:
-            line = self.lines.pop(0)
-            metrics = {k: v for k, v in logs.items() if isinstance(v, (int, float)) and math.isfinite(v)
-                       and not k.startswith("flops/")}
-            if "reward" in metrics:
-                metrics.setdefault("accuracy", metrics["reward"])  # the exact-match rule: its mean is accuracy
-            record = metrics_line(line["step"], metrics, line["flops"], self.clock.line(torch.get_num_threads()))
-            self.folder.append(line["step"], line["charges"], record)
+    return meter.summary(**meter.summary_fields), meter.notes

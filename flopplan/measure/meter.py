@@ -18,9 +18,13 @@ not supported: eager transformers models do not emit them.
 
 So the total equals FlopCounterMode's and the results equal those of an unmetered run.
 
-FlopCounterMode's own blind spot, in-place matmuls (``aten.addmm_``, ``baddbmm_``: no formula, so 0; TRL's
-chunked log-prob head accumulates its gradients with them on the CPU), is counted apart in :attr:`FlopMeter.inplace`
-with the formula of the out-of-place op: ``total`` is what FlopCounterMode reports, ``total + inplace`` what ran.
+FlopCounterMode's own blind spots (:data:`BLIND_SPOTS`: ops that run matmuls but have no formula, so count 0) are
+counted apart, by name, in :attr:`FlopMeter.blind` with the formula of the op that does the same arithmetic:
+in-place matmuls (``aten.addmm_``, ``baddbmm_``; TRL's chunked log-prob head accumulates its gradients with them on
+the CPU) and the CPU's fused attention (``_scaled_dot_product_flash_attention_for_cpu`` and its backward, what SDPA
+runs on the CPU; the forward is two score-sized matmuls, the backward five, since it recomputes the scores, as the
+GPU flash kernels whose formulas they take). ``total`` is what FlopCounterMode reports, :attr:`FlopMeter.executed`
+(``total`` + the blind spots) what ran.
 """
 
 from __future__ import annotations
@@ -35,8 +39,16 @@ from torch.utils.flop_counter import flop_registry
 
 aten = torch.ops.aten
 
-INPLACE_GEMMS = {aten.addmm_: aten.addmm, aten.baddbmm_: aten.baddbmm, aten.addbmm_: aten.addbmm}
-"""In-place matmuls FlopCounterMode counts as 0, and the out-of-place op whose formula they share."""
+BLIND_SPOTS: dict[str, dict[Any, Any]] = {
+    "inplace_gemms": {aten.addmm_: aten.addmm, aten.baddbmm_: aten.baddbmm, aten.addbmm_: aten.addbmm},
+    "cpu_sdpa": {aten._scaled_dot_product_flash_attention_for_cpu: aten._scaled_dot_product_flash_attention,
+                 aten._scaled_dot_product_flash_attention_for_cpu_backward:
+                     aten._scaled_dot_product_flash_attention_backward},
+}
+"""FlopCounterMode's blind spots by name: each op it counts as 0, and the op whose formula it shares (the argument
+layouts agree on the tensors the formulas read: the query, key and value, and the backward's output gradient)."""
+INPLACE_GEMMS = BLIND_SPOTS["inplace_gemms"]
+_BLIND_OF = {op: (name, formula) for name, ops in BLIND_SPOTS.items() for op, formula in ops.items()}
 
 # metadata queries FlopCounterMode hands back to the tensor (only tensor subclasses with a custom size/stride
 # policy send them to a mode)
@@ -67,21 +79,27 @@ class FlopMeter(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.total = 0
-        self.inplace = 0  # in-place matmuls, which FlopCounterMode does not count
+        self.blind = dict.fromkeys(BLIND_SPOTS, 0)  # FLOPs FlopCounterMode does not count, by blind spot
         self.by_op: dict[Any, int] = {}
 
     def get_total_flops(self) -> int:  # the name FlopCounterMode uses
         return self.total
 
     @property
+    def inplace(self) -> int:
+        """The in-place matmuls FlopCounterMode misses."""
+        return self.blind["inplace_gemms"]
+
+    @property
     def executed(self) -> int:
-        """Every matmul FLOP that ran: FlopCounterMode's count and the in-place ones it misses."""
-        return self.total + self.inplace
+        """Every matmul FLOP that ran: FlopCounterMode's count and its blind spots."""
+        return self.total + sum(self.blind.values())
 
     def _add(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
         packet = func._overloadpacket
-        if packet in INPLACE_GEMMS and INPLACE_GEMMS[packet] in flop_registry:
-            self.inplace += int(flop_registry[INPLACE_GEMMS[packet]](*args, **kwargs, out_val=out))
+        if packet in _BLIND_OF and _BLIND_OF[packet][1] in flop_registry:
+            name, formula = _BLIND_OF[packet]
+            self.blind[name] += int(flop_registry[formula](*args, **kwargs, out_val=out))
             return
         if packet in flop_registry:
             flops = int(flop_registry[packet](*args, **kwargs, out_val=out))

@@ -128,6 +128,9 @@ class TrainConfig:
         "--measure-flops", "Also count every phase with torch FlopCounterMode", "flag"))
     device: str = field(default="auto", metadata=option(
         "--device", "Where the run executes (auto: a GPU when there is one)", "choice", DEVICES))
+    report_to: str = field(default="none", metadata=option(
+        "--report-to", "--engine trl: where TRL logs, its flops/* metrics included (tensorboard, wandb, ...; none)",
+        "text"))
     threads: int | None = field(default=None, metadata=option(
         "--threads", "CPU threads for torch (default: 1 for policies under 50M parameters, else torch's)"))
     format_reward: float = field(default=0.0, metadata=option(

@@ -78,7 +78,7 @@ class RunFolder:
                                 f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): "
                                 "use an empty or new folder")
 
-    def create(self, config: TrainConfig) -> None:
+    def create(self, config: TrainConfig | dict[str, Any]) -> None:
         """A new run folder (checked again under the lock), with empty logs and the run's configuration."""
         self.check_new()
         writable_folder(self.path, "run folder")
@@ -90,9 +90,12 @@ class RunFolder:
         """Whether any checkpoint was ever written (readable or not)."""
         return self.checkpoints.is_dir() and any(self.checkpoints.glob("step-*.pt"))
 
-    def write_config(self, config: TrainConfig) -> None:
+    def write_config(self, config: TrainConfig | dict[str, Any]) -> None:
+        """The run's configuration: a TrainConfig, or (a run flopplan metered but did not build, as a TRL script
+        with :func:`flopplan.trl.meter`) the fields describing it, with its ``recipe``."""
+        data = config if isinstance(config, dict) else config.to_data()
         atomic_write_json(self.path / CONFIG, {"flopplan_version": __version__, "flopplan_run_version": RUN_VERSION,
-                                               **config.to_data()})
+                                               **data})
 
     def read_config(self) -> TrainConfig:
         path = self.path / CONFIG

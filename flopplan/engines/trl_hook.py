@@ -1,0 +1,338 @@
+"""``meter(trainer, budget=..., out=...)``: flopplan's FLOP meter attached to a GRPOTrainer the user built (public as
+:func:`flopplan.trl.meter`; ``flopplan train --engine trl`` calls it too).
+
+The recipe is read from the trainer (:mod:`flopplan.engines.trl_trainer`); what cannot be priced is refused here,
+before anything runs or is written. Callbacks see no batch, so the executed shapes are read by wrapping the
+trainer *instance's* methods where TRL builds them (a subclass's overrides stay in place): ``_generate_single_turn``
+(the ids generation returned), ``_generate_and_score_completions`` (a round's padded widths), ``_prepare_inputs``
+(an update micro-step), ``_get_per_token_logps_and_entropies`` and ``accelerator.backward`` (timed and, when
+measuring, counted), each reward model's forward, and ``log`` (the ``flops/*`` figures join TRL's logs, so they
+reach whatever ``report_to`` names). A callback holds the stop decision, as TRL's ``_EpochStopCallback`` does: at
+the end of the optimizer step that closes a round it commits the round (summed over processes: every process
+takes the same decision), prices the next one (with an evaluation's worst case in reserve when evaluating) and,
+when that does not fit, stops and asks for the final save.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+from flopplan.budget import Budget
+from flopplan.engines.trl_meter import TRLMeter, longest_prompts
+from flopplan.engines.trl_trainer import check_explicit, read_trainer
+from flopplan.errors import UserError
+from flopplan.guard import metrics_line
+from flopplan.measure.timer import ProcessClock
+from flopplan.recipe import Recipe
+from flopplan.train.config import TrainConfig
+from flopplan.train.runfolder import RunFolder
+
+
+def budget_flops(budget: Any, recipe: Recipe, profile: Any = None, price_per_hour: float | None = None) -> int | None:
+    """A budget in FLOPs: a number is FLOPs; a :class:`~flopplan.budget.Budget` in GPU-hours or dollars is what
+    ``flopplan plan`` buys with it on ``profile`` (a name, a path, or a Profile): the FLOPs of the rounds it plans."""
+    if budget is None:
+        return None
+    if not isinstance(budget, Budget):
+        budget = Budget(flops=budget)
+    if budget.flops is not None:
+        return int(budget.flops)
+    from flopplan.hardware import Profile, resolve_profile
+    from flopplan.planner import plan
+
+    if profile is None:
+        raise UserError(f"a budget in {budget.describe()} needs a hardware profile (profile=NAME or a file)")
+    chosen = profile if isinstance(profile, Profile) else resolve_profile(str(profile), recipe.engine, price_per_hour)
+    return int(plan(recipe, budget, chosen).total_flops)
+
+
+def _evaluation_rows(trainer: Any, generations: int | None) -> tuple[int, int]:
+    """An evaluation's rows over all processes (the dataloader's even batches round up) and a process's batch."""
+    if generations is None:
+        return 0, 1
+    batch, world = int(trainer.args.per_device_eval_batch_size), int(trainer.accelerator.num_processes)
+    rows = len(trainer.eval_dataset) * generations
+    return -(-rows // (batch * world)) * batch * world, batch
+
+
+def _check_boundaries(args: Any, per_round: int, evaluation: bool) -> None:
+    """Checkpoints and evaluations at round boundaries: a checkpoint inside a round cannot be resumed without
+    losing its rollouts, and the guard keeps evaluations in reserve at the boundaries."""
+    for name, strategy, steps in (("save_steps", args.save_strategy, args.save_steps),
+                                  ("eval_steps", args.eval_strategy if evaluation else "no",
+                                   args.eval_steps or args.logging_steps)):
+        if str(strategy).endswith("steps") and (steps < 1 or int(steps) % per_round):
+            raise UserError(f"GRPOConfig {name} ({steps}) must be a multiple of the {per_round} optimizer steps a "
+                            "round takes")
+
+
+def _described(trainer: Any, read: Any, flops: int | None) -> dict[str, Any]:
+    """The run folder's configuration of a metered TRL script: the recipe read, the budget, the rounds max_steps
+    makes (None: the budget or TRL's epochs decide) and the GRPOConfig fields flopplan read."""
+    args = trainer.args
+    return {"engine": "trl", "recipe": read.recipe.to_data(), "budget_flops": flops,
+            "max_steps": read.run.rounds(args.max_steps) if args.max_steps > 0 else None,
+            "world_size": read.run.world, "conventions": read.conventions,
+            "grpo_config": {k: v for k, v in args.to_dict().items() if isinstance(v, (int, float, str, bool))
+                            or v is None}}
+
+
+def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, profile: Any = None,
+          price_per_hour: float | None = None, recipe: Recipe | None = None, measure: bool = False,
+          peak_flops: float | None = None, resume: bool = False, config: TrainConfig | None = None) -> TRLMeter:
+    """Meter ``trainer`` (a ``GRPOTrainer`` or a subclass, before ``trainer.train()``); see :func:`flopplan.trl.meter`
+    for the arguments. ``config``: the run configuration written to ``out`` (``flopplan train`` passes its own)."""
+    if getattr(trainer, "flopplan_meter", None) is not None:
+        raise UserError("this trainer is metered already")
+    if trainer.state.global_step:
+        raise UserError("attach the meter before trainer.train()")
+    rank0 = trainer.accelerator.is_main_process
+    folder = RunFolder(out) if out is not None else None
+    if folder is not None and rank0 and not resume and config is None:
+        folder.check_new()
+    with tempfile.TemporaryDirectory(prefix="flopplan-trl-") as scratch:  # validate first: nothing written yet
+        evaluation = read_trainer(trainer, Path(scratch), 1).eval_generations is not None
+        prompt_max, reward_prompt_max, eval_prompt_max = longest_prompts(trainer, evaluation)
+        read = read_trainer(trainer, Path(scratch), prompt_max)
+        if recipe is not None:
+            check_explicit(recipe, read.recipe)
+        flops = budget_flops(budget, read.recipe, profile, price_per_hour)
+    _check_boundaries(trainer.args, read.run.optimizer_steps_per_round, read.eval_generations is not None)
+    writes = folder is not None and rank0  # the models' configs go into the run folder (rank 0)
+    read = read_trainer(trainer, Path(tempfile.mkdtemp(prefix="flopplan-trl-")), prompt_max)
+    if writes:  # the models' configs into the run folder, which names them in its config
+        assert folder is not None
+        own = config is None  # else the caller (flopplan train) created and locked the folder
+        if own:
+            folder.lock()
+            if not resume:
+                folder.create(_described(trainer, read, flops))
+        read = read_trainer(trainer, folder.path / "trl" / "models", prompt_max)
+        if own and not resume:
+            folder.write_config(_described(trainer, read, flops))
+    eval_rows, eval_batch = _evaluation_rows(trainer, read.eval_generations)
+    m = TRLMeter(read.recipe, read.run, flops, folder, measure=measure, peak_flops=peak_flops, rank=read.rank,
+                 eval_rows=eval_rows, eval_batch=eval_batch)
+    m.notes += read.notes
+    m.prompt_max, m.reward_prompt_max, m.eval_prompt_max = prompt_max, reward_prompt_max, eval_prompt_max
+    m.summary_fields = {"conventions": read.conventions, "device": str(trainer.accelerator.device),
+                        "dtype": read.conventions["dtype"]}
+    m.owns_folder = writes and config is None
+    _attach(trainer, m)
+    return m
+
+
+def _timed(meter: TRLMeter, trainer: Any, fn: Any, unit: Any) -> Any:
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        name = "eval" if not trainer.model.training else unit() if callable(unit) else unit
+        with meter.measuring(name):
+            return fn(*args, **kwargs)
+    return run
+
+
+def _attach(trainer: Any, meter: TRLMeter) -> None:
+    """Wrap the trainer instance's methods (see the module docstring) and add the callbacks."""
+    trainer.flopplan_meter = meter
+    training = lambda: bool(trainer.model.training)  # noqa: E731
+
+    generate = trainer._generate_single_turn
+
+    @functools.wraps(generate)
+    def generate_single_turn(prompt_ids: Any, *args: Any, **kwargs: Any) -> Any:
+        with meter.measuring("rollout" if training() else "eval"):
+            result = generate(prompt_ids, *args, **kwargs)
+        group = kwargs.get("num_generations", args[2] if len(args) > 2 else trainer.num_generations)
+        meter.record_generation(prompt_ids, result[0], int(group), evaluation=not training())
+        return result
+
+    score_round = trainer._generate_and_score_completions
+
+    @functools.wraps(score_round)
+    def generate_and_score(*args: Any, **kwargs: Any) -> Any:
+        out = score_round(*args, **kwargs)
+        meter.record_round(out, evaluation=not training())
+        return out
+
+    prepare = trainer._prepare_inputs
+
+    @functools.wraps(prepare)
+    def prepare_inputs(*args: Any, **kwargs: Any) -> Any:
+        inputs = prepare(*args, **kwargs)
+        if training():
+            meter.record_micro_step(inputs)
+        return inputs
+
+    log = trainer.log
+
+    @functools.wraps(log)
+    def log_with_flops(logs: dict[str, float], *args: Any, **kwargs: Any) -> Any:
+        if not training() and (meter.evaluation["passes"] or meter.evaluation["reward"]):
+            committed = meter.commit_evaluation(callback.reduce)
+            for observer in callback.on_evaluation:
+                observer(committed)
+        meter.check_tokens(trainer.state.num_input_tokens_seen)  # TRL's num_tokens (gathered over processes)
+        logs.update(meter.log_figures())
+        return log(logs, *args, **kwargs)
+
+    def reward_inputs(module: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        ids: Any = kwargs.get("input_ids", args[0] if args else None)
+        mask = kwargs.get("attention_mask")
+        own = mask.sum(1).tolist() if mask is not None else [ids.shape[1]] * ids.shape[0]
+        meter.record_reward(ids.shape[0], ids.shape[1], own, evaluation=not training())
+
+    trainer._generate_single_turn = generate_single_turn
+    trainer._generate_and_score_completions = generate_and_score
+    trainer._prepare_inputs = prepare_inputs
+    trainer.log = log_with_flops
+    trainer._get_per_token_logps_and_entropies = _timed(
+        meter, trainer, trainer._get_per_token_logps_and_entropies,
+        lambda: "update" if torch.is_grad_enabled() else meter.scoring_unit())
+    trainer.accelerator.backward = _timed(meter, trainer, trainer.accelerator.backward, "update")
+    for module in trainer.reward_funcs:
+        if isinstance(module, torch.nn.Module):
+            module.register_forward_pre_hook(reward_inputs, with_kwargs=True)
+            module.forward = _timed(meter, trainer, module.forward, "reward")
+    callback = FlopBudgetCallback(trainer, meter)
+    trainer.flopplan_callback = callback
+    trainer.add_callback(callback)
+    if meter.folder is not None and trainer.accelerator.is_main_process:
+        log_callback = StepLog(meter)
+        callback.on_commit.append(log_callback.round)
+        callback.on_evaluation.append(log_callback.evaluation)
+        trainer.add_callback(log_callback)
+
+
+def _evaluations_before_next_round(args: Any, global_step: int) -> int:
+    """Evaluations to keep in reserve when deciding about the next round: the next round's, and one that may run
+    at this step boundary (TRL evaluates after ``on_step_end``)."""
+    if args.eval_strategy == "epoch":
+        return 2
+    steps = args.eval_steps or args.logging_steps
+    due = steps < 1 or global_step % int(steps) == 0
+    return 2 if due else 1
+
+
+class FlopBudgetCallback(TrainerCallback):
+    """Commits each round when its last optimizer step ends and stops before a round that could overrun the
+    budget (``should_training_stop`` is never set back; ``should_save`` asks for the final checkpoint)."""
+
+    def __init__(self, trainer: Any, meter: TRLMeter) -> None:
+        self.trainer, self.meter = trainer, meter
+        self.on_commit: list[Any] = []
+        self.on_evaluation: list[Any] = []
+
+    def reduce(self, tensor: torch.Tensor) -> torch.Tensor:
+        accelerator = self.trainer.accelerator
+        return accelerator.reduce(tensor.to(accelerator.device), reduction="sum").cpu() \
+            if accelerator.num_processes > 1 else tensor
+
+    def _reserve(self, args: Any, global_step: int) -> int:
+        return _evaluations_before_next_round(args, global_step) if self.meter.eval_rows else 0
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if state.global_step:  # resumed: continue the ledger saved with the checkpoint
+            self.meter.load(Path(args.output_dir) / f"checkpoint-{state.global_step}")
+            folder = self.meter.folder
+            if folder is not None:  # rounds committed after that checkpoint were spent and lost with the process
+                lost = folder.lost_after(self.meter.rounds)
+                self.meter.ledger.lost += lost
+                if lost:
+                    self.meter.notes.append(f"{lost:,} FLOPs done after the last checkpoint were lost and are charged")
+                self.trainer.accelerator.wait_for_everyone()
+                if state.is_world_process_zero:
+                    folder.trim(self.meter.rounds)
+        reserve = self._reserve(args, 0) if args.eval_on_start and not state.global_step else min(
+            self._reserve(args, 0), 1)
+        if not self.meter.fits_next_round(reserve) and self.meter.rounds == 0:
+            raise UserError(f"the budget ({self.meter.ledger.budget_flops:,} FLOPs) buys no round: "
+                            f"{self.meter.guard.decision.message}")
+        return control
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if state.global_step % self.meter.run.optimizer_steps_per_round:
+            return control  # the round goes on
+        committed = self.meter.commit(self.reduce)
+        for observer in self.on_commit:
+            observer(committed)
+        fits = self.meter.fits_next_round(self._reserve(args, state.global_step))
+        if int(self.reduce(torch.tensor([0 if fits else 1]))[0]):  # the same decision on every process
+            control.should_training_stop = True
+            control.should_save = True
+        return control
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if not self.meter.guard.decision.stop:
+            self.meter.guard.stop("steps", f"reached {state.global_step} optimizer steps ({self.meter.rounds} rounds)")
+        return control
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if state.is_world_process_zero:
+            self.meter.save(Path(args.output_dir) / f"checkpoint-{state.global_step}")
+        return control
+
+
+class StepLog(TrainerCallback):
+    """The run folder's step log (rank 0): a committed round's ledger and metrics line (with TRL's logged metrics
+    and an evaluation run at that boundary), written when the next step begins, at a save and at the end; the
+    summary at the end."""
+
+    def __init__(self, meter: TRLMeter) -> None:
+        self.meter, self.folder = meter, meter.folder
+        self.clock = ProcessClock()  # the clock fields every engine's metrics lines carry
+        self.pending: dict[str, Any] | None = None
+
+    def _line(self) -> dict[str, Any]:
+        if self.pending is None:
+            self.pending = {"step": self.meter.rounds, "charges": [], "metrics": {}, "flops": {}}
+        return self.pending
+
+    def round(self, committed: list[Any]) -> None:
+        self.flush()
+        line = self._line()
+        line["charges"] += [c.to_data() for c in committed]
+        line["flops"] = self.meter.last_flops
+
+    def evaluation(self, committed: list[Any]) -> None:
+        line = self._line()
+        line["charges"] += [c.to_data() for c in committed]
+        line["flops"] = self.meter.last_flops
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> Any:
+        if self.pending is not None:
+            self.pending["metrics"].update({k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))
+                                            and math.isfinite(v) and not k.startswith("flops/")})
+        return control
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        self.flush()
+        return control
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        self.flush()
+        return control
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        self.flush()
+        self.folder.write_summary(self.meter.summary(**self.meter.summary_fields))
+        if self.meter.owns_folder:
+            self.folder.unlock()
+        return control
+
+    def flush(self) -> None:
+        line, self.pending = self.pending, None
+        if line is None:
+            return
+        metrics = dict(line["metrics"])
+        accuracy = self.meter.accuracy_metric
+        if accuracy in metrics:
+            metrics.setdefault("accuracy", metrics[accuracy])
+        record = metrics_line(line["step"], metrics, line["flops"], self.clock.line(torch.get_num_threads()))
+        self.folder.append(line["step"], line["charges"], record)

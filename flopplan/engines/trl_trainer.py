@@ -1,0 +1,193 @@
+"""The recipe of a GRPOTrainer the user built, read from the trainer itself: its GRPOConfig, the policy (peft
+adapters: rank, targets, layers; gradient checkpointing; attention implementation; dtype), the reference model,
+the reward functions (callables are free; ``nn.Module`` s are reward models, charged) and the processes.
+
+What flopplan cannot price is refused here, before anything runs or is written, with one line naming the field
+(:class:`~flopplan.errors.UserError`). Model architectures are written as ``config.json`` files into ``folder``
+(a :class:`~flopplan.recipe.Recipe` names its models by path), so the run folder describes the models it metered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from flopplan.arch import LORA_TARGETS, spec_from_config
+from flopplan.engines.trl import GRPO_DEFAULTS, TRLRun, installed_trl_version, recipe_from_trl
+from flopplan.errors import UserError
+from flopplan.lengths import Length
+from flopplan.recipe import Recipe
+
+ATTENTION_KERNELS = {"eager": "eager", "sdpa": "sdpa", "flash_attention_2": "sdpa", "flash_attention_3": "sdpa"}
+"""transformers' attention implementations flopplan charges, and the attention kernel convention each executes:
+eager computes the score matrix with matmuls (backward 2x the forward); SDPA's and flash attention's fused kernels
+recompute the scores in the backward (2.5x). Hub kernels named ``...flash...`` are flash attention too."""
+
+COMPARED = ("policy_spec", "lora_rank", "lora_targets", "prompts_per_step", "group_size", "iterations",
+            "micro_batch_size", "generation_batch_size", "optimizer_batch_size", "grad_ckpt", "logprob_head",
+            "engine", "prefix_sharing", "attention_kernel", "reward_spec")
+"""The recipe fields an explicit recipe must share with the trainer (what a round computes)."""
+
+
+@dataclass(frozen=True)
+class TrainerRecipe:
+    """What a trainer runs: the recipe (a round's shape; prompt lengths are the data's longest), TRL's round
+    arithmetic, the process rank, evaluation (None: off), and conventions read that do not change FLOPs."""
+
+    recipe: Recipe
+    run: TRLRun
+    rank: int
+    eval_generations: int | None
+    conventions: dict[str, Any]
+    notes: tuple[str, ...] = ()
+
+
+def _base(model: Any) -> Any:
+    """The transformers model under a peft wrapper."""
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) else model
+
+
+def _config_dict(model: Any) -> dict[str, Any]:
+    return _base(model).config.to_dict()
+
+
+def _architecture(model: Any) -> Any:
+    """What flopplan prices of a model: its architecture, whatever its name."""
+    return spec_from_config(_config_dict(model), name="", source="")
+
+
+def _write_config(model: Any, folder: Path, name: str) -> str:
+    path = folder / name / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_config_dict(model), indent=1, default=str))
+    return str(path)
+
+
+def _lora(model: Any) -> tuple[int | None, tuple[str, ...] | None]:
+    """The policy's LoRA rank and targets, from the peft config the trainer wrapped it with (None: full)."""
+    configs = getattr(model, "peft_config", None)
+    if not configs:
+        return None, None
+    if len(configs) != 1:
+        raise UserError(f"peft: the policy carries {len(configs)} adapters; flopplan prices one")
+    config = next(iter(configs.values()))
+    if type(config).__name__ != "LoraConfig":
+        raise UserError(f"peft: {type(config).__name__} adapters are not priced (LoRA only)")
+    for name, priced in (("use_dora", False), ("layers_to_transform", None), ("modules_to_save", None),
+                         ("exclude_modules", None), ("target_parameters", None), ("rank_pattern", {}),
+                         ("layers_pattern", None), ("trainable_token_indices", None)):
+        value = getattr(config, name, priced)
+        if value not in (priced, None, {}, []):
+            raise UserError(f"peft {name}={value!r}: flopplan prices LoRA of one rank on every layer's projections")
+    targets = config.target_modules
+    order = {name: i for i, name in enumerate(LORA_TARGETS)}  # flopplan's order; unknown names refused later
+    names = tuple(sorted(targets, key=lambda t: (order.get(t, len(order)), t))) \
+        if isinstance(targets, (set, list, tuple)) else targets
+    return int(config.r), names
+
+
+def _reward_models(funcs: list[Any]) -> list[nn.Module]:
+    models = [f for f in funcs if isinstance(f, nn.Module)]
+    for f in funcs:
+        if not isinstance(f, nn.Module) and not callable(f):
+            raise UserError(f"reward_funcs: {f!r} is neither a function nor a model")
+    if len(models) > 1:
+        raise UserError(f"reward_funcs holds {len(models)} reward models: flopplan prices one reward model a round")
+    return models
+
+
+def _refuse_paths(trainer: Any) -> None:
+    """Generation paths flopplan does not price: multi-turn tools and environments, custom rollouts,
+    vision-language inputs, transformers' continuous batching."""
+    for attribute, what in (("rollout_func", "rollout_func (a custom rollout)"), ("tools", "tools (multi-turn)"),
+                            ("environment_factories", "environment_factory (multi-turn)")):
+        if getattr(trainer, attribute, None):
+            raise UserError(f"GRPOTrainer {what}: flopplan does not price that path")
+    if getattr(trainer, "_is_vlm", False):
+        raise UserError("GRPOTrainer model: a vision-language model is not priced (text decoders only)")
+    if getattr(trainer.args, "use_transformers_continuous_batching", False):
+        raise UserError("GRPOConfig use_transformers_continuous_batching: flopplan does not price that path yet")
+
+
+def attention_kernel(model: Any) -> tuple[str, str]:
+    """The attention implementation the policy runs, and the kernel convention flopplan charges it with."""
+    config = _base(model).config
+    impl = getattr(config, "_attn_implementation", None) or "eager"
+    kernel = ATTENTION_KERNELS.get(impl, "sdpa" if "flash" in str(impl) else None)
+    if kernel is None:
+        raise UserError(f"attn_implementation {impl!r}: flopplan charges eager, sdpa and flash attention")
+    return impl, kernel
+
+
+def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
+    """The recipe of ``trainer`` (see the module docstring); ``prompt_max``: the data's longest prompt in tokens
+    (the recipe's prompt length: the meter charges observed lengths, the guard bounds with this)."""
+    args = trainer.args
+    _refuse_paths(trainer)
+    model = trainer.model
+    fields = {f.name: getattr(args, f.name) for f in dataclasses.fields(args)
+              if f.name in GRPO_DEFAULTS or f.name == "steps_per_generation"}
+    fields["eval_strategy"] = "no"  # evaluation is metered apart (its own bucket)
+    fields.pop("generation_batch_size", None)  # TRL fills both it and steps_per_generation
+    fields.pop("max_steps", None)
+    # the Trainer enables checkpointing when training starts (GRPOConfig's); a model the user checkpointed stays so
+    fields["gradient_checkpointing"] = bool(args.gradient_checkpointing) or bool(
+        getattr(_base(model), "is_gradient_checkpointing", False))
+    accelerator = trainer.accelerator
+    world, rank = int(accelerator.num_processes), int(accelerator.process_index)
+    rank_lora, targets = _lora(model)
+    if rank_lora is not None:
+        fields["peft"] = {"r": rank_lora, "target_modules": list(targets) if isinstance(targets, tuple)
+                          else targets}
+    rewards = _reward_models(list(trainer.reward_funcs))
+    folder.mkdir(parents=True, exist_ok=True)
+    policy = _write_config(model, folder, "policy")
+    if rewards:
+        fields["reward_funcs"] = [_write_config(rewards[0], folder, "reward")]
+    impl, kernel = attention_kernel(model)
+    if rewards:
+        reward_impl, _ = attention_kernel(rewards[0])
+        if reward_impl != impl:
+            raise UserError(f"reward model attn_implementation {reward_impl!r}: flopplan charges both models with "
+                            f"one convention (the policy runs {impl!r})")
+    ref = getattr(trainer, "ref_model", None)
+    if ref is not None:
+        if _architecture(ref) != _architecture(model):
+            raise UserError("ref_model: its config differs from the policy's; flopplan prices a reference of the "
+                            "policy's architecture")
+        ref_impl, _ = attention_kernel(ref)
+        if ref_impl != impl:
+            raise UserError(f"ref_model attn_implementation {ref_impl!r} differs from the policy's {impl!r}")
+    device = accelerator.device.type
+    recipe, run, notes = recipe_from_trl(fields, model=policy, prompt_len=Length.fixed(max(prompt_max, 1)),
+                                         world_size=world, device=device if device in ("cpu", "cuda") else "cuda",
+                                         trl_version=installed_trl_version())
+    recipe = recipe.with_(attention_kernel=kernel)
+    base = _base(model)
+    checkpointing = recipe.grad_ckpt
+    evaluation = None
+    if args.eval_strategy not in ("no", None) and getattr(trainer, "eval_dataset", None) is not None:
+        evaluation = int(trainer.num_generations_eval)
+    conventions = {"attention": recipe.attention, "attention_kernel": recipe.attention_kernel,
+                   "attn_implementation": impl, "dtype": str(getattr(base, "dtype", "")).removeprefix("torch."),
+                   "gradient_checkpointing": "non-reentrant" if checkpointing else "none"}
+    return TrainerRecipe(recipe, run, rank, evaluation, conventions, tuple(notes))
+
+
+def check_explicit(explicit: Recipe, read: Recipe) -> None:
+    """An explicit recipe must describe what the trainer runs: the first field that differs is named."""
+    for name in COMPARED:
+        mine, theirs = getattr(explicit, name), getattr(read, name)
+        if name in ("policy_spec", "reward_spec"):
+            mine = None if mine is None else dataclasses.replace(mine, name="", source="")
+            theirs = None if theirs is None else dataclasses.replace(theirs, name="", source="")
+        if mine != theirs:
+            shown = "the trainer's model differs" if name.endswith("_spec") else f"{mine!r} != {theirs!r} (trainer)"
+            raise UserError(f"the recipe given does not match the trainer: {name} {shown}")
+

@@ -1,0 +1,244 @@
+"""``flopplan.trl.meter`` on a user's own TRL script (examples/trl_grpo.py, written as TRL's docs write one): the
+ledger equals what executed (FlopCounterMode plus its named blind spots) phase by phase, with eager and SDPA
+attention, LoRA and full fine-tuning, chat and plain prompts, two reward functions and a reward model, beta > 0,
+mu > 1 and TRL's evaluation on; the budget stops it before a round that might not fit, it resumes with its ledger,
+two processes agree; the flops/* metrics reach TensorBoard's event files; what cannot be priced is refused at
+attach time with one line and nothing written. vLLM's charging is checked on recorded outputs (no vLLM here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, cli
+
+from flopplan.errors import UserError
+
+EXAMPLE = ROOT / "examples" / "trl_grpo.py"
+COMMON = ["--max-completion-length", "8", "--rows", "24", "--beta", "0.04", "--num-iterations", "2"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A random-initialised tiny policy and reward model saved as local folders (no downloads), with the built-in
+    character tokenizer and a chat template."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("trl")
+    from flopplan.grpo.codecs import hf_char_tokenizer
+    from flopplan.measure.models import build_model
+    from flopplan.recipe import Recipe, RewardSystem
+
+    root = tmp_path_factory.mktemp("models")
+    tokenizer = hf_char_tokenizer()
+    tokenizer.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                               "{% if add_generation_prompt %}assistant: {% endif %}")
+    for name, spec, seed in (("policy", Recipe(policy="tiny").policy_spec, 0),
+                             ("orm", RewardSystem.parse("orm:tiny").spec(), 1)):
+        model = build_model(spec, device="cpu", dtype=torch.float32, seed=seed)
+        configs = [model.config] + ([model.generation_config] if name == "policy" else [])
+        for config in configs:
+            config.pad_token_id, config.eos_token_id = tokenizer.pad_token_id, tokenizer.eos_token_id
+            config.bos_token_id = tokenizer.bos_token_id
+        model.save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+    return root
+
+
+def _example():
+    spec = importlib.util.spec_from_file_location("trl_grpo_example", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(tiny: Path, where: Path, *args: str):
+    """The example script, in this process (TRL's imports are paid once)."""
+    return _example().main(["--model", str(tiny / "policy"), "--output-dir", str(where / "trl"),
+                            "--out", str(where / "run"), *args])
+
+
+def _summary(run: Path) -> dict:
+    return json.loads((run / "summary.json").read_text())
+
+
+def _exact(summary: dict) -> None:
+    assert summary["measured_equals_closed_form"] is True
+    for unit, values in summary["measured_by_unit"].items():
+        assert values["measured"] == values["closed_form"] > 0, unit
+    assert summary["engine_checks"]["num_tokens"]["equal"] is True
+
+
+SCENARIOS = {
+    "eager, LoRA, chat": ["--attn", "eager", "--eval"],
+    "sdpa, LoRA, chat": ["--attn", "sdpa", "--eval"],
+    "sdpa, full, plain, reward model": ["--attn", "sdpa", "--full", "--plain", "--eval", "--reward-model", "orm"],
+}
+
+
+@pytest.mark.slow
+def test_a_users_script_is_metered_exactly(tiny, tmp_path):
+    """Three runs of the same script: every unit's ledger equals FlopCounterMode plus its named blind spots (CPU
+    SDPA counts 0 in FlopCounterMode, in-place addmm_ too); eager and SDPA agree on every phase but the update,
+    where the fused kernel's backward recomputes the score matrix (2.5x the attention forward instead of 2x)."""
+    runs = {}
+    for name, args in SCENARIOS.items():
+        args = [a if a != "orm" else str(tiny / "orm") for a in args]
+        report = ["--report-to", "tensorboard"] if name.startswith("eager") else []
+        _run(tiny, tmp_path / str(len(runs)), *COMMON, "--max-steps", "4", "--measure", *args, *report)
+        runs[name] = tmp_path / str(len(runs)) / "run"
+        summary = _summary(runs[name])
+        _exact(summary)
+        assert summary["flops"]["evaluation"] > 0 and summary["steps"] == 2
+        assert cli("report", str(runs[name])).returncode == 0
+    eager, sdpa = (_summary(runs[n])["phases"] for n in ("eager, LoRA, chat", "sdpa, LoRA, chat"))
+    assert {p: v for p, v in eager.items() if p != "update"} == {p: v for p, v in sdpa.items() if p != "update"}
+    assert sdpa["update"]["executed"] > eager["update"]["executed"]
+    blind = [c["shapes"]["blind_spots"]["cpu_sdpa"] for line in
+             map(json.loads, (runs["sdpa, LoRA, chat"] / "ledger.jsonl").read_text().splitlines())
+             for c in line["charges"]]
+    assert sum(blind) > 0  # named, not dropped
+    full = _summary(runs["sdpa, full, plain, reward model"])
+    assert full["flops"]["feedback"] > 0 and full["phases"]["eval.reward"]["executed"] > 0
+    _tensorboard_has_the_ledger(tmp_path / "0" / "trl", _summary(runs["eager, LoRA, chat"]))
+
+
+def _tensorboard_has_the_ledger(output: Path, summary: dict) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = [EventAccumulator(str(p.parent)).Reload() for p in output.rglob("events.out.tfevents.*")]
+    scalars = {tag: acc.Scalars(tag) for acc in events for tag in acc.Tags()["scalars"]}
+    # the last event (the end of training) holds the run's totals, bucket by bucket (float32 events)
+    for bucket in ("total", "rollout", "learning", "evaluation"):
+        assert scalars[f"train/flops/{bucket}"][-1].value == pytest.approx(summary["flops"][bucket], rel=1e-6)
+    assert summary["flops"]["evaluation"] > 0
+
+
+@pytest.mark.slow
+def test_the_budget_stops_the_script_and_it_resumes_with_its_ledger(tiny, tmp_path):
+    budget = 1_600_000_000
+    _, meter = _run(tiny, tmp_path, *COMMON, "--attn", "eager", "--budget", str(budget))
+    s = _summary(tmp_path / "run")
+    assert s["stop"]["reason"] == "budget" and s["flops"]["total"] <= budget
+    assert s["flops"]["total"] + s["stop"]["bound_flops"] > budget  # it stopped only because the next might not fit
+    assert meter.decision.stop and meter.ledger.spent == s["flops"]["total"]
+    _, more = _run(tiny, tmp_path, *COMMON, "--attn", "eager", "--budget", str(2 * budget), "--resume")
+    assert more.rounds == json.loads((tmp_path / "run" / "summary.json").read_text())["steps"]
+    r = _summary(tmp_path / "run")
+    assert r["steps"] > s["steps"] and r["flops"]["total"] + r["lost_flops"] <= 2 * budget
+    assert [m["step"] for m in map(json.loads, (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())] == \
+        list(range(1, r["steps"] + 1))
+
+
+@pytest.mark.slow
+def test_two_processes_agree(tiny, tmp_path):
+    """torchrun, 2 CPU processes (gloo): each charges its shard; the ledger is their sum, equal to what executed on
+    both, and both stop on the same round."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                          str(EXAMPLE), "--model", str(tiny / "policy"), "--output-dir", str(tmp_path / "trl"),
+                          "--out", str(tmp_path / "run"), *COMMON, "--batch-size", "4", "--attn", "sdpa",
+                          "--budget", "1600000000", "--measure"],
+                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    s = _summary(tmp_path / "run")
+    _exact(s)
+    assert s["stop"]["reason"] == "budget" and s["within_budget"]
+
+
+@pytest.mark.slow
+def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
+    from peft import LoraConfig
+    from transformers import AutoModelForSequenceClassification
+    from trl import GRPOConfig, GRPOTrainer
+
+    from flopplan.recipe import Recipe
+    from flopplan.trl import meter
+
+    example = _example()
+    example.write_dataset(tmp_path / "data.parquet", 16, chat=True)
+    from datasets import load_dataset
+
+    data = load_dataset("parquet", data_files=str(tmp_path / "data.parquet"), split="train")
+    args = GRPOConfig(output_dir=str(tmp_path / "trl"), per_device_train_batch_size=8, num_generations=4,
+                      max_completion_length=8, use_cpu=True, report_to="none", max_steps=2)
+    orm = str(tiny / "orm")
+
+    def trainer(**changes):
+        kwargs = {"model": str(tiny / "policy"), "reward_funcs": [example.accuracy_reward], "args": args,
+                  "train_dataset": data, **changes}
+        return GRPOTrainer(**kwargs)
+
+    out = tmp_path / "run"
+    for fragment, made in (
+        ("layers_to_transform", lambda: trainer(peft_config=LoraConfig(r=4, target_modules=["q_proj"],
+                                                                        layers_to_transform=[0]))),
+        ("use_dora", lambda: trainer(peft_config=LoraConfig(r=4, target_modules=["q_proj"], use_dora=True))),
+        ("reward models", lambda: trainer(reward_funcs=[AutoModelForSequenceClassification.from_pretrained(orm),
+                                                        AutoModelForSequenceClassification.from_pretrained(orm)])),
+    ):
+        with pytest.raises(UserError, match=fragment) as caught:
+            meter(made(), out=out)
+        assert "\n" not in str(caught.value) and not out.exists()
+    plain = trainer(peft_config=LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    with pytest.raises(UserError, match="lora_rank"):
+        meter(plain, out=out, recipe=Recipe(policy="tiny", lora_rank=8, prompts_per_step=2, group_size=4))
+    assert not out.exists()
+
+
+# -- vLLM: the charging on recorded outputs ------------------------------------------------------------------------
+
+def _vllm_meter(mode: str, rank: int = 0, world: int = 1):
+    pytest.importorskip("torch")
+    from flopplan.engines.trl import TRLRun
+    from flopplan.engines.trl_meter import TRLMeter
+    from flopplan.lengths import Length
+    from flopplan.recipe import Recipe
+
+    recipe = Recipe(policy="tiny", lora_rank=4, prompts_per_step=4, group_size=4, micro_batch=8, engine="vllm",
+                    prefix_sharing=mode == "server", prompt_len=Length.fixed(7), completion_len=Length.fixed(5),
+                    logprob_head="fused-compact", generation_batch=None)
+    run = TRLRun(8, 1, 2 // world, 1, 4, world, True, mode, True)
+    return recipe, TRLMeter(recipe, run, None, rank=rank)
+
+
+@pytest.mark.parametrize("mode", ["colocate", "server"])
+def test_vllm_rollouts_are_charged_as_vllm_runs_them(mode):
+    """What TRL's vLLM path returns (``_generate_single_turn``: unpadded prompt and completion id lists, a prompt
+    repeated num_generations times in a row): at fixed lengths the charge equals the plan's rollout phases (no
+    padding; in server mode one prefill per prompt); at mixed lengths each row costs its own lengths."""
+    from flopplan.cost import step_cost
+
+    recipe, meter = _vllm_meter(mode)
+    prompts = [[1] * 7 for _ in range(16)]
+    meter.record_generation(prompts, [[2] * 5 for _ in range(16)], group=4)
+    rollout = meter.local_charges()["rollout"]
+    planned = step_cost(recipe).step_phases
+    assert rollout.executed == {p: planned[p] for p in ("rollout.prefill", "rollout.decode")}
+    assert rollout.executed == rollout.useful  # nothing padded
+
+    _, mixed = _vllm_meter(mode)
+    short = [[2] * (1 + i % 5) for i in range(16)]
+    mixed.record_generation(prompts, short, group=4)
+    decode = mixed.local_charges()["rollout"].executed["rollout.decode"]
+    assert decode < rollout.executed["rollout.decode"]  # short completions cost less: no padding to the longest
+
+
+def test_vllm_server_prefills_each_group_once_across_processes():
+    """In server mode TRL sends each prompt once (``n = num_generations``); a group may straddle two processes'
+    shards: the prefill is charged to the process holding the group's first row, once over the run."""
+    prompts = [[1] * (3 + i // 4) for i in range(12)]  # 3 groups of 4, each its own prompt length
+    completions = [[2] * 4 for _ in range(12)]
+    _, one = _vllm_meter("server")
+    one.record_generation(prompts, completions, group=4)
+    whole = one.local_charges()["rollout"].executed["rollout.prefill"]
+    parts = 0
+    for rank in (0, 1):  # 6 rows a process: the second group straddles them
+        _, shard = _vllm_meter("server", rank=rank, world=2)
+        shard.record_generation(prompts[rank * 6:(rank + 1) * 6], completions[rank * 6:(rank + 1) * 6], group=4)
+        parts += shard.local_charges()["rollout"].executed["rollout.prefill"]
+    assert parts == whole > 0
