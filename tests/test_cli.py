@@ -142,7 +142,10 @@ def _train_values(*args):
     from flopplan.cli.train import train
     from flopplan.train.config import TrainConfig
 
-    params = train.make_context("train", list(args)).params
+    # under flopplan's own context, whose help names (-h, --help) train inherits: click caches a command's help
+    # option the first time it is asked for, and a bare context would cache --help alone for the rest of the process
+    parent = click.Context(main, info_name="flopplan", **main.context_settings)
+    params = train.make_context("train", list(args), parent=parent).params
     return dataclass_values(TrainConfig, params)
 
 
@@ -244,7 +247,7 @@ def test_train_help_states_the_training_defaults():
     from flopplan.cli.train import train
 
     printed = " ".join(cli("train", "--help").stdout.split())
-    context = click.Context(train, info_name="train")
+    context = click.Context(train, info_name="train", parent=click.Context(main, **main.context_settings))
     records = {p.opts[0]: p.get_help_record(context) for p in train.params if isinstance(p, click.Option)}
     entries = {option: " ".join(record[1].split()) for option, record in records.items() if record}
     for option, label, default in (("--group-size", "Completions per prompt, G", 16),
