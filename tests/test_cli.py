@@ -138,6 +138,7 @@ def test_every_train_config_field_has_exactly_one_option_showing_its_default():
 
 
 def _train_values(*args):
+    from flopplan.cli import main
     from flopplan.cli.options import dataclass_values
     from flopplan.cli.train import train
     from flopplan.train.config import TrainConfig
@@ -244,6 +245,7 @@ def test_what_cannot_work_is_refused(tmp_path, case):
 
 def test_train_help_states_the_training_defaults():
     """Each option's own entry in ``train --help`` states the training's default (not the planner's G=8)."""
+    from flopplan.cli import main
     from flopplan.cli.train import train
 
     printed = " ".join(cli("train", "--help").stdout.split())
