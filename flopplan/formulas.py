@@ -9,7 +9,8 @@ linear in three quantities, summed over the batch:
 
 So a pass is described by a :class:`Pass` of those three numbers, and one function, :func:`pass_terms`, turns it
 into a breakdown (term -> FLOPs). Each term is written once in plain ``+`` and ``*`` arithmetic; the only other
-operation is :func:`half`, exact on integers. The same definitions therefore evaluate on Python ints (exact
+operations are :func:`flopplan.attention.half`, exact on integers, and the window caps of
+:mod:`flopplan.attention`. The same definitions therefore evaluate on Python ints (exact
 integers), numpy arrays (whole grids at once; int64 is exact below 2**63, float64 for larger grids) and sympy
 symbols (the LaTeX of ``flopplan formula``).
 
@@ -17,13 +18,9 @@ Conventions (each is a :class:`Conventions` field, documented in the README):
 
 * A multiply-add is 2 FLOPs (``FMA_FLOPS``), a ``[M,K]x[K,N]`` matmul ``2*M*K*N``; biases, norms, softmax, RoPE,
   activations and embedding gathers count 0. This is what ``torch.utils.flop_counter.FlopCounterMode`` counts.
-* ``attention="dense"`` (default) counts every query against every key of the (masked) score matrix, as
-  FlopCounterMode and eager attention do; ``"causal"`` counts only the computed triangle (``s*(s+1)/2`` pairs for a
-  prefill of ``s`` tokens), the work a causal flash kernel really does, for time estimates.
-* ``attention_kernel="eager"`` (default): attention is two batched matmuls, each of whose operands gets a gradient
-  of the same cost (backward = 2x forward). ``"sdpa"``: a fused SDPA/flash kernel, whose backward FlopCounterMode
-  counts as 2.5x the forward (five matmuls: the recomputed scores, dV, dP, dQ, dK) whenever any of q, k, v needs a
-  gradient; use it to match a GPU measurement with SDPA.
+* Attention enters only through the number of query-key pairs, counted under the ``attention`` (dense or causal),
+  ``attention_kernel`` (eager or sdpa) and ``window`` (masked or windowed) conventions: see
+  :mod:`flopplan.attention`.
 * Training counts what autograd executes: a frozen weight whose input needs a gradient costs its forward once more
   (dgrad, no wgrad); an op none of whose inputs needs a gradient has no backward at all. Under LoRA the layers
   before the first trainable module see inputs that need no gradient, unless the embedding output is made to
@@ -34,11 +31,6 @@ Conventions (each is a :class:`Conventions` field, documented in the README):
   implementation (default ``grouped_mm``, transformers' own); all three execute the same matmuls. LoRA targets
   name modules: in an MoE layer ``gate_proj``/``up_proj``/``down_proj`` are the shared expert's, and the routed
   experts (3-D parameters) carry no adapter.
-* A sliding window of ``w`` keys (Mistral): a decode step attends to at most ``w`` keys, since transformers' sliding
-  cache keeps the last ``w - 1`` tokens, whatever the kernel. In a prefill, ``window="masked"`` (default) counts
-  what the attention convention counts, as eager attention computes the full score matrix and masks it;
-  ``"windowed"`` leaves out the pairs beyond the window (query ``i`` and key ``j`` with ``i - j >= w``), which a
-  windowed SDPA/flash kernel never computes.
 * Gradient checkpointing re-runs each decoder layer's forward during backward. Non-reentrant checkpointing (the
   transformers 5 default) stops the re-run as soon as the last tensor the backward needs is recomputed, so the
   final matmul of the layer, whose inputs are saved before it runs, is not re-executed. Reentrant checkpointing
@@ -52,31 +44,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flopplan.arch import LORA_TARGETS
+from flopplan.attention import (
+    ATTENTION_CONVENTIONS,
+    ATTENTION_KERNELS,
+    SDPA_BACKWARD_MATMULS,
+    WINDOW_CONVENTIONS,
+    Num,
+    beyond_window,
+    decode_pairs,
+    decode_pairs_sum,
+    prefill_pairs,
+)
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS, expert_lora_targets, routed_pairs
-
-Num = Any
-"""A count: a Python int (exact), a numpy array (a grid) or a sympy expression (a formula)."""
 
 FMA_FLOPS = 2
 """FLOPs per multiply-add: a [M,K]x[K,N] matmul is 2*M*K*N FLOPs (FlopCounterMode; Megatron's fma factor)."""
-
-ATTENTION_MATMULS = 2
-"""Attention does two matmuls per head per query-key pair: the scores QK^T and the weighted sum softmax(.)V."""
-
-SDPA_BACKWARD_MATMULS = 5
-"""FlopCounterMode's count for a fused SDPA backward: recomputed QK^T, dV, dP, dQ and dK (2.5x the forward)."""
-
-
-def half(x: Num) -> Num:
-    """``x / 2``, exact for Python ints and integer numpy arrays (every caller passes an even number)."""
-    if isinstance(x, int):
-        if x % 2:
-            raise ValueError(f"half() of an odd integer {x}")
-        return x // 2
-    kind = getattr(getattr(x, "dtype", None), "kind", None)
-    if kind in ("i", "u"):
-        return x // 2
-    return x / 2
 
 
 def matmul_flops(rows: Num, n_in: Num, n_out: Num) -> Num:
@@ -86,9 +68,6 @@ def matmul_flops(rows: Num, n_in: Num, n_out: Num) -> Num:
 
 # -- conventions and fine-tuning set-up -------------------------------------------------------------------------
 
-ATTENTION_CONVENTIONS = ("dense", "causal")
-ATTENTION_KERNELS = ("eager", "sdpa")
-WINDOW_CONVENTIONS = ("masked", "windowed")
 CHECKPOINTING = ("none", "non-reentrant", "reentrant")
 
 
@@ -171,40 +150,6 @@ FULL = Training()
 
 # -- a pass through the model -----------------------------------------------------------------------------------
 
-def prefill_pairs(seq: Num, causal: bool = False) -> Num:
-    """Query-key pairs of a forward over ``seq`` fresh tokens: ``seq**2`` dense, ``seq*(seq+1)/2`` causal."""
-    if causal:
-        return half(seq * (seq + 1))
-    return seq * seq
-
-
-def beyond_window(seq: Num, window: int | None) -> Num:
-    """Pairs of a ``seq``-token prefill outside a sliding window (query ``i``, key ``j <= i - window``):
-    ``(seq - window) * (seq - window + 1) / 2``; 0 without a window or within it."""
-    if window is None or seq <= window:
-        return 0
-    return half((seq - window) * (seq - window + 1))
-
-
-def decode_pairs(context: Num, window: int | None = None) -> Num:
-    """Query-key pairs of one decode step with ``context`` tokens cached: the new token attends to context + 1
-    (at most ``window``: the sliding cache keeps the last ``window - 1`` tokens)."""
-    return context + 1 if window is None else min(context + 1, window)
-
-
-def decode_pairs_sum(prompt: Num, steps: Num, window: int | None = None) -> Num:
-    """Pairs of ``steps`` consecutive decode steps after a ``prompt``-token prefill.
-
-    Step j (0-based) has ``prompt + j`` tokens cached and attends to ``prompt + j + 1`` keys, so the sum is
-    ``steps*(prompt+1) + steps*(steps-1)/2``, an arithmetic series in closed form. With a sliding window the
-    steps from the one that reaches ``window`` keys on attend to ``window`` keys each.
-    """
-    if window is None or prompt + steps <= window:
-        return steps * (prompt + 1) + half(steps * (steps - 1))
-    below = max(0, window - prompt - 1)  # steps with fewer than `window` keys
-    return decode_pairs_sum(prompt, below) + (steps - below) * window
-
-
 @dataclass(frozen=True)
 class Pass:
     """The three quantities every FLOP of a pass is linear in, summed over the batch."""
@@ -246,18 +191,6 @@ def generate_passes(batch: Num, prompt: Num, completion: Num, conv: Conventions 
         "prefill": forward_pass(batch, prompt, 1, conv, window),
         "decode": Pass(batch * steps, batch * decode_pairs_sum(prompt, steps, window), batch * steps),
     }
-
-
-def kv_cache_elements(arch: Any, batch: Num, context: Num) -> Num:
-    """Elements a decode step reads from the KV cache: keys and values of ``context + 1`` positions (the cached
-    tokens and the new one, at most a sliding window's) in every layer, ``batch * (context + 1) * 2 * layers *
-    kv_dim``."""
-    return batch * decode_pairs(context, _window(arch)) * (2 * arch.num_layers * arch.kv_dim)
-
-
-def is_attention_term(term: str) -> bool:
-    """Whether a breakdown term is attention (QK^T, AV, or a fused SDPA backward), in any pass."""
-    return "attn_" in term or "attention" in term
 
 
 # -- breakdowns -------------------------------------------------------------------------------------------------

@@ -37,17 +37,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from flopplan.arch import ArchSpec
+from flopplan.attention import Num, prefill_pairs
 from flopplan.formulas import (
     Breakdown,
     Conventions,
     LoRA,
-    Num,
     Pass,
     Training,
     forward_flops,
     generate_passes,
     pass_terms,
-    prefill_pairs,
     train_terms,
 )
 from flopplan.lengths import Length

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from flopplan.arch import LORA_TARGETS, ArchSpec, orm_head, prm_head, resolve, with_head
+from flopplan.attention import ATTENTION_CONVENTIONS, ATTENTION_KERNELS
 from flopplan.errors import UserError, check_choice, check_int, check_number
 from flopplan.fileio import atomic_write_text, read_text
-from flopplan.formulas import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, Conventions, LoRA, Training, train_flops
+from flopplan.formulas import Conventions, LoRA, Training, train_flops
 from flopplan.lengths import Length
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS
 

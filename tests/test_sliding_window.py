@@ -20,9 +20,7 @@ from flopplan.formulas import (
     LoRA,
     Training,
     decode_flops,
-    decode_pairs_sum,
     forward_flops,
-    forward_pass,
     generate_flops,
     train_flops,
 )
@@ -74,24 +72,6 @@ def test_train_step_past_the_window(training, record_exact):
     model = counters.prepare_training(build_model(SPEC, device="cpu", seed=0), training)
     record_exact(f"{SPEC.name} train B={B} T=10", train_flops(SPEC, B, 10, 3, training).total,
                  counters.train_step(model, B, 10, 3, training))
-
-
-@pytest.mark.parametrize("attention", ["dense", "causal"])
-@pytest.mark.parametrize("seq", [1, 3, 4, 5, 11])
-def test_windowed_prefill_leaves_out_exactly_the_pairs_beyond_the_window(attention, seq):
-    """Against the mask itself: the pairs the attention convention counts (dense: all; causal: key <= query)
-    minus those a windowed kernel skips (query - key >= window)."""
-    counted = {(q, k) for q in range(seq) for k in range(seq) if attention == "dense" or k <= q}
-    inside = {(q, k) for q, k in counted if q - k < WINDOW}
-    conv = Conventions(attention, window="windowed")
-    assert forward_pass(1, seq, 1, conv, WINDOW).pairs == len(inside)
-    assert forward_pass(1, seq, 1, Conventions(attention), WINDOW).pairs == len(counted)
-
-
-@pytest.mark.parametrize("prompt", range(0, 7))
-@pytest.mark.parametrize("steps", range(0, 7))
-def test_decode_pairs_sum_is_the_sum_of_capped_steps(prompt, steps):
-    assert decode_pairs_sum(prompt, steps, WINDOW) == sum(min(prompt + j + 1, WINDOW) for j in range(steps))
 
 
 def test_without_a_window_nothing_changes():

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from flopplan.attention import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, WINDOW_CONVENTIONS
 from flopplan.cli import echo_json, fail, main
-from flopplan.formulas import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, WINDOW_CONVENTIONS, Conventions, LoRA
+from flopplan.formulas import Conventions, LoRA
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS
 
 
