@@ -101,20 +101,31 @@ def decode_pairs_sum(prompt: Num, steps: Num, window: int | None = None) -> Num:
     return u * (prompt + 1) + half(u * (u - 1)) + (steps - u) * window
 
 
-def layer_windows(arch: Any) -> tuple[int | None, ...]:
-    """Each decoder layer's sliding window (None: full attention), from the spec's ``windows`` when it has them."""
-    windows = getattr(arch, "windows", None)
-    if windows is not None:
-        return tuple(windows)
-    return (getattr(arch, "sliding_window", None),) * arch.num_layers
+SLIDING, FULL = "sliding_attention", "full_attention"
+"""transformers' names of the two layer types (``config.layer_types``)."""
+
+
+def sliding_layers(arch: Any) -> tuple[Num, bool]:
+    """How many decoder layers have a sliding window, and whether the first one does. A spec's ``layer_types``
+    say it layer by layer (Gemma 2/3, Qwen2's ``max_window_layers``); without them a ``sliding_window`` applies
+    to every layer (Mistral, Phi-3) and no window to none."""
+    types = getattr(arch, "layer_types", None)
+    if getattr(arch, "sliding_window", None) is None:
+        return 0, False
+    if types is None:
+        return arch.num_layers, True
+    return sum(1 for t in types if t == SLIDING), types[0] == SLIDING
 
 
 def kv_cache_elements(arch: Any, batch: Num, context: Num) -> Num:
     """Elements a decode step reads from the KV cache: keys and values of ``context + 1`` positions (the cached
-    tokens and the new one; in a sliding layer at most its window's) in every layer, ``batch * 2 * kv_dim *
-    sum over layers of decode_pairs``."""
-    windows = layer_windows(arch)
-    return batch * (2 * arch.kv_dim) * sum((decode_pairs(context, w) for w in windows), 0)
+    tokens and the new one; in a sliding layer at most its window's) in every layer, ``batch * 2 * kv_dim`` times
+    that summed over the layers."""
+    local, _ = sliding_layers(arch)
+    pairs = (arch.num_layers - local) * decode_pairs(context)
+    if local:
+        pairs = pairs + local * decode_pairs(context, arch.sliding_window)
+    return batch * (2 * arch.kv_dim) * pairs
 
 
 def is_attention_term(term: str) -> bool:
