@@ -78,4 +78,4 @@ def test_orm_head_and_prm_head():
 def test_lora_targets_the_model_cannot_take_are_refused(policy, changes, fragment):
     recipe = Recipe(policy=policy, lora_rank=8, **changes)
     with pytest.raises(UserError, match=fragment):
-        recipe.policy_spec
+        _ = recipe.policy_spec

@@ -29,7 +29,8 @@ def models(context: int, as_json: bool) -> None:
         sliding, _ = sliding_layers(spec)
         rows.append({"name": spec.name, "params": spec.params, "params_non_embedding": spec.params_non_embedding,
                      "params_active": spec.params_active, "moe": spec.moe is not None,
-                     "sliding_window": spec.sliding_window, "sliding_layers": sliding, "layers": spec.num_layers, "hidden": spec.hidden_size, "heads": spec.num_heads,
+                     "sliding_window": spec.sliding_window, "sliding_layers": sliding, "layers": spec.num_layers,
+                     "hidden": spec.hidden_size, "heads": spec.num_heads,
                      "kv_heads": spec.num_kv_heads, "vocab": spec.vocab_size, "tied": spec.tie_embeddings,
                      "head": spec.head.kind, "context": context, "forward_flops": total,
                      "forward_flops_per_token": total / context})
