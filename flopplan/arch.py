@@ -458,7 +458,7 @@ def _windows(cfg: dict[str, Any], model_type: str, where: str) -> tuple[int | No
     ``layer_types``; else Qwen2/Qwen3: layer i slides iff ``use_sliding_window`` and i >= ``max_window_layers``;
     Gemma 2: every other layer from the first; Gemma 3: all but every ``sliding_window_pattern``-th (6); Mistral,
     Mixtral, Phi-3: every layer when ``sliding_window`` is set; Llama: none. (None, None): full attention."""
-    layers = cfg.get("num_hidden_layers")
+    layers: int = cfg["num_hidden_layers"]  # checked a positive integer by the caller
     window = cfg.get("sliding_window")
     if model_type == "llama" or window is None:
         return None, None
