@@ -16,12 +16,51 @@ from pathlib import Path
 from typing import Any
 
 from flopplan import catalog, hub
+from flopplan.attention import FULL, SLIDING
 from flopplan.errors import UserError
 from flopplan.fileio import read_json
 from flopplan.moe import MOE_MODEL_TYPES, MoE, moe_from_config
 
 LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 """The seven linear projections of a decoder layer, in the order a layer executes them."""
+
+FUSED_PROJECTIONS: dict[str, tuple[str, ...]] = {"qkv_proj": ("q_proj", "k_proj", "v_proj"),
+                                                 "gate_up_proj": ("gate_proj", "up_proj")}
+"""Phi-3's fused projections and the projections each stands for (the same matmul FLOPs as the split ones)."""
+FUSED_FAMILIES = ("phi3",)
+"""Families whose decoder layers hold the fused modules: ``qkv_proj``, ``o_proj``, ``gate_up_proj``, ``down_proj``."""
+FOUR_NORM_FAMILIES = ("gemma2", "gemma3_text")
+"""Families with four RMSNorms per layer (before and after attention and MLP) instead of two."""
+
+
+def lora_modules(family: str, targets: tuple[str, ...]) -> tuple[str, ...]:
+    """The module names a LoRA on ``targets`` adapts in a ``family`` layer (peft's ``target_modules``).
+
+    Phi-3 (:data:`FUSED_FAMILIES`): ``qkv_proj`` when q, k and v are all named (or ``qkv_proj`` itself),
+    ``gate_up_proj`` for gate and up, one adapter of rank r on the fused output; naming only part of a fused
+    projection is refused, as peft would adapt nothing there. Other families: the targets as given; the fused names
+    are refused there."""
+    fused = [name for name in targets if name in FUSED_PROJECTIONS]
+    if family not in FUSED_FAMILIES:
+        if fused:
+            raise ValueError(f"{', '.join(fused)}: fused projections exist in Phi-3 only; name the split ones")
+        return targets
+    out = []
+    for name in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"):
+        parts = FUSED_PROJECTIONS.get(name, (name,))
+        named = [part for part in parts if part in targets]
+        if name in targets or len(named) == len(parts):
+            out.append(name)
+        elif named:
+            raise ValueError(f"Phi-3 fuses {', '.join(parts)} into {name}: LoRA adapts all of them or none "
+                             f"(named: {', '.join(named)})")
+    return tuple(out)
+
+
+def fused_shapes(hidden: Any, q_dim: Any, kv_dim: Any, intermediate: Any) -> dict[str, tuple[Any, Any]]:
+    """(in_features, out_features) of Phi-3's four projections: ``qkv_proj`` and ``gate_up_proj`` fused."""
+    return {"qkv_proj": (hidden, q_dim + 2 * kv_dim), "o_proj": (q_dim, hidden),
+            "gate_up_proj": (hidden, 2 * intermediate), "down_proj": (intermediate, hidden)}
 
 
 def projection_shapes(hidden: Any, q_dim: Any, kv_dim: Any, intermediate: Any) -> dict[str, tuple[Any, Any]]:
@@ -91,6 +130,7 @@ class ArchSpec:
     sliding_window: int | None = None
     source: str = "registry"
     moe: MoE | None = None
+    layer_types: tuple[str, ...] | None = None  # per layer "sliding_attention"/"full_attention"; None: uniform
 
     def __post_init__(self) -> None:
         for key in ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
@@ -102,6 +142,12 @@ class ArchSpec:
             raise ValueError(f"num_heads ({self.num_heads}) is not a multiple of num_kv_heads ({self.num_kv_heads})")
         if self.head.kind == "score" and self.head.layers[0].in_features != self.hidden_size:
             raise ValueError("the score head's first layer must take the hidden size as input")
+        if self.layer_types is not None:
+            if len(self.layer_types) != self.num_layers or not set(self.layer_types) <= {SLIDING, FULL}:
+                raise ValueError(f"layer_types must give {SLIDING} or {FULL} for each of the {self.num_layers} "
+                                 "layers")
+            if self.sliding_window is None and SLIDING in self.layer_types:
+                raise ValueError("sliding_attention layers need a sliding_window")
 
     # -- derived shapes ---------------------------------------------------------------------------------------
     @property
@@ -125,6 +171,8 @@ class ArchSpec:
         """(in_features, out_features) of each linear projection module of one decoder layer: the seven of a dense
         layer; in an MoE layer the four attention projections and the shared expert's three, if any (the routed
         experts are 3-D parameters, not modules)."""
+        if self.moe is None and self.family in FUSED_FAMILIES:
+            return fused_shapes(self.hidden_size, self.q_dim, self.kv_dim, self.intermediate_size)
         if self.moe is None:
             return projection_shapes(self.hidden_size, self.q_dim, self.kv_dim, self.intermediate_size)
         shapes = projection_shapes(self.hidden_size, self.q_dim, self.kv_dim, self.moe.shared_intermediate)
@@ -135,7 +183,8 @@ class ArchSpec:
 
     # -- parameter counts -------------------------------------------------------------------------------------
     def layer_params(self) -> int:
-        """Parameters of one decoder layer: its projections (and MoE block), biases, two RMSNorms, q/k norms."""
+        """Parameters of one decoder layer: its projections (and MoE block), biases, two RMSNorms (four in Gemma 2/3),
+        q/k norms."""
         shapes = self.projection_shapes()
         weights = sum(n_in * n_out for n_in, n_out in shapes.values())
         if self.moe is not None:  # the shared expert is in ``shapes`` already
@@ -147,7 +196,8 @@ class ArchSpec:
             biases += self.hidden_size
         if self.mlp_bias:
             biases += 2 * self.intermediate_size + self.hidden_size
-        norms = 2 * self.hidden_size + (2 * self.head_dim if self.qk_norm else 0)
+        norms = (4 if self.family in FOUR_NORM_FAMILIES else 2) * self.hidden_size \
+            + (2 * self.head_dim if self.qk_norm else 0)
         return weights + biases + norms
 
     def embedding_params(self) -> int:
@@ -205,6 +255,7 @@ class ArchSpec:
             "rope_theta": self.rope_theta,
             "sliding_window": self.sliding_window,
             "moe": self.moe.describe() if self.moe is not None else None,
+            **({"layer_types": list(self.layer_types)} if self.layer_types is not None else {}),
             "params": self.params,
             "params_active": self.params_active,
             "params_non_embedding": self.params_non_embedding,
@@ -266,9 +317,10 @@ _ALIASES = {name.replace("qwen2.5-", "qwen2.5/"): name for name in REGISTRY}
 
 
 def _registry_key(text: str) -> str | None:
-    """The registry name of ``text``: itself, an alias, or the name part of a Hub id, with or without -Instruct."""
+    """The registry name of ``text``: itself, an alias, or the name part of a Hub id, with or without -Instruct
+    (or Gemma's -it and -pt)."""
     key = text.strip().lower()
-    for candidate in (key, key.removesuffix("-instruct")):
+    for candidate in (key, key.removesuffix("-instruct"), key.removesuffix("-it"), key.removesuffix("-pt")):
         for name in (candidate, candidate.rsplit("/", 1)[-1]):  # the organisation does not change the shapes
             name = _ALIASES.get(name, name)
             if name in REGISTRY:
@@ -294,7 +346,12 @@ def resolve(name_or_path: str) -> ArchSpec:
 
 # -- Hugging Face config.json ---------------------------------------------------------------------------------
 
-SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "llama", "mistral", *MOE_MODEL_TYPES)
+SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "llama", "mistral", "gemma2", "gemma3_text", "phi3", *MOE_MODEL_TYPES)
+GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
+                        "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                        "max_position_embeddings": 131072, "sliding_window": 4096, "tie_word_embeddings": True}
+"""transformers' Gemma3TextConfig defaults (5.x): the text_config of a multimodal Gemma 3 config.json states only
+the keys that differ from them."""
 _MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size", "num_experts_per_tok")
 
 
@@ -330,8 +387,16 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
     elif moe_keys or ((isinstance(model_type, str) and "moe" in model_type) or model_type == "deepseek_v3"):
         raise UserError(f"{where}: mixture-of-experts model_type {model_type!r} is not supported "
                         f"(supported: {', '.join(MOE_MODEL_TYPES)})")
+    if model_type == "gemma3" and isinstance(cfg.get("text_config"), dict):
+        # Gemma 3 4B and up: the language model only (the vision tower and projector are not counted)
+        cfg = {**GEMMA3_TEXT_DEFAULTS, **cfg["text_config"], "model_type": "gemma3_text",
+               "architectures": ["Gemma3ForCausalLM"]}
+        model_type = "gemma3_text"
+    elif model_type == "gemma3_text":
+        cfg = {**GEMMA3_TEXT_DEFAULTS, **cfg}
     if "text_config" in cfg or "vision_config" in cfg:
-        raise UserError(f"{where}: multimodal configs are not supported (text decoder only)")
+        raise UserError(f"{where}: multimodal configs are not supported (text decoder only; Gemma 3: its language "
+                        "model)")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise UserError(f"{where}: model_type {model_type!r} is not supported "
                         f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
@@ -359,13 +424,16 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
         head_dim = hidden // heads
     if heads % kv_heads:
         raise UserError(f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}")
-    sliding_window = _uniform_sliding_window(cfg, base, where)
+    sliding_window, layer_types = _windows(cfg, base, where)
     attention_bias = bool(cfg.get("attention_bias", False))
     bias = {
         "qwen2": (bool(cfg.get("qkv_bias", True)), False, False),
         "qwen3": (attention_bias, attention_bias, False),
         "llama": (attention_bias, attention_bias, bool(cfg.get("mlp_bias", False))),
         "mistral": (False, False, False),
+        "gemma2": (attention_bias, attention_bias, False),
+        "gemma3_text": (attention_bias, attention_bias, False),
+        "phi3": (False, False, False),
     }[base]
     head = _head_from_config(cfg, hidden, where)
     rope = cfg.get("rope_theta")
@@ -376,46 +444,51 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
             name=name, hidden_size=hidden, intermediate_size=sizes["intermediate_size"],
             num_layers=sizes["num_hidden_layers"], num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
             vocab_size=sizes["vocab_size"], tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            family=model_type, qkv_bias=bias[0], o_bias=bias[1], mlp_bias=bias[2], qk_norm=base == "qwen3",
+            family=model_type, qkv_bias=bias[0], o_bias=bias[1], mlp_bias=bias[2],
+            qk_norm=base in ("qwen3", "gemma3_text"),
             head=head, max_position_embeddings=cfg.get("max_position_embeddings"),
             rope_theta=float(rope) if isinstance(rope, (int, float)) else None,
-            sliding_window=sliding_window, source=source, moe=moe)
+            sliding_window=sliding_window, source=source, moe=moe, layer_types=layer_types)
     except ValueError as exc:
         raise UserError(f"{where}: {exc}") from None
 
 
-def _uniform_sliding_window(cfg: dict[str, Any], model_type: str, where: str) -> int | None:
-    """The sliding window if every layer uses the same one, None for full attention; refuse mixed layers."""
-    layer_types = cfg.get("layer_types")
-    if isinstance(layer_types, list) and len(set(layer_types)) > 1:
-        raise UserError(f"{where}: mixed sliding-window and full-attention layers are not supported "
-                        f"(layer_types {sorted(set(layer_types))})")
+def _windows(cfg: dict[str, Any], model_type: str, where: str) -> tuple[int | None, tuple[str, ...] | None]:
+    """The sliding window and, when layers differ, each layer's type, as transformers 5.x builds them: an explicit
+    ``layer_types``; else Qwen2/Qwen3: layer i slides iff ``use_sliding_window`` and i >= ``max_window_layers``;
+    Gemma 2: every other layer from the first; Gemma 3: all but every ``sliding_window_pattern``-th (6); Mistral,
+    Mixtral, Phi-3: every layer when ``sliding_window`` is set; Llama: none. (None, None): full attention."""
+    layers: int = cfg["num_hidden_layers"]  # checked a positive integer by the caller
     window = cfg.get("sliding_window")
-    if model_type in ("qwen2", "qwen3"):
-        # transformers: layer i slides iff use_sliding_window and i >= max_window_layers
-        if not cfg.get("use_sliding_window", False) or window is None:
-            return None
-        layers = cfg.get("num_hidden_layers")
-        max_window_layers = cfg.get("max_window_layers", 28)  # transformers' default
-        for key, value in (("max_window_layers", max_window_layers), ("num_hidden_layers", layers)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise UserError(f"{where}: {key} must be a non-negative integer, not {value!r}")
-        if max_window_layers >= layers:
-            return None  # every layer is a full-attention layer
-        if max_window_layers > 0:
-            raise UserError(f"{where}: mixed sliding-window and full-attention layers are not supported "
-                            f"(use_sliding_window with max_window_layers {max_window_layers} of {layers})")
-    if model_type == "llama":
-        return None
-    if window is None:
-        return None
+    if model_type == "llama" or window is None:
+        return None, None
+    if model_type in ("qwen2", "qwen3") and not cfg.get("use_sliding_window", False):
+        return None, None
     if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
         raise UserError(f"{where}: sliding_window must be a positive integer or null, not {window!r}")
+    types = cfg.get("layer_types")
+    if types is None and model_type in ("qwen2", "qwen3"):
+        max_window_layers = cfg.get("max_window_layers", 28)  # transformers' default
+        if isinstance(max_window_layers, bool) or not isinstance(max_window_layers, int) or max_window_layers < 0:
+            raise UserError(f"{where}: max_window_layers must be a non-negative integer, not {max_window_layers!r}")
+        types = [SLIDING if i >= max_window_layers else FULL for i in range(layers)]
+    elif types is None and model_type in ("gemma2", "gemma3_text"):
+        pattern = 2 if model_type == "gemma2" else cfg.get("sliding_window_pattern", 6)
+        if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern <= 0:
+            raise UserError(f"{where}: sliding_window_pattern must be a positive integer, not {pattern!r}")
+        types = [SLIDING if (i + 1) % pattern else FULL for i in range(layers)]
+    if types is not None and (not isinstance(types, list) or len(types) != layers
+                              or not set(types) <= {SLIDING, FULL}):
+        raise UserError(f"{where}: layer_types must list {SLIDING} or {FULL} for each of the {layers} layers")
+    if types is not None and SLIDING not in types:
+        return None, None  # every layer is a full-attention layer
     context = cfg.get("max_position_embeddings")
     if isinstance(context, int) and not isinstance(context, bool) and window > context:
         raise UserError(f"{where}: sliding_window {window} is larger than the context "
                         f"(max_position_embeddings {context}): it never applies; set it to null")
-    return window
+    if types is None or FULL not in types:
+        return window, None  # every layer slides
+    return window, tuple(types)
 
 
 def _head_from_config(cfg: dict[str, Any], hidden: int, where: str) -> Head:

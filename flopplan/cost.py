@@ -30,7 +30,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from flopplan.formulas import Breakdown, Num
+from flopplan.attention import Num
+from flopplan.formulas import Breakdown
 from flopplan.passes import (
     BUCKETS,
     EVAL_PHASES,

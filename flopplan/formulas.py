@@ -9,7 +9,8 @@ linear in three quantities, summed over the batch:
 
 So a pass is described by a :class:`Pass` of those three numbers, and one function, :func:`pass_terms`, turns it
 into a breakdown (term -> FLOPs). Each term is written once in plain ``+`` and ``*`` arithmetic; the only other
-operation is :func:`half`, exact on integers. The same definitions therefore evaluate on Python ints (exact
+operations are :func:`flopplan.attention.half`, exact on integers, and the window caps of
+:mod:`flopplan.attention`. The same definitions therefore evaluate on Python ints (exact
 integers), numpy arrays (whole grids at once; int64 is exact below 2**63, float64 for larger grids) and sympy
 symbols (the LaTeX of ``flopplan formula``).
 
@@ -17,13 +18,9 @@ Conventions (each is a :class:`Conventions` field, documented in the README):
 
 * A multiply-add is 2 FLOPs (``FMA_FLOPS``), a ``[M,K]x[K,N]`` matmul ``2*M*K*N``; biases, norms, softmax, RoPE,
   activations and embedding gathers count 0. This is what ``torch.utils.flop_counter.FlopCounterMode`` counts.
-* ``attention="dense"`` (default) counts every query against every key of the (masked) score matrix, as
-  FlopCounterMode and eager attention do; ``"causal"`` counts only the computed triangle (``s*(s+1)/2`` pairs for a
-  prefill of ``s`` tokens), the work a causal flash kernel really does, for time estimates.
-* ``attention_kernel="eager"`` (default): attention is two batched matmuls, each of whose operands gets a gradient
-  of the same cost (backward = 2x forward). ``"sdpa"``: a fused SDPA/flash kernel, whose backward FlopCounterMode
-  counts as 2.5x the forward (five matmuls: the recomputed scores, dV, dP, dQ, dK) whenever any of q, k, v needs a
-  gradient; use it to match a GPU measurement with SDPA.
+* Attention enters only through the number of query-key pairs, counted under the ``attention`` (dense or causal),
+  ``attention_kernel`` (eager or sdpa) and ``window`` (masked or windowed) conventions: see
+  :mod:`flopplan.attention`.
 * Training counts what autograd executes: a frozen weight whose input needs a gradient costs its forward once more
   (dgrad, no wgrad); an op none of whose inputs needs a gradient has no backward at all. Under LoRA the layers
   before the first trainable module see inputs that need no gradient, unless the embedding output is made to
@@ -34,11 +31,6 @@ Conventions (each is a :class:`Conventions` field, documented in the README):
   implementation (default ``grouped_mm``, transformers' own); all three execute the same matmuls. LoRA targets
   name modules: in an MoE layer ``gate_proj``/``up_proj``/``down_proj`` are the shared expert's, and the routed
   experts (3-D parameters) carry no adapter.
-* A sliding window of ``w`` keys (Mistral): a decode step attends to at most ``w`` keys, since transformers' sliding
-  cache keeps the last ``w - 1`` tokens, whatever the kernel. In a prefill, ``window="masked"`` (default) counts
-  what the attention convention counts, as eager attention computes the full score matrix and masks it;
-  ``"windowed"`` leaves out the pairs beyond the window (query ``i`` and key ``j`` with ``i - j >= w``), which a
-  windowed SDPA/flash kernel never computes.
 * Gradient checkpointing re-runs each decoder layer's forward during backward. Non-reentrant checkpointing (the
   transformers 5 default) stops the re-run as soon as the last tensor the backward needs is recomputed, so the
   final matmul of the layer, whose inputs are saved before it runs, is not re-executed. Reentrant checkpointing
@@ -51,32 +43,23 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from flopplan.arch import LORA_TARGETS
+from flopplan.arch import FOUR_NORM_FAMILIES, FUSED_FAMILIES, FUSED_PROJECTIONS, LORA_TARGETS, lora_modules
+from flopplan.attention import (
+    ATTENTION_CONVENTIONS,
+    ATTENTION_KERNELS,
+    SDPA_BACKWARD_MATMULS,
+    WINDOW_CONVENTIONS,
+    Num,
+    decode_pairs,
+    decode_pairs_sum,
+    prefill_pairs,
+    sliding_layers,
+    window_prefill_pairs,
+)
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS, expert_lora_targets, routed_pairs
-
-Num = Any
-"""A count: a Python int (exact), a numpy array (a grid) or a sympy expression (a formula)."""
 
 FMA_FLOPS = 2
 """FLOPs per multiply-add: a [M,K]x[K,N] matmul is 2*M*K*N FLOPs (FlopCounterMode; Megatron's fma factor)."""
-
-ATTENTION_MATMULS = 2
-"""Attention does two matmuls per head per query-key pair: the scores QK^T and the weighted sum softmax(.)V."""
-
-SDPA_BACKWARD_MATMULS = 5
-"""FlopCounterMode's count for a fused SDPA backward: recomputed QK^T, dV, dP, dQ and dK (2.5x the forward)."""
-
-
-def half(x: Num) -> Num:
-    """``x / 2``, exact for Python ints and integer numpy arrays (every caller passes an even number)."""
-    if isinstance(x, int):
-        if x % 2:
-            raise ValueError(f"half() of an odd integer {x}")
-        return x // 2
-    kind = getattr(getattr(x, "dtype", None), "kind", None)
-    if kind in ("i", "u"):
-        return x // 2
-    return x / 2
 
 
 def matmul_flops(rows: Num, n_in: Num, n_out: Num) -> Num:
@@ -86,9 +69,6 @@ def matmul_flops(rows: Num, n_in: Num, n_out: Num) -> Num:
 
 # -- conventions and fine-tuning set-up -------------------------------------------------------------------------
 
-ATTENTION_CONVENTIONS = ("dense", "causal")
-ATTENTION_KERNELS = ("eager", "sdpa")
-WINDOW_CONVENTIONS = ("masked", "windowed")
 CHECKPOINTING = ("none", "non-reentrant", "reentrant")
 
 
@@ -118,7 +98,9 @@ class Conventions:
 
 @dataclass(frozen=True)
 class LoRA:
-    """A LoRA adapter (peft): rank ``r`` on the named projections of every decoder layer, base weights frozen."""
+    """A LoRA adapter (peft): rank ``r`` on the named projections of every decoder layer, base weights frozen.
+    Targets are the seven split projections or Phi-3's fused ``qkv_proj``/``gate_up_proj``
+    (:func:`flopplan.arch.lora_modules` says which modules a family's layer adapts for them)."""
 
     rank: Num
     targets: tuple[str, ...] = LORA_TARGETS
@@ -127,12 +109,13 @@ class LoRA:
         symbolic = hasattr(self.rank, "free_symbols")  # a sympy symbol, for formulas
         if not symbolic and (isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank <= 0):
             raise ValueError(f"LoRA rank must be a positive integer, not {self.rank!r}")
-        unknown = [t for t in self.targets if t not in LORA_TARGETS]
+        names = (*LORA_TARGETS, *FUSED_PROJECTIONS)
+        unknown = [t for t in self.targets if t not in names]
         if unknown or not self.targets:
-            raise ValueError(f"LoRA targets must be a non-empty subset of {', '.join(LORA_TARGETS)}"
+            raise ValueError(f"LoRA targets must be a non-empty subset of {', '.join(names)}"
                              + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
         # one canonical order, so that equal adapters compare equal
-        object.__setattr__(self, "targets", tuple(t for t in LORA_TARGETS if t in self.targets))
+        object.__setattr__(self, "targets", tuple(t for t in names if t in self.targets))
 
 
 @dataclass(frozen=True)
@@ -171,67 +154,44 @@ FULL = Training()
 
 # -- a pass through the model -----------------------------------------------------------------------------------
 
-def prefill_pairs(seq: Num, causal: bool = False) -> Num:
-    """Query-key pairs of a forward over ``seq`` fresh tokens: ``seq**2`` dense, ``seq*(seq+1)/2`` causal."""
-    if causal:
-        return half(seq * (seq + 1))
-    return seq * seq
-
-
-def beyond_window(seq: Num, window: int | None) -> Num:
-    """Pairs of a ``seq``-token prefill outside a sliding window (query ``i``, key ``j <= i - window``):
-    ``(seq - window) * (seq - window + 1) / 2``; 0 without a window or within it."""
-    if window is None or seq <= window:
-        return 0
-    return half((seq - window) * (seq - window + 1))
-
-
-def decode_pairs(context: Num, window: int | None = None) -> Num:
-    """Query-key pairs of one decode step with ``context`` tokens cached: the new token attends to context + 1
-    (at most ``window``: the sliding cache keeps the last ``window - 1`` tokens)."""
-    return context + 1 if window is None else min(context + 1, window)
-
-
-def decode_pairs_sum(prompt: Num, steps: Num, window: int | None = None) -> Num:
-    """Pairs of ``steps`` consecutive decode steps after a ``prompt``-token prefill.
-
-    Step j (0-based) has ``prompt + j`` tokens cached and attends to ``prompt + j + 1`` keys, so the sum is
-    ``steps*(prompt+1) + steps*(steps-1)/2``, an arithmetic series in closed form. With a sliding window the
-    steps from the one that reaches ``window`` keys on attend to ``window`` keys each.
-    """
-    if window is None or prompt + steps <= window:
-        return steps * (prompt + 1) + half(steps * (steps - 1))
-    below = max(0, window - prompt - 1)  # steps with fewer than `window` keys
-    return decode_pairs_sum(prompt, below) + (steps - below) * window
-
-
 @dataclass(frozen=True)
 class Pass:
-    """The three quantities every FLOP of a pass is linear in, summed over the batch."""
+    """The three quantities every FLOP of a pass is linear in, summed over the batch. ``local_pairs``: the pairs
+    of a layer with a sliding window, where they differ from a full-attention layer's ``pairs`` (None: the same);
+    which layers slide is the architecture's (:func:`flopplan.attention.sliding_layers`)."""
 
     tokens: Num
     pairs: Num
     positions: Num
+    local_pairs: Num = None
+
+    @property
+    def window_pairs(self) -> Num:
+        return self.pairs if self.local_pairs is None else self.local_pairs
 
     def __add__(self, other: Pass) -> Pass:
-        return Pass(self.tokens + other.tokens, self.pairs + other.pairs, self.positions + other.positions)
+        local = None if self.local_pairs is None and other.local_pairs is None \
+            else self.window_pairs + other.window_pairs
+        return Pass(self.tokens + other.tokens, self.pairs + other.pairs, self.positions + other.positions, local)
 
     def scaled(self, factor: Num) -> Pass:
-        return Pass(self.tokens * factor, self.pairs * factor, self.positions * factor)
+        return Pass(self.tokens * factor, self.pairs * factor, self.positions * factor,
+                    None if self.local_pairs is None else self.local_pairs * factor)
 
 
 def forward_pass(batch: Num, seq: Num, logits: Num, conv: Conventions = Conventions(),
                  window: int | None = None) -> Pass:
-    """``batch`` sequences of ``seq`` tokens with the head applied to the last ``logits`` positions of each."""
-    pairs = prefill_pairs(seq, conv.causal)
-    if conv.window == "windowed":
-        pairs = pairs - beyond_window(seq, window)
-    return Pass(batch * seq, batch * pairs, batch * logits)
+    """``batch`` sequences of ``seq`` tokens with the head applied to the last ``logits`` positions of each; in
+    layers with a sliding ``window``, the pairs the window convention counts."""
+    local = None if window is None else batch * window_prefill_pairs(seq, conv.causal, window,
+                                                                     conv.window == "windowed")
+    return Pass(batch * seq, batch * prefill_pairs(seq, conv.causal), batch * logits, local)
 
 
 def decode_pass(batch: Num, context: Num, window: int | None = None) -> Pass:
     """One decode step of ``batch`` sequences with ``context`` tokens in the KV cache."""
-    return Pass(batch, batch * decode_pairs(context, window), batch)
+    local = None if window is None else batch * decode_pairs(context, window)
+    return Pass(batch, batch * decode_pairs(context), batch, local)
 
 
 def generate_passes(batch: Num, prompt: Num, completion: Num, conv: Conventions = Conventions(),
@@ -242,22 +202,11 @@ def generate_passes(batch: Num, prompt: Num, completion: Num, conv: Conventions 
     the first new token; each of the remaining ``completion - 1`` tokens costs one decode step.
     """
     steps = completion - 1
+    local = None if window is None else batch * decode_pairs_sum(prompt, steps, window)
     return {
         "prefill": forward_pass(batch, prompt, 1, conv, window),
-        "decode": Pass(batch * steps, batch * decode_pairs_sum(prompt, steps, window), batch * steps),
+        "decode": Pass(batch * steps, batch * decode_pairs_sum(prompt, steps), batch * steps, local),
     }
-
-
-def kv_cache_elements(arch: Any, batch: Num, context: Num) -> Num:
-    """Elements a decode step reads from the KV cache: keys and values of ``context + 1`` positions (the cached
-    tokens and the new one, at most a sliding window's) in every layer, ``batch * (context + 1) * 2 * layers *
-    kv_dim``."""
-    return batch * decode_pairs(context, _window(arch)) * (2 * arch.num_layers * arch.kv_dim)
-
-
-def is_attention_term(term: str) -> bool:
-    """Whether a breakdown term is attention (QK^T, AV, or a fused SDPA backward), in any pass."""
-    return "attn_" in term or "attention" in term
 
 
 # -- breakdowns -------------------------------------------------------------------------------------------------
@@ -323,6 +272,11 @@ class _LayerBuilder:
     kernel: str
     experts: str = "grouped_mm"
     ops: list[_Op] = field(default_factory=list)
+    adapted: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.lora is not None:
+            self.adapted = lora_modules(getattr(self.arch, "family", ""), self.lora.targets)
 
     def linear(self, name: str, x_rg: bool) -> bool:
         """Append a projection (and its LoRA branch); return whether its output needs a gradient."""
@@ -330,7 +284,7 @@ class _LayerBuilder:
         self.ops.append(_Op(name, matmul_flops(self.tokens, n_in, n_out),
                             (("dgrad", x_rg), ("wgrad", self.trains_weights))))
         out_rg = x_rg or self.trains_weights
-        if self.lora is not None and name in self.lora.targets:
+        if self.lora is not None and name in self.adapted:
             r = self.lora.rank
             # peft: result = base(x) + lora_B(lora_A(dropout(x))) * scaling; A and B are trained.
             self.ops.append(_Op(f"{name}.lora_a", matmul_flops(self.tokens, n_in, r),
@@ -398,6 +352,11 @@ def _layer_ops(arch: Any, tokens: Num, pairs: Num, lora: LoRA | None, trains_wei
                kernel: str, experts: str = "grouped_mm") -> list[_Op]:
     """The matmuls of one decoder layer in execution order, with gradient needs propagated from the input."""
     b = _LayerBuilder(arch, tokens, pairs, lora, trains_weights, kernel, experts)
+    if getattr(arch, "family", "") in FUSED_FAMILIES:  # Phi-3: one qkv_proj, one gate_up_proj
+        qkv = b.linear("qkv_proj", input_rg)
+        attn_out = b.linear("o_proj", b.attention(qkv, qkv, qkv))
+        b.linear("down_proj", b.linear("gate_up_proj", input_rg or attn_out))
+        return b.ops
     q = b.linear("q_proj", input_rg)
     k = b.linear("k_proj", input_rg)
     v = b.linear("v_proj", input_rg)
@@ -436,25 +395,41 @@ def _backward_terms(ops: Iterable[_Op], out: Breakdown, times: Num = 1) -> None:
                 out.add(f"backward/{op.term}.{label}", op.flops * times)
 
 
-def _recomputed(ops: list[_Op], checkpointing: str, moe: bool = False) -> list[_Op]:
+def _recomputed(ops: list[_Op], checkpointing: str, whole: bool = False) -> list[_Op]:
     """The ops a checkpointed layer re-runs in backward.
 
     Non-reentrant checkpointing stops at the pack hook of the last saved tensor. The layer's last matmul (the
     down projection, or the LoRA B matrix of the down projection) saves its inputs before its kernel runs, and
     everything after it (the LoRA scaling, the residual add) saves nothing, so that matmul is not re-run. An MoE
     layer instead ends by multiplying the experts' output by the routing weights (and the shared expert's by its
-    sigmoid gate), which saves that output: every matmul is re-run.
+    sigmoid gate), which saves that output: every matmul is re-run; so does a Gemma 2/3 layer, whose
+    ``post_feedforward_layernorm`` saves the MLP's output (``whole``).
     """
-    if checkpointing == "reentrant" or moe:
+    if checkpointing == "reentrant" or whole:
         return ops
     return ops[:-1]
+
+
+def _layer_groups(arch: Any, p: Pass) -> tuple[list[tuple[Num, Num]], int]:
+    """The decoder layers as (pairs, count) groups: full-attention layers, then sliding-window layers; and the
+    index of the group the first layer belongs to (it may differ from the others in training)."""
+    count, first_slides = sliding_layers(arch)
+    if isinstance(count, int) and count == 0:
+        return [(p.pairs, arch.num_layers)], 0
+    return [(p.pairs, arch.num_layers - count), (p.window_pairs, count)], int(first_slides)
+
+
+def _nonzero(count: Num) -> bool:
+    return not (isinstance(count, int) and count == 0)
 
 
 def pass_terms(arch: Any, p: Pass, lora: LoRA | None = None, conv: Conventions = Conventions()) -> Breakdown:
     """Forward FLOPs of a pass, by term. LoRA adapters, when given, are active (not merged)."""
     out = Breakdown()
-    _forward_terms(_layer_ops(arch, p.tokens, p.pairs, lora, False, False, conv.attention_kernel, conv.experts), out,
-                   times=arch.num_layers)
+    for pairs, count in _layer_groups(arch, p)[0]:
+        if _nonzero(count):
+            _forward_terms(_layer_ops(arch, p.tokens, pairs, lora, False, False, conv.attention_kernel,
+                                      conv.experts), out, times=count)
     _forward_terms(_head_ops(arch, p.positions, False), out)
     return out
 
@@ -468,14 +443,16 @@ def train_terms(arch: Any, p: Pass, training: Training = FULL, conv: Conventions
     full = training.lora is None
     first_rg = training.embedding_output_requires_grad
     kernel = conv.attention_kernel
-    L = arch.num_layers
     out = Breakdown()
-    rest = _layer_ops(arch, p.tokens, p.pairs, training.lora, full, True, kernel, conv.experts)
-    if first_rg:
-        layers = [(rest, L)]
-    else:
-        first = _layer_ops(arch, p.tokens, p.pairs, training.lora, full, False, kernel, conv.experts)
-        layers = [(first, 1), (rest, L - 1)]
+    groups, first_group = _layer_groups(arch, p)
+    layers = []
+    for i, (pairs, count) in enumerate(groups):
+        rest = _layer_ops(arch, p.tokens, pairs, training.lora, full, True, kernel, conv.experts)
+        if not first_rg and i == first_group:  # the first layer's input needs no gradient
+            layers.append((_layer_ops(arch, p.tokens, pairs, training.lora, full, False, kernel, conv.experts), 1))
+            count = count - 1
+        if _nonzero(count):
+            layers.append((rest, count))
     head = _head_ops(arch, p.positions, full)
     for ops, times in layers:
         _forward_terms(ops, out, "forward/", times)
@@ -484,9 +461,10 @@ def train_terms(arch: Any, p: Pass, training: Training = FULL, conv: Conventions
         _backward_terms(ops, out, times)
     _backward_terms(head, out)
     if training.checkpointing != "none":
+        # an MoE layer's routing weights, and Gemma's norm after the MLP, save the last matmul's output
+        whole = getattr(arch, "moe", None) is not None or getattr(arch, "family", "") in FOUR_NORM_FAMILIES
         for ops, times in layers:
-            moe = getattr(arch, "moe", None) is not None
-            _forward_terms(_recomputed(ops, training.checkpointing, moe), out, "recompute/", times)
+            _forward_terms(_recomputed(ops, training.checkpointing, whole), out, "recompute/", times)
     if training.head_recompute:
         # TRL's ChunkedLogProbFunction keeps no logits: its backward recomputes each logit tile with the head's
         # forward matmul before it forms the input (and, under full fine-tuning, the weight) gradient.

@@ -12,7 +12,8 @@ from flopplan.arch import ArchSpec
 from flopplan.moe import MOE_MODEL_TYPES, moe_config
 
 _ARCHITECTURES = {"qwen2": "Qwen2", "qwen3": "Qwen3", "llama": "Llama", "mistral": "Mistral",
-                  "qwen3_moe": "Qwen3Moe", "qwen2_moe": "Qwen2Moe", "mixtral": "Mixtral"}
+                  "qwen3_moe": "Qwen3Moe", "qwen2_moe": "Qwen2Moe", "mixtral": "Mixtral", "gemma2": "Gemma2",
+                  "gemma3_text": "Gemma3", "phi3": "Phi3"}
 
 
 def to_hf_config(spec: ArchSpec) -> dict[str, Any]:
@@ -35,23 +36,31 @@ def to_hf_config(spec: ArchSpec) -> dict[str, Any]:
         "num_key_value_heads": spec.num_kv_heads,
         "vocab_size": spec.vocab_size,
         "tie_word_embeddings": spec.tie_embeddings,
-        "hidden_act": "silu",
+        "hidden_act": "gelu_pytorch_tanh" if spec.family.startswith("gemma") else "silu",
         "rms_norm_eps": 1e-6,
         "max_position_embeddings": spec.max_position_embeddings or 32768,
         "rope_theta": spec.rope_theta or 1e6,
     }
     if base != "qwen2" or spec.head_dim * spec.num_heads != spec.hidden_size:
         cfg["head_dim"] = spec.head_dim
-    if base in ("qwen3", "llama"):
+    if base in ("qwen3", "llama", "gemma2", "gemma3_text"):
         cfg["attention_bias"] = spec.qkv_bias
     if base == "llama":
         cfg["mlp_bias"] = spec.mlp_bias
     if base in ("qwen2", "qwen3"):
         cfg["use_sliding_window"] = spec.sliding_window is not None
         cfg["sliding_window"] = spec.sliding_window
-        cfg["max_window_layers"] = spec.num_layers
-    if base == "mistral":
+        cfg["max_window_layers"] = 0  # layer i slides iff i >= max_window_layers; layer_types below say otherwise
+    if base in ("mistral", "phi3", "gemma2", "gemma3_text"):
         cfg["sliding_window"] = spec.sliding_window
+    if base.startswith("gemma"):
+        cfg["hidden_activation"] = "gelu_pytorch_tanh"
+        cfg["query_pre_attn_scalar"] = spec.head_dim
+    if spec.sliding_window is not None or base.startswith("gemma"):
+        # every layer's type, as transformers would otherwise derive it from its own defaults
+        windows = spec.layer_types or (("sliding_attention" if spec.sliding_window else "full_attention"),) \
+            * spec.num_layers
+        cfg["layer_types"] = list(windows)
     if base == "qwen2" and spec.moe is not None:
         cfg["qkv_bias"] = spec.qkv_bias
     if spec.moe is not None:

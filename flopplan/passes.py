@@ -37,17 +37,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from flopplan.arch import ArchSpec
+from flopplan.attention import Num
 from flopplan.formulas import (
     Breakdown,
     Conventions,
     LoRA,
-    Num,
-    Pass,
     Training,
     forward_flops,
+    forward_pass,
     generate_passes,
     pass_terms,
-    prefill_pairs,
     train_terms,
 )
 from flopplan.lengths import Length
@@ -338,7 +337,8 @@ class RoundPass:
         if self.kind == "prefill":  # generate's prefill: logits for the last position only
             return forward_flops(spec, rows, prompt, 1, self.lora, conv)
         if self.kind == "decode":  # the completion - 1 decode steps after the prefill
-            return pass_terms(spec, generate_passes(rows, prompt, completion, conv)["decode"], self.lora, conv)
+            return pass_terms(spec, generate_passes(rows, prompt, completion, conv, spec.sliding_window)["decode"],
+                              self.lora, conv)
         seq = self.sequence_tokens(prompt, completion)
         if self.head == "all":
             positions = rows * seq
@@ -347,7 +347,7 @@ class RoundPass:
         else:  # fused-compact projects each row's own completion tokens: linear, so their mean does
             own = mean_of(self.head_tokens) if self.head_tokens is not None else None
             positions = rows * head_positions(prompt, completion, self.head, own)
-        sequences = Pass(rows * seq, rows * prefill_pairs(seq, conv.causal), positions)
+        sequences = replace(forward_pass(rows, seq, 0, conv, spec.sliding_window), positions=positions)
         if self.kind == "train":
             assert self.training is not None
             return train_terms(spec, sequences, self.training, conv)
@@ -429,12 +429,15 @@ def step_passes(shape: RoundShape, lengths: RoundLengths) -> list[RoundPass]:
 
 # -- evaluating a pass ------------------------------------------------------------------------------------------
 
-def expected(fn: Any, prompt: Any, completion: Any) -> Any:
+def expected(fn: Any, prompt: Any, completion: Any, exact: bool = False) -> Any:
     """E[fn(P, K)] for independent P and K, exact for fn of degree <= 3 in each (two-point Gauss rules).
 
     ``fn`` returns a Breakdown; a fixed length (or a plain number) is one node with weight 1, so fixed lengths
-    call it once with integers and stay exact.
+    call it once with integers and stay exact. ``exact``: fn is only piecewise polynomial (a sliding window caps
+    it), so distributions are summed over their whole support instead (numpy, in float64).
     """
+    if exact and any(isinstance(s, Length) and not s.is_fixed for s in (prompt, completion)):
+        return _support_sum(fn, prompt, completion)
     total: Breakdown | None = None
     for p, wp in _nodes(prompt):
         for k, wk in _nodes(completion):
@@ -444,6 +447,25 @@ def expected(fn: Any, prompt: Any, completion: Any) -> Any:
             total = term if total is None else Breakdown.combine([total, term])
     assert total is not None
     return total
+
+
+def _support_sum(fn: Any, prompt: Any, completion: Any) -> Breakdown:
+    """E[fn(P, K)] as the probability-weighted sum over the joint support, in blocks of prompt lengths."""
+    import numpy as np
+
+    def support(source: Any) -> tuple[Any, Any]:
+        if isinstance(source, Length):
+            return np.asarray(source.support, dtype=np.float64), np.asarray(source.probs, dtype=np.float64)
+        return np.asarray([source], dtype=np.float64), np.ones(1)
+
+    (ps, pw), (ks, kw) = support(prompt), support(completion)
+    out = Breakdown()
+    block = max(1, 1_000_000 // len(ks))
+    for start in range(0, len(ps), block):
+        weights = pw[start:start + block, None] * kw[None, :]
+        for key, value in fn(ps[start:start + block, None], ks[None, :]).items():
+            out.add(key, float(np.sum(np.broadcast_to(value, weights.shape) * weights)))
+    return out
 
 
 def _nodes(source: Any) -> list[tuple[Any, float]]:
@@ -456,7 +478,8 @@ def pass_flops(p: RoundPass) -> Breakdown:
     if any(isinstance(s, Observed) for s in (p.prompt, p.completion, p.head_tokens)):
         once = _observed_flops(p)
         return once if p.repeats == 1 else once.scaled(p.repeats)
-    return expected(lambda pr, k: p.call_flops(p.rows, pr, k), p.prompt, p.completion).scaled(p.count)
+    exact = p.spec.sliding_window is not None  # window caps are piecewise: no two-point rule is exact for them
+    return expected(lambda pr, k: p.call_flops(p.rows, pr, k), p.prompt, p.completion, exact).scaled(p.count)
 
 
 def _observed_flops(p: RoundPass) -> Breakdown:

@@ -32,7 +32,8 @@ from collections.abc import Callable
 from typing import Any
 
 from flopplan.arch import ArchSpec
-from flopplan.formulas import ATTENTION_MATMULS, FMA_FLOPS, Breakdown, is_attention_term
+from flopplan.attention import ATTENTION_MATMULS, is_attention_term
+from flopplan.formulas import FMA_FLOPS, Breakdown
 
 FORWARD_BACKWARD = 3
 """Training = forward + backward (dgrad + wgrad) = 3 x forward, the assumption every peer makes."""

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from flopplan.arch import LORA_TARGETS, ArchSpec, orm_head, prm_head, resolve, with_head
+from flopplan.attention import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, WINDOW_CONVENTIONS
 from flopplan.errors import UserError, check_choice, check_int, check_number
 from flopplan.fileio import atomic_write_text, read_text
-from flopplan.formulas import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, Conventions, LoRA, Training, train_flops
+from flopplan.formulas import Conventions, LoRA, Training, train_flops
 from flopplan.lengths import Length
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS
 
@@ -171,6 +172,10 @@ class Recipe:
         "--experts", "MoE policies: transformers' experts implementation, counted as it runs: grouped_mm "
         "(transformers' default), batched_mm (one gathered weight per token-expert pair) or eager (a loop over the "
         "experts hit; no LoRA on the routed experts)", "choice", EXPERTS_IMPLEMENTATIONS))
+    window: str = field(default="masked", metadata=option(
+        "--window", "Sliding-window layers, in a prefill: masked (eager computes the full score matrix and masks "
+        "it) or windowed (a windowed SDPA/flash kernel: only the pairs within the window)", "choice",
+        WINDOW_CONVENTIONS))
 
     def __post_init__(self) -> None:
         if not isinstance(self.policy, str) or not self.policy.strip():
@@ -194,7 +199,8 @@ class Recipe:
                 check_int(name, getattr(self, name), 1)
         check_number("beta", self.beta, 0.0)
         for name, allowed in (("engine", ENGINES), ("update_padding", UPDATE_PADDING), ("logprob_head", LOGPROB_HEADS),
-                              ("old_logprobs", OLD_LOGPROBS), ("experts", EXPERTS_IMPLEMENTATIONS)):
+                              ("old_logprobs", OLD_LOGPROBS), ("experts", EXPERTS_IMPLEMENTATIONS),
+                              ("window", WINDOW_CONVENTIONS)):
             check_choice(name, getattr(self, name), allowed)
         if self.prefix_sharing and self.engine != "vllm":
             raise UserError("prefix_sharing is a vllm engine trait (HF generate recomputes every prompt)")
@@ -207,7 +213,7 @@ class Recipe:
         if self.eval_batch is not None and self.eval_prompts % self.eval_batch:
             raise UserError(f"eval_batch {self.eval_batch} must divide eval_prompts ({self.eval_prompts})")
         try:
-            Conventions(self.attention, self.attention_kernel, self.experts)
+            Conventions(self.attention, self.attention_kernel, self.experts, self.window)
             if self.lora_rank is not None:
                 LoRA(self.lora_rank, self.lora_targets)
         except ValueError as exc:
@@ -269,7 +275,7 @@ class Recipe:
 
     @property
     def conventions(self) -> Conventions:
-        return Conventions(self.attention, self.attention_kernel, self.experts)
+        return Conventions(self.attention, self.attention_kernel, self.experts, self.window)
 
     @cached_property
     def policy_spec(self) -> ArchSpec:
@@ -279,17 +285,10 @@ class Recipe:
         if self.lora_rank is not None and self.lora_rank > spec.hidden_size:
             raise UserError(f"LoRA rank {self.lora_rank} is above {spec.name}'s width ({spec.hidden_size}): the "
                             "update B @ A can have no higher rank than its matrices' sides")
-        if spec.sliding_window is not None:
-            longest = self.longest_sequence
-            if longest - 1 > spec.sliding_window:
-                raise UserError(f"{spec.name} has a sliding window of {spec.sliding_window} tokens; sequences of "
-                                f"up to {longest} tokens would outgrow it during generation, which flopplan "
-                                "does not model")
-        if spec.moe is not None:
-            try:  # the LoRA targets the routed experts allow (peft's fused names, none under the eager loop)
-                train_flops(spec, 1, 1, 1, Training(self.lora), self.conventions)
-            except ValueError as exc:
-                raise UserError(f"{spec.name}: {exc}") from None
+        try:  # the LoRA targets the model allows (Phi-3's and MoE experts' fused names, none under the eager loop)
+            train_flops(spec, 1, 1, 1, Training(self.lora), self.conventions)
+        except ValueError as exc:
+            raise UserError(f"{spec.name}: {exc}") from None
         return spec
 
     @property
@@ -331,8 +330,8 @@ class Recipe:
                 value = value.to_data()
             elif isinstance(value, RewardSystem):
                 value = str(value)
-            if value is None or (f.name == "experts" and value == f.default):
-                continue  # experts: written when chosen, so files from before the option read and write back
+            if value is None or (f.name in ("experts", "window") and value == f.default):
+                continue  # experts, window: written when chosen, so files from before the options read and write back
             data[f.name] = value
         data["lora"] = "full" if self.lora_rank is None else {"rank": self.lora_rank,
                                                             "targets": list(self.lora_targets)}

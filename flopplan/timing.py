@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flopplan.formulas import is_attention_term, kv_cache_elements
+from flopplan.attention import is_attention_term, kv_cache_elements
 from flopplan.passes import RoundLengths, RoundPass, RoundShape, mean_of, step_passes
 
 FORMS = ("saturating", "roofline")

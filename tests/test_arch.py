@@ -73,10 +73,8 @@ REFUSED = {
     "moe": (dict(QWEN3_0_6B, model_type="qwen3_moe", num_experts=128), "mixture-of-experts"),
     "mixtral": (dict(MISTRAL_7B_V03, model_type="mixtral", num_local_experts=8), "mixture-of-experts"),
     "encoder-decoder": ({"model_type": "t5", "is_encoder_decoder": True}, "encoder-decoder"),
-    "mixed-window": (dict(QWEN3_0_6B, use_sliding_window=True, sliding_window=4096, max_window_layers=20),
-                     "mixed sliding-window"),
-    "layer-types": (dict(QWEN3_0_6B, layer_types=["full_attention", "sliding_attention"] * 14),
-                    "mixed sliding-window"),
+    "chunked-layers": (dict(MISTRAL_7B_V01, layer_types=["chunked_attention"] * 32), "layer_types"),
+    "layer-types-length": (dict(MISTRAL_7B_V01, layer_types=["full_attention", "sliding_attention"]), "layer_types"),
     "missing-key": ({k: v for k, v in LLAMA_3_2_1B.items() if k != "intermediate_size"}, "missing key"),
     "null-key": (dict(LLAMA_3_2_1B, intermediate_size=None), "missing key intermediate_size"),
     "unknown-type": (dict(LLAMA_3_2_1B, model_type="gpt2"), "not supported"),
@@ -97,9 +95,12 @@ def test_qwen_sliding_window_follows_max_window_layers():
     base = dict(QWEN3_0_6B, use_sliding_window=True, sliding_window=4096)
     assert spec_from_config(dict(base, max_window_layers=28), "q").sliding_window is None  # all full
     assert spec_from_config(dict(base, max_window_layers=40), "q").sliding_window is None
-    assert spec_from_config(dict(base, max_window_layers=0), "q").sliding_window == 4096  # all sliding
-    with pytest.raises(UserError, match="mixed"):
-        spec_from_config(dict(base, max_window_layers=20), "q")
+    uniform = spec_from_config(dict(base, max_window_layers=0), "q")  # all sliding
+    assert uniform.sliding_window == 4096 and uniform.layer_types is None
+    mixed = spec_from_config(dict(base, max_window_layers=20), "q")
+    assert mixed.layer_types == ("full_attention",) * 20 + ("sliding_attention",) * 8
+    explicit = spec_from_config(dict(base, layer_types=["full_attention", "sliding_attention"] * 14), "q")
+    assert explicit.layer_types[:2] == ("full_attention", "sliding_attention")
     with pytest.raises(UserError, match="max_window_layers"):
         spec_from_config(dict(base, max_window_layers="x"), "q")
 

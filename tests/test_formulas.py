@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import pytest
 import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,7 +19,6 @@ from flopplan.formulas import (
     decode_flops,
     forward_flops,
     generate_flops,
-    half,
     pass_terms,
     train_flops,
 )
@@ -142,13 +140,6 @@ def test_causal_counts_the_triangle():
     causal = forward_flops(spec, 1, 100, 100, conv=Conventions(attention="causal"))
     assert causal["attn_scores"] * 100 * 100 == dense["attn_scores"] * (100 * 101 // 2)
     assert causal["q_proj"] == dense["q_proj"]
-
-
-def test_half_is_exact_and_refuses_odd_integers():
-    assert half(10**30 + 2) == 5 * 10**29 + 1
-    assert (half(np.array([4, 6], dtype=np.int64)) == np.array([2, 3])).all()
-    with pytest.raises(ValueError):
-        half(3)
 
 
 # -- ints, numpy, sympy -----------------------------------------------------------------------------------------

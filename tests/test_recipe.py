@@ -68,3 +68,14 @@ def test_orm_head_and_prm_head():
     prm = RewardSystem.parse("prm:qwen2.5-1.5b").spec()
     assert [(lay.in_features, lay.out_features) for lay in prm.head.layers] == [(1536, 1536), (1536, 2)]
     assert RewardSystem.parse("prm").spec() is REGISTRY["qwen2.5-math-prm-7b"]
+
+
+@pytest.mark.parametrize(("policy", "changes", "fragment"), [
+    ("qwen3-30b-a3b", {"experts": "eager"}, "eager"),  # LoRA on every target adapts the routed experts
+    ("phi-3-mini-4k-instruct", {"lora_targets": ("q_proj", "v_proj")}, "qkv_proj"),
+    ("qwen2.5-0.5b", {"lora_targets": ("qkv_proj",)}, "Phi-3"),
+])
+def test_lora_targets_the_model_cannot_take_are_refused(policy, changes, fragment):
+    recipe = Recipe(policy=policy, lora_rank=8, **changes)
+    with pytest.raises(UserError, match=fragment):
+        _ = recipe.policy_spec

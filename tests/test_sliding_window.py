@@ -20,9 +20,7 @@ from flopplan.formulas import (
     LoRA,
     Training,
     decode_flops,
-    decode_pairs_sum,
     forward_flops,
-    forward_pass,
     generate_flops,
     train_flops,
 )
@@ -76,24 +74,6 @@ def test_train_step_past_the_window(training, record_exact):
                  counters.train_step(model, B, 10, 3, training))
 
 
-@pytest.mark.parametrize("attention", ["dense", "causal"])
-@pytest.mark.parametrize("seq", [1, 3, 4, 5, 11])
-def test_windowed_prefill_leaves_out_exactly_the_pairs_beyond_the_window(attention, seq):
-    """Against the mask itself: the pairs the attention convention counts (dense: all; causal: key <= query)
-    minus those a windowed kernel skips (query - key >= window)."""
-    counted = {(q, k) for q in range(seq) for k in range(seq) if attention == "dense" or k <= q}
-    inside = {(q, k) for q, k in counted if q - k < WINDOW}
-    conv = Conventions(attention, window="windowed")
-    assert forward_pass(1, seq, 1, conv, WINDOW).pairs == len(inside)
-    assert forward_pass(1, seq, 1, Conventions(attention), WINDOW).pairs == len(counted)
-
-
-@pytest.mark.parametrize("prompt", range(0, 7))
-@pytest.mark.parametrize("steps", range(0, 7))
-def test_decode_pairs_sum_is_the_sum_of_capped_steps(prompt, steps):
-    assert decode_pairs_sum(prompt, steps, WINDOW) == sum(min(prompt + j + 1, WINDOW) for j in range(steps))
-
-
 def test_without_a_window_nothing_changes():
     full = dataclasses.replace(SPEC, sliding_window=None)
     assert decode_flops(full, B, 9).total > decode_flops(SPEC, B, 9).total
@@ -120,3 +100,45 @@ def test_a_window_larger_than_the_context_is_one_line(tmp_path):
 
     config = str(write_config(tmp_path, "wide", dict(to_hf_config(SPEC), max_position_embeddings=WINDOW - 1)))
     one_line_error(cli("estimate", "--model", config, "--phase", "forward", "--seq", "2"), "sliding_window")
+
+
+@pytest.mark.parametrize("window", ["masked", "windowed"])
+def test_the_planner_counts_windows_as_the_estimate_does(window):
+    """A Gemma 2 policy (every other layer slides over 4,096 keys) with sequences across the window: each phase of
+    the step equals the estimate's formulas, integers equal; decode steps one by one."""
+    from flopplan.arch import REGISTRY
+    from flopplan.cost import step_cost
+    from flopplan.lengths import Length
+    from flopplan.recipe import Recipe
+
+    Q, G, P, K = 2, 4, 3000, 2000
+    spec, conv = REGISTRY["gemma-2-2b"], Conventions(window=window)
+    recipe = Recipe(policy="gemma-2-2b", lora_rank=16, prompts_per_step=Q, group_size=G, prompt_len=Length.fixed(P),
+                    completion_len=Length.fixed(K), logprob_head="completion", window=window)
+    phases = step_cost(recipe).step_phases
+    lora = LoRA(16)
+    generate = generate_flops(spec, Q * G, P, K, lora, conv)
+    prefill = sum(v for k, v in generate.items() if k.startswith("prefill/"))
+    assert phases["rollout.prefill"] == prefill
+    assert phases["rollout.decode"] == generate.total - prefill
+    assert phases["rollout.decode"] == sum(decode_flops(spec, Q * G, P + j, lora, conv).total for j in range(K - 1))
+    assert phases["update"] == Q * train_flops(spec, G, P + K, K + 1, Training(lora, "non-reentrant"), conv).total
+
+
+def test_length_distributions_across_a_window_are_summed_over_their_support():
+    """Window caps are piecewise: the planner sums over the lengths' support, equal to the per-length counts."""
+    from flopplan.cost import step_cost
+    from flopplan.lengths import Length
+    from flopplan.recipe import Recipe
+
+    config_spec = dataclasses.replace(SPEC, max_position_embeddings=64, name="w4")
+    completions = Length.empirical([2, 3, 7, 9])
+    recipe = Recipe(policy="tiny", prompts_per_step=1, group_size=1, prompt_len=Length.fixed(3),
+                    completion_len=completions, engine="vllm", update_padding="none")
+    object.__setattr__(recipe, "policy_spec", config_spec)  # the cached spec: the tiny window model
+    decode = step_cost(recipe).step_phases["rollout.decode"]
+    expected = sum(p * generate_flops(config_spec, 1, 3, k)["decode/attn_scores"] for k, p in
+                   zip(completions.support, completions.probs, strict=True))
+    assert decode > 0
+    ours = sum(v for k, v in step_cost(recipe).phases["rollout.decode"].items() if k.endswith("attn_scores"))
+    assert ours == pytest.approx(expected, rel=1e-12)

@@ -10,10 +10,11 @@ from typing import Any
 
 import torch
 
+from flopplan.attention import kv_cache_elements
 from flopplan.calibrate.fit import Measurement
 from flopplan.calibrate.harness import PhaseHarness
 from flopplan.calibrate.specs import sweepable
-from flopplan.formulas import forward_flops, generate_flops, kv_cache_elements, train_flops
+from flopplan.formulas import forward_flops, generate_flops, train_flops
 from flopplan.measure.device import DevicePolicy
 from flopplan.measure.models import recommended_threads
 from flopplan.timing import attention_flops

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from flopplan.attention import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, WINDOW_CONVENTIONS
 from flopplan.cli import echo_json, fail, main
-from flopplan.formulas import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, WINDOW_CONVENTIONS, Conventions, LoRA
+from flopplan.formulas import Conventions, LoRA
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS
 
 
@@ -14,8 +15,10 @@ from flopplan.moe import EXPERTS_IMPLEMENTATIONS
               help="Sequence length at which forward FLOPs per token are stated.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 def models(context: int, as_json: bool) -> None:
-    """The model registry: parameters and forward FLOPs per token."""
+    """The model registry: parameters (active: per token, for mixture-of-experts models), sliding windows
+    (window, and how many layers have it when not all do) and forward FLOPs per token."""
     from flopplan.arch import REGISTRY
+    from flopplan.attention import sliding_layers
     from flopplan.formulas import forward_flops
 
     if context <= 0:
@@ -23,8 +26,11 @@ def models(context: int, as_json: bool) -> None:
     rows = []
     for spec in REGISTRY.values():
         total = forward_flops(spec, 1, context, context).total
+        sliding, _ = sliding_layers(spec)
         rows.append({"name": spec.name, "params": spec.params, "params_non_embedding": spec.params_non_embedding,
-                     "layers": spec.num_layers, "hidden": spec.hidden_size, "heads": spec.num_heads,
+                     "params_active": spec.params_active, "moe": spec.moe is not None,
+                     "sliding_window": spec.sliding_window, "sliding_layers": sliding, "layers": spec.num_layers,
+                     "hidden": spec.hidden_size, "heads": spec.num_heads,
                      "kv_heads": spec.num_kv_heads, "vocab": spec.vocab_size, "tied": spec.tie_embeddings,
                      "head": spec.head.kind, "context": context, "forward_flops": total,
                      "forward_flops_per_token": total / context})

@@ -67,7 +67,7 @@ def race(ctx: click.Context) -> None:
 @click.option("--evals", default=8, show_default=True, type=int,
               help="Log-spaced evaluation points along the pilots (besides step 0).")
 @recipe_options(race_base(), exclude=("engine", "group_size", "iterations", "reward", "eval_every", "eval_prompts",
-                                      "eval_batch", "eval_at_start", "experts"))
+                                      "eval_batch", "eval_at_start", "experts", "window"))
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 def design(budget: str, pilot_fraction: float, out_dir: str, models: tuple[str, ...], group_sizes: tuple[str, ...],
            mus: tuple[str, ...], rewards: tuple[str, ...], reward_model_path: str | None, seeds: int,

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from flopplan.arch import ArchSpec
+from flopplan.arch import ArchSpec, lora_modules
 from flopplan.formulas import LoRA
 from flopplan.hf_config import to_hf_config
 
@@ -126,11 +126,13 @@ def check_memory(spec: ArchSpec, device: torch.device, dtype: torch.dtype) -> No
 
 
 def add_lora(model: nn.Module, lora: LoRA, alpha: int | None = None, dropout: float = 0.0) -> nn.Module:
-    """Wrap a model with a peft LoRA adapter on the spec's target projections (base frozen)."""
+    """Wrap a model with a peft LoRA adapter on the spec's target projections (base frozen); on Phi-3 the fused
+    modules that stand for them (:func:`flopplan.arch.lora_modules`)."""
     from peft import LoraConfig, get_peft_model
 
+    modules = lora_modules(getattr(model.config, "model_type", ""), lora.targets)
     config = LoraConfig(r=lora.rank, lora_alpha=alpha if alpha is not None else 2 * lora.rank,
-                        target_modules=list(lora.targets), lora_dropout=dropout, bias="none")
+                        target_modules=list(modules), lora_dropout=dropout, bias="none")
     return get_peft_model(model, config)
 
 

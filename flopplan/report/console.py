@@ -50,11 +50,14 @@ def render(tables: list[Table], fmt: str, notes: list[str], command: str, csv: s
 
 def models_table(rows: list[dict[str, Any]], context: int) -> Table:
     table = Table(f"Registry (forward FLOPs per token: one sequence of {context} tokens, logits everywhere, "
-                  "dense attention)", ["model", "params", "non-emb", "L", "h", "q/kv heads", "vocab", "head",
-                                       "fwd/token"])
-    table.align = "lrrrrrrlr"
+                  "dense attention, windows masked)", ["model", "params", "active", "non-emb", "L", "window", "h",
+                                                       "q/kv heads", "vocab", "head", "fwd/token"])
+    table.align = "lrrrrrrrrlr"
     for row in rows:
-        table.rows.append([row["name"], count(row["params"]), count(row["params_non_embedding"]), str(row["layers"]),
+        window = "" if row["sliding_window"] is None else f"{row['sliding_window']:,}" + (
+            "" if row["sliding_layers"] == row["layers"] else f" ({row['sliding_layers']}/{row['layers']})")
+        table.rows.append([row["name"], count(row["params"]), count(row["params_active"]) if row["moe"] else "",
+                           count(row["params_non_embedding"]), str(row["layers"]), window,
                            str(row["hidden"]), f"{row['heads']}/{row['kv_heads']}", f"{row['vocab']:,}",
                            "lm (tied)" if row["tied"] and row["head"] == "lm" else row["head"],
                            eng(row["forward_flops_per_token"])])

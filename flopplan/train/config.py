@@ -334,7 +334,7 @@ def _shapes(spec: Any) -> tuple[Any, ...]:
     """What decides a model's FLOPs (not its name, source or context length)."""
     return (spec.family, spec.hidden_size, spec.intermediate_size, spec.num_layers, spec.num_heads,
             spec.num_kv_heads, spec.head_dim, spec.vocab_size, spec.qkv_bias, spec.o_bias, spec.mlp_bias,
-            spec.qk_norm, spec.head_layers, spec.sliding_window)
+            spec.qk_norm, spec.head_layers, spec.sliding_window, spec.layer_types)
 
 
 def replace_config(config: TrainConfig, **changes: Any) -> TrainConfig:
