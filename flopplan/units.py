@@ -24,8 +24,9 @@ def count(value: float, digits: int = 3) -> str:
     magnitude = abs(float(value))
     if magnitude < 1e4 and float(value).is_integer():
         return f"{int(value):,}"
+    rounds_up = 1 - 5 * 10 ** (-digits - 1)  # 999.9 M prints as 1 B, not 1.00e+03 M
     for scale, suffix in _COUNT:
-        if magnitude >= scale:
+        if magnitude >= scale * rounds_up:
             return f"{_sig(value / scale, digits)} {suffix}"
     return _sig(value, digits)
 

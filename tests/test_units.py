@@ -64,3 +64,9 @@ def test_as_int_keeps_integers_exact_and_rounds_expected_values():
 @given(st.floats(min_value=-1e15, max_value=1e15))
 def test_as_int_is_the_nearest_integer(value):
     assert abs(as_int(value) - value) <= 0.5
+
+
+@pytest.mark.parametrize(("value", "text"), [(999_885_952, "1 B"), (999_400_000, "999 M"), (9_999.6e6, "10 B")])
+def test_count_picks_its_suffix_after_rounding(value, text):
+    """A count that rounds up to the next suffix prints with it (Gemma 3 1B's 999,885,952 parameters: 1 B)."""
+    assert count(value) == text
