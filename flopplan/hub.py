@@ -50,15 +50,39 @@ def cached_config(repo_id: str) -> Path | None:
     return None
 
 
-def _download(repo_id: str) -> Path | None:
-    """config.json alone through huggingface_hub, into its cache; None when not installed or unreachable."""
+PROBE_SECONDS = 3.0
+"""How long to wait for the Hub's host before deciding there is no network (huggingface_hub itself retries a failed
+connection with back-off for about 20 s, printing each retry)."""
+
+
+def reachable(endpoint: str, seconds: float = PROBE_SECONDS) -> bool:
+    """Whether a TCP connection to the endpoint's host opens within ``seconds`` (name resolution included)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(endpoint)
+    if not parts.hostname:
+        return False
+    port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
-        from huggingface_hub import hf_hub_download
+        with socket.create_connection((parts.hostname, port), timeout=seconds):
+            return True
+    except OSError:
+        return False
+
+
+def _download(repo_id: str) -> Path | None:
+    """config.json alone through huggingface_hub, into its cache; None when not installed or unreachable (the
+    host is probed first, so no network costs a few seconds and prints nothing)."""
+    try:
+        from huggingface_hub import constants, hf_hub_download
     except ImportError:
+        return None
+    if not reachable(constants.ENDPOINT):
         return None
     try:
         return Path(hf_hub_download(repo_id, "config.json", cache_dir=str(cache_dir())))
-    except Exception:  # no network, unknown or gated repository: all mean "not here"
+    except Exception:  # unknown or gated repository, a dropped connection: all mean "not here"
         return None
 
 

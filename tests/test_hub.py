@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
-from helpers import cli, one_line_error
+from helpers import ROOT, cli, one_line_error
 
 from flopplan.arch import REGISTRY, resolve
 from flopplan.catalog import CONFIGS
@@ -39,3 +42,14 @@ def test_unknown_hub_id_is_one_line(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     line = one_line_error(cli("plan", "--model", "acme/nothing-here", "--budget", "1e18"), "config.json")
     assert str(tmp_path) in line
+
+
+def test_an_unreachable_hub_is_one_line_without_retries(tmp_path):
+    """Online mode with nothing listening at the Hub's address: the probe fails at once, huggingface_hub's retry
+    loop (a printed line per retry, about 20 s) never starts, and the answer is the one line."""
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    env.update(HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_CACHE=str(tmp_path))
+    out = subprocess.run([sys.executable, "-m", "flopplan", "plan", "--model", "acme/nothing-here"], env=env,
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "could not be downloaded" in out.stderr and str(tmp_path) in out.stderr
