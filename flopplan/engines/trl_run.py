@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from flopplan.engines.trl import TRLRun, grpo_config_kwargs, trl_run
+from flopplan.engines.trl import LOSS_TYPES, TRLRun, grpo_config_kwargs, trl_run
 from flopplan.engines.trl_meter import MeteredGRPOTrainer, TRLMeter
 from flopplan.errors import UserError
 from flopplan.grpo.codecs import hf_char_tokenizer
@@ -34,9 +34,6 @@ from flopplan.measure.timer import ProcessClock
 from flopplan.runfile import PlanReference, RunSummary
 from flopplan.train.config import TrainConfig
 from flopplan.train.runfolder import RunFolder
-
-LOSS_TYPES = {"token": "dapo", "sequence": "grpo"}
-"""flopplan's loss aggregation and the TRL loss_type that averages the same way."""
 
 
 def _datasheet_peak(device: torch.device) -> float | None:
