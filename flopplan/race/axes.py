@@ -179,14 +179,13 @@ def parse_value(name: str, kind: str, text: str) -> Any:
             if text not in ("on", "off", "true", "false"):
                 raise ValueError
             value = text in ("on", "true")
-        elif option == "choice":
-            if text not in f.metadata["choices"]:
-                raise UserError(f"{where}: one of {', '.join(f.metadata['choices'])}")
+        elif option == "choice" and text in f.metadata["choices"]:
             value = text
         else:
             raise ValueError
     except ValueError:
-        raise UserError(f"{where}: not a value of {name} ({option})") from None
+        choices = f": one of {', '.join(f.metadata['choices'])}" if option == "choice" else f" ({option})"
+        raise UserError(f"{where}: not a value of {name}{choices}") from None
     return value
 
 

@@ -223,6 +223,8 @@ def wait_unlocked(path: Path, seconds: float = LOCK_WAIT) -> None:
 def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -> PilotTask:
     task.folder.parent.mkdir(parents=True, exist_ok=True)
     wait_unlocked(task.folder)
+    if task.rung >= 0 and pilot_done(task.folder, task.budget):  # the process waited for finished it
+        return task
     _clear_unstarted(task)
     command = train_command(design, folder, task)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
