@@ -8,8 +8,11 @@ import json
 import pytest
 from helpers import cli, one_line_error
 
+from flopplan.budget import Budget
+from flopplan.planfile import PlanEntry
+from flopplan.planner import plan
 from flopplan.race.axes import KNOB_OF_GRPO, NEUTRAL_KNOBS, RECIPE_OF_GRPO, knob_options, parse_axis, resolve
-from flopplan.race.design import RaceDesign
+from flopplan.race.design import RaceDesign, training_only
 
 RACE = ("--budget", "1.2e11", "--pilot-fraction", "0.5", "--models", "tiny-s", "--seeds", "2", "--rungs", "2",
         "--evals", "3", "--eval-prompts", "20")
@@ -29,7 +32,9 @@ def test_a_grpo_config_axis_prices_each_arm_as_its_recipe_shorthand_does(tmp_pat
         assert arm.axes == {"policy": "tiny-s", "group_size": arm.recipe.group_size, "iterations": 1,
                             "reward": "rule", "lr": arm.knobs["lr"]}
         twin = by_g[arm.recipe.group_size]
-        assert arm.recipe == twin.recipe and arm.rungs == twin.rungs and arm.eval_flops == twin.eval_flops
+        assert arm.recipe == twin.recipe and arm.eval_flops == twin.eval_flops
+        assert arm.rungs == tuple(PlanEntry.of(plan(training_only(arm.recipe), Budget(flops=float(b))))
+                                  for b in axes.rung_flops)  # exactly the planner's steps at each rung
     data = json.loads((tmp_path / "axes" / "manifest.json").read_text())
     assert data["race_manifest_version"] == 2 and RaceDesign.from_data(data, "m").to_data() == data
 
