@@ -172,7 +172,7 @@ def _shard(text: str) -> tuple[int, int]:
 @race.command()
 @click.argument("race_dir", type=click.Path(file_okay=False))
 @click.option("--backend", type=click.Choice(("local", "ray")), default="local", show_default=True,
-              help="Who runs the pilots: processes of this machine, or Ray tasks over a cluster (the ray extra).")
+              help="Who runs the pilots: local processes, or Ray tasks over a cluster (the ray extra).")
 @click.option("--jobs", type=int, help="local: pilots in parallel processes (default 1).")
 @click.option("--shard", default="0/1", show_default=True,
               help="I/N: run the pilots of shard I of N (one task of a Slurm array each).")
