@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 # The CPU build on this machine's disk; elsewhere pip fetches it.
 TORCH ?= torch==2.13.0
 PYTEST_ARGS ?=
-TEST_EXTRAS := .[torch,trl,data,math,test]
+TEST_EXTRAS := .[torch,trl,data,math,ray,test]
 
 HAS_TORCH := $(shell $(PYTHON) -c 'import torch' >/dev/null 2>&1 && echo yes)
 

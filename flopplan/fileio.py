@@ -132,6 +132,20 @@ def folder_lock(folder: str | Path, what: str) -> Iterator[Path]:
         handle.close()
 
 
+def lock_holder(folder: str | Path) -> str | None:
+    """Who holds ``folder``'s :func:`folder_lock` (``process N``), or None when no live process does."""
+    path = Path(folder) / ".lock"
+    if not path.is_file():
+        return None
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            return handle.read().strip() or "another process"
+    return None
+
+
 def writable_folder(folder: str | Path, what: str = "folder") -> Path:
     """Create ``folder`` (and its parents) and make sure files can be written in it, or one-line UserError."""
     folder = Path(folder)

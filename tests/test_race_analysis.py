@@ -469,7 +469,7 @@ def test_bad_input_is_refused_in_one_line(size_race):
     inp, _ = size_race
     bad = [
         lambda: info("x", split={"rollout": 0.5}),
-        lambda: info("x", batch=4),
+        lambda: info("x", batch=None),  # type: ignore[arg-type]  # any axis name, but a value is a number or text
         lambda: info("x", group_size="sixteen"),
         lambda: replace(inp, reached={"weak": 1}),
         lambda: replace(inp, fitted_targets=("code",)),

@@ -50,10 +50,20 @@ def race(ctx: click.Context) -> None:
 @click.option("--pilot-fraction", default=0.25, show_default=True, type=float,
               help="The share of F all pilots together may spend (their ledgers prove it).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="The race folder.")
-@click.option("--models", multiple=True, metavar="A,B,...", help="Policy sizes (default: tiny-s,tiny,tiny-l).")
-@click.option("--group-sizes", multiple=True, metavar="G1,G2", help="Group sizes G (default 8,16).")
-@click.option("--mus", "mus", multiple=True, metavar="M1,M2", help="Update passes mu (default 1).")
-@click.option("--rewards", multiple=True, metavar="R1,R2", help="Reward systems (default rule).")
+@click.option("--axis", "axes", multiple=True, metavar="NAME=V1,V2",
+              help="An axis of the grid, repeatable: a recipe field (priced: policy, group_size, iterations, beta, "
+                   "completion_len, lora_rank, reward, ...), a FLOP-neutral training option (lr, temperature, "
+                   "loss_clip_low, reward_funcs, reward_weights, ...) or the GRPOConfig field of either "
+                   "(num_generations, learning_rate, max_completion_length, loss_type, ...). With an axis, what no "
+                   "axis varies is the base recipe's.")
+@click.option("--models", multiple=True, metavar="A,B,...",
+              help="Policy sizes: --axis policy=A,B (default without --axis: tiny-s,tiny,tiny-l).")
+@click.option("--group-sizes", multiple=True, metavar="G1,G2",
+              help="Group sizes: --axis group_size=G1,G2 (default without --axis: 8,16).")
+@click.option("--mus", "mus", multiple=True, metavar="M1,M2", help="Update passes: --axis iterations=M1,M2 "
+              "(default without --axis: 1).")
+@click.option("--rewards", multiple=True, metavar="R1,R2", help="Reward systems: --axis reward=R1,R2 (default "
+              "without --axis: rule).")
 @click.option("--reward-model-path", type=click.Path(file_okay=False),
               help="The trained reward model an orm arm uses (flopplan reward-model train).")
 @click.option("--seeds", default=3, show_default=True, type=int, help="Seeds per pilot.")
@@ -69,8 +79,9 @@ def race(ctx: click.Context) -> None:
 @recipe_options(race_base(), exclude=("engine", "group_size", "iterations", "reward", "eval_every", "eval_prompts",
                                       "eval_batch", "eval_at_start", "experts", "window"))
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
-def design(budget: str, pilot_fraction: float, out_dir: str, models: tuple[str, ...], group_sizes: tuple[str, ...],
-           mus: tuple[str, ...], rewards: tuple[str, ...], reward_model_path: str | None, seeds: int,
+def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ...], models: tuple[str, ...],
+           group_sizes: tuple[str, ...], mus: tuple[str, ...], rewards: tuple[str, ...],
+           reward_model_path: str | None, seeds: int,
            eval_prompts_per_target: int, eval_targets: str, fit_targets: str, rungs: int, eta: int, evals: int,
            recipe_file: str | None, as_json: bool, **recipe_opts: Any) -> None:
     """Write the race's manifest: every arm of the grid, the ladder of pilot budgets and what each rung buys."""
@@ -79,9 +90,10 @@ def design(budget: str, pilot_fraction: float, out_dir: str, models: tuple[str, 
     total = parse_number(budget, "--budget")
     if not isinstance(total, int) or total < 1:
         fail("--budget must be a whole number of FLOPs")
-    grid = _grid(models, group_sizes, mus, rewards, seeds, eval_targets, fit_targets, rungs, eta, evals,
-                 reward_model_path, eval_prompts_per_target)
     base = build_recipe(recipe_file, recipe_opts, race_base())
+    shorthands = _shorthands(base, axes, models, group_sizes, mus, rewards)
+    grid = _grid(shorthands, seeds, eval_targets, fit_targets, rungs, eta, evals, reward_model_path,
+                 eval_prompts_per_target)
     folder = Path(out_dir)
     if (folder / MANIFEST).exists():
         fail(f"{out_dir!r} already holds a race: give another --out, or `flopplan race run {out_dir}`")
@@ -106,12 +118,36 @@ def _evaluation_flops(recipe: Recipe, targets: tuple[str, ...]) -> int:
     return sum(evaluation_flops(recipe, targets).values())
 
 
-def _grid(models: tuple[str, ...], group_sizes: tuple[str, ...], iterations: tuple[str, ...],
-          rewards: tuple[str, ...], seeds: int, eval_targets: str, fit_targets: str, rungs: int, eta: int, evals: int,
-          reward_model_path: str | None, eval_prompts: int) -> Any:
+def _shorthands(base: Recipe, axes: tuple[str, ...], models: tuple[str, ...], group_sizes: tuple[str, ...],
+                mus: tuple[str, ...], rewards: tuple[str, ...]) -> dict[str, Any]:
+    """The classic axes' values (policy, group_size, iterations, reward: from their shorthand options or
+    ``--axis``; without any axis given, the default grid; else the base recipe's) and ``extra``: the other axes."""
+    from flopplan.race.axes import CLASSIC, parse_axis
+
+    given = {"policy": tuple(names_option(models, "--models")), "group_size": _ints(group_sizes, "--group-sizes"),
+             "iterations": _ints(mus, "--mus"), "reward": tuple(names_option(rewards, "--rewards"))}
+    extra = []
+    for text in axes:
+        axis = parse_axis(text)
+        if axis.name not in CLASSIC:
+            extra.append(axis)
+            continue
+        if given[axis.name]:
+            raise UserError(f"the axis {axis.name} is given twice (--axis {axis.given} and its shorthand option)")
+        given[axis.name] = tuple(str(v) if axis.name in ("policy", "reward") else v for v in axis.values)
+    fallback = {"policy": base.policy, "group_size": base.group_size, "iterations": base.iterations,
+                "reward": str(base.reward)}
+    default = {"policy": ("tiny-s", "tiny", "tiny-l"), "group_size": (8, 16), "iterations": (1,), "reward": ("rule",)}
+    out: dict[str, Any] = {k: given[k] or (default[k] if not axes else (fallback[k],)) for k in CLASSIC}
+    out["extra"] = tuple(extra)
+    return out
+
+
+def _grid(shorthands: dict[str, Any], seeds: int, eval_targets: str, fit_targets: str, rungs: int, eta: int,
+          evals: int, reward_model_path: str | None, eval_prompts: int) -> Any:
     from flopplan.race.design import Grid
 
-    reward_names = tuple(names_option(rewards, "--rewards")) or ("rule",)
+    reward_names = shorthands["reward"]
     upfront = {}
     if any(r.startswith("orm") for r in reward_names):
         if not reward_model_path:
@@ -120,11 +156,10 @@ def _grid(models: tuple[str, ...], group_sizes: tuple[str, ...], iterations: tup
 
         card = load_reward_model_card(reward_model_path)
         upfront = {r: card.upfront_flops for r in reward_names if r.startswith("orm")}
-    return Grid(tuple(names_option(models, "--models")) or ("tiny-s", "tiny", "tiny-l"),
-                _ints(group_sizes, "--group-sizes") or (8, 16), _ints(iterations, "--mus") or (1,), reward_names,
+    return Grid(shorthands["policy"], shorthands["group_size"], shorthands["iterations"], reward_names,
                 seeds=seeds, targets=tuple(names_option((eval_targets,), "--eval-targets")),
                 fit_targets=tuple(names_option((fit_targets,), "--fit-targets")), rungs=rungs, eta=eta,
-                evals=evals, eval_prompts=eval_prompts, upfront=upfront)
+                evals=evals, eval_prompts=eval_prompts, upfront=upfront, axes=shorthands["extra"])
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -136,16 +171,35 @@ def _shard(text: str) -> tuple[int, int]:
 
 @race.command()
 @click.argument("race_dir", type=click.Path(file_okay=False))
-@click.option("--jobs", default=1, show_default=True, type=int, help="Pilots in parallel processes.")
-@click.option("--shard", default="0/1", show_default=True, help="I/N: run the pilots of shard I of N.")
+@click.option("--backend", type=click.Choice(("local", "ray")), default="local", show_default=True,
+              help="Who runs the pilots: local processes, or Ray tasks over a cluster (the ray extra).")
+@click.option("--jobs", type=int, help="local: pilots in parallel processes (default 1).")
+@click.option("--shard", default="0/1", show_default=True,
+              help="I/N: run the pilots of shard I of N (one task of a Slurm array each).")
+@click.option("--address", help="ray: the cluster's head, HOST:PORT, ray://HOST:PORT or auto (default: a local "
+              "cluster for this command, or RAY_ADDRESS).")
+@click.option("--pilot-cpus", type=float, help="ray: CPUs each pilot reserves, its torch threads (default 1).")
+@click.option("--pilot-gpus", type=float, help="ray: GPUs each pilot reserves (default 0).")
 @click.option("--json", "as_json", is_flag=True, help="Print what ran as JSON.")
-def run(race_dir: str, jobs: int, shard: str, as_json: bool) -> None:
+def run(race_dir: str, backend: str, jobs: int | None, shard: str, address: str | None, pilot_cpus: float | None,
+        pilot_gpus: float | None, as_json: bool) -> None:
     """Run (or continue, after a kill) every rung's pilots on the built-in trainer; each pilot is an ordinary run
     folder. (Pilots evaluate along the run, which flopplan does not meter on TRL yet; the validating run can go to
     TRL or verl through `flopplan export`.)"""
+    from flopplan.race.design import RaceDesign
     from flopplan.race.runner import run_race
 
-    result = run_race(race_dir, jobs=jobs, shard=_shard(shard),
+    executor = None
+    if backend == "ray":
+        if jobs is not None:
+            fail("--jobs is the local pool's: Ray runs as many pilots as the cluster has --pilot-cpus/--pilot-gpus for")
+        from flopplan.race.ray_backend import RayOptions, ray_executor
+
+        RaceDesign.load(race_dir)  # a folder without a race is refused before Ray starts
+        executor = ray_executor(RayOptions(address, 1.0 if pilot_cpus is None else pilot_cpus, pilot_gpus or 0.0))
+    elif address is not None or pilot_cpus is not None or pilot_gpus is not None:
+        fail("--address, --pilot-cpus and --pilot-gpus are the ray backend's (--backend ray)")
+    result = run_race(race_dir, jobs=1 if jobs is None else jobs, shard=_shard(shard), executor=executor,
                       log=(lambda text: None) if as_json else (lambda text: click.echo(text, err=True)))
     if as_json:
         echo_json(result)

@@ -54,6 +54,8 @@ NO_FLOPS = frozenset({
 })
 """Fields that change what is learned or logged, not what a round computes: read past (mask_truncated_completions
 shifts only the fused-compact head's rows, by the truncated completions)."""
+LOSS_TYPES = {"token": "dapo", "sequence": "grpo"}
+"""flopplan's loss aggregation (TrainLoss.aggregation) and the TRL loss_type that averages the same way."""
 PRICED = frozenset({k for k in GRPO_DEFAULTS} - NO_FLOPS)
 EXTRA_KEYS = ("peft", "reward_funcs", "model_name_or_path")
 """flopplan's own keys beside GRPOConfig's (a LoraConfig's fields, the reward functions, the policy): ``export trl``

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from flopplan.engines.trl import TRLRun, grpo_config_kwargs, trl_run
+from flopplan.engines.trl import LOSS_TYPES, TRLRun, grpo_config_kwargs, trl_run
 from flopplan.engines.trl_hook import meter as attach_meter
 from flopplan.engines.trl_trainer import ATTENTION_KERNELS
 from flopplan.errors import UserError
@@ -31,9 +31,6 @@ from flopplan.measure.models import build_model
 from flopplan.runfile import PlanReference, RunSummary
 from flopplan.train.config import TrainConfig
 from flopplan.train.runfolder import RunFolder
-
-LOSS_TYPES = {"token": "dapo", "sequence": "grpo"}
-"""flopplan's loss aggregation and the TRL loss_type that averages the same way."""
 
 
 def _datasheet_peak(device: torch.device) -> float | None:

@@ -413,7 +413,8 @@ def analyze(inp: RaceInput, *, n_replicates: int = 500, level: float = 0.9, seed
         targets.append(TargetResult(name=name, fitted=False, n_prompts=data.n_prompts, curves=curves, budgets=(),
                                     recommendation=None, holdout=(), holdout_summary=None, warnings=(),
                                     interval_method="not fitted"))
-    varying = tuple(k for k in AXES if len({str(a.axes.get(k)) for a in inp.arms}) > 1)
+    names = [*AXES, *(k for a in inp.arms for k in a.axes if k not in AXES)]  # the classic four, then the others
+    varying = tuple(k for k in dict.fromkeys(names) if len({str(a.axes.get(k)) for a in inp.arms}) > 1)
     records = tuple(ArmRecord(info=replace(a, axes=dict(a.axes), split={k: float(v) for k, v in a.split.items()}),
                               reached=inp.reached[a.name], survived=survived[a.name]) for a in inp.arms)
     return RaceAnalysis(race_version=RACE_VERSION, flopplan_version=__version__, command=inp.command,

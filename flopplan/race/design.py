@@ -2,7 +2,8 @@
 versioned manifest (``race.json`` is the analysis; ``manifest.json`` is this).
 
 An arm is one allocation: a policy size, a group size G, update passes mu and a reward system, the prompts per
-step fixed. At rung r every surviving arm trains to the same budget of training FLOPs ``b_r = b_0 eta^r`` (the
+step fixed, and any other recipe field or FLOP-neutral training knob a race varies (:mod:`flopplan.race.axes`).
+At rung r every surviving arm trains to the same budget of training FLOPs ``b_r = b_0 eta^r`` (the
 planner solves its steps), each with the same seeds; after a rung the better ``ceil(n_r / eta)`` arms by a lower
 confidence bound go on (:mod:`flopplan.race.runner`), continuing their pilots, so a pilot at rung r has cost
 b_r in all, not the sum of the rungs.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +30,16 @@ from flopplan.errors import UserError, check_int, is_int, is_number
 from flopplan.fileio import atomic_write_json, read_json
 from flopplan.planfile import PlanEntry
 from flopplan.planner import plan
+from flopplan.race.axes import CLASSIC, Axis, arm_name, knob_values, label
 from flopplan.recipe import Recipe, RewardSystem
 
 MANIFEST = "manifest.json"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
+READABLE = (1, MANIFEST_VERSION)
+"""Version 1 (before any axis): no ``axes``, arms without ``knobs`` or ``grpo``: read as that."""
 MIN_STEPS = 3
 """A pilot at the first rung must afford this many steps (each arm), or the design is refused."""
-AXES = ("policy", "group_size", "iterations", "reward")
+AXES = CLASSIC
 EVAL_NEVER = 10**9
 """A pilot's ``eval_every``: beyond any run, so it evaluates at step 0 and at the FLOP points only."""
 
@@ -43,7 +47,9 @@ EVAL_NEVER = 10**9
 @dataclass(frozen=True)
 class Arm:
     """One allocation of the grid: its values on the axes, the recipe they make, the planner's entry per rung
-    (training only, at the rung's training budget) and one evaluation's worst-case FLOPs."""
+    (training only, at the rung's training budget) and one evaluation's worst-case FLOPs; ``knobs``: its
+    FLOP-neutral ``flopplan train`` options (name -> value as :func:`flopplan.race.axes.label` writes it),
+    ``grpo``: GRPOConfig fields only a pilot that runs TRL takes."""
 
     name: str
     axes: dict[str, Any]
@@ -51,6 +57,8 @@ class Arm:
     rungs: tuple[PlanEntry, ...]
     eval_flops: int
     upfront_flops: int = 0  # e.g. a learned reward model's training, charged to this arm's feedback
+    knobs: dict[str, Any] = field(default_factory=dict)
+    grpo: dict[str, Any] = field(default_factory=dict)
 
     def pilot_budget(self, design: RaceDesign, rung: int) -> int:
         """The FLOP budget of this arm's pilot at ``rung``: training, plus every evaluation that can fall in it (at
@@ -64,7 +72,7 @@ class Arm:
     def to_data(self) -> dict[str, Any]:
         return {"name": self.name, "axes": self.axes, "recipe": self.recipe.to_data(),
                 "rungs": [entry.to_data() for entry in self.rungs], "eval_flops": self.eval_flops,
-                "upfront_flops": self.upfront_flops}
+                "upfront_flops": self.upfront_flops, "knobs": self.knobs, "grpo": self.grpo}
 
     @staticmethod
     def from_data(data: Any, where: str) -> Arm:
@@ -73,7 +81,8 @@ class Arm:
             raise UserError(f"{where} is malformed")
         return Arm(data["name"], dict(data.get("axes") or {}), Recipe.from_data(data.get("recipe"), where),
                    tuple(PlanEntry.from_data(e, f"{where}, rung {i}") for i, e in enumerate(data["rungs"])),
-                   int(data["eval_flops"]), int(data.get("upfront_flops") or 0))
+                   int(data["eval_flops"]), int(data.get("upfront_flops") or 0), dict(data.get("knobs") or {}),
+                   dict(data.get("grpo") or {}))
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,7 @@ class RaceDesign:
     reward_model_path: str | None = None  # relative: to the race folder (the demo's); else absolute
     notes: tuple[str, ...] = ()
     flopplan_version: str = __version__
+    axes: tuple[Axis, ...] = ()  # beyond the classic four (every arm records those)
 
     def evals_within(self, rung: int) -> int:
         return sum(1 for point in self.eval_points if point <= self.rung_flops[rung])
@@ -129,7 +139,8 @@ class RaceDesign:
                 "seeds": list(self.seeds), "targets": list(self.targets), "fit_targets": list(self.fit_targets),
                 "eval_points": list(self.eval_points), "worst_case_flops": self.worst_case_flops,
                 "pilot_cap": self.pilot_cap, "reward_model_path": self.reward_model_path,
-                "notes": list(self.notes), "arms": [a.to_data() for a in self.arms]}
+                "notes": list(self.notes), "axes": [a.to_data() for a in self.axes],
+                "arms": [a.to_data() for a in self.arms]}
 
     def save(self, folder: str | Path) -> Path:
         return atomic_write_json(Path(folder) / MANIFEST, self.to_data())
@@ -138,8 +149,8 @@ class RaceDesign:
     def from_data(data: Any, where: str) -> RaceDesign:
         if not isinstance(data, dict) or "race_manifest_version" not in data:
             raise UserError(f"{where} is not a RACE manifest (write one with `flopplan race design`)")
-        if data["race_manifest_version"] != MANIFEST_VERSION:
-            raise UserError(f"{where}: race_manifest_version must be {MANIFEST_VERSION}, not "
+        if data["race_manifest_version"] not in READABLE:
+            raise UserError(f"{where}: race_manifest_version must be {' or '.join(map(str, READABLE))}, not "
                             f"{data['race_manifest_version']!r}")
         try:
             lists = {k: data[k] for k in ("rung_flops", "keep", "seeds", "eval_points")}
@@ -152,7 +163,8 @@ class RaceDesign:
                 tuple(lists["keep"]), int(data["eta"]), tuple(lists["seeds"]), tuple(map(str, data["targets"])),
                 tuple(map(str, data["fit_targets"])), tuple(lists["eval_points"]), arms, str(data.get("command", "")),
                 data.get("reward_model_path"), tuple(map(str, data.get("notes") or ())),
-                str(data.get("flopplan_version", "")))
+                str(data.get("flopplan_version", "")),
+                tuple(Axis.from_data(a, f"{where}, axis {i + 1}") for i, a in enumerate(data.get("axes") or ())))
         except (KeyError, TypeError, ValueError):
             raise UserError(f"{where} is malformed: rerun `flopplan race design`") from None
         if len(design.rung_flops) != len(design.keep) or any(len(a.rungs) != len(design.rung_flops)
@@ -170,7 +182,8 @@ class RaceDesign:
 
 @dataclass(frozen=True)
 class Grid:
-    """What a design is asked for: the axes' values, the seeds and targets, the ladder's shape."""
+    """What a design is asked for: the axes' values (the classic four, and ``axes`` beyond them), the seeds and
+    targets, the ladder's shape."""
 
     policies: tuple[str, ...]
     group_sizes: tuple[int, ...]
@@ -185,6 +198,7 @@ class Grid:
     eval_prompts: int = 100
     upfront: dict[str, int] = field(default_factory=dict)  # reward system -> its upfront training FLOPs
     first_seed: int = 0  # the seeds are first_seed, first_seed + 1, ... (independent repetitions of a race)
+    axes: tuple[Axis, ...] = ()
     round_micro_batch: bool = True
     """Unless the base recipe sets a micro-batch: one scoring/update forward per round (every arm's rollouts at
     once). Small policies on CPU spend most of an update in per-micro-batch overheads otherwise (tiny-s, 8 x 4
@@ -201,17 +215,18 @@ class Grid:
         unknown = [t for t in self.fit_targets if t not in self.targets]
         if unknown:
             raise UserError(f"fit target {unknown[0]!r} is not an evaluation target ({', '.join(self.targets)})")
+        names = [*CLASSIC, *(a.name for a in self.axes)]
+        twice = [n for n in names if names.count(n) > 1]
+        if twice:
+            raise UserError(f"the axis {twice[0]} is given twice")
+        empty = [a.name for a in self.axes if not a.values]
+        if empty:
+            raise UserError(f"the grid is empty: give at least one value for {empty[0]}")
 
 
 def training_only(recipe: Recipe) -> Recipe:
     """The recipe the planner prices a rung with: its training, without evaluations (charged on top)."""
     return recipe.with_(eval_every=None, eval_prompts=0, eval_batch=None)
-
-
-def arm_name(axes: dict[str, Any]) -> str:
-    """A file-safe name: policy, G, mu and the reward system (``orm:tiny-rm`` -> ``orm-tiny-rm``)."""
-    reward = str(axes["reward"]).replace(":", "-").replace("/", "-")
-    return f"{axes['policy']}.G{axes['group_size']}.mu{axes['iterations']}.{reward}"
 
 
 def _log_points(low: float, high: float, n: int) -> tuple[int, ...]:
@@ -230,14 +245,10 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
     Budget(flops=budget_flops)  # the planner's limits (`flopplan plan` refuses the same budgets)
     if not (is_number(pilot_fraction) and 0 < pilot_fraction < 1):
         raise UserError(f"--pilot-fraction must be between 0 and 1 (exclusive), not {pilot_fraction!r}")
-    recipes = []
-    for policy, g, mu, reward in itertools.product(grid.policies, grid.group_sizes, grid.iterations, grid.rewards):
-        axes = {"policy": policy, "group_size": g, "iterations": mu, "reward": reward}
-        recipe = base.with_(policy=policy, group_size=g, iterations=mu, reward=RewardSystem.parse(reward),
-                            eval_every=EVAL_NEVER, eval_prompts=grid.eval_prompts, eval_at_start=True)
-        if grid.round_micro_batch and base.micro_batch is None:
-            recipe = recipe.with_(micro_batch=recipe.rollouts_per_step)
-        recipes.append((axes, recipe, int(evaluation_flops(recipe, grid.targets))))
+    recipes = [_arm_of(base, grid, dict(zip((*CLASSIC, *(a.name for a in grid.axes)), values, strict=True)),
+                       evaluation_flops)
+               for values in itertools.product(grid.policies, grid.group_sizes, grid.iterations, grid.rewards,
+                                               *(a.values for a in grid.axes))]
     keep = [len(recipes)]
     for _ in range(grid.rungs - 1):
         keep.append(max(1, math.ceil(keep[-1] / grid.eta)))
@@ -245,15 +256,14 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
 
     def build(b0: int) -> RaceDesign:
         ladder = tuple(b0 * grid.eta ** r for r in range(grid.rungs))
-        arms = tuple(Arm(arm_name(axes), axes, recipe, tuple(PlanEntry.of(plan(training_only(recipe),
-                                                                               Budget(flops=float(b))))
-                                                             for b in ladder), cost,
-                         grid.upfront.get(str(axes["reward"]), 0)) for axes, recipe, cost in recipes)
+        arms = tuple(replace(arm, rungs=tuple(PlanEntry.of(plan(training_only(arm.recipe), Budget(flops=float(b))))
+                                              for b in ladder)) for arm in recipes)
         low = min(a.rungs[0].step_flops for a in arms)
         return RaceDesign(budget_flops, float(pilot_fraction), ladder, tuple(keep), grid.eta,
                           tuple(range(grid.first_seed, grid.first_seed + grid.seeds)), grid.targets,
                           grid.fit_targets or grid.targets[:1],
-                          _log_points(low, ladder[-1], grid.evals), arms, command, reward_model_path)
+                          _log_points(low, ladder[-1], grid.evals), arms, command, reward_model_path,
+                          axes=grid.axes)
 
     def fits(b0: int) -> bool:
         return build(b0).worst_case_flops <= cap
@@ -281,3 +291,22 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
     top = max(a.pilot_budget(design, len(keep) - 1) for a in design.arms)
     notes = (f"F is {budget_flops / top:.1f}x the largest pilot: predictions at F extrapolate that far",)
     return RaceDesign(**{**design.__dict__, "notes": notes})
+
+
+def _arm_of(base: Recipe, grid: Grid, values: dict[str, Any], evaluation_flops: Any) -> Arm:
+    """The arm of one combination of the axes' values (its rungs still to plan): the recipe fields set on the
+    base recipe with the race's evaluation, the knobs checked as ``flopplan train`` would check them."""
+    kinds = {a.name: a.kind for a in grid.axes}
+    changes = {k: v for k, v in values.items() if kinds.get(k, "recipe") == "recipe"}
+    changes["reward"] = RewardSystem.parse(str(changes["reward"]))
+    recipe = base.with_(**changes, eval_every=EVAL_NEVER, eval_prompts=grid.eval_prompts, eval_at_start=True)
+    if grid.round_micro_batch and base.micro_batch is None and "micro_batch" not in changes:
+        recipe = recipe.with_(micro_batch=recipe.rollouts_per_step)
+    axes = {k: label(v) for k, v in values.items()}
+    knobs = {k: axes[k] for k in values if kinds.get(k) == "knob"}
+    if knobs:
+        from flopplan.train.config import TrainConfig
+
+        TrainConfig(recipe=recipe, out_dir="arm", max_steps=1, random_init=True, **knob_values(knobs))
+    return Arm(arm_name(axes, grid.axes), axes, recipe, (), int(evaluation_flops(recipe, grid.targets)),
+               grid.upfront.get(str(axes["reward"]), 0), knobs, {k: axes[k] for k in values if kinds.get(k) == "grpo"})

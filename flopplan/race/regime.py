@@ -97,7 +97,8 @@ def rules(level: float) -> tuple[str, ...]:
         "learning-bound (the same rollouts spread over more prompts and updates); iterations mu larger: "
         "learning-bound, smaller: search-bound (fresh rollouts instead of more passes over the same ones); reward "
         "with the larger feedback FLOP share (a learned reward model, upfront included): feedback-bound, smaller "
-        "(e.g. the rule): learning-bound (the feedback FLOPs saved buy more steps).",
+        "(e.g. the rule): learning-bound (the feedback FLOPs saved buy more steps); any other axis (a recipe field "
+        "or a training knob) names the regime after itself, AXIS-bound, without a direction.",
         "warning: the best usable arm's G decreases from one budget to the next larger one (IsoCompute finds the "
         "best G growing with the budget; undecided budgets included, and said).",
         "confidence of the recommendation: high when the regime at the target budget is a bound and the budget "
@@ -186,13 +187,16 @@ def decide(cands: Sequence[Candidate], level: float) -> Decision:
     comparisons = []
     for axis, group in one_axis_neighbours(best, rest).items():
         nb = max(group, key=lambda c: c.point)
-        larger, smaller = DIRECTION[axis]
-        b_val, n_val = _order_value(axis, best), _order_value(axis, nb)
-        names = larger if b_val > n_val else smaller if b_val < n_val else "undecided"
+        if axis in DIRECTION:
+            larger, smaller = DIRECTION[axis]
+            b_val, n_val = _order_value(axis, best), _order_value(axis, nb)
+            names = larger if b_val > n_val else smaller if b_val < n_val else "undecided"
+        else:
+            names = f"{axis}-bound"  # an axis beyond the allocation's four names itself
         comparisons.append(AxisComparison(axis=axis, neighbour=nb.name, best_value=str(best.axes.get(axis)),
                                           neighbour_value=str(nb.axes.get(axis)), cost=best.point - nb.point,
                                           names=names))
-    comparisons.sort(key=lambda a: AXES.index(a.axis))
+    comparisons.sort(key=lambda a: (AXES.index(a.axis) if a.axis in AXES else len(AXES), a.axis))
     kw["comparisons"] = tuple(comparisons)
     if not top.usable:
         return out("unstable", f"the arm with the highest predicted reward, {top.name} ({top.point:.3f}), is not "
@@ -213,10 +217,14 @@ def decide(cands: Sequence[Candidate], level: float) -> Decision:
     if decisive.names == "undecided":
         return out("undecided", f"the decisive axis {decisive.axis} does not order {best.name} and "
                    f"{decisive.neighbour} by {ORDERED_BY[decisive.axis]}", **kw)
-    side = "larger" if decisive.names == DIRECTION[decisive.axis][0] else "smaller"
+    if decisive.axis in DIRECTION:
+        side = "larger" if decisive.names == DIRECTION[decisive.axis][0] else "smaller"
+        has = f"the {side} {ORDERED_BY[decisive.axis]}"
+    else:
+        has = f"{decisive.axis} {decisive.best_value}"
     return out(decisive.names, f"{best.name} (P(best) {p:.2f}) loses most by changing {decisive.axis} "
                f"({decisive.best_value} -> {decisive.neighbour_value}, {decisive.neighbour}: -{decisive.cost:.3f}); "
-               f"the best arm has the {side} {ORDERED_BY[decisive.axis]}", **kw)
+               f"the best arm has {has}", **kw)
 
 
 def g_warnings(budgets: Sequence[BudgetResult], group_size: dict[str, float | None]) -> list[str]:
@@ -286,7 +294,7 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
     arm = decision.best
     pred: ArmPrediction = next(p for p in at_f.predictions if p.arm == arm)
     reasons = []
-    if decision.regime not in BOUNDS:
+    if not decision.regime.endswith("-bound"):  # BOUNDS, or AXIS-bound
         reasons.append(f"{decision.regime} at the target budget: {decision.rule}")
     if pred.extrapolation > EXTRAPOLATION_LIMIT * EXTRAPOLATION_TOL:
         reasons.append(f"{pred.extrapolation:.2f}x extrapolation beyond the arm's largest pilot FLOPs (beyond "

@@ -49,8 +49,8 @@ class ArmInfo:
         where = f"arm {self.name!r}"
         if not isinstance(self.name, str) or not self.name:
             raise UserError("an arm needs a non-empty name")
-        if not isinstance(self.axes, dict) or any(k not in AXES for k in self.axes):
-            raise UserError(f"{where}: axes must be a dict with keys among {', '.join(AXES)}")
+        if not isinstance(self.axes, dict) or any(not isinstance(k, str) for k in self.axes):
+            raise UserError(f"{where}: axes must be a dict of axis names ({', '.join(AXES)}, ...) to values")
         for key, value in self.axes.items():
             ok = is_number(value) if key in ("group_size", "iterations") else isinstance(value, str) or is_number(
                 value)

@@ -10,10 +10,17 @@ target budget F with its interval, and the halving keeps the arms that may be be
 (:func:`promote`). Every shard and every rerun computes the same decision; ``promotions.json`` records it with a
 digest of the evaluations it read, so a rerun on the same evaluations reuses it instead of refitting.
 
-``jobs``: pilots in parallel processes (each with ``cores / jobs`` threads). ``shard = (i, n)``: this process runs
-the pilots whose index in the rung is i mod n, for an executor that already exists (a Slurm array, Ray tasks, a
-CI matrix) writing into one shared folder; a shard that finds another shard's pilots unfinished stops there and
-says so. Nothing here schedules anything beyond a local pool of processes.
+Who runs a rung's pilots (an :data:`Executor`): a local pool of ``jobs`` processes (each with ``cores / jobs``
+threads; :func:`local_pool`), or Ray tasks (:mod:`flopplan.race.ray_backend`); either way each pilot is the same
+``flopplan train`` process (:func:`run_pilot`) and this driver promotes when the rung's last pilot lands.
+``shard = (i, n)``: this process runs the pilots whose index in the rung is i mod n, for an executor that already
+exists (a Slurm array, a CI matrix) writing into one shared folder; a shard that finds another shard's pilots
+unfinished stops there and says so.
+
+A pilot folder has one writer at a time (its run's lock): a pilot whose folder a live process still holds (a
+pilot a killed driver left behind, until its parent-death signal or Ray's cleanup of the dead driver's tasks ends
+it) is waited for, at most :data:`LOCK_WAIT` seconds, then refused with one line, before anything in the folder
+is touched.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,16 +42,19 @@ import numpy as np
 
 from flopplan.budget import Budget
 from flopplan.errors import UserError
-from flopplan.fileio import atomic_write_json, folder_lock, read_json
+from flopplan.fileio import atomic_write_json, folder_lock, lock_holder, read_json
 from flopplan.planfile import PlanEntry, PlanFile
 from flopplan.planner import plan
 from flopplan.race import promotion
 from flopplan.race.analysis import RaceInput, analyze
+from flopplan.race.axes import knob_options
 from flopplan.race.design import RaceDesign
 from flopplan.race.pilots import pilot_done, pilot_folder, pilot_input
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
 
 PROMOTIONS = "promotions.json"
+LOCK_WAIT = 120.0
+"""Seconds a pilot waits for its folder's lock to be released by a process a killed driver left running."""
 PROMOTION_REPLICATES = 200
 """Bootstrap replicates of the analysis behind a promotion (its seed: 0, as ``race analyze``'s default)."""
 PROMOTION_RULE = ("predicted reward at the target budget F (model-averaged analysis of the rung's pilots, first fitted "
@@ -58,6 +69,10 @@ class PilotTask:
     rung: int
     budget: int
     folder: Path
+
+
+Executor = Callable[[list[PilotTask]], Iterator[PilotTask]]
+"""Runs a rung's pilots (:func:`run_pilot` each), yielding each as it finishes; a failed pilot raises."""
 
 
 def _affordable(design: RaceDesign, history: Sequence[Sequence[str]], kept: Sequence[str]) -> int:
@@ -174,7 +189,7 @@ def train_command(design: RaceDesign, folder: Path, task: PilotTask) -> list[str
                "--eval-at-end"]
     if design.reward_model_path and arm.recipe.reward.kind == "orm":
         command += ["--reward-model-path", str(folder / design.reward_model_path)]  # an absolute path stays
-    return command
+    return command + knob_options(arm.knobs)
 
 
 def _clear_unstarted(task: PilotTask) -> None:
@@ -195,8 +210,21 @@ def _set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
         pass
 
 
+def wait_unlocked(path: Path, seconds: float = LOCK_WAIT) -> None:
+    """Return once no live process holds ``path``'s folder lock, or refuse with one line after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while (holder := lock_holder(path)) is not None:
+        if time.monotonic() >= deadline:
+            raise UserError(f"pilot folder {str(path)!r} is still in use by {holder} after {seconds:.0f} s: a "
+                            "pilot runs once at a time; rerun when it has ended")
+        time.sleep(0.5)
+
+
 def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -> PilotTask:
     task.folder.parent.mkdir(parents=True, exist_ok=True)
+    wait_unlocked(task.folder)
+    if task.rung >= 0 and pilot_done(task.folder, task.budget):  # the process waited for finished it
+        return task
     _clear_unstarted(task)
     command = train_command(design, folder, task)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
@@ -214,10 +242,21 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -
     return task
 
 
+def local_pool(design: RaceDesign, folder: Path, jobs: int, threads: int) -> Executor:
+    """``jobs`` pilots at a time in processes of this machine, ``threads`` threads each."""
+    def execute(tasks: list[PilotTask]) -> Iterator[PilotTask]:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            yield from pool.map(lambda t: run_pilot(design, folder, t, threads), tasks)
+
+    return execute
+
+
 def run_race(folder: str | Path, *, jobs: int = 1, shard: tuple[int, int] = (0, 1),
              cores: int | None = None, log: Callable[[str], None] = print,
-             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Run (or continue) every rung of the race in ``folder``; returns what ran and whether the race is complete."""
+             progress: Callable[[int, int], None] | None = None,
+             executor: Callable[[RaceDesign, Path], Executor] | None = None) -> dict[str, Any]:
+    """Run (or continue) every rung of the race in ``folder``; returns what ran and whether the race is complete.
+    ``executor(design, folder)``: who runs the pilots (default: :func:`local_pool` of ``jobs``)."""
     folder = Path(folder)
     design = RaceDesign.load(folder)
     index, count = shard
@@ -225,12 +264,18 @@ def run_race(folder: str | Path, *, jobs: int = 1, shard: tuple[int, int] = (0, 
         raise UserError(f"--shard must be I/N with 0 <= I < N, not {index}/{count}")
     if jobs < 1:
         raise UserError(f"--jobs must be at least 1, not {jobs}")
+    trl_only = next((a for a in design.arms if a.grpo), None)
+    if trl_only is not None:
+        name, value = next(iter(trl_only.grpo.items()))
+        raise UserError(f"arm {trl_only.name} sets GRPOConfig {name}={value}, which flopplan's trainer does not "
+                        "have: such an axis needs pilots that run TRL")
     threads = max(1, (cores or os.cpu_count() or 1) // jobs)
     with folder_lock(folder / ".locks" / f"shard-{index}-of-{count}", "race shard"):  # one runner per shard
-        return _run_rungs(design, folder, jobs, threads, shard, log, progress)
+        execute = executor(design, folder) if executor else local_pool(design, folder, jobs, threads)
+        return _run_rungs(design, folder, execute, shard, log, progress)
 
 
-def _run_rungs(design: RaceDesign, folder: Path, jobs: int, threads: int, shard: tuple[int, int],
+def _run_rungs(design: RaceDesign, folder: Path, execute: Executor, shard: tuple[int, int],
                log: Callable[[str], None], progress: Callable[[int, int], None] | None) -> dict[str, Any]:
     index, count = shard
     ran = 0
@@ -243,12 +288,10 @@ def _run_rungs(design: RaceDesign, folder: Path, jobs: int, threads: int, shard:
         if mine:
             log(f"rung {rung + 1} of {len(design.rung_flops)}: {len(mine)} pilot{'s' if len(mine) > 1 else ''} "
                 f"of {len(tasks)} to run ({design.rung_flops[rung]:.3g} training FLOPs each)")
-            with ThreadPoolExecutor(max_workers=jobs) as pool:
-                for done, _task in enumerate(pool.map(lambda t: run_pilot(design, folder, t, threads), mine),
-                                             1):
-                    ran += 1
-                    if progress:
-                        progress(done, len(mine))
+            for done, _task in enumerate(execute(mine), 1):
+                ran += 1
+                if progress:
+                    progress(done, len(mine))
         waiting = [t for t in tasks if not pilot_done(t.folder, t.budget)]
         if waiting:
             log(f"waiting for {len(waiting)} pilot{'s' if len(waiting) > 1 else ''} of rung {rung + 1} run by other "

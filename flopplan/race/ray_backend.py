@@ -1,0 +1,128 @@
+"""``race run --backend ray``: each pilot a Ray task, scheduled by Ray over the cluster's nodes.
+
+A task runs the very pilot the local pool runs (:func:`flopplan.race.runner.run_pilot`: ``flopplan train`` in a
+process of its own, in the pilot's folder), with the CPUs and GPUs declared per pilot reserved for it (Ray sets
+``CUDA_VISIBLE_DEVICES``; the pilot's torch threads are its CPUs). The driver submits a rung's pilots, collects
+them as they land and promotes when the rung's last one has (the runner's code, as with the pool). Nothing of the
+race lives in Ray: the pilot folders (on a file system every node mounts) decide what is done, so a killed driver
+or a lost node is a rerun that starts or resumes only the unfinished pilots. Ray retries a task whose worker or
+node died (``max_retries``); the retry resumes the pilot from its last checkpoint, after waiting for the folder's
+lock if the lost attempt's process still holds it (:func:`flopplan.race.runner.wait_unlocked`). A pilot that
+fails on its own (a non-zero exit) is not retried: its one line ends the run.
+
+``address``: a running cluster (``HOST:PORT`` of its head, ``ray://HOST:PORT`` for Ray Client, or ``auto``);
+none: a local cluster for the life of the command (``RAY_ADDRESS``, when set, is Ray's own way to name one).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from flopplan.errors import UserError
+from flopplan.race.design import RaceDesign
+from flopplan.race.runner import Executor, PilotTask, run_pilot
+
+MAX_RETRIES = 3
+"""Ray retries of a pilot whose worker or node died (each resumes the pilot)."""
+CONNECT_TIMEOUT = 5.0
+"""Seconds to reach a given address's head before refusing it (Ray itself retries for minutes)."""
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    address: str | None = None
+    pilot_cpus: float = 1.0
+    pilot_gpus: float = 0.0
+
+    def check(self) -> None:
+        if not self.pilot_cpus > 0:
+            raise UserError(f"--pilot-cpus must be positive, not {self.pilot_cpus:g}")
+        if self.pilot_gpus < 0:
+            raise UserError(f"--pilot-gpus must be 0 or more, not {self.pilot_gpus:g}")
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--backend ray needs Ray: pip install 'flopplan[ray]' (or ray) on every node") from None
+    return ray
+
+
+def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Refuse with one line an address whose head does not answer within ``timeout`` seconds."""
+    if address == "auto":
+        return
+    host_port = address.split("://", 1)[-1]
+    host, sep, port = host_port.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise UserError(f"--address must be HOST:PORT (the head's), ray://HOST:PORT or auto, not {address!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise UserError(f"no Ray cluster answers at {address} ({exc.strerror or exc}): start one (`ray start "
+                        "--head`) or give its head's address") from None
+
+
+def connect(options: RayOptions) -> Any:
+    """Ray, initialised: attached to the cluster at ``options.address`` or a local one."""
+    options.check()
+    ray = import_ray()
+    if options.address is not None:
+        check_reachable(options.address)
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+        if options.address is None and not os.environ.get("RAY_ADDRESS"):
+            kwargs["include_dashboard"] = False
+        try:
+            ray.init(address=options.address, **kwargs)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise UserError(f"cannot start or join a Ray cluster ({options.address or 'local'}): "
+                            f"{str(exc).splitlines()[0]}") from None
+    return ray
+
+
+def _pilot(folder: str, task: PilotTask, threads: int) -> PilotTask:  # pragma: no cover - runs in a Ray worker
+    return run_pilot(RaceDesign.load(folder), Path(folder), task, threads)
+
+
+def ray_executor(options: RayOptions) -> Any:
+    """The runner's executor factory for ``options`` (Ray connected first, so a bad address costs nothing)."""
+    ray = connect(options)
+    remote = ray.remote(num_cpus=options.pilot_cpus, num_gpus=options.pilot_gpus, max_retries=MAX_RETRIES,
+                        retry_exceptions=False)(_pilot)
+    threads = max(1, int(options.pilot_cpus))
+
+    def factory(design: RaceDesign, folder: Path) -> Executor:
+        def execute(tasks: list[PilotTask]) -> Iterator[PilotTask]:
+            root = folder.resolve()  # every node sees the race at the driver's absolute path (a shared mount)
+            pending = [remote.remote(str(root), replace(task, folder=task.folder.resolve()), threads)
+                       for task in tasks]
+            try:
+                while pending:
+                    done, pending = ray.wait(pending, num_returns=1)
+                    yield _result(ray, done[0])
+            finally:
+                for ref in pending:  # a failed pilot ends the run: the others are stopped (and resume later)
+                    ray.cancel(ref, force=True)
+
+        return execute
+
+    return factory
+
+
+def _result(ray: Any, ref: Any) -> PilotTask:
+    try:
+        task: PilotTask = ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:  # the pilot's own failure: its one line
+        cause = exc.cause if isinstance(exc.cause, UserError) else None
+        raise UserError(str(cause) if cause else f"a pilot's Ray task failed: {exc.cause!r}") from None
+    except ray.exceptions.RayError as exc:  # retries spent on lost workers or nodes
+        raise UserError(f"a pilot's Ray task was lost ({type(exc).__name__}, after {MAX_RETRIES} retries): rerun "
+                        "`flopplan race run` to resume it") from None
+    return task

@@ -1,0 +1,124 @@
+"""RACE's axes: any recipe field (priced, as the classic shorthands price theirs) or FLOP-neutral training knob,
+by flopplan's or GRPOConfig's name; what cannot be priced or run is refused in one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import cli, one_line_error
+
+from flopplan.budget import Budget
+from flopplan.planfile import PlanEntry
+from flopplan.planner import plan
+from flopplan.race.axes import KNOB_OF_GRPO, NEUTRAL_KNOBS, RECIPE_OF_GRPO, knob_options, parse_axis, resolve
+from flopplan.race.design import RaceDesign, training_only
+
+RACE = ("--budget", "1.2e11", "--pilot-fraction", "0.5", "--models", "tiny-s", "--seeds", "2", "--rungs", "2",
+        "--evals", "3", "--eval-prompts", "20")
+
+
+def test_a_grpo_config_axis_prices_each_arm_as_its_recipe_shorthand_does(tmp_path):
+    cli("race", "design", *RACE, "--group-sizes", "4,8", "--out", str(tmp_path / "short"), check=True)
+    cli("race", "design", *RACE, "--axis", "num_generations=4,8", "--axis", "learning_rate=1e-3,3e-3",
+        "--out", str(tmp_path / "axes"), check=True)
+    short, axes = RaceDesign.load(tmp_path / "short"), RaceDesign.load(tmp_path / "axes")
+    assert [a.to_data() for a in axes.axes] == [{"name": "lr", "kind": "knob", "given": "learning_rate",
+                                                 "values": [0.001, 0.003]}]
+    assert [a.name for a in axes.arms] == ["tiny-s.G4.mu1.rule.lr0.001", "tiny-s.G4.mu1.rule.lr0.003",
+                                           "tiny-s.G8.mu1.rule.lr0.001", "tiny-s.G8.mu1.rule.lr0.003"]
+    by_g = {a.recipe.group_size: a for a in short.arms}
+    for arm in axes.arms:  # the knob leaves the price alone: each arm's recipe is the shorthand's
+        assert arm.axes == {"policy": "tiny-s", "group_size": arm.recipe.group_size, "iterations": 1,
+                            "reward": "rule", "lr": arm.knobs["lr"]}
+        twin = by_g[arm.recipe.group_size]
+        assert arm.recipe == twin.recipe and arm.eval_flops == twin.eval_flops
+        assert arm.rungs == tuple(PlanEntry.of(plan(training_only(arm.recipe), Budget(flops=float(b))))
+                                  for b in axes.rung_flops)  # exactly the planner's steps at each rung
+    data = json.loads((tmp_path / "axes" / "manifest.json").read_text())
+    assert data["race_manifest_version"] == 2 and RaceDesign.from_data(data, "m").to_data() == data
+
+
+def test_a_recipe_axis_changes_the_price_and_the_pilot_gets_its_knobs(tmp_path):
+    from flopplan.race.runner import PilotTask, train_command
+
+    cli("race", "design", *RACE, "--axis", "max_completion_length=2,4", "--axis", "temperature=0.7",
+        "--axis", "loss_type=grpo", "--axis", "reward_funcs=exact,exact+math", "--out", str(tmp_path), check=True)
+    design = RaceDesign.load(tmp_path)
+    costs = {a.recipe.completion_len.max: a.rungs[0].step_flops for a in design.arms}
+    assert costs[4] > costs[2]  # priced by its recipe: longer completions cost more per step
+    arm = design.arm("tiny-s.G8.mu1.rule.completion_len4.temperature0.7.loss_aggregation-sequence."
+                     "reward_funcs-exact+math")
+    command = train_command(design, tmp_path, PilotTask(arm.name, 0, 0, 1, tmp_path / "p"))
+    assert command[-8:] == ["--loss-aggregation", "sequence", "--reward-func", "exact", "--reward-func", "math",
+                            "--temperature", "0.7"]
+
+
+def test_the_grpo_config_names_map_to_the_fields_recipe_from_trl_reads():
+    from flopplan.cli.race import race_base
+    from flopplan.engines.trl import grpo_config_kwargs, recipe_from_trl
+
+    base = race_base()
+    config = grpo_config_kwargs(base)
+    values = {"num_generations": 4, "num_iterations": 2, "beta": 0.04, "max_completion_length": 7,
+              "gradient_checkpointing": True, "model_name_or_path": "tiny-l"}
+    assert set(values) == set(RECIPE_OF_GRPO)
+    for name, value in values.items():
+        recipe, _, _ = recipe_from_trl({**config, name: value}, model=values["model_name_or_path"]
+                                       if name == "model_name_or_path" else base.policy, prompt_len=base.prompt_len)
+        got = getattr(recipe, RECIPE_OF_GRPO[name])
+        assert (got.max if name == "max_completion_length" else got) == value
+    assert set(KNOB_OF_GRPO.values()) <= set(NEUTRAL_KNOBS)
+
+
+@pytest.mark.parametrize("axis, fragment", [
+    ("task=digits:sum", "prompts"), ("seed=1,2", "the race sets it"), ("eval_prompts=10", "evaluation"),
+    ("per_device_train_batch_size=4,8", "batch split"), ("use_liger_kernel=true", "cannot price"),
+    ("use_vllm=true", "transformers"), ("fixed_completion=on", "completion_len"), ("colour=red", "not a recipe field"),
+    ("group_size=four", "not a value"), ("learning_rate=-1", "lr"), ("beta=0.1,0.1", "twice"), ("lr", "NAME=V1"),
+    ("loss_aggregation=mean", "one of"),
+])
+def test_an_axis_flopplan_cannot_price_or_run_is_one_line(tmp_path, axis, fragment):
+    one_line_error(cli("race", "design", *RACE, "--axis", axis, "--out", str(tmp_path)), fragment)
+    assert not (tmp_path / "manifest.json").exists()
+
+
+def test_a_shorthand_and_its_axis_together_are_refused(tmp_path):
+    one_line_error(cli("race", "design", *RACE, "--group-sizes", "4", "--axis", "num_generations=8", "--out",
+                       str(tmp_path)), "given twice")
+
+
+def test_a_grpo_only_knob_is_designed_but_the_builtin_trainer_refuses_to_run_it(tmp_path):
+    assert parse_axis("loss_type=bnpo,dapo").kind == "grpo" and resolve("top_p") == ("grpo", "top_p")
+    cli("race", "design", *RACE, "--axis", "loss_type=bnpo,dapo", "--out", str(tmp_path), check=True)
+    assert {a.name: a.grpo for a in RaceDesign.load(tmp_path).arms}["tiny-s.G8.mu1.rule.loss_type-bnpo"] == {
+        "loss_type": "bnpo"}
+    one_line_error(cli("race", "run", str(tmp_path)), "needs pilots that run TRL")
+    assert not (tmp_path / "pilots").exists()
+
+
+NEUTRAL_SAMPLES = {"lr": 0.01, "lora_alpha": 16, "temperature": 0.5, "loss_clip_low": 0.1, "loss_clip_high": 0.3,
+                   "loss_scale_rewards": "none", "loss_aggregation": "sequence", "max_grad_norm": 0.5,
+                   "weight_decay": 0.1, "format_reward": 0.5, "reward_funcs": "exact+math",
+                   "reward_weights": "1", "train_size": 500}
+"""A changed value of every FLOP-neutral knob a rule-reward run takes (prm_aggregate and reward_output turn a
+reward model's scores into a reward after its forward: they need a model to apply to)."""
+
+
+@pytest.mark.slow
+def test_every_flop_neutral_knob_leaves_a_runs_ledger_flop_for_flop(tmp_path):
+    pytest.importorskip("torch")
+    assert set(NEUTRAL_SAMPLES) | {"prm_aggregate", "reward_output"} == set(NEUTRAL_KNOBS)
+    base = ["train", "--model", "tiny-s", "--lora-rank", "4", "--prompts-per-step", "8", "-G", "4",
+            "--completion-len", "3", "--steps", "2", "--fixed-completion-len", "--no-progress"]
+
+    def flops(name: str, *options: str) -> dict[str, int]:
+        cli(*base, "--out", str(tmp_path / name), *options, check=True)
+        return json.loads((tmp_path / name / "summary.json").read_text())["flops"]
+
+    reference = flops("default")
+    for knob, value in NEUTRAL_SAMPLES.items():
+        options = knob_options({knob: value})
+        if knob == "reward_weights":
+            options = [*knob_options({"reward_funcs": "exact+math"}), "--reward-weights", "1,0.5"]
+        assert flops(knob, *options) == reference, knob
