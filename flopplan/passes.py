@@ -86,7 +86,9 @@ PHASES = {phase.name: phase for phase in PHASE_TABLE}
 ENGINE_PHASES = ("eval.forward", "eval.reward")
 """Phases only an engine's own loop runs (TRL's evaluation, metered by the TRL hook): charged, never planned."""
 STEP_PHASES = tuple(p.name for p in PHASE_TABLE if p.bucket != "evaluation")
-EVAL_PHASES = tuple(p.name for p in PHASE_TABLE if p.bucket == "evaluation")
+EVAL_PHASES = tuple(p.name for p in PHASE_TABLE if p.bucket == "evaluation" and p.name not in ENGINE_PHASES)
+"""The phases of one planned evaluation (flopplan's own greedy generate); an engine's own loop charges
+:data:`ENGINE_PHASES` instead."""
 BUCKET_OF = {p.name: p.bucket for p in PHASE_TABLE}
 PHASE_KIND = {p.name: p.kind for p in PHASE_TABLE}
 """What kind of work each phase is, for time models: prefill, decode, forward (no-grad, teacher-forced), train."""

@@ -75,7 +75,13 @@ def test_the_unversioned_ledger_state_reads_as_version_0_and_is_written_with_its
     ledger = Ledger.from_state(old)
     state = ledger.to_state()
     assert next(iter(state)) == LEDGER_STATE.key and state[LEDGER_STATE.key] == 1
-    assert {k: v for k, v in state.items() if k != LEDGER_STATE.key} == old
+    # every value the old state held is written back; phases added since (zero in an old run) may join them
+    for key, value in old.items():
+        if isinstance(value, dict) and key in ("executed", "useful"):
+            assert {p: state[key][p] for p in value} == value and not any(
+                state[key][p] for p in set(state[key]) - set(value)), key
+        else:
+            assert state[key] == value, key
     assert Ledger.from_state(json.loads(json.dumps(state))) == ledger
     with pytest.raises(UserError, match="flopplan_ledger_version"):
         Ledger.from_state({**state, LEDGER_STATE.key: 2})
