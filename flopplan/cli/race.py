@@ -138,14 +138,16 @@ def _shard(text: str) -> tuple[int, int]:
 @click.argument("race_dir", type=click.Path(file_okay=False))
 @click.option("--jobs", default=1, show_default=True, type=int, help="Pilots in parallel processes.")
 @click.option("--shard", default="0/1", show_default=True, help="I/N: run the pilots of shard I of N.")
+@click.option("--pilot", "pilot", metavar="COMMAND",
+              help="Each pilot runs this command (your TRL script: it reads $FLOPPLAN_PILOT with "
+                   "flopplan.race.pilot()) instead of the built-in trainer; recorded with the race.")
 @click.option("--json", "as_json", is_flag=True, help="Print what ran as JSON.")
-def run(race_dir: str, jobs: int, shard: str, as_json: bool) -> None:
-    """Run (or continue, after a kill) every rung's pilots on the built-in trainer; each pilot is an ordinary run
-    folder. (Pilots evaluate along the run, which flopplan does not meter on TRL yet; the validating run can go to
-    TRL or verl through `flopplan export`.)"""
+def run(race_dir: str, jobs: int, shard: str, pilot: str | None, as_json: bool) -> None:
+    """Run (or continue, after a kill) every rung's pilots, on the built-in trainer or as your script (--pilot);
+    each pilot is an ordinary run folder."""
     from flopplan.race.runner import run_race
 
-    result = run_race(race_dir, jobs=jobs, shard=_shard(shard),
+    result = run_race(race_dir, jobs=jobs, shard=_shard(shard), pilot=pilot,
                       log=(lambda text: None) if as_json else (lambda text: click.echo(text, err=True)))
     if as_json:
         echo_json(result)

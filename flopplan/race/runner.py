@@ -41,6 +41,7 @@ from flopplan.race import promotion
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.design import RaceDesign
 from flopplan.race.pilots import pilot_done, pilot_folder, pilot_input
+from flopplan.race.user_pilot import record_command, recorded_command, run_script_pilot
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
 
 PROMOTIONS = "promotions.json"
@@ -185,7 +186,7 @@ def _clear_unstarted(task: PilotTask) -> None:
         shutil.rmtree(task.folder)
 
 
-def _set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
+def set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
     """Children die with the runner (Linux), so a killed race leaves no pilot holding its folder's lock."""
     try:
         import ctypes
@@ -198,14 +199,16 @@ def _set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
 def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -> PilotTask:
     task.folder.parent.mkdir(parents=True, exist_ok=True)
     _clear_unstarted(task)
-    command = train_command(design, folder, task)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-           "OPENBLAS_NUM_THREADS": str(threads)}
     what = f"rung{task.rung}" if task.rung >= 0 else "validation"
     log_path = folder / "logs" / f"{task.arm}.seed{task.seed}.{what}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    if recorded_command(folder) is not None:  # the user's script (flopplan.race.user_pilot)
+        return run_script_pilot(design, folder, task, threads, log_path)
+    command = train_command(design, folder, task)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "OPENBLAS_NUM_THREADS": str(threads)}
     with open(log_path, "ab") as log:
-        done = subprocess.run(command, stdout=log, stderr=log, env=env, preexec_fn=_set_parent_death_signal,
+        done = subprocess.run(command, stdout=log, stderr=log, env=env, preexec_fn=set_parent_death_signal,
                               check=False)
     if done.returncode != 0:
         tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
@@ -216,8 +219,9 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -
 
 def run_race(folder: str | Path, *, jobs: int = 1, shard: tuple[int, int] = (0, 1),
              cores: int | None = None, log: Callable[[str], None] = print,
-             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Run (or continue) every rung of the race in ``folder``; returns what ran and whether the race is complete."""
+             progress: Callable[[int, int], None] | None = None, pilot: str | None = None) -> dict[str, Any]:
+    """Run (or continue) every rung of the race in ``folder``; returns what ran and whether the race is complete.
+    ``pilot``: the user's command each pilot runs (recorded with the race; :mod:`flopplan.race.user_pilot`)."""
     folder = Path(folder)
     design = RaceDesign.load(folder)
     index, count = shard
@@ -226,6 +230,7 @@ def run_race(folder: str | Path, *, jobs: int = 1, shard: tuple[int, int] = (0, 
     if jobs < 1:
         raise UserError(f"--jobs must be at least 1, not {jobs}")
     threads = max(1, (cores or os.cpu_count() or 1) // jobs)
+    record_command(folder, pilot)
     with folder_lock(folder / ".locks" / f"shard-{index}-of-{count}", "race shard"):  # one runner per shard
         return _run_rungs(design, folder, jobs, threads, shard, log, progress)
 
