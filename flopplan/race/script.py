@@ -35,8 +35,8 @@ SPEC_LAYOUT = serial.Layout("pilot spec", "pilot_spec_version", SPEC_VERSION)
 MAX_STEPS = 10**7
 """``max_steps`` of every pilot: beyond any budget, so the budget ends each rung (and a linear schedule over it is
 flat: a pilot continued to the next rung is the same run)."""
-PAIRED_GRPO = ("generation_batch_size", "steps_per_generation")
-"""TRL fills both from either: a rebuilt config keeps only the second, which the arm sets."""
+ALIASES = {"gradient_checkpointing": "activation_checkpointing"}
+"""transformers' new names of fields the arm sets under their old (TRL's, flopplan's) names."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,9 @@ class PilotSpec:
         fields = {name: getattr(config, name) for name in names}
         if "steps_per_generation" in changes:
             fields["generation_batch_size"] = None
+        for old, new in ALIASES.items():  # a rebuilt config reads the new name first
+            if old in changes and new in names:
+                changes[new] = changes[old]
         rebuilt: Any = type(config)
         return rebuilt(**{**fields, **changes})
 

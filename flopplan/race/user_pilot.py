@@ -31,17 +31,19 @@ TAIL_FILE = "pilot.log"
 
 
 def record_command(folder: Path, command: str | None) -> str | None:
-    """The race's pilot command: ``command`` recorded on first use; the recorded one when None; a different one,
-    or a command for a race whose pilots already ran on the built-in trainer, refused with one line."""
+    """The race's pilot command: ``command`` recorded on first use (or while no pilot has written its run
+    folder); the recorded one when None; a different one once pilots ran, or a command for a race whose pilots
+    ran on the built-in trainer, refused with one line."""
     path = folder / COMMAND_FILE
     recorded = recorded_command(folder)
     if command is None or command == recorded:
         return recorded
-    if recorded is not None:
+    started = any((folder / "pilots").glob("*/seed*/config.json"))  # a pilot wrote its run folder
+    if recorded is not None and started:
         raise UserError(f"this race's pilots run {recorded!r} ({path}): give the same --pilot, or none")
     if not command.strip():
         raise UserError("--pilot needs a command (e.g. 'python train_grpo.py')")
-    if any((folder / "pilots").glob("*/seed*/config.json")):
+    if started:
         raise UserError("this race's pilots run on flopplan's trainer already: a --pilot command needs a new race")
     design = RaceDesign.load(folder)
     if len(design.targets) != 1:
