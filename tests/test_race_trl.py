@@ -6,6 +6,7 @@ continuing the winner's pilot."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shlex
@@ -118,7 +119,7 @@ def test_a_race_of_trl_scripts_killed_mid_rung_ends_complete_without_repeating_a
             assert log.read_text().count("train_runtime") == 1, log
         evaluations = [json.loads(line) for line in (pilot / "evaluations.jsonl").read_text().splitlines()]
         assert [e["step"] for e in evaluations].count(0) == 1  # the baseline once: the killed pilot resumed
-        assert all(a["train_flops"] < b["train_flops"] for a, b in zip(evaluations, evaluations[1:], strict=False))
+        assert all(a["train_flops"] < b["train_flops"] for a, b in itertools.pairwise(evaluations))
     decisions = json.loads((race / "promotions.json").read_text())
     promoted = decisions[0]["promoted"]
     assert len(promoted) == 1

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -40,7 +39,7 @@ from flopplan.planner import plan
 from flopplan.race import promotion
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.design import RaceDesign
-from flopplan.race.pilots import pilot_done, pilot_folder, pilot_input
+from flopplan.race.pilots import pilot_done, pilot_folder, pilot_input, set_parent_death_signal
 from flopplan.race.user_pilot import record_command, recorded_command, run_script_pilot
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
 
@@ -184,16 +183,6 @@ def _clear_unstarted(task: PilotTask) -> None:
     it again and records the lost work.)"""
     if task.folder.exists() and not (task.folder / CONFIG).is_file():
         shutil.rmtree(task.folder)
-
-
-def set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
-    """Children die with the runner (Linux), so a killed race leaves no pilot holding its folder's lock."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -> PilotTask:

@@ -22,6 +22,7 @@ from typing import Any
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, folder_lock, read_json
 from flopplan.race.design import RaceDesign, training_only
+from flopplan.race.pilots import set_parent_death_signal
 from flopplan.race.script import PILOT_ENV, SPEC_FILE, PilotSpec, load_spec
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
 
@@ -98,8 +99,6 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
     spec = write_spec(design, folder, task.arm, task.seed, task.rung, task.budget, task.folder)
     env = {**os.environ, PILOT_ENV: str(Path(spec.folder) / SPEC_FILE), "OMP_NUM_THREADS": str(threads),
            "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
-    from flopplan.race.runner import set_parent_death_signal
-
     with open(log_path, "ab") as log, open(task.folder / TAIL_FILE, "ab") as errors:
         done = subprocess.run(shlex.split(command), stdout=log, stderr=errors, env=env, cwd=_cwd(folder),
                               preexec_fn=set_parent_death_signal, check=False)
