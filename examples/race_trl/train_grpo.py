@@ -7,7 +7,8 @@ make it a RACE pilot and change nothing when it runs on its own:
 A pilot gets its arm's settings, FLOP budget, run folder, seed and evaluation points from ``flopplan.race.pilot()``.
 The policies are tiny random-initialised Qwen2-architecture models built from flopplan's registry names (``tiny-s``,
 ``tiny``, ``tiny-l``) with its character tokenizer, saved once to ``--models-dir``; a model id or a local folder is
-loaded as it is. The task (the first digit of a string of digits, chat messages) is written once to ``--data-dir`` as parquet.
+loaded as it is. The task (the first digit of a string of digits, chat messages) is written once to
+``--data-dir`` as parquet.
 """
 
 from __future__ import annotations
