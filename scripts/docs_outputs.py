@@ -59,6 +59,9 @@ TINY_67 = ("flopplan plan --model tiny --full --prompts-per-step 16 --group-size
            " --micro-batch 64 --eval-every 10 --eval-prompts 200 --budget 6e11")
 TINY_TRL = ("flopplan plan --model tiny --full --prompts-per-step 4 --group-size 4 --prompt-len 9 --completion-len 4"
             " --generation-batch 8 --micro-batch 8 --logprob-head fused --steps 6 --out plan.json")
+RACE_TRL = ("flopplan race design --budget 1e10 --pilot-fraction 0.5 --models tiny-s,tiny --group-sizes 4 "
+            "--prompts-per-step 4 --prompt-len 9 --completion-len 2 --full --logprob-head fused --seeds 1 --rungs 2 "
+            "--evals 2 --eval-prompts 16 --eval-targets heldout --fit-targets heldout --out race")
 PROFILE = "calibration/cpu-amd-epyc-2-threads-runs/profile.json"
 CREATED = r'"created": "([^"]+)"'
 
@@ -104,6 +107,10 @@ SESSIONS = (
                                "--out run --fixed-completion-len --no-progress --measure-flops")),
             slow=True, env={"OMP_NUM_THREADS": "1"}),
     Session("race-demo", (Step("flopplan race demo"),), slow=True),
+    Session("race-trl", (Step(RACE_TRL, show="none"),
+                         Step("flopplan race run race --pilot 'python examples/race_trl/train_grpo.py'"),
+                         Step("flopplan race analyze race --no-plots"),
+                         Step("flopplan race validate race")), slow=True, env={"OMP_NUM_THREADS": "1"}),
     Session("calibrate-verify", (Step("flopplan calibrate --verify", show="tail:4"),), slow=True),
     Session("bench-plan-throughput", (Step("python benchmarks/plan_throughput.py"),), slow=True),
     Session("bench-time-prediction", (Step("python benchmarks/time_prediction.py", show="from:held-out run "),),

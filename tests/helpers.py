@@ -106,6 +106,27 @@ def one_line_error(result: Result | subprocess.CompletedProcess, fragment: str =
     return lines[0]
 
 
+def kill_group_when(proc: subprocess.Popen, ready: Any, timeout: float = 600) -> None:
+    """SIGKILL ``proc`` and its children (its process group: start it with ``start_new_session=True``) once
+    ``ready()`` holds. The group is stopped (SIGSTOP) before the check is repeated, so nothing can move on between
+    the check and the kill."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else "ended"
+        assert time.monotonic() < deadline, "the kill point never came"
+        if ready():
+            os.killpg(proc.pid, signal.SIGSTOP)
+            if ready():
+                break
+            os.killpg(proc.pid, signal.SIGCONT)
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 def write_config(directory: Path, name: str, cfg: dict) -> Path:
     path = directory / name / "config.json"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import cli, one_line_error
+from helpers import cli, kill_group_when, one_line_error
 
 from flopplan.race.design import MANIFEST, Grid, RaceDesign, design_race
 from flopplan.recipe import Recipe
@@ -126,20 +126,8 @@ def _finish(*args: str, cwd: Path) -> str:
 
 def _kill_when(proc: subprocess.Popen, ready, folder: Path, timeout: float = 600) -> None:
     """SIGKILL the command and its pilots (its process group) once ``ready()`` holds while a pilot is in the middle
-    of a step (its progress log holds a finished unit of a step not yet committed: work the kill loses). The group
-    is stopped (SIGSTOP) before the check, so nothing can commit between the check and the kill."""
-    deadline = time.monotonic() + timeout
-    while True:
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else "ended"
-        assert time.monotonic() < deadline, "the kill point never came"
-        if ready() and _mid_step(folder):
-            os.killpg(proc.pid, signal.SIGSTOP)
-            if ready() and _mid_step(folder):
-                break
-            os.killpg(proc.pid, signal.SIGCONT)
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    of a step (its progress log holds a finished unit of a step not yet committed: work the kill loses)."""
+    kill_group_when(proc, lambda: ready() and _mid_step(folder), timeout)
 
 
 def _mid_step(folder: Path) -> bool:

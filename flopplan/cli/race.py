@@ -180,12 +180,14 @@ def _shard(text: str) -> tuple[int, int]:
               "cluster for this command, or RAY_ADDRESS).")
 @click.option("--pilot-cpus", type=float, help="ray: CPUs each pilot reserves, its torch threads (default 1).")
 @click.option("--pilot-gpus", type=float, help="ray: GPUs each pilot reserves (default 0).")
+@click.option("--pilot", "pilot", metavar="COMMAND",
+              help="Each pilot runs this command (your TRL script: it reads $FLOPPLAN_PILOT with "
+                   "flopplan.race.pilot()) instead of the built-in trainer; recorded with the race.")
 @click.option("--json", "as_json", is_flag=True, help="Print what ran as JSON.")
 def run(race_dir: str, backend: str, jobs: int | None, shard: str, address: str | None, pilot_cpus: float | None,
-        pilot_gpus: float | None, as_json: bool) -> None:
-    """Run (or continue, after a kill) every rung's pilots on the built-in trainer; each pilot is an ordinary run
-    folder. (Pilots evaluate along the run, which flopplan does not meter on TRL yet; the validating run can go to
-    TRL or verl through `flopplan export`.)"""
+        pilot_gpus: float | None, pilot: str | None, as_json: bool) -> None:
+    """Run (or continue, after a kill) every rung's pilots, on the built-in trainer or as your script (--pilot),
+    in local processes or as Ray tasks; each pilot is an ordinary run folder."""
     from flopplan.race.design import RaceDesign
     from flopplan.race.runner import run_race
 
@@ -199,7 +201,7 @@ def run(race_dir: str, backend: str, jobs: int | None, shard: str, address: str 
         executor = ray_executor(RayOptions(address, 1.0 if pilot_cpus is None else pilot_cpus, pilot_gpus or 0.0))
     elif address is not None or pilot_cpus is not None or pilot_gpus is not None:
         fail("--address, --pilot-cpus and --pilot-gpus are the ray backend's (--backend ray)")
-    result = run_race(race_dir, jobs=1 if jobs is None else jobs, shard=_shard(shard), executor=executor,
+    result = run_race(race_dir, jobs=1 if jobs is None else jobs, shard=_shard(shard), executor=executor, pilot=pilot,
                       log=(lambda text: None) if as_json else (lambda text: click.echo(text, err=True)))
     if as_json:
         echo_json(result)

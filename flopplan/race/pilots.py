@@ -1,8 +1,10 @@
 """RACE's pilots on disk: where each pilot's run folder is, whether it finished a rung, what all pilots spent, and
-the analysis's input read from them (the runner's promotion and ``race analyze`` read the pilots the same way)."""
+the analysis's input read from them (the runner's promotion and ``race analyze`` read the pilots the same way), and
+the death signal their processes are started with."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,16 @@ PILOTS = "pilots"
 
 def pilot_folder(folder: str | Path, arm: str, seed: int) -> Path:
     return Path(folder) / PILOTS / arm / f"seed{seed}"
+
+
+def set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
+    """Children die with the runner (Linux), so a killed race leaves no pilot holding its folder's lock."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def pilot_done(folder: Path, budget: int) -> bool:

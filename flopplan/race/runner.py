@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -49,7 +48,8 @@ from flopplan.race import promotion
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.axes import knob_options
 from flopplan.race.design import RaceDesign
-from flopplan.race.pilots import pilot_done, pilot_folder, pilot_input
+from flopplan.race.pilots import pilot_done, pilot_folder, pilot_input, set_parent_death_signal
+from flopplan.race.user_pilot import record_command, recorded_command, run_script_pilot
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
 
 PROMOTIONS = "promotions.json"
@@ -200,16 +200,6 @@ def _clear_unstarted(task: PilotTask) -> None:
         shutil.rmtree(task.folder)
 
 
-def _set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
-    """Children die with the runner (Linux), so a killed race leaves no pilot holding its folder's lock."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def wait_unlocked(path: Path, seconds: float = LOCK_WAIT) -> None:
     """Return once no live process holds ``path``'s folder lock, or refuse with one line after ``seconds``."""
     deadline = time.monotonic() + seconds
@@ -226,14 +216,16 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -
     if task.rung >= 0 and pilot_done(task.folder, task.budget):  # the process waited for finished it
         return task
     _clear_unstarted(task)
-    command = train_command(design, folder, task)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-           "OPENBLAS_NUM_THREADS": str(threads)}
     what = f"rung{task.rung}" if task.rung >= 0 else "validation"
     log_path = folder / "logs" / f"{task.arm}.seed{task.seed}.{what}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    if recorded_command(folder) is not None:  # the user's script (flopplan.race.user_pilot)
+        return run_script_pilot(design, folder, task, threads, log_path)
+    command = train_command(design, folder, task)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "OPENBLAS_NUM_THREADS": str(threads)}
     with open(log_path, "ab") as log:
-        done = subprocess.run(command, stdout=log, stderr=log, env=env, preexec_fn=_set_parent_death_signal,
+        done = subprocess.run(command, stdout=log, stderr=log, env=env, preexec_fn=set_parent_death_signal,
                               check=False)
     if done.returncode != 0:
         tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
@@ -254,9 +246,11 @@ def local_pool(design: RaceDesign, folder: Path, jobs: int, threads: int) -> Exe
 def run_race(folder: str | Path, *, jobs: int = 1, shard: tuple[int, int] = (0, 1),
              cores: int | None = None, log: Callable[[str], None] = print,
              progress: Callable[[int, int], None] | None = None,
-             executor: Callable[[RaceDesign, Path], Executor] | None = None) -> dict[str, Any]:
+             executor: Callable[[RaceDesign, Path], Executor] | None = None,
+             pilot: str | None = None) -> dict[str, Any]:
     """Run (or continue) every rung of the race in ``folder``; returns what ran and whether the race is complete.
-    ``executor(design, folder)``: who runs the pilots (default: :func:`local_pool` of ``jobs``)."""
+    ``executor(design, folder)``: who runs the pilots (default: :func:`local_pool` of ``jobs``); ``pilot``: the
+    user's command each pilot runs (recorded with the race; :mod:`flopplan.race.user_pilot`)."""
     folder = Path(folder)
     design = RaceDesign.load(folder)
     index, count = shard
@@ -264,11 +258,12 @@ def run_race(folder: str | Path, *, jobs: int = 1, shard: tuple[int, int] = (0, 
         raise UserError(f"--shard must be I/N with 0 <= I < N, not {index}/{count}")
     if jobs < 1:
         raise UserError(f"--jobs must be at least 1, not {jobs}")
+    record_command(folder, pilot)
     trl_only = next((a for a in design.arms if a.grpo), None)
-    if trl_only is not None:
+    if trl_only is not None and recorded_command(folder) is None:
         name, value = next(iter(trl_only.grpo.items()))
         raise UserError(f"arm {trl_only.name} sets GRPOConfig {name}={value}, which flopplan's trainer does not "
-                        "have: such an axis needs pilots that run TRL")
+                        "have: such an axis needs pilots that run TRL (race run --pilot COMMAND)")
     threads = max(1, (cores or os.cpu_count() or 1) // jobs)
     with folder_lock(folder / ".locks" / f"shard-{index}-of-{count}", "race shard"):  # one runner per shard
         execute = executor(design, folder) if executor else local_pool(design, folder, jobs, threads)

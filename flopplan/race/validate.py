@@ -32,6 +32,7 @@ from flopplan.race.design import RaceDesign
 from flopplan.race.pilots import pilot_done, pilot_folder
 from flopplan.race.results import RaceAnalysis
 from flopplan.race.runner import PilotTask, run_pilot
+from flopplan.race.user_pilot import continue_script_pilot, recorded_command
 from flopplan.runfile import CONFIG, EvalRecord, load_evaluations, load_summary
 
 VALIDATION = "validation"
@@ -103,7 +104,10 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, n_replicates: 
     run = folder / VALIDATION / arm.name
     points = _validation_points(design, arm, budget)
     if not pilot_done(run, budget):
-        continue_pilot(pilot, run, points)
+        if recorded_command(folder) is not None:  # a script pilot: its command resumes the copy
+            continue_script_pilot(pilot, run, points)
+        else:
+            continue_pilot(pilot, run, points)
         run_pilot(design, folder, PilotTask(arm.name, seed, -1, budget, run), cores or 2)
     records = load_evaluations(run)
     summary = load_summary(run)

@@ -34,7 +34,8 @@ from flopplan.train.config import TrainConfig
 
 PROGRESS = "progress.jsonl"
 """The units of the step in progress, each logged as it ends (cleared when the step commits): what a kill lost."""
-RUN_FILES = frozenset({CONFIG, METRICS, LEDGER, EVALUATIONS, SUMMARY, PROGRESS, "report.png", "checkpoints"})
+RUN_FILES = frozenset({CONFIG, METRICS, LEDGER, EVALUATIONS, SUMMARY, PROGRESS, "report.png", "checkpoints",
+                       "pilot.json", "pilot.log"})  # the last two: a RACE pilot's spec and stderr (race/user_pilot)
 LOGS = (METRICS, LEDGER, EVALUATIONS)
 """The step logs, appended step by step and trimmed back to the checkpoint on resume."""
 

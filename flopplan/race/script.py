@@ -1,0 +1,148 @@
+"""The contract between RACE and a pilot that is the user's own TRL script (``flopplan race run DIR --pilot CMD``).
+
+For each pilot the runner writes a :class:`PilotSpec` (``pilot.json`` in the pilot's run folder, atomically) and
+starts the user's command with :data:`PILOT_ENV` set to its path. The script asks for it with
+:func:`flopplan.race.pilot` (None when the script was not started as a pilot, so the same script runs standalone),
+applies the arm's settings to its ``GRPOConfig`` (:meth:`PilotSpec.apply`) and meters its trainer with the rung's
+budget (:meth:`PilotSpec.meter`: :func:`flopplan.trl.meter` plus evaluation at the race's FLOP points through
+TRL's evaluation loop), then calls ``trainer.train(resume_from_checkpoint=spec.resume_from_checkpoint)``.
+
+Conventions: ``budget`` is the pilot's FLOP budget at its rung (training plus its evaluations, as a built-in
+pilot's); ``eval_points`` are training FLOPs (evaluations excluded) after which the pilot evaluates, besides step 0
+and the step it stops after; ``rung`` -1 is the validating run. ``grpo`` holds the ``GRPOConfig`` fields of the
+arm's recipe on one process (:func:`flopplan.engines.trl.grpo_config_kwargs`), ``settings`` the GRPOConfig fields
+its FLOP-neutral axes set (learning rate, loss type, ...: :mod:`flopplan.race.axes`); :meth:`PilotSpec.apply` adds
+the protocol's fields (:meth:`PilotSpec.overrides`) and recomputes the batch for the script's world size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flopplan import serial
+from flopplan.errors import UserError
+from flopplan.fileio import atomic_write_json, read_json
+from flopplan.recipe import Recipe
+
+PILOT_ENV = "FLOPPLAN_PILOT"
+"""The environment variable that holds the path of a pilot's spec (``pilot.json``)."""
+SPEC_FILE = "pilot.json"
+SPEC_VERSION = 1
+SPEC_LAYOUT = serial.Layout("pilot spec", "pilot_spec_version", SPEC_VERSION)
+MAX_STEPS = 10**7
+"""``max_steps`` of every pilot: beyond any budget, so the budget ends each rung (and a linear schedule over it is
+flat: a pilot continued to the next rung is the same run)."""
+ALIASES = {"gradient_checkpointing": "activation_checkpointing"}
+"""transformers' new names of fields the arm sets under their old (TRL's, flopplan's) names."""
+
+
+@dataclass(frozen=True)
+class PilotSpec:
+    """What a pilot must know (``pilot.json``). ``model``: the arm's policy as designed (a registry name, a model id
+    or a folder; the script loads it); ``peft``: ``LoraConfig`` fields or None (full fine-tuning); ``reward``: the
+    arm's reward system (``rule``: the script's own reward functions)."""
+
+    race: str
+    arm: str
+    axes: dict[str, Any]
+    seed: int
+    rung: int
+    budget: int = field(metadata=serial.spec(check=serial.POSITIVE))
+    folder: str
+    output_dir: str
+    resume: bool
+    target: str
+    eval_points: tuple[int, ...]
+    model: str
+    grpo: dict[str, Any]
+    peft: dict[str, Any] | None
+    reward: str
+    recipe: Recipe
+    settings: dict[str, Any] = field(default_factory=dict)  # the arm's FLOP-neutral GRPOConfig fields (axes)
+
+    @property
+    def resume_from_checkpoint(self) -> bool | None:
+        """What to pass to ``trainer.train(resume_from_checkpoint=...)``: True when continuing this pilot."""
+        return True if self.resume else None
+
+    def overrides(self, world_size: int = 1) -> dict[str, Any]:
+        """The ``GRPOConfig`` fields a pilot runs with: the arm's (its batch for ``world_size`` processes) and the
+        protocol's: its checkpoint folder and seed, a checkpoint and a possible evaluation at every round boundary
+        (the meter decides which evaluations run), the baseline evaluation unless resuming, and ``max_steps``
+        beyond the budget."""
+        from flopplan.engines.trl import grpo_config_kwargs
+
+        arm = {k: v for k, v in grpo_config_kwargs(self.recipe, world_size=world_size).items()
+               if k not in ("peft", "reward_funcs")}
+        per_round = arm["steps_per_generation"] * arm["num_iterations"] // arm["gradient_accumulation_steps"]
+        return {**arm, **self.settings, "output_dir": self.output_dir, "seed": self.seed, "max_steps": MAX_STEPS,
+                "save_strategy": "steps", "save_steps": per_round, "save_total_limit": 2,
+                "eval_strategy": "steps", "eval_steps": per_round, "eval_on_start": not self.resume}
+
+    def apply(self, config: Any) -> Any:
+        """``config`` (a ``GRPOConfig``, or a dict of its keyword arguments) with :meth:`overrides`: a new
+        ``GRPOConfig`` (or dict). A field the config does not have is refused with one line."""
+        if isinstance(config, dict):
+            return {**config, **self.overrides(int(os.environ.get("WORLD_SIZE", "1")))}
+        if not dataclasses.is_dataclass(config) or isinstance(config, type):
+            raise UserError(f"spec.apply takes a GRPOConfig or a dict of its fields, not {type(config).__name__}")
+        names = {f.name for f in dataclasses.fields(config) if f.init}
+        changes = self.overrides(int(getattr(config, "world_size", 1)))
+        unknown = sorted(set(changes) - names)
+        if unknown:
+            raise UserError(f"{type(config).__name__} has no field {unknown[0]!r}: this TRL cannot run the arm's "
+                            "settings")
+        fields = {name: getattr(config, name) for name in names}
+        if "steps_per_generation" in changes:
+            fields["generation_batch_size"] = None
+        for old, new in ALIASES.items():  # a rebuilt config reads the new name first
+            if old in changes and new in names:
+                changes[new] = changes[old]
+        rebuilt: Any = type(config)
+        return rebuilt(**{**fields, **changes})
+
+    def meter(self, trainer: Any, *, score: str | None = None, correct: float = 1.0, **options: Any) -> Any:
+        """Meter ``trainer`` for this pilot: :func:`flopplan.trl.meter` with the rung's budget, the pilot's run
+        folder and ``resume``, and evaluation at the race's FLOP points on the trainer's ``eval_dataset`` (each
+        evaluation prompt scores 1 when the mean of the reward function named ``score``, by default the first,
+        over its completions is at least ``correct``). ``options``: :func:`flopplan.trl.meter`'s others. The
+        trainer must have been built with :meth:`apply`'s config (a field it lacks is refused, naming it)."""
+        from flopplan.engines.trl_points import evaluate_at_points
+        from flopplan.trl import meter
+
+        expected = self.overrides(int(trainer.accelerator.num_processes))
+        for name, value in expected.items():
+            have = getattr(trainer.args, name, None)
+            if str(getattr(have, "value", have)) != str(value):
+                raise UserError(f"the trainer's GRPOConfig {name} is {have!r}, the pilot's {value!r}: build it from "
+                                "spec.apply(config)")
+        if getattr(trainer, "eval_dataset", None) is None:
+            raise UserError("a pilot evaluates on the trainer's eval_dataset: give GRPOTrainer an eval_dataset")
+        metered = meter(trainer, budget=self.budget, out=self.folder, resume=self.resume, **options)
+        evaluate_at_points(trainer, metered, self.eval_points, self.target, score=score, correct=correct)
+        return metered
+
+    def to_data(self) -> dict[str, Any]:
+        return serial.write(SPEC_LAYOUT, self)
+
+    @staticmethod
+    def from_data(data: Any, where: str) -> PilotSpec:
+        spec: PilotSpec = serial.read(SPEC_LAYOUT, PilotSpec, data, where)
+        return spec
+
+    def save(self) -> Path:
+        return atomic_write_json(Path(self.folder) / SPEC_FILE, self.to_data())
+
+
+def load_spec(path: str | Path) -> PilotSpec:
+    return PilotSpec.from_data(read_json(path, "pilot spec"), f"pilot spec {str(path)!r}")
+
+
+def pilot() -> PilotSpec | None:
+    """The spec of the pilot this process runs (``$FLOPPLAN_PILOT``), or None when it was not started as one."""
+    path = os.environ.get(PILOT_ENV)
+    return load_spec(path) if path else None

@@ -1,0 +1,158 @@
+"""The runner's side of pilots that are the user's own command (``flopplan race run DIR --pilot CMD``): the
+command recorded with the race, each pilot's spec written into its run folder (:mod:`flopplan.race.script`), the
+command started with ``$FLOPPLAN_PILOT`` pointing at it, and its result checked.
+
+The command is recorded in ``pilot_command.json`` by the first ``race run`` that gives it; later runs (a rerun
+after a kill, another shard, ``race validate``) use it, so every rung and the validating run start the same
+script. A pilot that exits non-zero, exits without a run summary, or whose summary does not carry its budget
+(the script did not meter itself with ``spec.meter``) or spent beyond it stops the race with one line (for a
+failure, the last line of its stderr); its stderr is kept in its folder (``pilot.log``), its stdout in the race's
+``logs/``. Nothing already written is removed: a rerun continues from the pilots' folders.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from flopplan.errors import UserError
+from flopplan.fileio import atomic_write_json, folder_lock, read_json
+from flopplan.race.design import RaceDesign, training_only
+from flopplan.race.pilots import set_parent_death_signal
+from flopplan.race.script import PILOT_ENV, SPEC_FILE, PilotSpec, load_spec
+from flopplan.runfile import CONFIG, SUMMARY, load_summary
+
+COMMAND_FILE = "pilot_command.json"
+COMMAND_VERSION = 1
+TAIL_FILE = "pilot.log"
+
+
+def record_command(folder: Path, command: str | None) -> str | None:
+    """The race's pilot command: ``command`` recorded on first use (or while no pilot has written its run
+    folder); the recorded one when None; a different one once pilots ran, or a command for a race whose pilots
+    ran on the built-in trainer, refused with one line."""
+    path = folder / COMMAND_FILE
+    recorded = recorded_command(folder)
+    if command is None or command == recorded:
+        return recorded
+    started = any((folder / "pilots").glob("*/seed*/config.json"))  # a pilot wrote its run folder
+    if recorded is not None and started:
+        raise UserError(f"this race's pilots run {recorded!r} ({path}): give the same --pilot, or none")
+    if not command.strip():
+        raise UserError("--pilot needs a command (e.g. 'python train_grpo.py')")
+    if started:
+        raise UserError("this race's pilots run on flopplan's trainer already: a --pilot command needs a new race")
+    design = RaceDesign.load(folder)
+    if len(design.targets) != 1:
+        raise UserError(f"a script pilot evaluates one target (its eval_dataset), the race has {len(design.targets)} "
+                        f"({', '.join(design.targets)}): design it with --eval-targets T --fit-targets T")
+    atomic_write_json(path, {"pilot_command_version": COMMAND_VERSION, "command": command, "cwd": os.getcwd()})
+    return command
+
+
+def recorded_command(folder: Path) -> str | None:
+    path = folder / COMMAND_FILE
+    if not path.is_file():
+        return None
+    data = read_json(path, "pilot command")
+    if not isinstance(data, dict) or data.get("pilot_command_version") != COMMAND_VERSION or not isinstance(
+            data.get("command"), str):
+        raise UserError(f"{str(path)!r} is not a pilot command of version {COMMAND_VERSION}")
+    return str(data["command"])
+
+
+def _cwd(folder: Path) -> str:
+    return str(read_json(folder / COMMAND_FILE, "pilot command").get("cwd") or os.getcwd())
+
+
+def script_overrides(arm: Any) -> dict[str, Any]:
+    """The GRPOConfig fields an arm's FLOP-neutral axes set in a script pilot: its knobs under their GRPOConfig
+    names (:data:`flopplan.race.axes.KNOB_OF_GRPO`; ``lora_alpha`` in the peft settings) and its GRPOConfig-only
+    fields. A knob of the built-in trainer with no GRPOConfig field is refused in one line."""
+    from flopplan.engines.trl import LOSS_TYPES
+    from flopplan.race.axes import KNOB_OF_GRPO
+
+    field_of = {knob: name for name, knob in KNOB_OF_GRPO.items()}
+    out: dict[str, Any] = {}
+    for knob, value in arm.knobs.items():
+        if knob in field_of:
+            out[field_of[knob]] = LOSS_TYPES[value] if field_of[knob] == "loss_type" else value
+        elif knob != "lora_alpha":
+            raise UserError(f"arm {arm.name} varies --{knob.replace('_', '-')}, a knob of flopplan's trainer that "
+                            "a TRL script pilot has no GRPOConfig field for: vary a GRPOConfig field instead")
+    return {**out, **arm.grpo}
+
+
+def write_spec(design: RaceDesign, folder: Path, arm_name: str, seed: int, rung: int, budget: int,
+               run: Path) -> PilotSpec:
+    """The spec of a pilot at ``rung`` in run folder ``run`` (the validating run: rung -1, its evaluation points
+    those :func:`continue_script_pilot` wrote)."""
+    arm = design.arm(arm_name)
+    recipe = training_only(arm.recipe)
+    from flopplan.engines.trl import grpo_config_kwargs
+
+    kwargs = grpo_config_kwargs(recipe)
+    points = design.eval_points
+    if rung < 0 and (run / SPEC_FILE).is_file():
+        points = load_spec(run / SPEC_FILE).eval_points
+    run = run.resolve()
+    spec = PilotSpec(str(folder.resolve()), arm.name, dict(arm.axes), seed, rung, int(budget), str(run),
+                     str(run / "checkpoints"), (run / CONFIG).is_file(), design.fit_targets[0], tuple(points),
+                     str(arm.axes.get("policy", recipe.policy_spec.name)), {k: v for k, v in kwargs.items()
+                                                                            if k not in ("peft", "reward_funcs")},
+                     _peft(kwargs.get("peft"), arm.knobs), str(recipe.reward), recipe, script_overrides(arm))
+    run.mkdir(parents=True, exist_ok=True)
+    spec.save()
+    return spec
+
+
+def _peft(peft: Any, knobs: dict[str, Any]) -> Any:
+    """The arm's peft settings, with its ``lora_alpha`` knob when it varies one."""
+    if peft is None or "lora_alpha" not in knobs:
+        return peft
+    return {**peft, "lora_alpha": knobs["lora_alpha"]}
+
+
+def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, log_path: Path) -> Any:
+    """Start the recorded command for ``task`` (a :class:`flopplan.race.runner.PilotTask`) and check its run."""
+    command = recorded_command(folder)
+    assert command is not None
+    spec = write_spec(design, folder, task.arm, task.seed, task.rung, task.budget, task.folder)
+    env = {**os.environ, PILOT_ENV: str(Path(spec.folder) / SPEC_FILE), "OMP_NUM_THREADS": str(threads),
+           "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
+    with open(log_path, "ab") as log, open(task.folder / TAIL_FILE, "ab") as errors:
+        done = subprocess.run(shlex.split(command), stdout=log, stderr=errors, env=env, cwd=_cwd(folder),
+                              preexec_fn=set_parent_death_signal, check=False)
+    what = f"pilot {task.arm} seed {task.seed}" + (f" (rung {task.rung + 1})" if task.rung >= 0 else " (validation)")
+    if done.returncode != 0:
+        tail = (task.folder / TAIL_FILE).read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
+        raise UserError(f"{what} failed (exit {done.returncode}): {tail[0]} (stderr: {task.folder / TAIL_FILE})")
+    if not (task.folder / SUMMARY).is_file():
+        raise UserError(f"{what} exited without a run folder ({task.folder / SUMMARY} missing): the script must "
+                        "meter its trainer with spec.meter(trainer)")
+    summary = load_summary(task.folder)
+    if summary.budget_flops != task.budget or summary.charged > task.budget:
+        raise UserError(f"{what} ignored its budget: it ran to {summary.budget_flops} and charged "
+                        f"{summary.charged:,} FLOPs against the rung's {task.budget:,} (meter it with spec.meter)")
+    return task
+
+
+def continue_script_pilot(pilot: Path, run: Path, points: tuple[int, ...]) -> None:
+    """``run`` as a copy of the finished script ``pilot`` (unless it is there), its spec's evaluation points
+    ``points``: copied aside under the pilot's lock and renamed into place, so a kill leaves the whole copy or
+    none. The TRL checkpoints travel with it (``checkpoints/``), so the script resumes the pilot's last one."""
+    if (run / CONFIG).is_file():
+        return
+    aside = run.with_name(f".{run.name}.copy")
+    shutil.rmtree(aside, ignore_errors=True)
+    with folder_lock(pilot, "pilot run folder"):
+        shutil.copytree(pilot, aside, ignore=shutil.ignore_patterns(".lock", TAIL_FILE))
+    spec = load_spec(aside / SPEC_FILE)
+    data = {**spec.to_data(), "eval_points": list(points)}
+    atomic_write_json(aside / SPEC_FILE, data)
+    shutil.rmtree(run, ignore_errors=True)
+    os.replace(aside, run)

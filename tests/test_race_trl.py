@@ -1,0 +1,173 @@
+"""RACE whose pilots are the user's own TRL script (``race run DIR --pilot CMD``; examples/race_trl/train_grpo.py):
+the spec a pilot reads, bad pilot commands (one line, exit 2, the folders kept), and a quick race of the example
+(2 arms x 1 seed x 2 rungs) killed mid-rung and rerun: no finished pilot repeated, every pilot within its rung's
+budget with its evaluations at the design's points, race.json of the built-in races' schema, the validating run
+continuing the winner's pilot."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, cli, kill_group_when, one_line_error
+
+from flopplan.errors import UserError
+from flopplan.race.design import RaceDesign
+
+EXAMPLE = ROOT / "examples" / "race_trl" / "train_grpo.py"
+DESIGN = ("--budget", "1e10", "--pilot-fraction", "0.5", "--models", "tiny-s,tiny", "--group-sizes", "4",
+          "--prompts-per-step", "4", "--prompt-len", "9", "--completion-len", "2", "--full", "--logprob-head", "fused",
+          "--seeds", "1", "--rungs", "2", "--evals", "2", "--eval-prompts", "16", "--eval-targets", "heldout",
+          "--fit-targets", "heldout")
+"""The example's race: tiny-s and tiny (G 4, 4 prompts a round), one seed, two rungs."""
+
+
+def _design(folder: Path) -> RaceDesign:
+    cli("race", "design", *DESIGN, "--out", str(folder), check=True)
+    return RaceDesign.load(folder)
+
+
+def _script(tmp: Path, body: str) -> str:
+    path = tmp / "pilot_script.py"
+    path.write_text(body)
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(path))}"
+
+
+def test_a_pilot_spec_round_trips_and_a_standalone_script_gets_none(tmp_path, monkeypatch):
+    import flopplan.race
+    from flopplan.race.user_pilot import write_spec
+
+    monkeypatch.delenv("FLOPPLAN_PILOT", raising=False)
+    assert flopplan.race.pilot() is None
+    design = _design(tmp_path / "race")
+    arm = design.arms[0]
+    spec = write_spec(design, tmp_path / "race", arm.name, 0, 1, arm.pilot_budget(design, 1), tmp_path / "run")
+    monkeypatch.setenv("FLOPPLAN_PILOT", str(tmp_path / "run" / "pilot.json"))
+    assert flopplan.race.pilot() == spec
+    assert spec.budget == arm.pilot_budget(design, 1) and spec.eval_points == design.eval_points
+    assert spec.model == "tiny-s" and spec.peft is None and not spec.resume
+    fields = spec.overrides()
+    assert fields["num_generations"] == 4 and fields["per_device_train_batch_size"] == 16
+    assert fields["output_dir"] == str((tmp_path / "run" / "checkpoints").resolve()) and fields["eval_on_start"]
+    assert spec.apply({"learning_rate": 1e-5})["learning_rate"] == 1e-5
+
+
+def test_flop_neutral_axes_reach_a_script_pilot_as_grpoconfig_fields(tmp_path):
+    """--axis learning_rate and --axis top_p (a GRPOConfig-only field) vary the arms of a script race: each pilot's
+    spec sets them; a built-in trainer's knob TRL has no field for is refused for a script pilot."""
+    from flopplan.race.user_pilot import write_spec
+
+    race = tmp_path / "race"
+    one_model = [a if a != "tiny-s,tiny" else "tiny-s" for a in DESIGN]
+    cli("race", "design", *one_model, "--axis", "learning_rate=1e-5,3e-5", "--axis", "top_p=0.9", "--out", str(race),
+        check=True)
+    design = RaceDesign.load(race)
+    seen = set()
+    for arm in design.arms:
+        spec = write_spec(design, race, arm.name, 0, 0, arm.pilot_budget(design, 0), tmp_path / arm.name)
+        fields = spec.overrides()
+        assert fields["top_p"] == 0.9 and fields["learning_rate"] == arm.knobs["lr"]
+        seen.add(fields["learning_rate"])
+    assert seen == {1e-5, 3e-5}
+    knob = tmp_path / "knob"
+    cli("race", "design", *one_model, "--axis", "train_size=100,200", "--out", str(knob), check=True)
+    arm = RaceDesign.load(knob).arms[0]
+    with pytest.raises(UserError, match="train-size"):
+        write_spec(RaceDesign.load(knob), knob, arm.name, 0, 0, 1, tmp_path / "k")
+
+
+@pytest.mark.parametrize("body, fragment", [
+    ("import sys\nprint('boom', file=sys.stderr)\nsys.exit(3)\n", "failed (exit 3): boom"),
+    ("pass\n", "without a run folder"),
+    ("import json, os\nfrom flopplan.race import pilot\nspec = pilot()\n"  # a summary of a run with no budget
+     "FLOPS = dict.fromkeys(('rollout', 'learning', 'feedback', 'evaluation', 'total'), 0)\n"
+     "json.dump({'flopplan_run_version': 1, 'model': 'm', 'reward': 'rule', 'steps': 1, 'budget_flops': None,\n"
+     " 'flops': FLOPS, 'useful_flops': FLOPS}, open(os.path.join(spec.folder, 'summary.json'), 'w'))\n",
+     "ignored its budget"),
+])
+def test_a_bad_pilot_is_one_line_and_keeps_its_folder(tmp_path, body, fragment):
+    design = _design(tmp_path / "race")
+    one_line_error(cli("race", "run", str(tmp_path / "race"), "--json", "--pilot", _script(tmp_path, body)), fragment)
+    folder = tmp_path / "race" / "pilots" / design.arms[0].name / "seed0"
+    assert (folder / "pilot.json").is_file() and (folder / "pilot.log").is_file()
+    assert json.loads((tmp_path / "race" / "pilot_command.json").read_text())["command"].endswith("pilot_script.py")
+
+
+def test_a_pilot_command_cannot_change_once_pilots_ran_nor_join_a_builtin_race(tmp_path):
+    _design(tmp_path / "race")
+    ran = tmp_path / "race" / "pilots" / "a" / "seed0"
+    ran.mkdir(parents=True)
+    (ran / "config.json").write_text("{}")
+    one_line_error(cli("race", "run", str(tmp_path / "race"), "--pilot", "python x.py"), "flopplan's trainer")
+    cli("race", "design", *DESIGN[:-4], "--budget", "4e10", "--out", str(tmp_path / "two"), check=True)  # 2 targets
+    one_line_error(cli("race", "run", str(tmp_path / "two"), "--pilot", "python x.py"), "one target")
+
+
+# -- the example race, killed mid-rung and rerun ------------------------------------------------------------------
+
+def _race(race: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "flopplan", "race", "run", str(race), *args], cwd=race.parent,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def _mid_rung(first: Path, second: Path):
+    """The first pilot finished its rung and the second is training beyond its first checkpoint."""
+    def ready() -> bool:
+        return (first / "summary.json").is_file() and not (second / "summary.json").is_file() and any(
+            (second / "checkpoints").glob("checkpoint-*/flopplan_ledger.json"))
+    return ready
+
+
+@pytest.mark.slow
+def test_a_race_of_trl_scripts_killed_mid_rung_ends_complete_without_repeating_a_pilot(tmp_path):
+    pytest.importorskip("trl")
+    from flopplan.race.results import load_analysis
+
+    race = tmp_path / "race"
+    design = _design(race)
+    pilots = [race / "pilots" / arm.name / "seed0" for arm in design.arms]
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(EXAMPLE))}"
+    kill_group_when(_race(race, "--pilot", command), _mid_rung(*pilots), timeout=300)
+    finished = (pilots[0] / "metrics.jsonl").read_text()
+    rerun = _race(race)  # the recorded command
+    _, err = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, err.decode()[-3000:]
+    for arm, pilot in zip(design.arms, pilots, strict=True):  # one process per pilot and rung finished training
+        for log in (race / "logs").glob(f"{arm.name}.seed0.rung*.log"):
+            assert log.read_text().count("train_runtime") == 1, log
+        evaluations = [json.loads(line) for line in (pilot / "evaluations.jsonl").read_text().splitlines()]
+        assert [e["step"] for e in evaluations].count(0) == 1  # the baseline once: the killed pilot resumed
+        assert all(a["train_flops"] < b["train_flops"] for a, b in itertools.pairwise(evaluations))
+    decisions = json.loads((race / "promotions.json").read_text())
+    promoted = decisions[0]["promoted"]
+    assert len(promoted) == 1
+    for arm, pilot in zip(design.arms, pilots, strict=True):
+        s = json.loads((pilot / "summary.json").read_text())
+        rung = 1 if arm.name in promoted else 0
+        assert s["budget_flops"] == arm.pilot_budget(design, rung) and s["within_budget"]
+        evaluated = [json.loads(line)["train_flops"] for line in (pilot / "evaluations.jsonl").read_text()
+                     .splitlines()]
+        for point in (p for p in design.eval_points if p <= s["flops"]["total"] - s["flops"]["evaluation"]):
+            assert any(f >= point for f in evaluated)  # an evaluation at (just after) each point reached
+    if design.arms[0].name not in promoted:  # a finished pilot not continued: untouched by the rerun
+        assert (pilots[0] / "metrics.jsonl").read_text() == finished
+
+    assert cli("race", "analyze", str(race), "--no-plots").returncode == 0
+    data = json.loads((race / "race.json").read_text())
+    assert load_analysis(race / "race.json").to_data() == data  # the built-in races' reader and writer
+    assert data["pilot_flops"] == sum(json.loads((p / "summary.json").read_text())["flops"]["total"]
+                                      for p in pilots)
+    validated = cli("race", "validate", str(race), "--json")
+    assert validated.returncode == 0, validated.stderr[-3000:]
+    validation = json.loads(validated.stdout)
+    assert validation["within_budget"] and validation["steps"] > validation["continued"]["steps"]
+    run = race / "validation" / validation["arm"]
+    before = (race / "pilots" / validation["arm"] / "seed0" / "metrics.jsonl").read_text().splitlines()
+    assert (run / "metrics.jsonl").read_text().splitlines()[:len(before)] == before  # continued, not restarted
