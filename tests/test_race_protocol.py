@@ -17,6 +17,7 @@ import pytest
 from helpers import cli, kill_group_when, one_line_error
 
 from flopplan.race.design import MANIFEST, Grid, RaceDesign, design_race
+from flopplan.race.runner import recorded_promotions
 from flopplan.recipe import Recipe
 
 SMALL = ("--models", "tiny-s", "--group-sizes", "4,8", "--seeds", "2", "--rungs", "2", "--evals", "3",
@@ -144,8 +145,7 @@ def _metrics_lines(folder: Path) -> int:
 
 
 def _promoted(folder: Path) -> list[str]:
-    path = folder / "promotions.json"
-    decisions = json.loads(path.read_text()) if path.is_file() else []
+    decisions = recorded_promotions(folder)
     return decisions[0]["promoted"] if decisions else []
 
 
@@ -236,7 +236,7 @@ def test_the_pilots_spend_at_most_phi_f_and_evaluate_from_step_0_to_each_rung_en
     assert sum(s["flops"]["total"] for s in summaries.values()) <= design.pilot_cap
     report = json.loads((straight / "race.json").read_text())
     assert report["pilot_flops"] == sum(s["flops"]["total"] for s in summaries.values())
-    promoted = json.loads((straight / "promotions.json").read_text())
+    promoted = recorded_promotions(straight)
     assert len(promoted) == 1 and len(promoted[0]["promoted"]) == design.keep[1]  # the budget affords no more
     predicted = promoted[0]["predictions"]  # ranked by predicted reward at F, not by the reward observed now
     assert set(predicted) | set(promoted[0]["unfitted"]) == {a.name for a in design.arms}

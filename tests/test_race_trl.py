@@ -19,6 +19,7 @@ from helpers import ROOT, cli, kill_group_when, one_line_error
 
 from flopplan.errors import UserError
 from flopplan.race.design import RaceDesign
+from flopplan.race.runner import recorded_promotions
 
 EXAMPLE = ROOT / "examples" / "race_trl" / "train_grpo.py"
 DESIGN = ("--budget", "1e10", "--pilot-fraction", "0.5", "--models", "tiny-s,tiny", "--group-sizes", "4",
@@ -145,7 +146,7 @@ def test_a_race_of_trl_scripts_killed_mid_rung_ends_complete_without_repeating_a
         evaluations = [json.loads(line) for line in (pilot / "evaluations.jsonl").read_text().splitlines()]
         assert [e["step"] for e in evaluations].count(0) == 1  # the baseline once: the killed pilot resumed
         assert all(a["train_flops"] < b["train_flops"] for a, b in itertools.pairwise(evaluations))
-    decisions = json.loads((race / "promotions.json").read_text())
+    decisions = recorded_promotions(race)
     promoted = decisions[0]["promoted"]
     assert len(promoted) == 1
     for arm, pilot in zip(design.arms, pilots, strict=True):

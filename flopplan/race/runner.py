@@ -53,6 +53,7 @@ from flopplan.race.user_pilot import record_command, recorded_command, run_scrip
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
 
 PROMOTIONS = "promotions.json"
+PROMOTIONS_VERSION = 1
 LOCK_WAIT = 120.0
 """Seconds a pilot waits for its folder's lock to be released by a process a killed driver left running."""
 PROMOTION_REPLICATES = 200
@@ -147,18 +148,23 @@ def _gone_on(design: RaceDesign, folder: Path, rung: int, arms: Sequence[str]) -
     return False
 
 
-def _recorded(folder: Path) -> list[Any]:
+def recorded_promotions(folder: Path) -> list[Any]:
+    """The promotion decisions of the race in ``folder``, rung by rung (``promotions.json``; files written before
+    it carried ``race_promotions_version`` hold the bare list). A file that cannot be read holds none: each is
+    decided again from the pilots' evaluations."""
     try:
         data = read_json(folder / PROMOTIONS, "promotions") if (folder / PROMOTIONS).is_file() else []
     except UserError:
         return []
+    if isinstance(data, dict) and data.get("race_promotions_version") == PROMOTIONS_VERSION:
+        data = data.get("decisions")
     return data if isinstance(data, list) else []
 
 
 def rung_arms(design: RaceDesign, folder: Path) -> list[list[str]]:
     """The arms of every rung whose predecessor is complete (the first rung: all arms)."""
     arms = [[a.name for a in design.arms]]
-    before = {d.get("rung"): d for d in _recorded(folder) if isinstance(d, dict)}
+    before = {d.get("rung"): d for d in recorded_promotions(folder) if isinstance(d, dict)}
     decisions = []
     for rung in range(len(design.rung_flops) - 1):
         if not all(pilot_done(pilot_folder(folder, a, s), design.arm(a).pilot_budget(design, rung))
@@ -167,7 +173,7 @@ def rung_arms(design: RaceDesign, folder: Path) -> list[list[str]]:
         decision = promote(design, folder, arms, before.get(rung))
         arms.append(list(decision["promoted"]))
         decisions.append(decision)
-    atomic_write_json(folder / PROMOTIONS, decisions)
+    atomic_write_json(folder / PROMOTIONS, {"race_promotions_version": PROMOTIONS_VERSION, "decisions": decisions})
     return arms
 
 
