@@ -299,18 +299,18 @@ class BootstrapResult:
     """Everything :func:`paired_bootstrap` computed; ``replicates`` (n_arms, n_budgets, n_replicates) and ``points``
     (n_arms, n_budgets) allow other statistics, :meth:`intervals` other interval methods on the same replicates."""
 
-    method: str
-    not_shown: str
-    level: float
-    interval: Interval
-    metric: str
-    seed_pairing: str
-    budgets: tuple[float, ...]
-    arms: tuple[ArmFit, ...]
-    predictions: tuple[Prediction, ...]
-    points: FloatArray
-    replicates: FloatArray
-    samples: tuple[ArmSample, ...] = ()
+    method: str  # how the replicates were drawn, in words (race.json's interval text)
+    not_shown: str  # what the replicates leave out
+    level: float  # of the intervals
+    interval: Interval  # the interval method the predictions carry
+    metric: str  # the reward the curves are fitted to
+    seed_pairing: str  # how seeds were resampled
+    budgets: tuple[float, ...]  # where every arm was predicted (ledger FLOPs)
+    arms: tuple[ArmFit, ...]  # each arm's point fit
+    predictions: tuple[Prediction, ...]  # each arm at each budget
+    points: FloatArray  # (n_arms, n_budgets) point predictions
+    replicates: FloatArray  # (n_arms, n_budgets, n_replicates)
+    samples: tuple[ArmSample, ...] = ()  # the draws, for refits of other curve families
 
     def prediction(self, arm: str, flops: float) -> Prediction:
         for p in self.predictions:
