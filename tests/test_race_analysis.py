@@ -273,7 +273,9 @@ def test_temporal_holdout_reports_error_and_coverage():
     assert not c.ok and "same number" in c.reason
     s = t.holdout_summary
     assert (s.n_arms, s.n_points) == (1, 1) and s.coverage == b.coverage and "coverage" in s.method
-    assert t.budgets[-1].decision.best == "b"  # the eliminated arm is still predicted, with more extrapolation
+    # b and c (truths 0.70 and 0.65) are predicted within 0.01 of each other: the best is one of them, not the
+    # eliminated arm, which is still predicted, with more extrapolation
+    assert t.budgets[-1].decision.best in ("b", "c")
     pa = next(p for p in t.budgets[-1].predictions if p.arm == "a")
     assert pa.extrapolation == pytest.approx(8, rel=0.02)
 

@@ -23,11 +23,13 @@ def test_keeps_the_best_predicted_not_the_best_observed():
 
 
 def test_a_late_bloomer_whose_upper_bound_reaches_the_leaders_lower_bound_stays():
+    """The halving ranks by the upper bound at F: the slow starter with the widest upside goes first."""
     preds = [pred("a", 0.70, 0.65, 0.75), pred("b", 0.66, 0.60, 0.72), pred("wide", 0.50, 0.30, 0.66),
              pred("wider", 0.45, 0.20, 0.90), pred("out", 0.55, 0.50, 0.64)]
-    assert keep(preds, 2) == ["a", "b", "wider", "wide"]
-    assert keep(preds, 2, limit=3) == ["a", "b", "wider"]
-    assert keep(preds, 4) == ["a", "b", "out", "wide", "wider"]
+    assert keep(preds, 2) == ["wider", "a", "b", "wide"]
+    assert keep(preds, 2, limit=3) == ["wider", "a", "b"]
+    assert keep(preds, 4) == ["wider", "a", "b", "wide"]  # out: hi 0.64 below a's lower bound 0.65
+    assert keep(preds, 5) == ["wider", "a", "b", "wide", "out"]
 
 
 def test_the_leader_is_comparable_when_one_is():

@@ -319,8 +319,9 @@ def test_promotion_keeps_every_arm_that_may_lead_at_f_and_at_least_the_halving()
 
     leader, late, behind, unstable = pred("leader", 0.6, 0.05), pred("late", 0.4, 0.3), pred("behind", 0.3, 0.1), \
         pred("unstable", 0.9, 0.5, comparable=False)
-    assert keep([behind, late, leader], 1) == ["leader", "late"]  # late's 0.7 reaches 0.55
-    assert keep([behind, late, leader], 3) == ["leader", "late", "behind"]
+    # ranked by the upper bound at F: late (0.7) first, then the leader, whose 0.65 reaches its own 0.55
+    assert keep([behind, late, leader], 1) == ["late", "leader"]
+    assert keep([behind, late, leader], 3) == ["late", "leader", "behind"]
     # a non-comparable arm is ranked by its prediction (another rung may settle it) but does not set the bar
     assert keep([unstable, behind, leader], 1) == ["unstable", "leader"]
     assert keep([unstable, behind], 2) == ["unstable", "behind"]

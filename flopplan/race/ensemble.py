@@ -19,7 +19,8 @@ Per arm (:func:`model_average`):
    (F_h the held-out FLOPs, F_in the largest refitted): the error per unit of log-extrapolation. Their split-
    conformal quantile q (the ceil((n + 1) level)-th smallest of n scores, the largest when that exceeds n) sets a
    floor on the half-width at ledger FLOPs B beyond the arm's pilots: q ln(B / F_max). Where the mixture's interval
-   is narrower, its replicates are stretched about the point by the ratio (P(best) then sees the same width).
+   is narrower, its replicates are stretched about the point by the ratio (P(best) then sees the same width), and
+   clipped to [0, 1] (a pass rate).
 """
 
 from __future__ import annotations
@@ -205,7 +206,7 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
         half = np.maximum((hi - lo) / 2, 1e-12)
         stretch = np.maximum(1.0, floor / half)
         points[i] = point
-        reps[i] = (point[None] + stretch[None] * (mix - point[None])).T
+        reps[i] = np.clip(point[None] + stretch[None] * (mix - point[None]), 0.0, 1.0).T
         c = target_col[i]
         records.append(EnsembleFit(
             families=tuple(FamilyReading(n, float(a.weights.get(n, 0.0)), a.rmse.get(n),

@@ -11,7 +11,8 @@ profiles A and F_mid). One matrix solve per (replicate, g): every replicate of e
   evaluation or beyond the data (no cap seen: a straight line in ln F).
 * ``two-stage``, two log-linear pieces: R = c0 + c1 u + c2 max(0, u - k), k at an interior evaluation (>= 2
   positions each side): a plateau then a second take-off, or a rise then a fall; extrapolated along the last piece.
-* ``turn-down``, a quadratic in ln F: R = c0 + c1 u + c2 u^2: a rise that bends over and can turn down.
+* ``turn-down``, a concave quadratic in ln F: R = c0 + c1 u + c2 u^2, c2 <= 0: a rise that bends over and can
+  turn down.
 
 Predictions are clipped to [0, 1] (a pass rate). A family needs more distinct evaluation positions (FLOPs more than
 10 % apart) than it has free values (coefficients + the shape value; :data:`MIN_POSITIONS`); with fewer it is not
@@ -66,8 +67,9 @@ def _quadratic(u: FloatArray, g: float) -> FloatArray:
 
 FEATURES: dict[str, Features] = {"power": _power, "log-linear": _capped, "two-stage": _two_stage,
                                  "turn-down": _quadratic}
-# index of a coefficient that must be >= 0 (a rising curve), per family
-RISING = {"power": 1, "log-linear": 1}
+# per family, (index, sign) of a coefficient whose sign is fixed: >= 0 for a rising curve, <= 0 for one that bends
+# over (a convex quadratic would extrapolate an early sigmoid's upswing; the two-stage family keeps late take-offs)
+SIGNED = {"power": (1, 1.0), "log-linear": (1, 1.0), "turn-down": (2, -1.0)}
 
 
 def _grid(family: str, positions: FloatArray) -> FloatArray:
@@ -135,8 +137,9 @@ def fit_family(family: str, flops: FloatArray, y: FloatArray, w: FloatArray, f_r
     coef = np.linalg.solve(gram, rhs[..., None])[..., 0]  # (k, G, p)
     sse = (ww * yy * yy).sum(axis=1)[:, None] - np.einsum("kgi,kgi->kg", coef, rhs)
     bad = ~np.isfinite(sse)
-    if family in RISING:
-        bad |= coef[..., RISING[family]] < 0
+    if family in SIGNED:
+        index, sign = SIGNED[family]
+        bad |= sign * coef[..., index] < 0
     sse = np.where(bad, np.inf, sse)
     best = sse.argmin(axis=1)
     rows = np.arange(yy.shape[0])

@@ -31,8 +31,10 @@ The rules (:func:`rules` gives them in the words the report prints):
   is <= 2x (2.1x) its largest pilot FLOPs, *low* otherwise (reasons listed); *cannot tell* when P(best) < 0.8 or
   the margin's interval includes 0: the tied arms (the runner-up and every arm whose upper bound reaches the
   best's lower bound) are named with the FLOPs one more rung for them would cost, and the naive pick (the survivor
-  with the best observed reward at the largest pilot) is recommended when it is among them (the lower-variance
-  call: single-scale rankings beat extrapolation unless the evidence says otherwise, DataDecide); *best observed*
+  with the best observed reward at the largest pilot) is recommended whenever it has a prediction at F, among the
+  tied arms or not (the lower-variance call: single-scale rankings beat extrapolation unless the evidence says
+  otherwise, DataDecide; measured on off-family truths, overriding it without that evidence raised the regret
+  above the naive pick's after a collapse, docs/results.md); *best observed*
   when no arm is usable: the survivor with the best observed reward at the survivors' largest common FLOPs, with a
   bootstrap of the observed means (:func:`checks.observed_bootstrap`). The naive pick is reported beside RACE's,
   with why RACE differs when it does.
@@ -107,9 +109,9 @@ def rules(level: float) -> tuple[str, ...]:
         f"'cannot tell' when P(best) < {UNDECIDED_P:g} or the margin's interval includes 0: the tied arms (the "
         "runner-up and every arm whose upper bound reaches the best's lower bound) are named with the FLOPs one "
         "more rung for them would cost, and the naive pick (the survivor with the best observed reward at the top "
-        "rung) is recommended when it is among them; 'best observed' when no arm is usable: the surviving arm "
-        "with the best observed reward at the survivors' largest common FLOPs (a prompt-and-seed bootstrap of the "
-        "observed means), no curve extrapolated.",
+        "rung) is recommended whenever it has a prediction there; 'best observed' when no arm is usable: the "
+        "surviving arm with the best observed reward at the survivors' largest common FLOPs (a prompt-and-seed "
+        "bootstrap of the observed means), no curve extrapolated.",
     )
 
 
@@ -312,10 +314,10 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
     confidence = "cannot tell" if tied else "low" if reasons else "high"
     p_arm, runner, margin = decision.p_best, decision.runner_up, decision.margin
     m_lo, m_hi = decision.margin_lo, decision.margin_hi
-    if tied and naive is not None and naive[0] in tied and naive[0] != arm:
+    if tied and naive is not None and naive[0] != arm and any(p.arm == naive[0] for p in at_f.predictions):
         # the curves cannot separate them: the arm seen best at the largest pilot is the lower-variance call
-        reasons.insert(1, f"{naive[0]}, the best observed at the largest pilot, is recommended among them: the "
-                       f"predictions at {eng(f)} do not overturn it")
+        reasons.insert(1, f"{naive[0]}, the best observed at the largest pilot, is recommended: the predictions at "
+                       f"{eng(f)} do not overturn it")
         top, arm = arm, naive[0]
         pred = next(p for p in at_f.predictions if p.arm == arm)
         p_arm, runner, margin, m_lo, m_hi = decision.p_best_of.get(arm, 0.0), top, None, None, None

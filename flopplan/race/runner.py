@@ -58,9 +58,9 @@ LOCK_WAIT = 120.0
 """Seconds a pilot waits for its folder's lock to be released by a process a killed driver left running."""
 PROMOTION_REPLICATES = 200
 """Bootstrap replicates of the analysis behind a promotion (its seed: 0, as ``race analyze``'s default)."""
-PROMOTION_RULE = ("predicted reward at the target budget F (model-averaged analysis of the rung's pilots, first fitted "
-                  "target): every arm whose upper bound reaches the leader's lower bound, at least the halving's "
-                  "count, at most what the pilot budget affords")
+PROMOTION_RULE = ("the upper bound of the reward predicted at F (the model-averaged analysis of the rung's pilots, "
+                  "first fitted target): the halving's count by that bound, then every arm whose upper bound "
+                  "reaches the leader's lower bound, at most what the pilot budget affords")
 
 
 @dataclass(frozen=True)
