@@ -10,8 +10,10 @@ Without ``--data`` it writes a small arithmetic dataset (``prompt`` as chat mess
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import re
+import tempfile
 from pathlib import Path
 
 from datasets import load_dataset
@@ -46,7 +48,12 @@ def write_dataset(path: Path, rows: int, chat: bool, seed: int = 0) -> None:
                         "answer": str(a + b)})
     from datasets import Dataset
 
-    Dataset.from_list(records).to_parquet(str(path))
+    # every process of a torchrun writes it: each to its own temporary file, renamed into place, so no process
+    # ever reads a half-written parquet
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".parquet")
+    os.close(fd)
+    Dataset.from_list(records).to_parquet(tmp)
+    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None):
