@@ -113,8 +113,8 @@ def _datasets(config: TrainConfig) -> tuple[list[dict[str, Any]], list[dict[str,
         train, test = task_split(config.task, config.train_size, held)
     else:
         train, test = parse_task(config.task).split(config.train_size, 0, seed=config.seed)[0], []
-    rows = [[{"prompt": p.prompt, "answer": p.answer} for p in part] for part in (train, test)]
-    return rows[0], rows[1] if held else None
+    train_rows: list[dict[str, Any]] = [{"prompt": p.prompt, "answer": p.answer} for p in train]
+    return train_rows, [{"prompt": p.prompt, "answer": p.answer} for p in test] if held else None
 
 
 def grpo_config(config: TrainConfig, run: TRLRun, work: Path, policy: DevicePolicy) -> Any:
