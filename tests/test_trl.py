@@ -348,6 +348,7 @@ def test_trl_evaluation_is_metered_into_the_evaluation_bucket(tmp_path):
     assert s["flops"]["evaluation"] == sum(evaluation.values()) > 0 and evaluation["eval.decode"] > 0
     lines = [json.loads(line) for line in (run / "ledger.jsonl").read_text().splitlines()]
     assert sum(c["unit"] == "eval" for line in lines for c in line["charges"]) == 3  # the baseline, 2 rounds
+    assert cli("report", str(run), "--no-plot").returncode == 0
     assert s["conventions"]["attention_kernel"] in ("eager", "sdpa") and all(
         c["shapes"]["attention_kernel"] == s["conventions"]["attention_kernel"]
         for line in lines for c in line["charges"] if c["unit"] == "update")
