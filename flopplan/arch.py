@@ -57,6 +57,21 @@ def lora_modules(family: str, targets: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def split_targets(targets: tuple[str, ...], policy: str, field: str) -> tuple[str, ...]:
+    """peft ``target_modules`` as flopplan's split projection names, in :data:`LORA_TARGETS` order (unknown names
+    after, for the caller to refuse): where ``policy`` is a Phi-3, ``qkv_proj`` and ``gate_up_proj`` stand for the
+    projections they fuse; elsewhere they are refused, with one line naming ``field``."""
+    if not set(targets) & set(FUSED_PROJECTIONS):
+        return targets
+    try:
+        lora_modules(resolve(policy).family, targets)
+    except ValueError as exc:
+        raise UserError(f"{field}: {exc}") from None
+    names = {part for name in targets for part in FUSED_PROJECTIONS.get(name, (name,))}
+    order = {name: i for i, name in enumerate(LORA_TARGETS)}
+    return tuple(sorted(names, key=lambda t: (order.get(t, len(order)), t)))
+
+
 def fused_shapes(hidden: Any, q_dim: Any, kv_dim: Any, intermediate: Any) -> dict[str, tuple[Any, Any]]:
     """(in_features, out_features) of Phi-3's four projections: ``qkv_proj`` and ``gate_up_proj`` fused."""
     return {"qkv_proj": (hidden, q_dim + 2 * kv_dim), "o_proj": (q_dim, hidden),

@@ -115,6 +115,27 @@ def test_fields_flopplan_cannot_price_are_refused_by_name():
     assert notes and "num_generatons" in notes[0] and "learning_rate" not in notes[0]
 
 
+def test_phi3_fused_lora_names_are_read_where_the_policy_is_a_phi3():
+    """A Phi-3 LoraConfig (qkv_proj, gate_up_proj) prices as the split projections it fuses, and the export
+    writes peft's fused names back; elsewhere the fused names are refused with one line."""
+    base = {"num_generations": 4, "per_device_train_batch_size": 4}
+    phi3 = "microsoft/Phi-3-mini-4k-instruct"
+    fused, _, _ = recipe_from_trl({**base, "peft": {"r": 8, "target_modules": ["qkv_proj", "o_proj", "gate_up_proj",
+                                                                              "down_proj"]}},
+                                  model=phi3, prompt_len=Length.fixed(8))
+    split, _, _ = recipe_from_trl({**base, "peft": {"r": 8, "target_modules": "all-linear"}}, model=phi3,
+                                  prompt_len=Length.fixed(8))
+    assert fused.lora_targets == split.lora_targets and _flop_fields(fused) == _flop_fields(split)
+    assert grpo_config_kwargs(fused.with_(old_logprobs="auto"))["peft"]["target_modules"] == [
+        "qkv_proj", "o_proj", "gate_up_proj", "down_proj"]
+    for model, targets, fragment in (("qwen2.5-0.5b", ["qkv_proj", "o_proj"], "Phi-3 only"),
+                                     (phi3, ["qkv_proj", "c_attn"], "c_attn")):
+        with pytest.raises(UserError, match=fragment) as caught:
+            recipe_from_trl({**base, "peft": {"r": 8, "target_modules": targets}}, model=model,
+                            prompt_len=Length.fixed(8))
+        assert "\n" not in str(caught.value)
+
+
 # -- against the installed TRL -----------------------------------------------------------------------------------
 
 def test_defaults_and_field_names_are_trls():
@@ -296,6 +317,38 @@ def test_two_processes_count_what_one_would_and_stop_together(tmp_path):
 def test_train_on_trl_refuses_what_it_cannot_meter(tmp_path):
     pytest.importorskip("trl")
     one_line_error(cli("train", "--engine", "trl", "--out", str(tmp_path / "r"), "--steps", "1", "--eval-every",
-                       "2", "--eval-prompts", "4"), "evaluation")
+                       "2", "--eval-prompts", "4", "--eval-at-end"), "--eval-at-end")
     one_line_error(cli("train", "--engine", "trl", "--out", str(tmp_path / "r"), "--steps", "1", "--reward", "prm:tiny",
                        "--no-eval"), "process reward model")
+
+
+def test_a_refused_trl_run_writes_nothing(tmp_path):
+    """Refused once the trainer is built (a budget that buys no round, checked when the meter attaches): the run
+    folder this command would have made, models and TRL's folder included, is absent."""
+    pytest.importorskip("trl")
+    out = tmp_path / "run"
+    one_line_error(cli("train", "--engine", "trl", "--out", str(out), "--budget", "1000000", *SMALL), "buys no round")
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_trl_evaluation_is_metered_into_the_evaluation_bucket(tmp_path):
+    """--eval-every runs TRL's evaluation loop on the held-out split (a baseline, then after every round): every
+    unit, the evaluation's included, equals what executed, and the evaluation bucket holds the eval.* phases."""
+    pytest.importorskip("trl")
+    run = tmp_path / "run"
+    out = cli("train", "--engine", "trl", "--out", str(run), "--steps", "2", *SMALL, "--eval-every", "1",
+              "--eval-prompts", "4", "--measure-flops", "--json")
+    assert out.returncode == 0, out.stderr[-3000:]
+    s = json.loads(out.stdout)
+    assert s["measured_equals_closed_form"] is True
+    for unit, values in s["measured_by_unit"].items():
+        assert values["measured"] == values["closed_form"] > 0, unit
+    evaluation = {p: v["executed"] for p, v in s["phases"].items() if p.startswith("eval.")}
+    assert s["flops"]["evaluation"] == sum(evaluation.values()) > 0 and evaluation["eval.decode"] > 0
+    lines = [json.loads(line) for line in (run / "ledger.jsonl").read_text().splitlines()]
+    assert sum(c["unit"] == "eval" for line in lines for c in line["charges"]) == 3  # the baseline, 2 rounds
+    assert cli("report", str(run), "--no-plot").returncode == 0
+    assert s["conventions"]["attention_kernel"] in ("eager", "sdpa") and all(
+        c["shapes"]["attention_kernel"] == s["conventions"]["attention_kernel"]
+        for line in lines for c in line["charges"] if c["unit"] == "update")

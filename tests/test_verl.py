@@ -312,6 +312,21 @@ def test_reading_back_refuses_what_flopplan_cannot_price(changes, fragment):
         recipe_from_verl(rule_case(changes))
 
 
+def test_phi3_fused_lora_names_read_back_as_the_projections_they_fuse():
+    """Phi-3's peft names (qkv_proj, gate_up_proj) are accepted where the policy is a Phi-3 and priced as the split
+    projections they stand for; on another family they are refused with one line."""
+    phi3 = {M + "path": "microsoft/Phi-3-mini-4k-instruct"}
+    fused = recipe_from_verl(rule_case({**phi3, M + "target_modules": ["qkv_proj", "o_proj", "gate_up_proj",
+                                                                       "down_proj"]}))[0]
+    split = recipe_from_verl(rule_case({**phi3, M + "target_modules": "all-linear"}))[0]
+    assert fused.lora_targets == split.lora_targets and step_cost(fused).step_phases == step_cost(split).step_phases
+    assert recipe_from_verl(rule_case({**phi3, M + "target_modules": ["qkv_proj"]}))[0].lora_targets == (
+        "q_proj", "k_proj", "v_proj")
+    with pytest.raises(UserError, match="Phi-3 only") as caught:
+        recipe_from_verl(rule_case({M + "target_modules": ["qkv_proj", "o_proj"]}))
+    assert "\n" not in str(caught.value)
+
+
 def test_reading_back_notes_unmerged_lora_and_validation():
     notes: list[str] = []
     back, steps = recipe_from_verl({k: v for k, v in BASE_OVERRIDES.items() if k not in (

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from flopplan.arch import LORA_TARGETS
+from flopplan.arch import FUSED_PROJECTIONS, LORA_TARGETS, lora_modules, split_targets
 from flopplan.errors import UserError, is_int, is_number
 from flopplan.lengths import Length
 from flopplan.passes import old_logprobs_run
@@ -214,14 +214,18 @@ def logprob_head_for(trl_version: str, device: str) -> str:
 def recipe_for_trl_run(recipe: Recipe, changes: dict[str, Any], from_file: bool, *, device: str = "auto") -> Recipe:
     """What ``flopplan train --engine trl`` runs of a recipe: the log-prob head the installed TRL runs on this
     device (refusing a different one asked for by name), and no evaluation unless a file or option asked for it
-    (TRL's evaluation loop is not metered)."""
+    (TRL's evaluation loop is costlier than the demo's greedy one: :func:`evaluation_kwargs`). The shapes TRL can
+    run are checked here, before torch is imported."""
     import os
 
     if not from_file and not ({"eval_every", "eval_prompts"} & set(changes)):
-        recipe = recipe.with_(eval_every=None, eval_prompts=0, eval_batch=None)  # the demo's evaluation
-    if recipe.eval_every is None:  # the shapes TRL can run, checked before torch is imported (any head will do)
-        world = os.environ.get("WORLD_SIZE", "1")
-        grpo_config_kwargs(recipe.with_(logprob_head="fused"), world_size=int(world) if world.isdigit() else 1)
+        recipe = without_evaluation(recipe)  # the demo's evaluation
+    world = os.environ.get("WORLD_SIZE", "1")
+    world_size = int(world) if world.isdigit() else 1
+    run = trl_run({k: v for k, v in grpo_config_kwargs(without_evaluation(recipe).with_(logprob_head="fused"),
+                                                       world_size=world_size).items()
+                   if k not in EXTRA_KEYS}, world_size)  # (any head will do)
+    evaluation_kwargs(recipe, run)
     from flopplan.measure.device import pick_device  # a TRL run needs torch anyway
 
     kind = pick_device(device).type
@@ -230,6 +234,31 @@ def recipe_for_trl_run(recipe: Recipe, changes: dict[str, Any], from_file: bool,
         raise UserError(f"--logprob-head {changes['logprob_head']}: TRL {installed_trl_version()} on {kind} "
                         f"runs the {head} head")
     return recipe.with_(logprob_head=head)  # what TRL will run (a plan that assumed another says so)
+
+
+def without_evaluation(recipe: Recipe) -> Recipe:
+    """The recipe's training rounds alone (flopplan's evaluation fields cleared)."""
+    return recipe.with_(eval_every=None, eval_prompts=0, eval_batch=None)
+
+
+def evaluation_kwargs(recipe: Recipe, run: TRLRun) -> dict[str, Any]:
+    """The GRPOConfig fields that run the recipe's evaluation (``eval_every`` rounds, ``eval_prompts`` held-out
+    prompts) as TRL's evaluation loop: ``eval_strategy="steps"`` at the optimizer step that closes every
+    ``eval_every``-th round, ``eval_on_start`` for the baseline, and ``per_device_eval_batch_size`` so that a
+    generate call holds ``eval_batch`` prompts (default all) over the processes. TRL samples
+    ``num_generations`` completions per prompt, scores them and runs its loss forward: the meter charges that to
+    the evaluation bucket (``eval.*`` phases), not flopplan's greedy evaluation. Empty without evaluation."""
+    r = recipe
+    if r.eval_every is None:
+        return {}
+    if r.eval_completion_len is not None and r.eval_completion_len != r.completion_len:
+        raise UserError("eval_completion_len: TRL evaluates at max_completion_length, the training completions'")
+    rows = r.evaluation_batch_size * run.generations
+    if rows % run.world:
+        raise UserError(f"an evaluation batch of {r.evaluation_batch_size} prompts x {run.generations} generations "
+                        f"does not split over {run.world} processes (TRL's per_device_eval_batch_size)")
+    return {"eval_strategy": "steps", "eval_steps": r.eval_every * run.optimizer_steps_per_round,
+            "eval_on_start": r.eval_at_start, "per_device_eval_batch_size": rows // run.world}
 
 
 def installed_trl_version() -> str:
@@ -242,7 +271,19 @@ def installed_trl_version() -> str:
         return "1.16.0"
 
 
-def _lora(peft: Any) -> tuple[int | None, tuple[str, ...]]:
+def lora_targets(targets: list[str], policy: str) -> tuple[str, ...]:
+    """peft ``target_modules`` (a list of names) as the recipe's split projection names: Phi-3's fused names where
+    the policy is a Phi-3 (:func:`flopplan.arch.split_targets`), refused elsewhere, as is any name flopplan does
+    not count."""
+    names = split_targets(tuple(targets), policy, "peft.target_modules")
+    unknown = [t for t in names if t not in LORA_TARGETS]
+    if unknown:
+        raise UserError(f"peft.target_modules: flopplan counts LoRA on {', '.join(LORA_TARGETS)} (Phi-3: "
+                        f"{', '.join(FUSED_PROJECTIONS)}), not {', '.join(unknown)}")
+    return names
+
+
+def _lora(peft: Any, policy: str) -> tuple[int | None, tuple[str, ...]]:
     if peft is None:
         return None, LORA_TARGETS
     if not isinstance(peft, dict) or not is_int(peft.get("r")) or peft["r"] < 1:
@@ -252,11 +293,7 @@ def _lora(peft: Any) -> tuple[int | None, tuple[str, ...]]:
         return int(peft["r"]), LORA_TARGETS
     if not isinstance(targets, list) or not targets or not all(isinstance(t, str) for t in targets):
         raise UserError("peft.target_modules must be a list of projection names or 'all-linear'")
-    unknown = [t for t in targets if t not in LORA_TARGETS]
-    if unknown:
-        raise UserError(f"peft.target_modules: flopplan counts LoRA on {', '.join(LORA_TARGETS)}, not "
-                        f"{', '.join(unknown)}")
-    return int(peft["r"]), tuple(targets)
+    return int(peft["r"]), lora_targets(targets, policy)
 
 
 def _reward(reward_funcs: Any) -> RewardSystem:
@@ -285,8 +322,10 @@ def recipe_from_trl(config: dict[str, Any], *, model: str | None = None, prompt_
     if is_int(config.get("pad_to_multiple_of")):
         raise UserError("GRPOConfig pad_to_multiple_of: flopplan prices padding to each batch's longest, not to a "
                         "multiple")
-    if _field(config, "eval_strategy") not in ("no", None):
-        raise UserError("GRPOConfig eval_strategy: flopplan does not price TRL's evaluation loop yet (set it to no)")
+    if _field(config, "eval_strategy") not in ("no", None):  # the meter charges it as it runs
+        raise UserError(f"GRPOConfig eval_strategy {_field(config, 'eval_strategy')!r}: an evaluation's FLOPs depend "
+                        "on the eval dataset (its rows and prompt lengths), which the config does not hold: price "
+                        "the training with eval_strategy no")
     kwargs = config.get("gradient_checkpointing_kwargs") or {}
     if not isinstance(kwargs, dict) or kwargs.get("use_reentrant"):
         raise UserError("GRPOConfig gradient_checkpointing_kwargs: flopplan prices non-reentrant checkpointing "
@@ -305,7 +344,7 @@ def recipe_from_trl(config: dict[str, Any], *, model: str | None = None, prompt_
     beta = _field(config, "beta")
     if not is_number(beta) or beta < 0:
         raise UserError(f"GRPOConfig beta must be a number >= 0, not {beta!r}")
-    rank, targets = _lora(config.get("peft"))
+    rank, targets = _lora(config.get("peft"), policy)
     unknown = [] if complete_dump(config) else sorted(
         k for k in config if k not in PRICED and k not in NO_FLOPS and k not in EXTRA_KEYS and k not in BATCH_KEYS)
     notes = [f"fields flopplan does not know (read past: check their spelling): {', '.join(unknown)}"] if unknown \
@@ -369,7 +408,8 @@ def grpo_config_kwargs(recipe: Recipe, *, world_size: int = 1, steps: int | None
     if steps is not None:
         kwargs["max_steps"] = steps * run.optimizer_steps_per_round
     if r.lora_rank is not None:
-        kwargs["peft"] = {"r": r.lora_rank, "lora_alpha": 2 * r.lora_rank, "target_modules": list(r.lora_targets)}
+        kwargs["peft"] = {"r": r.lora_rank, "lora_alpha": 2 * r.lora_rank,  # peft's names (Phi-3: fused)
+                          "target_modules": list(lora_modules(r.policy_spec.family, r.lora_targets))}
     kwargs["reward_funcs"] = [r.reward.model] if r.reward.kind == "orm" else ["rule"]
     return kwargs
 

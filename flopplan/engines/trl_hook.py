@@ -104,7 +104,13 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         if recipe is not None:
             check_explicit(recipe, read.recipe)
         flops = budget_flops(budget, read.recipe, profile, price_per_hour)
-    _check_boundaries(trainer.args, read.run.optimizer_steps_per_round, read.eval_generations is not None)
+        _check_boundaries(trainer.args, read.run.optimizer_steps_per_round, read.eval_generations is not None)
+        if not resume:  # a budget that buys no round is refused here, not when training starts
+            probe = TRLMeter(read.recipe, read.run, flops,
+                             eval_rows=_evaluation_rows(trainer, read.eval_generations)[0])
+            probe.prompt_max, probe.reward_prompt_max, probe.eval_prompt_max = (
+                prompt_max, reward_prompt_max, eval_prompt_max)
+            _check_first_round(probe, trainer.args)
     writes = folder is not None and rank0  # the models' configs go into the run folder (rank 0)
     read = read_trainer(trainer, Path(tempfile.mkdtemp(prefix="flopplan-trl-")), prompt_max)
     if writes:  # the models' configs into the run folder, which names them in its config
@@ -220,6 +226,15 @@ def _evaluations_before_next_round(args: Any, global_step: int) -> int:
     return 2 if due else 1
 
 
+def _check_first_round(meter: TRLMeter, args: Any) -> None:
+    """Refuse a budget that buys no first round (with the baseline evaluation and the next in reserve, when
+    evaluating)."""
+    reserve = _evaluations_before_next_round(args, 0) if meter.eval_rows else 0
+    if not meter.fits_next_round(reserve if args.eval_on_start else min(reserve, 1)):
+        raise UserError(f"the budget ({meter.ledger.budget_flops:,} FLOPs) buys no round: "
+                        f"{meter.guard.decision.message}")
+
+
 class FlopBudgetCallback(TrainerCallback):
     """Commits each round when its last optimizer step ends and stops before a round that could overrun the
     budget (``should_training_stop`` is never set back; ``should_save`` asks for the final checkpoint)."""
@@ -249,11 +264,10 @@ class FlopBudgetCallback(TrainerCallback):
                 self.trainer.accelerator.wait_for_everyone()
                 if state.is_world_process_zero:
                     folder.trim(self.meter.rounds)
-        reserve = self._reserve(args, 0) if args.eval_on_start and not state.global_step else min(
-            self._reserve(args, 0), 1)
-        if not self.meter.fits_next_round(reserve) and self.meter.rounds == 0:
-            raise UserError(f"the budget ({self.meter.ledger.budget_flops:,} FLOPs) buys no round: "
-                            f"{self.meter.guard.decision.message}")
+        if self.meter.rounds == 0:
+            _check_first_round(self.meter, args)
+        else:
+            self.meter.fits_next_round(min(self._reserve(args, 0), 1))
         return control
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:

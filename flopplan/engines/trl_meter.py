@@ -237,7 +237,9 @@ class TRLMeter:
                 continue
             executed = {k: v for k, v in executed.items() if v}
             useful = {k: useful[k] for k in executed}
-            local_shapes = local[unit].shapes if unit in local else {}
+            local_shapes = dict(local[unit].shapes) if unit in local else {}
+            if unit == "update":  # the rule its attention backward was charged by (eager 2x, sdpa 2.5x the forward)
+                local_shapes["attention_kernel"] = self.recipe.attention_kernel
             committed.append(PhaseCharge(
                 unit, executed, useful, measured + sum(blind.values()) if self.measure else None,
                 seconds=target["seconds"][unit],  # this process's time in the unit

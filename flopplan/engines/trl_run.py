@@ -17,7 +17,16 @@ from typing import Any
 
 import torch
 
-from flopplan.engines.trl import LOSS_TYPES, TRLRun, grpo_config_kwargs, trl_run
+from flopplan.arch import lora_modules
+from flopplan.engines.trl import (
+    EXTRA_KEYS,
+    LOSS_TYPES,
+    TRLRun,
+    evaluation_kwargs,
+    grpo_config_kwargs,
+    trl_run,
+    without_evaluation,
+)
 from flopplan.engines.trl_hook import meter as attach_meter
 from flopplan.engines.trl_trainer import ATTENTION_KERNELS
 from flopplan.errors import UserError
@@ -31,6 +40,7 @@ from flopplan.measure.models import build_model
 from flopplan.runfile import PlanReference, RunSummary
 from flopplan.train.config import TrainConfig
 from flopplan.train.runfolder import RunFolder
+from flopplan.train.targets import task_split
 
 
 def _datasheet_peak(device: torch.device) -> float | None:
@@ -88,22 +98,33 @@ def _rule_funcs(config: TrainConfig) -> RewardFuncs:
     return RewardFuncs.load(config.reward_funcs, config.reward_weights)
 
 
-def _dataset(config: TrainConfig) -> Any:
-    from datasets import Dataset
-
+def _datasets(config: TrainConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """The training rows and, when evaluating, the held-out rows: the ``eval_prompts`` first of ``--eval-dataset``,
+    or the built-in task's held-out problems (the built-in trainer's split)."""
+    held = config.recipe.eval_prompts if config.recipe.eval_every is not None else 0
     if config.dataset:
-        return Dataset.from_list(trl_rows(config.dataset, config.system_prompt))
-    problems = parse_task(config.task).split(config.train_size, 0, seed=config.seed)[0]
-    return Dataset.from_list([{"prompt": p.prompt, "answer": p.answer} for p in problems])
+        rows = trl_rows(config.dataset, config.system_prompt)
+        heldout = trl_rows(config.eval_dataset, config.system_prompt) if config.eval_dataset and held else []
+        if len(heldout) < held:
+            hint = "" if config.eval_dataset else " (give --eval-dataset FILE, or --no-eval)"
+            raise UserError(f"eval_prompts {held} but the eval set has {len(heldout)} problems{hint}")
+        return rows, heldout[:held] if held else None
+    if held:
+        train, test = task_split(config.task, config.train_size, held)
+    else:
+        train, test = parse_task(config.task).split(config.train_size, 0, seed=config.seed)[0], []
+    train_rows: list[dict[str, Any]] = [{"prompt": p.prompt, "answer": p.answer} for p in train]
+    return train_rows, [{"prompt": p.prompt, "answer": p.answer} for p in test] if held else None
 
 
 def grpo_config(config: TrainConfig, run: TRLRun, work: Path, policy: DevicePolicy) -> Any:
     from trl import GRPOConfig
 
     r = config.recipe
-    kwargs = grpo_config_kwargs(r, world_size=run.world, steps=config.max_steps)
-    kwargs.pop("peft", None)
-    kwargs.pop("reward_funcs", None)
+    kwargs = grpo_config_kwargs(without_evaluation(r), world_size=run.world, steps=config.max_steps)
+    kwargs.update(evaluation_kwargs(r, run))  # TRL's evaluation loop, metered into the evaluation bucket
+    for key in EXTRA_KEYS:
+        kwargs.pop(key, None)
     rounds_per_checkpoint = config.checkpoint_every or 10
     return GRPOConfig(
         output_dir=str(work), use_cpu=not policy.on_gpu, bf16=policy.on_gpu, report_to=config.report_to,
@@ -136,22 +157,59 @@ def world_size() -> int:
 
 
 def run_trl(config: TrainConfig, resume: bool = False) -> tuple[RunSummary, list[str]]:
-    """Train ``config`` on TRL's GRPOTrainer with the FLOP meter; the run folder is flopplan's."""
+    """Train ``config`` on TRL's GRPOTrainer with the FLOP meter; the run folder is flopplan's. A new run that is
+    refused before training starts (what the meter cannot price, a budget that buys no round) leaves nothing:
+    what this invocation created in the folder is removed."""
+    folder = RunFolder(config.out_dir)
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    fresh = rank0 and not resume
+    if fresh:
+        folder.check_new()
+    before = set(folder.path.iterdir()) if fresh and folder.path.is_dir() else None
+    if rank0:
+        folder.lock()  # (refused while another process holds it: nothing of ours to remove)
+    try:
+        if fresh:
+            folder.check_new()  # again, under the lock
+        trainer, meter, checkpoint = _build(config, folder, resume)
+        if fresh:
+            folder.begin(config)  # the run can start: its logs and configuration
+    except BaseException:
+        if fresh:
+            _remove_created(folder, before)
+        raise
+    try:
+        trainer.train(resume_from_checkpoint=checkpoint)
+    finally:
+        if rank0:
+            folder.unlock()
+    return meter.summary(**meter.summary_fields), meter.notes
+
+
+def _remove_created(folder: RunFolder, before: set[Path] | None) -> None:
+    """Undo a refused start: the folder if this invocation made it, else the entries it added (check_new allowed
+    only an empty folder or a run's files that never reached a checkpoint, which stay as they were)."""
+    import shutil
+
+    folder.unlock()
+    for path in [folder.path] if before is None else sorted(set(folder.path.iterdir()) - before):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _build(config: TrainConfig, folder: RunFolder, resume: bool) -> tuple[Any, Any, str | None]:
+    """The GRPOTrainer of ``config`` with the meter attached (which refuses what it cannot price), and the
+    checkpoint to resume from."""
     from peft import LoraConfig
 
     r = config.recipe
-    folder = RunFolder(config.out_dir)
-    rank0 = int(os.environ.get("RANK", "0")) == 0
-    if rank0:
-        if not resume:
-            folder.check_new()
-        folder.lock()
-        if not resume:
-            folder.create(config)
     work = folder.path / "trl"
     policy = DevicePolicy.of(config.device)
-    kwargs = grpo_config_kwargs(r, world_size=world_size(), steps=config.max_steps)
-    run = trl_run({k: v for k, v in kwargs.items() if k not in ("peft", "reward_funcs")}, world_size())
+    kwargs = grpo_config_kwargs(without_evaluation(r), world_size=world_size(), steps=config.max_steps)
+    run = trl_run({k: v for k, v in kwargs.items() if k not in EXTRA_KEYS}, world_size())
+    train_rows, eval_rows = _datasets(config)
     args = grpo_config(config, run, work, policy)  # sets up the processes (accelerate's state)
     from accelerate import PartialState
 
@@ -163,15 +221,19 @@ def run_trl(config: TrainConfig, resume: bool = False) -> tuple[RunSummary, list
     # a local model is charged as its own config.json describes it
     meter_recipe = r.with_(policy=str(Path(config.model_path) / "config.json")) if config.model_path else r
     peft = None
-    if r.lora is not None:
-        peft = LoraConfig(r=r.lora.rank, lora_alpha=config.lora_alpha or 2 * r.lora.rank,
-                          target_modules=list(r.lora.targets), lora_dropout=0.0, bias="none")
+    if r.lora is not None:  # peft's module names (Phi-3: the fused ones)
+        peft = LoraConfig(r=r.lora.rank, lora_alpha=config.lora_alpha or 2 * r.lora.rank, lora_dropout=0.0,
+                          target_modules=list(lora_modules(meter_recipe.policy_spec.family, r.lora.targets)),
+                          bias="none")
     # the reward model reads with the policy's tokenizer object: loaded back from its folder, transformers would
     # give a Qwen2 tokenizer (the folder's model type), not the character one it was saved with
     reward_tokenizers = [tokenizer if isinstance(f, str) and not config.reward_model_path else None for f in rewards]
+    from datasets import Dataset
     from trl import GRPOTrainer
 
-    trainer = GRPOTrainer(model=model_path, reward_funcs=rewards, args=args, train_dataset=_dataset(config),
+    trainer = GRPOTrainer(model=model_path, reward_funcs=rewards, args=args,
+                          train_dataset=Dataset.from_list(train_rows),
+                          eval_dataset=None if eval_rows is None else Dataset.from_list(eval_rows),
                           processing_class=tokenizer, peft_config=peft, reward_processing_classes=reward_tokenizers)
     # the one meter: the recipe read from the trainer must be the one asked for
     meter = attach_meter(trainer, budget=config.budget_flops, out=folder.path, config=config, resume=resume,
@@ -194,9 +256,4 @@ def run_trl(config: TrainConfig, resume: bool = False) -> tuple[RunSummary, list
         random_init_reward_model=r.reward.kind == "orm" and not config.reward_model_path,
         device=str(policy.device), dtype=policy.dtype_name, final=None,
         plan=None if plan is None else PlanReference.of(plan))
-    try:
-        trainer.train(resume_from_checkpoint=checkpoint)
-    finally:
-        if rank0:
-            folder.unlock()
-    return meter.summary(**meter.summary_fields), meter.notes
+    return trainer, meter, checkpoint

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from flopplan import __version__
-from flopplan.arch import LORA_TARGETS, REGISTRY, resolve
+from flopplan.arch import FUSED_PROJECTIONS, LORA_TARGETS, REGISTRY, resolve, split_targets
 from flopplan.cost import step_cost
 from flopplan.errors import UserError, check_int, is_int, is_number
 from flopplan.fileio import read_text
@@ -416,7 +416,7 @@ def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | Non
             (c.get("algorithm.adv_estimator") != "grpo", f"algorithm.adv_estimator {c.get('algorithm.adv_estimator')!r}"
              ": flopplan prices GRPO (grpo); gae trains a critic (trainer/ppo/utils.py:96-107)"),
             (bool(rank) and targets != "all-linear" and not (isinstance(targets, list) and set(targets) <= set(
-                LORA_TARGETS)), f"model.target_modules {targets!r}: all-linear or some of {', '.join(LORA_TARGETS)}"),
+                LORA_TARGETS) | set(FUSED_PROJECTIONS)), f"model.target_modules {targets!r}: not projections"),
             (c.get(R + "name") not in ("vllm", "sglang", "trtllm"), f"rollout.name {c.get(R + 'name')!r}"),
             (fixed and batch % mini != 0, f"data.train_batch_size {batch} is not a multiple of ppo_mini_batch_size "
              f"{mini}: verl adds synthetic 128-token samples (trainer_base.py:1589-1621, padding_utils.py:144-168)"),
@@ -429,9 +429,9 @@ def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | Non
     reward = RewardSystem("orm", reward_model or _model_name(c.get(RM + "model_path"), RM + "model_path")) \
         if c.flag(RM + "enable") else RewardSystem("rule")
     recipe = Recipe(
-        policy=model or _model_name(c.get(M + "path"), M + "path"), lora_rank=rank or None,
-        lora_targets=LORA_TARGETS if not rank or targets == "all-linear" else tuple(targets),
-        prompts_per_step=batch, group_size=n, iterations=c.whole(A + "ppo_epochs", 1), beta=beta,
+        policy=(policy := model or _model_name(c.get(M + "path"), M + "path")), lora_rank=rank or None,
+        lora_targets=split_targets(tuple(targets), policy, "model.target_modules") if rank and targets != "all-linear"
+        else LORA_TARGETS, prompts_per_step=batch, group_size=n, iterations=c.whole(A + "ppo_epochs", 1), beta=beta,
         old_logprobs="off" if c.flag("algorithm.rollout_correction.bypass_mode") else "on",
         grad_ckpt=c.flag(M + "enable_gradient_checkpointing"), logprob_head="all", engine="vllm",
         prefix_sharing=c.flag(R + "enable_prefix_caching"), optimizer_batch=None if mini >= batch else mini * n,

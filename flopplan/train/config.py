@@ -199,8 +199,9 @@ class TrainConfig:
             check_choice(name, getattr(self, name), allowed)
         if r.engine != "hf":
             raise UserError("flopplan train generates with transformers (engine hf); the vllm engine is for planning")
-        if self.engine == "trl" and r.eval_every is not None:
-            raise UserError("--engine trl: flopplan does not meter TRL's evaluation loop yet: add --no-eval")
+        if self.engine == "trl" and (self.eval_at_flops or self.eval_at_end or self.eval_targets != ("heldout",)):
+            raise UserError("--engine trl evaluates with TRL's loop every --eval-every rounds, on the held-out set: "
+                            "--eval-at-flops, --eval-at-end and --eval-targets are the built-in trainer's")
         if r.update_padding == "batch" and r.generation_batch_size % r.micro_batch_size:
             raise UserError(f"micro_batch {r.micro_batch_size} must divide the generation batch "
                             f"{r.generation_batch_size}")

@@ -82,6 +82,10 @@ class RunFolder:
     def create(self, config: TrainConfig | dict[str, Any]) -> None:
         """A new run folder (checked again under the lock), with empty logs and the run's configuration."""
         self.check_new()
+        self.begin(config)
+
+    def begin(self, config: TrainConfig | dict[str, Any]) -> None:
+        """Empty logs and the run's configuration, in a folder :meth:`check_new` accepted under the lock."""
         writable_folder(self.path, "run folder")
         for name in LOGS:
             atomic_write_text(self.path / name, "")
