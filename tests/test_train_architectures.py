@@ -118,3 +118,15 @@ def test_race_prices_an_moe_arm_at_equal_flops(tmp_path):
             assert entry.step_flops == per_step[name].step_flops
             assert entry.steps == rung // entry.step_flops  # fixed lengths: the budget buys whole steps
     assert arms["tiny"].rungs[0].step_flops != arms["tiny-moe"].rungs[0].step_flops
+
+
+def test_a_config_as_transformers_writes_it_reads_back():
+    """transformers 5.x saves Qwen3-MoE's expert count as num_local_experts (a TRL policy's config, a saved
+    model's config.json): read as the Hub's num_experts."""
+    from flopplan.arch import REGISTRY, spec_from_config
+    from flopplan.measure.models import hf_config
+
+    spec = REGISTRY["tiny-moe"]
+    written = hf_config(spec).to_dict()
+    assert "num_experts" not in written
+    assert spec_from_config(written, name="tiny-moe", source="registry") == spec

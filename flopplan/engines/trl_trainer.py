@@ -85,7 +85,7 @@ def _lora(model: Any) -> tuple[int | None, tuple[str, ...] | None]:
                          ("exclude_modules", None), ("target_parameters", None), ("rank_pattern", {}),
                          ("layers_pattern", None), ("trainable_token_indices", None)):
         value = getattr(config, name, priced)
-        if value not in (priced, None, {}, []):
+        if value not in (priced, None) and not (isinstance(value, (set, frozenset, list, tuple, dict)) and not value):
             raise UserError(f"peft {name}={value!r}: flopplan prices LoRA of one rank on every layer's projections")
     targets = config.target_modules
     order = {name: i for i, name in enumerate(LORA_TARGETS)}  # flopplan's order; unknown names refused later
