@@ -125,7 +125,8 @@ class TrainConfig:
     keep_checkpoints: int | None = field(default=3, metadata=option(  # None (in a file): every one
         "--keep-checkpoints", "How many of the newest checkpoints to keep (older ones are deleted)"))
     measure_flops: bool = field(default=False, metadata=option(
-        "--measure-flops", "Also count every phase with torch FlopCounterMode", "flag"))
+        "--measure-flops", "Also count every phase with torch FlopCounterMode (plus its named blind spots)",
+        "flag"))
     device: str = field(default="auto", metadata=option(
         "--device", "Where the run executes (auto: a GPU when there is one)", "choice", DEVICES))
     report_to: str = field(default="none", metadata=option(
