@@ -318,11 +318,18 @@ REGISTRY: dict[str, ArchSpec] = {spec.name: spec for spec in (
     # score head (one bias-free hidden -> 1 layer on every position, pooled at the last token); trained by
     # `flopplan reward-model train`, used as `--reward orm:tiny-rm --reward-model-path DIR`.
     _qwen25("tiny-rm", 128, 256, 2, 4, 2, 32, False, 512, head=Head("score", (HeadLayer(128, 1, False),))),
+    # A mixture-of-experts test policy for CPU runs (Qwen3-MoE: q/k norms, no biases): tiny's widths and
+    # vocabulary with 8 experts of width 128, top-2, so a token's experts are as wide as tiny's MLP (256).
+    ArchSpec(name="tiny-moe", hidden_size=128, intermediate_size=256, num_layers=2, num_heads=4, num_kv_heads=2,
+             head_dim=32, vocab_size=32, tie_embeddings=True, family="qwen3_moe", qkv_bias=False, qk_norm=True,
+             max_position_embeddings=512, rope_theta=1e6, moe=MoE(8, 2, 128)),
 )}
 
 TINY_FAMILY: tuple[str, ...] = ("tiny-s", "tiny", "tiny-l")
 """Registry policies of the Qwen2 architecture with the built-in 23-symbol tokenizer, smallest first: trained from
 random initialisation on CPU (no weights exist for them)."""
+TINY_POLICIES: tuple[str, ...] = (*TINY_FAMILY, "tiny-moe")
+"""Every registry policy with the built-in tokenizer and no weights: the tiny family and the MoE ``tiny-moe``."""
 
 QWEN25_SIZES: tuple[str, ...] = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b",
                                  "qwen2.5-32b", "qwen2.5-72b")

@@ -111,7 +111,9 @@ def _positive(cfg: dict[str, Any], key: str, where: str) -> int:
 def moe_from_config(cfg: dict[str, Any], model_type: str, where: str) -> MoE:
     """The MoE block of a Qwen3-MoE, Qwen2-MoE or Mixtral config.json; refuses configs with dense layers mixed in
     (``mlp_only_layers``, ``decoder_sparse_step`` > 1), a missing top-k or an unknown experts implementation."""
-    experts = _positive(cfg, "num_local_experts" if model_type == "mixtral" else "num_experts", where)
+    names = ("num_local_experts", "num_experts") if model_type == "mixtral" else ("num_experts", "num_local_experts")
+    # transformers 5.x writes Qwen3-MoE's count as num_local_experts (its attribute_map), the Hub's files num_experts
+    experts = _positive(cfg, next((key for key in names if cfg.get(key) is not None), names[0]), where)
     top_k = _positive(cfg, "num_experts_per_tok", where)
     if top_k > experts:
         raise UserError(f"{where}: num_experts_per_tok {top_k} exceeds the {experts} experts")

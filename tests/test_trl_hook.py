@@ -23,22 +23,18 @@ EXAMPLE = ROOT / "examples" / "trl_grpo.py"
 COMMON = ["--max-completion-length", "8", "--rows", "24", "--beta", "0.04", "--num-iterations", "2"]
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """A random-initialised tiny policy and reward model saved as local folders (no downloads), with the built-in
+def _save_models(root: Path, models: tuple) -> Path:
+    """Random-initialised models ``(folder, spec, seed)`` saved as local folders (no downloads), with the built-in
     character tokenizer and a chat template."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("trl")
     from flopplan.grpo.codecs import hf_char_tokenizer
     from flopplan.measure.models import build_model
-    from flopplan.recipe import Recipe, RewardSystem
 
-    root = tmp_path_factory.mktemp("models")
     tokenizer = hf_char_tokenizer()
     tokenizer.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
                                "{% if add_generation_prompt %}assistant: {% endif %}")
-    for name, spec, seed in (("policy", Recipe(policy="tiny").policy_spec, 0),
-                             ("orm", RewardSystem.parse("orm:tiny").spec(), 1)):
+    for name, spec, seed in models:
         model = build_model(spec, device="cpu", dtype=torch.float32, seed=seed)
         configs = [model.config] + ([model.generation_config] if name == "policy" else [])
         for config in configs:
@@ -47,6 +43,16 @@ def tiny(tmp_path_factory):
         model.save_pretrained(root / name)
         tokenizer.save_pretrained(root / name)
     return root
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """The tiny policy and the tiny reward model (:func:`_save_models`)."""
+    pytest.importorskip("torch")
+    from flopplan.recipe import Recipe, RewardSystem
+
+    return _save_models(tmp_path_factory.mktemp("models"), (("policy", Recipe(policy="tiny").policy_spec, 0),
+                                                             ("orm", RewardSystem.parse("orm:tiny").spec(), 1)))
 
 
 def _example():
@@ -116,6 +122,25 @@ def _tensorboard_has_the_ledger(output: Path, summary: dict) -> None:
     for bucket in ("total", "rollout", "learning", "evaluation"):
         assert scalars[f"train/flops/{bucket}"][-1].value == pytest.approx(summary["flops"][bucket], rel=1e-6)
     assert summary["flops"]["evaluation"] > 0
+
+
+@pytest.mark.slow
+def test_an_moe_policy_is_metered_exactly(tmp_path):
+    """tiny-moe (Qwen3-MoE) loaded as TRL loads a model: transformers' default grouped_mm experts, which the meter
+    reads from the model and charges; FlopCounterMode misses their matmuls, counted apart by name."""
+    pytest.importorskip("torch")
+    from flopplan.arch import REGISTRY
+
+    models = _save_models(tmp_path / "models", (("policy", REGISTRY["tiny-moe"], 0),))
+    _, flops = _run(models, tmp_path, *COMMON, "--max-steps", "2", "--measure", "--attn", "eager")
+    assert flops.recipe.experts == "grouped_mm" and flops.recipe.policy_spec.moe is not None
+    summary = _summary(tmp_path / "run")
+    _exact(summary)
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["conventions"]["experts_implementation"] \
+        == "grouped_mm"
+    blind = [c["shapes"]["blind_spots"]["grouped_mm"] for line in
+             map(json.loads, (tmp_path / "run" / "ledger.jsonl").read_text().splitlines()) for c in line["charges"]]
+    assert all(b > 0 for b in blind)  # every unit ran the grouped experts
 
 
 @pytest.mark.slow

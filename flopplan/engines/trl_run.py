@@ -136,7 +136,8 @@ def grpo_config(config: TrainConfig, run: TRLRun, work: Path, policy: DevicePoli
         max_grad_norm=config.max_grad_norm, weight_decay=config.weight_decay, disable_tqdm=True,
         reward_weights=list(config.reward_weights) if config.reward_weights and config.recipe.reward.kind == "rule"
         else None,
-        model_init_kwargs={"attn_implementation": policy.attention, "dtype": policy.dtype},
+        model_init_kwargs={"attn_implementation": policy.attention, "dtype": policy.dtype,
+                           **({"experts_implementation": r.experts} if r.policy_spec.moe is not None else {})},
         generation_kwargs=_fixed_lengths(r.completion_len.max, r.policy_spec.vocab_size) if config.fixed_completion
         else None,
         **{"max_steps": 10**9, **kwargs})  # without --steps the budget guard ends the run

@@ -1,6 +1,7 @@
 """The recipe of a GRPOTrainer the user built, read from the trainer itself: its GRPOConfig, the policy (peft
-adapters: rank, targets, layers; gradient checkpointing; attention implementation; dtype), the reference model,
-the reward functions (callables are free; ``nn.Module`` s are reward models, charged) and the processes.
+adapters: rank, targets, layers; gradient checkpointing; attention implementation and the sliding-window
+convention it implies; an MoE policy's experts implementation; dtype), the reference model, the reward functions
+(callables are free; ``nn.Module`` s are reward models, charged) and the processes.
 
 What flopplan cannot price is refused here, before anything runs or is written, with one line naming the field
 (:class:`~flopplan.errors.UserError`). Model architectures are written as ``config.json`` files into ``folder``
@@ -21,6 +22,7 @@ from flopplan.arch import LORA_TARGETS, spec_from_config
 from flopplan.engines.trl import GRPO_DEFAULTS, TRLRun, installed_trl_version, recipe_from_trl
 from flopplan.errors import UserError
 from flopplan.lengths import Length
+from flopplan.moe import EXPERTS_IMPLEMENTATIONS
 from flopplan.recipe import Recipe
 
 ATTENTION_KERNELS = {"eager": "eager", "sdpa": "sdpa", "flash_attention_2": "sdpa", "flash_attention_3": "sdpa"}
@@ -30,7 +32,7 @@ recompute the scores in the backward (2.5x). Hub kernels named ``...flash...`` a
 
 COMPARED = ("policy_spec", "lora_rank", "lora_targets", "prompts_per_step", "group_size", "iterations",
             "micro_batch_size", "generation_batch_size", "optimizer_batch_size", "grad_ckpt", "logprob_head",
-            "engine", "prefix_sharing", "attention_kernel", "reward_spec")
+            "engine", "prefix_sharing", "attention_kernel", "experts", "window", "reward_spec")
 """The recipe fields an explicit recipe must share with the trainer (what a round computes)."""
 
 
@@ -83,7 +85,7 @@ def _lora(model: Any) -> tuple[int | None, tuple[str, ...] | None]:
                          ("exclude_modules", None), ("target_parameters", None), ("rank_pattern", {}),
                          ("layers_pattern", None), ("trainable_token_indices", None)):
         value = getattr(config, name, priced)
-        if value not in (priced, None, {}, []):
+        if value not in (priced, None) and not (isinstance(value, (set, frozenset, list, tuple, dict)) and not value):
             raise UserError(f"peft {name}={value!r}: flopplan prices LoRA of one rank on every layer's projections")
     targets = config.target_modules
     order = {name: i for i, name in enumerate(LORA_TARGETS)}  # flopplan's order; unknown names refused later
@@ -123,6 +125,25 @@ def attention_kernel(model: Any) -> tuple[str, str]:
     if kernel is None:
         raise UserError(f"attn_implementation {impl!r}: flopplan charges eager, sdpa and flash attention")
     return impl, kernel
+
+
+def experts_implementation(model: Any) -> str | None:
+    """The experts implementation a mixture-of-experts policy runs (transformers' ``_experts_implementation``;
+    ``grouped_mm`` when unset, transformers' default), None for a dense model; one that flopplan does not count
+    is refused."""
+    if _architecture(model).moe is None:
+        return None
+    impl = getattr(_base(model).config, "_experts_implementation", None) or "grouped_mm"
+    if impl not in EXPERTS_IMPLEMENTATIONS:
+        raise UserError(f"experts_implementation {impl!r}: flopplan charges {', '.join(EXPERTS_IMPLEMENTATIONS)}")
+    return impl
+
+
+def window_convention(model: Any, impl: str) -> str:
+    """How the policy's sliding-window layers are counted in a prefill under its attention implementation: flash
+    attention's kernels skip the pairs beyond the window (``windowed``); eager and SDPA compute the full score
+    matrix and mask it (``masked``, also the answer for a model without windows)."""
+    return "windowed" if "flash" in impl and _architecture(model).sliding_window is not None else "masked"
 
 
 def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
@@ -168,7 +189,9 @@ def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
     recipe, run, notes = recipe_from_trl(fields, model=policy, prompt_len=Length.fixed(max(prompt_max, 1)),
                                          world_size=world, device=device if device in ("cpu", "cuda") else "cuda",
                                          trl_version=installed_trl_version())
-    recipe = recipe.with_(attention_kernel=kernel)
+    experts = experts_implementation(model)
+    recipe = recipe.with_(attention_kernel=kernel, window=window_convention(model, impl),
+                          **({"experts": experts} if experts is not None else {}))
     base = _base(model)
     checkpointing = recipe.grad_ckpt
     evaluation = None
@@ -176,7 +199,8 @@ def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
         evaluation = int(trainer.num_generations_eval)
     conventions = {"attention": recipe.attention, "attention_kernel": recipe.attention_kernel,
                    "attn_implementation": impl, "dtype": str(getattr(base, "dtype", "")).removeprefix("torch."),
-                   "gradient_checkpointing": "non-reentrant" if checkpointing else "none"}
+                   "gradient_checkpointing": "non-reentrant" if checkpointing else "none",
+                   "window": recipe.window, **({"experts_implementation": experts} if experts is not None else {})}
     return TrainerRecipe(recipe, run, rank, evaluation, conventions, tuple(notes))
 
 

@@ -74,7 +74,7 @@ def generate(model: Any, codec: Codec, prompt_ids: list[list[int]], *, ctx: Phas
         rollouts.blocks.append(Block(start, len(rows), ids.shape[1], generated))
         lengths = [(len(p), len(c)) for p, c in zip(rows, rollouts.completion_ids[start:], strict=False)]
         done = charge(*(ran(t, lengths, (ids.shape[1], generated)) for t in charge_as))
-        done.measured, done.seconds = info["measured"], info["seconds"]
+        _measured(done, info)
         charges.append(done)
     model.train(was_training)
     return rollouts, charges
@@ -116,8 +116,16 @@ def score(model: Any, batches: list[ScoringBatch], rollouts: Rollouts, *, ctx: P
                 out[row] = logps[j]
     model.train(was_training)
     done = _charge(charge_as, batches, rollouts)
-    done.measured, done.seconds = info["measured"], info["seconds"]
+    _measured(done, info)
     return out, done
+
+
+def _measured(done: PhaseCharge, info: dict[str, Any]) -> None:
+    """A unit's time and, when measured, its count (FlopCounterMode's plus its named blind spots, which the
+    charge's shapes name: e.g. the ``grouped_mm`` experts of an MoE policy)."""
+    done.measured, done.seconds = info["measured"], info["seconds"]
+    if info["blind"]:
+        done.shapes["blind_spots"] = dict(info["blind"])
 
 
 def _charge(template: RoundPass, batches: list[ScoringBatch], rollouts: Rollouts) -> PhaseCharge:
@@ -143,8 +151,7 @@ def update(model: Any, optimizer: torch.optim.Optimizer, batches: list[ScoringBa
         if sum(len(x.rows) for x in groups[-1]) + len(b.rows) > optimizer_batch:
             groups.append([])
         groups[-1].append(b)
-    measured = 0
-    seconds = 0.0
+    total: dict[str, Any] = {"measured": 0, "seconds": 0.0, "blind": {}}
     for group in groups:
         if loss_cfg.aggregation == "token":
             normaliser = max(1.0, float(sum(int(b.completion_mask.sum()) for b in group)))
@@ -160,8 +167,10 @@ def update(model: Any, optimizer: torch.optim.Optimizer, batches: list[ScoringBa
                 loss, s = grpo_loss(logps, old_b, ref_b, advantages[rows], b.completion_mask, loss_cfg,
                                     normaliser)
                 loss.backward()
-            measured += info["measured"] or 0
-            seconds += info["seconds"]
+            total["measured"] += info["measured"] or 0
+            total["seconds"] += info["seconds"]
+            for name, flops in info["blind"].items():
+                total["blind"][name] = total["blind"].get(name, 0) + flops
             stats["loss"] += float(loss.detach()) / len(groups)  # each group's loss is its own mean
             weight = len(b.rows) / len(rollouts.completion_ids)
             stats["clip_fraction"] += s["clip_fraction"] * weight
@@ -171,6 +180,5 @@ def update(model: Any, optimizer: torch.optim.Optimizer, batches: list[ScoringBa
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     done = _charge(charge_as, batches, rollouts)
-    done.measured = measured if ctx.measure else None
-    done.seconds = seconds
+    _measured(done, {**total, "measured": total["measured"] if ctx.measure else None})
     return stats, done

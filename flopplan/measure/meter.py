@@ -23,8 +23,9 @@ counted apart, by name, in :attr:`FlopMeter.blind` with the formula of the op th
 in-place matmuls (``aten.addmm_``, ``baddbmm_``; TRL's chunked log-prob head accumulates its gradients with them on
 the CPU) and the CPU's fused attention (``_scaled_dot_product_flash_attention_for_cpu`` and its backward, what SDPA
 runs on the CPU; the forward is two score-sized matmuls, the backward five, since it recomputes the scores, as the
-GPU flash kernels whose formulas they take). ``total`` is what FlopCounterMode reports, :attr:`FlopMeter.executed`
-(``total`` + the blind spots) what ran.
+GPU flash kernels whose formulas they take) and the grouped matmul (``aten._grouped_mm``: transformers' default
+``grouped_mm`` experts of a mixture-of-experts model, forward and backward; 2 FLOPs per multiply-add of the matmuls it
+groups). ``total`` is what FlopCounterMode reports, :attr:`FlopMeter.executed` (``total`` + the blind spots) what ran.
 """
 
 from __future__ import annotations
@@ -39,16 +40,31 @@ from torch.utils.flop_counter import flop_registry
 
 aten = torch.ops.aten
 
+
+def grouped_mm_flops(a: torch.Tensor, b: torch.Tensor, *args: Any, **kwargs: Any) -> int:
+    """``aten._grouped_mm``: ``[S,K] x [E,K,N]`` (the experts' forward and input gradient: each of the S rows
+    through its own expert's ``[K,N]``) or ``[K,S] x [S,N]`` split by expert into ``[E,K,N]`` (the weight
+    gradient); either way ``2*S*K*N``, the FLOPs of the ungrouped matmuls."""
+    if a.dim() == 2 and b.dim() == 3:
+        return 2 * a.shape[0] * a.shape[1] * b.shape[2]
+    if a.dim() == 2 and b.dim() == 2:
+        return 2 * a.shape[0] * a.shape[1] * b.shape[1]
+    raise ValueError(f"grouped_mm of shapes {tuple(a.shape)} x {tuple(b.shape)} is not counted")
+
+
 BLIND_SPOTS: dict[str, dict[Any, Any]] = {
     "inplace_gemms": {aten.addmm_: aten.addmm, aten.baddbmm_: aten.baddbmm, aten.addbmm_: aten.addbmm},
     "cpu_sdpa": {aten._scaled_dot_product_flash_attention_for_cpu: aten._scaled_dot_product_flash_attention,
                  aten._scaled_dot_product_flash_attention_for_cpu_backward:
                      aten._scaled_dot_product_flash_attention_backward},
+    "grouped_mm": {aten._grouped_mm: grouped_mm_flops},
 }
 """FlopCounterMode's blind spots by name: each op it counts as 0, and the op whose formula it shares (the argument
-layouts agree on the tensors the formulas read: the query, key and value, and the backward's output gradient)."""
+layouts agree on the tensors the formulas read: the query, key and value, and the backward's output gradient), or
+a formula of its own (the grouped matmul)."""
 INPLACE_GEMMS = BLIND_SPOTS["inplace_gemms"]
-_BLIND_OF = {op: (name, formula) for name, ops in BLIND_SPOTS.items() for op, formula in ops.items()}
+_BLIND_OF = {op: (name, flop_registry.get(formula, formula))
+             for name, ops in BLIND_SPOTS.items() for op, formula in ops.items()}
 
 # metadata queries FlopCounterMode hands back to the tensor (only tensor subclasses with a custom size/stride
 # policy send them to a mode)
@@ -97,9 +113,9 @@ class FlopMeter(TorchDispatchMode):
 
     def _add(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
         packet = func._overloadpacket
-        if packet in _BLIND_OF and _BLIND_OF[packet][1] in flop_registry:
+        if packet in _BLIND_OF:
             name, formula = _BLIND_OF[packet]
-            self.blind[name] += int(flop_registry[formula](*args, **kwargs, out_val=out))
+            self.blind[name] += int(formula(*args, **kwargs, out_val=out))
             return
         if packet in flop_registry:
             flops = int(flop_registry[packet](*args, **kwargs, out_val=out))

@@ -1,6 +1,7 @@
 """Timing and counting one block of model work: wall-clock (CUDA events on a GPU) and, when asked, torch's
-FlopCounterMode count of the same block (taken by :class:`~flopplan.measure.meter.FlopMeter`, which leaves
-what runs unchanged); and a process's own clocks (:class:`ProcessClock`), which a run writes on its metrics lines."""
+FlopCounterMode count of the same block and its named blind spots (taken by
+:class:`~flopplan.measure.meter.FlopMeter`, which leaves what runs unchanged); and a process's own clocks
+(:class:`ProcessClock`), which a run writes on its metrics lines."""
 
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ from flopplan.measure.meter import FlopMeter
 def timed_and_counted(measure: bool, sync: bool) -> Iterator[dict[str, Any]]:
     """Time a block (with CUDA events when ``sync``, the GPU's own clock) and, with ``measure``, count it with
     :class:`FlopMeter` (FlopCounterMode's count; torch's FlopCounterMode itself would run some ops through their
-    decompositions, changing results in the last bits). Yields a dict that holds ``seconds`` and ``measured``
-    (None unless measured) afterwards."""
-    out: dict[str, Any] = {"measured": None, "seconds": 0.0}
+    decompositions, changing results in the last bits). Yields a dict that holds ``seconds``, ``measured``
+    (None unless measured: FlopCounterMode's count plus its named blind spots, :attr:`FlopMeter.executed`) and
+    ``blind`` (the blind spots that counted anything, by name: e.g. ``grouped_mm`` experts) afterwards."""
+    out: dict[str, Any] = {"measured": None, "seconds": 0.0, "blind": {}}
     counter = FlopMeter() if measure else contextlib.nullcontext()
     if sync:
         start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -38,7 +40,8 @@ def timed_and_counted(measure: bool, sync: bool) -> Iterator[dict[str, Any]]:
     else:
         out["seconds"] = time.perf_counter() - start
     if measure:
-        out["measured"] = int(counter.get_total_flops())  # type: ignore[union-attr]
+        out["measured"] = int(counter.executed)  # type: ignore[union-attr]
+        out["blind"] = {name: flops for name, flops in counter.blind.items() if flops}  # type: ignore[union-attr]
 
 
 def process_started() -> float | None:

@@ -27,7 +27,9 @@ def design_table(design: RaceDesign) -> tuple[Table, list[str]]:
                   ["arm", "params", *rungs, "eval", "rollout", "learning", "feedback"])
     for arm in design.arms:
         split = arm.split()
-        table.rows.append([arm.name, f"{arm.recipe.policy_spec.params:,}", *(str(e.steps) for e in arm.rungs),
+        spec = arm.recipe.policy_spec  # an MoE policy: total and active (per token) parameters
+        params = f"{spec.params:,}" + (f" ({spec.params_active:,} active)" if spec.moe is not None else "")
+        table.rows.append([arm.name, params, *(str(e.steps) for e in arm.rungs),
                            eng(arm.eval_flops), _pct(split.get("rollout")), _pct(split.get("learning")),
                            _pct(split.get("feedback"))])
     keep = " -> ".join(str(k) for k in design.keep)

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from flopplan.arch import TINY_FAMILY
+from flopplan.arch import TINY_POLICIES
 from flopplan.budget import Budget
 from flopplan.errors import UserError, check_choice, check_int, check_number, is_int
 from flopplan.grpo.config import AGGREGATIONS, SCALE_REWARDS, LossConfig
@@ -19,7 +19,7 @@ from flopplan.lengths import Length
 from flopplan.planfile import PlanEntry, PlanFile
 from flopplan.recipe import Recipe, option
 
-WEIGHTLESS_POLICIES = TINY_FAMILY
+WEIGHTLESS_POLICIES = TINY_POLICIES
 """Policies that are trained from random initialisation by design (no weights exist for them)."""
 DEVICES = ("auto", "cpu", "cuda")
 ENGINES = ("builtin", "trl")
@@ -125,7 +125,8 @@ class TrainConfig:
     keep_checkpoints: int | None = field(default=3, metadata=option(  # None (in a file): every one
         "--keep-checkpoints", "How many of the newest checkpoints to keep (older ones are deleted)"))
     measure_flops: bool = field(default=False, metadata=option(
-        "--measure-flops", "Also count every phase with torch FlopCounterMode", "flag"))
+        "--measure-flops", "Also count every phase with torch FlopCounterMode (plus its named blind spots)",
+        "flag"))
     device: str = field(default="auto", metadata=option(
         "--device", "Where the run executes (auto: a GPU when there is one)", "choice", DEVICES))
     report_to: str = field(default="none", metadata=option(

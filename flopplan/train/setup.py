@@ -61,8 +61,11 @@ class Precision:
     def policy_dtype(self) -> torch.dtype:
         return torch.float32 if self.mixed else self.policy.dtype
 
-    def conventions(self, attention: str) -> Conventions:
-        return Conventions(attention, self.policy.attention)
+    def conventions(self, attention: str, experts: str) -> Conventions:
+        """The run's counting conventions: the recipe's attention convention and experts implementation (the
+        policy is built with it), the device's attention kernel, and ``window="masked"``: eager attention (CPU)
+        and SDPA with a mask (GPU) both compute the full score matrix of a sliding-window layer."""
+        return Conventions(attention, self.policy.attention, experts, "masked")
 
     def describe(self) -> str:
         return "float32 weights, bfloat16 autocast" if self.mixed else self.policy.dtype_name
@@ -93,8 +96,10 @@ def load_policy(config: TrainConfig, precision: Precision) -> Policy:
         spec = load_config(path)
         codec, vocab = local_codec(path, f"--model-path {str(path)!r}")
         try:
+            experts = {"experts_implementation": r.experts} if spec.moe is not None else {}
             loaded: Any = AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
-                                                               dtype=precision.policy_dtype, attn_implementation=attn)
+                                                               dtype=precision.policy_dtype, attn_implementation=attn,
+                                                               **experts)
         except (OSError, ValueError) as exc:  # no weights, unreadable files
             raise UserError(f"cannot load the model in {str(path)!r}: {first_line(exc)}") from None
         model: Any = loaded.to(device)
@@ -106,7 +111,7 @@ def load_policy(config: TrainConfig, precision: Precision) -> Policy:
             raise UserError(f"{spec.name}'s vocabulary is smaller than the built-in tokenizer")
         codec, vocab = char_codec(tokenizer), tokenizer.vocab_size
         model = build_model(spec, device=device, dtype=precision.policy_dtype, attn_implementation=attn,
-                            seed=config.seed)
+                            seed=config.seed, experts_implementation=r.experts)
         random_init = True
     model.config.pad_token_id = codec.pad_id
     model.generation_config.pad_token_id = codec.pad_id

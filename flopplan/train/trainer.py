@@ -91,7 +91,7 @@ class Trainer:
     def _set_up(self, config: TrainConfig, resume: bool, progress: bool) -> None:
         self.precision = Precision.of(config)
         self.device = self.precision.device
-        self.conv = self.precision.conventions(self.recipe.attention)
+        self.conv = self.precision.conventions(self.recipe.attention, self.recipe.experts)
         self.progress = progress
         self.stop_requested = False
         ckpt.seed_everything(config.seed)
