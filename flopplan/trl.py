@@ -16,7 +16,7 @@ __all__ = ["meter"]
 
 def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, profile: Any = None,
           price_per_hour: float | None = None, recipe: Recipe | None = None, measure: bool = False,
-          peak_flops: float | None = None, resume: bool = False) -> TRLMeter:
+          peak_flops: float | None = None, resume: bool = False, lost_outside_budget: bool = False) -> TRLMeter:
     """Attach flopplan's FLOP meter and budget guard to a ``trl.GRPOTrainer`` (or a subclass), before
     ``trainer.train()``.
 
@@ -43,7 +43,10 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         measure: also count every unit with torch's FlopCounterMode (plus its named blind spots) and compare.
         peak_flops: the device's peak FLOP/s, for the ``flops/mfu`` metric.
         resume: continue the run in ``out`` (call ``trainer.train(resume_from_checkpoint=...)``): the ledger saved
-            with the checkpoint is continued.
+            with the checkpoint is continued; the work a kill lost after that checkpoint (the run folder's logs
+            of committed rounds and of the units of the round in progress) is recorded as ``lost_flops``.
+        lost_outside_budget: lost work is recorded but not charged to the budget, so a resumed run does the rounds
+            an uninterrupted one does (RACE's pilots run so); by default it is charged.
 
     Returns:
         The meter: ``.ledger`` (a :class:`flopplan.ledger.Ledger`: FLOPs by phase and bucket), ``.decision`` (a
@@ -53,4 +56,5 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     from flopplan.engines.trl_hook import meter as attach
 
     return attach(trainer, budget=budget, out=out, profile=profile, price_per_hour=price_per_hour, recipe=recipe,
-                  measure=measure, peak_flops=peak_flops, resume=resume)
+                  measure=measure, peak_flops=peak_flops, resume=resume,
+                  lost_outside_budget=lost_outside_budget)

@@ -111,6 +111,14 @@ SESSIONS = (
                          Step("flopplan race run race --pilot 'python examples/race_trl/train_grpo.py'"),
                          Step("flopplan race analyze race --no-plots"),
                          Step("flopplan race validate race")), slow=True, env={"OMP_NUM_THREADS": "1"}),
+    Session("race-trl-ray", (Step(RACE_TRL, show="none"),
+                             Step("flopplan race run race --backend ray --pilot-cpus 1 "
+                                  "--pilot 'python examples/race_trl/train_grpo.py'")),
+            slow=True, env={"OMP_NUM_THREADS": "1"}),
+    Session("race-trl-shards", (Step(RACE_TRL, show="none"),  # a Slurm array's tasks, one after the other here
+                                *(Step(f"flopplan race run race --shard {i}/2 "
+                                       "--pilot 'python examples/race_trl/train_grpo.py'") for i in (0, 1, 0))),
+            slow=True, env={"OMP_NUM_THREADS": "1"}),
     Session("calibrate-verify", (Step("flopplan calibrate --verify", show="tail:4"),), slow=True),
     Session("bench-plan-throughput", (Step("python benchmarks/plan_throughput.py"),), slow=True),
     Session("bench-time-prediction", (Step("python benchmarks/time_prediction.py", show="from:held-out run "),),

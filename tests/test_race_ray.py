@@ -1,10 +1,14 @@
 """``race run --backend ray`` on a real local Ray cluster (2 CPUs, started once for the module): the quick race's
 manifest, run with pilots as Ray tasks, its driver killed mid-rung and rerun, ends with the race.json the local
-pool's race ends with (the session's quick demo, :mod:`test_race_protocol`), repeating no finished pilot; Ray
-missing and an unreachable address are one line each."""
+pool's race ends with (the session's quick demo, :mod:`test_race_protocol`), repeating no finished pilot; a race
+of TRL script pilots (:mod:`test_race_trl`'s example race) started on the local pool, its driver killed mid-rung,
+rerun on Ray with a Ray worker killed mid-rung, ends complete, repeating no finished pilot and recording the work
+each kill lost; Ray missing, an unreachable address and a failing script pilot are one line each."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import shutil
 import signal
@@ -15,11 +19,15 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import cli, one_line_error
+from helpers import cli, kill_group_when, one_line_error
 from test_race_protocol import SMALL, _finish, races  # noqa: F401  (races: the session's pool race, a fixture)
+from test_race_trl import EXAMPLE, _design, _mid_rung, _race, _script, in_progress
 
+from flopplan.fileio import lock_holder
 from flopplan.race.design import MANIFEST, RaceDesign
 from flopplan.race.pilots import pilot_done, pilot_folder
+from flopplan.race.runner import recorded_promotions
+from flopplan.train.runfolder import RunFolder
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +79,117 @@ def test_a_ray_race_killed_mid_rung_ends_with_the_pool_race_json(races, ray_addr
         assert (race / "logs" / f"{path.parent.name}.{path.name}.rung0.log").stat().st_size == size
     for path in straight.glob("pilots/*/seed*/evaluations.jsonl"):
         assert (race / path.relative_to(straight)).read_text() == path.read_text()
+
+
+def _lost_now(pilot: Path) -> int:
+    """What a kill of the pilot now loses: the work its logs record after its newest checkpoint."""
+    ledgers = pilot.glob("checkpoints/checkpoint-*/flopplan_ledger.json")
+    return RunFolder(pilot).lost_after(max(json.loads(p.read_text())["rounds"] for p in ledgers))
+
+
+def _kill_ray_worker_when(driver: subprocess.Popen, pilots: list[Path], ready, timeout: float = 600) -> Path:
+    """SIGKILL the Ray worker process running a pilot once ``ready(pilot)`` holds (checked again with the pilot's
+    process stopped); the pilot's process dies with it (its parent-death signal). Returns the pilot."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert driver.poll() is None, driver.stderr.read().decode()[-2000:] if driver.stderr else "ended"
+        assert time.monotonic() < deadline, "the kill point never came"
+        for pilot in pilots:
+            holder = lock_holder(pilot)
+            if holder is None or not ready(pilot):
+                continue
+            pid = int(holder.split()[-1])
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                continue
+            if lock_holder(pilot) == holder and ready(pilot):
+                worker = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])  # its parent
+                assert "ray::" in Path(f"/proc/{worker}/cmdline").read_text(), "the pilot's parent is not Ray's"
+                lost[pilot] = lost.get(pilot, 0) + _lost_now(pilot)
+                os.kill(worker, signal.SIGKILL)
+                return pilot
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(0.05)
+
+
+lost: dict[Path, int] = {}
+"""The work each kill of the TRL race's pilots lost, read from their folders at the kill."""
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("race")
+def test_a_trl_script_race_killed_on_the_pool_and_on_ray_ends_complete(ray_address, tmp_path):
+    """The example's race on the local pool, its driver killed mid-rung; rerun on Ray (the recorded pilot command),
+    the Ray worker of a pilot beyond a checkpoint of its rung killed mid-round (Ray retries the task, which resumes
+    the pilot): the race ends complete, no finished pilot repeated, every pilot within its rung's budget with its
+    evaluations at the design's points, each kill's lost work recorded outside the budget, race.json of the
+    built-in races' schema, the validating run continuing the winner's pilot."""
+    pytest.importorskip("trl")
+    from flopplan.race.results import load_analysis
+
+    race = tmp_path / "race"
+    design = _design(race)
+    pilots = [race / "pilots" / arm.name / "seed0" for arm in design.arms]
+    command = f"{sys.executable} {EXAMPLE}"
+    lost.clear()
+    kill_group_when(_race(race, "--pilot", command), _mid_rung(*pilots), timeout=300)  # the pool's driver
+    lost[pilots[1]] = _lost_now(pilots[1])
+    finished = (pilots[0] / "metrics.jsonl").read_text()
+    lines = {p: len((p / "metrics.jsonl").read_text().splitlines()) for p in pilots}
+    rerun = _race(race, "--backend", "ray", "--address", ray_address, "--pilot-cpus", "1")
+
+    def past_a_checkpoint_of_this_run(pilot: Path) -> bool:
+        return len((pilot / "metrics.jsonl").read_text().splitlines()) > lines[pilot] + 1 and in_progress(pilot)
+    _kill_ray_worker_when(rerun, pilots, past_a_checkpoint_of_this_run)
+    _, err = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, err.decode()[-3000:]
+    assert all(flops > 0 for flops in lost.values()) and len(lost) >= 1
+    for arm, pilot in zip(design.arms, pilots, strict=True):  # one process per pilot and rung finished training
+        for log in (race / "logs").glob(f"{arm.name}.seed0.rung*.log"):
+            assert log.read_text().count("train_runtime") == 1, log
+        evaluations = [json.loads(line) for line in (pilot / "evaluations.jsonl").read_text().splitlines()]
+        assert [e["step"] for e in evaluations].count(0) == 1  # the baseline once: the killed pilots resumed
+        assert all(a["train_flops"] < b["train_flops"] for a, b in itertools.pairwise(evaluations))
+    promoted = recorded_promotions(race)[0]["promoted"]
+    assert len(promoted) == 1
+    for arm, pilot in zip(design.arms, pilots, strict=True):
+        s = json.loads((pilot / "summary.json").read_text())
+        rung = 1 if arm.name in promoted else 0
+        assert s["budget_flops"] == arm.pilot_budget(design, rung) and s["within_budget"]
+        assert s["lost_flops"] == lost.get(pilot, 0) and not s["lost_charged"]  # recorded, outside the budget
+        evaluated = [json.loads(line)["train_flops"] for line in (pilot / "evaluations.jsonl").read_text()
+                     .splitlines()]
+        for point in (p for p in design.eval_points if p <= s["flops"]["total"] - s["flops"]["evaluation"]):
+            assert any(f >= point for f in evaluated)  # an evaluation at (just after) each point reached
+    if design.arms[0].name not in promoted:  # a finished pilot not continued: untouched by the rerun
+        assert (pilots[0] / "metrics.jsonl").read_text() == finished
+
+    assert cli("race", "analyze", str(race), "--no-plots").returncode == 0
+    data = json.loads((race / "race.json").read_text())
+    assert load_analysis(race / "race.json").to_data() == data  # the built-in races' reader and writer
+    assert data["pilot_flops"] == sum(json.loads((p / "summary.json").read_text())["flops"]["total"]
+                                      for p in pilots)
+    validated = cli("race", "validate", str(race), "--json")
+    assert validated.returncode == 0, validated.stderr[-3000:]
+    validation = json.loads(validated.stdout)
+    assert validation["within_budget"] and validation["steps"] > validation["continued"]["steps"]
+    run = race / "validation" / validation["arm"]
+    before = (race / "pilots" / validation["arm"] / "seed0" / "metrics.jsonl").read_text().splitlines()
+    assert (run / "metrics.jsonl").read_text().splitlines()[:len(before)] == before  # continued, not restarted
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("race")
+def test_a_failing_script_pilot_on_ray_is_the_pools_one_line(ray_address, tmp_path):
+    """A pilot command that fails, run as a Ray task: the same line, exit 2, as on the local pool; its folder kept."""
+    arms = [arm.name for arm in _design(tmp_path / "race").arms]
+    command = _script(tmp_path, "import sys\nprint('boom', file=sys.stderr)\nsys.exit(3)\n")
+    pool = one_line_error(cli("race", "run", str(tmp_path / "race"), "--json", "--pilot", command), "boom")
+    ray = one_line_error(cli("race", "run", str(tmp_path / "race"), "--json", "--backend", "ray", "--address",
+                                   ray_address))
+    assert ray in {pool.replace(arms[0], name) for name in arms}  # Ray runs both pilots at once: either fails first
+    assert any((tmp_path / "race" / "pilots").glob("*/seed0/pilot.log"))
 
 
 def test_ray_missing_is_one_line(tmp_path):

@@ -86,7 +86,8 @@ def _described(trainer: Any, read: Any, flops: int | None) -> dict[str, Any]:
 
 def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, profile: Any = None,
           price_per_hour: float | None = None, recipe: Recipe | None = None, measure: bool = False,
-          peak_flops: float | None = None, resume: bool = False, config: TrainConfig | None = None) -> TRLMeter:
+          peak_flops: float | None = None, resume: bool = False, config: TrainConfig | None = None,
+          lost_outside_budget: bool = False) -> TRLMeter:
     """Meter ``trainer`` (a ``GRPOTrainer`` or a subclass, before ``trainer.train()``); see :func:`flopplan.trl.meter`
     for the arguments. ``config``: the run configuration written to ``out`` (``flopplan train`` passes its own)."""
     if getattr(trainer, "flopplan_meter", None) is not None:
@@ -125,7 +126,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
             folder.write_config(_described(trainer, read, flops))
     eval_rows, eval_batch = _evaluation_rows(trainer, read.eval_generations)
     m = TRLMeter(read.recipe, read.run, flops, folder, measure=measure, peak_flops=peak_flops, rank=read.rank,
-                 eval_rows=eval_rows, eval_batch=eval_batch)
+                 eval_rows=eval_rows, eval_batch=eval_batch, charge_lost=not lost_outside_budget)
     m.notes += read.notes
     m.prompt_max, m.reward_prompt_max, m.eval_prompt_max = prompt_max, reward_prompt_max, eval_prompt_max
     m.summary_fields = {"conventions": read.conventions, "device": str(trainer.accelerator.device),
@@ -157,6 +158,7 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
             result = generate(prompt_ids, *args, **kwargs)
         group = kwargs.get("num_generations", args[2] if len(args) > 2 else trainer.num_generations)
         meter.record_generation(prompt_ids, result[0], int(group), evaluation=not training())
+        meter.ran_unit()
         return result
 
     score_round = trainer._generate_and_score_completions
@@ -165,6 +167,7 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
     def generate_and_score(*args: Any, **kwargs: Any) -> Any:
         out = score_round(*args, **kwargs)
         meter.record_round(out, evaluation=not training())
+        meter.ran_unit()
         return out
 
     prepare = trainer._prepare_inputs
@@ -201,7 +204,15 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
     trainer._get_per_token_logps_and_entropies = _timed(
         meter, trainer, trainer._get_per_token_logps_and_entropies,
         lambda: "update" if torch.is_grad_enabled() else meter.scoring_unit())
-    trainer.accelerator.backward = _timed(meter, trainer, trainer.accelerator.backward, "update")
+    backward = _timed(meter, trainer, trainer.accelerator.backward, "update")
+
+    @functools.wraps(backward)
+    def backward_then_progress(*args: Any, **kwargs: Any) -> Any:
+        result = backward(*args, **kwargs)
+        meter.ran_unit()
+        return result
+
+    trainer.accelerator.backward = backward_then_progress
     for module in trainer.reward_funcs:
         if isinstance(module, torch.nn.Module):
             module.register_forward_pre_hook(reward_inputs, with_kwargs=True)
@@ -213,6 +224,7 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
         log_callback = StepLog(meter)
         callback.on_commit.append(log_callback.round)
         callback.on_evaluation.append(log_callback.evaluation)
+        meter.on_unit.append(log_callback.progress)
         trainer.add_callback(log_callback)
 
 
@@ -260,7 +272,8 @@ class FlopBudgetCallback(TrainerCallback):
                 lost = folder.lost_after(self.meter.rounds)
                 self.meter.ledger.lost += lost
                 if lost:
-                    self.meter.notes.append(f"{lost:,} FLOPs done after the last checkpoint were lost and are charged")
+                    how = "charged" if self.meter.ledger.charge_lost else "recorded, not charged"
+                    self.meter.notes.append(f"{lost:,} FLOPs done after the last checkpoint were lost and are {how}")
                 self.trainer.accelerator.wait_for_everyone()
                 if state.is_world_process_zero:
                     folder.trim(self.meter.rounds)
@@ -313,11 +326,23 @@ class StepLog(TrainerCallback):
         line = self._line()
         line["charges"] += [c.to_data() for c in committed]
         line["flops"] = self.meter.last_flops
+        self.progress()
 
     def evaluation(self, committed: list[Any]) -> None:
         line = self._line()
         line["charges"] += [c.to_data() for c in committed]
         line["flops"] = self.meter.last_flops
+        self.progress()
+
+    def progress(self) -> None:
+        """What ran since the last line written: the committed round not yet written and the units of the round
+        and evaluation in progress (this process's: on several processes, rank 0's share), as the run folder's
+        step in progress, so a kill leaves a record of the work it lost (cleared when the next line is written).
+        """
+        charges = list(self.pending["charges"]) if self.pending else []
+        charges += [c.to_data() for evaluation in (False, True)
+                    for c in self.meter.local_charges(evaluation).values()]
+        self.folder.set_progress(self.meter.rounds + 1, charges)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> Any:
         if self.pending is not None:

@@ -60,14 +60,14 @@ class TRLMeter:
 
     def __init__(self, recipe: Recipe, run: TRLRun, budget_flops: int | None, folder: Any = None, *,
                  measure: bool = False, peak_flops: float | None = None, rank: int = 0,
-                 eval_rows: int = 0, eval_batch: int = 1) -> None:
+                 eval_rows: int = 0, eval_batch: int = 1, charge_lost: bool = True) -> None:
         self.recipe, self.run, self.folder, self.rank = recipe, run, folder, rank
         self.spec = recipe.policy_spec
         # which phases a round runs, with which adapters, training and head: each unit is charged as its pass
         self.passes = {p.phase: p for p in step_passes(RoundShape.of(recipe), RoundLengths.of(recipe))}
         self.measure, self.peak_flops = measure, peak_flops
         self.eval_rows, self.eval_batch = eval_rows, eval_batch  # an evaluation's rows over all processes (0: off)
-        self.ledger = Ledger(budget_flops)
+        self.ledger = Ledger(budget_flops, charge_lost=charge_lost)
         self.guard = Guard(self.ledger, noun="round")  # the budget guard and recorder (flopplan.guard)
         self.last_flops: dict[str, Any] = {}  # the FLOP fields of the last committed round's metrics line
         self.round: dict[str, Any] = self._empty()
@@ -78,6 +78,7 @@ class TRLMeter:
         self.prompt_max = self.reward_prompt_max = self.eval_prompt_max = 0
         self.reward_extra = 0  # tokens a reward model read beyond prompt + completion (re-tokenisation), seen
         self.notes: list[str] = []
+        self.on_unit: list[Any] = []  # called after each unit ran and was recorded (the run folder's progress)
         self.summary_fields: dict[str, Any] = {}  # what the run summary says besides the ledger (conventions...)
         self.accuracy_metric: str | None = None  # a logged metric that is the run's accuracy (flopplan train's)
         self.owns_folder = False  # the meter locked the run folder (and unlocks it when training ends)
@@ -161,6 +162,11 @@ class TRLMeter:
 
     def record_reward(self, rows: int, width: int, own: list[int], evaluation: bool = False) -> None:
         (self.evaluation if evaluation else self.round)["reward"].append((rows, width, own))
+
+    def ran_unit(self) -> None:
+        """A unit has run and been recorded: tell the observers (:attr:`on_unit`)."""
+        for observer in self.on_unit:
+            observer()
 
     @contextlib.contextmanager
     def measuring(self, unit: str) -> Any:
@@ -340,9 +346,9 @@ class TRLMeter:
         if version != LEDGER_VERSION:
             raise UserError(f"{str(path)!r} is not a flopplan TRL ledger of version {LEDGER_VERSION} "
                             f"(flopplan_trl_ledger_version {version!r})")
-        budget = self.ledger.budget_flops
+        budget, charge_lost = self.ledger.budget_flops, self.ledger.charge_lost
         self.ledger = self.guard.ledger = Ledger.from_state(state["ledger"])
-        self.ledger.budget_flops = budget
+        self.ledger.budget_flops, self.ledger.charge_lost = budget, charge_lost
         self.rounds, self.tokens = state["rounds"], state["tokens"]
         self.prompt_max, self.reward_prompt_max = state["prompt_max"], state["reward_prompt_max"]
         self.reward_extra = state["reward_extra"]

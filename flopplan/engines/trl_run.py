@@ -239,7 +239,8 @@ def _build(config: TrainConfig, folder: RunFolder, resume: bool) -> tuple[Any, A
     # the one meter: the recipe read from the trainer must be the one asked for
     meter = attach_meter(trainer, budget=config.budget_flops, out=folder.path, config=config, resume=resume,
                          recipe=meter_recipe.with_(attention_kernel=ATTENTION_KERNELS[policy.attention]),
-                         measure=config.measure_flops, peak_flops=_datasheet_peak(policy.device))
+                         measure=config.measure_flops, peak_flops=_datasheet_peak(policy.device),
+                         lost_outside_budget=not config.charge_lost)
     meter.accuracy_metric = "reward"  # the exact-match rule: its mean is accuracy
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 

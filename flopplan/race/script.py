@@ -109,7 +109,8 @@ class PilotSpec:
         """Meter ``trainer`` for this pilot: :func:`flopplan.trl.meter` with the rung's budget, the pilot's run
         folder and ``resume``, and evaluation at the race's FLOP points on the trainer's ``eval_dataset`` (each
         evaluation prompt scores 1 when the mean of the reward function named ``score``, by default the first,
-        over its completions is at least ``correct``). ``options``: :func:`flopplan.trl.meter`'s others. The
+        over its completions is at least ``correct``). ``options``: :func:`flopplan.trl.meter`'s others (work a kill
+        lost is recorded outside the budget unless ``lost_outside_budget=False``). The
         trainer must have been built with :meth:`apply`'s config (a field it lacks is refused, naming it)."""
         from flopplan.engines.trl_points import evaluate_at_points
         from flopplan.trl import meter
@@ -122,6 +123,7 @@ class PilotSpec:
                                 "spec.apply(config)")
         if getattr(trainer, "eval_dataset", None) is None:
             raise UserError("a pilot evaluates on the trainer's eval_dataset: give GRPOTrainer an eval_dataset")
+        options.setdefault("lost_outside_budget", True)  # as a built-in pilot: a resumed pilot runs its rounds
         metered = meter(trainer, budget=self.budget, out=self.folder, resume=self.resume, **options)
         evaluate_at_points(trainer, metered, self.eval_points, self.target, score=score, correct=correct)
         return metered

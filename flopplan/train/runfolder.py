@@ -134,6 +134,12 @@ class RunFolder:
         with open(self.path / PROGRESS, "a") as handle:
             handle.write(json.dumps({"step": step, "partial": True, "charges": [charge]}) + "\n")
 
+    def set_progress(self, step: int, charges: list[dict[str, Any]]) -> None:
+        """The step in progress as one record of everything it ran so far (replaced atomically; for an engine
+        that knows a step's work as a whole, not unit by unit)."""
+        line = json.dumps({"step": step, "partial": True, "charges": charges}) + "\n" if charges else ""
+        atomic_write_text(self.path / PROGRESS, line)
+
     def clear_progress(self) -> None:
         atomic_write_text(self.path / PROGRESS, "")
 
