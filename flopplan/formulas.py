@@ -1,13 +1,15 @@
 """The closed-form FLOP model: exact counts of what a transformers decoder executes.
 
 Every pass through the model (a forward over a batch, a decode step, a whole ``generate``, a training step) is
-linear in three quantities, summed over the batch:
+linear in four quantities, summed over the batch:
 
 * ``tokens``: token positions that go through the decoder layers (every linear projection runs once per token);
 * ``pairs``:  query-key pairs per attention head (``QK^T`` and ``softmax(.)V`` each cost ``2 * q_dim`` per pair);
-* ``positions``: positions whose hidden state goes through the head (LM head or score head).
+* ``positions``: positions whose hidden state goes through the head (LM head or score head);
+* ``calls``: forward calls of the model (a ``generate``: its prefill and each decode step), for the work a call
+  does whatever its rows and tokens: peft's merged weights of adapted routed experts (below).
 
-So a pass is described by a :class:`Pass` of those three numbers, and one function, :func:`pass_terms`, turns it
+So a pass is described by a :class:`Pass` of those four numbers, and one function, :func:`pass_terms`, turns it
 into a breakdown (term -> FLOPs). Each term is written once in plain ``+`` and ``*`` arithmetic; the only other
 operations are :func:`flopplan.attention.half`, exact on integers, and the window caps of
 :mod:`flopplan.attention`. The same definitions therefore evaluate on Python ints (exact
@@ -29,8 +31,10 @@ Conventions (each is a :class:`Conventions` field, documented in the README):
   ``tokens * top_k`` token-expert pairs (``routed_pairs``; the routing decides only how those rows split between
   experts), the shared expert and its gate (Qwen2-MoE) on every token. ``experts`` names transformers' experts
   implementation (default ``grouped_mm``, transformers' own); all three execute the same matmuls. LoRA targets
-  name modules: in an MoE layer ``gate_proj``/``up_proj``/``down_proj`` are the shared expert's, and the routed
-  experts (3-D parameters) carry no adapter.
+  name modules: in an MoE layer ``gate_proj``/``up_proj``/``down_proj`` are the shared expert's where it has one;
+  Qwen3-MoE's routed experts (3-D parameters) are adapted by peft's ``ParamWrapper``
+  (:data:`flopplan.moe.PEFT_EXPERT_LORA_FAMILIES`), which forms the merged weight ``W + s * B @ A`` twice in every
+  forward call of the model: a per-call cost (``calls``), charged once per call made, never per row or token.
 * Gradient checkpointing re-runs each decoder layer's forward during backward. Non-reentrant checkpointing (the
   transformers 5 default) stops the re-run as soon as the last tensor the backward needs is recomputed, so the
   final matmul of the layer, whose inputs are saved before it runs, is not re-executed. Reentrant checkpointing
@@ -156,14 +160,16 @@ FULL = Training()
 
 @dataclass(frozen=True)
 class Pass:
-    """The three quantities every FLOP of a pass is linear in, summed over the batch. ``local_pairs``: the pairs
-    of a layer with a sliding window, where they differ from a full-attention layer's ``pairs`` (None: the same);
-    which layers slide is the architecture's (:func:`flopplan.attention.sliding_layers`)."""
+    """The quantities every FLOP of a pass is linear in, summed over the batch. ``local_pairs``: the pairs of a
+    layer with a sliding window, where they differ from a full-attention layer's ``pairs`` (None: the same);
+    which layers slide is the architecture's (:func:`flopplan.attention.sliding_layers`). ``calls``: the forward
+    calls of the model the pass is made of (per-call work: see the module docstring)."""
 
     tokens: Num
     pairs: Num
     positions: Num
     local_pairs: Num = None
+    calls: Num = 1
 
     @property
     def window_pairs(self) -> Num:
@@ -172,17 +178,18 @@ class Pass:
     def __add__(self, other: Pass) -> Pass:
         local = None if self.local_pairs is None and other.local_pairs is None \
             else self.window_pairs + other.window_pairs
-        return Pass(self.tokens + other.tokens, self.pairs + other.pairs, self.positions + other.positions, local)
+        return Pass(self.tokens + other.tokens, self.pairs + other.pairs, self.positions + other.positions, local,
+                    self.calls + other.calls)
 
     def scaled(self, factor: Num) -> Pass:
         return Pass(self.tokens * factor, self.pairs * factor, self.positions * factor,
-                    None if self.local_pairs is None else self.local_pairs * factor)
+                    None if self.local_pairs is None else self.local_pairs * factor, self.calls * factor)
 
 
 def forward_pass(batch: Num, seq: Num, logits: Num, conv: Conventions = Conventions(),
                  window: int | None = None) -> Pass:
-    """``batch`` sequences of ``seq`` tokens with the head applied to the last ``logits`` positions of each; in
-    layers with a sliding ``window``, the pairs the window convention counts."""
+    """One forward call on ``batch`` sequences of ``seq`` tokens with the head applied to the last ``logits``
+    positions of each; in layers with a sliding ``window``, the pairs the window convention counts."""
     local = None if window is None else batch * window_prefill_pairs(seq, conv.causal, window,
                                                                      conv.window == "windowed")
     return Pass(batch * seq, batch * prefill_pairs(seq, conv.causal), batch * logits, local)
@@ -199,13 +206,14 @@ def generate_passes(batch: Num, prompt: Num, completion: Num, conv: Conventions 
     """transformers ``generate`` of ``completion`` new tokens after a ``prompt``-token prompt (no early stop).
 
     The prefill runs the whole prompt with logits for the last position only (``logits_to_keep=1``) and yields
-    the first new token; each of the remaining ``completion - 1`` tokens costs one decode step.
+    the first new token; each of the remaining ``completion - 1`` tokens costs one decode step, a forward call of
+    its own (``calls``), whatever the batch.
     """
     steps = completion - 1
     local = None if window is None else batch * decode_pairs_sum(prompt, steps, window)
     return {
         "prefill": forward_pass(batch, prompt, 1, conv, window),
-        "decode": Pass(batch * steps, batch * decode_pairs_sum(prompt, steps), batch * steps, local),
+        "decode": Pass(batch * steps, batch * decode_pairs_sum(prompt, steps), batch * steps, local, steps),
     }
 
 
@@ -271,6 +279,7 @@ class _LayerBuilder:
     trains_weights: bool
     kernel: str
     experts: str = "grouped_mm"
+    calls: Num = 1  # forward calls: what per-call work (the experts' merged adapter weights) is charged for
     ops: list[_Op] = field(default_factory=list)
     adapted: tuple[str, ...] = ()
 
@@ -312,11 +321,12 @@ class _LayerBuilder:
         return x_rg or w_rg
 
     def expert_adapter(self, term: str, rank: Num, n_in: Num, n_out: Num) -> bool:
-        """peft's LoRA on a 3-D expert parameter (``ParamWrapper``): a forward forms ``W + s * B @ A`` for every
-        expert with one batched matmul (``experts x n_out x rank x n_in``), twice, since torch's
-        ``register_parametrization`` evaluates it once to check its shape; backward gives A and B their gradients
-        and the expert matmuls a weight gradient (the merged weight needs one)."""
-        flops = matmul_flops(self.arch.moe.experts * n_out, rank, n_in)
+        """peft's LoRA on a 3-D expert parameter (``ParamWrapper``): every forward call forms ``W + s * B @ A``
+        for every expert with one batched matmul (``experts x n_out x rank x n_in``), twice, since the call
+        registers it with torch's ``register_parametrization``, which evaluates it once to check its shape;
+        backward gives A and B their gradients and the expert matmuls a weight gradient (the merged weight needs
+        one). Per call, whatever the tokens: ``calls`` times."""
+        flops = self.calls * matmul_flops(self.arch.moe.experts * n_out, rank, n_in)
         self.ops.append(_Op(f"{term}.lora_check", flops))
         self.ops.append(_Op(f"{term}.lora", flops, (("lora_a.wgrad", True), ("lora_b.wgrad", True))))
         return True
@@ -349,9 +359,9 @@ class _LayerBuilder:
 
 
 def _layer_ops(arch: Any, tokens: Num, pairs: Num, lora: LoRA | None, trains_weights: bool, input_rg: bool,
-               kernel: str, experts: str = "grouped_mm") -> list[_Op]:
+               kernel: str, experts: str = "grouped_mm", calls: Num = 1) -> list[_Op]:
     """The matmuls of one decoder layer in execution order, with gradient needs propagated from the input."""
-    b = _LayerBuilder(arch, tokens, pairs, lora, trains_weights, kernel, experts)
+    b = _LayerBuilder(arch, tokens, pairs, lora, trains_weights, kernel, experts, calls)
     if getattr(arch, "family", "") in FUSED_FAMILIES:  # Phi-3: one qkv_proj, one gate_up_proj
         qkv = b.linear("qkv_proj", input_rg)
         attn_out = b.linear("o_proj", b.attention(qkv, qkv, qkv))
@@ -429,7 +439,7 @@ def pass_terms(arch: Any, p: Pass, lora: LoRA | None = None, conv: Conventions =
     for pairs, count in _layer_groups(arch, p)[0]:
         if _nonzero(count):
             _forward_terms(_layer_ops(arch, p.tokens, pairs, lora, False, False, conv.attention_kernel,
-                                      conv.experts), out, times=count)
+                                      conv.experts, p.calls), out, times=count)
     _forward_terms(_head_ops(arch, p.positions, False), out)
     return out
 
@@ -447,9 +457,10 @@ def train_terms(arch: Any, p: Pass, training: Training = FULL, conv: Conventions
     groups, first_group = _layer_groups(arch, p)
     layers = []
     for i, (pairs, count) in enumerate(groups):
-        rest = _layer_ops(arch, p.tokens, pairs, training.lora, full, True, kernel, conv.experts)
+        rest = _layer_ops(arch, p.tokens, pairs, training.lora, full, True, kernel, conv.experts, p.calls)
         if not first_rg and i == first_group:  # the first layer's input needs no gradient
-            layers.append((_layer_ops(arch, p.tokens, pairs, training.lora, full, False, kernel, conv.experts), 1))
+            layers.append((_layer_ops(arch, p.tokens, pairs, training.lora, full, False, kernel, conv.experts,
+                                      p.calls), 1))
             count = count - 1
         if _nonzero(count):
             layers.append((rest, count))

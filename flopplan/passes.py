@@ -43,7 +43,6 @@ from flopplan.formulas import (
     Conventions,
     LoRA,
     Training,
-    forward_flops,
     forward_pass,
     generate_passes,
     pass_terms,
@@ -331,32 +330,41 @@ class RoundPass:
         """Tokens one sequence of a scoring, update or reward pass runs through the model."""
         return prompt + completion + self.extra
 
-    def call_flops(self, rows: Num, prompt: Num, completion: Num, own_tokens: Num | None = None) -> Breakdown:
+    def call_flops(self, rows: Num, prompt: Num, completion: Num, own_tokens: Num | None = None,
+                   per_call: bool = True) -> Breakdown:
         """FLOPs of one call on ``rows`` sequences at the given widths (plain arithmetic: ints, floats, arrays);
         ``own_tokens``: the completion tokens the call's rows hold in total, unpadded (what a ``fused-compact``
-        head projects; default: rows x the mean of ``head_tokens``)."""
+        head projects; default: rows x the mean of ``head_tokens``). ``per_call`` False: without the work the
+        call's forward calls do whatever their rows (:attr:`flopplan.formulas.Pass.calls`)."""
         spec, conv = self.spec, self.conv
         if self.kind == "prefill":  # generate's prefill: logits for the last position only
-            return forward_flops(spec, rows, prompt, 1, self.lora, conv)
-        if self.kind == "decode":  # the completion - 1 decode steps after the prefill
-            return pass_terms(spec, generate_passes(rows, prompt, completion, conv, spec.sliding_window)["decode"],
-                              self.lora, conv)
-        seq = self.sequence_tokens(prompt, completion)
-        if self.head == "all":
-            positions = rows * seq
-        elif self.head == "fused-compact" and own_tokens is not None:
-            positions = own_tokens
-        else:  # fused-compact projects each row's own completion tokens: linear, so their mean does
-            own = mean_of(self.head_tokens) if self.head_tokens is not None else None
-            positions = rows * head_positions(prompt, completion, self.head, own)
-        sequences = replace(forward_pass(rows, seq, 0, conv, spec.sliding_window), positions=positions)
+            p = forward_pass(rows, prompt, 1, conv, spec.sliding_window)
+        elif self.kind == "decode":  # the completion - 1 decode steps after the prefill
+            p = generate_passes(rows, prompt, completion, conv, spec.sliding_window)["decode"]
+        else:
+            seq = self.sequence_tokens(prompt, completion)
+            if self.head == "all":
+                positions = rows * seq
+            elif self.head == "fused-compact" and own_tokens is not None:
+                positions = own_tokens
+            else:  # fused-compact projects each row's own completion tokens: linear, so their mean does
+                own = mean_of(self.head_tokens) if self.head_tokens is not None else None
+                positions = rows * head_positions(prompt, completion, self.head, own)
+            p = replace(forward_pass(rows, seq, 0, conv, spec.sliding_window), positions=positions)
+        if not per_call:
+            p = replace(p, calls=0)
         if self.kind == "train":
             assert self.training is not None
-            return train_terms(spec, sequences, self.training, conv)
-        return pass_terms(spec, sequences, self.lora, conv)
+            return train_terms(spec, p, self.training, conv)
+        return pass_terms(spec, p, self.lora, conv)
+
+    def per_call_flops(self, prompt: Num, completion: Num) -> Breakdown:
+        """The work of one call that no row causes: the call on 0 rows (every other term is linear in rows)."""
+        return self.call_flops(0, prompt, completion, 0)
 
     def unpadded(self) -> RoundPass:
-        """The same pass with every row at its own lengths: the useful work of what ran padded."""
+        """The same pass with every row at its own lengths: the useful work of what ran padded. Per-call work
+        (:attr:`flopplan.formulas.Pass.calls`) is not padding: it stays once per call as the calls ran."""
         return replace(self, padded=False)
 
 
@@ -485,7 +493,14 @@ def pass_flops(p: RoundPass) -> Breakdown:
 
 
 def _observed_flops(p: RoundPass) -> Breakdown:
-    return Breakdown.combine(p.call_flops(*call) for call in observed_calls(p))
+    """A padded pass: each call at its widths. An unpadded one: each row at its own lengths, and the work a call
+    does whatever its rows (:meth:`RoundPass.per_call_flops`) once per call as it ran, as a padded pass charges
+    it: the useful work of a pass never exceeds its executed work."""
+    if p.padded:
+        return Breakdown.combine(p.call_flops(*call) for call in observed_calls(p))
+    calls = observed_calls(replace(p, padded=True))  # the calls as they ran (each at its rows' widths)
+    return Breakdown.combine([*(p.call_flops(*row, per_call=False) for row in observed_calls(p)),
+                              *(p.per_call_flops(prompt, completion) for _, prompt, completion, _ in calls)])
 
 
 def observed_calls(p: RoundPass) -> list[tuple[int, int, int, int]]:

@@ -6,7 +6,8 @@ device) and ``grouped_mm`` (transformers' default; FlopCounterMode has no formul
 tests give it one: a grouped ``[S,K] x [E,K,N]`` is ``2*S*K*N``, like the matmuls it groups). Every GRPO pass kind:
 forward with the head on the last N positions, KV-cache decode, ``generate``, training steps with full fine-tuning
 and LoRA (attention only, and on every target, which adapts Qwen3-MoE's routed experts), with and without
-checkpointing.
+checkpointing; inference with LoRA on the routed experts, whose merged weights peft forms in every forward call
+(``generate``: its prefill and each decode step).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from flopplan.formulas import (  # noqa: E402
     train_flops,
 )
 from flopplan.measure import counters  # noqa: E402
-from flopplan.measure.models import build_model  # noqa: E402
+from flopplan.measure.models import add_lora, build_model  # noqa: E402
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS, MoE  # noqa: E402
 
 B, T, N = 2, 12, 5
@@ -119,6 +120,37 @@ def test_routing_changes_no_count(implementation, grouped_mm_counted):
         with torch.no_grad():
             measured = counters.count_flops(lambda ids=ids: model(input_ids=ids, attention_mask=torch.ones_like(ids)))
         assert measured == ours
+
+
+EXPERT_ADAPTER = LoRA(4)
+"""Every target: Qwen3-MoE's routed experts adapted (peft's ParamWrapper on gate_up_proj and down_proj)."""
+GENERATE_LENGTHS = [(prompt, completion) for prompt in (1, 5, 9) for completion in (1, 2, 3, 5)]
+
+
+@functools.cache
+def expert_lora_model(implementation: str):
+    spec = tiny("qwen3_moe")
+    model = add_lora(build_model(spec, device="cpu", seed=0, experts_implementation=implementation), EXPERT_ADAPTER)
+    model.eval()
+    return spec, model
+
+
+@pytest.mark.parametrize("implementation", ["grouped_mm", pytest.param("batched_mm", marks=pytest.mark.slow)])
+def test_inference_with_lora_on_the_experts(implementation, record_exact, grouped_mm_counted):
+    """Per-call work: a generate of K new tokens forms the experts' merged weights in K forward calls (the prefill
+    and K - 1 decode steps), whatever the prompt and the batch; a decode step and a forward in one."""
+    spec, model = expert_lora_model(implementation)
+    conv = Conventions(experts=implementation)
+    label = f"{spec.name} {implementation} lora experts"
+    for prompt, completion in GENERATE_LENGTHS:
+        record_exact(f"{label} generate B={B} P={prompt} K={completion}",
+                     generate_flops(spec, B, prompt, completion, EXPERT_ADAPTER, conv).total,
+                     counters.generate(model, B, prompt, completion))
+    for context in (1, CONTEXT):
+        record_exact(f"{label} decode B={B} C={context}", decode_flops(spec, B, context, EXPERT_ADAPTER, conv).total,
+                     counters.decode(model, B, context))
+    record_exact(f"{label} forward B={B} T={T} logits={N}", forward_flops(spec, B, T, N, EXPERT_ADAPTER, conv).total,
+                 counters.forward(model, B, T, N))
 
 
 TRAININGS = {

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from test_passes import recipes
 
 from flopplan.cost import step_cost, worst_case_round
+from flopplan.formulas import forward_flops, generate_flops, train_flops
 from flopplan.ledger import Ledger, PhaseCharge, charge, ran, unit_of
 from flopplan.passes import RoundLengths, RoundShape, reward_extra_tokens, step_passes
 from flopplan.recipe import Recipe
@@ -120,6 +121,39 @@ def test_useful_is_the_same_pass_unpadded(recipe, data):
     padded = charge(ran(update, lengths, (max(p for p, _ in lengths), max(k for _, k in lengths))))
     each = [charge(ran(update, [row], row)) for row in lengths]
     assert padded.useful["update"] == sum(c.executed["update"] for c in each)
+
+
+def test_expert_lora_per_call_work_is_charged_once_per_call_executed_and_useful():
+    """LoRA on Qwen3-MoE's routed experts: peft forms the merged expert weights in every forward call, whatever its
+    rows (a generate call: its prefill and each decode step; a micro-batch: its forward, backward and recompute).
+    Executed charges that once per call, and so does useful (it is not padding): useful never exceeds executed,
+    and with every length equal they are the same."""
+    r = Recipe(policy="tiny-moe", prompts_per_step=2, group_size=4, lora_rank=4, generation_batch=4, micro_batch=2,
+               iterations=2, beta=0.04)
+    per_call = forward_flops(r.policy_spec, 0, 0, 0, r.lora).total  # a forward call on no rows: its per-call work
+    assert per_call > 0
+    even = simulated_round(r, [6] * 8, [3] * 8)
+    assert by_phase(even, "useful") == by_phase(even)
+    lengths = [(5, 1), (5, 3), (5, 2), (5, 5), (9, 2), (9, 7), (9, 1), (9, 4)]
+    charges = simulated_round(r, [p for p, _ in lengths], [k for _, k in lengths])
+    for c in charges:
+        assert all(c.useful[phase] <= c.executed[phase] for phase in c.executed)
+    # a generate call: useful is each row alone at its own lengths, less the per-call work of the calls a row alone
+    # would have made (1 + its decode steps), plus that of the calls made (1 + the longest row's decode steps)
+    passes = {p.phase: p for p in step_passes(RoundShape.of(r), RoundLengths.of(r))}
+    generate = ("rollout.prefill", "rollout.decode")
+    block = lengths[:4]
+    call = charge(*(ran(passes[phase], block, (5, 5)) for phase in generate))
+    alone = [charge(*(ran(passes[phase], [row], row) for phase in generate)) for row in block]
+    assert sum(call.useful.values()) == sum(c.executed_total for c in alone) - per_call * (1 + 3 + 2 + 5 - 5)
+    assert call.executed["rollout.decode"] == generate_flops(r.policy_spec, 4, 5, 5, r.lora).total - forward_flops(
+        r.policy_spec, 4, 5, 1, r.lora).total
+    # a micro-batch of the update: one training call, whatever its rows
+    training = train_flops(r.policy_spec, 0, 0, 0, RoundShape.of(r).training).total
+    assert training > 0
+    update = charge(ran(passes["update"], block[:2], (5, 3)))
+    each = [charge(ran(passes["update"], [row], row)) for row in block[:2]]
+    assert update.useful["update"] == sum(c.executed["update"] for c in each) - training
 
 
 def test_a_unit_charges_its_phases_and_records_what_it_ran():

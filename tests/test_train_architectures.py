@@ -43,11 +43,13 @@ def _configs(folder: Path) -> dict[str, str]:
 
 RUNS = {
     # transformers' default experts; LoRA on the attention projections, a reference (beta > 0), mu = 2 (old
-    # log-probs) and an evaluation: every unit. (LoRA on the MLP targets, which adapts Qwen3-MoE's routed experts,
-    # is not charged as generate runs it: the adapter's per-call term is charged once per decode pass, not per step.)
+    # log-probs) and an evaluation: every unit
     "tiny-moe grouped_mm lora": ["--model", "tiny-moe", "--lora-rank", "4", "--lora-targets",
                                  "q_proj,k_proj,v_proj,o_proj", "--beta", "0.05", "--iterations", "2",
                                  "--eval-every", "1", "--eval-prompts", "4", "--no-eval-at-start"],
+    # LoRA on every target, the routed experts too: their merged weights are formed in every forward call
+    "tiny-moe grouped_mm lora experts": ["--model", "tiny-moe", "--lora-rank", "4", "--beta", "0.05", "--iterations",
+                                         "2", "--eval-every", "1", "--eval-prompts", "4", "--no-eval-at-start"],
     "tiny-moe eager full": ["--model", "tiny-moe", "--experts", "eager", "--no-eval"],
     "gemma2 full": ["--model", "tiny-gemma2", "--random-init", "--full", "--no-eval"],
     "phi3 lora": ["--model", "tiny-phi3", "--random-init", "--lora-rank", "4", "--no-eval"],
@@ -64,6 +66,8 @@ def test_ledger_equals_what_executed(case, tmp_path):
     assert summary["measured_equals_closed_form"] is True
     for unit, values in summary["measured_by_unit"].items():
         assert values["measured"] == values["closed_form"] > 0, unit
+    for phase, values in summary["phases"].items():
+        assert values["useful"] <= values["executed"], phase
     charges = [c for line in (run / "ledger.jsonl").read_text().splitlines() for c in json.loads(line)["charges"]]
     blind = sum(c["shapes"].get("blind_spots", {}).get("grouped_mm", 0) for c in charges)
     if "grouped_mm" in case:  # FlopCounterMode misses the grouped experts: counted apart, by name
