@@ -1,7 +1,7 @@
 """RACE whose pilots are the user's own TRL script (``race run DIR --pilot CMD``; examples/race_trl/train_grpo.py):
 the spec a pilot reads, bad pilot commands (one line, exit 2, the folders kept), and the helpers of the example's
-quick race (2 arms x 1 seed x 2 rungs), which :mod:`test_race_ray` runs on the local pool and on Ray with its
-driver and a Ray worker killed mid-rung (it shares that module's Ray cluster)."""
+quick race (2 arms x 1 seed x 2 rungs), which :mod:`test_race_ray` runs on Ray with its driver and a Ray
+worker killed mid-rung (it shares that module's Ray cluster)."""
 
 from __future__ import annotations
 
@@ -119,11 +119,3 @@ def in_progress(pilot: Path) -> bool:
     """The pilot has run work since the last step it logged (a kill now loses it)."""
     path = pilot / "progress.jsonl"
     return path.is_file() and path.stat().st_size > 0
-
-
-def _mid_rung(first: Path, second: Path):
-    """The first pilot finished its rung and the second is training beyond its first checkpoint, mid-round."""
-    def ready() -> bool:
-        return (first / "summary.json").is_file() and not (second / "summary.json").is_file() and any(
-            (second / "checkpoints").glob("checkpoint-*/flopplan_ledger.json")) and in_progress(second)
-    return ready

@@ -5,10 +5,13 @@ process of its own, in the pilot's folder), with the CPUs and GPUs declared per 
 ``CUDA_VISIBLE_DEVICES``; the pilot's torch threads are its CPUs). The driver submits a rung's pilots, collects
 them as they land and promotes when the rung's last one has (the runner's code, as with the pool). Nothing of the
 race lives in Ray: the pilot folders (on a file system every node mounts) decide what is done, so a killed driver
-or a lost node is a rerun that starts or resumes only the unfinished pilots. Ray retries a task whose worker or
-node died (``max_retries``); the retry resumes the pilot from its last checkpoint, after waiting for the folder's
-lock if the lost attempt's process still holds it (:func:`flopplan.race.runner.wait_unlocked`). A pilot that
-fails on its own (a non-zero exit) is not retried: its one line ends the run.
+or a lost node is a rerun that starts or resumes only the unfinished pilots. A killed driver's tasks are ended by
+Ray (their owner is gone: it kills their workers, within a second on a local cluster) and each pilot's process with
+its worker (its parent-death signal); a rerun waits for a pilot's folder lock at most
+:data:`flopplan.race.runner.LOCK_WAIT` seconds. Ray retries a task whose worker or node died (``max_retries``); the
+retry resumes the pilot from its last checkpoint, after waiting for the folder's lock if the lost attempt's process
+still holds it (:func:`flopplan.race.runner.wait_unlocked`). A pilot that fails on its own (a non-zero exit) is not
+retried: its one line ends the run.
 
 ``address``: a running cluster (``HOST:PORT`` of its head, ``ray://HOST:PORT`` for Ray Client, or ``auto``);
 none: a local cluster for the life of the command (``RAY_ADDRESS``, when set, is Ray's own way to name one).
