@@ -9,9 +9,9 @@ one per fitted arm, from the model-averaged, calibrated ensemble of :mod:`floppl
 2. then, up to ``n_keep``, the others by where their last slope leads at F: the observed reward plus the gain per
    unit of ln F over each seed's last two evaluations times ln(F / the last evaluation's FLOPs) (a straight line in
    ln F, no bend assumed): a slow starter still rising steeply is not cut for what it shows now. Ranking by the
-   ensemble's upper bound at F (8x beyond the rung in the misspecification benchmark) dropped the true best in
-   26 % of repetitions on average over five truth families and 48 % where curves cross; this rule 20 % and 42 %
-   (docs/results.md);
+   ensemble's upper bound at F (8x beyond the rung in benchmarks/race_halving.py) dropped the true best in 27 %
+   of repetitions on average over five truth families (51 % where curves cross) and 21 % over four held-out
+   shapes; this rule 24 % (49 %) and 12 % (docs/results.md);
 3. and every other arm whose upper bound at F reaches the leader's lower bound (``hi >= leader.lo``): one the
    evidence cannot rule out, by upper bound, up to ``limit`` arms in all (None: no limit; the caller's budget
    sets it). The leader is the arm with the highest predicted reward among the comparable ones
