@@ -14,11 +14,12 @@ The held-out shapes (``--holdout-families``: a Gompertz rise, a plateau then a l
 hits a hard ceiling, a slow decline after a peak) were written before RACE's rules were tuned on the five families
 above and are never used to tune them: they are printed in a table of their own.
 
-Printed per family: errors (analysis exceptions), coverage at F of the 90 % intervals of usable predictions, mean
-stated P(best) of fitted recommendations vs how often their arm is the best comparable arm, mean regret at F of
-RACE, the naive pick (best observed at the largest pilot), the fitted-point pick (the highest ScaleRL point fit
-at F among fitted arms) and exhaustive (0), how often the halving drops the true best, the "cannot tell" rate, and
-RACE's regret where it did not say "cannot tell". With another flopplan on PYTHONPATH (one before the promotion
+Printed per family: errors (analysis exceptions), coverage at F of the 90 % intervals of usable predictions, mean stated
+P(best) of fitted recommendations vs how often their arm is the best of the arms that P(best) is computed among (the
+finalists: the comparable arms the halving kept, and the pick; all comparable arms with fewer than two finalists), mean
+regret at F of RACE, the naive pick (best observed at the largest pilot), the fitted-point pick (the highest ScaleRL
+point fit at F among fitted arms) and exhaustive (0), how often the halving drops the true best, the "cannot tell" rate,
+and RACE's regret where it did not say "cannot tell". With another flopplan on PYTHONPATH (one before the promotion
 module) it measures that one, with ``--promotion current``.
 """
 
@@ -147,11 +148,15 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
     first = {n: pilots(rng, n, c, eta, EVALS) for n, c in zip(names, curves, strict=True)}
     seed = int(rng.integers(2**31))
     if promotion == "predicted":
-        from flopplan.race.promotion import keep
+        from flopplan.race import promotion as halving
         inp0 = RaceInput(infos, {"math": PilotData(tuple(first.values()))}, ("math",), TARGET, RUNGS,
                          dict.fromkeys(names, 0), 0, "benchmark")
-        preds = analyze(inp0, n_replicates=n_replicates, seed=seed, holdout=False).target("math").budgets[-1]
-        kept = keep(list(preds.predictions), 2, limit=2)
+        t0 = analyze(inp0, n_replicates=n_replicates, seed=seed, holdout=False).target("math")
+        preds = t0.budgets[-1].predictions
+        trend = getattr(halving, "trend", None)  # None: a promotion module before the trend rank
+        obs = {c.arm: c.observations for c in t0.curves}
+        trends = {p.arm: trend(obs[p.arm], p.ledger_flops) for p in preds} if trend else None
+        kept = halving.keep(list(preds), 2, trends, limit=2) if trend else halving.keep(list(preds), 2, limit=2)
     else:
         from flopplan.race.runner import lower_bound  # type: ignore[attr-defined]  # before the promotion module
         bounds = {}
@@ -181,7 +186,9 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
     usable = [p for p in at_f.predictions if p.usable]
     comparable = [p.arm for p in at_f.predictions if p.comparable]
     fitted_rec = rec is not None and rec.mode == "fitted" and rec.p_best is not None
-    best_comparable = max(comparable, key=lambda n: truth[n]) if comparable else None
+    finalists = [n for n in comparable if n in kept or (fitted_rec and n == rec.arm)]  # type: ignore[union-attr]
+    pool = finalists if len(finalists) > 1 else comparable  # the arms the stated P(best) is computed among
+    best_comparable = max(pool, key=lambda n: truth[n]) if pool else None
     return {"inside": [p.lo <= truth[p.arm] <= p.hi for p in usable], "width": [p.hi - p.lo for p in usable],
             "stated": rec.p_best if fitted_rec else None,  # type: ignore[union-attr]
             "right": (rec.arm == best_comparable) if fitted_rec else None,  # type: ignore[union-attr]

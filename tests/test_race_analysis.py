@@ -190,7 +190,8 @@ def test_unbent_arms_are_predicted_by_the_model_average_with_wider_intervals():
 
 def test_an_eliminated_arm_stays_in_the_analysis_with_a_wide_interval():
     """An arm the halving dropped at rung 0, whose curve has not bent, stays in play at F: predicted by the model
-    average over its short pilots, with an interval wider than the survivors'; it competes in P(best)."""
+    average over its short pilots, with an interval wider than the survivors'; it competes in the decision's
+    P(best), not in the recommendation's (among the finalists)."""
     rng = np.random.default_rng(13)
     eta = rng.standard_normal(200)
     pairs = [(info("dropped", 3_000_000_000, policy="3B"),
@@ -204,6 +205,11 @@ def test_an_eliminated_arm_stays_in_the_analysis_with_a_wide_interval():
     assert at_f["dropped"].hi - at_f["dropped"].lo > max(at_f[a].hi - at_f[a].lo for a in ("small", "large"))
     assert sum(p.p_best for p in at_f.values()) == pytest.approx(1.0)
     assert [h.arm for h in t.holdout] == ["small", "large"]
+    # the recommendation's P(best) is among the finalists (small, large): the dropped arm's share moves to them
+    rec = t.recommendation
+    assert rec.mode == "fitted" and rec.arm in ("small", "large") and at_f["dropped"].p_best > 0
+    others = at_f["small"].p_best + at_f["large"].p_best
+    assert at_f[rec.arm].p_best < rec.p_best <= at_f[rec.arm].p_best + at_f["dropped"].p_best and others < 1
 
 
 def test_a_non_monotone_top_arm_makes_the_budget_unstable():

@@ -1,12 +1,14 @@
-"""flopplan.race.promotion.keep: the halving by predicted reward at F with its interval."""
+"""flopplan.race.promotion: the halving by the observed leader, then by where each arm's last slope leads at F."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
 from flopplan.errors import UserError
-from flopplan.race.promotion import keep, ranked
-from flopplan.race.results import ArmPrediction
+from flopplan.race.promotion import Trend, keep, ranked, trend
+from flopplan.race.results import ArmPrediction, Observation
 
 
 def pred(arm: str, reward: float, lo: float, hi: float, comparable: bool = True) -> ArmPrediction:
@@ -15,32 +17,49 @@ def pred(arm: str, reward: float, lo: float, hi: float, comparable: bool = True)
                          comparable=comparable, note="", observed=None)
 
 
-def test_keeps_the_best_predicted_not_the_best_observed():
-    preds = [pred("early", 0.50, 0.48, 0.52), pred("late", 0.70, 0.66, 0.74), pred("mid", 0.60, 0.58, 0.62),
-             pred("low", 0.40, 0.38, 0.42)]
-    assert keep(preds, 2) == ["late", "mid"]
-    assert [p.arm for p in ranked(preds)] == ["late", "mid", "early", "low"]
+def test_the_observed_leader_then_the_steepest_slope():
+    """The fast starter seen best stays; the second place goes to the arm whose last slope leads highest at F,
+    not to the one seen second."""
+    preds = [pred(a, 0.5, 0.45, hi) for a, hi in (("fast", 0.55), ("second", 0.56), ("steep", 0.55), ("flat", 0.55))]
+    trends = {"fast": Trend(0.55, 0.56), "second": Trend(0.50, 0.52), "steep": Trend(0.40, 0.70),
+              "flat": Trend(0.30, 0.30)}
+    assert keep(preds, 2, trends) == ["fast", "steep", "second", "flat"]  # then the rest by upper bound at F
+    assert keep(preds, 2, trends, limit=2) == ["fast", "steep"]
+    assert keep(preds, 3, trends, limit=3) == ["fast", "steep", "second"]
 
 
-def test_a_late_bloomer_whose_upper_bound_reaches_the_leaders_lower_bound_stays():
-    """The halving ranks by the upper bound at F: the slow starter with the widest upside goes first."""
+def test_an_arm_the_evidence_cannot_rule_out_at_f_stays_within_the_limit():
     preds = [pred("a", 0.70, 0.65, 0.75), pred("b", 0.66, 0.60, 0.72), pred("wide", 0.50, 0.30, 0.66),
-             pred("wider", 0.45, 0.20, 0.90), pred("out", 0.55, 0.50, 0.64)]
-    assert keep(preds, 2) == ["wider", "a", "b", "wide"]
-    assert keep(preds, 2, limit=3) == ["wider", "a", "b"]
-    assert keep(preds, 4) == ["wider", "a", "b", "wide"]  # out: hi 0.64 below a's lower bound 0.65
-    assert keep(preds, 5) == ["wider", "a", "b", "wide", "out"]
+             pred("out", 0.55, 0.50, 0.64)]
+    trends = {"a": Trend(0.5, 0.6), "b": Trend(0.6, 0.6), "wide": Trend(0.2, 0.3), "out": Trend(0.3, 0.4)}
+    assert keep(preds, 2, trends) == ["b", "a", "wide"]  # out: hi 0.64 below a's lower bound 0.65
+    assert keep(preds, 2, trends, limit=2) == ["b", "a"]
+    assert [p.arm for p in ranked(preds)] == ["a", "b", "out", "wide"]
 
 
-def test_the_leader_is_comparable_when_one_is():
+def test_the_leader_at_f_is_comparable_when_one_is():
     """A non-comparable arm on top does not set the bar: the comparable leader's lower bound does."""
     preds = [pred("odd", 0.90, 0.89, 0.91, comparable=False), pred("a", 0.60, 0.50, 0.70), pred("b", 0.48, 0.45, 0.49)]
-    assert keep(preds, 1) == ["odd", "a"]
+    trends = {"odd": Trend(0.5, 0.5), "a": Trend(0.4, 0.4), "b": Trend(0.3, 0.3)}
+    assert keep(preds, 1, trends) == ["odd", "a"]
 
 
-def test_ties_and_bad_input():
-    preds = [pred("b", 0.6, 0.5, 0.7), pred("a", 0.6, 0.5, 0.7)]
-    assert keep(preds, 1, limit=1) == ["a"] and keep([], 2) == []
+def test_without_trends_arms_are_read_at_their_prediction():
+    preds = [pred("b", 0.6, 0.5, 0.7), pred("a", 0.6, 0.5, 0.7), pred("c", 0.3, 0.2, 0.4)]
+    assert keep(preds, 1, limit=1) == ["a"] and keep(preds, 2) == ["a", "b"] and keep([], 2) == []
     for bad in (lambda: keep(preds, 0), lambda: keep(preds, 2, limit=1), lambda: keep([*preds, preds[0]], 1)):
         with pytest.raises(UserError):
             bad()
+
+
+def test_trend_is_the_last_slope_in_ln_f_carried_to_the_budget():
+    obs = [Observation(s, f, r) for s, pts in (("0", ((0.0, 0.1), (1e18, 0.2), (2e18, 0.3))),
+                                              ("1", ((0.0, 0.1), (1e18, 0.3), (2e18, 0.3))))
+           for f, r in pts]
+    t = trend(obs, 16e18)  # slopes 0.1 / ln 2 and 0 per ln F, 3 doublings ahead
+    assert t is not None and t.observed == pytest.approx(0.3)
+    assert t.reach == pytest.approx(0.3 + 0.05 / math.log(2) * 3 * math.log(2))
+    single = trend([Observation("0", 0.0, 0.1), Observation("0", 1e18, 0.4)], 1e20)
+    assert single == Trend(0.4, 0.4)  # one evaluation: slope 0
+    assert trend([Observation("0", 0.0, 0.1)], 1e20) is None
+    assert trend(obs, 1e18).reach == pytest.approx(0.3)  # a budget below the pilots: nothing ahead

@@ -238,11 +238,10 @@ def test_the_pilots_spend_at_most_phi_f_and_evaluate_from_step_0_to_each_rung_en
     assert report["pilot_flops"] == sum(s["flops"]["total"] for s in summaries.values())
     promoted = recorded_promotions(straight)
     assert len(promoted) == 1 and len(promoted[0]["promoted"]) == design.keep[1]  # the budget affords no more
-    predicted = promoted[0]["predictions"]  # ranked by predicted reward at F, not by the reward observed now
+    predicted, trends = promoted[0]["predictions"], promoted[0]["trends"]
     assert set(predicted) | set(promoted[0]["unfitted"]) == {a.name for a in design.arms}
-    fitted = [a for a, p in predicted.items() if p["comparable"]]
-    if fitted:
-        assert promoted[0]["promoted"][0] == max(fitted, key=lambda a: (predicted[a]["reward"], predicted[a]["hi"]))
+    if trends:  # the best observed first, then by where the last slope leads at F
+        assert promoted[0]["promoted"][0] == min(trends, key=lambda a: (-trends[a]["observed"], a))
     for name, s in summaries.items():
         arm = design.arm(name.split("/")[0])
         rung = 1 if arm.name in promoted[0]["promoted"] else 0
@@ -308,8 +307,8 @@ def test_a_corrupted_pilot_summary_is_one_line_and_loses_nothing(races, tmp_path
     assert sorted(p.relative_to(copy) for p in copy.rglob("*") if p.is_file()) == before
 
 
-def test_promotion_keeps_every_arm_that_may_lead_at_f_and_at_least_the_halving():
-    from flopplan.race.promotion import keep
+def test_promotion_keeps_the_halving_then_every_arm_that_may_lead_at_f():
+    from flopplan.race.promotion import Trend, keep
     from flopplan.race.results import ArmPrediction
 
     def pred(arm: str, reward: float, half: float, comparable: bool = True) -> ArmPrediction:
@@ -319,12 +318,16 @@ def test_promotion_keeps_every_arm_that_may_lead_at_f_and_at_least_the_halving()
 
     leader, late, behind, unstable = pred("leader", 0.6, 0.05), pred("late", 0.4, 0.3), pred("behind", 0.3, 0.1), \
         pred("unstable", 0.9, 0.5, comparable=False)
-    # ranked by the upper bound at F: late (0.7) first, then the leader, whose 0.65 reaches its own 0.55
-    assert keep([behind, late, leader], 1) == ["late", "leader"]
-    assert keep([behind, late, leader], 3) == ["late", "leader", "behind"]
-    # a non-comparable arm is ranked by its prediction (another rung may settle it) but does not set the bar
-    assert keep([unstable, behind, leader], 1) == ["unstable", "leader"]
-    assert keep([unstable, behind], 2) == ["unstable", "behind"]
+    trends = {"leader": Trend(0.5, 0.55), "late": Trend(0.3, 0.6), "behind": Trend(0.35, 0.35),
+              "unstable": Trend(0.2, 0.9)}
+    # the best observed first; late's upper bound at F (0.7) reaches the leader's lower bound (0.55): it stays
+    assert keep([behind, late, leader], 1, trends) == ["leader", "late"]
+    # the halving's count: the observed leader, then by where the last slope leads (late 0.6 > behind 0.35)
+    assert keep([behind, late, leader], 2, trends, limit=2) == ["leader", "late"]
+    assert keep([behind, late, leader], 3, trends) == ["leader", "late", "behind"]
+    # a non-comparable arm does not set the bar at F but competes on its trend
+    assert keep([unstable, behind, leader], 2, trends, limit=2) == ["leader", "unstable"]
+    assert keep([unstable, behind], 1, trends) == ["behind", "unstable"]
     assert keep([], 2) == []
 
 

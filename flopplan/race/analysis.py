@@ -43,6 +43,7 @@ from flopplan.race.bootstrap import (
     BootstrapResult,
     PilotData,
     bootstrap_interval,
+    p_best,
     paired_bootstrap,
     temporal_holdout,
 )
@@ -62,6 +63,7 @@ from flopplan.race.results import (
     HoldoutSummary,
     PowerLawCheck,
     RaceAnalysis,
+    Recommendation,
     TargetResult,
 )
 from flopplan.units import eng
@@ -320,6 +322,21 @@ def _rung_cost(inp: RaceInput, curves: dict[str, ArmCurve]) -> dict[str, float]:
             for a in inp.arms if a.name in curves}
 
 
+def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmState],
+                     ens: ensemble.EnsembleResult, at_cols: list[int]) -> Recommendation:
+    """A fitted recommendation's P(best) among the finalists (the comparable arms that reached the top rung) and
+    itself: the decision's P(best) counts the eliminated arms too, whose intervals reach far beyond their pilots.
+    With fewer than two finalists it stays the decision's."""
+    if rec.mode != "fitted" or rec.arm is None:
+        return rec
+    comparable = {p.arm for p in at_f.predictions if p.comparable}
+    pool = [st for st in states if st.info.name == rec.arm or (st.survived and st.info.name in comparable)]
+    if len(pool) < 2:
+        return rec
+    pb = p_best(np.stack([ens.replicates[st.k, at_cols[st.k]] for st in pool]))
+    return replace(rec, p_best=float(pb[[st.info.name for st in pool].index(rec.arm)]))
+
+
 def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[str, bool], n_replicates: int,
                    level: float, seed: int, holdout: bool) -> TargetResult:
     f_target = inp.budget_flops
@@ -376,9 +393,9 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
         if survivors:
             observed = checks.observed_bootstrap(survivors, n_replicates, level, _stream(seed, name, "observed"))
     upfront = {a.name: a.upfront_flops for a in inp.arms}
-    recommendation = pilot_cost(recommend(name, at_f, upfront, float(inp.budget_flops - inp.pilot_flops), method,
-                                          observed, level, naive=_naive(inp, curves, survived),
-                                          rung_cost=_rung_cost(inp, curves)),
+    rec = recommend(name, at_f, upfront, float(inp.budget_flops - inp.pilot_flops), method, observed, level,
+                    naive=_naive(inp, curves, survived), rung_cost=_rung_cost(inp, curves))
+    recommendation = pilot_cost(_among_finalists(rec, at_f, states, ens, at_cols),
                                 budget_flops=f_target, pilot_flops=inp.pilot_flops, spend=inp.pilot_spend,
                                 upfront=upfront, largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
     holdouts = [_holdout(st.arm, n_replicates, level, _stream(seed, name, st.info.name, "holdout"))

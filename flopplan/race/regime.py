@@ -111,7 +111,11 @@ def rules(level: float) -> tuple[str, ...]:
         "more rung for them would cost, and the naive pick (the survivor with the best observed reward at the top "
         "rung) is recommended whenever it has a prediction there; 'best observed' when no arm is usable: the "
         "surviving arm with the best observed reward at the survivors' largest common FLOPs (a prompt-and-seed "
-        "bootstrap of the observed means), no curve extrapolated.",
+        "bootstrap of the observed means), no curve extrapolated. The recommendation's P(best): the share of "
+        "replicates in which its arm is the highest among itself and the finalists (the comparable arms that "
+        "reached the top rung; with fewer than two, the decision's); the eliminated arms' wide intervals far "
+        "beyond their pilots count in the decision's P(best) above, not in this one (how often the halving drops "
+        "the best is measured apart).",
     )
 
 

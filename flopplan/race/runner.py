@@ -58,9 +58,10 @@ LOCK_WAIT = 120.0
 """Seconds a pilot waits for its folder's lock to be released by a process a killed driver left running."""
 PROMOTION_REPLICATES = 200
 """Bootstrap replicates of the analysis behind a promotion (its seed: 0, as ``race analyze``'s default)."""
-PROMOTION_RULE = ("the upper bound of the reward predicted at F (the model-averaged analysis of the rung's pilots, "
-                  "first fitted target): the halving's count by that bound, then every arm whose upper bound "
-                  "reaches the leader's lower bound, at most what the pilot budget affords")
+PROMOTION_RULE = ("the arm with the best observed reward at the rung, then the others by that reward carried to F "
+                  "along their last observed slope in ln F, to the halving's count; then every arm whose upper "
+                  "bound at F (the model-averaged analysis of the rung's pilots, first fitted target) reaches the "
+                  "leader's lower bound, at most what the pilot budget affords")
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ def _digest(inp: RaceInput) -> str:
 def promote(design: RaceDesign, folder: Path, history: Sequence[Sequence[str]],
             recorded: dict[str, Any] | None = None) -> dict[str, Any]:
     """The decision after the last rung of ``history`` (the arms of each rung so far): its arms analysed on their
-    pilots, ranked by predicted reward at F (:func:`flopplan.race.promotion.keep`), as many kept as the pilot budget
+    pilots, chosen by :func:`flopplan.race.promotion.keep`, as many kept as the pilot budget
     affords. ``recorded``: the decision an earlier call wrote, kept when it was made on the same evaluations, or
     when its arms have already gone on (a decision acted upon stands)."""
     rung, arms = len(history) - 1, list(history[-1])
@@ -125,7 +126,9 @@ def promote(design: RaceDesign, folder: Path, history: Sequence[Sequence[str]],
     target = design.fit_targets[0]
     result = analyze(inp, n_replicates=PROMOTION_REPLICATES, holdout=False).target(target)
     preds = result.budgets[-1].predictions if result.budgets else ()
-    ranked = promotion.keep(preds, design.keep[rung + 1])
+    curves = {c.arm: c for c in result.curves}
+    trends = {p.arm: promotion.trend(curves[p.arm].observations, p.ledger_flops) for p in preds}
+    ranked = promotion.keep(preds, design.keep[rung + 1], trends)
     observed = {c.arm: c.observed_at_rungs[rung] for c in result.curves if c.arm not in {p.arm for p in preds}}
     unfitted = sorted(observed, key=lambda a: (-(observed[a] or 0.0), a))  # no curve: by the reward observed
     kept = ranked + unfitted[:max(0, design.keep[rung + 1] - len(ranked))]
@@ -134,6 +137,7 @@ def promote(design: RaceDesign, folder: Path, history: Sequence[Sequence[str]],
             "held_back": [a for a in kept if a not in promoted], "input": digest,
             "predictions": {p.arm: {"reward": p.reward, "lo": p.lo, "hi": p.hi, "comparable": p.comparable}
                             for p in preds},
+            "trends": {a: {"observed": t.observed, "reach": t.reach} for a, t in trends.items() if t is not None},
             "unfitted": {a: observed[a] for a in unfitted}}
 
 
