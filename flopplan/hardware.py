@@ -204,6 +204,20 @@ PROFILE_LAYOUT = serial.Layout("profile", "flopplan_profile_version", PROFILE_VE
                                other_keys=True)  # a calibration's diagnostics sit beside the profile
 
 
+def cpu_model() -> str:
+    """The CPU's model name as Linux reports it (``/proc/cpuinfo``), else what ``platform`` knows: the words a
+    profile or a recorded measurement names its hardware by."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def datasheet_profile(device: str, engine: str = "hf", price_per_hour: float | None = None) -> Profile:
     """A device from its datasheet: compute-bound kinds at peak x the default efficiency, decode as a roofline
     on the device's memory bandwidth (:data:`DEFAULT_DECODE`)."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -131,15 +130,9 @@ def hardware() -> str:
     named = os.environ.get("DOCS_HARDWARE")
     if named:
         return named
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    words = f"{os.cpu_count()}-core {cpu}"
+    from flopplan.hardware import cpu_model
+
+    words = f"{os.cpu_count()}-core {cpu_model()}"
     try:
         pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
         words += f", {round(pages * size / 2**30)} GiB"

@@ -53,3 +53,11 @@ def test_the_committed_cpu_profile_from_runs_reads_and_prices_the_time_outside_t
     assert terms <= set(profile.non_phase or {})
     priced = price_steps(tiny_recipe(), 10, profile)
     assert set(priced.seconds) - set(priced.phases) == set(profile.non_phase or {})
+
+
+def test_the_cpu_model_is_named_in_words():
+    """What profiles and recorded outputs name their CPU by: a non-empty name, not a path or a placeholder."""
+    from flopplan.hardware import cpu_model
+
+    name = cpu_model()
+    assert name and name.strip() == name and "\n" not in name and name not in ("model name", "unknown")

@@ -4,7 +4,6 @@ profile and its report. The CLI parses and renders; RACE and scripts can call :f
 from __future__ import annotations
 
 import datetime
-import platform
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -17,7 +16,7 @@ from flopplan import __version__
 from flopplan.calibrate.fit import KIND_FORM, Measurement, fit, holdout_indices
 from flopplan.calibrate.specs import spec_named, sweepable
 from flopplan.fileio import atomic_write_json, writable_folder
-from flopplan.hardware import PROFILE_VERSION
+from flopplan.hardware import PROFILE_VERSION, cpu_model
 from flopplan.measure.device import DevicePolicy
 from flopplan.measure.models import check_memory
 from flopplan.timing import PARAMETERS
@@ -38,15 +37,7 @@ def default_models(policy: DevicePolicy, quick: bool) -> list[str]:
 def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"CPU {cpu} ({torch.get_num_threads()} threads)"
+    return f"CPU {cpu_model()} ({torch.get_num_threads()} threads)"
 
 
 def profile_folder(device: str, quick: bool) -> Path:
