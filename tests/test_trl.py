@@ -352,3 +352,19 @@ def test_trl_evaluation_is_metered_into_the_evaluation_bucket(tmp_path):
     assert s["conventions"]["attention_kernel"] in ("eager", "sdpa") and all(
         c["shapes"]["attention_kernel"] == s["conventions"]["attention_kernel"]
         for line in lines for c in line["charges"] if c["unit"] == "update")
+
+
+def test_a_resume_takes_the_newest_checkpoint_written_to_the_end(tmp_path):
+    """A kill during a save leaves a newer checkpoint folder without TRL's state or the meter's ledger: a resume
+    (``flopplan train --engine trl --resume``, a RACE script pilot) takes the newest complete one instead."""
+    from flopplan.engines.trl import LEDGER_FILE, last_complete_checkpoint
+
+    assert last_complete_checkpoint(tmp_path) is None
+    for step, files in ((4, ("trainer_state.json", LEDGER_FILE)), (8, ("trainer_state.json", LEDGER_FILE)),
+                        (12, ("model.safetensors",)), (16, (LEDGER_FILE,)), (20, ("trainer_state.json",))):
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        for name in files:
+            (folder / name).write_text("{}")
+    (tmp_path / "checkpoint-tmp").mkdir()  # not a step
+    assert last_complete_checkpoint(tmp_path) == tmp_path / "checkpoint-8"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from flopplan.arch import FUSED_PROJECTIONS, LORA_TARGETS, lora_modules, split_targets
@@ -428,3 +429,18 @@ def mfu(flops: float, seconds: float, peak_flops: float | None) -> float | None:
     if not peak_flops or seconds <= 0 or not math.isfinite(seconds):
         return None
     return flops / seconds / peak_flops
+
+
+LEDGER_FILE = "flopplan_ledger.json"
+"""The meter's ledger, saved in each TRL checkpoint folder so that a resumed run continues it."""
+
+
+def last_complete_checkpoint(output_dir: str | Path) -> Path | None:
+    """The newest ``checkpoint-N`` folder of a TRL run that was written to the end: TRL's own state
+    (``trainer_state.json``, written after the weights and optimizer) and the meter's ledger are both there. A kill
+    during a save leaves a newer, partial folder, which ``resume_from_checkpoint=True`` would pick and fail on."""
+    found = [p for p in Path(output_dir).glob("checkpoint-*") if p.name.split("-", 1)[1].isdigit()]
+    for folder in sorted(found, key=lambda p: int(p.name.split("-", 1)[1]), reverse=True):
+        if (folder / "trainer_state.json").is_file() and (folder / LEDGER_FILE).is_file():
+            return folder
+    return None

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from flopplan.cost import worst_case_round
-from flopplan.engines.trl import TRLRun, mfu
+from flopplan.engines.trl import LEDGER_FILE, TRLRun, mfu
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, read_json
 from flopplan.guard import Guard
@@ -47,8 +47,6 @@ PHASES_OF = {unit: tuple(phase for phase in BUCKET_OF if unit_of(phase) == unit)
 EVAL_PHASE_OF = {"rollout.prefill": "eval.prefill", "rollout.decode": "eval.decode", "old_logprobs": "eval.forward",
                  "reference": "eval.forward", "reward": "eval.reward"}
 """The evaluation phase a training phase's pass is charged to when TRL's evaluation loop runs it."""
-LEDGER_FILE = "flopplan_ledger.json"
-"""The ledger saved in each TRL checkpoint folder, so that a resumed run continues it."""
 LEDGER_VERSION = 1
 """The layout of :data:`LEDGER_FILE` (its ``flopplan_trl_ledger_version`` key)."""
 

@@ -24,6 +24,7 @@ from flopplan.engines.trl import (
     TRLRun,
     evaluation_kwargs,
     grpo_config_kwargs,
+    last_complete_checkpoint,
     trl_run,
     without_evaluation,
 )
@@ -248,10 +249,10 @@ def _build(config: TrainConfig, folder: RunFolder, resume: bool) -> tuple[Any, A
         trainer.remove_callback(quiet)
     checkpoint = None
     if resume:
-        checkpoints = sorted(work.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-        if not checkpoints:
-            raise UserError(f"nothing to resume in {str(folder.path)!r}: no TRL checkpoint")
-        checkpoint = str(checkpoints[-1])
+        last = last_complete_checkpoint(work)
+        if last is None:
+            raise UserError(f"nothing to resume in {str(folder.path)!r}: no complete TRL checkpoint")
+        checkpoint = str(last)
     plan = config.plan
     meter.summary_fields.update(
         chance=None if config.dataset else parse_task(config.task).chance, random_init_policy=not config.model_path,

@@ -65,9 +65,14 @@ class PilotSpec:
     settings: dict[str, Any] = field(default_factory=dict)  # the arm's FLOP-neutral GRPOConfig fields (axes)
 
     @property
-    def resume_from_checkpoint(self) -> bool | None:
-        """What to pass to ``trainer.train(resume_from_checkpoint=...)``: True when continuing this pilot."""
-        return True if self.resume else None
+    def resume_from_checkpoint(self) -> str | None:
+        """What to pass to ``trainer.train(resume_from_checkpoint=...)`` when continuing this pilot: its newest
+        checkpoint written to the end (a kill during a save leaves a newer, partial one); None for a new pilot, or
+        when no checkpoint was completed (the pilot starts over)."""
+        from flopplan.engines.trl import last_complete_checkpoint
+
+        last = last_complete_checkpoint(self.output_dir) if self.resume else None
+        return None if last is None else str(last)
 
     def overrides(self, world_size: int = 1) -> dict[str, Any]:
         """The ``GRPOConfig`` fields a pilot runs with: the arm's (its batch for ``world_size`` processes) and the
