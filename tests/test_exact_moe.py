@@ -33,6 +33,7 @@ from flopplan.formulas import (  # noqa: E402
     train_flops,
 )
 from flopplan.measure import counters  # noqa: E402
+from flopplan.measure.meter import grouped_mm_flops  # noqa: E402
 from flopplan.measure.models import add_lora, build_model  # noqa: E402
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS, MoE  # noqa: E402
 
@@ -53,20 +54,10 @@ def tiny(family: str) -> ArchSpec:
 FAMILIES = ("qwen3_moe", "qwen2_moe", "mixtral")
 
 
-def _grouped_mm_flops(a_shape, b_shape, *args, **kwargs) -> int:
-    """``aten._grouped_mm``: ``[S,K] x [E,K,N]`` (forward and input gradient) or ``[K,S] x [S,N]`` grouped into
-    ``[E,K,N]`` (weight gradient); 2 FLOPs per multiply-add either way."""
-    if len(a_shape) == 2 and len(b_shape) == 3:
-        return 2 * a_shape[0] * a_shape[1] * b_shape[2]
-    if len(a_shape) == 2 and len(b_shape) == 2:
-        return 2 * a_shape[0] * a_shape[1] * b_shape[1]
-    raise AssertionError(f"unexpected grouped_mm shapes {a_shape} x {b_shape}")
-
-
 @pytest.fixture
 def grouped_mm_counted(monkeypatch):
     """FlopCounterMode with a formula for the grouped matmul (it has none: the blind spot these tests name)."""
-    mapping = {torch.ops.aten._grouped_mm: _grouped_mm_flops}
+    mapping = {torch.ops.aten._grouped_mm: grouped_mm_flops}  # the meter's own formula
 
     def count_flops(fn):
         with FlopCounterMode(display=False, custom_mapping=mapping) as counter:
