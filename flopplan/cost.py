@@ -28,12 +28,11 @@ maximum. Fixed lengths give exact integers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from flopplan.attention import Num
 from flopplan.formulas import Breakdown
 from flopplan.passes import (
-    BUCKETS,
     EVAL_PHASES,
     STEP_PHASES,
     Observed,
@@ -41,7 +40,6 @@ from flopplan.passes import (
     RoundPass,
     RoundShape,
     by_bucket,
-    expected,
     mean_of,
     pass_flops,
     reward_extra_tokens,
@@ -157,10 +155,4 @@ def worst_case_round(recipe: Recipe, prompt_tokens: Sequence[int] | None, comple
 
 
 def _without_evaluation(shape: RoundShape) -> RoundShape:
-    from dataclasses import replace
-
     return replace(shape, eval_prompts=0)
-
-
-__all__ = ["BUCKETS", "EVAL_PHASES", "STEP_PHASES", "StepCost", "expected", "pass_flops", "phase_flops",
-           "step_cost", "worst_case_round"]

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from flopplan.budget import BUDGET_LIMITS, DEFAULT_BUDGET_FLOPS, UNIT_NAMES, Budget, budget_cap
-from flopplan.cost import EVAL_PHASES, StepCost, step_cost
+from flopplan.cost import StepCost, step_cost
 from flopplan.errors import UserError, check_int
 from flopplan.hardware import Profile
-from flopplan.passes import PHASE_KIND, by_bucket
+from flopplan.passes import EVAL_PHASES, PHASE_KIND, by_bucket
 from flopplan.recipe import Recipe, RewardSystem
 from flopplan.timing import phase_calls
 from flopplan.units import as_int, eng, plural

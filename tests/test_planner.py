@@ -10,10 +10,11 @@ from strategies import recipes
 
 from flopplan.arch import QWEN25_SIZES
 from flopplan.budget import Budget
-from flopplan.cost import BUCKETS, step_cost
+from flopplan.cost import step_cost
 from flopplan.errors import UserError
 from flopplan.hardware import datasheet_profile
 from flopplan.lengths import Length
+from flopplan.passes import BUCKETS
 from flopplan.planner import compare_models, compare_rewards, plan
 from flopplan.recipe import Recipe, RewardSystem
 
