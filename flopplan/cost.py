@@ -32,10 +32,10 @@ from dataclasses import dataclass, field, replace
 
 from flopplan.attention import Num
 from flopplan.formulas import Breakdown
+from flopplan.lengths import Observed
 from flopplan.passes import (
     EVAL_PHASES,
     STEP_PHASES,
-    Observed,
     RoundLengths,
     RoundPass,
     RoundShape,

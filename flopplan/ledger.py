@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from flopplan import serial
-from flopplan.passes import BUCKET_OF, BUCKETS, Observed, RoundPass, by_bucket, observed_calls, pass_flops
+from flopplan.lengths import Observed
+from flopplan.passes import BUCKET_OF, BUCKETS, RoundPass, by_bucket, observed_calls, pass_flops
 
 
 @dataclass

@@ -264,3 +264,76 @@ def _max_entropy_probs(ks: np.ndarray, mean: float) -> np.ndarray:
         raise UserError(f"no maximum-entropy length distribution on [{int(ks[0])}, {int(ks[-1])}] has mean "
                         f"{mean:g} (closest {reached:.3f}); use a fixed length or an empirical one")
     return probs
+
+
+# -- length sources of a round's batches (flopplan.passes) -----------------------------------------------------
+# A *source* is a Length (a distribution), a number or numpy array (fixed lengths), or Observed (the lengths of a
+# round's sequences, one per row, in round order); padding rules apply to a source through prompt_width and
+# completion_width.
+
+def distinct_prompts(rows: int, group: int) -> int:
+    """Distinct prompts in a batch of ``rows`` sequences laid out group by group: ``ceil(rows / group)``."""
+    return max(1, -(-rows // group))
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Lengths of the round's sequences, one per row in round order (prompts repeat within a group): each row's
+    own (``values``) and the width it ran at (``widths``, padding included; None: its own)."""
+
+    values: tuple[int, ...]
+    widths: tuple[int, ...] | None = None
+
+    @property
+    def ran(self) -> tuple[int, ...]:
+        """The width each row ran at."""
+        return self.values if self.widths is None else self.widths
+
+    def rows(self, start: int, stop: int) -> Observed:
+        """Rows ``start:stop``."""
+        return Observed(self.values[start:stop], None if self.widths is None else self.widths[start:stop])
+
+
+def prompt_width(source: Any, rows: Any, group: Any) -> Any:
+    """The prompt width of batches of ``rows`` sequences left-padded to their longest prompt. A distribution gives
+    the maximum over the distinct prompts of the batch; observed lengths give each row its batch's maximum."""
+    if isinstance(source, Length):
+        return source.max_of(distinct_prompts(rows, group))
+    if isinstance(source, Observed):
+        return _batch_maxima(source, rows)
+    return source
+
+
+def completion_width(source: Any, rows: Any) -> Any:
+    """The completion width of batches of ``rows`` sequences right-padded to (run until) their longest."""
+    if isinstance(source, Length):
+        return source.max_of(rows)
+    if isinstance(source, Observed):
+        return _batch_maxima(source, rows)
+    return source
+
+
+def per_prompt(source: Any, group: int) -> Any:
+    """One length per prompt of a source with one per row (the rows of a group share their prompt)."""
+    if isinstance(source, Observed):
+        return Observed(source.values[::group], None if source.widths is None else source.widths[::group])
+    return source
+
+
+def _batch_maxima(source: Observed, rows: int) -> Observed:
+    """Each row's own length kept, its width the longest of its batch of ``rows``."""
+    widths = source.ran
+    out: list[int] = []
+    for start in range(0, len(widths), rows):
+        chunk = widths[start:start + rows]
+        out += [max(chunk)] * len(chunk)
+    return Observed(source.values, tuple(out))
+
+
+def mean_of(source: Any) -> Any:
+    """The expected length of a source (a number or array stays itself)."""
+    if isinstance(source, Length):
+        return source.mean
+    if isinstance(source, Observed):
+        return sum(source.values) / len(source.values)
+    return source

@@ -26,8 +26,9 @@ and the runtime charges each unit it ran (a generate call, a scoring or update p
 it observed (:func:`flopplan.ledger.charge`): the built-in trainer, the TRL meter and the calibration reader.
 
 A length *source* is a :class:`~flopplan.lengths.Length` (a distribution), a number or numpy array (fixed
-lengths), or :class:`Observed` (the lengths of the round's sequences, one per row, in round order). Padding
-rules apply to a source through :func:`prompt_width` and :func:`completion_width`.
+lengths), or :class:`~flopplan.lengths.Observed` (the lengths of the round's sequences, one per row, in round
+order). Padding rules apply to a source through :func:`~flopplan.lengths.prompt_width` and
+:func:`~flopplan.lengths.completion_width` (both in :mod:`flopplan.lengths`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from flopplan.formulas import (
     pass_terms,
     train_terms,
 )
-from flopplan.lengths import Length
+from flopplan.lengths import Length, Observed, completion_width, mean_of, per_prompt, prompt_width
 
 BUCKETS = ("rollout", "learning", "feedback", "evaluation")
 
@@ -115,11 +116,6 @@ def old_logprobs_run(mode: str, optimizer_steps_per_round: Num, engine: str) -> 
     return (optimizer_steps_per_round > 1) | (engine == "vllm")
 
 
-def distinct_prompts(rows: int, group: int) -> int:
-    """Distinct prompts in a batch of ``rows`` sequences laid out group by group: ``ceil(rows / group)``."""
-    return max(1, -(-rows // group))
-
-
 FUSED_HEADS = ("fused", "fused-compact")
 LOGPROB_HEAD_RULES = {
     "completion": "logits_to_keep = K + 1 (then the last dropped): trl <= 1.14 _full_logits_logps, flopplan train",
@@ -152,71 +148,6 @@ def reward_extra_tokens(kind: str, overhead: Num, prm_steps: Num) -> Num:
     """Tokens a reward model reads besides prompt and completion: the chat template, plus one separator token
     per step for a PRM."""
     return overhead + (prm_steps if kind == "prm" else 0)
-
-
-# -- where lengths come from ------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Observed:
-    """Lengths of the round's sequences, one per row in round order (prompts repeat within a group): each row's
-    own (``values``) and the width it ran at (``widths``, padding included; None: its own)."""
-
-    values: tuple[int, ...]
-    widths: tuple[int, ...] | None = None
-
-    @property
-    def ran(self) -> tuple[int, ...]:
-        """The width each row ran at."""
-        return self.values if self.widths is None else self.widths
-
-    def rows(self, start: int, stop: int) -> Observed:
-        """Rows ``start:stop``."""
-        return Observed(self.values[start:stop], None if self.widths is None else self.widths[start:stop])
-
-
-def prompt_width(source: Any, rows: Any, group: Any) -> Any:
-    """The prompt width of batches of ``rows`` sequences left-padded to their longest prompt. A distribution gives
-    the maximum over the distinct prompts of the batch; observed lengths give each row its batch's maximum."""
-    if isinstance(source, Length):
-        return source.max_of(distinct_prompts(rows, group))
-    if isinstance(source, Observed):
-        return _batch_maxima(source, rows)
-    return source
-
-
-def completion_width(source: Any, rows: Any) -> Any:
-    """The completion width of batches of ``rows`` sequences right-padded to (run until) their longest."""
-    if isinstance(source, Length):
-        return source.max_of(rows)
-    if isinstance(source, Observed):
-        return _batch_maxima(source, rows)
-    return source
-
-
-def per_prompt(source: Any, group: int) -> Any:
-    """One length per prompt of a source with one per row (the rows of a group share their prompt)."""
-    if isinstance(source, Observed):
-        return Observed(source.values[::group], None if source.widths is None else source.widths[::group])
-    return source
-
-
-def _batch_maxima(source: Observed, rows: int) -> Observed:
-    """Each row's own length kept, its width the longest of its batch of ``rows``."""
-    widths = source.ran
-    out: list[int] = []
-    for start in range(0, len(widths), rows):
-        chunk = widths[start:start + rows]
-        out += [max(chunk)] * len(chunk)
-    return Observed(source.values, tuple(out))
-
-
-def mean_of(source: Any) -> Any:
-    """The expected length of a source (a number or array stays itself)."""
-    if isinstance(source, Length):
-        return source.mean
-    if isinstance(source, Observed):
-        return sum(source.values) / len(source.values)
-    return source
 
 
 # -- the shape of a round ---------------------------------------------------------------------------------------

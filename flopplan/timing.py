@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopplan.attention import is_attention_term, kv_cache_elements
-from flopplan.passes import RoundLengths, RoundPass, RoundShape, mean_of, step_passes
+from flopplan.lengths import mean_of
+from flopplan.passes import RoundLengths, RoundPass, RoundShape, step_passes
 
 FORMS = ("saturating", "roofline")
 PARAMETERS = {"saturating": ("throughput_max", "tokens_half", "overhead", "overhead_layer", "attention_throughput"),

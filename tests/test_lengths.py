@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flopplan.errors import UserError
-from flopplan.lengths import Length
+from flopplan.lengths import Length, distinct_prompts
 
 
 @pytest.mark.parametrize(("mean", "top"), [(100.0, 20480), (5.0, 1024), (1.01, 1024), (1020.0, 1024),
@@ -42,3 +42,7 @@ def test_lengths_from_files(tmp_path):
     bad.write_text("ten\n")
     with pytest.raises(UserError, match="malformed"):
         Length.from_file(bad)
+
+
+def test_distinct_prompts_in_a_batch():
+    assert [distinct_prompts(rows, 4) for rows in (1, 4, 5, 8, 9)] == [1, 1, 2, 2, 3]

@@ -12,7 +12,7 @@ from strategies import round_recipes as recipes
 
 from flopplan.cost import step_cost, worst_case_round
 from flopplan.formulas import Training, forward_flops, generate_flops, train_flops
-from flopplan.passes import BUCKET_OF, BUCKETS, ENGINE_PHASES, distinct_prompts, step_passes
+from flopplan.passes import BUCKET_OF, BUCKETS, ENGINE_PHASES, step_passes
 from flopplan.recipe import Recipe, RewardSystem
 from flopplan.timing import phase_calls
 
@@ -159,7 +159,3 @@ def test_every_pass_belongs_to_a_phase_and_a_bucket():
         r.lora, "non-reentrant", head_recompute=True)  # TRL's default: checkpointing, a fused head
     reference = next(p for p in passes if p.phase == "reference")
     assert reference.lora is None and next(p for p in passes if p.phase == "old_logprobs").lora == r.lora
-
-
-def test_distinct_prompts_in_a_batch():
-    assert [distinct_prompts(rows, 4) for rows in (1, 4, 5, 8, 9)] == [1, 1, 2, 2, 3]

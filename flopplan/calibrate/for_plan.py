@@ -28,7 +28,8 @@ from flopplan.calibrate.runs import TimedUnit, charge_calls
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, atomic_write_text, writable_folder
 from flopplan.hardware import PROFILE_VERSION, Profile, load_profile, profile_from_data
-from flopplan.passes import RoundLengths, RoundShape, mean_of, step_passes
+from flopplan.lengths import mean_of
+from flopplan.passes import RoundLengths, RoundShape, step_passes
 from flopplan.planfile import PlanFile
 from flopplan.recipe import Recipe
 from flopplan.timing import (
