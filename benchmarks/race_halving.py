@@ -2,7 +2,9 @@
 
 Per family and repetition: 4 arms drawn as benchmarks/race_misspecification.py draws them, their rung-0 pilots
 (3 seeds, evaluations at F_P/4 x 2^-4..2^0), one analysis of those pilots (the promotion's), and every rule keeps
-2 of 4 from the same analysis, so the rules differ only in how they rank. Printed per rule and family: the share
+2 of 4 from the same analysis, so the rules differ only in how they rank; the last rule is the runner's with the
+design's default room (up to 4: the halving's 2, then every arm the evidence cannot rule out at F), printed with
+the mean number of arms it kept. Printed per rule and family: the share
 of repetitions whose true best at F = 2 F_P (8x beyond the rung) was not kept, and the mean shortfall of the best
 kept arm's truth at F behind the true best.
 
@@ -38,10 +40,11 @@ RULES: dict[str, Rule] = {
     "P(best) at next rung": lambda f, r1, t: by(lambda n: r1[n].p_best, list(f)),
     "observed": lambda f, r1, t: by(lambda n: t[n].observed, list(f)),
     "observed, then trend (keep)": lambda f, r1, t: promotion.keep(list(f.values()), 2, t, limit=2),
+    "keep, room for 4": lambda f, r1, t: promotion.keep(list(f.values()), 2, t, limit=4),
 }
 
 
-def repetition(family: str, rng: np.random.Generator, n_replicates: int) -> dict[str, tuple[bool, float]]:
+def repetition(family: str, rng: np.random.Generator, n_replicates: int) -> dict[str, tuple[bool, float, int]]:
     r0 = rng.uniform(0.1, 0.3)
     curves = [GENERATORS[family](rng, r0) for _ in range(4)]
     names = [f"g{2 ** (i + 2)}" for i in range(4)]
@@ -59,7 +62,7 @@ def repetition(family: str, rng: np.random.Generator, n_replicates: int) -> dict
     out = {}
     for name, rule in RULES.items():
         kept = rule(at_f, nxt, trends)
-        out[name] = (best not in [truth[n] for n in kept], best - max(truth[n] for n in kept))
+        out[name] = (best not in [truth[n] for n in kept], best - max(truth[n] for n in kept), len(kept))
     return out
 
 
@@ -71,7 +74,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     families = [*FAMILIES, *(HOLDOUT if args.holdout_families else ())]
-    rows: dict[str, list[dict[str, tuple[bool, float]]]] = {}
+    rows: dict[str, list[dict[str, tuple[bool, float, int]]]] = {}
     for family in families:
         rng = np.random.default_rng([args.seed, list(GENERATORS).index(family)])
         rows[family] = [repetition(family, rng, args.replicates) for _ in range(args.reps)]
@@ -82,6 +85,9 @@ def main() -> None:
         cells = [f"{np.mean([r[name][0] for r in rows[f]]):.3f} ({np.mean([r[name][1] for r in rows[f]]):.4f})"
                  for f in families]
         print(f"{name:<28}" + "".join(f"{c:>18}" for c in cells))
+    room = "keep, room for 4"
+    counts = [np.mean([r[room][2] for r in rows[f]]) for f in families]
+    print(f"{'  arms it kept (mean)':<28}" + "".join(f"{c:>18.2f}" for c in counts))
 
 
 if __name__ == "__main__":

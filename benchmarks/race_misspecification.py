@@ -2,8 +2,9 @@
 
 Per family of truths (random parameters, 4 arms whose curves may cross), per repetition: 3 seeds x 200 shared 0/1
 prompts (Gaussian-copula prompt difficulty), rungs F_P/4 and F_P; every arm evaluated at step 0 and at F_P/4 x
-2^-4..2^0, the halving keeps 2 of 4 (``--promotion predicted``: flopplan.race.promotion.keep on the analysis of
-the rung-0 pilots at F; ``current``: the runner's lower bound of the current reward), the survivors go on to
+2^-4..2^0, the halving keeps 2 of 4 and, with the design's room (``--room``, default 2: up to 4), every other arm
+the evidence cannot rule out at F (``--promotion predicted``: flopplan.race.promotion.keep on the analysis of the
+rung-0 pilots at F; ``current``: the runner's lower bound of the current reward, 2 arms), the survivors go on to
 F_P/2 and F_P; the analysis of the grid recommends an arm at F = 2 F_P.
 
     python benchmarks/race_misspecification.py --reps 60               # every family, 60 repetitions each
@@ -19,7 +20,8 @@ P(best) of fitted recommendations vs how often their arm is the best of the arms
 finalists: the comparable arms the halving kept, and the pick; all comparable arms with fewer than two finalists), mean
 regret at F of RACE, the naive pick (best observed at the largest pilot), the fitted-point pick (the highest ScaleRL
 point fit at F among fitted arms) and exhaustive (0), how often the halving drops the true best, the "cannot tell" rate,
-and RACE's regret where it did not say "cannot tell". With another flopplan on PYTHONPATH (one before the promotion
+RACE's regret where it did not say "cannot tell", and the mean number of arms the halving kept (each costs 3/4 of
+a first rung's four pilots more). With another flopplan on PYTHONPATH (one before the promotion
 module) it measures that one, with ``--promotion current``.
 """
 
@@ -138,7 +140,8 @@ def info(name: str, g: int) -> ArmInfo:
     return ArmInfo(name, {"group_size": g}, 500_000_000, {"rollout": 0.6, "learning": 0.4, "feedback": 0.0})
 
 
-def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicates: int) -> dict[str, object]:
+def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicates: int, room: int = 2
+               ) -> dict[str, object]:
     r0 = rng.uniform(0.1, 0.3)
     curves = [GENERATORS[family](rng, r0) for _ in range(4)]
     names = [f"g{2 ** (i + 2)}" for i in range(4)]
@@ -156,7 +159,8 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
         trend = getattr(halving, "trend", None)  # None: a promotion module before the trend rank
         obs = {c.arm: c.observations for c in t0.curves}
         trends = {p.arm: trend(obs[p.arm], p.ledger_flops) for p in preds} if trend else None
-        kept = halving.keep(list(preds), 2, trends, limit=2) if trend else halving.keep(list(preds), 2, limit=2)
+        limit = min(4, room * 2)  # the design's room: room x the halving's 2, at most the 4 arms
+        kept = halving.keep(list(preds), 2, trends, limit=limit) if trend else halving.keep(list(preds), 2, limit=2)
     else:
         from flopplan.race.runner import lower_bound  # type: ignore[attr-defined]  # before the promotion module
         bounds = {}
@@ -195,7 +199,7 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
             "race": best - truth[rec.arm] if rec is not None and rec.arm else np.nan,
             "naive": best - truth[naive], "point": best - truth[point_pick],
             "dropped": max(truth, key=lambda n: truth[n]) not in kept,
-            "cannot_tell": rec is not None and rec.confidence == "cannot tell"}
+            "cannot_tell": rec is not None and rec.confidence == "cannot tell", "kept": len(kept)}
 
 
 def summarise(rows: list[dict[str, object]]) -> str:
@@ -209,7 +213,7 @@ def summarise(rows: list[dict[str, object]]) -> str:
     return (f"{len(rows) - len(ok):>3} {np.mean(inside):>6.3f} {np.mean(width):>6.3f} {np.mean(stated):>6.3f} "
             f"{np.mean(right):>6.3f} {mean('race'):>7.4f} {mean('naive'):>7.4f} {mean('point'):>7.4f} "
             f"{0.0:>6.3f} {mean('dropped'):>6.3f} {mean('cannot_tell'):>6.3f} "
-            f"{(np.mean(told) if told else float('nan')):>7.4f}")
+            f"{(np.mean(told) if told else float('nan')):>7.4f} {mean('kept'):>5.2f}")
 
 
 def main() -> None:
@@ -222,12 +226,15 @@ def main() -> None:
     parser.add_argument("--holdout-families", nargs="*", choices=list(HOLDOUT), default=None,
                         help="also run these held-out shapes (none named: all), reported in a table of their own")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--room", type=int, default=2,
+                        help="the design's room: the halving keeps 2 and up to room x 2 of the 4 arms (default 2)")
     args = parser.parse_args()
     reps, boot = (8, 50) if args.quick else (args.reps, args.replicates)
     print(f"# {reps} repetitions per family, {boot} bootstrap replicates, promotion {args.promotion}, rng seed "
-          f"{args.seed}; 4 arms, 3 seeds, 200 prompts, rungs F_P/4 and F_P (halving 4 -> 2), F = 2 F_P")
+          f"{args.seed}; 4 arms, 3 seeds, 200 prompts, rungs F_P/4 and F_P (halving 4 -> 2, room for "
+          f"{min(4, 2 * args.room)}), F = 2 F_P")
     print(f"{'family':<10} {'err':>3} {'cover':>6} {'width':>6} {'P(b)':>6} {'right':>6} {'r_RACE':>7} {'r_naive':>7} "
-          f"{'r_fit':>7} {'r_exh':>6} {'drop':>6} {'c.tell':>6} {'r_told':>7}")
+          f"{'r_fit':>7} {'r_exh':>6} {'drop':>6} {'c.tell':>6} {'r_told':>7} {'kept':>5}")
     held = [] if args.holdout_families is None else args.holdout_families or list(HOLDOUT)
     for family in [*args.families, *held]:
         if family == (held or [None])[0]:
@@ -237,7 +244,7 @@ def main() -> None:
         start = time.perf_counter()
         for _ in range(reps):
             try:
-                rows.append(repetition(family, rng, args.promotion, boot))
+                rows.append(repetition(family, rng, args.promotion, boot, args.room))
             except Exception as exc:  # an analysis error is a finding, counted and printed
                 rows.append({"error": f"{type(exc).__name__}: {exc}"})
                 print(f"  error: {rows[-1]['error']}")

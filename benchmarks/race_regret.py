@@ -1,7 +1,8 @@
 """RACE against the exhaustive answer: run every arm of a demo grid to the full budget F (what RACE tries not to
 pay for), repeat the whole protocol with independent seeds, and report, per evaluation target and repetition, the
 rank of RACE's recommended arm in the exhaustive ranking, its regret (the exhaustive best's mean minus the
-recommended arm's) beside the seed noise, and the pilots' share of F.
+recommended arm's) beside the seed noise, and the pilots' share of F. The first ``--validate`` repetitions also
+run the demo's validating run: the recommended arm's pilot continued to F.
 
     python benchmarks/race_regret.py --out race-regret               # tiny-s x G 8, 16 x rule, learned RM at 1.2e12
     python benchmarks/race_regret.py --out race-regret --grid demo   # the demo's grid at 6e12 (110 min here on 2 cores)
@@ -34,8 +35,13 @@ from flopplan.race.design import RaceDesign
 from flopplan.race.report import write_outputs
 from flopplan.race.runner import PilotTask, pilot_done, run_pilot, run_race
 from flopplan.race.tables import regret_table
+from flopplan.race.validate import run_validation
 from flopplan.report.console import print_tables
 from flopplan.runfile import load_evaluations
+
+VALIDATION_FIELDS = ("arm", "continued", "budget_flops", "spent_flops", "within_budget", "overhead_share", "horizon",
+                     "checks")
+"""What the benchmark keeps of each validating run (validation.json has the rest)."""
 
 
 def exhaustive(root: Path, race: RaceDesign, seeds: list[int], jobs: int) -> dict[str, dict[str, list[float]]]:
@@ -82,6 +88,8 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--exhaustive-seeds", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--validate", type=int, default=1, metavar="N",
+                        help="run the validating run (the winner's pilot continued to F) of the first N repetitions")
     args = parser.parse_args()
     grid = {"regret": REGRET, "demo": DEMO, "quick": QUICK}[args.grid]
     root: Path = args.out
@@ -89,21 +97,27 @@ def main() -> None:
     start = time.monotonic()
     uses_rm = any(r.startswith("orm") for r in grid.rewards)
     reward_model = train_reward_model(root, grid, print) if uses_rm else None
+    races = [design(root / f"race{rep}", grid, race_base(), reward_model,
+                    f"benchmarks/race_regret.py --grid {args.grid}", first_seed=10 * rep)
+             for rep in range(args.repetitions)]
+    # the exhaustive sweep first: it does not depend on how RACE promotes or analyses, the races do
+    values = exhaustive(root, races[0], [1000 + i for i in range(args.exhaustive_seeds)], args.jobs)
     analyses = []
-    for rep in range(args.repetitions):
+    validations = []
+    for rep, race in enumerate(races):
         folder = root / f"race{rep}"
-        race = design(folder, grid, race_base(), reward_model, f"benchmarks/race_regret.py --grid {args.grid}",
-                      first_seed=10 * rep)
         run_race(folder, jobs=args.jobs, log=print)
         analysis = analyze(race_input(race, folder, f"flopplan race analyze {folder}"))
         write_outputs(analysis, folder, plots=False)
         analyses.append(analysis)
         print(f"repetition {rep}: {[(r.target, r.arm, r.confidence) for r in analysis.recommendations]}",
               flush=True)
-    values = exhaustive(root, RaceDesign.load(root / "race0"), [1000 + i for i in range(args.exhaustive_seeds)],
-                        args.jobs)
+        if rep < args.validate:
+            validation = run_validation(folder, analysis, cores=os.cpu_count() or 1)
+            validations.append({"repetition": rep, **{k: validation[k] for k in VALIDATION_FIELDS}})
+            print(f"repetition {rep} validation: {validations[-1]}", flush=True)
     rows = [row for rep, analysis in enumerate(analyses) for row in rows_for(rep, analysis, values)]
-    atomic_write_json(root / "regret.json", {"grid": args.grid, "rows": rows,
+    atomic_write_json(root / "regret.json", {"grid": args.grid, "rows": rows, "validations": validations,
                                               "seconds": round(time.monotonic() - start, 1)})
     print_tables([regret_table(rows)], [
         f"exhaustive: every arm at F with {args.exhaustive_seeds} seeds; value = mean final accuracy; seed noise = "

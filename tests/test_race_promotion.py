@@ -11,30 +11,37 @@ from flopplan.race.promotion import Trend, keep, ranked, trend
 from flopplan.race.results import ArmPrediction, Observation
 
 
-def pred(arm: str, reward: float, lo: float, hi: float, comparable: bool = True) -> ArmPrediction:
+def pred(arm: str, reward: float, lo: float, hi: float, comparable: bool = True, p_best: float = 0.25
+         ) -> ArmPrediction:
     return ArmPrediction(arm=arm, ledger_flops=1e20, reward=reward, lo=lo, hi=hi, gain=reward - 0.2,
-                         gain_lo=lo - 0.2, gain_hi=hi - 0.2, p_best=0.0, extrapolation=8.0, usable=comparable,
+                         gain_lo=lo - 0.2, gain_hi=hi - 0.2, p_best=p_best, extrapolation=8.0, usable=comparable,
                          comparable=comparable, note="", observed=None)
 
 
 def test_the_observed_leader_then_the_steepest_slope():
     """The fast starter seen best stays; the second place goes to the arm whose last slope leads highest at F,
     not to the one seen second."""
-    preds = [pred(a, 0.5, 0.45, hi) for a, hi in (("fast", 0.55), ("second", 0.56), ("steep", 0.55), ("flat", 0.55))]
+    preds = [pred(a, 0.5, 0.45, hi, p_best=pb)
+             for a, hi, pb in (("fast", 0.55, 0.3), ("second", 0.56, 0.1), ("steep", 0.55, 0.4), ("flat", 0.55, 0.2))]
     trends = {"fast": Trend(0.55, 0.56), "second": Trend(0.50, 0.52), "steep": Trend(0.40, 0.70),
               "flat": Trend(0.30, 0.30)}
-    assert keep(preds, 2, trends) == ["fast", "steep", "second", "flat"]  # then the rest by upper bound at F
+    assert keep(preds, 2, trends) == ["fast", "steep", "flat", "second"]  # then the rest by P(best) at F
     assert keep(preds, 2, trends, limit=2) == ["fast", "steep"]
     assert keep(preds, 3, trends, limit=3) == ["fast", "steep", "second"]
 
 
 def test_an_arm_the_evidence_cannot_rule_out_at_f_stays_within_the_limit():
-    preds = [pred("a", 0.70, 0.65, 0.75), pred("b", 0.66, 0.60, 0.72), pred("wide", 0.50, 0.30, 0.66),
-             pred("out", 0.55, 0.50, 0.64)]
-    trends = {"a": Trend(0.5, 0.6), "b": Trend(0.6, 0.6), "wide": Trend(0.2, 0.3), "out": Trend(0.3, 0.4)}
-    assert keep(preds, 2, trends) == ["b", "a", "wide"]  # out: hi 0.64 below a's lower bound 0.65
+    preds = [pred("a", 0.70, 0.65, 0.75), pred("b", 0.66, 0.60, 0.72), pred("wide", 0.50, 0.30, 0.66, p_best=0.06),
+             pred("out", 0.55, 0.50, 0.64), pred("rare", 0.50, 0.30, 0.70, p_best=0.04),
+             pred("bloomer", 0.45, 0.25, 0.68, p_best=0.01)]
+    trends = {"a": Trend(0.5, 0.7), "b": Trend(0.6, 0.6), "wide": Trend(0.2, 0.3), "out": Trend(0.3, 0.4),
+              "rare": Trend(0.2, 0.3), "bloomer": Trend(0.2, 0.66)}
+    # out: hi 0.64 below a's lower bound 0.65; rare: the best in under 5 % of the replicates, its slope short of
+    # 0.65; bloomer: as rarely the best, but its own slope carries it to 0.66
+    assert keep(preds, 2, trends) == ["b", "a", "wide", "bloomer"]
+    assert keep(preds, 2, trends, limit=3) == ["b", "a", "wide"]
     assert keep(preds, 2, trends, limit=2) == ["b", "a"]
-    assert [p.arm for p in ranked(preds)] == ["a", "b", "out", "wide"]
+    assert [p.arm for p in ranked(preds)] == ["a", "b", "out", "rare", "wide", "bloomer"]
 
 
 def test_the_leader_at_f_is_comparable_when_one_is():

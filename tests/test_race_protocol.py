@@ -16,13 +16,16 @@ from pathlib import Path
 import pytest
 from helpers import cli, kill_group_when, one_line_error
 
+from flopplan.errors import UserError
 from flopplan.race.design import MANIFEST, Grid, RaceDesign, design_race
+from flopplan.race.promotion import P_OPEN
 from flopplan.race.runner import recorded_promotions
 from flopplan.recipe import Recipe
 
 SMALL = ("--models", "tiny-s", "--group-sizes", "4,8", "--seeds", "2", "--rungs", "2", "--evals", "3",
-         "--eval-prompts", "20")
-"""A race small enough to train in about a minute here: 2 arms x 2 seeds, 2 rungs."""
+         "--eval-prompts", "20", "--room", "1")
+"""A race small enough to train in about a minute here: 2 arms x 2 seeds, 2 rungs, the budget for the halving's
+count only (room for more: test_the_budget_leaves_room_for_arms_the_evidence_cannot_rule_out)."""
 
 
 def _base() -> Recipe:
@@ -50,6 +53,35 @@ def test_the_worst_case_of_every_pilot_fits_phi_f(arms, seeds, rungs, eta):
         for entry, budget in zip(arm.rungs, design.rung_flops, strict=True):
             assert entry.flops["total"] <= budget < entry.flops["total"] + entry.step_flops
     assert design.worst_case_flops >= 0.99 * design.pilot_cap  # the first rung is as large as phi allows
+
+
+@pytest.mark.parametrize("room", [1, 2, 3])
+def test_the_budget_leaves_room_for_arms_the_evidence_cannot_rule_out(room):
+    """room_r = min(room_(r-1), room x keep_r); the worst case pays for that many survivors at every rung, so the
+    runner can promote them all; more room, smaller pilots."""
+    from flopplan.race.runner import _affordable
+
+    grid = Grid(("tiny-s", "tiny"), (4, 8), (1,), ("rule",), seeds=2, rungs=3, eta=2, room=room, evals=3,
+                eval_prompts=20)
+    design = design_race(_base(), grid, 10**13, 0.3, evaluation_flops=_eval_flops)
+    assert design.keep == (4, 2, 1)
+    assert design.room == {1: (4, 2, 1), 2: (4, 4, 2), 3: (4, 4, 3)}[room]
+    worst = 0
+    for rung, most in enumerate(design.room):
+        growth = sorted((a.pilot_budget(design, rung) - (a.pilot_budget(design, rung - 1) if rung else 0)
+                         for a in design.arms), reverse=True)
+        worst += 2 * sum(growth[:most])
+    assert design.worst_case_flops == worst <= design.pilot_cap
+    names = [a.name for a in design.arms]
+    assert _affordable(design, [names], names) == design.room[1]
+    if room > 1:
+        tight = design_race(_base(), Grid(**{**grid.__dict__, "room": 1}), 10**13, 0.3, evaluation_flops=_eval_flops)
+        assert tight.rung_flops[0] > design.rung_flops[0]
+    old = {**design.to_data(), "race_manifest_version": 2}
+    old.pop("room")
+    assert RaceDesign.from_data(old, "v2").room == design.keep  # before the room: the halving's count only
+    with pytest.raises(UserError, match="malformed"):
+        RaceDesign.from_data({**design.to_data(), "room": [4, 1, 1]}, "m")  # room below the halving's count
 
 
 def test_the_manifest_round_trips_and_a_corrupted_one_is_refused(tmp_path):
@@ -237,8 +269,10 @@ def test_the_pilots_spend_at_most_phi_f_and_evaluate_from_step_0_to_each_rung_en
     report = json.loads((straight / "race.json").read_text())
     assert report["pilot_flops"] == sum(s["flops"]["total"] for s in summaries.values())
     promoted = recorded_promotions(straight)
-    assert len(promoted) == 1 and len(promoted[0]["promoted"]) == design.keep[1]  # the budget affords no more
     predicted, trends = promoted[0]["predictions"], promoted[0]["trends"]
+    assert len(promoted) == 1 and design.keep[1] <= len(promoted[0]["promoted"]) <= design.most(1)
+    for extra in promoted[0]["promoted"][design.keep[1]:]:  # beyond the halving's count: not ruled out at F
+        assert predicted[extra]["p_best"] >= P_OPEN
     assert set(predicted) | set(promoted[0]["unfitted"]) == {a.name for a in design.arms}
     if trends:  # the best observed first, then by where the last slope leads at F
         assert promoted[0]["promoted"][0] == min(trends, key=lambda a: (-trends[a]["observed"], a))
@@ -313,7 +347,8 @@ def test_promotion_keeps_the_halving_then_every_arm_that_may_lead_at_f():
 
     def pred(arm: str, reward: float, half: float, comparable: bool = True) -> ArmPrediction:
         return ArmPrediction(arm=arm, ledger_flops=1e12, reward=reward, lo=reward - half, hi=reward + half,
-                             gain=reward, gain_lo=reward - half, gain_hi=reward + half, p_best=0.0,
+                             gain=reward, gain_lo=reward - half, gain_hi=reward + half,
+                             p_best=0.2 if comparable else 0.0,
                              extrapolation=4.0, usable=comparable, comparable=comparable, note="", observed=None)
 
     leader, late, behind, unstable = pred("leader", 0.6, 0.05), pred("late", 0.4, 0.3), pred("behind", 0.3, 0.1), \
@@ -327,7 +362,10 @@ def test_promotion_keeps_the_halving_then_every_arm_that_may_lead_at_f():
     assert keep([behind, late, leader], 3, trends) == ["leader", "late", "behind"]
     # a non-comparable arm does not set the bar at F but competes on its trend
     assert keep([unstable, behind, leader], 2, trends, limit=2) == ["leader", "unstable"]
+    # beyond the halving's count: an arm with a share of P(best) or a slope that reaches the leader's lower bound
+    # (a non-comparable one has no share of P(best); unstable goes on by its slope)
     assert keep([unstable, behind], 1, trends) == ["behind", "unstable"]
+    assert keep([unstable, behind], 1, {**trends, "unstable": Trend(0.2, 0.1)}) == ["behind"]
     assert keep([], 2) == []
 
 

@@ -110,7 +110,7 @@ def test_race_prices_an_moe_arm_at_equal_flops(tmp_path):
     cli("race", "design", "--budget", "1e10", "--pilot-fraction", "0.5", "--models", "tiny,tiny-moe",
         "--group-sizes", "4", "--prompts-per-step", "4", "--prompt-len", "9", "--completion-len", "2", "--full",
         "--seeds", "1", "--rungs", "2", "--evals", "2", "--eval-prompts", "16", "--eval-targets", "heldout",
-        "--out", str(tmp_path / "race"),
+        "--room", "1", "--out", str(tmp_path / "race"),
         check=True)
     design = RaceDesign.load(tmp_path / "race")
     arms = {a.recipe.policy: a for a in design.arms}

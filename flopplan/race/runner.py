@@ -61,7 +61,8 @@ PROMOTION_REPLICATES = 200
 PROMOTION_RULE = ("the arm with the best observed reward at the rung, then the others by that reward carried to F "
                   "along their last observed slope in ln F, to the halving's count; then every arm whose upper "
                   "bound at F (the model-averaged analysis of the rung's pilots, first fitted target) reaches the "
-                  "leader's lower bound, at most what the pilot budget affords")
+                  "leader's lower bound and that is the best in at least 5 % of the replicates or whose last slope "
+                  "carries it to that bound, by P(best), at most what the pilot budget affords (the design's room)")
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def _affordable(design: RaceDesign, history: Sequence[Sequence[str]], kept: Sequ
 
     count = design.keep[rung + 1]
     for n in range(len(kept), count, -1):
-        later = sum(sum(sorted((growth(a, r) for a in kept[:n]), reverse=True)[:design.keep[r]])
+        later = sum(sum(sorted((growth(a, r) for a in kept[:n]), reverse=True)[:design.most(r)])
                     for r in range(rung + 2, len(design.rung_flops)))
         if committed + seeds * (sum(growth(a, rung + 1) for a in kept[:n]) + later) <= design.pilot_cap:
             return n
@@ -135,7 +136,8 @@ def promote(design: RaceDesign, folder: Path, history: Sequence[Sequence[str]],
     promoted = kept[:_affordable(design, history, kept)]
     return {"rung": rung, "rule": PROMOTION_RULE, "target": target, "promoted": promoted,
             "held_back": [a for a in kept if a not in promoted], "input": digest,
-            "predictions": {p.arm: {"reward": p.reward, "lo": p.lo, "hi": p.hi, "comparable": p.comparable}
+            "predictions": {p.arm: {"reward": p.reward, "lo": p.lo, "hi": p.hi, "p_best": p.p_best,
+                                    "comparable": p.comparable}
                             for p in preds},
             "trends": {a: {"observed": t.observed, "reach": t.reach} for a, t in trends.items() if t is not None},
             "unfitted": {a: observed[a] for a in unfitted}}
