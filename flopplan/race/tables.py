@@ -33,7 +33,9 @@ def design_table(design: RaceDesign) -> tuple[Table, list[str]]:
                            eng(arm.eval_flops), _pct(split.get("rollout")), _pct(split.get("learning")),
                            _pct(split.get("feedback"))])
     keep = " -> ".join(str(k) for k in design.keep)
-    notes = [f"arms per rung {keep} (successive halving by a lower confidence bound, eta {design.eta})",
+    room = " -> ".join(str(design.most(r)) for r in range(len(design.keep)))
+    notes = [f"arms per rung {keep} (successive halving, eta {design.eta}: the arms that may be best at F), the "
+             f"budget's room {room} (more go on only when the evidence cannot rule them out at F)",
              f"worst case of all pilots {eng(design.worst_case_flops)} <= phi x F = {eng(design.pilot_cap)} "
              f"(phi {design.pilot_fraction:g})",
              f"evaluations at step 0 and after {len(design.eval_points)} log-spaced points, "
