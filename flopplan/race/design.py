@@ -8,8 +8,8 @@ planner solves its steps), each with the same seeds; after a rung at least ``kee
 go on (:mod:`flopplan.race.promotion`), continuing their pilots, so a pilot at rung r has cost b_r in all, not
 the sum of the rungs. The budget leaves room for more: up to ``room_r = min(room_(r-1), room x keep_r)`` arms
 (``--room``, default 2), the extra ones only when the evidence cannot rule them out at F; what the halving does
-not spend goes to the validating run. At 8x beyond a rung, 2 of 4 arms dropped the true best at F in up to 45 %
-of the repetitions where curves cross, room for all 4 in up to 22 % (benchmarks/race_halving.py).
+not spend goes to the validating run. At 8x beyond a rung, keeping 2 of 4 arms dropped the true best at F in 49 %
+of the repetitions where curves cross, room for all 4 in 16.5 % (benchmarks/race_halving.py).
 
 Evaluations (greedy, on every evaluation target, at step 0, after the first step whose training FLOPs reach
 each of ``evals`` log-spaced points up to the top rung, and after a pilot's last step at every rung) are charged
