@@ -114,6 +114,7 @@ def test_the_manifest_round_trips_and_a_corrupted_one_is_refused(tmp_path):
     (("--budget", "1e400"), "at most 1e30"),
     (("--seeds", "0"), "seeds"),
     (("--eta", "1"), "eta"),
+    (("--room", "0"), "room"),
     (("--fit-targets", "long", "--eval-targets", "heldout"), "not an evaluation target"),
     (("--rewards", "orm:tiny-rm"), "reward model"),
     (("--models", "qwen9"), "qwen9"),
