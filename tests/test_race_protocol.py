@@ -55,7 +55,7 @@ def test_the_worst_case_of_every_pilot_fits_phi_f(arms, seeds, rungs, eta):
     assert design.worst_case_flops >= 0.99 * design.pilot_cap  # the first rung is as large as phi allows
 
 
-@pytest.mark.parametrize("room", [1, 2, 3])
+@pytest.mark.parametrize("room", [1, 1.5, 2, 3])
 def test_the_budget_leaves_room_for_arms_the_evidence_cannot_rule_out(room):
     """room_r = min(room_(r-1), room x keep_r); the worst case pays for that many survivors at every rung, so the
     runner can promote them all; more room, smaller pilots."""
@@ -65,7 +65,7 @@ def test_the_budget_leaves_room_for_arms_the_evidence_cannot_rule_out(room):
                 eval_prompts=20)
     design = design_race(_base(), grid, 10**13, 0.3, evaluation_flops=_eval_flops)
     assert design.keep == (4, 2, 1)
-    assert design.room == {1: (4, 2, 1), 2: (4, 4, 2), 3: (4, 4, 3)}[room]
+    assert design.room == {1: (4, 2, 1), 1.5: (4, 3, 1), 2: (4, 4, 2), 3: (4, 4, 3)}[room]  # floor(room x keep)
     worst = 0
     for rung, most in enumerate(design.room):
         growth = sorted((a.pilot_budget(design, rung) - (a.pilot_budget(design, rung - 1) if rung else 0)

@@ -74,9 +74,9 @@ def race(ctx: click.Context) -> None:
               help="The targets the decisions use; the others are held out (reported, never fitted).")
 @click.option("--rungs", default=3, show_default=True, type=int, help="Rungs of the pilot-budget ladder.")
 @click.option("--eta", default=2, show_default=True, type=int, help="Budget ratio between rungs and halving factor.")
-@click.option("--room", default=2, show_default=True, type=int,
-              help="The pilot budget pays for up to ROOM x the halving's count at each rung: the extra arms go on "
-                   "only when the evidence cannot rule them out at F (1: the halving's count only).")
+@click.option("--room", default=2.0, show_default=True, type=float,
+              help="The pilot budget pays for up to ROOM x the halving's count at each rung (rounded down): the extra "
+                   "arms go on only when the evidence cannot rule them out at F (1: the halving's count only).")
 @click.option("--evals", default=8, show_default=True, type=int,
               help="Log-spaced evaluation points along the pilots (besides step 0).")
 @recipe_options(race_base(), exclude=("engine", "group_size", "iterations", "reward", "eval_every", "eval_prompts",
@@ -85,7 +85,7 @@ def race(ctx: click.Context) -> None:
 def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ...], models: tuple[str, ...],
            group_sizes: tuple[str, ...], mus: tuple[str, ...], rewards: tuple[str, ...],
            reward_model_path: str | None, seeds: int,
-           eval_prompts_per_target: int, eval_targets: str, fit_targets: str, rungs: int, eta: int, room: int,
+           eval_prompts_per_target: int, eval_targets: str, fit_targets: str, rungs: int, eta: int, room: float,
            evals: int, recipe_file: str | None, as_json: bool, **recipe_opts: Any) -> None:
     """Write the race's manifest: every arm of the grid, the ladder of pilot budgets and what each rung buys."""
     from flopplan.race.design import MANIFEST, design_race
@@ -147,7 +147,7 @@ def _shorthands(base: Recipe, axes: tuple[str, ...], models: tuple[str, ...], gr
 
 
 def _grid(shorthands: dict[str, Any], seeds: int, eval_targets: str, fit_targets: str, rungs: int, eta: int,
-          evals: int, reward_model_path: str | None, eval_prompts: int, room: int = 2) -> Any:
+          evals: int, reward_model_path: str | None, eval_prompts: int, room: float = 2.0) -> Any:
     from flopplan.race.design import Grid
 
     reward_names = shorthands["reward"]

@@ -45,18 +45,19 @@ class DemoGrid:
     evals: int
     eval_prompts: int
     reward_model_args: tuple[str, ...] = field(default=())
+    room: float = 2.0  # the design's room (``race design --room``)
 
 
-DEMO = DemoGrid(budget=10_000_000_000_000, pilot_fraction=0.25, policies=("tiny-s", "tiny", "tiny-l"),
-                group_sizes=(16,), rewards=("rule", "orm:tiny-rm"), seeds=2, rungs=2, evals=5, eval_prompts=100)
-"""Six arms x two seeds, room at the second rung for all six (``--room 2``): the pilot budget (0.25 F) pays for 12
-first-rung pilots and up to 6 x 2 second-rung growths of one first-rung budget each; the validating run continues
-one two-rung pilot (2 of those 24 units). The pilots not continued cost 0.25 x 22/24 = 0.23 F when every arm goes
-on, 0.25 x 16/24 = 0.17 F when the halving keeps its 3; the reward model's training (0.05 F) counts too when a
-rule arm wins (so 0.28 F at worst, over the 25 % the protocol aims for; the report gives each race's figure).
-The first rung still buys tiny-l 3 steps (MIN_STEPS); the price is the horizon, F = 43x the largest pilot (42x
-with room for the halving's 3 only at phi = 0.2; 17x at the earlier 6e12 and phi = 0.5, where the pilots not
-continued cost 44 % of F)."""
+DEMO = DemoGrid(budget=10_000_000_000_000, pilot_fraction=0.21, policies=("tiny-s", "tiny", "tiny-l"),
+                group_sizes=(16,), rewards=("rule", "orm:tiny-rm"), seeds=2, rungs=2, evals=5, eval_prompts=100,
+                room=1.5)
+"""Six arms x two seeds, the halving's 3 and room for a fourth at the second rung (``--room 1.5``): the pilot
+budget (0.21 F) pays for 12 first-rung pilots and up to 4 x 2 second-rung growths of one first-rung budget each;
+the validating run continues one two-rung pilot (2 of those 20 units). The pilots not continued cost at most
+0.21 x 18/20 = 0.19 F, plus the reward model's training (0.05 F) when a rule arm wins: 0.24 F at worst, within
+the 25 % the protocol aims for. (Room for all six, ``--room 2``, needs phi = 0.25 for tiny-l's 3 first-rung steps
+and costs up to 0.28 F.) The first rung buys tiny-l 3 steps (MIN_STEPS); the price is the horizon, F = 44x the
+largest pilot (17x at the earlier 6e12 and phi = 0.5, where the pilots not continued cost 44 % of F)."""
 QUICK = DemoGrid(budget=250_000_000_000, pilot_fraction=0.5, policies=("tiny-s",), group_sizes=(8,),
                  rewards=("rule", "orm:tiny-rm"), seeds=2, rungs=2, evals=2, eval_prompts=30,
                  reward_model_args=("--samples", "600", "--held-out", "300", "--validation", "150", "--steps", "80",
@@ -105,7 +106,7 @@ def design(folder: Path, grid: DemoGrid, base: Recipe, reward_model: Path | None
         upfront = {r: load_reward_model_card(reward_model).upfront_flops for r in grid.rewards if r.startswith("orm")}
     spec = Grid(grid.policies, grid.group_sizes, (1,), grid.rewards, seeds=grid.seeds, targets=("heldout", "long"),
                 fit_targets=("heldout",), rungs=grid.rungs, eta=2, evals=grid.evals, eval_prompts=grid.eval_prompts,
-                upfront=upfront, first_seed=first_seed)
+                upfront=upfront, first_seed=first_seed, room=grid.room)
     result = design_race(base, spec, grid.budget, grid.pilot_fraction,
                          evaluation_flops=lambda r, t: sum(evaluation_flops(r, t).values()), command=command,
                          reward_model_path=None if reward_model is None else os.path.relpath(reward_model, folder))

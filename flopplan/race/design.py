@@ -6,10 +6,10 @@ step fixed, and any other recipe field or FLOP-neutral training knob a race vari
 At rung r every surviving arm trains to the same budget of training FLOPs ``b_r = b_0 eta^r`` (the
 planner solves its steps), each with the same seeds; after a rung at least ``keep_r = ceil(keep_(r-1) / eta)`` arms
 go on (:mod:`flopplan.race.promotion`), continuing their pilots, so a pilot at rung r has cost b_r in all, not
-the sum of the rungs. The budget leaves room for more: up to ``room_r = min(room_(r-1), room x keep_r)`` arms
-(``--room``, default 2), the extra ones only when the evidence cannot rule them out at F; what the halving does
-not spend goes to the validating run. At 8x beyond a rung, keeping 2 of 4 arms dropped the true best at F in 49 %
-of the repetitions where curves cross, room for all 4 in 16.5 % (benchmarks/race_halving.py).
+the sum of the rungs. The budget leaves room for more: up to ``room_r = min(room_(r-1), floor(room x keep_r))``
+arms (``--room``, a number >= 1, default 2), the extra ones only when the evidence cannot rule them out at F;
+what the halving does not spend goes to the validating run. At 8x beyond a rung, keeping 2 of 4 arms dropped the
+true best at F in 49 % of the repetitions where curves cross, room for all 4 in 16.5 % (benchmarks/race_halving.py).
 
 Evaluations (greedy, on every evaluation target, at step 0, after the first step whose training FLOPs reach
 each of ``evals`` log-spaced points up to the top rung, and after a pilot's last step at every rung) are charged
@@ -207,7 +207,7 @@ class Grid:
     fit_targets: tuple[str, ...] = ()
     rungs: int = 3
     eta: int = 2
-    room: int = 2  # a rung's budget pays for up to room x its halving's count (the first rung: every arm)
+    room: float = 2.0  # a rung's budget pays for up to room x its halving's count, rounded down (the first: every arm)
     evals: int = 8
     eval_prompts: int = 100
     upfront: dict[str, int] = field(default_factory=dict)  # reward system -> its upfront training FLOPs
@@ -225,7 +225,8 @@ class Grid:
         for name in ("seeds", "rungs", "evals", "eval_prompts"):
             check_int(f"--{name}", getattr(self, name), 1)
         check_int("--eta", self.eta, 2)
-        check_int("--room", self.room, 1)
+        if not (is_number(self.room) and 1 <= self.room <= 1e6):
+            raise UserError(f"--room must be a number from 1 (the halving's count only) up, not {self.room!r}")
         check_int("first seed", self.first_seed, 0)
         unknown = [t for t in self.fit_targets if t not in self.targets]
         if unknown:
@@ -269,7 +270,7 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
         keep.append(max(1, math.ceil(keep[-1] / grid.eta)))
     room = [keep[0]]
     for count in keep[1:]:
-        room.append(min(room[-1], grid.room * count))
+        room.append(min(room[-1], max(count, math.floor(grid.room * count + 1e-9))))
     cap = math.floor(pilot_fraction * budget_flops)
 
     def build(b0: int) -> RaceDesign:
