@@ -21,8 +21,8 @@ from flopplan.race.design import RaceDesign
 EXAMPLE = ROOT / "examples" / "race_trl" / "train_grpo.py"
 DESIGN = ("--budget", "1e10", "--pilot-fraction", "0.5", "--models", "tiny-s,tiny", "--group-sizes", "4",
           "--prompts-per-step", "4", "--prompt-len", "9", "--completion-len", "2", "--full", "--logprob-head", "fused",
-          "--seeds", "1", "--rungs", "2", "--evals", "2", "--eval-prompts", "16", "--eval-targets", "heldout",
-          "--fit-targets", "heldout", "--room", "1")
+          "--seeds", "1", "--rungs", "2", "--room", "1", "--evals", "2", "--eval-prompts", "16", "--eval-targets",
+          "heldout", "--fit-targets", "heldout")
 """The example's race: tiny-s and tiny (G 4, 4 prompts a round), one seed, two rungs."""
 
 
