@@ -140,7 +140,7 @@ def info(name: str, g: int) -> ArmInfo:
     return ArmInfo(name, {"group_size": g}, 500_000_000, {"rollout": 0.6, "learning": 0.4, "feedback": 0.0})
 
 
-def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicates: int, room: int = 2
+def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicates: int, room: float = 2.0
                ) -> dict[str, object]:
     r0 = rng.uniform(0.1, 0.3)
     curves = [GENERATORS[family](rng, r0) for _ in range(4)]
@@ -152,6 +152,7 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
     seed = int(rng.integers(2**31))
     if promotion == "predicted":
         from flopplan.race import promotion as halving
+        from flopplan.race.design import room_ladder
         inp0 = RaceInput(infos, {"math": PilotData(tuple(first.values()))}, ("math",), TARGET, RUNGS,
                          dict.fromkeys(names, 0), 0, "benchmark")
         t0 = analyze(inp0, n_replicates=n_replicates, seed=seed, holdout=False).target("math")
@@ -159,7 +160,7 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
         trend = getattr(halving, "trend", None)  # None: a promotion module before the trend rank
         obs = {c.arm: c.observations for c in t0.curves}
         trends = {p.arm: trend(obs[p.arm], p.ledger_flops) for p in preds} if trend else None
-        limit = min(4, room * 2)  # the design's room: room x the halving's 2, at most the 4 arms
+        limit = room_ladder((4, 2), room)[1]  # the design's room at the second rung
         kept = halving.keep(list(preds), 2, trends, limit=limit) if trend else halving.keep(list(preds), 2, limit=2)
     else:
         from flopplan.race.runner import lower_bound  # type: ignore[attr-defined]  # before the promotion module
@@ -226,13 +227,13 @@ def main() -> None:
     parser.add_argument("--holdout-families", nargs="*", choices=list(HOLDOUT), default=None,
                         help="also run these held-out shapes (none named: all), reported in a table of their own")
     parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--room", type=int, default=2,
+    parser.add_argument("--room", type=float, default=2.0,
                         help="the design's room: the halving keeps 2 and up to room x 2 of the 4 arms (default 2)")
     args = parser.parse_args()
     reps, boot = (8, 50) if args.quick else (args.reps, args.replicates)
+    room = f"room {args.room:g}" if args.promotion == "predicted" else "no room"
     print(f"# {reps} repetitions per family, {boot} bootstrap replicates, promotion {args.promotion}, rng seed "
-          f"{args.seed}; 4 arms, 3 seeds, 200 prompts, rungs F_P/4 and F_P (halving 4 -> 2, room for "
-          f"{min(4, 2 * args.room)}), F = 2 F_P")
+          f"{args.seed}; 4 arms, 3 seeds, 200 prompts, rungs F_P/4 and F_P (halving 4 -> 2, {room}), F = 2 F_P")
     print(f"{'family':<10} {'err':>3} {'cover':>6} {'width':>6} {'P(b)':>6} {'right':>6} {'r_RACE':>7} {'r_naive':>7} "
           f"{'r_fit':>7} {'r_exh':>6} {'drop':>6} {'c.tell':>6} {'r_told':>7} {'kept':>5}")
     held = [] if args.holdout_families is None else args.holdout_families or list(HOLDOUT)

@@ -271,7 +271,7 @@ def test_the_pilots_spend_at_most_phi_f_and_evaluate_from_step_0_to_each_rung_en
     assert report["pilot_flops"] == sum(s["flops"]["total"] for s in summaries.values())
     promoted = recorded_promotions(straight)
     predicted, trends = promoted[0]["predictions"], promoted[0]["trends"]
-    assert len(promoted) == 1 and design.keep[1] <= len(promoted[0]["promoted"]) <= design.most(1)
+    assert len(promoted) == 1 and design.keep[1] <= len(promoted[0]["promoted"]) <= design.room[1]
     for extra in promoted[0]["promoted"][design.keep[1]:]:  # beyond the halving's count: not ruled out at F
         assert predicted[extra]["p_best"] >= P_OPEN
     assert set(predicted) | set(promoted[0]["unfitted"]) == {a.name for a in design.arms}

@@ -147,7 +147,7 @@ def _shorthands(base: Recipe, axes: tuple[str, ...], models: tuple[str, ...], gr
 
 
 def _grid(shorthands: dict[str, Any], seeds: int, eval_targets: str, fit_targets: str, rungs: int, eta: int,
-          evals: int, reward_model_path: str | None, eval_prompts: int, room: float = 2.0) -> Any:
+          evals: int, reward_model_path: str | None, eval_prompts: int, room: float) -> Any:
     from flopplan.race.design import Grid
 
     reward_names = shorthands["reward"]

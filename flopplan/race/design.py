@@ -108,11 +108,7 @@ class RaceDesign:
     notes: tuple[str, ...] = ()
     flopplan_version: str = __version__
     axes: tuple[Axis, ...] = ()  # beyond the classic four (every arm records those)
-    room: tuple[int, ...] = ()  # the most arms per rung the budget pays for (() = keep: manifests before v3)
-
-    def most(self, rung: int) -> int:
-        """The most arms rung ``rung`` may take (at least ``keep[rung]``)."""
-        return self.room[rung] if self.room else self.keep[rung]
+    room: tuple[int, ...] = ()  # the most arms per rung the budget pays for (room_ladder; manifests before v3: keep)
 
     def evals_within(self, rung: int) -> int:
         return sum(1 for point in self.eval_points if point <= self.rung_flops[rung])
@@ -130,7 +126,7 @@ class RaceDesign:
         for rung in range(len(self.keep)):
             growth = sorted((a.pilot_budget(self, rung) - (a.pilot_budget(self, rung - 1) if rung else 0)
                              for a in self.arms), reverse=True)
-            total += len(self.seeds) * sum(growth[:self.most(rung)])
+            total += len(self.seeds) * sum(growth[:self.room[rung]])
         return total
 
     @property
@@ -145,7 +141,7 @@ class RaceDesign:
         return {"race_manifest_version": MANIFEST_VERSION, "flopplan_version": self.flopplan_version,
                 "command": self.command, "budget_flops": self.budget_flops, "pilot_fraction": self.pilot_fraction,
                 "rung_flops": list(self.rung_flops), "keep": list(self.keep),
-                "room": [self.most(r) for r in range(len(self.keep))], "eta": self.eta,
+                "room": list(self.room), "eta": self.eta,
                 "seeds": list(self.seeds), "targets": list(self.targets), "fit_targets": list(self.fit_targets),
                 "eval_points": list(self.eval_points), "worst_case_flops": self.worst_case_flops,
                 "pilot_cap": self.pilot_cap, "reward_model_path": self.reward_model_path,
@@ -240,6 +236,15 @@ class Grid:
             raise UserError(f"the grid is empty: give at least one value for {empty[0]}")
 
 
+def room_ladder(keep: list[int] | tuple[int, ...], room: float) -> tuple[int, ...]:
+    """The most arms each rung may take: every arm at the first, then min(the rung before's, floor(room x keep_r)),
+    never fewer than keep_r."""
+    out = [keep[0]]
+    for count in keep[1:]:
+        out.append(min(out[-1], max(count, math.floor(room * count + 1e-9))))
+    return tuple(out)
+
+
 def training_only(recipe: Recipe) -> Recipe:
     """The recipe the planner prices a rung with: its training, without evaluations (charged on top)."""
     return recipe.with_(eval_every=None, eval_prompts=0, eval_batch=None)
@@ -268,9 +273,7 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
     keep = [len(recipes)]
     for _ in range(grid.rungs - 1):
         keep.append(max(1, math.ceil(keep[-1] / grid.eta)))
-    room = [keep[0]]
-    for count in keep[1:]:
-        room.append(min(room[-1], max(count, math.floor(grid.room * count + 1e-9))))
+    room = room_ladder(keep, grid.room)
     cap = math.floor(pilot_fraction * budget_flops)
 
     def build(b0: int) -> RaceDesign:
@@ -282,7 +285,7 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
                           tuple(range(grid.first_seed, grid.first_seed + grid.seeds)), grid.targets,
                           grid.fit_targets or grid.targets[:1],
                           _log_points(low, ladder[-1], grid.evals), arms, command, reward_model_path,
-                          axes=grid.axes, room=tuple(room))
+                          axes=grid.axes, room=room)
 
     def fits(b0: int) -> bool:
         return build(b0).worst_case_flops <= cap

@@ -93,7 +93,7 @@ def _affordable(design: RaceDesign, history: Sequence[Sequence[str]], kept: Sequ
 
     count = design.keep[rung + 1]
     for n in range(len(kept), count, -1):
-        later = sum(sum(sorted((growth(a, r) for a in kept[:n]), reverse=True)[:design.most(r)])
+        later = sum(sum(sorted((growth(a, r) for a in kept[:n]), reverse=True)[:design.room[r]])
                     for r in range(rung + 2, len(design.rung_flops)))
         if committed + seeds * (sum(growth(a, rung + 1) for a in kept[:n]) + later) <= design.pilot_cap:
             return n

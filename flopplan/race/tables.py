@@ -33,7 +33,7 @@ def design_table(design: RaceDesign) -> tuple[Table, list[str]]:
                            eng(arm.eval_flops), _pct(split.get("rollout")), _pct(split.get("learning")),
                            _pct(split.get("feedback"))])
     keep = " -> ".join(str(k) for k in design.keep)
-    room = " -> ".join(str(design.most(r)) for r in range(len(design.keep)))
+    room = " -> ".join(str(r) for r in design.room)
     notes = [f"arms per rung {keep} (successive halving, eta {design.eta}: the arms that may be best at F), the "
              f"budget's room {room} (more go on only when the evidence cannot rule them out at F)",
              f"worst case of all pilots {eng(design.worst_case_flops)} <= phi x F = {eng(design.pilot_cap)} "
