@@ -18,6 +18,7 @@ from flopplan.errors import UserError
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.bootstrap import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.curves import scalerl_curve, synthetic_scores
+from flopplan.race.persistence import PERSISTENCE_WEIGHT
 from flopplan.race.regime import rules
 from flopplan.race.report import render_markdown, write_outputs
 from flopplan.race.results import RACE_VERSION, ArmInfo, RaceAnalysis, load_analysis
@@ -372,11 +373,35 @@ def test_write_outputs_draws_the_plots(size_race, tmp_path):
     assert "race_frontier_math.png" in (tmp_path / "report.md").read_text()
 
 
+def test_a_fitted_recommendation_records_both_forecasts(size_race):
+    _, an = size_race
+    rec = an.recommendations[0]
+    assert rec.p_best_seen is not None and rec.p_best_curves is not None
+    assert rec.p_best == pytest.approx(PERSISTENCE_WEIGHT * rec.p_best_seen
+                                       + (1 - PERSISTENCE_WEIGHT) * rec.p_best_curves)
+    assert rec.p_best_seen > 0.99  # the strong arm leads the weak one by ~0.3 at the largest pilot
+
+
+def test_a_version_3_race_json_reads_without_the_two_forecasts(size_race, tmp_path):
+    _, an = size_race
+    write_outputs(an, tmp_path, plots=False)
+    data = json.loads((tmp_path / "race.json").read_text())
+    data["race_version"] = 3
+    for t in data["targets"]:
+        if t["recommendation"] is not None:
+            for key in ("p_best_curves", "p_best_seen"):
+                del t["recommendation"][key]
+    (tmp_path / "race.json").write_text(json.dumps(data))
+    old = load_analysis(tmp_path / "race.json")
+    assert old.race_version == RACE_VERSION
+    assert old.recommendations[0].p_best_seen is None and old.recommendations[0].p_best == an.recommendations[0].p_best
+
+
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda d: d.pop("targets"), "missing key 'targets'"),
     (lambda d: d.update(extra=1), "unknown key 'extra'"),
-    (lambda d: d.update(race_version=99), "race_version must be the integer 1 or 2 or 3"),
-    (lambda d: d.update(race_version="1"), "race_version must be the integer 1 or 2 or 3"),
+    (lambda d: d.update(race_version=99), "race_version must be the integer 1 or 2 or 3 or 4"),
+    (lambda d: d.update(race_version="1"), "race_version must be the integer 1 or 2 or 3 or 4"),
     (lambda d: d["targets"][0]["budgets"][0]["decision"].update(p_best="high"),
      "race.json.targets[0].budgets[0].decision.p_best"),
     (lambda d: d["targets"][0]["curves"][0]["arm_fit"].update(identified=1), "identified must be true or false"),

@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 
 from flopplan import __version__
 from flopplan.errors import UserError, check_int, check_number, is_int, is_number
-from flopplan.race import checks, ensemble
+from flopplan.race import checks, ensemble, persistence
 from flopplan.race.bootstrap import (
     ArmPilots,
     BootstrapResult,
@@ -48,6 +48,7 @@ from flopplan.race.bootstrap import (
     temporal_holdout,
 )
 from flopplan.race.curves import CurveFit
+from flopplan.race.families import ArmSample
 from flopplan.race.overhead import pilot_cost
 from flopplan.race.regime import AXES, Candidate, decide, g_warnings, recommend, rules
 from flopplan.race.results import (
@@ -323,18 +324,23 @@ def _rung_cost(inp: RaceInput, curves: dict[str, ArmCurve]) -> dict[str, float]:
 
 
 def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmState],
-                     ens: ensemble.EnsembleResult, at_cols: list[int]) -> Recommendation:
-    """A fitted recommendation's P(best) among the finalists (the comparable arms that reached the top rung) and
-    itself: the decision's P(best) counts the eliminated arms too, whose intervals reach far beyond their pilots.
-    With fewer than two finalists it stays the decision's."""
+                     ens: ensemble.EnsembleResult, at_cols: list[int], samples: tuple[ArmSample, ...]
+                     ) -> Recommendation:
+    """A fitted recommendation's stated P(best) among the finalists (the comparable arms that reached the top rung)
+    and itself (:mod:`flopplan.race.persistence`: the curves at F pooled with the order seen at the largest pilot);
+    the decision's P(best) counts the eliminated arms too, whose intervals reach far beyond their pilots. With
+    fewer than two finalists it stays the decision's."""
     if rec.mode != "fitted" or rec.arm is None:
         return rec
     comparable = {p.arm for p in at_f.predictions if p.comparable}
     pool = [st for st in states if st.info.name == rec.arm or (st.survived and st.info.name in comparable)]
     if len(pool) < 2:
         return rec
-    pb = p_best(np.stack([ens.replicates[st.k, at_cols[st.k]] for st in pool]))
-    return replace(rec, p_best=float(pb[[st.info.name for st in pool].index(rec.arm)]))
+    seen = np.stack([persistence.last_observed(samples[st.k])[1:] for st in pool])
+    curves = np.stack([ens.replicates[st.k, at_cols[st.k]] for st in pool])
+    stated, persist = persistence.stated_p_best(curves, seen, np.array([st.survived for st in pool]))
+    i = [st.info.name for st in pool].index(rec.arm)
+    return replace(rec, p_best=float(stated[i]), p_best_curves=float(p_best(curves)[i]), p_best_seen=float(persist[i]))
 
 
 def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[str, bool], n_replicates: int,
@@ -395,7 +401,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
     upfront = {a.name: a.upfront_flops for a in inp.arms}
     rec = recommend(name, at_f, upfront, float(inp.budget_flops - inp.pilot_flops), method, observed, level,
                     naive=_naive(inp, curves, survived), rung_cost=_rung_cost(inp, curves))
-    recommendation = pilot_cost(_among_finalists(rec, at_f, states, ens, at_cols),
+    recommendation = pilot_cost(_among_finalists(rec, at_f, states, ens, at_cols, res.samples),
                                 budget_flops=f_target, pilot_flops=inp.pilot_flops, spend=inp.pilot_spend,
                                 upfront=upfront, largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
     holdouts = [_holdout(st.arm, n_replicates, level, _stream(seed, name, st.info.name, "holdout"))

@@ -37,7 +37,9 @@ The rules (:func:`rules` gives them in the words the report prints):
   above the naive pick's after a collapse, docs/results.md); *best observed*
   when no arm is usable: the survivor with the best observed reward at the survivors' largest common FLOPs, with a
   bootstrap of the observed means (:func:`checks.observed_bootstrap`). The naive pick is reported beside RACE's,
-  with why RACE differs when it does.
+  with why RACE differs when it does. The P(best) stated for a fitted recommendation pools the curves' P(best)
+  among the finalists with the order seen at the largest pilot (:mod:`flopplan.race.persistence`, why and how
+  much); the decision above reads the curves alone.
 
 Why these: ScaleRL and IsoCompute compare recipes that differ in one choice at a time, so a one-axis comparison is
 what the evidence can attribute; the direction matters because "the smaller policy wins" is a statement about steps,
@@ -57,6 +59,7 @@ from numpy.typing import NDArray
 from flopplan.race.bootstrap import bootstrap_interval, p_best
 from flopplan.race.checks import ObservedBest
 from flopplan.race.design import AXES
+from flopplan.race.persistence import PERSISTENCE_WEIGHT
 from flopplan.race.results import ArmPrediction, AxisComparison, BudgetResult, Decision, Recommendation
 from flopplan.units import eng
 
@@ -111,9 +114,11 @@ def rules(level: float) -> tuple[str, ...]:
         "more rung for them would cost, and the naive pick (the survivor with the best observed reward at the top "
         "rung) is recommended whenever it has a prediction there; 'best observed' when no arm is usable: the "
         "surviving arm with the best observed reward at the survivors' largest common FLOPs (a prompt-and-seed "
-        "bootstrap of the observed means), no curve extrapolated. The recommendation's P(best): the share of "
-        "replicates in which its arm is the highest among itself and the finalists (the comparable arms that "
-        "reached the top rung; with fewer than two, the decision's); the eliminated arms' wide intervals far "
+        "bootstrap of the observed means), no curve extrapolated. The recommendation's P(best), among itself and "
+        "the finalists (the comparable arms that reached the top rung; with fewer than two, the decision's): "
+        f"{PERSISTENCE_WEIGHT:g} x the share of the paired bootstrap draws in which its arm is seen best at the "
+        f"largest pilot (persistence; 0 for an arm not seen there) + {1 - PERSISTENCE_WEIGHT:g} x the share of "
+        "replicates in which the curves put it highest at the budget; the eliminated arms' wide intervals far "
         "beyond their pilots count in the decision's P(best) above, not in this one (how often the halving drops "
         "the best is measured apart).",
     )

@@ -51,6 +51,9 @@ def _recommendations(a: RaceAnalysis) -> tuple[Table, list[str]]:
                            _iv(r.margin, r.margin_lo, r.margin_hi), _x(r.extrapolation), r.regime])
         for reason in r.reasons:
             notes.append(f"{r.target}: {reason}")
+        if r.p_best is not None and r.p_best_curves is not None and r.p_best_seen is not None:
+            notes.append(f"{r.target}: P(best) {r.p_best:.2f} among the finalists pools {r.p_best_seen:.2f} (seen best "
+                         f"at the largest pilot: persistence) and {r.p_best_curves:.2f} (the curves at {eng(r.flops)})")
         if r.naive_arm is not None:
             notes.append(f"{r.target}: the naive pick (best observed at the largest pilot): {r.naive_arm} "
                          f"({r.naive_reward:.3f})" + (f"; RACE differs: {r.naive_note}" if r.naive_note and

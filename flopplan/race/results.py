@@ -27,8 +27,8 @@ from flopplan.race.curves import CurveFit, EnvelopeCheck, PowerLawFit
 from flopplan.race.design import AXES
 from flopplan.race.ensemble import EnsembleFit
 
-RACE_VERSION = 3
-READABLE = (1, 2, RACE_VERSION)  # versions 1 and 2: upgraded on reading (flopplan.race.legacy)
+RACE_VERSION = 4
+READABLE = (1, 2, 3, RACE_VERSION)  # versions 1-3: upgraded on reading (flopplan.race.legacy)
 BUCKETS = ("rollout", "learning", "feedback")
 
 
@@ -260,7 +260,10 @@ class Recommendation:
     pilot (``naive_reward``), and ``naive_note`` why RACE differs from it when it does. The pilots' cost
     (:mod:`flopplan.race.overhead`; 0 in files written before it was recorded): the ledger of the arm's pilot a
     validating run continues (``continued_flops``), the FLOPs spent on what is not continued (``overhead_flops``,
-    and as a share of the target budget) and the target budget over the arm's largest pilot (``horizon``)."""
+    and as a share of the target budget) and the target budget over the arm's largest pilot (``horizon``). A fitted
+    recommendation's ``p_best`` pools two forecasts (:mod:`flopplan.race.persistence`; None in files before version
+    4): the curves' P(best) at the budget among the finalists (``p_best_curves``) and the share of draws in which
+    the arm is seen best at the largest pilot (``p_best_seen``)."""
 
     target: str
     arm: str | None
@@ -294,6 +297,8 @@ class Recommendation:
     overhead_flops: int = 0
     overhead_share: float = 0.0
     horizon: float = 0.0
+    p_best_curves: float | None = None
+    p_best_seen: float | None = None
 
 
 @dataclass(frozen=True)
