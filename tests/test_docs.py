@@ -89,3 +89,31 @@ def test_the_readme_is_short():
 def test_user_docs_name_the_hardware_instead_of_this_machine(phrase):
     for path in [ROOT / "README.md", *pages()]:  # the CLI reference (every command's help) included
         assert phrase not in path.read_text().lower(), f"{path.relative_to(ROOT)}: {phrase!r}"
+
+
+def race_design_commands() -> list[tuple[str, str]]:
+    """Every complete `flopplan race design` command the README and the guides show (continued lines joined,
+    comments and the console prompt dropped; a line ending in `...` is a sketch, not a command). Commands that read
+    a reward model trained on the line before (`--reward-model-path`) are the demo's, which `race demo` runs."""
+    out = []
+    for page in [ROOT / "README.md", *sorted((DOCS / "guide").glob("*.md"))]:
+        text = re.sub(r"\\\n\s*", "", page.read_text())
+        for line in text.splitlines():
+            cmd = line.strip().removeprefix("$ ").split("  #")[0].split(" # ")[0].strip()
+            if cmd.startswith("flopplan race design ") and not cmd.endswith("...") and "--reward-model-path" not in cmd:
+                out.append((page.name, cmd))
+    return out
+
+
+@pytest.mark.parametrize(("page", "command"), race_design_commands())
+def test_every_race_design_the_docs_show_designs(page, command, tmp_path):
+    import shlex
+    import subprocess
+
+    args = shlex.split(command)[1:]
+    if "--out" in args:
+        args[args.index("--out") + 1] = str(tmp_path / "race")
+    done = subprocess.run([sys.executable, "-m", "flopplan", *args], capture_output=True, text=True, cwd=tmp_path,
+                          check=False)
+    assert done.returncode == 0, f"{page}: {command}\n{done.stderr}"
+    assert (tmp_path / "race" / "manifest.json").is_file()
