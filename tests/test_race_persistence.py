@@ -31,8 +31,8 @@ def test_the_stated_p_best_pools_the_two_forecasts_with_their_weights():
     k = 50
     seen = np.stack([np.full(k, 0.6), np.full(k, 0.5)])  # arm 0 always seen best
     curves = np.stack([np.full(k, 0.6), np.full(k, 0.7)])  # the curves always put arm 1 first at F
-    stated, persist = stated_p_best(curves, seen, np.array([True, True]))
-    assert persist == pytest.approx([1.0, 0.0])
+    stated, persist, by_curves = stated_p_best(curves, seen, np.array([True, True]))
+    assert persist == pytest.approx([1.0, 0.0]) and by_curves == pytest.approx([0.0, 1.0])
     assert stated == pytest.approx([PERSISTENCE_WEIGHT, 1 - PERSISTENCE_WEIGHT])
     both = stated_p_best(curves[::-1], seen, np.array([True, True]))[0]
     assert both[0] == pytest.approx(1.0) and both[1] == pytest.approx(0.0)
@@ -42,7 +42,7 @@ def test_an_arm_not_seen_at_the_top_rung_gets_nothing_from_persistence():
     k = 40
     seen = np.stack([np.full(k, 0.9), np.full(k, 0.5), np.full(k, 0.4)])  # arm 0's 0.9 was seen at a lower rung
     curves = np.stack([np.full(k, 0.8), np.full(k, 0.6), np.full(k, 0.5)])
-    stated, persist = stated_p_best(curves, seen, np.array([False, True, True]))
-    assert persist == pytest.approx([0.0, 1.0, 0.0])
+    stated, persist, by_curves = stated_p_best(curves, seen, np.array([False, True, True]))
+    assert persist == pytest.approx([0.0, 1.0, 0.0]) and by_curves == pytest.approx([1.0, 0.0, 0.0])
     assert stated == pytest.approx([1 - PERSISTENCE_WEIGHT, PERSISTENCE_WEIGHT, 0.0])
     assert stated.sum() == pytest.approx(1.0)

@@ -43,7 +43,6 @@ from flopplan.race.bootstrap import (
     BootstrapResult,
     PilotData,
     bootstrap_interval,
-    p_best,
     paired_bootstrap,
     temporal_holdout,
 )
@@ -338,9 +337,9 @@ def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmS
         return rec
     seen = np.stack([persistence.last_observed(samples[st.k])[1:] for st in pool])
     curves = np.stack([ens.replicates[st.k, at_cols[st.k]] for st in pool])
-    stated, persist = persistence.stated_p_best(curves, seen, np.array([st.survived for st in pool]))
+    stated, persist, by_curves = persistence.stated_p_best(curves, seen, np.array([st.survived for st in pool]))
     i = [st.info.name for st in pool].index(rec.arm)
-    return replace(rec, p_best=float(stated[i]), p_best_curves=float(p_best(curves)[i]), p_best_seen=float(persist[i]))
+    return replace(rec, p_best=float(stated[i]), p_best_curves=float(by_curves[i]), p_best_seen=float(persist[i]))
 
 
 def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[str, bool], n_replicates: int,

@@ -91,7 +91,7 @@ class EnsembleResult:
     method: str
 
 
-def _seed_mean(values: FloatArray, w: FloatArray) -> FloatArray:
+def seed_mean(values: FloatArray, w: FloatArray) -> FloatArray:
     """Weighted mean over seeds: values and w (..., S, P) -> (..., P)."""
     den = w.sum(axis=-2)
     return np.asarray((w * values).sum(axis=-2) / np.where(den > 0, den, 1.0))
@@ -123,8 +123,8 @@ def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None]) -> _Arm:
     hold = np.zeros_like(keep)
     hold[idx[-n_hold:]] = True
     f_hold, w_hold = sample.flops[:, hold], w0[:, hold]
-    observed = _seed_mean(sample.y[0][:, hold], w_hold)
-    tau2 = float(_seed_mean(sample.y[1:, :, hold], sample.w[1:, :, hold]).var(axis=0).mean())
+    observed = seed_mean(sample.y[0][:, hold], w_hold)
+    tau2 = float(seed_mean(sample.y[1:, :, hold], sample.w[1:, :, hold]).var(axis=0).mean())
     inner = fit_families(ArmSample(sample.flops, sample.y[:1], sample.w[:1], sample.r0[:1]), keep)
     preds: dict[str, FloatArray] = {}
     for m in fitted:
@@ -134,7 +134,7 @@ def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None]) -> _Arm:
             fit = inner.get(m)
             p = None if fit is None else fit.predict(f_hold.ravel())[0].reshape(f_hold.shape)
         if p is not None:
-            preds[m] = _seed_mean(p, w_hold)
+            preds[m] = seed_mean(p, w_hold)
     mse = {m: float(np.mean((observed - p) ** 2)) for m, p in preds.items()}
     worst = max(mse.values(), default=0.0)
     raw = {m: 1.0 / (mse.get(m, worst) + tau2 + 1e-12) for m in fitted}
@@ -145,7 +145,7 @@ def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None]) -> _Arm:
         norm = sum(weights[m] for m in preds)
         avg = sum(weights[m] * p for m, p in preds.items()) / norm
         f_in = float(sample.flops[:, keep][w0[:, keep] > 0].max())
-        dist = np.log(_seed_mean(f_hold, w_hold) / f_in)
+        dist = np.log(seed_mean(f_hold, w_hold) / f_in)
         scores = [float(abs(e) / max(d, 1e-9)) for e, d in zip(observed - avg, dist, strict=True)]
     rmse: dict[str, float | None] = {m: (float(np.sqrt(mse[m])) if m in mse else None) for m in fitted}
     return _Arm(fits, weights, rmse, scores, n_hold, float(np.sqrt(tau2)))

@@ -33,31 +33,30 @@ import numpy as np
 from numpy.typing import NDArray
 
 from flopplan.race.bootstrap import p_best
+from flopplan.race.ensemble import seed_mean
 from flopplan.race.families import ArmSample
 
 FloatArray = NDArray[np.float64]
 PERSISTENCE_WEIGHT = 0.4
-METHOD = (f"stated P(best) of a fitted recommendation = {PERSISTENCE_WEIGHT:g} x persistence (the share of the paired "
-          "bootstrap draws in which the arm's seed-mean reward at its last evaluation is the highest among the "
-          f"finalists; 0 for an arm not seen at the top rung) + {1 - PERSISTENCE_WEIGHT:g} x the curves' P(best) at "
-          "the budget among the same arms")
 
 
 def last_observed(sample: ArmSample) -> FloatArray:
     """Per row of ``sample`` (the original data, then each draw): the seed-mean reward at each seed slot's last
     evaluation (1 + k,); a slot with no evaluation in a row does not count."""
     valid = sample.w > 0
-    last = valid.shape[-1] - 1 - np.argmax(valid[..., ::-1], axis=-1)  # (1 + k, S)
-    y = np.take_along_axis(sample.y, last[..., None], axis=-1)[..., 0]
-    w = np.take_along_axis(sample.w, last[..., None], axis=-1)[..., 0] * valid.any(axis=-1)
-    den = w.sum(axis=-1)
-    return np.asarray((w * y).sum(axis=-1) / np.where(den > 0, den, 1.0))
+    last = (valid.shape[-1] - 1 - np.argmax(valid[..., ::-1], axis=-1))[..., None]  # (1 + k, S, 1)
+    y = np.take_along_axis(sample.y, last, axis=-1)
+    w = np.take_along_axis(sample.w, last, axis=-1) * valid.any(axis=-1, keepdims=True)
+    return seed_mean(y, w)[..., 0]
 
 
-def stated_p_best(curves: FloatArray, seen: FloatArray, finalist: NDArray[np.bool_]) -> tuple[FloatArray, FloatArray]:
-    """Per arm of a pool: (stated P(best), persistence's P(best)) from the curves' replicates at the budget
-    ``curves`` (n, k), the draws' last observed means ``seen`` (n, k) and which arms are finalists (n,)."""
+def stated_p_best(curves: FloatArray, seen: FloatArray, finalist: NDArray[np.bool_]
+                  ) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Per arm of a pool: (stated P(best), persistence's P(best), the curves' P(best)) from the curves' replicates
+    at the budget ``curves`` (n, k), the draws' last observed means ``seen`` (n, k) and which arms are finalists
+    (n,)."""
     persist = np.zeros(len(finalist))
     if finalist.any():
         persist[finalist] = p_best(seen[finalist])
-    return PERSISTENCE_WEIGHT * persist + (1 - PERSISTENCE_WEIGHT) * p_best(curves), persist
+    by_curves = p_best(curves)
+    return PERSISTENCE_WEIGHT * persist + (1 - PERSISTENCE_WEIGHT) * by_curves, persist, by_curves
