@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from flopplan.attention import Num
-from flopplan.formulas import Breakdown
+from flopplan.breakdown import Breakdown
 from flopplan.lengths import Observed
 from flopplan.passes import (
     EVAL_PHASES,

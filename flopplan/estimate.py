@@ -6,13 +6,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flopplan.arch import ArchSpec
+from flopplan.breakdown import Breakdown, component
 from flopplan.errors import UserError
 from flopplan.formulas import (
-    Breakdown,
     Conventions,
     LoRA,
     Training,
-    component,
     decode_flops,
     forward_flops,
     generate_flops,

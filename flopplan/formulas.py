@@ -43,7 +43,7 @@ Conventions (each is a :class:`Conventions` field, documented in the README):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,7 @@ from flopplan.attention import (
     sliding_layers,
     window_prefill_pairs,
 )
+from flopplan.breakdown import Breakdown
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS, expert_lora_targets, routed_pairs
 
 FMA_FLOPS = 2
@@ -215,44 +216,6 @@ def generate_passes(batch: Num, prompt: Num, completion: Num, conv: Conventions 
         "prefill": forward_pass(batch, prompt, 1, conv, window),
         "decode": Pass(batch * steps, batch * decode_pairs_sum(prompt, steps), batch * steps, local, steps),
     }
-
-
-# -- breakdowns -------------------------------------------------------------------------------------------------
-
-class Breakdown(dict[str, Num]):
-    """FLOPs by term. ``total`` is the exact sum; terms are never dropped."""
-
-    @property
-    def total(self) -> Num:
-        return sum(self.values(), 0)
-
-    def add(self, key: str, value: Num) -> None:
-        self[key] = self[key] + value if key in self else value
-
-    def prefixed(self, prefix: str) -> Breakdown:
-        return Breakdown({f"{prefix}/{key}": value for key, value in self.items()})
-
-    def grouped(self, key_of: Callable[[str], str]) -> Breakdown:
-        out = Breakdown()
-        for key, value in self.items():
-            out.add(key_of(key), value)
-        return out
-
-    def scaled(self, factor: Num) -> Breakdown:
-        return Breakdown({key: value * factor for key, value in self.items()})
-
-    @staticmethod
-    def combine(parts: Iterable[Breakdown]) -> Breakdown:
-        out = Breakdown()
-        for part in parts:
-            for key, value in part.items():
-                out.add(key, value)
-        return out
-
-
-def component(term: str) -> str:
-    """Group a term by the module it belongs to: ``backward/q_proj.lora_a.wgrad`` -> ``q_proj``."""
-    return term.rsplit("/", 1)[-1].split(".", 1)[0]
 
 
 # -- the decoder layer as an ordered list of matmuls ------------------------------------------------------------

@@ -39,8 +39,8 @@ from typing import Any
 
 from flopplan.arch import ArchSpec
 from flopplan.attention import Num
+from flopplan.breakdown import Breakdown
 from flopplan.formulas import (
-    Breakdown,
     Conventions,
     LoRA,
     Training,

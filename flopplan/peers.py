@@ -33,7 +33,8 @@ from typing import Any
 
 from flopplan.arch import ArchSpec
 from flopplan.attention import ATTENTION_MATMULS, is_attention_term
-from flopplan.formulas import FMA_FLOPS, Breakdown
+from flopplan.breakdown import Breakdown
+from flopplan.formulas import FMA_FLOPS
 
 FORWARD_BACKWARD = 3
 """Training = forward + backward (dgrad + wgrad) = 3 x forward, the assumption every peer makes."""

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flopplan.arch import LORA_TARGETS, REGISTRY, ArchSpec
+from flopplan.breakdown import Breakdown
 from flopplan.formulas import (
-    Breakdown,
     Conventions,
     LoRA,
     Pass,

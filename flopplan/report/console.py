@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from flopplan.formulas import component
+from flopplan.breakdown import component
 from flopplan.report.tables import Table, provenance, to_latex, to_markdown
 from flopplan.units import count, eng, percent
 

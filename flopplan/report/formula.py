@@ -9,12 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from flopplan.arch import HeadLayer, projection_shapes
+from flopplan.breakdown import Breakdown, component
 from flopplan.formulas import (
-    Breakdown,
     Conventions,
     LoRA,
     Training,
-    component,
     decode_flops,
     forward_flops,
     generate_flops,

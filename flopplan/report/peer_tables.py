@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from flopplan.arch import QWEN25_SIZES, REGISTRY, ArchSpec
+from flopplan.breakdown import Breakdown
 from flopplan.formulas import (
-    Breakdown,
     LoRA,
     Training,
     forward_flops,
