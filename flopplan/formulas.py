@@ -47,7 +47,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from flopplan.arch import FOUR_NORM_FAMILIES, FUSED_FAMILIES, FUSED_PROJECTIONS, LORA_TARGETS, lora_modules
+from flopplan.arch import FOUR_NORM_FAMILIES
 from flopplan.attention import (
     ATTENTION_CONVENTIONS,
     ATTENTION_KERNELS,
@@ -62,6 +62,7 @@ from flopplan.attention import (
 )
 from flopplan.breakdown import Breakdown
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS, expert_lora_targets, routed_pairs
+from flopplan.projections import FUSED_FAMILIES, FUSED_PROJECTIONS, LORA_TARGETS, lora_modules
 
 FMA_FLOPS = 2
 """FLOPs per multiply-add: a [M,K]x[K,N] matmul is 2*M*K*N FLOPs (FlopCounterMode; Megatron's fma factor)."""
@@ -105,7 +106,7 @@ class Conventions:
 class LoRA:
     """A LoRA adapter (peft): rank ``r`` on the named projections of every decoder layer, base weights frozen.
     Targets are the seven split projections or Phi-3's fused ``qkv_proj``/``gate_up_proj``
-    (:func:`flopplan.arch.lora_modules` says which modules a family's layer adapts for them)."""
+    (:func:`flopplan.projections.lora_modules` says which modules a family's layer adapts for them)."""
 
     rank: Num
     targets: tuple[str, ...] = LORA_TARGETS

@@ -14,13 +14,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from flopplan.arch import LORA_TARGETS, ArchSpec, orm_head, prm_head, resolve, with_head
+from flopplan.arch import ArchSpec, orm_head, prm_head, resolve, with_head
 from flopplan.attention import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, WINDOW_CONVENTIONS
 from flopplan.errors import UserError, check_choice, check_int, check_number
 from flopplan.fileio import atomic_write_text, read_text
 from flopplan.formulas import Conventions, LoRA, Training, train_flops
 from flopplan.lengths import Length
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS
+from flopplan.projections import LORA_TARGETS
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -16,10 +16,11 @@ pytest.importorskip("torch")
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flopplan.arch import LORA_TARGETS, ArchSpec
+from flopplan.arch import ArchSpec
 from flopplan.formulas import LoRA, Training, decode_flops, forward_flops, generate_flops, train_flops
 from flopplan.measure import counters
 from flopplan.measure.models import build_model
+from flopplan.projections import LORA_TARGETS
 
 
 @st.composite

@@ -9,7 +9,7 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flopplan.arch import LORA_TARGETS, REGISTRY, ArchSpec
+from flopplan.arch import REGISTRY, ArchSpec
 from flopplan.breakdown import Breakdown
 from flopplan.formulas import (
     Conventions,
@@ -22,6 +22,7 @@ from flopplan.formulas import (
     pass_terms,
     train_flops,
 )
+from flopplan.projections import LORA_TARGETS
 from flopplan.report.formula import SymbolicArch, symbolic_breakdown, symbols
 
 # -- strategies -------------------------------------------------------------------------------------------------

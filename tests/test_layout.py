@@ -26,6 +26,7 @@ CORE_ORDER = (
     "moe", "catalog", "hub",  # MoE blocks, the registry's config.json excerpts, Hub ids from the local cache
     "attention",  # query-key pairs under the attention and window conventions, layer types
     "breakdown",  # FLOPs by term, the type every count returns
+    "projections",  # a decoder layer's projections: names, shapes, LoRA targets
     "arch", "hf_config", "lengths", "formulas", "peers", "estimate", "passes",
     "recipe", "timing", "ledger", "cost", "hardware", "grid", "planner", "solver", "planfile", "runfile",
     "guard",  # the budget guard and run recorder every training loop calls

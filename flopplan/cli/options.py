@@ -18,11 +18,11 @@ from typing import Any
 
 import click
 
-from flopplan.arch import LORA_TARGETS
 from flopplan.budget import BUDGET_LIMITS, DEFAULT_BUDGET_FLOPS, Budget, budget_cap
 from flopplan.errors import UserError
 from flopplan.hardware import PEAK_BF16_FLOPS, Profile
 from flopplan.lengths import Length
+from flopplan.projections import LORA_TARGETS
 from flopplan.recipe import Recipe, RewardSystem
 
 Decorator = Callable[[Any], Any]

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flopplan.arch import FUSED_PROJECTIONS, LORA_TARGETS, lora_modules, split_targets
+from flopplan.arch import split_targets
 from flopplan.errors import UserError, is_int, is_number
 from flopplan.lengths import Length
 from flopplan.passes import old_logprobs_run
+from flopplan.projections import FUSED_PROJECTIONS, LORA_TARGETS, lora_modules
 from flopplan.recipe import Recipe, RewardSystem
 
 TESTED_TRL = ">=1.16,<1.17"

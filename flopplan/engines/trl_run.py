@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from flopplan.arch import lora_modules
 from flopplan.engines.trl import (
     EXTRA_KEYS,
     LOSS_TYPES,
@@ -38,6 +37,7 @@ from flopplan.grpo.tasks import parse_task
 from flopplan.hardware import DATASHEETS
 from flopplan.measure.device import DevicePolicy
 from flopplan.measure.models import build_model
+from flopplan.projections import lora_modules
 from flopplan.runfile import PlanReference, RunSummary
 from flopplan.train.config import TrainConfig
 from flopplan.train.runfolder import RunFolder

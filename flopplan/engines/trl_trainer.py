@@ -18,11 +18,12 @@ from typing import Any
 
 from torch import nn
 
-from flopplan.arch import LORA_TARGETS, spec_from_config
+from flopplan.arch import spec_from_config
 from flopplan.engines.trl import GRPO_DEFAULTS, TRLRun, installed_trl_version, recipe_from_trl
 from flopplan.errors import UserError
 from flopplan.lengths import Length
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS
+from flopplan.projections import LORA_TARGETS
 from flopplan.recipe import Recipe
 
 ATTENTION_KERNELS = {"eager": "eager", "sdpa": "sdpa", "flash_attention_2": "sdpa", "flash_attention_3": "sdpa"}

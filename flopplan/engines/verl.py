@@ -47,12 +47,13 @@ from pathlib import Path
 from typing import Any
 
 from flopplan import __version__
-from flopplan.arch import FUSED_PROJECTIONS, LORA_TARGETS, REGISTRY, resolve, split_targets
+from flopplan.arch import REGISTRY, resolve, split_targets
 from flopplan.cost import step_cost
 from flopplan.errors import UserError, check_int, is_int, is_number
 from flopplan.fileio import read_text
 from flopplan.lengths import Length
 from flopplan.passes import old_logprobs_run
+from flopplan.projections import FUSED_PROJECTIONS, LORA_TARGETS
 from flopplan.recipe import Recipe, RewardSystem
 
 VERL_VERSION = "0.9.1"

@@ -9,9 +9,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from flopplan.arch import ArchSpec, lora_modules
+from flopplan.arch import ArchSpec
 from flopplan.formulas import LoRA
 from flopplan.hf_config import to_hf_config
+from flopplan.projections import lora_modules
 
 
 def hf_config(spec: ArchSpec, attn_implementation: str = "eager", experts_implementation: str = "eager") -> Any:
@@ -127,7 +128,7 @@ def check_memory(spec: ArchSpec, device: torch.device, dtype: torch.dtype) -> No
 
 def add_lora(model: nn.Module, lora: LoRA, alpha: int | None = None, dropout: float = 0.0) -> nn.Module:
     """Wrap a model with a peft LoRA adapter on the spec's target projections (base frozen); on Phi-3 the fused
-    modules that stand for them (:func:`flopplan.arch.lora_modules`)."""
+    modules that stand for them (:func:`flopplan.projections.lora_modules`)."""
     from peft import LoraConfig, get_peft_model
 
     modules = lora_modules(getattr(model.config, "model_type", ""), lora.targets)

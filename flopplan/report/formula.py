@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopplan.arch import HeadLayer, projection_shapes
+from flopplan.arch import HeadLayer
 from flopplan.breakdown import Breakdown, component
 from flopplan.formulas import (
     Conventions,
@@ -19,6 +19,7 @@ from flopplan.formulas import (
     generate_flops,
     train_flops,
 )
+from flopplan.projections import projection_shapes
 
 SYMBOLS = {
     "h": "hidden size",
