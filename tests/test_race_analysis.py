@@ -18,10 +18,9 @@ from flopplan.errors import UserError
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.bootstrap import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.curves import scalerl_curve, synthetic_scores
-from flopplan.race.persistence import PERSISTENCE_WEIGHT
-from flopplan.race.regime import rules
+from flopplan.race.regime import _fallen_naive, rules
 from flopplan.race.report import render_markdown, write_outputs
-from flopplan.race.results import RACE_VERSION, ArmInfo, RaceAnalysis, load_analysis
+from flopplan.race.results import RACE_VERSION, ArmInfo, ArmPrediction, BudgetResult, RaceAnalysis, load_analysis
 from flopplan.race.tables import paper_tables
 from flopplan.report.tables import to_markdown
 
@@ -373,13 +372,13 @@ def test_write_outputs_draws_the_plots(size_race, tmp_path):
     assert "race_frontier_math.png" in (tmp_path / "report.md").read_text()
 
 
-def test_a_fitted_recommendation_records_both_forecasts(size_race):
+def test_a_fitted_recommendation_records_the_anchored_and_both_single_forecasts(size_race):
     _, an = size_race
     rec = an.recommendations[0]
     assert rec.p_best_seen is not None and rec.p_best_curves is not None
-    assert rec.p_best == pytest.approx(PERSISTENCE_WEIGHT * rec.p_best_seen
-                                       + (1 - PERSISTENCE_WEIGHT) * rec.p_best_curves)
     assert rec.p_best_seen > 0.99  # the strong arm leads the weak one by ~0.3 at the largest pilot
+    assert rec.p_best > 0.99  # and the curves do not see the weak one catching up by F
+    assert "carried to" in render_markdown(an)
 
 
 def test_a_version_3_race_json_reads_without_the_two_forecasts(size_race, tmp_path):
@@ -578,3 +577,42 @@ def test_leaving_out_the_holdout_changes_no_prediction():
     assert full.holdout and full.holdout_summary is not None
     assert lean.holdout == () and lean.holdout_summary is None
     assert lean.budgets == full.budgets and lean.curves == full.curves
+
+
+def _fallen_and_steady(seed: int, fall_to: float, **steady: float) -> RaceInput:
+    """'fallen' rises to ~0.69 and falls back to ``fall_to`` at its last evaluation (still the best seen there);
+    'steady' rises monotonically (``steady``: its sigmoid's parameters)."""
+    rng = np.random.default_rng(seed)
+    eta = rng.standard_normal(200)
+    f, scores = synthetic_scores(rng, f_pilot=F_PILOT, prompt_latent=eta, **(TRUTH | {"a": 0.75}))
+    scores[:, -1] = (rng.random(scores[:, -1].shape) < fall_to).astype(float)
+    fallen = ArmPilots.from_arrays("fallen", f, scores)
+    return race([(info("fallen", group_size=8), fallen),
+                 (info("steady", group_size=16), pilots(rng, eta, "steady", **steady))])
+
+
+def test_a_fallen_naive_pick_stays_unless_another_arm_is_sure_to_pass_what_it_shows():
+    # the steady arm's lower bound at F is below the fallen arm's last reward: the arm seen best is kept, said why
+    rec = analyze(_fallen_and_steady(22, 0.45, a=0.45, f_mid=F_PILOT / 4), n_replicates=REPS).recommendations[0]
+    assert rec.naive_arm == "fallen" and rec.arm == "fallen" and rec.confidence == "low"
+    assert rec.runner_up == "steady" and not rec.naive_note
+    assert "fails the envelope check" in rec.reasons[0] and "does not reach" in rec.reasons[0]
+    assert rec.p_best is not None and 0.0 < rec.p_best < 1.0  # anchored: its fall counts, not its envelope
+
+
+def test_the_naive_pick_gives_way_only_to_a_lower_bound_above_what_it_shows():
+    """The rule alone (a unit: the two predictions built by hand): the curves' best displaces a naive pick that fails
+    the envelope check only when its lower bound at the budget is above the reward the naive pick shows."""
+    def pred(arm: str, lo: float, comparable: bool) -> ArmPrediction:
+        return ArmPrediction(arm, 2e20, lo + 0.1, lo, lo + 0.2, lo, lo, lo + 0.2, 0.0, 2.0, comparable, comparable,
+                             "" if comparable else "non-monotone (fails the envelope check)", None)
+
+    def at_f(*preds: ArmPrediction) -> BudgetResult:
+        return BudgetResult("target", 2e20, preds, None)  # type: ignore[arg-type]  # the rule reads predictions only
+
+    steady = pred("steady", 0.50, True)
+    assert _fallen_naive(at_f(steady, pred("fallen", 0.3, False)), steady, ("fallen", 0.55)) is not None
+    assert _fallen_naive(at_f(steady, pred("fallen", 0.3, False)), steady, ("fallen", 0.45)) is None
+    assert _fallen_naive(at_f(steady, pred("fallen", 0.3, True)), steady, ("fallen", 0.55)) is None  # it did not fall
+    assert _fallen_naive(at_f(steady), steady, ("fallen", 0.55)) is None  # no prediction for it
+    assert _fallen_naive(at_f(steady), steady, ("steady", 0.55)) is None

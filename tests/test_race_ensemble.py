@@ -61,3 +61,22 @@ def test_disagreeing_families_widen_the_interval_and_identical_arms_stay_identic
     rec = out.fits[0]
     assert sum(f.weight for f in rec.families) == pytest.approx(1.0) and rec.held_out == 2
     assert np.allclose(out.points[0, 0], 0.2)  # F -> 0 reads R0 in every family
+
+
+def test_the_mixture_is_the_replicates_before_the_stretch_beyond_the_pilots():
+    """Within the pilots (no extrapolation) the calibrated replicates are the mixture's (clipped to [0, 1]); beyond
+    them the stretch widens the calibrated replicates about the point and leaves the mixture as it was."""
+    u = np.log(F / F[-1])
+    s = sample(0.5 + 0.04 * u, sd=0.01)
+    grid = np.array([1e-300, 5e19, 4e20])
+    k = s.y.shape[0] - 1
+    sl_points = np.array([[0.2, 0.47, 0.55]])
+    sl_reps = sl_points[:, :, None] + 0.01 * np.random.default_rng(1).standard_normal((1, 3, k))
+    out = model_average([s], sl_points, sl_reps, grid, [1e20], [2], 0.9, np.random.default_rng(2))
+    assert out.mixtures.shape == out.replicates.shape and out.scale > 0
+    assert np.allclose(out.replicates[0, 1], np.clip(out.mixtures[0, 1], 0, 1))
+    spread_mix = np.ptp(out.mixtures[0, 2])
+    assert np.ptp(out.replicates[0, 2]) > spread_mix > 0
+    # the stretch is about the point: the calibrated replicates keep the mixture's order
+    order = np.argsort(out.mixtures[0, 2], kind="stable")
+    assert np.array_equal(np.argsort(out.replicates[0, 2], kind="stable"), order)

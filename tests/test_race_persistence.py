@@ -1,4 +1,4 @@
-"""flopplan.race.persistence: the order seen at the largest pilot, pooled with the curves into the stated P(best)."""
+"""flopplan.race.persistence: the reward seen at the largest pilot, carried to the budget by the curves' change."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from flopplan.race.families import ArmSample
-from flopplan.race.persistence import PERSISTENCE_WEIGHT, last_observed, stated_p_best
+from flopplan.race.persistence import last_observed, stated_p_best
 
 
 def test_last_observed_reads_each_seed_slot_at_its_own_last_evaluation():
@@ -27,22 +27,34 @@ def test_a_slot_without_any_evaluation_in_a_draw_does_not_count():
     assert last_observed(ArmSample(np.ones((2, 2)), y, w, np.zeros(2))) == pytest.approx([0.45, 0.4])
 
 
-def test_the_stated_p_best_pools_the_two_forecasts_with_their_weights():
+def test_the_stated_p_best_adds_the_change_still_to_come_to_the_level_seen():
     k = 50
     seen = np.stack([np.full(k, 0.6), np.full(k, 0.5)])  # arm 0 always seen best
-    curves = np.stack([np.full(k, 0.6), np.full(k, 0.7)])  # the curves always put arm 1 first at F
-    stated, persist, by_curves = stated_p_best(curves, seen, np.array([True, True]))
+    curves = np.stack([np.full(k, 0.6), np.full(k, 0.7)])  # the calibrated curves put arm 1 first at F
+    late = np.stack([np.full(k, 0.02), np.full(k, 0.15)])  # arm 1 still rising: 0.65 against 0.62
+    stated, persist, by_curves = stated_p_best(curves, seen, late, np.array([True, True]))
     assert persist == pytest.approx([1.0, 0.0]) and by_curves == pytest.approx([0.0, 1.0])
-    assert stated == pytest.approx([PERSISTENCE_WEIGHT, 1 - PERSISTENCE_WEIGHT])
-    both = stated_p_best(curves[::-1], seen, np.array([True, True]))[0]
-    assert both[0] == pytest.approx(1.0) and both[1] == pytest.approx(0.0)
+    assert stated == pytest.approx([0.0, 1.0])
+    early = np.stack([np.full(k, 0.02), np.full(k, 0.05)])  # arm 1 rises too little to catch up: 0.55 < 0.62
+    assert stated_p_best(curves, seen, early, np.array([True, True]))[0] == pytest.approx([1.0, 0.0])
 
 
-def test_an_arm_not_seen_at_the_top_rung_gets_nothing_from_persistence():
+def test_the_stated_p_best_is_the_share_of_paired_draws():
+    rng = np.random.default_rng(3)
+    k = 4000
+    common = rng.normal(0.0, 0.05, k)  # the draws' prompt resampling moves both arms together
+    seen = np.stack([0.50 + common + rng.normal(0, 0.01, k), 0.49 + common + rng.normal(0, 0.01, k)])
+    change = np.stack([np.full(k, 0.05), np.full(k, 0.05)])
+    stated = stated_p_best(seen + change, seen, change, np.array([True, True]))[0]
+    # the paired difference is N(0.01, sqrt(2) x 0.01): P(arm 0 higher) = Phi(0.707) = 0.76
+    assert stated[0] == pytest.approx(0.76, abs=0.03) and stated.sum() == pytest.approx(1.0)
+
+
+def test_an_arm_not_seen_at_the_top_rung_gets_nothing_from_persistence_but_is_anchored():
     k = 40
-    seen = np.stack([np.full(k, 0.9), np.full(k, 0.5), np.full(k, 0.4)])  # arm 0's 0.9 was seen at a lower rung
+    seen = np.stack([np.full(k, 0.5), np.full(k, 0.55), np.full(k, 0.4)])  # arm 0's 0.5 was seen at a lower rung
+    change = np.stack([np.full(k, 0.2), np.full(k, 0.05), np.full(k, 0.05)])  # it has most of its rise ahead
     curves = np.stack([np.full(k, 0.8), np.full(k, 0.6), np.full(k, 0.5)])
-    stated, persist, by_curves = stated_p_best(curves, seen, np.array([False, True, True]))
+    stated, persist, by_curves = stated_p_best(curves, seen, change, np.array([False, True, True]))
     assert persist == pytest.approx([0.0, 1.0, 0.0]) and by_curves == pytest.approx([1.0, 0.0, 0.0])
-    assert stated == pytest.approx([1 - PERSISTENCE_WEIGHT, PERSISTENCE_WEIGHT, 0.0])
-    assert stated.sum() == pytest.approx(1.0)
+    assert stated == pytest.approx([1.0, 0.0, 0.0])

@@ -323,12 +323,13 @@ def _rung_cost(inp: RaceInput, curves: dict[str, ArmCurve]) -> dict[str, float]:
 
 
 def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmState],
-                     ens: ensemble.EnsembleResult, at_cols: list[int], samples: tuple[ArmSample, ...]
-                     ) -> Recommendation:
+                     ens: ensemble.EnsembleResult, at_cols: list[int], last_cols: list[int],
+                     samples: tuple[ArmSample, ...]) -> Recommendation:
     """A fitted recommendation's stated P(best) among the finalists (the comparable arms that reached the top rung)
-    and itself (:mod:`flopplan.race.persistence`: the curves at F pooled with the order seen at the largest pilot);
-    the decision's P(best) counts the eliminated arms too, whose intervals reach far beyond their pilots. With
-    fewer than two finalists it stays the decision's."""
+    and itself (:mod:`flopplan.race.persistence`: the reward seen at each arm's largest pilot, ``last_cols`` its
+    column, carried to F by the unstretched model average's change); the decision's P(best) counts the eliminated
+    arms too, whose intervals reach far beyond their pilots. With fewer than two finalists it stays the
+    decision's."""
     if rec.mode != "fitted" or rec.arm is None:
         return rec
     comparable = {p.arm for p in at_f.predictions if p.comparable}
@@ -336,8 +337,10 @@ def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmS
     if len(pool) < 2:
         return rec
     seen = np.stack([persistence.last_observed(samples[st.k])[1:] for st in pool])
+    change = np.stack([ens.mixtures[st.k, at_cols[st.k]] - ens.mixtures[st.k, last_cols[st.k]] for st in pool])
     curves = np.stack([ens.replicates[st.k, at_cols[st.k]] for st in pool])
-    stated, persist, by_curves = persistence.stated_p_best(curves, seen, np.array([st.survived for st in pool]))
+    stated, persist, by_curves = persistence.stated_p_best(curves, seen, change,
+                                                           np.array([st.survived for st in pool]))
     i = [st.info.name for st in pool].index(rec.arm)
     return replace(rec, p_best=float(stated[i]), p_best_curves=float(by_curves[i]), p_best_seen=float(persist[i]))
 
@@ -370,7 +373,8 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
     hi_f = max([f_target - min(st.info.upfront_flops for st in states), *(checks.max_flops(st.arm) for st in states)])
     band = np.geomspace(lo_f, max(hi_f, lo_f * 1.0001), BAND_POINTS)
     needed = {b - st.info.upfront_flops for st in states for b in budgets if b - st.info.upfront_flops > 0}
-    grid = np.array(sorted({R0_FLOPS, *needed, *band.tolist()}))
+    last = [checks.last_flops(st.arm) for st in states]  # where each arm's pilots stopped (the anchored P(best))
+    grid = np.array(sorted({R0_FLOPS, *needed, *last, *band.tolist()}))
     col = {float(v): j for j, v in enumerate(grid)}
     res = paired_bootstrap(PilotData(tuple(st.arm for st in states)), grid, n_replicates=n_replicates, level=level,
                            rng=_stream(seed, name))
@@ -400,7 +404,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
     upfront = {a.name: a.upfront_flops for a in inp.arms}
     rec = recommend(name, at_f, upfront, float(inp.budget_flops - inp.pilot_flops), method, observed, level,
                     naive=_naive(inp, curves, survived), rung_cost=_rung_cost(inp, curves))
-    recommendation = pilot_cost(_among_finalists(rec, at_f, states, ens, at_cols, res.samples),
+    recommendation = pilot_cost(_among_finalists(rec, at_f, states, ens, at_cols, [col[f] for f in last], res.samples),
                                 budget_flops=f_target, pilot_flops=inp.pilot_flops, spend=inp.pilot_spend,
                                 upfront=upfront, largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
     holdouts = [_holdout(st.arm, n_replicates, level, _stream(seed, name, st.info.name, "holdout"))

@@ -41,6 +41,13 @@ def max_flops(arm: ArmPilots) -> float:
     return max((p.flops for run in arm.runs for p in run.points), default=0.0)
 
 
+def last_flops(arm: ArmPilots) -> float:
+    """Mean over the seeds with a positive evaluation of each one's largest evaluation FLOPs: where the seed-mean
+    reward at the seeds' last evaluations (:func:`flopplan.race.persistence.last_observed`) was seen."""
+    last = [max(p.flops for p in run.points) for run in arm.runs]
+    return float(np.mean([f for f in last if f > 0])) if any(f > 0 for f in last) else 0.0
+
+
 def last_noise(arm: ArmPilots) -> tuple[float, str]:
     """The noise of a gap between arms: the sd over seeds (ddof 1) of the mean reward at each seed's last
     evaluation; with one seed, the prompt standard error sd_q(score) / sqrt(Q) of that evaluation."""

@@ -81,10 +81,13 @@ class _Arm:
 @dataclass(frozen=True, eq=False)
 class EnsembleResult:
     """Per arm, on the columns of the FLOPs grid: points (n_arms, m), calibrated replicates (n_arms, m, k), the
-    records, the calibration scale and the number of scores behind it, the method in words."""
+    mixture's replicates before the calibration's stretch (n_arms, m, k: the families' own spread, which
+    :mod:`flopplan.race.persistence` reads as each draw's change between two budgets), the records, the
+    calibration scale and the number of scores behind it, the method in words."""
 
     points: FloatArray
     replicates: FloatArray
+    mixtures: FloatArray
     fits: tuple[EnsembleFit, ...]
     scale: float
     n_scores: int
@@ -187,7 +190,7 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
     all_scores = [s for a in arms for s in a.scores]
     scale = conformal_scale(all_scores, level)
     n_arms, m, k = scalerl_reps.shape
-    points, reps, records = np.empty((n_arms, m)), np.empty((n_arms, m, k)), []
+    points, reps, mixtures, records = np.empty((n_arms, m)), np.empty((n_arms, m, k)), np.empty((n_arms, m, k)), []
     alpha = 1.0 - level
     order = rng.permutation(k)
     for i, a in enumerate(arms):
@@ -209,6 +212,7 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
         half = np.maximum((hi - lo) / 2, 1e-12)
         stretch = np.sqrt(1.0 + (floor / half) ** 2)  # the half-width becomes sqrt(half^2 + floor^2)
         points[i] = point
+        mixtures[i] = mix.T
         reps[i] = np.clip(point[None] + stretch[None] * (mix - point[None]), 0.0, 1.0).T
         c = target_col[i]
         records.append(EnsembleFit(
@@ -221,4 +225,4 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
               f"positions; {level:.0%} percentile interval of the mixture, its half-width combined in quadrature "
               f"with the split-conformal q ln(B / largest pilot FLOPs), q = {scale:.4f} from {len(all_scores)} "
               "held-out scores of the target's arms")
-    return EnsembleResult(points, reps, tuple(records), scale, len(all_scores), method)
+    return EnsembleResult(points, reps, mixtures, tuple(records), scale, len(all_scores), method)

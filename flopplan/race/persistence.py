@@ -1,30 +1,33 @@
-"""The stated P(best) of a recommendation: the curves at the budget, combined with the ranking seen at the largest
-pilot (the persistence forecast).
+"""The stated P(best) of a recommendation: the reward seen at the largest pilot, carried to the budget by the
+curves' change (the anchored forecast).
 
-Two forecasts of which finalist (an arm that reached the top rung) is best at the budget F:
+Per arm of the pool (the finalists, the comparable arms that reached the top rung, and the pick) and per paired
+bootstrap draw j (the same prompts and seeds for every arm):
 
-* the curves: the share of the model average's calibrated replicates at F in which the arm is highest
-  (:mod:`flopplan.race.ensemble`);
-* persistence: the order seen at the largest pilot holds at F (the no-change forecast of time series, and the
-  "single-scale ranking" that DataDecide (arXiv 2504.11393) found right about 80 % of the time pairwise, ahead
-  of eight scaling-law methods): the share of the same paired bootstrap draws (prompts and seeds) in which the arm's
-  seed-mean reward at its last evaluation is the highest (:func:`last_observed`). An arm the halving eliminated was
-  not seen there: persistence gives it 0.
+    anchored_j = seen_j + (mixture_j(F) - mixture_j(F_last))
 
-Stated P(best) = ``PERSISTENCE_WEIGHT`` x persistence + (1 - ``PERSISTENCE_WEIGHT``) x curves: a linear pool of the
-two forecasts (Stone 1961; Bates & Granger 1969 on combining forecasts). Why both: on simulated pilots whose truths
-are not the fitted curves (benchmarks/race_misspecification.py, 200 repetitions per family; docs/results.md), the
-curves alone stated 0.11-0.14 less than how often the pick was right where curves saturate (their replicates
-spread each arm's rise beyond the pilots more widely than the truths differ), and persistence alone stated up to
-0.17 more where curves cross after the pilots. The weight 0.4 minimised the largest miss over the five families
-the rules are tuned on (two seeds, 40-60 repetitions); on three seeds at 200 repetitions the pooled P(best) is
-within 0.10 of the hit rate in 26 of 27 family-seed cells, 0.12 too high where curves cross at one. It is a
-property of those simulations (4 arms, 3 seeds, 200 prompts, F twice the largest pilot), not a law: with F far
-beyond the pilots persistence is the weaker forecast, and the weight is not re-estimated from a grid's own pilots
-(a grid holds one ranking, too few to fit it).
+where seen_j is the arm's seed-mean reward at each seed's last evaluation in draw j (:func:`last_observed`),
+mixture_j the model average's replicate j before the calibration's stretch (:mod:`flopplan.race.ensemble`: each
+family fitted to draw j, mixed by out-of-sample weights) and F_last the arm's largest pilot FLOPs. The stated
+P(best) is the share of draws in which the arm's anchored value is the highest (:func:`stated_p_best`).
 
-The decision (which arm, and "cannot tell") still reads the curves (:mod:`flopplan.race.regime`); only the
-probability stated for the recommended arm combines the two.
+Why anchored, and why unstretched. The curves' P(best) at F reads each arm's level from its fit; the fit's error
+at the pilots, and the calibrated stretch that widens every replicate beyond them, spread the arms' levels at F
+more widely than their truths differ, so on simulated pilots whose truths are not the fitted curves
+(benchmarks/race_misspecification.py, 200 repetitions per family; docs/results.md) the curves alone stated
+0.11-0.14 less than how often the pick was right where curves saturate. The level seen at the largest pilot is
+measured, not fitted, with only the sampling noise the draws resample; what the curves add is the change still to
+come, whose spread is the families' disagreement and the draws' noise. The calibration's stretch is the
+interval's allowance for one arm's extrapolation error; it multiplies every draw's deviation from the arm's point,
+so it would spread the arms' differences as widely as their levels (kept in, the anchored P(best) still stated up
+to 0.12 too little on the sigmoid control in the same simulations). Persistence alone (the order seen at the
+largest pilot, the no-change forecast; the "single-scale ranking" DataDecide, arXiv 2504.11393, found right about
+80 % of the time) stated up to 0.17 too much where curves cross after the pilots; the anchored forecast keeps the
+curves' crossing. It has no tuned weight.
+
+The decision (which arm, and "cannot tell") still reads the calibrated curves (:mod:`flopplan.race.regime`); only
+the probability stated for the recommended arm is anchored. Persistence's own share (``p_best_seen``) and the
+curves' (``p_best_curves``) are reported beside it.
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ from flopplan.race.ensemble import seed_mean
 from flopplan.race.families import ArmSample
 
 FloatArray = NDArray[np.float64]
-PERSISTENCE_WEIGHT = 0.4
 
 
 def last_observed(sample: ArmSample) -> FloatArray:
@@ -50,13 +52,14 @@ def last_observed(sample: ArmSample) -> FloatArray:
     return seed_mean(y, w)[..., 0]
 
 
-def stated_p_best(curves: FloatArray, seen: FloatArray, finalist: NDArray[np.bool_]
+def stated_p_best(curves: FloatArray, seen: FloatArray, change: FloatArray, finalist: NDArray[np.bool_]
                   ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Per arm of a pool: (stated P(best), persistence's P(best), the curves' P(best)) from the curves' replicates
-    at the budget ``curves`` (n, k), the draws' last observed means ``seen`` (n, k) and which arms are finalists
-    (n,)."""
+    """Per arm of a pool: (stated P(best): the anchored forecast's, persistence's P(best), the curves' P(best))
+    from the calibrated replicates at the budget ``curves`` (n, k), the draws' last observed means ``seen`` (n, k),
+    the unstretched mixture's change from each arm's largest pilot to the budget ``change`` (n, k) and which arms
+    are finalists (n,). Persistence counts the finalists only (an arm the halving eliminated was not seen at the
+    largest pilot: 0)."""
     persist = np.zeros(len(finalist))
     if finalist.any():
         persist[finalist] = p_best(seen[finalist])
-    by_curves = p_best(curves)
-    return PERSISTENCE_WEIGHT * persist + (1 - PERSISTENCE_WEIGHT) * by_curves, persist, by_curves
+    return p_best(seen + change), persist, p_best(curves)

@@ -34,12 +34,16 @@ The rules (:func:`rules` gives them in the words the report prints):
   with the best observed reward at the largest pilot) is recommended whenever it has a prediction at F, among the
   tied arms or not (the lower-variance call: single-scale rankings beat extrapolation unless the evidence says
   otherwise, DataDecide; measured on off-family truths, overriding it without that evidence raised the regret
-  above the naive pick's after a collapse, docs/results.md); *best observed*
+  above the naive pick's after a collapse, docs/results.md); the naive pick is also kept (confidence *low*) when
+  it fails the envelope check but the best comparable arm's lower bound at F does not reach the reward the naive
+  pick shows at the largest pilot (a fall seen in the pilots is not evidence that another arm will pass it;
+  naming the best usable arm instead put RACE's regret 0.0003 above the naive pick's after simulated collapses
+  at two seeds of three, docs/results.md); *best observed*
   when no arm is usable: the survivor with the best observed reward at the survivors' largest common FLOPs, with a
   bootstrap of the observed means (:func:`checks.observed_bootstrap`). The naive pick is reported beside RACE's,
-  with why RACE differs when it does. The P(best) stated for a fitted recommendation pools the curves' P(best)
-  among the finalists with the order seen at the largest pilot (:mod:`flopplan.race.persistence`, why and how
-  much); the decision above reads the curves alone.
+  with why RACE differs when it does. The P(best) stated for a fitted recommendation, among the finalists, anchors
+  each arm at the reward seen at its largest pilot and adds the curves' change from there to F
+  (:mod:`flopplan.race.persistence`, why); the decision above reads the calibrated curves alone.
 
 Why these: ScaleRL and IsoCompute compare recipes that differ in one choice at a time, so a one-axis comparison is
 what the evidence can attribute; the direction matters because "the smaller policy wins" is a statement about steps,
@@ -59,7 +63,6 @@ from numpy.typing import NDArray
 from flopplan.race.bootstrap import bootstrap_interval, p_best
 from flopplan.race.checks import ObservedBest
 from flopplan.race.design import AXES
-from flopplan.race.persistence import PERSISTENCE_WEIGHT
 from flopplan.race.results import ArmPrediction, AxisComparison, BudgetResult, Decision, Recommendation
 from flopplan.units import eng
 
@@ -112,15 +115,16 @@ def rules(level: float) -> tuple[str, ...]:
         f"'cannot tell' when P(best) < {UNDECIDED_P:g} or the margin's interval includes 0: the tied arms (the "
         "runner-up and every arm whose upper bound reaches the best's lower bound) are named with the FLOPs one "
         "more rung for them would cost, and the naive pick (the survivor with the best observed reward at the top "
-        "rung) is recommended whenever it has a prediction there; 'best observed' when no arm is usable: the "
+        "rung) is recommended whenever it has a prediction there; the naive pick is also recommended, confidence "
+        "low, when it fails the envelope check and the best comparable arm's lower bound at the budget does not "
+        "reach the reward it shows at the top rung; 'best observed' when no arm is usable: the "
         "surviving arm with the best observed reward at the survivors' largest common FLOPs (a prompt-and-seed "
         "bootstrap of the observed means), no curve extrapolated. The recommendation's P(best), among itself and "
-        "the finalists (the comparable arms that reached the top rung; with fewer than two, the decision's): "
-        f"{PERSISTENCE_WEIGHT:g} x the share of the paired bootstrap draws in which its arm is seen best at the "
-        f"largest pilot (persistence; 0 for an arm not seen there) + {1 - PERSISTENCE_WEIGHT:g} x the share of "
-        "replicates in which the curves put it highest at the budget; the eliminated arms' wide intervals far "
-        "beyond their pilots count in the decision's P(best) above, not in this one (how often the halving drops "
-        "the best is measured apart).",
+        "the finalists (the comparable arms that reached the top rung; with fewer than two, the decision's): the "
+        "share of the paired bootstrap draws in which its arm's reward seen at its largest pilot, plus the model "
+        "average's change from there to the budget in the same draw (before the calibration's stretch), is the "
+        "highest; the eliminated arms' wide intervals far beyond their pilots count in the decision's P(best) "
+        "above, not in this one (how often the halving drops the best is measured apart).",
     )
 
 
@@ -323,10 +327,15 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
     confidence = "cannot tell" if tied else "low" if reasons else "high"
     p_arm, runner, margin = decision.p_best, decision.runner_up, decision.margin
     m_lo, m_hi = decision.margin_lo, decision.margin_hi
+    keep_naive = None  # (where the reason goes, why the naive pick is recommended instead of the curves' best)
     if tied and naive is not None and naive[0] != arm and any(p.arm == naive[0] for p in at_f.predictions):
         # the curves cannot separate them: the arm seen best at the largest pilot is the lower-variance call
-        reasons.insert(1, f"{naive[0]}, the best observed at the largest pilot, is recommended: the predictions at "
-                       f"{eng(f)} do not overturn it")
+        keep_naive = (1, f"{naive[0]}, the best observed at the largest pilot, is recommended: the predictions at "
+                         f"{eng(f)} do not overturn it")
+    elif not tied and (fell := _fallen_naive(at_f, pred, naive)) is not None:
+        keep_naive, confidence = (0, fell), "low"
+    if keep_naive is not None and naive is not None:
+        reasons.insert(*keep_naive)
         top, arm = arm, naive[0]
         pred = next(p for p in at_f.predictions if p.arm == arm)
         p_arm, runner, margin, m_lo, m_hi = decision.p_best_of.get(arm, 0.0), top, None, None, None
@@ -336,6 +345,20 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
                           p_best=p_arm, runner_up=runner, margin=margin, margin_lo=m_lo, margin_hi=m_hi,
                           extrapolation=pred.extrapolation, upfront_flops=upfront.get(arm, 0), interval=interval,
                           tied=tied, separate_flops=separate, **_naive_fields(arm, at_f, naive))
+
+
+def _fallen_naive(at_f: BudgetResult, pred: ArmPrediction, naive: tuple[str, float] | None) -> str | None:
+    """Why the naive pick stays the recommendation although it fails the envelope check (None: it does not): the
+    curves' best ``pred`` is not sure to reach even the reward the naive pick shows at the largest pilot (its lower
+    bound at the budget does not), so the evidence does not overturn the arm seen best, whatever its curve."""
+    if naive is None or naive[0] == pred.arm:
+        return None
+    theirs = next((p for p in at_f.predictions if p.arm == naive[0]), None)
+    if theirs is None or theirs.comparable or pred.lo > naive[1]:
+        return None
+    return (f"{naive[0]}, the best observed at the largest pilot ({naive[1]:.3f}), is recommended although it fell "
+            f"back below its running best (fails the envelope check): {pred.arm}, the best comparable arm, has "
+            f"{pred.lo:.3f} as the lower bound of its interval at {eng(at_f.flops)}, which does not reach that reward")
 
 
 def _best_observed(common: dict[str, Any], obs: ObservedBest, upfront: dict[str, int], why: str, level: float

@@ -52,8 +52,9 @@ def _recommendations(a: RaceAnalysis) -> tuple[Table, list[str]]:
         for reason in r.reasons:
             notes.append(f"{r.target}: {reason}")
         if r.p_best is not None and r.p_best_curves is not None and r.p_best_seen is not None:
-            notes.append(f"{r.target}: P(best) {r.p_best:.2f} among the finalists pools {r.p_best_seen:.2f} (seen best "
-                         f"at the largest pilot: persistence) and {r.p_best_curves:.2f} (the curves at {eng(r.flops)})")
+            notes.append(f"{r.target}: P(best) {r.p_best:.2f} among the finalists: the reward seen at the largest "
+                         f"pilot carried to {eng(r.flops)} by the curves' change (seen best there: "
+                         f"{r.p_best_seen:.2f}; the curves alone at {eng(r.flops)}: {r.p_best_curves:.2f})")
         if r.naive_arm is not None:
             notes.append(f"{r.target}: the naive pick (best observed at the largest pilot): {r.naive_arm} "
                          f"({r.naive_reward:.3f})" + (f"; RACE differs: {r.naive_note}" if r.naive_note and

@@ -261,9 +261,10 @@ class Recommendation:
     (:mod:`flopplan.race.overhead`; 0 in files written before it was recorded): the ledger of the arm's pilot a
     validating run continues (``continued_flops``), the FLOPs spent on what is not continued (``overhead_flops``,
     and as a share of the target budget) and the target budget over the arm's largest pilot (``horizon``). A fitted
-    recommendation's ``p_best`` pools two forecasts (:mod:`flopplan.race.persistence`; None in files before version
-    4): the curves' P(best) at the budget among the finalists (``p_best_curves``) and the share of draws in which
-    the arm is seen best at the largest pilot (``p_best_seen``)."""
+    recommendation's ``p_best`` is the anchored forecast's (:mod:`flopplan.race.persistence`: the reward seen at
+    each finalist's largest pilot plus the curves' change to the budget); beside it (None in files before version
+    4) the curves' own P(best) at the budget among the finalists (``p_best_curves``) and the share of draws in
+    which the arm is seen best at the largest pilot (``p_best_seen``)."""
 
     target: str
     arm: str | None
