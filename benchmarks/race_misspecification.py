@@ -15,14 +15,14 @@ The held-out shapes (``--holdout-families``: a Gompertz rise, a plateau then a l
 hits a hard ceiling, a slow decline after a peak) were written before RACE's rules were tuned on the five families
 above and are never used to tune them: they are printed in a table of their own.
 
-Printed per family: errors (analysis exceptions), coverage at F of the 90 % intervals of usable predictions, mean stated
-P(best) of fitted recommendations vs how often their arm is the best of the arms that P(best) is computed among (the
-finalists: the comparable arms the halving kept, and the pick; all comparable arms with fewer than two finalists), mean
-regret at F of RACE, the naive pick (best observed at the largest pilot), the fitted-point pick (the highest ScaleRL
-point fit at F among fitted arms) and exhaustive (0), how often the halving drops the true best, the "cannot tell" rate,
-RACE's regret where it did not say "cannot tell", and the mean number of arms the halving kept (each costs 3/4 of
-a first rung's four pilots more). With another flopplan on PYTHONPATH (one before the promotion
-module) it measures that one, with ``--promotion current``.
+Printed per family: errors (analysis exceptions), coverage at F of the 90 % intervals of usable predictions, mean
+stated P(best) of fitted recommendations vs how often their arm is the best of the arms that P(best) is computed
+among (the finalists: the comparable arms the halving kept, and the pick; all comparable arms with fewer than two
+finalists), mean regret at F of RACE, the naive pick (best observed at the largest pilot; ties to the first arm, as
+RACE), the fitted-point pick (the highest ScaleRL point fit at F among fitted arms) and exhaustive (0), how often the
+halving drops the true best, the "cannot tell" rate, RACE's regret where it did not say "cannot tell", and the mean
+number of arms the halving kept (each costs 3/4 of a first rung's four pilots more). With another flopplan on
+PYTHONPATH (one before the promotion module) it measures that one, with ``--promotion current``.
 """
 
 from __future__ import annotations
@@ -185,7 +185,8 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
     at_f = t.budgets[-1]
     best = max(truth.values())
     observed = {c.arm: c.observed_at_rungs[-1] for c in t.curves if c.arm in kept}
-    naive = max((n for n in kept if observed[n] is not None), key=lambda n: observed[n])  # type: ignore[arg-type, return-value]
+    # the naive pick: ties (two arms with the same count of solved prompts) go to the first arm, as RACE breaks them
+    naive = max((n for n in names if n in kept and observed[n] is not None), key=lambda n: observed[n])  # type: ignore[arg-type, return-value]
     fitted = {c.arm: c.predicted_at_budget for c in t.curves if c.predicted_at_budget is not None}
     point_pick = max(fitted, key=lambda n: fitted[n]) if fitted else naive  # type: ignore[arg-type, return-value]
     usable = [p for p in at_f.predictions if p.usable]
