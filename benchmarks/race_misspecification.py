@@ -5,7 +5,7 @@ prompts (Gaussian-copula prompt difficulty), rungs F_P/4 and F_P; every arm eval
 2^-4..2^0, the halving keeps 2 of 4 and, with the design's room (``--room``, default 2: up to 4), every other arm
 the evidence cannot rule out at F (``--promotion predicted``: flopplan.race.promotion.keep on the analysis of the
 rung-0 pilots at F; ``current``: the runner's lower bound of the current reward, 2 arms), the survivors go on to
-F_P/2 and F_P; the analysis of the grid recommends an arm at F = 2 F_P.
+F_P/2 and F_P; the analysis of the grid recommends an arm at F = 2 F_P (``--horizon H``: F = H F_P).
 
     python benchmarks/race_misspecification.py --reps 60               # every family, 60 repetitions each
     python benchmarks/race_misspecification.py --quick                 # 8 repetitions, 50 bootstrap replicates
@@ -140,20 +140,20 @@ def info(name: str, g: int) -> ArmInfo:
     return ArmInfo(name, {"group_size": g}, 500_000_000, {"rollout": 0.6, "learning": 0.4, "feedback": 0.0})
 
 
-def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicates: int, room: float = 2.0
-               ) -> dict[str, object]:
+def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicates: int, room: float = 2.0,
+               target: float = TARGET) -> dict[str, object]:
     r0 = rng.uniform(0.1, 0.3)
     curves = [GENERATORS[family](rng, r0) for _ in range(4)]
     names = [f"g{2 ** (i + 2)}" for i in range(4)]
     infos = tuple(info(n, 2 ** (i + 2)) for i, n in enumerate(names))
-    truth = {n: float(c(np.array([TARGET]))[0]) for n, c in zip(names, curves, strict=True)}
+    truth = {n: float(c(np.array([target]))[0]) for n, c in zip(names, curves, strict=True)}
     eta = rng.standard_normal(200)
     first = {n: pilots(rng, n, c, eta, EVALS) for n, c in zip(names, curves, strict=True)}
     seed = int(rng.integers(2**31))
     if promotion == "predicted":
         from flopplan.race import promotion as halving
         from flopplan.race.design import room_ladder
-        inp0 = RaceInput(infos, {"math": PilotData(tuple(first.values()))}, ("math",), TARGET, RUNGS,
+        inp0 = RaceInput(infos, {"math": PilotData(tuple(first.values()))}, ("math",), target, RUNGS,
                          dict.fromkeys(names, 0), 0, "benchmark")
         t0 = analyze(inp0, n_replicates=n_replicates, seed=seed, holdout=False).target("math")
         preds = t0.budgets[-1].predictions
@@ -178,7 +178,7 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
             arms.append(ArmPilots(n, runs))
         else:
             arms.append(first[n])
-    inp = RaceInput(infos, {"math": PilotData(tuple(arms))}, ("math",), TARGET, RUNGS,
+    inp = RaceInput(infos, {"math": PilotData(tuple(arms))}, ("math",), target, RUNGS,
                     {n: int(n in kept) for n in names}, 0, "benchmark")
     t = analyze(inp, n_replicates=n_replicates, seed=seed, holdout=False).target("math")
     rec = t.recommendation
@@ -228,13 +228,16 @@ def main() -> None:
     parser.add_argument("--holdout-families", nargs="*", choices=list(HOLDOUT), default=None,
                         help="also run these held-out shapes (none named: all), reported in a table of their own")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--horizon", type=float, default=TARGET / F_P,
+                        help="F over the largest pilot, F_P (default 2: ScaleRL's fit-on-half protocol)")
     parser.add_argument("--room", type=float, default=2.0,
                         help="the design's room: the halving keeps 2 and up to room x 2 of the 4 arms (default 2)")
     args = parser.parse_args()
     reps, boot = (8, 50) if args.quick else (args.reps, args.replicates)
     room = f"room {args.room:g}" if args.promotion == "predicted" else "no room"
     print(f"# {reps} repetitions per family, {boot} bootstrap replicates, promotion {args.promotion}, rng seed "
-          f"{args.seed}; 4 arms, 3 seeds, 200 prompts, rungs F_P/4 and F_P (halving 4 -> 2, {room}), F = 2 F_P")
+          f"{args.seed}; 4 arms, 3 seeds, 200 prompts, rungs F_P/4 and F_P (halving 4 -> 2, {room}), "
+          f"F = {args.horizon:g} F_P")
     print(f"{'family':<10} {'err':>3} {'cover':>6} {'width':>6} {'P(b)':>6} {'right':>6} {'r_RACE':>7} {'r_naive':>7} "
           f"{'r_fit':>7} {'r_exh':>6} {'drop':>6} {'c.tell':>6} {'r_told':>7} {'kept':>5}")
     held = [] if args.holdout_families is None else args.holdout_families or list(HOLDOUT)
@@ -246,7 +249,7 @@ def main() -> None:
         start = time.perf_counter()
         for _ in range(reps):
             try:
-                rows.append(repetition(family, rng, args.promotion, boot, args.room))
+                rows.append(repetition(family, rng, args.promotion, boot, args.room, args.horizon * F_P))
             except Exception as exc:  # an analysis error is a finding, counted and printed
                 rows.append({"error": f"{type(exc).__name__}: {exc}"})
                 print(f"  error: {rows[-1]['error']}")
