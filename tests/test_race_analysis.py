@@ -18,7 +18,7 @@ from flopplan.errors import UserError
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.bootstrap import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.curves import scalerl_curve, synthetic_scores
-from flopplan.race.regime import _fallen_naive, rules
+from flopplan.race.regime import _fallen_naive, _naive_fields, rules
 from flopplan.race.report import render_markdown, write_outputs
 from flopplan.race.results import RACE_VERSION, ArmInfo, ArmPrediction, BudgetResult, RaceAnalysis, load_analysis
 from flopplan.race.tables import paper_tables
@@ -616,3 +616,5 @@ def test_the_naive_pick_gives_way_only_to_a_lower_bound_above_what_it_shows():
     assert _fallen_naive(at_f(steady, pred("fallen", 0.3, True)), steady, ("fallen", 0.55)) is None  # it did not fall
     assert _fallen_naive(at_f(steady), steady, ("fallen", 0.55)) is None  # no prediction for it
     assert _fallen_naive(at_f(steady), steady, ("steady", 0.55)) is None
+    note = _naive_fields("steady", at_f(steady, pred("fallen", 0.3, False)), ("fallen", 0.45))["naive_note"]
+    assert "fell back" in note and "0.500" in note and "cross" not in note

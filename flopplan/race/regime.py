@@ -269,6 +269,11 @@ def _naive_fields(arm: str | None, at_f: BudgetResult, naive: tuple[str, float] 
     if mine is None or theirs is None:
         out["naive_note"] = f"{name} has no prediction at {eng(at_f.flops)}: RACE picks among the fitted arms"
         return out
+    if not theirs.comparable:  # the naive pick fell back in its pilots (:func:`_fallen_naive`)
+        out["naive_note"] = (f"the naive pick {name} shows the best reward at the largest pilot ({seen:.3f}) but fell "
+                             f"back below its running best there ({theirs.note}), and {arm}'s lower bound at "
+                             f"{eng(at_f.flops)}, {mine.lo:.3f} (predicted {mine.reward:.3f}), is above that reward")
+        return out
     out["naive_note"] = (f"the naive pick {name} shows the best reward at the largest pilot ({seen:.3f}), but "
                          f"{arm} is predicted {mine.reward:.3f} [{mine.lo:.3f}, {mine.hi:.3f}] at {eng(at_f.flops)} "
                          f"against {theirs.reward:.3f} [{theirs.lo:.3f}, {theirs.hi:.3f}]: their curves cross "
