@@ -18,7 +18,7 @@ from flopplan.errors import UserError
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.bootstrap import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.curves import scalerl_curve, synthetic_scores
-from flopplan.race.regime import _fallen_naive, _naive_fields, rules
+from flopplan.race.regime import _naive_fields, _naive_stands, rules
 from flopplan.race.report import render_markdown, write_outputs
 from flopplan.race.results import RACE_VERSION, ArmInfo, ArmPrediction, BudgetResult, RaceAnalysis, load_analysis
 from flopplan.race.tables import paper_tables
@@ -600,21 +600,26 @@ def test_a_fallen_naive_pick_stays_unless_another_arm_is_sure_to_pass_what_it_sh
     assert rec.p_best is not None and 0.0 < rec.p_best < 1.0  # anchored: its fall counts, not its envelope
 
 
-def test_the_naive_pick_gives_way_only_to_a_lower_bound_above_what_it_shows():
-    """The rule alone (a unit: the two predictions built by hand): the curves' best displaces a naive pick that fails
-    the envelope check only when its lower bound at the budget is above the reward the naive pick shows."""
-    def pred(arm: str, lo: float, comparable: bool) -> ArmPrediction:
-        return ArmPrediction(arm, 2e20, lo + 0.1, lo, lo + 0.2, lo, lo, lo + 0.2, 0.0, 2.0, comparable, comparable,
-                             "" if comparable else "non-monotone (fails the envelope check)", None)
+def test_the_naive_pick_gives_way_only_to_a_lower_bound_above_its_upper_bound_or_what_it_shows():
+    """The rule alone (a unit: the predictions built by hand): the curves' best displaces the naive pick only when
+    its lower bound at the budget is above the naive pick's upper bound there; above the reward the naive pick shows
+    when it fails the envelope check (its curve is not trusted)."""
+    def pred(arm: str, lo: float, comparable: bool, width: float = 0.2) -> ArmPrediction:
+        return ArmPrediction(arm, 2e20, lo + width / 2, lo, lo + width, lo, lo, lo + width, 0.0, 2.0, comparable,
+                             comparable, "" if comparable else "non-monotone (fails the envelope check)", None)
 
     def at_f(*preds: ArmPrediction) -> BudgetResult:
         return BudgetResult("target", 2e20, preds, None)  # type: ignore[arg-type]  # the rule reads predictions only
 
     steady = pred("steady", 0.50, True)
-    assert _fallen_naive(at_f(steady, pred("fallen", 0.3, False)), steady, ("fallen", 0.55)) is not None
-    assert _fallen_naive(at_f(steady, pred("fallen", 0.3, False)), steady, ("fallen", 0.45)) is None
-    assert _fallen_naive(at_f(steady, pred("fallen", 0.3, True)), steady, ("fallen", 0.55)) is None  # it did not fall
-    assert _fallen_naive(at_f(steady), steady, ("fallen", 0.55)) is None  # no prediction for it
-    assert _fallen_naive(at_f(steady), steady, ("steady", 0.55)) is None
-    note = _naive_fields("steady", at_f(steady, pred("fallen", 0.3, False)), ("fallen", 0.45))["naive_note"]
+    fallen, seen = pred("fallen", 0.3, False), ("fallen", 0.55)
+    assert "fails the envelope check" in _naive_stands(at_f(steady, fallen), steady, seen, 0.9)  # type: ignore[operator]
+    assert _naive_stands(at_f(steady, fallen), steady, ("fallen", 0.45), 0.9) is None
+    overlapping = pred("fallen", 0.35, True)  # [0.35, 0.55] against steady's [0.50, 0.70]
+    assert "overlaps" in _naive_stands(at_f(steady, overlapping), steady, seen, 0.9)  # type: ignore[operator]
+    apart = pred("fallen", 0.25, True)  # [0.25, 0.45]: below steady's lower bound
+    assert _naive_stands(at_f(steady, apart), steady, seen, 0.9) is None
+    assert _naive_stands(at_f(steady), steady, seen, 0.9) is None  # no prediction for it
+    assert _naive_stands(at_f(steady), steady, ("steady", 0.55), 0.9) is None
+    note = _naive_fields("steady", at_f(steady, fallen), ("fallen", 0.45))["naive_note"]
     assert "fell back" in note and "0.500" in note and "cross" not in note

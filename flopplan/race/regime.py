@@ -34,11 +34,11 @@ The rules (:func:`rules` gives them in the words the report prints):
   with the best observed reward at the largest pilot) is recommended whenever it has a prediction at F, among the
   tied arms or not (the lower-variance call: single-scale rankings beat extrapolation unless the evidence says
   otherwise, DataDecide; measured on off-family truths, overriding it without that evidence raised the regret
-  above the naive pick's after a collapse, docs/results.md); the naive pick is also kept (confidence *low*) when
-  it fails the envelope check but the best comparable arm's lower bound at F does not reach the reward the naive
-  pick shows at the largest pilot (a fall seen in the pilots is not evidence that another arm will pass it;
-  naming the best usable arm instead put RACE's regret 0.0003 above the naive pick's after simulated collapses
-  at two seeds of three, docs/results.md); *best observed*
+  above the naive pick's after a collapse, docs/results.md); otherwise too the naive pick stays (confidence
+  *low*) unless the best usable arm's lower bound at F is above the naive pick's upper bound there, or, when the
+  naive pick fails the envelope check, above the reward it shows at the largest pilot (on simulated truths the
+  curves' confident departures from the arm seen best were wrong more often than right: after a collapse, and
+  where an arm recovering from a transient dip looked like a late rise, docs/results.md); *best observed*
   when no arm is usable: the survivor with the best observed reward at the survivors' largest common FLOPs, with a
   bootstrap of the observed means (:func:`checks.observed_bootstrap`). The naive pick is reported beside RACE's,
   with why RACE differs when it does. The P(best) stated for a fitted recommendation, among the finalists, anchors
@@ -115,9 +115,10 @@ def rules(level: float) -> tuple[str, ...]:
         f"'cannot tell' when P(best) < {UNDECIDED_P:g} or the margin's interval includes 0: the tied arms (the "
         "runner-up and every arm whose upper bound reaches the best's lower bound) are named with the FLOPs one "
         "more rung for them would cost, and the naive pick (the survivor with the best observed reward at the top "
-        "rung) is recommended whenever it has a prediction there; the naive pick is also recommended, confidence "
-        "low, when it fails the envelope check and the best comparable arm's lower bound at the budget does not "
-        "reach the reward it shows at the top rung; 'best observed' when no arm is usable: the "
+        "rung) is recommended whenever it has a prediction there; otherwise the naive pick is also recommended, "
+        "confidence low, unless the best usable arm's lower bound at the budget is above the naive pick's upper "
+        "bound there (or, when the naive pick fails the envelope check, above the reward it shows at the top "
+        "rung); 'best observed' when no arm is usable: the "
         "surviving arm with the best observed reward at the survivors' largest common FLOPs (a prompt-and-seed "
         "bootstrap of the observed means), no curve extrapolated. The recommendation's P(best), among itself and "
         "the finalists (the comparable arms that reached the top rung; with fewer than two, the decision's): the "
@@ -269,7 +270,7 @@ def _naive_fields(arm: str | None, at_f: BudgetResult, naive: tuple[str, float] 
     if mine is None or theirs is None:
         out["naive_note"] = f"{name} has no prediction at {eng(at_f.flops)}: RACE picks among the fitted arms"
         return out
-    if not theirs.comparable:  # the naive pick fell back in its pilots (:func:`_fallen_naive`)
+    if not theirs.comparable:  # the naive pick fell back in its pilots (:func:`_naive_stands`)
         out["naive_note"] = (f"the naive pick {name} shows the best reward at the largest pilot ({seen:.3f}) but fell "
                              f"back below its running best there ({theirs.note}), and {arm}'s lower bound at "
                              f"{eng(at_f.flops)}, {mine.lo:.3f} (predicted {mine.reward:.3f}), is above that reward")
@@ -277,7 +278,7 @@ def _naive_fields(arm: str | None, at_f: BudgetResult, naive: tuple[str, float] 
     out["naive_note"] = (f"the naive pick {name} shows the best reward at the largest pilot ({seen:.3f}), but "
                          f"{arm} is predicted {mine.reward:.3f} [{mine.lo:.3f}, {mine.hi:.3f}] at {eng(at_f.flops)} "
                          f"against {theirs.reward:.3f} [{theirs.lo:.3f}, {theirs.hi:.3f}]: their curves cross "
-                         "before the budget")
+                         "before the budget, and the intervals do not overlap")
     return out
 
 
@@ -337,8 +338,8 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
         # the curves cannot separate them: the arm seen best at the largest pilot is the lower-variance call
         keep_naive = (1, f"{naive[0]}, the best observed at the largest pilot, is recommended: the predictions at "
                          f"{eng(f)} do not overturn it")
-    elif not tied and (fell := _fallen_naive(at_f, pred, naive)) is not None:
-        keep_naive, confidence = (0, fell), "low"
+    elif not tied and (stands := _naive_stands(at_f, pred, naive, level)) is not None:
+        keep_naive, confidence = (0, stands), "low"
     if keep_naive is not None and naive is not None:
         reasons.insert(*keep_naive)
         top, arm = arm, naive[0]
@@ -352,18 +353,32 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
                           tied=tied, separate_flops=separate, **_naive_fields(arm, at_f, naive))
 
 
-def _fallen_naive(at_f: BudgetResult, pred: ArmPrediction, naive: tuple[str, float] | None) -> str | None:
-    """Why the naive pick stays the recommendation although it fails the envelope check (None: it does not): the
-    curves' best ``pred`` is not sure to reach even the reward the naive pick shows at the largest pilot (its lower
-    bound at the budget does not), so the evidence does not overturn the arm seen best, whatever its curve."""
+def _naive_stands(at_f: BudgetResult, pred: ArmPrediction, naive: tuple[str, float] | None, level: float
+                  ) -> str | None:
+    """Why the naive pick stays the recommendation although the curves put ``pred`` first (None: the evidence
+    overturns it, or there is no other naive pick). The curves overturn the arm seen best at the largest pilot only
+    when ``pred``'s lower bound at the budget is above the naive pick's upper bound there (their intervals do not
+    overlap), or, when the naive pick fails the envelope check (its curve is not trusted), above the reward it
+    shows at the largest pilot."""
     if naive is None or naive[0] == pred.arm:
         return None
     theirs = next((p for p in at_f.predictions if p.arm == naive[0]), None)
-    if theirs is None or theirs.comparable or pred.lo > naive[1]:
+    if theirs is None:
         return None
-    return (f"{naive[0]}, the best observed at the largest pilot ({naive[1]:.3f}), is recommended although it fell "
-            f"back below its running best (fails the envelope check): {pred.arm}, the best comparable arm, has "
-            f"{pred.lo:.3f} as the lower bound of its interval at {eng(at_f.flops)}, which does not reach that reward")
+    name, seen = naive
+    if not theirs.comparable:
+        if pred.lo > seen:
+            return None
+        return (f"{name}, the best observed at the largest pilot ({seen:.3f}), is recommended although it fell back "
+                f"below its running best (fails the envelope check): {pred.arm}, the best comparable arm, has "
+                f"{pred.lo:.3f} as the lower bound of its interval at {eng(at_f.flops)}, which does not reach that "
+                "reward")
+    if pred.lo > theirs.hi:
+        return None
+    return (f"{name}, the best observed at the largest pilot ({seen:.3f}), is recommended: {pred.arm} is predicted "
+            f"higher at {eng(at_f.flops)}, {pred.reward:.3f} [{pred.lo:.3f}, {pred.hi:.3f}], but its {level:.0%} "
+            f"interval overlaps {name}'s [{theirs.lo:.3f}, {theirs.hi:.3f}]; the curves overturn the arm seen best "
+            "only when the intervals at the budget do not overlap")
 
 
 def _best_observed(common: dict[str, Any], obs: ObservedBest, upfront: dict[str, int], why: str, level: float
