@@ -136,10 +136,9 @@ def linear_in_f(rng: np.random.Generator, r0: float) -> Curve:
 
 def double_sigmoid(rng: np.random.Generator, r0: float) -> Curve:
     """Two sigmoid rises in ln F, the second (up to 0.35) near or beyond the pilots."""
-    a1, m1 = rng.uniform(0.1, 0.3), F_P * 2.0 ** rng.uniform(-5, -2)
-    a2, m2 = rng.uniform(0.0, 0.35), F_P * 2.0 ** rng.uniform(-2, 2)
-    return lambda f: (r0 + a1 * expit(2 * np.log(np.maximum(f, 1e-300) / m1))
-                      + a2 * expit(2 * np.log(np.maximum(f, 1e-300) / m2)))
+    first = sigmoid(0.0, rng.uniform(0.1, 0.3), 2.0, F_P * 2.0 ** rng.uniform(-5, -2))
+    second = sigmoid(0.0, rng.uniform(0.0, 0.35), 2.0, F_P * 2.0 ** rng.uniform(-2, 2))
+    return lambda f: r0 + first(f) + second(f)
 
 
 def plateau(rng: np.random.Generator, r0: float) -> Curve:

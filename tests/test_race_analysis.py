@@ -613,13 +613,14 @@ def test_the_naive_pick_gives_way_only_to_a_lower_bound_above_its_upper_bound_or
 
     steady = pred("steady", 0.50, True)
     fallen, seen = pred("fallen", 0.3, False), ("fallen", 0.55)
-    assert "fails the envelope check" in _naive_stands(at_f(steady, fallen), steady, seen, 0.9)  # type: ignore[operator]
-    assert _naive_stands(at_f(steady, fallen), steady, ("fallen", 0.45), 0.9) is None
+    assert "fails the envelope check" in _naive_stands(at_f(steady, fallen), steady, seen, 0.9, False)  # type: ignore[operator]
+    assert _naive_stands(at_f(steady, fallen), steady, ("fallen", 0.45), 0.9, False) is None
     overlapping = pred("fallen", 0.35, True)  # [0.35, 0.55] against steady's [0.50, 0.70]
-    assert "overlaps" in _naive_stands(at_f(steady, overlapping), steady, seen, 0.9)  # type: ignore[operator]
+    assert "overlaps" in _naive_stands(at_f(steady, overlapping), steady, seen, 0.9, False)  # type: ignore[operator]
     apart = pred("fallen", 0.25, True)  # [0.25, 0.45]: below steady's lower bound
-    assert _naive_stands(at_f(steady, apart), steady, seen, 0.9) is None
-    assert _naive_stands(at_f(steady), steady, seen, 0.9) is None  # no prediction for it
-    assert _naive_stands(at_f(steady), steady, ("steady", 0.55), 0.9) is None
+    assert _naive_stands(at_f(steady, apart), steady, seen, 0.9, False) is None
+    assert "do not overturn" in _naive_stands(at_f(steady, apart), steady, seen, 0.9, True)  # type: ignore[operator]
+    assert _naive_stands(at_f(steady), steady, seen, 0.9, False) is None  # no prediction for it
+    assert _naive_stands(at_f(steady), steady, ("steady", 0.55), 0.9, False) is None
     note = _naive_fields("steady", at_f(steady, fallen), ("fallen", 0.45))["naive_note"]
     assert "fell back" in note and "0.500" in note and "cross" not in note

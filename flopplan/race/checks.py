@@ -44,8 +44,8 @@ def max_flops(arm: ArmPilots) -> float:
 def last_flops(arm: ArmPilots) -> float:
     """Mean over the seeds with a positive evaluation of each one's largest evaluation FLOPs: where the seed-mean
     reward at the seeds' last evaluations (:func:`flopplan.race.persistence.last_observed`) was seen."""
-    last = [max(p.flops for p in run.points) for run in arm.runs]
-    return float(np.mean([f for f in last if f > 0])) if any(f > 0 for f in last) else 0.0
+    last = [f for f in (max(p.flops for p in run.points) for run in arm.runs) if f > 0]
+    return float(np.mean(last)) if last else 0.0
 
 
 def last_noise(arm: ArmPilots) -> tuple[float, str]:

@@ -26,8 +26,9 @@ SET_ASIDE = ("the upfront FLOPs exceed the budget", "eliminated at rung")  # ver
 def upgrade(data: dict[str, Any], where: str) -> dict[str, Any]:
     """Version 1, 2 or 3 data as version 4 data; a malformed version 1 file is one UserError line. Versions 3 and 4
     added fields with defaults (3: a curve's model average, a recommendation's tie, cost to separate it and the
-    naive pick; 4: the two forecasts pooled in a recommendation's P(best)), so a version 2 or 3 file reads as it
-    is: those fields keep their defaults (none recorded)."""
+    naive pick; 4: beside a recommendation's P(best), the curves' own and the share of draws in which it is seen
+    best at the largest pilot), so a version 2 or 3 file reads as it is: those fields keep their defaults (none
+    recorded)."""
     if data.get("race_version") in (2, 3):
         return data | {"race_version": 4}
     try:

@@ -8,8 +8,9 @@ bootstrap draw j (the same prompts and seeds for every arm):
 
 where seen_j is the arm's seed-mean reward at each seed's last evaluation in draw j (:func:`last_observed`),
 mixture_j the model average's replicate j before the calibration's stretch (:mod:`flopplan.race.ensemble`: each
-family fitted to draw j, mixed by out-of-sample weights) and F_last the arm's largest pilot FLOPs. The stated
-P(best) is the share of draws in which the arm's anchored value is the highest (:func:`stated_p_best`).
+family fitted to draw j, mixed by out-of-sample weights) and F_last where the arm's seeds were last evaluated
+(their mean, :func:`flopplan.race.checks.last_flops`). The stated P(best) is the share of draws in which the arm's
+anchored value is the highest (:func:`stated_p_best`).
 
 Why anchored, and why unstretched. The curves' P(best) at F reads each arm's level from its fit; the fit's error
 at the pilots, and the calibrated stretch that widens every replicate beyond them, spread the arms' levels at F

@@ -333,15 +333,10 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
     confidence = "cannot tell" if tied else "low" if reasons else "high"
     p_arm, runner, margin = decision.p_best, decision.runner_up, decision.margin
     m_lo, m_hi = decision.margin_lo, decision.margin_hi
-    keep_naive = None  # (where the reason goes, why the naive pick is recommended instead of the curves' best)
-    if tied and naive is not None and naive[0] != arm and any(p.arm == naive[0] for p in at_f.predictions):
-        # the curves cannot separate them: the arm seen best at the largest pilot is the lower-variance call
-        keep_naive = (1, f"{naive[0]}, the best observed at the largest pilot, is recommended: the predictions at "
-                         f"{eng(f)} do not overturn it")
-    elif not tied and (stands := _naive_stands(at_f, pred, naive, level)) is not None:
-        keep_naive, confidence = (0, stands), "low"
-    if keep_naive is not None and naive is not None:
-        reasons.insert(*keep_naive)
+    stands = _naive_stands(at_f, pred, naive, level, bool(tied))
+    if stands is not None and naive is not None:
+        reasons.insert(1 if tied else 0, stands)  # tied: after the "cannot tell" reason, which names the tie
+        confidence = "cannot tell" if tied else "low"
         top, arm = arm, naive[0]
         pred = next(p for p in at_f.predictions if p.arm == arm)
         p_arm, runner, margin, m_lo, m_hi = decision.p_best_of.get(arm, 0.0), top, None, None, None
@@ -353,12 +348,13 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
                           tied=tied, separate_flops=separate, **_naive_fields(arm, at_f, naive))
 
 
-def _naive_stands(at_f: BudgetResult, pred: ArmPrediction, naive: tuple[str, float] | None, level: float
-                  ) -> str | None:
+def _naive_stands(at_f: BudgetResult, pred: ArmPrediction, naive: tuple[str, float] | None, level: float,
+                  tied: bool) -> str | None:
     """Why the naive pick stays the recommendation although the curves put ``pred`` first (None: the evidence
-    overturns it, or there is no other naive pick). The curves overturn the arm seen best at the largest pilot only
-    when ``pred``'s lower bound at the budget is above the naive pick's upper bound there (their intervals do not
-    overlap), or, when the naive pick fails the envelope check (its curve is not trusted), above the reward it
+    overturns it, or there is no other naive pick with a prediction at the budget). When the curves cannot tell the
+    top arms apart (``tied``) it always stays. Otherwise the curves overturn the arm seen best at the largest pilot
+    only when ``pred``'s lower bound at the budget is above the naive pick's upper bound there (their intervals do
+    not overlap), or, when the naive pick fails the envelope check (its curve is not trusted), above the reward it
     shows at the largest pilot."""
     if naive is None or naive[0] == pred.arm:
         return None
@@ -366,6 +362,9 @@ def _naive_stands(at_f: BudgetResult, pred: ArmPrediction, naive: tuple[str, flo
     if theirs is None:
         return None
     name, seen = naive
+    if tied:  # the curves cannot separate them: the arm seen best at the largest pilot is the lower-variance call
+        return (f"{name}, the best observed at the largest pilot, is recommended: the predictions at "
+                f"{eng(at_f.flops)} do not overturn it")
     if not theirs.comparable:
         if pred.lo > seen:
             return None
