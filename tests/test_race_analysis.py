@@ -279,14 +279,11 @@ def test_temporal_holdout_reports_error_and_coverage():
     assert not c.ok and "same number" in c.reason
     s = t.holdout_summary
     assert (s.n_arms, s.n_points) == (1, 1) and s.coverage == b.coverage and "coverage" in s.method
-    # the eliminated arm is still predicted, 8x beyond its pilots, which saw only the convex start of its rise (F_mid
-    # at its last pilot): a rise that goes on in F cannot be ruled out, so its interval is the widest and the
-    # recommendation stays with b or c (truths 0.70 and 0.65; a's is 0.49), not with a confident call on a
-    pa, pb, pc = t.budgets[-1].predictions
+    # b and c (truths 0.70 and 0.65) are predicted within 0.01 of each other: the best is one of them, not the
+    # eliminated arm, which is still predicted, with more extrapolation
+    assert t.budgets[-1].decision.best in ("b", "c")
+    pa = next(p for p in t.budgets[-1].predictions if p.arm == "a")
     assert pa.extrapolation == pytest.approx(8, rel=0.02)
-    assert pa.hi - pa.lo > max(pb.hi - pb.lo, pc.hi - pc.lo)
-    assert t.recommendation.arm in ("b", "c")
-    assert t.budgets[-1].decision.best in ("b", "c") or t.budgets[-1].decision.p_best < 0.8
 
 
 def test_a_held_out_target_is_observed_and_never_fitted(size_race):

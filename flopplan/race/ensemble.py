@@ -15,11 +15,8 @@ Per arm (:func:`model_average`):
 3. The mixture: replicate j takes family m's replicate j for a share w_m of the replicates (largest remainder,
    slots shuffled once per target by its random stream); the point is the weighted mean of the families' points. So the
    interval holds both the sampling noise and the families' disagreement.
-4. Calibration: every arm of the target contributes scores sqrt(max((observed - model average)^2 - v, 0)) /
-   ln(F_h / F_in) from step 2 (F_h the held-out FLOPs, F_in the largest refitted, v the bootstrap variance of the
-   held-out observed mean): the error per unit of log-extrapolation beyond the held-out point's own sampling noise,
-   which the mixture's replicates already carry (counted in both, intervals of arms whose reward no longer moved
-   covered 0.98: benchmarks/race_misspecification.py, "plateau"). Their split-
+4. Calibration: every arm of the target contributes scores |observed - model average| / ln(F_h / F_in) from step 2
+   (F_h the held-out FLOPs, F_in the largest refitted): the error per unit of log-extrapolation. Their split-
    conformal quantile q (the ceil((n + 1) level)-th smallest of n scores, the largest when that exceeds n) is the
    half-width, per unit of ln F, of what the pilots' own curves did beyond a fit: at ledger FLOPs B beyond the
    arm's pilots, e = q ln(B / F_max). It is added to the mixture's half-width h in quadrature (sqrt(h^2 + e^2):
@@ -130,8 +127,7 @@ def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None]) -> _Arm:
     hold[idx[-n_hold:]] = True
     f_hold, w_hold = sample.flops[:, hold], w0[:, hold]
     observed = seed_mean(sample.y[0][:, hold], w_hold)
-    noise2 = seed_mean(sample.y[1:, :, hold], sample.w[1:, :, hold]).var(axis=0)  # (H,)
-    tau2 = float(noise2.mean())
+    tau2 = float(seed_mean(sample.y[1:, :, hold], sample.w[1:, :, hold]).var(axis=0).mean())
     inner = fit_families(ArmSample(sample.flops, sample.y[:1], sample.w[:1], sample.r0[:1]), keep)
     preds: dict[str, FloatArray] = {}
     for m in fitted:
@@ -153,8 +149,7 @@ def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None]) -> _Arm:
         avg = sum(weights[m] * p for m, p in preds.items()) / norm
         f_in = float(sample.flops[:, keep][w0[:, keep] > 0].max())
         dist = np.log(seed_mean(f_hold, w_hold) / f_in)
-        net = np.sqrt(np.maximum((observed - avg) ** 2 - noise2, 0.0))
-        scores = [float(e / max(d, 1e-9)) for e, d in zip(net, dist, strict=True)]
+        scores = [float(abs(e) / max(d, 1e-9)) for e, d in zip(observed - avg, dist, strict=True)]
     rmse: dict[str, float | None] = {m: (float(np.sqrt(mse[m])) if m in mse else None) for m in fitted}
     return _Arm(fits, weights, rmse, scores, n_hold, float(np.sqrt(tau2)))
 
@@ -229,5 +224,5 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
               "bootstrap draws, weights 1 / (held-out MSE + tau^2) from refits without the last 1-2 evaluation "
               f"positions; {level:.0%} percentile interval of the mixture, its half-width combined in quadrature "
               f"with the split-conformal q ln(B / largest pilot FLOPs), q = {scale:.4f} from {len(all_scores)} "
-              "held-out scores of the target's arms (their errors net of the held-out means' sampling variance)")
+              "held-out scores of the target's arms")
     return EnsembleResult(points, reps, mixtures, tuple(records), scale, len(all_scores), method)

@@ -13,11 +13,12 @@ profiles A and F_mid). One matrix solve per (replicate, g): every replicate of e
   positions each side): a plateau then a second take-off, or a rise then a fall; extrapolated along the last piece.
 * ``turn-down``, a concave quadratic in ln F: R = c0 + c1 u + c2 u^2, c2 <= 0: a rise that bends over and can
   turn down.
-* ``power-rise``, a rise that is a power of F itself, with no ceiling: R = c0 + c1 (F / F_ref)^g = c0 + c1 e^(g u),
-  c1 >= 0, g on a log grid in [0.1, 2] (g = 1: a straight line in F). Every other family is at most linear in
-  ln F beyond the pilots, so a reward still climbing in F (the early, convex part of a slow rise, seen on a log
-  axis) was extrapolated too low: with the other four only, a straight rise in F was covered 0.69 of the time
-  (benchmarks/race_misspecification.py, "linear-F"; docs/results.md).
+
+A sign constraint is met by constrained least squares: where the free optimum breaks it, the optimum of this
+convex problem lies on the bound, so the fit is refitted with that coefficient 0 (a rising family on falling points
+is their mean; the turn-down family on convex points is a straight line). Before, a family whose constraint one
+bootstrap replicate broke at every shape value was dropped for the whole arm, so whether a flat arm's rising
+families counted depended on one draw in a hundred.
 
 Predictions are clipped to [0, 1] (a pass rate). A family needs more distinct evaluation positions (FLOPs more than
 10 % apart) than it has free values (coefficients + the shape value; :data:`MIN_POSITIONS`); with fewer it is not
@@ -35,10 +36,9 @@ from numpy.typing import NDArray
 from flopplan.errors import UserError
 
 FloatArray = NDArray[np.float64]
-FAMILIES = ("power", "log-linear", "two-stage", "turn-down", "power-rise")
-MIN_POSITIONS = {"power": 4, "log-linear": 3, "two-stage": 5, "turn-down": 4, "power-rise": 4}
+FAMILIES = ("power", "log-linear", "two-stage", "turn-down")
+MIN_POSITIONS = {"power": 4, "log-linear": 3, "two-stage": 5, "turn-down": 4}
 ALPHAS = np.geomspace(0.05, 3.0, 24)
-RISE_EXPONENTS = np.geomspace(0.1, 2.0, 16)
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,23 +71,17 @@ def _quadratic(u: FloatArray, g: float) -> FloatArray:
     return np.stack([np.ones_like(u), u, u * u], axis=-1)
 
 
-def _power_rise(u: FloatArray, g: float) -> FloatArray:
-    return np.stack([np.ones_like(u), np.exp(g * u)], axis=-1)
-
-
 FEATURES: dict[str, Features] = {"power": _power, "log-linear": _capped, "two-stage": _two_stage,
-                                 "turn-down": _quadratic, "power-rise": _power_rise}
+                                 "turn-down": _quadratic}
 # per family, (index, sign) of a coefficient whose sign is fixed: >= 0 for a rising curve, <= 0 for one that bends
 # over (a convex quadratic would extrapolate an early sigmoid's upswing; the two-stage family keeps late take-offs)
-SIGNED = {"power": (1, 1.0), "log-linear": (1, 1.0), "turn-down": (2, -1.0), "power-rise": (1, 1.0)}
+SIGNED = {"power": (1, 1.0), "log-linear": (1, 1.0), "turn-down": (2, -1.0)}
 
 
 def _grid(family: str, positions: FloatArray) -> FloatArray:
     """The shape values g tried for a family, from the distinct evaluation positions u (ascending)."""
     if family == "power":
         return ALPHAS
-    if family == "power-rise":
-        return RISE_EXPONENTS
     if family == "log-linear":
         return np.append(positions[1:-1], np.inf)
     if family == "two-stage":
@@ -137,7 +131,7 @@ def _least_squares(gram: FloatArray, rhs: FloatArray, wyy: FloatArray) -> tuple[
 
 def fit_family(family: str, flops: FloatArray, y: FloatArray, w: FloatArray, f_ref: float) -> FamilyFit | None:
     """Fit ``family`` to k rows of points: ``flops`` (n,) > 0, ``y`` and ``w`` (k, n). None when the points hold
-    too few distinct positions or no shape value gives a solvable, admissible fit."""
+    too few distinct positions or the normal equations give no finite fit."""
     if family not in FEATURES:
         raise UserError(f"unknown curve family {family!r}; choose from {', '.join(FAMILIES)}")
     x = np.asarray(flops, dtype=float)
