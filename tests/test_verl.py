@@ -21,13 +21,12 @@ import yaml
 from verl_keys import default_keys, generated_config, obtain_wheel
 
 from flopplan.cost import step_cost
+from flopplan.engines.hydra import format_override, parse_value
 from flopplan.engines.verl import (
     DEFAULTS,
     REWARD_FUNCTION_PLACEHOLDER,
     check_verl_rules,
-    format_override,
     launch_script,
-    parse_value,
     read_overrides,
     recipe_from_verl,
     verl_mfu_estimate,

@@ -187,7 +187,8 @@ def export_verl(plan_file: str, plan_model: str | None, gpus_per_node: int, nnod
                 as_json: bool) -> None:
     """verl Hydra overrides and a launch script (python3 -m verl.trainer.main_ppo) for a plan entry; verl's
     conventions (vLLM rollouts, the head on every token, packed updates) are applied and named."""
-    from flopplan.engines.verl import VERL_VERSION, format_override, launch_script, verl_overrides, verl_recipe
+    from flopplan.engines.hydra import format_override
+    from flopplan.engines.verl import VERL_VERSION, launch_script, verl_overrides, verl_recipe
     from flopplan.planfile import PlanFile
 
     entry = PlanFile.load(plan_file).select(plan_model)

@@ -39,7 +39,6 @@ Decided from the code (each refusal cites its line):
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import re
 import shlex
@@ -49,6 +48,7 @@ from typing import Any
 from flopplan import __version__
 from flopplan.arch import REGISTRY, resolve, split_targets
 from flopplan.cost import step_cost
+from flopplan.engines.hydra import format_override, parse_value
 from flopplan.errors import UserError, check_int, is_int, is_number
 from flopplan.fileio import read_text
 from flopplan.lengths import Length
@@ -97,21 +97,6 @@ UNPRICED = {  # keys whose feature flopplan does not price: a config with one of
     "0.9.1 (experimental/reward_loop/reward_loop.py:39): use reward.reward_model.enable", "data.gen_batch_size":
     "the dataloader's own batch", M + "lora_adapter_path": "the adapter's rank and targets are in its files"}
 _INTERPOLATION = re.compile(r"\$\{(?:oc\.select:)?\s*([\w.]+)\s*(?:,(.*))?\}")
-_EXP_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)[eE][+-]?\d+")  # 1e-3: a float to OmegaConf, text to PyYAML
-
-
-def parse_value(text: str) -> Any:
-    """A Hydra override value as OmegaConf reads it: null, true/false, numbers, ``[a,b]`` lists, else text."""
-    import yaml
-
-    if len(text) > 1 and text[0] == text[-1] and text[0] in "'\"":  # Hydra's quoting: \ escapes a quote
-        quote = re.escape(text[0])
-        return re.sub(rf"(\\*)({quote}|$)", lambda m: "\\" * (len(m.group(1)) // 2) + m.group(2), text[1:-1])
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
-    return float(value) if isinstance(value, str) and _EXP_FLOAT.fullmatch(value) else value
 
 
 class VerlConfig:
@@ -478,16 +463,6 @@ def verl_mfu_estimate(recipe: Recipe, *, update_seconds: float | None = None, n_
     if update_seconds and n_gpus and peak_flops:
         out["mfu"] = float(verl) / update_seconds / peak_flops / n_gpus
     return out
-
-
-def format_override(key: str, value: Any) -> str:
-    """``key=value`` in Hydra's override grammar (strings quoted when they would read as something else)."""
-    if value is None or isinstance(value, (bool, int, float, list, tuple)):
-        text = json.dumps(value, separators=(",", ":")) if not isinstance(value, (list, tuple)) else "[" + ",".join(
-            format_override("", v)[1:] for v in value) + "]"
-    elif not (re.fullmatch(r"[\w./~:+-]+", text := str(value)) and parse_value(text) == text):
-        text = "'" + re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + "\\" * len(m.group(2)) + m.group(2), text) + "'"
-    return f"{key}={text}"
 
 
 def launch_script(overrides: dict[str, Any], *, generated_by: str = "flopplan.engines.verl.verl_overrides") -> str:
