@@ -36,9 +36,9 @@ The rules (:func:`rules` gives them in the words the report prints):
   otherwise, DataDecide; measured on off-family truths, overriding it without that evidence raised the regret
   above the naive pick's after a collapse, docs/results.md); otherwise too the naive pick stays (confidence
   *low*) unless the best usable arm's lower bound at F is above the naive pick's upper bound there, or, when the
-  naive pick fails the envelope check, above the reward it shows at the largest pilot (on simulated truths the
-  curves' confident departures from the arm seen best were wrong more often than right: after a collapse, and
-  where an arm recovering from a transient dip looked like a late rise, docs/results.md); *best observed*
+  naive pick fails the envelope check, above the reward it shows at the largest pilot (on simulated truths every
+  departure that raised RACE's regret above the naive pick's was of this kind: after a collapse, and where an
+  arm recovering from a transient dip looked like a late rise, docs/results.md, rounds 5-6); *best observed*
   when no arm is usable: the survivor with the best observed reward at the survivors' largest common FLOPs, with a
   bootstrap of the observed means (:func:`checks.observed_bootstrap`). The naive pick is reported beside RACE's,
   with why RACE differs when it does. The P(best) stated for a fitted recommendation, among the finalists, anchors
