@@ -22,8 +22,10 @@ stated P(best) of fitted recommendations vs how often their arm is the best of t
 among (the finalists: the comparable arms the halving kept, and the pick; all comparable arms with fewer than two
 finalists), mean regret at F of RACE, the naive pick (best observed at the largest pilot; ties to the first arm, as
 RACE), the fitted-point pick (the highest ScaleRL point fit at F among fitted arms) and exhaustive (0), how often the
-halving drops the true best, the "cannot tell" rate, RACE's regret where it did not say "cannot tell", and the mean
-number of arms the halving kept (each costs 3/4 of a first rung's four pilots more). With another flopplan on
+halving drops the true best, the "cannot tell" rate, RACE's regret where it did not say "cannot tell", the mean
+number of arms the halving kept (each costs 3/4 of a first rung's four pilots more), and the share of usable
+predictions whose arm tested as still accelerating in ln F (its interval's upper end raised,
+flopplan.race.acceleration). With another flopplan on
 PYTHONPATH (one before the promotion module) it measures that one, with ``--promotion current``.
 """
 
@@ -231,7 +233,10 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
     finalists = [n for n in comparable if n in kept or (fitted_rec and n == rec.arm)]  # type: ignore[union-attr]
     pool = finalists if len(finalists) > 1 else comparable  # the arms the stated P(best) is computed among
     best_comparable = max(pool, key=lambda n: truth[n]) if pool else None
+    raised = {c.arm for c in t.curves if c.ensemble is not None and getattr(c.ensemble, "reach_at_budget", None)
+              is not None}  # accelerating arms (flopplan.race.acceleration; absent before it)
     return {"inside": [p.lo <= truth[p.arm] <= p.hi for p in usable], "width": [p.hi - p.lo for p in usable],
+            "accelerating": [p.arm in raised for p in usable],
             "stated": rec.p_best if fitted_rec else None,  # type: ignore[union-attr]
             "right": (rec.arm == best_comparable) if fitted_rec else None,  # type: ignore[union-attr]
             "race": best - truth[rec.arm] if rec is not None and rec.arm else np.nan,
@@ -247,11 +252,12 @@ def summarise(rows: list[dict[str, object]]) -> str:
     stated = [r["stated"] for r in ok if r["stated"] is not None]
     right = [r["right"] for r in ok if r["right"] is not None]
     told = [r["race"] for r in ok if not r["cannot_tell"]]
+    accel = [x for r in ok for x in r["accelerating"]]  # type: ignore[attr-defined]
     mean = lambda k: float(np.nanmean([r[k] for r in ok]))  # noqa: E731
     return (f"{len(rows) - len(ok):>3} {np.mean(inside):>6.3f} {np.mean(width):>6.3f} {np.mean(stated):>6.3f} "
             f"{np.mean(right):>6.3f} {mean('race'):>7.4f} {mean('naive'):>7.4f} {mean('point'):>7.4f} "
             f"{0.0:>6.3f} {mean('dropped'):>6.3f} {mean('cannot_tell'):>6.3f} "
-            f"{(np.mean(told) if told else float('nan')):>7.4f} {mean('kept'):>5.2f}")
+            f"{(np.mean(told) if told else float('nan')):>7.4f} {mean('kept'):>5.2f} {np.mean(accel):>5.2f}")
 
 
 def main() -> None:
@@ -275,7 +281,7 @@ def main() -> None:
           f"{args.seed}; 4 arms, 3 seeds, 200 prompts, rungs F_P/4 and F_P (halving 4 -> 2, {room}), "
           f"F = {args.horizon:g} F_P")
     print(f"{'family':<10} {'err':>3} {'cover':>6} {'width':>6} {'P(b)':>6} {'right':>6} {'r_RACE':>7} {'r_naive':>7} "
-          f"{'r_fit':>7} {'r_exh':>6} {'drop':>6} {'c.tell':>6} {'r_told':>7} {'kept':>5}")
+          f"{'r_fit':>7} {'r_exh':>6} {'drop':>6} {'c.tell':>6} {'r_told':>7} {'kept':>5} {'accel':>5}")
     held = [] if args.holdout_families is None else args.holdout_families or list(HOLDOUT)
     for family in [*args.families, *held]:
         if family == (held or [None])[0]:

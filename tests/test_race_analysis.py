@@ -396,11 +396,29 @@ def test_a_version_3_race_json_reads_without_the_two_forecasts(size_race, tmp_pa
     assert old.recommendations[0].p_best_seen is None and old.recommendations[0].p_best == an.recommendations[0].p_best
 
 
+def test_a_version_4_race_json_reads_without_the_acceleration_test(size_race, tmp_path):
+    _, an = size_race
+    write_outputs(an, tmp_path, plots=False)
+    data = json.loads((tmp_path / "race.json").read_text())
+    data["race_version"] = 4
+    for t in data["targets"]:
+        for c in t["curves"]:
+            if c.get("ensemble") is not None:
+                c["ensemble"].pop("convex_share", None)
+                c["ensemble"].pop("reach_at_budget", None)
+    (tmp_path / "race.json").write_text(json.dumps(data))
+    old = load_analysis(tmp_path / "race.json")
+    fitted = [c for c in old.targets[0].curves if c.ensemble is not None]
+    assert old.race_version == RACE_VERSION and fitted
+    assert all(c.ensemble.convex_share is None and c.ensemble.reach_at_budget is None for c in fitted)
+    assert any(c.ensemble.convex_share is not None for t in an.targets for c in t.curves if c.ensemble is not None)
+
+
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda d: d.pop("targets"), "missing key 'targets'"),
     (lambda d: d.update(extra=1), "unknown key 'extra'"),
-    (lambda d: d.update(race_version=99), "race_version must be the integer 1 or 2 or 3 or 4"),
-    (lambda d: d.update(race_version="1"), "race_version must be the integer 1 or 2 or 3 or 4"),
+    (lambda d: d.update(race_version=99), "race_version must be the integer 1 or 2 or 3 or 4 or 5"),
+    (lambda d: d.update(race_version="1"), "race_version must be the integer 1 or 2 or 3 or 4 or 5"),
     (lambda d: d["targets"][0]["budgets"][0]["decision"].update(p_best="high"),
      "race.json.targets[0].budgets[0].decision.p_best"),
     (lambda d: d["targets"][0]["curves"][0]["arm_fit"].update(identified=1), "identified must be true or false"),

@@ -24,6 +24,9 @@ Per arm (:func:`model_average`):
    replicates about the point by sqrt(1 + (e / h)^2) (P(best) then sees the same width), then clipped to [0, 1]
    (a pass rate). Taking the larger of h and e instead left 78-79 % coverage where a second rise or a late
    rise starts after the pilots (benchmarks/race_misspecification.py; docs/results.md).
+5. Acceleration: for an arm whose last pilots still bend up in ln F, the upper end of the calibrated interval
+   beyond the pilots is raised to what a rise that keeps accelerating (a power of F from R0) reaches there
+   (:mod:`flopplan.race.acceleration`: the test, the reach, and why the point and the mixture stay).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from flopplan.errors import UserError
+from flopplan.race import acceleration
 from flopplan.race.curves import default_grids, fit_curve_batch
 from flopplan.race.families import FAMILIES, ArmSample, FamilyFit, fit_families
 
@@ -58,7 +62,10 @@ class FamilyReading:
 class EnsembleFit:
     """An arm's model average: the families, the positions held out for the weights, the sd of the held-out observed
     means (tau), this arm's calibration scores and the target's calibration ``scale`` (half-width per unit of
-    ln F beyond the pilots, pooled over the target's arms), the model-averaged R at the target budget."""
+    ln F beyond the pilots, pooled over the target's arms), the model-averaged R at the target budget; the
+    acceleration test (:mod:`flopplan.race.acceleration`): the share of bootstrap draws whose last positions bend
+    up in ln F (None: too few positions, or not recorded), and for an accelerating arm the reach at the target
+    budget (the upper end its interval is raised to where it lies above it; None otherwise)."""
 
     families: tuple[FamilyReading, ...]
     held_out: int
@@ -66,6 +73,8 @@ class EnsembleFit:
     scores: tuple[float, ...]
     scale: float
     predicted_at_budget: float
+    convex_share: float | None = None
+    reach_at_budget: float | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -181,12 +190,17 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
     and ``scalerl_reps`` (n_arms, m, k) from the paired bootstrap whose draws ``samples`` hold; ``max_flops`` each
     arm's largest pilot FLOPs; ``target_col`` each arm's column of the target budget (for its record)."""
     arms = []
+    accel = []
     for sample in samples:
         try:
             fits = fit_families(sample)
         except (ArithmeticError, ValueError, np.linalg.LinAlgError):
             fits = dict.fromkeys(FAMILIES)
         arms.append(_holdout(sample, fits))
+        try:
+            accel.append(acceleration.assess(sample, level))
+        except (ArithmeticError, ValueError, np.linalg.LinAlgError):
+            accel.append(acceleration.Acceleration(None, False, None))
     all_scores = [s for a in arms for s in a.scores]
     scale = conformal_scale(all_scores, level)
     n_arms, m, k = scalerl_reps.shape
@@ -213,16 +227,23 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
         stretch = np.sqrt(1.0 + (floor / half) ** 2)  # the half-width becomes sqrt(half^2 + floor^2)
         points[i] = point
         mixtures[i] = mix.T
-        reps[i] = np.clip(point[None] + stretch[None] * (mix - point[None]), 0.0, 1.0).T
+        calibrated = np.clip(point[None] + stretch[None] * (mix - point[None]), 0.0, 1.0)
+        reach = acceleration.reach(accel[i], grid, level)
+        if reach is not None:
+            calibrated = acceleration.raise_upper(calibrated, point, reach, grid > max_flops[i], level)
+        reps[i] = calibrated.T
         c = target_col[i]
         records.append(EnsembleFit(
             families=tuple(FamilyReading(n, float(a.weights.get(n, 0.0)), a.rmse.get(n),
                                          float(pred[n][0, c]) if n in pred else None) for n in ALL_FAMILIES),
             held_out=a.n_hold, holdout_noise=a.tau, scores=tuple(a.scores), scale=scale,
-            predicted_at_budget=float(point[c])))
+            predicted_at_budget=float(point[c]), convex_share=accel[i].convex_share,
+            reach_at_budget=None if reach is None else float(reach[c])))
     method = (f"model average of {len(ALL_FAMILIES)} curve families ({', '.join(ALL_FAMILIES)}) over the same paired "
               "bootstrap draws, weights 1 / (held-out MSE + tau^2) from refits without the last 1-2 evaluation "
               f"positions; {level:.0%} percentile interval of the mixture, its half-width combined in quadrature "
               f"with the split-conformal q ln(B / largest pilot FLOPs), q = {scale:.4f} from {len(all_scores)} "
-              "held-out scores of the target's arms")
+              "held-out scores of the target's arms; for an arm whose last 4 positions bend up in ln F in >= "
+              f"{level:.0%} of the draws, the upper end beyond its pilots raised to the {1 - (1 - level) / 2:.0%} "
+              "percentile of a power-of-F rise fitted to the same draws where that is higher")
     return EnsembleResult(points, reps, mixtures, tuple(records), scale, len(all_scores), method)

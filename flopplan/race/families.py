@@ -89,7 +89,7 @@ def _grid(family: str, positions: FloatArray) -> FloatArray:
     return np.zeros(1)
 
 
-def _positions(u: FloatArray) -> FloatArray:
+def distinct_positions(u: FloatArray) -> FloatArray:
     """The distinct evaluation positions among u values: sorted, a new position wherever the gap exceeds 0.1 (seeds
     evaluate at FLOPs within a few % of each other); each position's mean u."""
     s = np.sort(u)
@@ -129,7 +129,7 @@ def fit_family(family: str, flops: FloatArray, y: FloatArray, w: FloatArray, f_r
     x = np.asarray(flops, dtype=float)
     yy, ww = np.atleast_2d(y), np.atleast_2d(w)
     u = np.log(x / f_ref)
-    positions = _positions(u[ww.max(axis=0) > 0])
+    positions = distinct_positions(u[ww.max(axis=0) > 0])
     if positions.size < MIN_POSITIONS[family]:
         return None
     grid = _grid(family, positions)
