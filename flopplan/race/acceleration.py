@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from flopplan.race.families import ArmSample, distinct_positions
+from flopplan.race.families import ArmSample, distinct_positions, weighted_lstsq
 
 FloatArray = NDArray[np.float64]
 LAST_POSITIONS = 4
@@ -76,21 +76,15 @@ class RiseFit:
 @dataclass(frozen=True, eq=False)
 class Acceleration:
     """An arm's test and reach: ``convex_share`` the share of bootstrap draws whose quadratic in ln F over the
-    last positions bends up (None: too few positions to test), ``accelerating`` whether that share reaches the
-    level, ``rise`` the accelerating curve's fits (None: not accelerating, or not fittable)."""
+    last positions bends up (None: too few positions to test), ``rise`` the accelerating curve's fits (None: the
+    share is below the level, or there is no share)."""
 
     convex_share: float | None
-    accelerating: bool
     rise: RiseFit | None
 
-
-def _weighted_lstsq(design: FloatArray, y: FloatArray, w: FloatArray) -> FloatArray:
-    """Coefficients (k, G, p) of weighted least squares for designs (G, n, p) and rows y, w (k, n)."""
-    p = design.shape[-1]
-    gram = np.einsum("gni,kn,gnj->kgij", design, w, design)
-    gram += (1e-10 * np.trace(gram, axis1=2, axis2=3) + 1e-12)[..., None, None] * np.eye(p)
-    rhs = np.einsum("gni,kn->kgi", design, w * y)
-    return np.asarray(np.linalg.solve(gram, rhs[..., None])[..., 0], dtype=float)
+    @property
+    def accelerating(self) -> bool:
+        return self.rise is not None
 
 
 def convex_share(sample: ArmSample) -> float | None:
@@ -109,7 +103,7 @@ def convex_share(sample: ArmSample) -> float | None:
     uu = u.ravel()[keep]
     design = np.stack([np.ones_like(uu), uu, uu * uu], axis=-1)[None]
     k = sample.y.shape[0]
-    coef = _weighted_lstsq(design, sample.y.reshape(k, -1)[1:, keep], sample.w.reshape(k, -1)[1:, keep])
+    coef, _ = weighted_lstsq(design, sample.y.reshape(k, -1)[1:, keep], sample.w.reshape(k, -1)[1:, keep])
     return float(np.mean(coef[:, 0, 2] > 0))
 
 
@@ -137,8 +131,7 @@ def fit_rise(sample: ArmSample) -> RiseFit | None:
 def assess(sample: ArmSample, level: float) -> Acceleration:
     """The module's test and, for an accelerating arm, its rise fitted to every draw."""
     share = convex_share(sample)
-    accelerating = share is not None and share >= level
-    return Acceleration(share, accelerating, fit_rise(sample) if accelerating else None)
+    return Acceleration(share, fit_rise(sample) if share is not None and share >= level else None)
 
 
 def reach(acc: Acceleration, flops: FloatArray, level: float) -> FloatArray | None:

@@ -200,7 +200,7 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
         try:
             accel.append(acceleration.assess(sample, level))
         except (ArithmeticError, ValueError, np.linalg.LinAlgError):
-            accel.append(acceleration.Acceleration(None, False, None))
+            accel.append(acceleration.Acceleration(None, None))
     all_scores = [s for a in arms for s in a.scores]
     scale = conformal_scale(all_scores, level)
     n_arms, m, k = scalerl_reps.shape

@@ -121,6 +121,17 @@ class FamilyFit:
         return np.clip(out, 0.0, 1.0)
 
 
+def weighted_lstsq(design: FloatArray, y: FloatArray, w: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Weighted least squares by the normal equations for designs (G, n, p) and rows ``y``, ``w`` (k, n), a ridge of
+    1e-10 of the Gram matrix's trace (+ 1e-12) keeping a rank-deficient design solvable: the coefficients
+    (k, G, p) and X'Wy (k, G, p), from which the SSE is sum w y^2 - coef . X'Wy."""
+    p = design.shape[-1]
+    gram = np.einsum("gni,kn,gnj->kgij", design, w, design)
+    rhs = np.einsum("gni,kn->kgi", design, w * y)
+    gram += (1e-10 * np.trace(gram, axis1=2, axis2=3) + 1e-12)[..., None, None] * np.eye(p)
+    return np.asarray(np.linalg.solve(gram, rhs[..., None])[..., 0], dtype=float), rhs
+
+
 def fit_family(family: str, flops: FloatArray, y: FloatArray, w: FloatArray, f_ref: float) -> FamilyFit | None:
     """Fit ``family`` to k rows of points: ``flops`` (n,) > 0, ``y`` and ``w`` (k, n). None when the points hold
     too few distinct positions or no shape value gives a solvable, admissible fit."""
@@ -136,11 +147,7 @@ def fit_family(family: str, flops: FloatArray, y: FloatArray, w: FloatArray, f_r
     if grid.size == 0:
         return None
     design = np.stack([FEATURES[family](u, float(g)) for g in grid])  # (G, n, p)
-    p = design.shape[-1]
-    gram = np.einsum("gni,kn,gnj->kgij", design, ww, design)
-    rhs = np.einsum("gni,kn->kgi", design, ww * yy)
-    gram += (1e-10 * np.trace(gram, axis1=2, axis2=3) + 1e-12)[..., None, None] * np.eye(p)
-    coef = np.linalg.solve(gram, rhs[..., None])[..., 0]  # (k, G, p)
+    coef, rhs = weighted_lstsq(design, yy, ww)  # (k, G, p)
     sse = (ww * yy * yy).sum(axis=1)[:, None] - np.einsum("kgi,kgi->kg", coef, rhs)
     bad = ~np.isfinite(sse)
     if family in SIGNED:
