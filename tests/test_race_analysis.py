@@ -381,33 +381,32 @@ def test_a_fitted_recommendation_records_the_anchored_and_both_single_forecasts(
     assert "carried to" in render_markdown(an)
 
 
-def test_a_version_3_race_json_reads_without_the_two_forecasts(size_race, tmp_path):
-    _, an = size_race
+def written_as(an: RaceAnalysis, tmp_path: Path, version: int, drop: dict[str, tuple[str, ...]]) -> RaceAnalysis:
+    """``an`` written, relabelled as race.json ``version`` without the keys that version lacks (``drop``: per
+    record, "recommendation" of a target or "ensemble" of a curve, the keys to remove), and read back."""
     write_outputs(an, tmp_path, plots=False)
     data = json.loads((tmp_path / "race.json").read_text())
-    data["race_version"] = 3
+    data["race_version"] = version
     for t in data["targets"]:
-        if t["recommendation"] is not None:
-            for key in ("p_best_curves", "p_best_seen"):
-                del t["recommendation"][key]
+        records = [t["recommendation"], *(c.get("ensemble") for c in t["curves"])]
+        kinds = ["recommendation", *(["ensemble"] * len(t["curves"]))]
+        for record, kind in zip(records, kinds, strict=True):
+            for key in drop.get(kind, ()) if record is not None else ():
+                del record[key]
     (tmp_path / "race.json").write_text(json.dumps(data))
-    old = load_analysis(tmp_path / "race.json")
+    return load_analysis(tmp_path / "race.json")
+
+
+def test_a_version_3_race_json_reads_without_the_two_forecasts(size_race, tmp_path):
+    _, an = size_race
+    old = written_as(an, tmp_path, 3, {"recommendation": ("p_best_curves", "p_best_seen")})
     assert old.race_version == RACE_VERSION
     assert old.recommendations[0].p_best_seen is None and old.recommendations[0].p_best == an.recommendations[0].p_best
 
 
 def test_a_version_4_race_json_reads_without_the_acceleration_test(size_race, tmp_path):
     _, an = size_race
-    write_outputs(an, tmp_path, plots=False)
-    data = json.loads((tmp_path / "race.json").read_text())
-    data["race_version"] = 4
-    for t in data["targets"]:
-        for c in t["curves"]:
-            if c.get("ensemble") is not None:
-                c["ensemble"].pop("convex_share", None)
-                c["ensemble"].pop("reach_at_budget", None)
-    (tmp_path / "race.json").write_text(json.dumps(data))
-    old = load_analysis(tmp_path / "race.json")
+    old = written_as(an, tmp_path, 4, {"ensemble": ("convex_share", "reach_at_budget")})
     fitted = [c for c in old.targets[0].curves if c.ensemble is not None]
     assert old.race_version == RACE_VERSION and fitted
     assert all(c.ensemble.convex_share is None and c.ensemble.reach_at_budget is None for c in fitted)
