@@ -33,6 +33,7 @@ PYTHONPATH (one before the promotion module) it measures that one, with ``--prom
 from __future__ import annotations
 
 import argparse
+import hashlib
 import time
 from collections.abc import Callable
 
@@ -184,6 +185,17 @@ def pilots(rng: np.random.Generator, name: str, curve: Curve, eta: np.ndarray, f
     return ArmPilots.from_arrays(name, f, (ndtr(z) < p[:, :, None]).astype(float))
 
 
+def fingerprint(arms: list[ArmPilots]) -> str:
+    """A digest of every evaluation of every arm (FLOPs and scores): equal digests, equal pilots."""
+    h = hashlib.sha256()
+    for arm in arms:
+        for run in arm.runs:
+            for p in run.points:
+                h.update(np.float64(p.flops).tobytes())
+                h.update(np.ascontiguousarray(p.scores, dtype=np.float64).tobytes())
+    return h.hexdigest()
+
+
 def info(name: str, g: int) -> ArmInfo:
     return ArmInfo(name, {"group_size": g}, 500_000_000, {"rollout": 0.6, "learning": 0.4, "feedback": 0.0})
 
@@ -252,7 +264,8 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
             "race": best - truth[rec.arm] if rec is not None and rec.arm else np.nan,
             "naive": best - truth[naive], "point": best - truth[point_pick],
             "dropped": max(truth, key=lambda n: truth[n]) not in kept,
-            "cannot_tell": rec is not None and rec.confidence == "cannot tell", "kept": len(kept)}
+            "cannot_tell": rec is not None and rec.confidence == "cannot tell", "kept": len(kept),
+            "pilots": fingerprint(arms)}
 
 
 def summarise(rows: list[dict[str, object]]) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.special import ndtr
 
 from flopplan.errors import UserError
 from flopplan.race.analysis import RaceInput, analyze
@@ -186,6 +187,27 @@ def test_unbent_arms_are_predicted_by_the_model_average_with_wider_intervals():
     for arm in ("lo", "hi"):
         within, beyond = (next(p for p in t.budgets[i].predictions if p.arm == arm) for i in (1, 2))
         assert beyond.hi - beyond.lo > within.hi - within.lo
+
+
+def test_a_p_best_among_arms_still_climbing_says_what_it_assumes(size_race):
+    """Straight rises in F (convex in ln F to the end of the pilots): the recommendation's P(best) assumes both
+    keep climbing to F, and a warning names them; arms that bent before their largest pilot get no such warning."""
+    rng = np.random.default_rng(0)
+    eta = rng.standard_normal(200)
+    grid = np.concatenate([[0.0], F_PILOT * 2.0 ** np.arange(-4, 1)])
+    pairs = []
+    for name, slope in (("slow", 0.2), ("fast", 0.35)):
+        f = np.tile(grid, (3, 1)) * (1 + 0.01 * rng.uniform(-1, 1, (3, grid.size)))
+        p = 0.2 + slope * f / F_PILOT
+        z = np.sqrt(0.5) * eta + np.sqrt(0.5) * rng.standard_normal((3, grid.size, eta.size))
+        pairs.append((info(name), ArmPilots.from_arrays(name, f, (ndtr(z) < p[:, :, None]).astype(float))))
+    t = analyze(race(pairs), n_replicates=REPS).target("math")
+    assert t.recommendation.mode == "fitted" and t.recommendation.arm == "fast"
+    assert all(c.ensemble.reach_at_budget is not None for c in t.curves)
+    caveat = [w for w in t.warnings if "still accelerating" in w]
+    assert len(caveat) == 1 and caveat[0].startswith("slow, fast: ")
+    assert f"P(best) of {t.recommendation.p_best:.2f}" in caveat[0]
+    assert not [w for w in size_race[1].target("math").warnings if "still accelerating" in w]
 
 
 def test_an_eliminated_arm_stays_in_the_analysis_with_a_wide_interval():

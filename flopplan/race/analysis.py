@@ -300,6 +300,25 @@ def _fit_warnings(states: list[_ArmState], at_f: BudgetResult) -> list[str]:
     return out
 
 
+def _climb_warnings(rec: Recommendation | None, at_f: BudgetResult, curves: dict[str, ArmCurve],
+                    survived: dict[str, bool]) -> list[str]:
+    """What a fitted recommendation's P(best) takes for granted: the arms it is computed among (the pick and the
+    comparable finalists) that were still accelerating in ln F at their largest pilots (their upper ends raised,
+    :mod:`flopplan.race.acceleration`) are assumed to keep climbing to the budget. Where such an arm stops between
+    its largest pilot and F, no pilot shows; the stated P(best) does not price it in (docs/results.md, round 9:
+    why no rule that reads only the pilots can)."""
+    if rec is None or rec.mode != "fitted" or rec.arm is None or rec.p_best is None:
+        return []
+    comparable = {p.arm for p in at_f.predictions if p.comparable}
+    pool = [n for n, c in curves.items() if n == rec.arm or (survived.get(n, False) and n in comparable)]
+    climbing = [n for n in pool if (e := curves[n].ensemble) is not None and e.reach_at_budget is not None]
+    if not climbing:
+        return []
+    return [f"{', '.join(climbing)}: still accelerating in ln F at the largest pilot; the P(best) of {rec.p_best:.2f} "
+            "assumes the climb goes on to the target budget. A ceiling reached between the largest pilot and the "
+            "budget is in no pilot, and it can reorder the arms"]
+
+
 def _naive(inp: RaceInput, curves: dict[str, ArmCurve], survived: dict[str, bool]) -> tuple[str, float] | None:
     """The naive pick: the survivor with the best observed seed-mean reward at the top rung (ties: arm order)."""
     seen: list[tuple[str, float]] = []
@@ -407,6 +426,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
     recommendation = pilot_cost(_among_finalists(rec, at_f, states, ens, at_cols, [col[f] for f in last], res.samples),
                                 budget_flops=f_target, pilot_flops=inp.pilot_flops, spend=inp.pilot_spend,
                                 upfront=upfront, largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
+    warnings += _climb_warnings(recommendation, at_f, curves, survived)
     holdouts = [_holdout(st.arm, n_replicates, level, _stream(seed, name, st.info.name, "holdout"))
                 for st in states if holdout and survived[st.info.name]]
     return TargetResult(name=name, fitted=True, n_prompts=data.n_prompts,

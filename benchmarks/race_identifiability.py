@@ -1,0 +1,95 @@
+"""Two truths the pilots cannot tell apart, and what that does to any stated P(best).
+
+A pair of truths draws the same random numbers: each arm a rise and a ceiling; the capped truth stops at the
+ceiling, its twin goes on (to a pass rate of 1). Every repetition runs the protocol of
+benchmarks/race_misspecification.py (4 arms, 3 seeds, 200 prompts, rungs F_P/4 and F_P, the halving, F = 2 F_P) on
+both truths from the same generator state. Where no arm reaches its ceiling at any pilot evaluation, the two
+repetitions' pilots are equal bit for bit (checked: a digest of every evaluation), and so are everything RACE
+computes from them: the halving, the pick, the finalists and the stated P(best). Only the truth at F differs.
+
+On those repetitions any rule that reads only the pilots states one number per repetition for both truths. If the
+pick is the best finalist in a share h_c of them under the capped truth and h_u under its twin, the rule's mean
+stated P(best) s is off by s - h_c on one and s - h_u on the other, so the larger of the two gaps is at least
+(h_u - h_c) / 2, whatever the rule. Printed per pair: the share of repetitions with equal pilots; on those, RACE's
+mean stated P(best), both hit rates and that least possible gap; on all repetitions, stated and hit rate per truth.
+
+    python benchmarks/race_identifiability.py                     # both pairs, 200 repetitions, seed 2026
+    python benchmarks/race_identifiability.py --pairs linear-F --reps 50 --seed 7
+
+Pairs: ``linear-F`` (the held-out shape of that name: a straight rise in F, slope U(0.05, 0.4) per F_P, ceiling
+U(0.5, 0.9)) and ``ceiling`` (the held-out power law in F to a hard ceiling U(0.45, 0.9), reached anywhere from
+F_P/4 to 8 F_P).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+from race_misspecification import F_P, GENERATORS, Curve, repetition
+
+Draw = Callable[[np.random.Generator, float], tuple[Curve, Curve]]
+
+
+def linear_pair(rng: np.random.Generator, r0: float) -> tuple[Curve, Curve]:
+    slope, cap = rng.uniform(0.05, 0.4), rng.uniform(0.5, 0.9)  # the draws of race_misspecification.linear_in_f
+    return (lambda f: np.minimum(r0 + slope * np.maximum(f, 0.0) / F_P, cap),
+            lambda f: np.minimum(r0 + slope * np.maximum(f, 0.0) / F_P, 1.0))
+
+
+def power_pair(rng: np.random.Generator, r0: float) -> tuple[Curve, Curve]:
+    alpha, cap = rng.uniform(0.15, 0.5), rng.uniform(0.45, 0.9)  # the draws of race_misspecification.ceiling
+    f_cap = F_P * 2.0 ** rng.uniform(-2, 3)
+    return (lambda f: r0 + (cap - r0) * np.minimum((np.maximum(f, 0.0) / f_cap) ** alpha, 1.0),
+            lambda f: np.minimum(r0 + (cap - r0) * (np.maximum(f, 0.0) / f_cap) ** alpha, 1.0))
+
+
+PAIRS: dict[str, Draw] = {"linear-F": linear_pair, "ceiling": power_pair}
+
+
+def paired(pair: str, seed: list[int], n_replicates: int) -> tuple[dict[str, object], dict[str, object]]:
+    """One repetition on each truth of ``pair`` from the same generator state."""
+    rows = []
+    for side in (0, 1):
+        name = f"{pair}/{side}"
+        GENERATORS[name] = lambda rng, r0, side=side: PAIRS[pair](rng, r0)[side]
+        try:
+            rows.append(repetition(name, np.random.default_rng(seed), "predicted", n_replicates))
+        finally:
+            del GENERATORS[name]
+    return rows[0], rows[1]
+
+
+def mean(rows: list[dict[str, object]], key: str) -> float:
+    values = [float(r[key]) for r in rows if r[key] is not None]  # type: ignore[arg-type]
+    return float(np.mean(values)) if values else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=200, help="paired repetitions per pair (default 200)")
+    parser.add_argument("--replicates", type=int, default=100, help="bootstrap replicates per analysis")
+    parser.add_argument("--pairs", nargs="*", choices=list(PAIRS), default=list(PAIRS))
+    parser.add_argument("--seed", type=int, default=2026)
+    args = parser.parse_args()
+    print(f"# {args.reps} paired repetitions per pair, {args.replicates} bootstrap replicates, rng seed {args.seed}; "
+          "the protocol of race_misspecification.py, F = 2 F_P; P(b) and right over fitted recommendations")
+    print(f"{'pair':<9} {'equal':>6} | {'P(b)':>6} {'r_cap':>6} {'r_twin':>6} {'bound':>6} | "
+          f"{'P(b)c':>6} {'r_cap':>6} {'P(b)t':>6} {'r_twin':>6}")
+    for pair in args.pairs:
+        start = time.perf_counter()
+        both = [paired(pair, [args.seed, list(PAIRS).index(pair), i], args.replicates) for i in range(args.reps)]
+        same = [(c, t) for c, t in both if c["pilots"] == t["pilots"]]
+        assert all(c["stated"] == t["stated"] for c, t in same), "equal pilots, different analyses"
+        caps, twins = [c for c, _ in same], [t for _, t in same]
+        h_c, h_u = mean(caps, "right"), mean(twins, "right")
+        print(f"{pair:<9} {len(same) / len(both):>6.3f} | {mean(caps, 'stated'):>6.3f} {h_c:>6.3f} {h_u:>6.3f} "
+              f"{(h_u - h_c) / 2:>6.3f} | {mean([c for c, _ in both], 'stated'):>6.3f} "
+              f"{mean([c for c, _ in both], 'right'):>6.3f} {mean([t for _, t in both], 'stated'):>6.3f} "
+              f"{mean([t for _, t in both], 'right'):>6.3f}   ({time.perf_counter() - start:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
