@@ -191,7 +191,8 @@ def test_unbent_arms_are_predicted_by_the_model_average_with_wider_intervals():
 
 def test_a_p_best_among_arms_still_climbing_says_what_it_assumes(size_race):
     """Straight rises in F (convex in ln F to the end of the pilots): the recommendation's P(best) assumes both
-    keep climbing to F, and a warning names them; arms that bent before their largest pilot get no such warning."""
+    keep climbing to F, and a warning names them, with the pick's P(best) were it to stop at its largest pilot
+    while the other goes on; arms that bent before their largest pilot get no such warning."""
     rng = np.random.default_rng(0)
     eta = rng.standard_normal(200)
     grid = np.concatenate([[0.0], F_PILOT * 2.0 ** np.arange(-4, 1)])
@@ -207,6 +208,8 @@ def test_a_p_best_among_arms_still_climbing_says_what_it_assumes(size_race):
     caveat = [w for w in t.warnings if "still accelerating" in w]
     assert len(caveat) == 1 and caveat[0].startswith("slow, fast: ")
     assert f"P(best) of {t.recommendation.p_best:.2f}" in caveat[0]
+    stopped = float(caveat[0].rsplit("its P(best) would be ", 1)[1])  # slow, going on, may pass a stopped fast
+    assert stopped < t.recommendation.p_best
     assert not [w for w in size_race[1].target("math").warnings if "still accelerating" in w]
 
 

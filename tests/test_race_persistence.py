@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from flopplan.race.families import ArmSample
-from flopplan.race.persistence import last_observed, stated_p_best
+from flopplan.race.persistence import last_observed, p_best_if_stopped, stated_p_best
 
 
 def test_last_observed_reads_each_seed_slot_at_its_own_last_evaluation():
@@ -58,3 +58,15 @@ def test_an_arm_not_seen_at_the_top_rung_gets_nothing_from_persistence_but_is_an
     stated, persist, by_curves = stated_p_best(curves, seen, change, np.array([False, True, True]))
     assert persist == pytest.approx([0.0, 1.0, 0.0]) and by_curves == pytest.approx([1.0, 0.0, 0.0])
     assert stated == pytest.approx([1.0, 0.0, 0.0])
+
+
+def test_an_arm_that_stops_at_its_largest_pilot_keeps_only_its_lead_there():
+    k = 100
+    seen = np.stack([np.full(k, 0.55), np.linspace(0.38, 0.42, k)])  # arm 0 leads at the largest pilot
+    change = np.stack([np.full(k, 0.2), np.linspace(0.10, 0.20, k)])  # both climb; arm 0 stays ahead
+    assert stated_p_best(seen + change, seen, change, np.array([True, True]))[0] == pytest.approx([1.0, 0.0])
+    # stopped at 0.55, arm 0 is passed in the draws where arm 1 ends above it: 0.38-0.42 + 0.10-0.20
+    passed = np.mean(seen[1] + change[1] > 0.55)
+    assert p_best_if_stopped(seen, change, 0) == pytest.approx(1 - passed) and 0 < passed < 1
+    assert p_best_if_stopped(seen, change, 1) == pytest.approx(0.0)  # arm 1 stopped at 0.38-0.42: never best
+    assert change[0, 0] == 0.2  # the caller's array is left alone

@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 
 from flopplan import __version__
 from flopplan.errors import UserError, check_int, check_number, is_int, is_number
-from flopplan.race import checks, ensemble, persistence
+from flopplan.race import acceleration, checks, ensemble, persistence
 from flopplan.race.bootstrap import (
     ArmPilots,
     BootstrapResult,
@@ -301,12 +301,13 @@ def _fit_warnings(states: list[_ArmState], at_f: BudgetResult) -> list[str]:
 
 
 def _climb_warnings(rec: Recommendation | None, at_f: BudgetResult, curves: dict[str, ArmCurve],
-                    survived: dict[str, bool]) -> list[str]:
+                    survived: dict[str, bool], if_stopped: float | None) -> list[str]:
     """What a fitted recommendation's P(best) takes for granted: the arms it is computed among (the pick and the
     comparable finalists) that were still accelerating in ln F at their largest pilots (their upper ends raised,
     :mod:`flopplan.race.acceleration`) are assumed to keep climbing to the budget. Where such an arm stops between
     its largest pilot and F, no pilot shows; the stated P(best) does not price it in (docs/results.md, round 9:
-    why no rule that reads only the pilots can)."""
+    why no rule that reads only the pilots can). When the pick is one of them, the warning gives its P(best) were
+    it to stop at its largest pilot while the others go on (``if_stopped``, :func:`_among_finalists`)."""
     if rec is None or rec.mode != "fitted" or rec.arm is None or rec.p_best is None:
         return []
     comparable = {p.arm for p in at_f.predictions if p.comparable}
@@ -314,9 +315,11 @@ def _climb_warnings(rec: Recommendation | None, at_f: BudgetResult, curves: dict
     climbing = [n for n in pool if (e := curves[n].ensemble) is not None and e.reach_at_budget is not None]
     if not climbing:
         return []
+    stop = (f"; were {rec.arm} to stop at its largest pilot while the others go on, its P(best) would be "
+            f"{if_stopped:.2f}" if rec.arm in climbing and if_stopped is not None else "")
     return [f"{', '.join(climbing)}: still accelerating in ln F at the largest pilot; the P(best) of {rec.p_best:.2f} "
             "assumes the climb goes on to the target budget. A ceiling reached between the largest pilot and the "
-            "budget is in no pilot, and it can reorder the arms"]
+            f"budget is in no pilot, and it can reorder the arms{stop}"]
 
 
 def _naive(inp: RaceInput, curves: dict[str, ArmCurve], survived: dict[str, bool]) -> tuple[str, float] | None:
@@ -343,25 +346,34 @@ def _rung_cost(inp: RaceInput, curves: dict[str, ArmCurve]) -> dict[str, float]:
 
 def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmState],
                      ens: ensemble.EnsembleResult, at_cols: list[int], last_cols: list[int],
-                     samples: tuple[ArmSample, ...]) -> Recommendation:
+                     samples: tuple[ArmSample, ...], grid: FloatArray) -> tuple[Recommendation, float | None]:
     """A fitted recommendation's stated P(best) among the finalists (the comparable arms that reached the top rung)
     and itself (:mod:`flopplan.race.persistence`: the reward seen at each arm's largest pilot, ``last_cols`` its
     column, carried to F by the unstretched model average's change); the decision's P(best) counts the eliminated
     arms too, whose intervals reach far beyond their pilots. With fewer than two finalists it stays the
-    decision's."""
+    decision's. Beside it, what the stated P(best) would be were the pick to stop at its largest pilot while the
+    others go on, those still accelerating as their rise (:mod:`flopplan.race.acceleration`, the curve that raised
+    their upper ends) forecasts, the rest as the mixture does (None: not computed)."""
     if rec.mode != "fitted" or rec.arm is None:
-        return rec
+        return rec, None
     comparable = {p.arm for p in at_f.predictions if p.comparable}
     pool = [st for st in states if st.info.name == rec.arm or (st.survived and st.info.name in comparable)]
     if len(pool) < 2:
-        return rec
+        return rec, None
     seen = np.stack([persistence.last_observed(samples[st.k])[1:] for st in pool])
     change = np.stack([ens.mixtures[st.k, at_cols[st.k]] - ens.mixtures[st.k, last_cols[st.k]] for st in pool])
     curves = np.stack([ens.replicates[st.k, at_cols[st.k]] for st in pool])
     stated, persist, by_curves = persistence.stated_p_best(curves, seen, change,
                                                            np.array([st.survived for st in pool]))
     i = [st.info.name for st in pool].index(rec.arm)
-    return replace(rec, p_best=float(stated[i]), p_best_curves=float(by_curves[i]), p_best_seen=float(persist[i]))
+    going_on = change.copy()
+    for j, st in enumerate(pool):
+        rise = acceleration.fit_rise(samples[st.k]) if ens.fits[st.k].reach_at_budget is not None else None
+        if rise is not None:
+            at = rise.predict(grid[[at_cols[st.k], last_cols[st.k]]])[1:]  # (k, 2): the draws at F and F_last
+            going_on[j] = at[:, 0] - at[:, 1]
+    return (replace(rec, p_best=float(stated[i]), p_best_curves=float(by_curves[i]), p_best_seen=float(persist[i])),
+            persistence.p_best_if_stopped(seen, going_on, i))
 
 
 def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[str, bool], n_replicates: int,
@@ -423,10 +435,11 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
     upfront = {a.name: a.upfront_flops for a in inp.arms}
     rec = recommend(name, at_f, upfront, float(inp.budget_flops - inp.pilot_flops), method, observed, level,
                     naive=_naive(inp, curves, survived), rung_cost=_rung_cost(inp, curves))
-    recommendation = pilot_cost(_among_finalists(rec, at_f, states, ens, at_cols, [col[f] for f in last], res.samples),
-                                budget_flops=f_target, pilot_flops=inp.pilot_flops, spend=inp.pilot_spend,
+    among, if_stopped = _among_finalists(rec, at_f, states, ens, at_cols, [col[f] for f in last], res.samples,
+                                         grid)
+    recommendation = pilot_cost(among, budget_flops=f_target, pilot_flops=inp.pilot_flops, spend=inp.pilot_spend,
                                 upfront=upfront, largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
-    warnings += _climb_warnings(recommendation, at_f, curves, survived)
+    warnings += _climb_warnings(recommendation, at_f, curves, survived, if_stopped)
     holdouts = [_holdout(st.arm, n_replicates, level, _stream(seed, name, st.info.name, "holdout"))
                 for st in states if holdout and survived[st.info.name]]
     return TargetResult(name=name, fitted=True, n_prompts=data.n_prompts,

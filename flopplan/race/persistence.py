@@ -64,3 +64,12 @@ def stated_p_best(curves: FloatArray, seen: FloatArray, change: FloatArray, fina
     if finalist.any():
         persist[finalist] = p_best(seen[finalist])
     return p_best(seen + change), persist, p_best(curves)
+
+
+def p_best_if_stopped(seen: FloatArray, change: FloatArray, i: int) -> float:
+    """Arm ``i``'s anchored P(best) were it to stop at its largest pilot (its change to the budget set to 0) while
+    every other arm of the pool changes as forecast: what the stated P(best) would be if the arm's climb ended where
+    its pilots did (``seen`` and ``change`` as in :func:`stated_p_best`)."""
+    frozen = np.array(change, dtype=float, copy=True)
+    frozen[i] = 0.0
+    return float(p_best(seen + frozen)[i])
