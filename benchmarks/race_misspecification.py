@@ -21,10 +21,11 @@ with no ceiling was added in round 8.
 Printed per family: errors (analysis exceptions), coverage at F of the 90 % intervals of usable predictions, mean
 stated P(best) of fitted recommendations vs how often their arm is the best of the arms that P(best) is computed
 among (the finalists: the comparable arms the halving kept, and the pick; all comparable arms with fewer than two
-finalists), mean regret at F of RACE, the naive pick (best observed at the largest pilot; ties to the first arm, as
-RACE), the fitted-point pick (the highest ScaleRL point fit at F among fitted arms) and exhaustive (0), how often the
-halving drops the true best, the "cannot tell" rate, RACE's regret where it did not say "cannot tell", the mean
-number of arms the halving kept (each costs 3/4 of a first rung's four pilots more), and the share of usable
+finalists; a pick tied with the best, as arms that reach a pass rate of 1 are, counts as the best), mean regret at
+F of RACE, the naive pick (best observed at the largest pilot; ties to the first arm, as RACE), the fitted-point
+pick (the highest ScaleRL point fit at F among fitted arms) and exhaustive (0), how often the halving drops the true
+best (keeps no arm tied with it), the "cannot tell" rate, RACE's regret where it did not say "cannot tell", the
+mean number of arms the halving kept (each costs 3/4 of a first rung's four pilots more), and the share of usable
 predictions whose arm tested as still accelerating in ln F (its interval's upper end raised,
 flopplan.race.acceleration). With another flopplan on
 PYTHONPATH (one before the promotion module) it measures that one, with ``--promotion current``.
@@ -254,16 +255,16 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
     fitted_rec = rec is not None and rec.mode == "fitted" and rec.p_best is not None
     finalists = [n for n in comparable if n in kept or (fitted_rec and n == rec.arm)]  # type: ignore[union-attr]
     pool = finalists if len(finalists) > 1 else comparable  # the arms the stated P(best) is computed among
-    best_comparable = max(pool, key=lambda n: truth[n]) if pool else None
+    top_truth = max((truth[n] for n in pool), default=None)  # a pick tied with the best (at a pass rate of 1) is right
     raised = {c.arm for c in t.curves if c.ensemble is not None and getattr(c.ensemble, "reach_at_budget", None)
               is not None}  # accelerating arms (flopplan.race.acceleration; absent before it)
     return {"inside": [p.lo <= truth[p.arm] <= p.hi for p in usable], "width": [p.hi - p.lo for p in usable],
             "accelerating": [p.arm in raised for p in usable],
             "stated": rec.p_best if fitted_rec else None,  # type: ignore[union-attr]
-            "right": (rec.arm == best_comparable) if fitted_rec else None,  # type: ignore[union-attr]
+            "right": (truth[rec.arm] >= top_truth) if fitted_rec else None,  # type: ignore[union-attr, index, operator]
             "race": best - truth[rec.arm] if rec is not None and rec.arm else np.nan,
             "naive": best - truth[naive], "point": best - truth[point_pick],
-            "dropped": max(truth, key=lambda n: truth[n]) not in kept,
+            "dropped": max(truth[n] for n in kept) < best,  # no arm the halving kept is (tied) best at F
             "cannot_tell": rec is not None and rec.confidence == "cannot tell", "kept": len(kept),
             "pilots": fingerprint(arms)}
 
