@@ -70,6 +70,17 @@ def test_raise_upper_moves_only_the_upper_side_where_the_target_is_higher():
     assert np.array_equal(np.argsort(out[:, 1], kind="stable"), np.argsort(reps[:, 1], kind="stable"))
 
 
+def test_a_reach_of_one_makes_the_upper_end_one():
+    """A reach at a pass rate of 1: the stretched replicates clip at 1, yet the upper end is 1, not the interpolation
+    between a replicate below 1 and one at 1 (a truth of 1 would fall outside by a hair)."""
+    rng = np.random.default_rng(4)
+    reps = 0.6 + 0.05 * rng.standard_normal((100, 2))  # the percentile interpolates: 0.95 x 99 = 94.05
+    out = raise_upper(reps, np.full(2, 0.6), np.array([1.0, 0.95]), np.array([True, True]), 0.9)
+    assert np.quantile(out[:, 0], 0.95) == 1.0 and out.max() <= 1.0
+    assert np.quantile(out[:, 1], 0.95) == pytest.approx(0.95)  # below 1: the percentile itself is the target
+    assert np.all(np.diff(out[np.argsort(reps[:, 0]), 0]) >= 0)  # the order is kept (ties at 1 allowed)
+
+
 def test_a_sigmoid_bending_within_the_pilots_is_not_raised():
     """A sigmoid in ln F with its midpoint at 2^-1.5 of the largest pilot: convex over the last five positions, not
     over the last four (it bends there): not accelerating, no raise; the rise in F beside it is raised."""

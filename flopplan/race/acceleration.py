@@ -147,14 +147,22 @@ def raise_upper(replicates: FloatArray, point: FloatArray, target: FloatArray, b
                 level: float) -> FloatArray:
     """Step 3: ``replicates`` (k, m) about ``point`` (m,) with the replicates above the point stretched, at the
     columns ``beyond`` where ``target`` (m,) exceeds their upper percentile, so that the percentile becomes the
-    target (to numpy's interpolation); other columns as they were. Values stay in [0, 1]."""
-    hi = np.quantile(replicates, 1 - (1 - level) / 2, axis=0)
+    target (to numpy's interpolation); other columns as they were. Values stay in [0, 1]. Where the target is a
+    pass rate of 1, the replicates stretched past it are clipped back to 1 and the percentile, interpolated between
+    a replicate below 1 and one at 1, would stay below the target: there the stretch brings the percentile's lower
+    neighbour (an order statistic) to 1, so that the upper end is 1."""
+    q = 1 - (1 - level) / 2
+    hi = np.quantile(replicates, q, axis=0)
     lift = beyond & (target > hi)
     if not lift.any():
         return replicates
+    anchor = hi.copy()
+    ceiling = lift & (target >= 1.0)
+    if ceiling.any():
+        anchor[ceiling] = np.sort(replicates[:, ceiling], axis=0)[int(np.floor(q * (replicates.shape[0] - 1)))]
     out = replicates.copy()
     above = out[:, lift] > point[lift]
-    span = np.maximum(hi[lift] - point[lift], 1e-9)
+    span = np.maximum(anchor[lift] - point[lift], 1e-9)
     ratio = (target[lift] - point[lift]) / span
     cols = out[:, lift]
     out[:, lift] = np.where(above, point[lift] + (cols - point[lift]) * ratio, cols)
