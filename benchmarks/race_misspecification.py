@@ -21,14 +21,15 @@ with no ceiling was added in round 8.
 Printed per family: errors (analysis exceptions), coverage at F of the 90 % intervals of usable predictions, mean
 stated P(best) of fitted recommendations vs how often their arm is the best of the arms that P(best) is computed
 among (the finalists: the comparable arms the halving kept, and the pick; all comparable arms with fewer than two
-finalists; a pick tied with the best, as arms that reach a pass rate of 1 are, counts as the best), mean regret at
-F of RACE, the naive pick (best observed at the largest pilot; ties to the first arm, as RACE), the fitted-point
+finalists): right when the pick's truth at F is at least theirs (a tie, as at a pass rate of 1, counts; a pick
+outside the comparable arms, a naive pick whose curve failed the monotone check, is compared with them), mean regret
+at F of RACE, the naive pick (best observed at the largest pilot; ties to the first arm, as RACE), the fitted-point
 pick (the highest ScaleRL point fit at F among fitted arms) and exhaustive (0), how often the halving drops the true
-best (keeps no arm tied with it), the "cannot tell" rate, RACE's regret where it did not say "cannot tell", the
-mean number of arms the halving kept (each costs 3/4 of a first rung's four pilots more), and the share of usable
+best (keeps no arm tied with it), the "cannot tell" rate, RACE's regret where it did not say "cannot tell", the mean
+number of arms the halving kept (each costs 3/4 of a first rung's four pilots more), and the share of usable
 predictions whose arm tested as still accelerating in ln F (its interval's upper end raised,
-flopplan.race.acceleration). With another flopplan on
-PYTHONPATH (one before the promotion module) it measures that one, with ``--promotion current``.
+flopplan.race.acceleration). With another flopplan on PYTHONPATH (one before the promotion module) it measures that
+one, with ``--promotion current``.
 """
 
 from __future__ import annotations
@@ -255,7 +256,7 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
     fitted_rec = rec is not None and rec.mode == "fitted" and rec.p_best is not None
     finalists = [n for n in comparable if n in kept or (fitted_rec and n == rec.arm)]  # type: ignore[union-attr]
     pool = finalists if len(finalists) > 1 else comparable  # the arms the stated P(best) is computed among
-    top_truth = max((truth[n] for n in pool), default=None)  # a pick tied with the best (at a pass rate of 1) is right
+    top_truth = max((truth[n] for n in pool), default=None)  # ties count; a pick outside the pool is compared too
     raised = {c.arm for c in t.curves if c.ensemble is not None and getattr(c.ensemble, "reach_at_budget", None)
               is not None}  # accelerating arms (flopplan.race.acceleration; absent before it)
     return {"inside": [p.lo <= truth[p.arm] <= p.hi for p in usable], "width": [p.hi - p.lo for p in usable],
