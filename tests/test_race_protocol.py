@@ -19,7 +19,9 @@ from helpers import cli, kill_group_when, one_line_error
 from flopplan.errors import UserError
 from flopplan.race.design import MANIFEST, Grid, RaceDesign, design_race
 from flopplan.race.promotion import P_OPEN
+from flopplan.race.results import load_analysis
 from flopplan.race.runner import recorded_promotions
+from flopplan.race.validate import predicted_at
 from flopplan.recipe import Recipe
 
 SMALL = ("--models", "tiny-s", "--group-sizes", "4,8", "--seeds", "2", "--rungs", "2", "--evals", "3",
@@ -304,6 +306,13 @@ def test_the_demo_reports_curves_regimes_the_recommendation_holdout_and_validati
     assert [c["fitted"] for c in validation["checks"]] == [True, False]  # long: the target no fit saw
     card = json.loads((straight / "reward-model" / "reward_model.json").read_text())
     race = json.loads((straight / "race.json").read_text())
+    # the validation's forecast is the analysis's own (the model average the decisions read): read at F, the
+    # function that gives it returns the analysis's prediction at F, digit for digit
+    arm = design.arm(validation["arm"])
+    at_f = next(p for p in race["targets"][0]["budgets"][-1]["predictions"] if p["arm"] == arm.name)
+    got = predicted_at(design, straight, load_analysis(straight / "race.json"), arm.name, "heldout",
+                       design.budget_flops - arm.upfront_flops)
+    assert (got.reward, got.lo, got.hi) == pytest.approx((at_f["reward"], at_f["lo"], at_f["hi"]), rel=1e-12)
     spent, rec = race["pilot_flops"], race["targets"][0]["recommendation"]
     # the validating run continues the recommended arm's first-seed pilot: a resume of a copy of its run folder
     pilot = straight / "pilots" / validation["arm"] / f"seed{design.seeds[0]}"

@@ -8,10 +8,13 @@ folder (``validation/<arm>``, made whole or not at all) resumed from its last ch
 model left of F, and the evaluation points extended beyond the pilots'. The pilot's work is the run's start, not
 overhead; the pilot itself is left as it was, so the analysis reads the same pilots before and after.
 
-Prediction: the recommended arm's pilots refitted (the paired bootstrap of :mod:`flopplan.race.bootstrap`) and
-read at the exact training FLOPs the validating run reached at its last evaluation; the interval is that
-bootstrap's. A held-out target has no curve (no fit saw it): the run's value is set beside the same arm's pilots
-at their largest budget and at step 0, so what transferred is visible without a forecast pretending to exist.
+Prediction: what the analysis predicts for the recommended arm at the exact training FLOPs the validating run
+reached at its last evaluation: the analysis redone on the same pilots, with the same seed, replicates and level,
+and its budget there (:func:`predicted_at`), so the point and interval are the ones the decisions read (the model
+average over curve families, calibrated, an accelerating arm's upper end raised), not ScaleRL's curve alone
+(validation.json before version 3). A held-out target has no curve (no fit saw it): the run's value is set beside
+the same arm's pilots at their largest budget and at step 0, so what transferred is visible without a forecast
+pretending to exist.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +30,19 @@ import numpy as np
 
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, atomic_write_text, folder_lock
-from flopplan.race.bootstrap import ArmPilots, EvalPoint, PilotData, SeedRun, paired_bootstrap
+from flopplan.race.analysis import analyze
+from flopplan.race.bootstrap import ArmPilots, EvalPoint, SeedRun
+from flopplan.race.collect import race_input
 from flopplan.race.design import RaceDesign
 from flopplan.race.pilots import pilot_done, pilot_folder
-from flopplan.race.results import RaceAnalysis
+from flopplan.race.results import ArmPrediction, RaceAnalysis
 from flopplan.race.runner import PilotTask, run_pilot
 from flopplan.race.user_pilot import continue_script_pilot, recorded_command
 from flopplan.runfile import CONFIG, EvalRecord, load_evaluations, load_summary
 
 VALIDATION = "validation"
-VALIDATION_VERSION = 2  # 2: the run continues a pilot ("continued"); budget_flops includes that pilot's ledger
+VALIDATION_VERSION = 3  # 2: the run continues a pilot ("continued"); budget_flops includes that pilot's ledger;
+# 3: the prediction is the analysis's (the model average), no longer ScaleRL's curve alone
 DIAGNOSTIC = ("RACE is a diagnostic, not a guarantee: a value inside the interval shows that the pilots' curve "
               "forecast this run, at this budget and seed, as well as its stated uncertainty; it does not show "
               "that the recommended arm was the best one at this budget (only running the other arms shows that: "
@@ -78,14 +84,26 @@ def _last(records: list[EvalRecord], target: str) -> EvalRecord:
     return mine[-1]
 
 
+def predicted_at(design: RaceDesign, folder: Path, analysis: RaceAnalysis, arm: str, target: str,
+                 train_flops: float) -> ArmPrediction:
+    """The analysis's prediction for ``arm`` on ``target`` at ``train_flops`` (the arm's ledger FLOPs): the analysis
+    of the race's pilots redone with its target budget there (the arm's upfront FLOPs added back, as the analysis
+    charges them), its seed, replicates and level; the temporal holdout, which feeds no prediction, left out."""
+    inp = race_input(design, folder, analysis.command)
+    upfront = design.arm(arm).upfront_flops
+    inp = replace(inp, budget_flops=float(train_flops) + upfront, fitted_targets=(target,))
+    result = analyze(inp, n_replicates=analysis.n_replicates, level=analysis.level, seed=analysis.seed,
+                     holdout=False).target(target)
+    return next(p for p in result.budgets[-1].predictions if p.arm == arm)
+
+
 def validation_budget(design: RaceDesign, analysis: RaceAnalysis) -> int:
     """What the pilots (and the learned reward model's training, when the race trained one) left of F."""
     upfront = max((a.upfront_flops for a in design.arms), default=0)
     return int(analysis.budget_flops - analysis.pilot_flops - upfront)
 
 
-def run_validation(folder: str | Path, analysis: RaceAnalysis, *, n_replicates: int = 500,
-                   cores: int | None = None) -> dict[str, Any]:
+def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | None = None) -> dict[str, Any]:
     """Run (or continue) the validating run of the first fitted target's recommendation and check it."""
     folder = Path(folder)
     design = RaceDesign.load(folder)
@@ -123,10 +141,8 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, n_replicates: 
         best = float(np.mean([p.scores.mean() for p in ends])) if ends else None
         start = float(np.mean([p.scores.mean() for p in starts])) if starts else None
         if target in design.fit_targets:
-            result = paired_bootstrap(PilotData((pilots,)), [float(last.train_flops)], n_replicates=n_replicates,
-                                      level=analysis.level, rng=analysis.seed)
-            pred = result.predictions[0]
-            checks.append(TargetCheck(target, True, last.accuracy, last.train_flops, pred.point, pred.lo, pred.hi,
+            pred = predicted_at(design, folder, analysis, arm.name, target, float(last.train_flops))
+            checks.append(TargetCheck(target, True, last.accuracy, last.train_flops, pred.reward, pred.lo, pred.hi,
                                       bool(pred.lo <= last.accuracy <= pred.hi), best, start))
         else:
             checks.append(TargetCheck(target, False, last.accuracy, last.train_flops, None, None, None, None, best,
