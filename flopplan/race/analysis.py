@@ -306,8 +306,9 @@ def _climb_warnings(rec: Recommendation | None, at_f: BudgetResult, curves: dict
     comparable finalists) that were still accelerating in ln F at their largest pilots (their upper ends raised,
     :mod:`flopplan.race.acceleration`) are assumed to keep climbing to the budget. Where such an arm stops between
     its largest pilot and F, no pilot shows; the stated P(best) does not price it in (docs/results.md, round 9:
-    how much of it any rule that reads only the pilots could see). When the pick is one of them, the warning gives its P(best) were
-    it to stop at its largest pilot while the others go on (``if_stopped``, :func:`_among_finalists`)."""
+    how much of it any rule that reads only the pilots could see). When the pick is one of them, the warning gives
+    its P(best) were it to stop at its largest pilot while the others go on (``if_stopped``,
+    :func:`_among_finalists`)."""
     if rec is None or rec.mode != "fitted" or rec.arm is None or rec.p_best is None:
         return []
     comparable = {p.arm for p in at_f.predictions if p.comparable}
