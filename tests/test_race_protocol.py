@@ -17,6 +17,7 @@ import pytest
 from helpers import cli, kill_group_when, one_line_error
 
 from flopplan.errors import UserError
+from flopplan.race.collect import race_input
 from flopplan.race.design import MANIFEST, Grid, RaceDesign, design_race
 from flopplan.race.promotion import P_OPEN
 from flopplan.race.results import load_analysis
@@ -310,7 +311,7 @@ def test_the_demo_reports_curves_regimes_the_recommendation_holdout_and_validati
     # function that gives it returns the analysis's prediction at F, digit for digit
     arm = design.arm(validation["arm"])
     at_f = next(p for p in race["targets"][0]["budgets"][-1]["predictions"] if p["arm"] == arm.name)
-    got = predicted_at(design, straight, load_analysis(straight / "race.json"), arm.name, "heldout",
+    got = predicted_at(race_input(design, straight), load_analysis(straight / "race.json"), arm.name, "heldout",
                        design.budget_flops - arm.upfront_flops)
     assert (got.reward, got.lo, got.hi) == pytest.approx((at_f["reward"], at_f["lo"], at_f["hi"]), rel=1e-12)
     spent, rec = race["pilot_flops"], race["targets"][0]["recommendation"]

@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 
 from flopplan import __version__
 from flopplan.errors import UserError, check_int, check_number, is_int, is_number
-from flopplan.race import acceleration, checks, ensemble, persistence
+from flopplan.race import checks, ensemble, persistence
 from flopplan.race.bootstrap import (
     ArmPilots,
     BootstrapResult,
@@ -300,6 +300,13 @@ def _fit_warnings(states: list[_ArmState], at_f: BudgetResult) -> list[str]:
     return out
 
 
+def _pool(rec: Recommendation, at_f: BudgetResult, survived: dict[str, bool]) -> set[str]:
+    """The arms a fitted recommendation's stated P(best) is computed among: the pick and the finalists (the
+    comparable arms that reached the top rung)."""
+    comparable = {p.arm for p in at_f.predictions if p.comparable}
+    return {n for n in comparable if survived.get(n, False)} | {str(rec.arm)}
+
+
 def _climb_warnings(rec: Recommendation | None, at_f: BudgetResult, curves: dict[str, ArmCurve],
                     survived: dict[str, bool], if_stopped: float | None) -> list[str]:
     """What a fitted recommendation's P(best) takes for granted: the arms it is computed among (the pick and the
@@ -311,9 +318,9 @@ def _climb_warnings(rec: Recommendation | None, at_f: BudgetResult, curves: dict
     :func:`_among_finalists`)."""
     if rec is None or rec.mode != "fitted" or rec.arm is None or rec.p_best is None:
         return []
-    comparable = {p.arm for p in at_f.predictions if p.comparable}
-    pool = [n for n, c in curves.items() if n == rec.arm or (survived.get(n, False) and n in comparable)]
-    climbing = [n for n in pool if (e := curves[n].ensemble) is not None and e.reach_at_budget is not None]
+    pool = _pool(rec, at_f, survived)
+    climbing = [n for n, c in curves.items()
+                if n in pool and c.ensemble is not None and c.ensemble.reach_at_budget is not None]
     if not climbing:
         return []
     stop = (f"; were {rec.arm} to stop at its largest pilot while the others go on, its P(best) would be "
@@ -357,8 +364,8 @@ def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmS
     their upper ends) forecasts, the rest as the mixture does (None: not computed)."""
     if rec.mode != "fitted" or rec.arm is None:
         return rec, None
-    comparable = {p.arm for p in at_f.predictions if p.comparable}
-    pool = [st for st in states if st.info.name == rec.arm or (st.survived and st.info.name in comparable)]
+    names = _pool(rec, at_f, {st.info.name: st.survived for st in states})
+    pool = [st for st in states if st.info.name in names]
     if len(pool) < 2:
         return rec, None
     seen = np.stack([persistence.last_observed(samples[st.k])[1:] for st in pool])
@@ -369,7 +376,7 @@ def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmS
     i = [st.info.name for st in pool].index(rec.arm)
     going_on = change.copy()
     for j, st in enumerate(pool):
-        rise = acceleration.fit_rise(samples[st.k]) if ens.fits[st.k].reach_at_budget is not None else None
+        rise = ens.accelerations[st.k].rise  # an accelerating arm's rise, fitted to every draw by the model average
         if rise is not None:
             at = rise.predict(grid[[at_cols[st.k], last_cols[st.k]]])[1:]  # (k, 2): the draws at F and F_last
             going_on[j] = at[:, 0] - at[:, 1]

@@ -92,7 +92,8 @@ class EnsembleResult:
     """Per arm, on the columns of the FLOPs grid: points (n_arms, m), calibrated replicates (n_arms, m, k), the
     mixture's replicates before the calibration's stretch (n_arms, m, k: the families' own spread, which
     :mod:`flopplan.race.persistence` reads as each draw's change between two budgets), the records, the
-    calibration scale and the number of scores behind it, the method in words."""
+    calibration scale and the number of scores behind it, the method in words, and each arm's acceleration test
+    with, for an accelerating arm, its rise fitted to every draw (:mod:`flopplan.race.acceleration`)."""
 
     points: FloatArray
     replicates: FloatArray
@@ -101,6 +102,7 @@ class EnsembleResult:
     scale: float
     n_scores: int
     method: str
+    accelerations: tuple[acceleration.Acceleration, ...]
 
 
 def seed_mean(values: FloatArray, w: FloatArray) -> FloatArray:
@@ -246,4 +248,4 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
               "held-out scores of the target's arms; for an arm whose last 4 positions bend up in ln F in >= "
               f"{level:.0%} of the draws, the upper end beyond its pilots raised to the {1 - (1 - level) / 2:.0%} "
               "percentile of a power-of-F rise fitted to the same draws where that is higher")
-    return EnsembleResult(points, reps, mixtures, tuple(records), scale, len(all_scores), method)
+    return EnsembleResult(points, reps, mixtures, tuple(records), scale, len(all_scores), method, tuple(accel))

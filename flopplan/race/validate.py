@@ -30,7 +30,7 @@ import numpy as np
 
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, atomic_write_text, folder_lock
-from flopplan.race.analysis import analyze
+from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.bootstrap import ArmPilots, EvalPoint, SeedRun
 from flopplan.race.collect import race_input
 from flopplan.race.design import RaceDesign
@@ -84,13 +84,12 @@ def _last(records: list[EvalRecord], target: str) -> EvalRecord:
     return mine[-1]
 
 
-def predicted_at(design: RaceDesign, folder: Path, analysis: RaceAnalysis, arm: str, target: str,
-                 train_flops: float) -> ArmPrediction:
+def predicted_at(inp: RaceInput, analysis: RaceAnalysis, arm: str, target: str, train_flops: float) -> ArmPrediction:
     """The analysis's prediction for ``arm`` on ``target`` at ``train_flops`` (the arm's ledger FLOPs): the analysis
-    of the race's pilots redone with its target budget there (the arm's upfront FLOPs added back, as the analysis
-    charges them), its seed, replicates and level; the temporal holdout, which feeds no prediction, left out."""
-    inp = race_input(design, folder, analysis.command)
-    upfront = design.arm(arm).upfront_flops
+    of the race's pilots ``inp`` (:func:`flopplan.race.collect.race_input`) redone with its target budget there (the
+    arm's upfront FLOPs added back, as the analysis charges them), its seed, replicates and level; the temporal
+    holdout, which feeds no prediction, left out."""
+    upfront = next(a.upfront_flops for a in inp.arms if a.name == arm)
     inp = replace(inp, budget_flops=float(train_flops) + upfront, fitted_targets=(target,))
     result = analyze(inp, n_replicates=analysis.n_replicates, level=analysis.level, seed=analysis.seed,
                      holdout=False).target(target)
@@ -133,6 +132,7 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | N
     fitted = _arm_data(design, folder, arm.name, design.fit_targets[0], top)
     pilot_max = max((p.flops for r in fitted.runs for p in r.points), default=0.0)
     checks = []
+    inp = race_input(design, folder, analysis.command)  # the pilots, read once for every fitted target's forecast
     for target in design.targets:
         last = _last(records, target)
         pilots = _arm_data(design, folder, arm.name, target, top)
@@ -141,7 +141,7 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | N
         best = float(np.mean([p.scores.mean() for p in ends])) if ends else None
         start = float(np.mean([p.scores.mean() for p in starts])) if starts else None
         if target in design.fit_targets:
-            pred = predicted_at(design, folder, analysis, arm.name, target, float(last.train_flops))
+            pred = predicted_at(inp, analysis, arm.name, target, float(last.train_flops))
             checks.append(TargetCheck(target, True, last.accuracy, last.train_flops, pred.reward, pred.lo, pred.hi,
                                       bool(pred.lo <= last.accuracy <= pred.hi), best, start))
         else:
