@@ -213,6 +213,20 @@ def test_a_p_best_among_arms_still_climbing_says_what_it_assumes(size_race):
     assert not [w for w in size_race[1].target("math").warnings if "still accelerating" in w]
 
 
+def test_a_p_best_far_beyond_the_pilots_says_it_was_not_checked_there(size_race):
+    """The stated P(best) was checked against simulated truths at F = 2x the largest pilot: at 2x no caveat; the same
+    pilots read at 16x carry one, naming the pick, the horizon and the P(best) it qualifies."""
+    inp, near = size_race
+    assert near.target("math").recommendation.horizon == pytest.approx(2.0)
+    assert not [w for w in near.target("math").warnings if "x its largest pilot" in w]
+    far = analyze(replace(inp, budget_flops=16 * F_PILOT), n_replicates=REPS).target("math")
+    rec = far.recommendation
+    assert rec.mode == "fitted" and rec.horizon == pytest.approx(16.0)
+    caveat = [w for w in far.warnings if "x its largest pilot" in w]
+    assert len(caveat) == 1 and caveat[0].startswith(f"{rec.arm}: F is 16.0x its largest pilot")
+    assert f"P(best) of {rec.p_best:.2f}" in caveat[0]
+
+
 def test_an_eliminated_arm_stays_in_the_analysis_with_a_wide_interval():
     """An arm the halving dropped at rung 0, whose curve has not bent, stays in play at F: predicted by the model
     average over its short pilots, with an interval wider than the survivors'; it competes in the decision's

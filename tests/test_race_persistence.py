@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from flopplan.race.families import ArmSample
-from flopplan.race.persistence import last_observed, p_best_if_stopped, stated_p_best
+from flopplan.race.persistence import (
+    HORIZON_SLACK,
+    MEASURED_HORIZON,
+    horizon_caveat,
+    last_observed,
+    p_best_if_stopped,
+    stated_p_best,
+)
 
 
 def test_last_observed_reads_each_seed_slot_at_its_own_last_evaluation():
@@ -70,3 +77,11 @@ def test_an_arm_that_stops_at_its_largest_pilot_keeps_only_its_lead_there():
     assert p_best_if_stopped(seen, change, 0) == pytest.approx(1 - passed) and 0 < passed < 1
     assert p_best_if_stopped(seen, change, 1) == pytest.approx(0.0)  # arm 1 stopped at 0.38-0.42: never best
     assert change[0, 0] == 0.2  # the caller's array is left alone
+
+
+def test_the_horizon_caveat_starts_past_the_horizon_the_p_best_was_checked_at():
+    edge = MEASURED_HORIZON * HORIZON_SLACK
+    assert horizon_caveat("a", 0.9, edge) == [] and horizon_caveat("a", 0.9, MEASURED_HORIZON) == []
+    (line,) = horizon_caveat("a", 0.9, edge * 1.01)
+    assert line.startswith(f"a: F is {edge * 1.01:.1f}x its largest pilot") and "P(best) of 0.90" in line
+    assert horizon_caveat(None, 0.9, 50.0) == [] and horizon_caveat("a", None, 50.0) == []
