@@ -13,7 +13,10 @@ stated P(best) s is off by s - h_c on one and s - h_u on the other, so the large
 (h_u - h_c) / 2, whatever the rule. Printed per pair: the share of repetitions with equal pilots; on those, RACE's
 mean stated P(best), both hit rates and that least possible gap; on the other repetitions (some arm's ceiling
 reached at a pilot evaluation, in at least one seed), RACE's stated P(best) and hit rate on the capped truth; on all
-repetitions, stated and hit rate per truth; and, without pilots or RACE, the same law noise-free (:func:`noise_free`).
+repetitions, stated and hit rate per truth; where the pick's own ceiling shows in its pilots (its pilots differ
+between the two truths), the share, stated P(best) and hit rate, and the signal a rule would have to read there: the
+pick's last gain over the one before (race_misspecification.bend), against where its ceiling does not show; and,
+without pilots or RACE, the same law noise-free (:func:`noise_free`).
 
     python benchmarks/race_identifiability.py                     # both pairs, 200 repetitions, seed 2026
     python benchmarks/race_identifiability.py --pairs linear-F --reps 50 --seed 7
@@ -92,6 +95,11 @@ def mean(rows: list[dict[str, object]], key: str) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
+def median(rows: list[dict[str, object]], key: str) -> float:
+    values = [float(r[key]) for r in rows if r[key] is not None]  # type: ignore[arg-type]
+    return float(np.median(values)) if values else float("nan")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=200, help="paired repetitions per pair (default 200)")
@@ -117,6 +125,12 @@ def main() -> None:
               f"{mean([c for c, _ in both], 'stated'):>6.3f} "
               f"{mean([c for c, _ in both], 'right'):>6.3f} {mean([t for _, t in both], 'stated'):>6.3f} "
               f"{mean([t for _, t in both], 'right'):>6.3f}   ({time.perf_counter() - start:.0f} s)", flush=True)
+        own = [c for c, t in both if c["pick"] is not None and c["arm_pilots"][c["pick"]] != t["arm_pilots"][c["pick"]]]
+        rest = [c for c in (c for c, _ in both) if c["pick"] is not None and not any(c is o for o in own)]
+        print(f"{'':<9} the pick's own ceiling in its pilots: {len(own) / len(both):.3f} of the repetitions, stated "
+              f"{mean(own, 'stated'):.3f}, right {mean(own, 'right'):.3f}, its last gain over the one before "
+              f"{median(own, 'pick_bend'):.2f} (median; {median(rest, 'pick_bend'):.2f} where its ceiling does not "
+              "show)", flush=True)
         shown, capped_lead, best_shown, best_hidden = noise_free(pair, args.seed)
         print(f"{'':<9} noise-free, 20,000 draws: a ceiling shows at the largest pilot in {shown:.3f}; there the "
               f"leader at F_P is an arm whose ceiling shows in {capped_lead:.3f}, and the best at F in "

@@ -28,8 +28,10 @@ pick (the highest ScaleRL point fit at F among fitted arms) and exhaustive (0), 
 best (keeps no arm tied with it), the "cannot tell" rate, RACE's regret where it did not say "cannot tell", the mean
 number of arms the halving kept (each costs 3/4 of a first rung's four pilots more), and the share of usable
 predictions whose arm tested as still accelerating in ln F (its interval's upper end raised,
-flopplan.race.acceleration). With another flopplan on PYTHONPATH (one before the promotion module) it measures that
-one, with ``--promotion current``.
+flopplan.race.acceleration), and, over the same fitted recommendations as the stated P(best), the two readings the
+report prints beside it: the calibrated curves' own P(best) at F among the finalists (P(b)c) and how often the arm
+is seen best at the largest pilot (P(b)s; persistence). With another flopplan on PYTHONPATH (one before the
+promotion module) it measures that one, with ``--promotion current``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from scipy.special import expit, ndtr
 
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.bootstrap import ArmPilots, PilotData
-from flopplan.race.results import ArmInfo
+from flopplan.race.results import ArmCurve, ArmInfo
 
 F_P = 1e20
 RUNGS = (F_P / 4, F_P)
@@ -198,6 +200,21 @@ def fingerprint(arms: list[ArmPilots]) -> str:
     return h.hexdigest()
 
 
+def bend(curve: ArmCurve) -> float | None:
+    """The arm's last gain over the one before: the seed-mean reward's rise between its last two evaluation
+    positions over its rise between the two before them (a straight rise in F doubling F per position reads 2; a
+    rise that stopped within its last positions reads less). None with fewer than three positions after step 0."""
+    by_seed: dict[str, list[float]] = {}
+    for o in sorted(curve.observations, key=lambda o: o.flops):
+        if o.flops > 0:
+            by_seed.setdefault(o.seed, []).append(o.reward)
+    n = min((len(v) for v in by_seed.values()), default=0)
+    if n < 3:
+        return None
+    m = np.mean([v[-3:] for v in by_seed.values()], axis=0)
+    return float((m[2] - m[1]) / max(m[1] - m[0], 1e-3))
+
+
 def info(name: str, g: int) -> ArmInfo:
     return ArmInfo(name, {"group_size": g}, 500_000_000, {"rollout": 0.6, "learning": 0.4, "feedback": 0.0})
 
@@ -262,12 +279,16 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
     return {"inside": [p.lo <= truth[p.arm] <= p.hi for p in usable], "width": [p.hi - p.lo for p in usable],
             "accelerating": [p.arm in raised for p in usable],
             "stated": rec.p_best if fitted_rec else None,  # type: ignore[union-attr]
+            "curves": rec.p_best_curves if fitted_rec else None,  # type: ignore[union-attr]
+            "seen": rec.p_best_seen if fitted_rec else None,  # type: ignore[union-attr]
             "right": (truth[rec.arm] >= top_truth) if fitted_rec else None,  # type: ignore[union-attr, index, operator]
             "race": best - truth[rec.arm] if rec is not None and rec.arm else np.nan,
             "naive": best - truth[naive], "point": best - truth[point_pick],
             "dropped": max(truth[n] for n in kept) < best,  # no arm the halving kept is (tied) best at F
             "cannot_tell": rec is not None and rec.confidence == "cannot tell", "kept": len(kept),
-            "pilots": fingerprint(arms)}
+            "pilots": fingerprint(arms), "arm_pilots": {a.name: fingerprint([a]) for a in arms},
+            "pick": rec.arm if fitted_rec else None,  # type: ignore[union-attr]
+            "pick_bend": bend(next(c for c in t.curves if c.arm == rec.arm)) if fitted_rec else None}  # type: ignore[union-attr]
 
 
 def summarise(rows: list[dict[str, object]]) -> str:
@@ -275,6 +296,8 @@ def summarise(rows: list[dict[str, object]]) -> str:
     inside = [x for r in ok for x in r["inside"]]  # type: ignore[attr-defined]
     width = [x for r in ok for x in r["width"]]  # type: ignore[attr-defined]
     stated = [r["stated"] for r in ok if r["stated"] is not None]
+    curves = [r["curves"] for r in ok if r["stated"] is not None and r.get("curves") is not None]
+    seen = [r["seen"] for r in ok if r["stated"] is not None and r.get("seen") is not None]
     right = [r["right"] for r in ok if r["right"] is not None]
     told = [r["race"] for r in ok if not r["cannot_tell"]]
     accel = [x for r in ok for x in r["accelerating"]]  # type: ignore[attr-defined]
@@ -282,7 +305,8 @@ def summarise(rows: list[dict[str, object]]) -> str:
     return (f"{len(rows) - len(ok):>3} {np.mean(inside):>6.3f} {np.mean(width):>6.3f} {np.mean(stated):>6.3f} "
             f"{np.mean(right):>6.3f} {mean('race'):>7.4f} {mean('naive'):>7.4f} {mean('point'):>7.4f} "
             f"{0.0:>6.3f} {mean('dropped'):>6.3f} {mean('cannot_tell'):>6.3f} "
-            f"{(np.mean(told) if told else float('nan')):>7.4f} {mean('kept'):>5.2f} {np.mean(accel):>5.2f}")
+            f"{(np.mean(told) if told else float('nan')):>7.4f} {mean('kept'):>5.2f} {np.mean(accel):>5.2f} "
+            f"{(np.mean(curves) if curves else float('nan')):>6.3f} {(np.mean(seen) if seen else float('nan')):>6.3f}")
 
 
 def main() -> None:
@@ -306,7 +330,8 @@ def main() -> None:
           f"{args.seed}; 4 arms, 3 seeds, 200 prompts, rungs F_P/4 and F_P (halving 4 -> 2, {room}), "
           f"F = {args.horizon:g} F_P")
     print(f"{'family':<10} {'err':>3} {'cover':>6} {'width':>6} {'P(b)':>6} {'right':>6} {'r_RACE':>7} {'r_naive':>7} "
-          f"{'r_fit':>7} {'r_exh':>6} {'drop':>6} {'c.tell':>6} {'r_told':>7} {'kept':>5} {'accel':>5}")
+          f"{'r_fit':>7} {'r_exh':>6} {'drop':>6} {'c.tell':>6} {'r_told':>7} {'kept':>5} {'accel':>5} {'P(b)c':>6} "
+          f"{'P(b)s':>6}")
     held = [] if args.holdout_families is None else args.holdout_families or list(HOLDOUT)
     for family in [*args.families, *held]:
         if family == (held or [None])[0]:
