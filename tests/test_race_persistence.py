@@ -14,6 +14,7 @@ from flopplan.race.persistence import (
     p_best_if_stopped,
     stated_p_best,
 )
+from flopplan.race.results import Recommendation
 
 
 def test_last_observed_reads_each_seed_slot_at_its_own_last_evaluation():
@@ -79,9 +80,18 @@ def test_an_arm_that_stops_at_its_largest_pilot_keeps_only_its_lead_there():
     assert change[0, 0] == 0.2  # the caller's array is left alone
 
 
+def _rec(arm: str | None = "a", p_best: float | None = 0.9, horizon: float = 50.0, mode: str = "fitted"
+         ) -> Recommendation:
+    return Recommendation(target="math", arm=arm, mode=mode, confidence="high", reasons=(), flops=1e20, at_flops=1e20,
+                          reward=0.5, lo=0.4, hi=0.6, gain=0.3, gain_lo=0.2, gain_hi=0.4, p_best=p_best,
+                          runner_up=None, margin=None, margin_lo=None, margin_hi=None, extrapolation=None,
+                          regime="undecided", upfront_flops=0, budget_left_flops=1e20, interval="", horizon=horizon)
+
+
 def test_the_horizon_caveat_starts_past_the_horizon_the_p_best_was_checked_at():
     edge = MEASURED_HORIZON * HORIZON_SLACK
-    assert horizon_caveat("a", 0.9, edge) == [] and horizon_caveat("a", 0.9, MEASURED_HORIZON) == []
-    (line,) = horizon_caveat("a", 0.9, edge * 1.01)
+    assert horizon_caveat(_rec(horizon=edge)) == [] and horizon_caveat(_rec(horizon=MEASURED_HORIZON)) == []
+    (line,) = horizon_caveat(_rec(horizon=edge * 1.01))
     assert line.startswith(f"a: F is {edge * 1.01:.1f}x its largest pilot") and "P(best) of 0.90" in line
-    assert horizon_caveat(None, 0.9, 50.0) == [] and horizon_caveat("a", None, 50.0) == []
+    assert horizon_caveat(_rec(arm=None)) == [] and horizon_caveat(_rec(p_best=None)) == []
+    assert horizon_caveat(_rec(mode="best observed")) == []  # no forecast, nothing to qualify

@@ -448,8 +448,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
     recommendation = pilot_cost(among, budget_flops=f_target, pilot_flops=inp.pilot_flops, spend=inp.pilot_spend,
                                 upfront=upfront, largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
     warnings += _climb_warnings(recommendation, at_f, curves, survived, if_stopped)
-    if recommendation.mode == "fitted":
-        warnings += persistence.horizon_caveat(recommendation.arm, recommendation.p_best, recommendation.horizon)
+    warnings += persistence.horizon_caveat(recommendation)
     holdouts = [_holdout(st.arm, n_replicates, level, _stream(seed, name, st.info.name, "holdout"))
                 for st in states if holdout and survived[st.info.name]]
     return TargetResult(name=name, fitted=True, n_prompts=data.n_prompts,

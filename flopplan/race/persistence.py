@@ -39,6 +39,7 @@ from numpy.typing import NDArray
 from flopplan.race.bootstrap import p_best
 from flopplan.race.ensemble import seed_mean
 from flopplan.race.families import ArmSample
+from flopplan.race.results import Recommendation
 
 FloatArray = NDArray[np.float64]
 
@@ -79,7 +80,7 @@ MEASURED_HORIZON = 2.0  # F over the largest pilot in benchmarks/race_misspecifi
 HORIZON_SLACK = 1.25  # a largest pilot's ledger falls short of its rung's budget: 2x by rungs reads a little more
 
 
-def horizon_caveat(arm: str | None, p_best: float | None, horizon: float) -> list[str]:
+def horizon_caveat(rec: Recommendation) -> list[str]:
     """What the stated P(best) of a fitted recommendation does not show when F is far beyond the pick's largest
     pilot: the anchored forecast was measured against simulated truths of 15 curve shapes
     (benchmarks/race_misspecification.py, 200 repetitions per shape and seed; docs/results.md, round 10) at F = 2x
@@ -88,10 +89,9 @@ def horizon_caveat(arm: str | None, p_best: float | None, horizon: float) -> lis
     saturate and where arms tie at a pass rate of 1). Beyond :data:`MEASURED_HORIZON` (with
     :data:`HORIZON_SLACK`) the caveat says so; the number stays, as a reading of how strongly the pilots favour the
     arm, not as a probability."""
-    if arm is None or p_best is None or horizon <= MEASURED_HORIZON * HORIZON_SLACK:
+    if rec.mode != "fitted" or rec.arm is None or rec.p_best is None or rec.horizon <= MEASURED_HORIZON * HORIZON_SLACK:
         return []
-    return [f"{arm}: F is {horizon:.1f}x its largest pilot; the P(best) of {p_best:.2f} was checked against "
-            f"simulated truths only at {MEASURED_HORIZON:g}x (within 0.10 of how often the pick was right on most "
-            "curve shapes there, off by up to 0.43 at 4x-8x: docs/results.md). Read it as how strongly the pilots "
-            "favour the arm, not as the chance that it is best at F"]
-
+    return [f"{rec.arm}: F is {rec.horizon:.1f}x its largest pilot; the P(best) of {rec.p_best:.2f} was checked "
+            f"against simulated truths only at {MEASURED_HORIZON:g}x (within 0.10 of how often the pick was right on "
+            "most curve shapes there, off by up to 0.43 at 4x-8x: docs/results.md). Read it as how strongly the "
+            "pilots favour the arm, not as the chance that it is best at F"]
