@@ -90,14 +90,10 @@ def noise_free(pair: str, seed: int, n: int = 20_000) -> tuple[float, float, flo
     return float(shown.mean()), float(capped_lead[shown].mean()), float(best[shown].mean()), float(best[~shown].mean())
 
 
-def mean(rows: list[dict[str, object]], key: str) -> float:
+def mean(rows: list[dict[str, object]], key: str, stat: Callable[[list[float]], object] = np.mean) -> float:
+    """``stat`` (the mean unless told) of ``key`` over the rows that have it; nan over none."""
     values = [float(r[key]) for r in rows if r[key] is not None]  # type: ignore[arg-type]
-    return float(np.mean(values)) if values else float("nan")
-
-
-def median(rows: list[dict[str, object]], key: str) -> float:
-    values = [float(r[key]) for r in rows if r[key] is not None]  # type: ignore[arg-type]
-    return float(np.median(values)) if values else float("nan")
+    return float(stat(values)) if values else float("nan")  # type: ignore[arg-type]
 
 
 def main() -> None:
@@ -125,12 +121,13 @@ def main() -> None:
               f"{mean([c for c, _ in both], 'stated'):>6.3f} "
               f"{mean([c for c, _ in both], 'right'):>6.3f} {mean([t for _, t in both], 'stated'):>6.3f} "
               f"{mean([t for _, t in both], 'right'):>6.3f}   ({time.perf_counter() - start:.0f} s)", flush=True)
-        own = [c for c, t in both if c["pick"] is not None and c["arm_pilots"][c["pick"]] != t["arm_pilots"][c["pick"]]]
-        rest = [c for c in (c for c, _ in both) if c["pick"] is not None and not any(c is o for o in own)]
+        shows = [(c, c["arm_pilots"][c["pick"]] != t["arm_pilots"][c["pick"]])  # type: ignore[index]
+                 for c, t in both if c["pick"] is not None]  # the pick's own pilots differ: its ceiling shows
+        own, rest = [c for c, s in shows if s], [c for c, s in shows if not s]
         print(f"{'':<9} the pick's own ceiling in its pilots: {len(own) / len(both):.3f} of the repetitions, stated "
               f"{mean(own, 'stated'):.3f}, right {mean(own, 'right'):.3f}, its last gain over the one before "
-              f"{median(own, 'pick_bend'):.2f} (median; {median(rest, 'pick_bend'):.2f} where its ceiling does not "
-              "show)", flush=True)
+              f"{mean(own, 'pick_bend', np.median):.2f} (median; {mean(rest, 'pick_bend', np.median):.2f} where its "
+              "ceiling does not show)", flush=True)
         shown, capped_lead, best_shown, best_hidden = noise_free(pair, args.seed)
         print(f"{'':<9} noise-free, 20,000 draws: a ceiling shows at the largest pilot in {shown:.3f}; there the "
               f"leader at F_P is an arm whose ceiling shows in {capped_lead:.3f}, and the best at F in "

@@ -296,8 +296,8 @@ def summarise(rows: list[dict[str, object]]) -> str:
     inside = [x for r in ok for x in r["inside"]]  # type: ignore[attr-defined]
     width = [x for r in ok for x in r["width"]]  # type: ignore[attr-defined]
     stated = [r["stated"] for r in ok if r["stated"] is not None]
-    curves = [r["curves"] for r in ok if r["stated"] is not None and r.get("curves") is not None]
-    seen = [r["seen"] for r in ok if r["stated"] is not None and r.get("seen") is not None]
+    curves = [r["curves"] for r in ok if r["curves"] is not None]  # None with fewer than two finalists
+    seen = [r["seen"] for r in ok if r["seen"] is not None]
     right = [r["right"] for r in ok if r["right"] is not None]
     told = [r["race"] for r in ok if not r["cannot_tell"]]
     accel = [x for r in ok for x in r["accelerating"]]  # type: ignore[attr-defined]
