@@ -176,28 +176,34 @@ def test_two_processes_agree(tiny, tmp_path):
 
 
 @pytest.mark.slow
-def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
-    from peft import LoraConfig
-    from transformers import AutoModelForSequenceClassification
+def _trainers(tiny: Path, tmp_path: Path):
+    """A maker of GRPOTrainers of the tiny policy on 16 chat rows of the example's data (2 steps), with changes."""
+    from datasets import load_dataset
     from trl import GRPOConfig, GRPOTrainer
-
-    from flopplan.recipe import Recipe
-    from flopplan.trl import meter
 
     example = _example()
     example.write_dataset(tmp_path / "data.parquet", 16, chat=True)
-    from datasets import load_dataset
-
     data = load_dataset("parquet", data_files=str(tmp_path / "data.parquet"), split="train")
     args = GRPOConfig(output_dir=str(tmp_path / "trl"), per_device_train_batch_size=8, num_generations=4,
                       max_completion_length=8, use_cpu=True, report_to="none", max_steps=2)
-    orm = str(tiny / "orm")
 
     def trainer(**changes):
         kwargs = {"model": str(tiny / "policy"), "reward_funcs": [example.accuracy_reward], "args": args,
                   "train_dataset": data, **changes}
         return GRPOTrainer(**kwargs)
 
+    return trainer
+
+
+def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
+    from peft import LoraConfig
+    from transformers import AutoModelForSequenceClassification
+
+    from flopplan.recipe import Recipe
+    from flopplan.trl import meter
+
+    trainer = _trainers(tiny, tmp_path)
+    orm = str(tiny / "orm")
     out = tmp_path / "run"
     for fragment, made in (
         ("layers_to_transform", lambda: trainer(peft_config=LoraConfig(r=4, target_modules=["q_proj"],
@@ -213,6 +219,34 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
     with pytest.raises(UserError, match="lora_rank"):
         meter(plain, out=out, recipe=Recipe(policy="tiny", lora_rank=8, prompts_per_step=2, group_size=4))
     assert not out.exists()
+
+
+def test_the_meter_leaves_no_temporary_folder_behind(tiny, tmp_path, monkeypatch):
+    """Without a run folder the models' configs (which the recipe names) live in a temporary folder as long as the
+    meter; with one, in the run folder alone."""
+    import gc
+    import tempfile
+
+    from flopplan.trl import meter
+
+    make = _trainers(tiny, tmp_path)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+
+    def metered(**where):
+        trainer = make()
+        return trainer, meter(trainer, budget=10**12, **where)
+
+    trainer, m = metered()
+    held = list(scratch.iterdir())
+    assert len(held) == 1 and m.recipe.policy == str(held[0] / "policy" / "config.json")
+    assert (held[0] / "policy" / "config.json").is_file()
+    del trainer, m
+    gc.collect()
+    assert not any(scratch.iterdir())
+    _, m = metered(out=tmp_path / "run")
+    assert not any(scratch.iterdir()) and m.recipe.policy.startswith(str(tmp_path / "run"))
 
 
 # -- vLLM: the charging on recorded outputs ------------------------------------------------------------------------

@@ -98,10 +98,10 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     folder = RunFolder(out) if out is not None else None
     if folder is not None and rank0 and not resume and config is None:
         folder.check_new()
-    with tempfile.TemporaryDirectory(prefix="flopplan-trl-") as scratch:  # validate first: nothing written yet
-        evaluation = read_trainer(trainer, Path(scratch), 1).eval_generations is not None
+    with tempfile.TemporaryDirectory(prefix="flopplan-trl-") as probe_folder:  # validate first: nothing written yet
+        evaluation = read_trainer(trainer, Path(probe_folder), 1).eval_generations is not None
         prompt_max, reward_prompt_max, eval_prompt_max = longest_prompts(trainer, evaluation)
-        read = read_trainer(trainer, Path(scratch), prompt_max)
+        read = read_trainer(trainer, Path(probe_folder), prompt_max)
         if recipe is not None:
             check_explicit(recipe, read.recipe)
         flops = budget_flops(budget, read.recipe, profile, price_per_hour)
@@ -113,7 +113,10 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
                 prompt_max, reward_prompt_max, eval_prompt_max)
             _check_first_round(probe, trainer.args)
     writes = folder is not None and rank0  # the models' configs go into the run folder (rank 0)
-    read = read_trainer(trainer, Path(tempfile.mkdtemp(prefix="flopplan-trl-")), prompt_max)
+    # elsewhere into a folder of their own that lives as long as the meter (removed when it is collected or Python
+    # exits): the recipe names the policy by that config
+    scratch = tempfile.TemporaryDirectory(prefix="flopplan-trl-")
+    read = read_trainer(trainer, Path(scratch.name), prompt_max)
     if writes:  # the models' configs into the run folder, which names them in its config
         assert folder is not None
         own = config is None  # else the caller (flopplan train) created and locked the folder
@@ -124,6 +127,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         read = read_trainer(trainer, folder.path / "trl" / "models", prompt_max)
         if own and not resume:
             folder.write_config(_described(trainer, read, flops))
+        scratch.cleanup()
     eval_rows, eval_batch = _evaluation_rows(trainer, read.eval_generations)
     m = TRLMeter(read.recipe, read.run, flops, folder, measure=measure, peak_flops=peak_flops, rank=read.rank,
                  eval_rows=eval_rows, eval_batch=eval_batch, charge_lost=not lost_outside_budget)
@@ -132,6 +136,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     m.summary_fields = {"conventions": read.conventions, "device": str(trainer.accelerator.device),
                         "dtype": read.conventions["dtype"]}
     m.owns_folder = writes and config is None
+    m.scratch = None if writes else scratch
     _attach(trainer, m)
     return m
 
