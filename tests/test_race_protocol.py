@@ -1,6 +1,8 @@
 """RACE's protocol: the design (ladder, successive halving, the worst case within phi x F), the manifest, bad input,
-and a real race of tiny-s pilots run, killed at three points (mid-pilot, mid-rung-2, mid-analysis) and rerun, which
-must end with the same race.json as the uninterrupted race."""
+and a real race of tiny-s pilots run (the quick demo), then raced again killed at four points and rerun: mid-pilot
+on the local pool, mid-rung-1 with its pilots as Ray tasks on a real local Ray cluster, mid-rung-2 on the pool
+again, and mid-analysis. The killed race must end with the uninterrupted race's race.json, repeating no finished
+pilot."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from helpers import cli, kill_group_when, one_line_error
 from flopplan.errors import UserError
 from flopplan.race.collect import race_input
 from flopplan.race.design import MANIFEST, Grid, RaceDesign, design_race
+from flopplan.race.pilots import pilot_done, pilot_folder
 from flopplan.race.promotion import P_OPEN
 from flopplan.race.results import load_analysis
 from flopplan.race.runner import recorded_promotions
@@ -205,36 +208,63 @@ def _rung_two_under_way(folder: Path):
     return ready
 
 
-def _build_races(root: Path) -> str:
-    """The quick demo straight through in ``root/a/race``, and the same manifest raced again in ``root/b/race``,
-    killed mid-pilot, mid-rung-2 and mid-analysis (each rerun after its kill); returns what the demo printed."""
+def _done_pilots(design: RaceDesign, folder: Path, rung: int) -> dict[str, int]:
+    """The pilots finished at ``rung``, with the size of that rung's log (a rerun of one would append to it)."""
+    out = {}
+    for name, seed in design.pilots():
+        log = f"{name}.seed{seed}.rung{rung}.log"
+        if pilot_done(pilot_folder(folder, name, seed), design.arm(name).pilot_budget(design, rung)):
+            out[log] = (folder / "logs" / log).stat().st_size
+    return out
+
+
+def _build_races(root: Path, ray_address: str) -> str:
+    """The quick demo straight through in ``root/a/race``, and the same manifest raced again in ``root/b/race``:
+    on the local pool killed mid-pilot; continued with its pilots as Ray tasks, the driver killed mid-rung-1 (the
+    driver alone: its tasks, and with them the pilots, are the cluster's to end; Ray's share is kept this small
+    because Ray's own processes slow the pilots on 2 cores, a third of a race's time); continued on the pool,
+    killed mid-rung-2, and finished; its analysis killed and rerun. The logs of the pilots finished at the Ray
+    kill, with their sizes, go in ``root/b/finished.json`` (a pilot run again would append to its log). Returns
+    what the demo printed."""
     (root / "a").mkdir()
-    (root / "b" / "race").mkdir(parents=True)
-    straight, killed = root / "a" / "race", root / "b" / "race"
     started = time.monotonic()
     demo = _finish("race", "demo", "--quick", "--out", "race", cwd=root / "a")
-    minutes = (time.monotonic() - started) / 60
+    print(f"quick demo: {(time.monotonic() - started) / 60:.1f} min")
+    _race_killed(root, ray_address)
+    return demo
+
+
+def _race_killed(root: Path, ray_address: str) -> None:
+    """``root/a/race``'s manifest raced again in ``root/b/race``, killed as :func:`_build_races` says."""
+    straight, killed = root / "a" / "race", root / "b" / "race"
+    killed.mkdir(parents=True)
     shutil.copy(straight / MANIFEST, killed / MANIFEST)
     shutil.copytree(straight / "reward-model", killed / "reward-model")
+    design = RaceDesign.load(killed)
 
-    _kill_when(_flopplan("race", "run", "race", cwd=killed.parent), lambda: _metrics_lines(killed) >= 4, killed)
-    _kill_when(_flopplan("race", "run", "race", cwd=killed.parent), _rung_two_under_way(killed), killed)
-    _finish("race", "run", "race", cwd=killed.parent)
+    pool = ("--jobs", "2")  # as the demo ran them
+    _kill_when(_flopplan("race", "run", "race", *pool, cwd=killed.parent), lambda: _metrics_lines(killed) >= 4,
+               killed)
+    ray = ("--backend", "ray", "--address", ray_address, "--pilot-cpus", "1")
+    _kill_when(_flopplan("race", "run", "race", *ray, cwd=killed.parent),
+               lambda: 0 < len(_done_pilots(design, killed, 0)) < len(design.pilots()), killed)
+    (root / "b" / "finished.json").write_text(json.dumps(_done_pilots(design, killed, 0)))
+    _kill_when(_flopplan("race", "run", "race", *pool, cwd=killed.parent), _rung_two_under_way(killed), killed)
+    _finish("race", "run", "race", *pool, cwd=killed.parent)
     proc = _flopplan("race", "analyze", "race", cwd=killed.parent)
     time.sleep(2.0)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     _finish("race", "analyze", "race", cwd=killed.parent)
-    print(f"quick demo: {minutes:.1f} min")
-    return demo
 
 
 @pytest.fixture(scope="module")
-def races(tmp_path_factory):
+def races(tmp_path_factory, request):
     """``(straight, killed, what the demo printed)``, built once per test session: in a folder every xdist worker
     of this session shares, under a file lock, with a marker written last, so a worker that tears the module
     fixture down and sets it up again (xdist does, when its queue runs dry) finds the races already there. Both
-    races run from a folder of their own as ``race``, so the commands they record are the same."""
+    races run from a folder of their own as ``race``, so the commands they record are the same. The killed race
+    needs Ray (a local cluster of 2 CPUs, started only to build the races)."""
     pytest.importorskip("torch")
     from filelock import FileLock
 
@@ -245,17 +275,21 @@ def races(tmp_path_factory):
         if not done.is_file():
             shutil.rmtree(root, ignore_errors=True)  # a build that failed part way is started again
             root.mkdir()
-            done.write_text(_build_races(root))
+            done.write_text(_build_races(root, request.getfixturevalue("ray_address")))
     return root / "a" / "race", root / "b" / "race", done.read_text()
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("race")  # one worker runs them: the demo test writes into the straight race
-def test_a_killed_race_ends_with_the_uninterrupted_race_json(races):
+def test_a_race_killed_on_the_pool_and_on_ray_ends_with_the_uninterrupted_race_json(races):
     straight, killed, _ = races
     assert (killed / "race.json").read_bytes() == (straight / "race.json").read_bytes()
     for path in straight.glob("pilots/*/seed*/evaluations.jsonl"):  # every pilot's evaluations, score by score
         assert (killed / path.relative_to(straight)).read_text() == path.read_text()
+    finished = json.loads((killed.parent / "finished.json").read_text())
+    assert finished  # the Ray kill came after a pilot had finished its rung
+    for log, size in finished.items():  # and no pilot finished then was run again
+        assert (killed / "logs" / log).stat().st_size == size
     lost = sum(json.loads(p.read_text())["lost_flops"] for p in killed.glob("pilots/*/seed*/summary.json"))
     assert lost > 0  # the kills did lose work (recorded, outside the pilots' budgets)
 

@@ -76,9 +76,9 @@ def test_a_trl_script_race_on_ray_killed_at_the_driver_and_at_a_worker_ends_comp
     race ends complete; a final rerun finds nothing to run. Checked: no finished pilot run again, every pilot
     within its rung's budget with its evaluations at the design's points, each kill's lost work recorded in the
     pilot's summary outside the budget, race.json of the built-in races' schema, the validating run continuing the
-    winner's pilot. Not checked: that race.json equals an uninterrupted race's (the built-in race's Ray test
-    checks that against the session's pool race; no uninterrupted TRL race of this design runs in the session, and
-    a third race would not fit CI's time)."""
+    winner's pilot. Not checked: that race.json equals an uninterrupted race's (the session's killed built-in
+    race, on the pool and on Ray, is checked against its uninterrupted race in :mod:`test_race_protocol`; no
+    uninterrupted TRL race of this design runs in the session, and one more race would not fit CI's time)."""
     pytest.importorskip("trl")
     from flopplan.race.results import load_analysis
 
