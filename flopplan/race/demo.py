@@ -6,7 +6,7 @@ card, the manifest) or continues what is there (the pilots, the validating run),
 loses nothing and repeats nothing; the analysis is recomputed from the pilots each time (it is deterministic).
 
 The grids are chosen for 2 CPU cores (:data:`DEMO`: about 20 minutes, estimated from its FLOPs and the 11.4
-minutes its 6e12 predecessor took; :data:`QUICK`: the tests' one, at most 2 minutes): every axis the issue
+minutes its 6e12 predecessor took; :data:`QUICK`: the tests' one, 2.6 minutes on an idle 2-core VM): every axis the issue
 names is real (policy sizes of the tiny family spanning ~10x in parameters, the rule reward against a learned
 reward model, a held-out second target), and the budget is large enough that the pilots learn: tiny, 16
 prompts x G=16, goes from 0 to 0.48 held-out accuracy in 80 steps (5.8e11 FLOPs, 31 s here); with G=8 it
