@@ -264,7 +264,7 @@ def validate(race_dir: str, as_json: bool) -> None:
 
 @race.command()
 @click.option("--out", "out_dir", default="race-demo", show_default=True, type=click.Path(file_okay=False))
-@click.option("--quick", is_flag=True, help="A smaller grid (the tests' one, about 3 minutes on 2 cores).")
+@click.option("--quick", is_flag=True, help="A smaller grid (the tests' one, 2-3 minutes on 2 cores).")
 @click.option("--jobs", default=2, show_default=True, type=int, help="Pilots in parallel processes.")
 def demo(out_dir: str, quick: bool, jobs: int) -> None:
     """design -> run -> analyze -> validate on the built-in task, end to end, on the local CPU (run it again after
