@@ -176,13 +176,20 @@ HOLDOUT: dict[str, Callable[[np.random.Generator, float], Curve]] = {
 GENERATORS = FAMILIES | HOLDOUT
 
 
+SEED_NOISE = {"gain": 0.05, "shift": 0.1}
+"""The seeds' spread (``--gain-sd``, ``--flop-shift-sd``): sd of a seed's relative gain over R0, and of its curve's
+shift in ln F. The issue's own check drew seeds with sd 0.02 on ScaleRL's A and no shift: ``--flop-shift-sd 0``
+(with the gain's sd at 0.05, about 0.02 on gains of 0.3-0.6)."""
+
+
 def pilots(rng: np.random.Generator, name: str, curve: Curve, eta: np.ndarray, flops: np.ndarray) -> ArmPilots:
     """3 seeds at step 0 and ``flops`` (x 1 +- 1 % jitter): seed s's curve R0 + (R - R0) (1 + 0.05 N) at F
-    e^(0.1 N); scores by the Gaussian copula on the shared prompt latents ``eta`` (rho 0.5)."""
+    e^(0.1 N) (the sds: :data:`SEED_NOISE`); scores by the Gaussian copula on the shared prompt latents ``eta``
+    (rho 0.5). The same random numbers are drawn whatever the sds, so runs with other sds are paired."""
     r0 = float(curve(np.zeros(1))[0])
     f = np.concatenate([np.zeros((3, 1)), flops * (1 + 0.01 * rng.uniform(-1, 1, (3, flops.size)))], axis=1)
-    gain = 1 + 0.05 * rng.standard_normal((3, 1))
-    shift = np.exp(0.1 * rng.standard_normal((3, 1)))
+    gain = 1 + SEED_NOISE["gain"] * rng.standard_normal((3, 1))
+    shift = np.exp(SEED_NOISE["shift"] * rng.standard_normal((3, 1)))
     p = np.clip(r0 + (curve(f * shift) - r0) * gain, 0, 1)
     p[:, 0] = r0
     z = np.sqrt(0.5) * eta + np.sqrt(0.5) * rng.standard_normal((3, f.shape[1], eta.size))
@@ -323,12 +330,19 @@ def main() -> None:
                         help="F over the largest pilot, F_P (default 2: ScaleRL's fit-on-half protocol)")
     parser.add_argument("--room", type=float, default=2.0,
                         help="the design's room: the halving keeps 2 and up to room x 2 of the 4 arms (default 2)")
+    parser.add_argument("--gain-sd", type=float, default=SEED_NOISE["gain"],
+                        help="sd of a seed's relative gain over R0 (default 0.05)")
+    parser.add_argument("--flop-shift-sd", type=float, default=SEED_NOISE["shift"],
+                        help="sd of a seed's curve's shift in ln F (default 0.1; the issue's check: 0)")
     args = parser.parse_args()
+    if args.gain_sd < 0 or args.flop_shift_sd < 0:
+        parser.error("--gain-sd and --flop-shift-sd must be at least 0")
+    SEED_NOISE.update(gain=args.gain_sd, shift=args.flop_shift_sd)
     reps, boot = (8, 50) if args.quick else (args.reps, args.replicates)
     room = f"room {args.room:g}" if args.promotion == "predicted" else "no room"
     print(f"# {reps} repetitions per family, {boot} bootstrap replicates, promotion {args.promotion}, rng seed "
           f"{args.seed}; 4 arms, 3 seeds, 200 prompts, rungs F_P/4 and F_P (halving 4 -> 2, {room}), "
-          f"F = {args.horizon:g} F_P")
+          f"F = {args.horizon:g} F_P; seeds' gain sd {args.gain_sd:g}, ln-F shift sd {args.flop_shift_sd:g}")
     print(f"{'family':<10} {'err':>3} {'cover':>6} {'width':>6} {'P(b)':>6} {'right':>6} {'r_RACE':>7} {'r_naive':>7} "
           f"{'r_fit':>7} {'r_exh':>6} {'drop':>6} {'c.tell':>6} {'r_told':>7} {'kept':>5} {'accel':>5} {'P(b)c':>6} "
           f"{'P(b)s':>6}")
