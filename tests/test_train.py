@@ -172,6 +172,27 @@ def test_killed_run_resumes_to_the_same_steps_and_charges_the_lost_work(tmp_path
     assert resumed["lost_flops"] >= sum(sum(c["executed"].values()) for c in lost_step["charges"]) > 0
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("resume")
+def test_a_restarted_run_killed_again_before_its_first_checkpoint_keeps_its_baselines_charge(tmp_path, uninterrupted):
+    """Killed before its first checkpoint, the run starts again and checkpoints at step 0 to keep the lost work,
+    before its baseline evaluation; killed again before its next checkpoint, it resumes from that one, keeps the
+    baseline it logged (not run again) and must charge it: its buckets equal the uninterrupted run's."""
+    straight, _ = uninterrupted
+    run = tmp_path / "killed"
+    _kill_after(run, _start(run), 2)  # the baseline and step 1: no checkpoint yet (the first is at step 2)
+    assert not (run / "checkpoints" / "latest").exists()
+    again = subprocess.Popen([sys.executable, "-m", "flopplan", "train", "--out", str(run), "--resume",
+                              "--no-progress"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for(run / "checkpoints" / "latest", again)  # the restart's step-0 checkpoint, written on emptied logs
+    _kill_after(run, again, 2)
+    assert (run / "checkpoints" / "latest").read_text().strip()[5:11] == "000000"
+    flopplan("train", "--out", str(run), "--resume", "--no-progress")
+    resumed = summary_of(run)
+    assert resumed["flops"] == straight["flops"] and resumed["eval_accuracy"] == straight["eval_accuracy"]
+    assert [m["step"] for m in metrics_of(run)] == list(range(0, 7)) and resumed["lost_flops"] > 0
+
+
 def _work_since_checkpoint(run: Path) -> int:
     """What a kill just lost, recomputed from the files: committed steps after the last checkpoint, and the units
     of the step in progress."""

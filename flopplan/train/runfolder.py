@@ -19,6 +19,7 @@ from flopplan.fileio import (
     read_step_log,
     writable_folder,
 )
+from flopplan.ledger import PhaseCharge
 from flopplan.runfile import (
     CONFIG,
     EVALUATIONS,
@@ -193,6 +194,14 @@ class RunFolder:
 
     def metrics(self) -> list[dict[str, Any]]:
         return read_step_log(self.path / METRICS)
+
+    def baseline(self) -> tuple[list[PhaseCharge], dict[str, float]] | None:
+        """The baseline evaluation (step 0) as the logs committed it: its charges and its ``eval_accuracy``; None
+        when the logs hold none."""
+        charges = [PhaseCharge(**c) for r in read_ledger(self.path, partial=False) if r.step == 0 for c in r.charges]
+        accuracy = [{"eval_accuracy": m["eval_accuracy"]} for m in self.metrics() if m["step"] == 0
+                    and "eval_accuracy" in m]
+        return (charges, accuracy[0]) if charges and accuracy else None
 
     def write_summary(self, summary: RunSummary) -> None:
         atomic_write_json(self.path / SUMMARY, summary.to_data())
