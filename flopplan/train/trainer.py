@@ -118,9 +118,9 @@ class Trainer:
             if self.recipe.eval_every is not None else 0
         self.ledger = Ledger(config.budget_flops, charge_lost=config.charge_lost)
         self.guard = Guard(self.ledger)  # the budget guard and recorder (flopplan.guard), over this ledger
-        self.step = self.data_position = 0
+        self.step = 0
+        self.data_position = 0
         self.last_eval: dict[str, float] = {}
-        self.baseline_charged = False  # the ledger holds the baseline evaluation's charge
         self._pending: list[PhaseCharge] = []
         self._orders: dict[int, list[int]] = {}
         self.on_step: list[Callable[[StepResult, Ledger], None]] = []
@@ -152,10 +152,11 @@ class Trainer:
 
     # -- checkpoints --------------------------------------------------------------------------------------------
     def save_checkpoint(self) -> None:
-        state = {"step": self.step, "trainable": ckpt.trainable_state(self.policy.model), "rng": ckpt.rng_state(),
-                 "optimizer": self.policy.optimizer.state_dict(), "baseline_charged": self.baseline_charged,
-                 "data_position": self.data_position, "ledger": self.ledger.to_state(), "config": self.config.to_data(),
-                 "last_eval": dict(self.last_eval), "wall_seconds": self.clock.wall()}
+        state = {"step": self.step, "trainable": ckpt.trainable_state(self.policy.model),
+                 "optimizer": self.policy.optimizer.state_dict(), "rng": ckpt.rng_state(),
+                 "data_position": self.data_position, "last_eval": dict(self.last_eval),
+                 "ledger": self.ledger.to_state(), "config": self.config.to_data(),
+                 "wall_seconds": self.clock.wall()}
         ckpt.save_checkpoint(self.folder.checkpoints, self.step, state, self.config.keep_checkpoints)
         self.folder.write_summary(self.summary())
 
@@ -186,7 +187,6 @@ class Trainer:
             ckpt.set_rng_state(state["rng"])
             self.data_position = int(state["data_position"])
             self.last_eval = dict(state["last_eval"])
-            self.baseline_charged = bool(state.get("baseline_charged", True))  # older checkpoints: as they were
             self.ledger = self.guard.ledger = Ledger.from_state(state["ledger"])
             self.clock.before = state.get("wall_seconds")  # None from a checkpoint that predates the record
         except Exception as exc:  # a checkpoint of another run or version: one clear line
@@ -197,11 +197,11 @@ class Trainer:
             self.step > 0 or any(line["step"] == 0 for line in self.folder.metrics()))
         self.folder.check_history(self.step, baseline)
         self.folder.check_evaluations(self.step, tuple(self.data.targets))
-        if not self.baseline_charged and (logged := self.folder.baseline()) is not None:
-            # a checkpoint from before the baseline (_start's, keeping a restarted run's lost work) lacks its charge;
-            # the logs hold it, its records stay and it is not run again (nor lost): charge it as evaluation
+        if not self.ledger.totals()["flops"]["evaluation"] and (logged := self.folder.baseline()) is not None:
+            # a checkpoint with no evaluation charged while the logs hold a committed baseline predates it (_start's,
+            # keeping a restarted run's lost work): the baseline ran and its records stay (not run again, not lost)
             self.guard.commit(0, logged[0])
-            self.last_eval, self.baseline_charged = logged[1], True
+            self.last_eval = logged[1]
         lost = self.folder.lost_after(self.step)
         self.ledger.lost += lost
         if self.config.budget_flops is not None and self.ledger.charged > self.config.budget_flops:
@@ -411,7 +411,6 @@ class Trainer:
             metrics = evaluation_metrics(evaluation)
             self.last_eval = {"eval_accuracy": metrics["eval_accuracy"]}
             self._commit(0, charges, metrics, evaluation)
-            self.baseline_charged = True
         with self._progress() as bar:
             self.on_step.append(bar)
             while True:
