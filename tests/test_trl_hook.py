@@ -175,7 +175,6 @@ def test_two_processes_agree(tiny, tmp_path):
     assert s["stop"]["reason"] == "budget" and s["within_budget"]
 
 
-@pytest.mark.slow
 def _trainers(tiny: Path, tmp_path: Path):
     """A maker of GRPOTrainers of the tiny policy on 16 chat rows of the example's data (2 steps), with changes."""
     from datasets import load_dataset
@@ -195,6 +194,7 @@ def _trainers(tiny: Path, tmp_path: Path):
     return trainer
 
 
+@pytest.mark.slow
 def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
     from peft import LoraConfig
     from transformers import AutoModelForSequenceClassification
@@ -221,6 +221,7 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_the_meter_leaves_no_temporary_folder_behind(tiny, tmp_path, monkeypatch):
     """Without a run folder the models' configs (which the recipe names) live in a temporary folder as long as the
     meter; with one, in the run folder alone."""
