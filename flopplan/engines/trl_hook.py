@@ -98,10 +98,13 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     folder = RunFolder(out) if out is not None else None
     if folder is not None and rank0 and not resume and config is None:
         folder.check_new()
-    with tempfile.TemporaryDirectory(prefix="flopplan-trl-") as probe_folder:  # validate first: nothing written yet
-        evaluation = read_trainer(trainer, Path(probe_folder), 1).eval_generations is not None
+    # the models' configs, which the recipe names, go into a folder that lives as long as the meter (removed when it
+    # is collected or Python exits) unless this process writes them into the run folder
+    scratch = tempfile.TemporaryDirectory(prefix="flopplan-trl-")
+    try:  # validate first: nothing written yet
+        evaluation = read_trainer(trainer, Path(scratch.name), 1).eval_generations is not None
         prompt_max, reward_prompt_max, eval_prompt_max = longest_prompts(trainer, evaluation)
-        read = read_trainer(trainer, Path(probe_folder), prompt_max)
+        read = read_trainer(trainer, Path(scratch.name), prompt_max)
         if recipe is not None:
             check_explicit(recipe, read.recipe)
         flops = budget_flops(budget, read.recipe, profile, price_per_hour)
@@ -112,11 +115,10 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
             probe.prompt_max, probe.reward_prompt_max, probe.eval_prompt_max = (
                 prompt_max, reward_prompt_max, eval_prompt_max)
             _check_first_round(probe, trainer.args)
+    except BaseException:  # refused: nothing left behind
+        scratch.cleanup()
+        raise
     writes = folder is not None and rank0  # the models' configs go into the run folder (rank 0)
-    # elsewhere into a folder of their own that lives as long as the meter (removed when it is collected or Python
-    # exits): the recipe names the policy by that config
-    scratch = tempfile.TemporaryDirectory(prefix="flopplan-trl-")
-    read = read_trainer(trainer, Path(scratch.name), prompt_max)
     if writes:  # the models' configs into the run folder, which names them in its config
         assert folder is not None
         own = config is None  # else the caller (flopplan train) created and locked the folder
