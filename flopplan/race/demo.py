@@ -9,9 +9,8 @@ The grids are chosen for 2 CPU cores (:data:`DEMO`: about 20 minutes, estimated 
 minutes its 6e12 predecessor took; :data:`QUICK`: the tests' one, 2.2 minutes on an idle 2-core VM). In the demo's
 grid every axis the issue names is real (policy sizes of the tiny family spanning ~10x in parameters, the rule
 reward against a learned reward model, a held-out second target), and the budget is large enough that the pilots
-learn: tiny, 16
-prompts x G=16, goes from 0 to 0.48 held-out accuracy in 80 steps (5.8e11 FLOPs, 31 s here); with G=8 it
-reached 0.14, with 8 prompts x G=8 0.06 after 120 steps.
+learn: tiny, 16 prompts x G=16, goes from 0 to 0.48 held-out accuracy in 80 steps (5.8e11 FLOPs, 31 s here); with
+G=8 it reached 0.14, with 8 prompts x G=8 0.06 after 120 steps.
 """
 
 from __future__ import annotations
