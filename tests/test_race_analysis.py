@@ -19,7 +19,7 @@ from flopplan.errors import UserError
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.bootstrap import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.curves import scalerl_curve, synthetic_scores
-from flopplan.race.regime import _naive_fields, _naive_stands, rules
+from flopplan.race.regime import _naive_fields, _naive_stands, _unfitted_naive_stands, rules
 from flopplan.race.report import render_markdown, write_outputs
 from flopplan.race.results import RACE_VERSION, ArmInfo, ArmPrediction, BudgetResult, RaceAnalysis, load_analysis
 from flopplan.race.tables import paper_tables
@@ -666,6 +666,36 @@ def test_a_fallen_naive_pick_stays_unless_another_arm_is_sure_to_pass_what_it_sh
     assert rec.runner_up == "steady" and not rec.naive_note
     assert "fails the envelope check" in rec.reasons[0] and "does not reach" in rec.reasons[0]
     assert rec.p_best is not None and 0.0 < rec.p_best < 1.0  # anchored: its fall counts, not its envelope
+
+
+def test_an_arm_solved_from_step_0_is_not_passed_over_for_a_fitted_arm_below_it():
+    """An arm at a pass rate of 1 from step 0 has no curve to fit (no A above R0): it has no prediction at F. It is
+    still the arm seen best at the largest pilot, and no fitted arm's lower bound at F reaches 1, so RACE recommends
+    it on what it shows ('best observed'), and says why; before, it recommended the fitted arm below it."""
+    rng = np.random.default_rng(31)
+    eta = rng.standard_normal(200)
+    f, scores = synthetic_scores(rng, f_pilot=F_PILOT, prompt_latent=eta, **TRUTH)
+    solved = ArmPilots.from_arrays("solved", f, np.ones_like(scores))
+    inp = race([(info("steady", group_size=8), pilots(rng, eta, "steady")), (info("solved", group_size=16), solved)])
+    t = analyze(inp, n_replicates=REPS).target("math")
+    assert [p.arm for p in t.budgets[-1].predictions] == ["steady"]  # the solved arm is not fitted
+    assert any(w.startswith("solved: not fitted") for w in t.warnings)
+    rec = t.recommendation
+    assert rec.arm == "solved" and rec.mode == "best observed" and rec.naive_arm == "solved"
+    assert "has no prediction" in rec.reasons[0] and "does not reach" in rec.reasons[0]
+    assert rec.reward == 1.0 and rec.runner_up == "steady"
+
+
+def test_an_unfitted_naive_pick_gives_way_to_a_lower_bound_above_what_it_shows():
+    """The rule alone: the naive pick without a prediction at the budget stays unless the best usable arm's lower
+    bound there is above the reward the naive pick shows at the largest pilot."""
+    steady = ArmPrediction("steady", 2e20, 0.6, 0.5, 0.7, 0.5, 0.5, 0.7, 0.0, 2.0, True, True, "", None)
+    at_f = BudgetResult("target", 2e20, (steady,), None)  # type: ignore[arg-type]  # the rule reads predictions only
+    obs = type("Observed", (), {"names": ("steady", "flat")})()  # the rule reads the observed arms' names only
+    assert "has no prediction" in _unfitted_naive_stands(at_f, steady, ("flat", 0.55), obs)  # type: ignore[arg-type, operator]
+    assert _unfitted_naive_stands(at_f, steady, ("flat", 0.45), obs) is None  # type: ignore[arg-type]
+    assert _unfitted_naive_stands(at_f, steady, ("steady", 0.65), obs) is None  # type: ignore[arg-type]
+    assert _unfitted_naive_stands(at_f, steady, ("flat", 0.55), None) is None
 
 
 def test_the_naive_pick_gives_way_only_to_a_lower_bound_above_its_upper_bound_or_what_it_shows():

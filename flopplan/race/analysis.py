@@ -436,13 +436,15 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
     at_f = budget_results[-1]
     warnings += _fit_warnings(states, at_f)
     observed = None
-    if at_f.decision.best is None or at_f.decision.top_unidentified:
+    naive = _naive(inp, curves, survived)
+    unpredicted = naive is not None and all(p.arm != naive[0] for p in at_f.predictions)
+    if at_f.decision.best is None or at_f.decision.top_unidentified or unpredicted:
         survivors = [present[n] for n in present if survived[n]]
         if survivors:
             observed = checks.observed_bootstrap(survivors, n_replicates, level, _stream(seed, name, "observed"))
     upfront = {a.name: a.upfront_flops for a in inp.arms}
     rec = recommend(name, at_f, upfront, float(inp.budget_flops - inp.pilot_flops), method, observed, level,
-                    naive=_naive(inp, curves, survived), rung_cost=_rung_cost(inp, curves))
+                    naive=naive, rung_cost=_rung_cost(inp, curves))
     among, if_stopped = _among_finalists(rec, at_f, states, ens, at_cols, [col[f] for f in last], res.samples,
                                          grid)
     recommendation = pilot_cost(among, budget_flops=f_target, pilot_flops=inp.pilot_flops, spend=inp.pilot_spend,

@@ -40,7 +40,10 @@ The rules (:func:`rules` gives them in the words the report prints):
   departure that raised RACE's regret above the naive pick's was of this kind: after a collapse, and where an
   arm recovering from a transient dip looked like a late rise, docs/results.md, rounds 5-6); *best observed*
   when no arm is usable: the survivor with the best observed reward at the survivors' largest common FLOPs, with a
-  bootstrap of the observed means (:func:`checks.observed_bootstrap`). The naive pick is reported beside RACE's,
+  bootstrap of the observed means (:func:`checks.observed_bootstrap`); *best observed* too when the naive pick
+  has no prediction at F (its curve was not fitted: a flat arm, or one at a pass rate of 1 from step 0) and the
+  best usable arm's lower bound at F does not reach the reward the naive pick shows at the largest pilot (what
+  is not fitted is not ruled out). The naive pick is reported beside RACE's,
   with why RACE differs when it does. The P(best) stated for a fitted recommendation, among the finalists, anchors
   each arm at the reward seen at its largest pilot and adds the curves' change from there to F
   (:mod:`flopplan.race.persistence`, why); the decision above reads the calibrated curves alone.
@@ -120,7 +123,9 @@ def rules(level: float) -> tuple[str, ...]:
         "bound there (or, when the naive pick fails the envelope check, above the reward it shows at the top "
         "rung); 'best observed' when no arm is usable: the "
         "surviving arm with the best observed reward at the survivors' largest common FLOPs (a prompt-and-seed "
-        "bootstrap of the observed means), no curve extrapolated. The recommendation's P(best), among itself and "
+        "bootstrap of the observed means), no curve extrapolated; 'best observed' too, for the naive pick, when it "
+        "has no prediction at the budget (its curve not fitted) and the best usable arm's lower bound there does "
+        "not reach the reward it shows at the top rung. The recommendation's P(best), among itself and "
         "the finalists (the comparable arms that reached the top rung; with fewer than two, the decision's): the "
         "share of the paired bootstrap draws in which its arm's reward seen at its largest pilot, plus the model "
         "average's change from there to the budget in the same draw (before the calibration's stretch), is the "
@@ -314,6 +319,10 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
         return replace(rec, **_naive_fields(rec.arm, at_f, naive))
     arm = decision.best
     pred: ArmPrediction = next(p for p in at_f.predictions if p.arm == arm)
+    unfitted = _unfitted_naive_stands(at_f, pred, naive, observed)
+    if unfitted is not None and naive is not None and observed is not None:
+        rec = _best_observed(common, observed, upfront, unfitted, level, arm=naive[0])
+        return replace(rec, **_naive_fields(rec.arm, at_f, naive))
     reasons = []
     if not decision.regime.endswith("-bound"):  # BOUNDS, or AXIS-bound
         reasons.append(f"{decision.regime} at the target budget: {decision.rule}")
@@ -380,11 +389,28 @@ def _naive_stands(at_f: BudgetResult, pred: ArmPrediction, naive: tuple[str, flo
             "only when the intervals at the budget do not overlap")
 
 
-def _best_observed(common: dict[str, Any], obs: ObservedBest, upfront: dict[str, int], why: str, level: float
-                   ) -> Recommendation:
-    """The survivor with the best observed reward; ``common``: the recommendation's target, flops, regime and
-    budget left."""
+def _unfitted_naive_stands(at_f: BudgetResult, pred: ArmPrediction, naive: tuple[str, float] | None,
+                           observed: ObservedBest | None) -> str | None:
+    """Why the naive pick stays although it has no prediction at the budget (None: it has one, the best usable
+    arm's lower bound there is above the reward it shows at the largest pilot, or it was not observed): an arm
+    whose curve could not be fitted (flat, or at a pass rate of 1 from step 0) is not ruled out by that."""
+    if naive is None or observed is None or naive[0] not in observed.names:
+        return None
+    if any(p.arm == naive[0] for p in at_f.predictions) or pred.lo > naive[1]:
+        return None
+    return (f"{naive[0]}, the best observed at the largest pilot ({naive[1]:.3f}), has no prediction at "
+            f"{eng(at_f.flops)} (its curve was not fitted), and {pred.arm}, the best usable arm, has {pred.lo:.3f} as "
+            "the lower bound of its interval there, which does not reach that reward: the arm seen best is "
+            "recommended on what it shows")
+
+
+def _best_observed(common: dict[str, Any], obs: ObservedBest, upfront: dict[str, int], why: str, level: float,
+                   arm: str | None = None) -> Recommendation:
+    """The survivor with the best observed reward (``arm``, when given: that survivor, the runner-up the best of
+    the others); ``common``: the recommendation's target, flops, regime and budget left."""
     order = np.argsort(-obs.points, kind="stable")
+    if arm is not None:
+        order = np.array([obs.names.index(arm), *(j for j in order if obs.names[j] != arm)])
     i = int(order[0])
     arm = obs.names[i]
     pb = p_best(obs.replicates)
