@@ -185,6 +185,10 @@ def test_pilot_data_validation():
         PilotData((ArmPilots("a", (ok,)), ArmPilots("a", (ok,))))  # duplicate names
     with pytest.raises(UserError):
         EvalPoint(-1.0, np.ones(3))
+    for outside in ([0.0, 2.0], [-1.0, 1.0]):  # pass rates only: a reward's own scale is thresholded first
+        with pytest.raises(UserError, match=r"pass rates in \[0, 1\]"):
+            EvalPoint(1e18, np.array(outside))
+    assert EvalPoint(1e18, np.array([0.0, 0.25, 1.0])).scores.max() == 1.0  # partial credit stays
 
 
 def test_interval_methods():

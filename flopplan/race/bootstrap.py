@@ -79,6 +79,10 @@ class EvalPoint:
         scores = np.asarray(self.scores, dtype=float)
         if scores.ndim != 1 or scores.size == 0 or not np.all(np.isfinite(scores)):
             raise UserError("EvalPoint.scores must be a non-empty 1-D array of finite scores")
+        if scores.min() < 0 or scores.max() > 1:  # the curves are pass rates: R0 <= A <= 1 (flopplan.race.curves)
+            raise UserError(f"EvalPoint.scores are per-prompt pass rates in [0, 1]; got {scores.min():g} to "
+                            f"{scores.max():g} (a reward on another scale: score 1 where it reaches a threshold, as "
+                            "ScriptPilot.meter(correct=...) does)")
         if not (np.isfinite(self.flops) and self.flops >= 0):
             raise UserError("EvalPoint.flops must be finite and >= 0")
         object.__setattr__(self, "scores", scores)
