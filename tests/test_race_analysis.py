@@ -417,7 +417,10 @@ def test_a_fitted_recommendation_records_the_anchored_and_both_single_forecasts(
     assert rec.p_best_seen is not None and rec.p_best_curves is not None
     assert rec.p_best_seen > 0.99  # the strong arm leads the weak one by ~0.3 at the largest pilot
     assert rec.p_best > 0.99  # and the curves do not see the weak one catching up by F
-    assert "carried to" in render_markdown(an)
+    text = render_markdown(an)
+    assert "carried to" in text
+    decided = an.targets[0].budgets[-1].decision.p_best_of["strong"]  # the decision's, beside the stated one
+    assert f"(what 'cannot tell' reads): {decided:.2f}" in text
 
 
 def written_as(an: RaceAnalysis, tmp_path: Path, version: int, drop: dict[str, tuple[str, ...]]) -> RaceAnalysis:

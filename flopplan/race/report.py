@@ -52,9 +52,14 @@ def _recommendations(a: RaceAnalysis) -> tuple[Table, list[str]]:
         for reason in r.reasons:
             notes.append(f"{r.target}: {reason}")
         if r.p_best is not None and r.p_best_curves is not None and r.p_best_seen is not None:
-            notes.append(f"{r.target}: P(best) {r.p_best:.2f} among the finalists: the reward seen at the largest "
-                         f"pilot carried to {eng(r.flops)} by the curves' change (seen best there: "
-                         f"{r.p_best_seen:.2f}; the curves alone at {eng(r.flops)}: {r.p_best_curves:.2f})")
+            budgets = a.target(r.target).budgets
+            decided = budgets[-1].decision.p_best_of.get(r.arm or "") if budgets else None
+            notes.append(f"{r.target}: P(best) {r.p_best:.2f} among the finalists (the comparable arms that reached "
+                         f"the top rung): the reward seen at the largest pilot carried to {eng(r.flops)} by the "
+                         f"curves' change (seen best there: {r.p_best_seen:.2f}; the curves alone at "
+                         f"{eng(r.flops)}: {r.p_best_curves:.2f})" + (
+                             f"; among every comparable arm, the eliminated ones' wide intervals included (what "
+                             f"'cannot tell' reads): {decided:.2f}" if decided is not None else ""))
         if r.naive_arm is not None:
             notes.append(f"{r.target}: the naive pick (best observed at the largest pilot): {r.naive_arm} "
                          f"({r.naive_reward:.3f})" + (f"; RACE differs: {r.naive_note}" if r.naive_note and
