@@ -414,6 +414,21 @@ def test_promotion_keeps_the_halving_then_every_arm_that_may_lead_at_f():
     assert keep([], 2) == []
 
 
+def test_an_arm_with_no_curve_goes_on_first_when_it_shows_the_most():
+    """The runner's promotion with arms the analysis could not fit (no prediction at F): the best observed arm goes
+    on whatever its curve, so an arm at a pass rate of 1 from step 0 is not cut for having no curve; other unfitted
+    arms only fill the halving's count."""
+    from flopplan.race.promotion import Trend
+    from flopplan.race.runner import with_unfitted
+
+    trends: dict[str, Trend | None] = {"leader": Trend(0.5, 0.55), "late": Trend(0.3, 0.6)}
+    assert with_unfitted(["leader", "late"], trends, {"solved": 1.0, "flat": 0.1}, 2) == ["solved", "leader", "late"]
+    assert with_unfitted(["leader", "late"], trends, {"flat": 0.1}, 2) == ["leader", "late"]
+    assert with_unfitted(["leader"], trends, {"flat": 0.1, "stuck": 0.2}, 2) == ["leader", "stuck"]
+    assert with_unfitted(["leader"], trends, {"tied": 0.5}, 2) == ["leader", "tied"]  # not more: fills the count
+    assert with_unfitted([], {}, {"a": None, "b": 0.3}, 1) == ["b"]
+
+
 def test_a_second_runner_of_the_same_shard_is_refused(tmp_path):
     from flopplan.fileio import folder_lock
 

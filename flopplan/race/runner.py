@@ -58,12 +58,12 @@ LOCK_WAIT = 120.0
 """Seconds a pilot waits for its folder's lock to be released by a process a killed driver left running."""
 PROMOTION_REPLICATES = 200
 """Bootstrap replicates of the analysis behind a promotion (its seed: 0, as ``race analyze``'s default)."""
-PROMOTION_RULE = ("the arm with the best observed reward at the rung, then the others by that reward carried to F "
-                  "along their last observed slope in ln F, to the halving's count; then every arm whose upper "
-                  "bound at F (the model-averaged analysis of the rung's pilots, first fitted target) reaches the "
-                  f"leader's lower bound and that is the best in at least {promotion.P_OPEN * 100:g} % of the "
-                  "replicates or whose last slope carries it to that bound, by P(best), at most what the pilot "
-                  "budget affords (the design's room)")
+PROMOTION_RULE = ("the arm with the best observed reward at the rung (fitted or not), then the others by that "
+                  "reward carried to F along their last observed slope in ln F, to the halving's count; then every "
+                  "arm whose upper bound at F (the model-averaged analysis of the rung's pilots, first fitted target) "
+                  f"reaches the leader's lower bound and that is the best in at least {promotion.P_OPEN * 100:g} % "
+                  "of the replicates or whose last slope carries it to that bound, by P(best), at most what the "
+                  "pilot budget affords (the design's room)")
 
 
 @dataclass(frozen=True)
@@ -132,8 +132,7 @@ def promote(design: RaceDesign, folder: Path, history: Sequence[Sequence[str]],
     trends = {p.arm: promotion.trend(curves[p.arm].observations, p.ledger_flops) for p in preds}
     ranked = promotion.keep(preds, design.keep[rung + 1], trends)
     observed = {c.arm: c.observed_at_rungs[rung] for c in result.curves if c.arm not in {p.arm for p in preds}}
-    unfitted = sorted(observed, key=lambda a: (-(observed[a] or 0.0), a))  # no curve: by the reward observed
-    kept = ranked + unfitted[:max(0, design.keep[rung + 1] - len(ranked))]
+    kept = with_unfitted(ranked, trends, observed, design.keep[rung + 1])
     promoted = kept[:_affordable(design, history, kept)]
     return {"rung": rung, "rule": PROMOTION_RULE, "target": target, "promoted": promoted,
             "held_back": [a for a in kept if a not in promoted], "input": digest,
@@ -141,7 +140,21 @@ def promote(design: RaceDesign, folder: Path, history: Sequence[Sequence[str]],
                                     "comparable": p.comparable}
                             for p in preds},
             "trends": {a: {"observed": t.observed, "reach": t.reach} for a, t in trends.items() if t is not None},
-            "unfitted": {a: observed[a] for a in unfitted}}
+            "unfitted": {a: observed[a] for a in sorted(observed, key=lambda a: (-(observed[a] or 0.0), a))}}
+
+
+def with_unfitted(ranked: list[str], trends: dict[str, promotion.Trend | None], observed: dict[str, float | None],
+                  n_keep: int) -> list[str]:
+    """The arms that go on, ``ranked`` (:func:`flopplan.race.promotion.keep`'s, fitted arms only) with the arms
+    that have no curve (``observed``: their reward observed at the rung): the best of those goes on first when it
+    shows more than every fitted arm (an arm at a pass rate of 1 from step 0 has no curve to fit, and the best
+    observed arm goes on whatever its curve); the others fill the halving's count when the fitted arms do not."""
+    unfitted = sorted(observed, key=lambda a: (-(observed[a] or 0.0), a))  # no curve: by the reward observed
+    shown = [t.observed for t in trends.values() if t is not None]
+    lead = observed[unfitted[0]] if unfitted else None
+    if lead is not None and lead > max(shown, default=-1.0):
+        ranked = [unfitted.pop(0), *ranked]
+    return ranked + unfitted[:max(0, n_keep - len(ranked))]
 
 
 def _gone_on(design: RaceDesign, folder: Path, rung: int, arms: Sequence[str]) -> bool:
