@@ -432,7 +432,8 @@ def fit_power_law(flops: ArrayLike, rewards: ArrayLike, *, r0: float | None = No
     if np.unique(f[use]).size < 2:
         raise UserError("the power law needs points above R0 at >= 2 distinct FLOPs")
     alpha, ln_c = np.polyfit(np.log(f[use]), np.log(y[use] - r0_), 1, w=np.sqrt(w[use]))
-    c = float(np.exp(ln_c))
+    with np.errstate(over="ignore"):  # an overflow is the degenerate fit refused below, not a warning to print
+        c = float(np.exp(ln_c))
     if not (np.isfinite(alpha) and 0 < c < np.inf):  # e.g. its points above R0 sit at near-identical FLOPs
         raise UserError("the power law's fit is degenerate (its points above R0 lie at near-identical FLOPs)")
     sse = float(np.sum(w[use] * (y[use] - r0_ - c * f[use] ** alpha) ** 2))
