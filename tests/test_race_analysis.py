@@ -689,6 +689,21 @@ def test_an_arm_solved_from_step_0_is_not_passed_over_for_a_fitted_arm_below_it(
     assert rec.reward == 1.0 and rec.runner_up == "steady"
 
 
+def test_a_seed_that_solves_every_prompt_at_step_0_does_not_stop_the_analysis():
+    """One seed of an arm scores 1 on every prompt at step 0 (its R0 is at the top of the A grid): bootstrap
+    replicates that draw that seed only have no room for a gain. They are fitted flat at the top; before, one such
+    replicate raised and stopped the analysis of every arm."""
+    rng = np.random.default_rng(8)
+    eta = rng.standard_normal(200)
+    f, scores = synthetic_scores(rng, f_pilot=F_PILOT, prompt_latent=eta, **TRUTH)
+    scores[0, 0] = 1.0
+    odd = ArmPilots.from_arrays("odd", f, scores)
+    t = analyze(race([(info("steady", group_size=8), pilots(rng, eta, "steady")), (info("odd", group_size=16), odd)]),
+                n_replicates=REPS).target("math")
+    assert {p.arm for p in t.budgets[-1].predictions} == {"steady", "odd"}
+    assert t.recommendation is not None and t.recommendation.arm in {"steady", "odd"}
+
+
 def test_an_unfitted_naive_pick_gives_way_to_a_lower_bound_above_what_it_shows():
     """The rule alone: the naive pick without a prediction at the budget stays unless the best usable arm's lower
     bound there is above the reward the naive pick shows at the largest pilot."""

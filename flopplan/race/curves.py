@@ -115,8 +115,8 @@ def default_grids(flops: ArrayLike, r0: float, *, a_step: float = A_STEP, a_max:
     if f.size == 0:
         raise UserError("no evaluation point with FLOPs > 0")
     first, last = int(np.floor(r0 / a_step + 1e-9)) + 1, int(np.floor(a_max / a_step + 1e-9))
-    if last < first:
-        raise UserError(f"R0 = {r0:.4g} leaves no A grid value below a_max = {a_max}")
+    if last <= first:  # a curve needs two values of A above R0 (the grid's step)
+        raise UserError(f"R0 = {r0:.4g} leaves fewer than 2 A grid values up to a_max = {a_max}: no room for a gain")
     log_f_mid = np.linspace(np.log(f.min()), np.log(f.max() * f_mid_span), n_f_mid)
     return CurveGrids((np.arange(first, last + 1) * a_step).astype(np.float64), log_f_mid, np.geomspace(*b_range, n_b))
 
@@ -274,7 +274,9 @@ def _gauss_newton(x: FloatArray, y: FloatArray, w: FloatArray, r0: FloatArray, p
 def fit_curve_batch(log_f: ArrayLike, y: ArrayLike, w: ArrayLike, r0: ArrayLike, grids: CurveGrids, *,
                     refine_f_mid: bool = True) -> CurveFitBatch:
     """Fit k curves on the same points: ``log_f`` (n,) = ln F (> 0 FLOPs only), ``y`` and ``w`` (k, n) rewards and
-    weights (0 drops a point), ``r0`` (k,), by the module's method. ``f_mid_index``: the grid value nearest F_mid."""
+    weights (0 drops a point), ``r0`` (k,), by the module's method. ``f_mid_index``: the grid value nearest F_mid.
+    A row whose R0 is at the grid's top (a bootstrap replicate that drew only a seed solving every prompt at step
+    0) is held at the top, no gain; only when every row is there is it refused."""
     x = np.asarray(log_f, dtype=float)
     yy, ww = np.atleast_2d(np.asarray(y, dtype=float)), np.atleast_2d(np.asarray(w, dtype=float))
     r = np.atleast_1d(np.asarray(r0, dtype=float))
@@ -282,8 +284,9 @@ def fit_curve_batch(log_f: ArrayLike, y: ArrayLike, w: ArrayLike, r0: ArrayLike,
     if x.shape != (n,) or ww.shape != (k, n) or r.shape != (k,) or not np.all(np.isfinite(x)):
         raise UserError("fit_curve_batch: shapes must be log_f (n,), y and w (k, n), r0 (k,), log_f finite")
     lowest = np.searchsorted(grids.a, r, side="right")
-    if np.any(lowest >= grids.a.size):
+    if np.all(lowest >= grids.a.size):
         raise UserError("R0 is at or above the top of the A grid: no room for a gain")
+    lowest = np.minimum(lowest, grids.a.size - 1)  # a replicate whose R0 reaches the top: A there, no gain left
     nm, nb = grids.log_f_mid.size, grids.b.size
     s = expit(grids.b[None, :, None] * (x[None, None, :] - grids.log_f_mid[:, None, None])).reshape(nm * nb, n).T
     s2 = s * s
