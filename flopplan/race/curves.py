@@ -275,8 +275,7 @@ def fit_curve_batch(log_f: ArrayLike, y: ArrayLike, w: ArrayLike, r0: ArrayLike,
                     refine_f_mid: bool = True) -> CurveFitBatch:
     """Fit k curves on the same points: ``log_f`` (n,) = ln F (> 0 FLOPs only), ``y`` and ``w`` (k, n) rewards and
     weights (0 drops a point), ``r0`` (k,), by the module's method. ``f_mid_index``: the grid value nearest F_mid.
-    A row whose R0 is at the grid's top (a bootstrap replicate that drew only a seed solving every prompt at step
-    0) is held at the top, no gain; only when every row is there is it refused."""
+    A row with R0 at the grid's top is held there (no gain); refused only when every row is."""
     x = np.asarray(log_f, dtype=float)
     yy, ww = np.atleast_2d(np.asarray(y, dtype=float)), np.atleast_2d(np.asarray(w, dtype=float))
     r = np.atleast_1d(np.asarray(r0, dtype=float))
@@ -435,8 +434,7 @@ def fit_power_law(flops: ArrayLike, rewards: ArrayLike, *, r0: float | None = No
     if np.unique(f[use]).size < 2:
         raise UserError("the power law needs points above R0 at >= 2 distinct FLOPs")
     alpha, ln_c = np.polyfit(np.log(f[use]), np.log(y[use] - r0_), 1, w=np.sqrt(w[use]))
-    with np.errstate(over="ignore"):  # an overflow is the degenerate fit refused below, not a warning to print
-        c = float(np.exp(ln_c))
+    c = float(np.exp(ln_c)) if ln_c < 709.0 else np.inf  # beyond float range: the degenerate fit refused below
     if not (np.isfinite(alpha) and 0 < c < np.inf):  # e.g. its points above R0 sit at near-identical FLOPs
         raise UserError("the power law's fit is degenerate (its points above R0 lie at near-identical FLOPs)")
     sse = float(np.sum(w[use] * (y[use] - r0_ - c * f[use] ** alpha) ** 2))
