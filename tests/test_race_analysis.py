@@ -23,6 +23,7 @@ from flopplan.race.regime import _naive_fields, _naive_stands, _unfitted_naive_s
 from flopplan.race.report import render_markdown, write_outputs
 from flopplan.race.results import RACE_VERSION, ArmInfo, ArmPrediction, BudgetResult, RaceAnalysis, load_analysis
 from flopplan.race.tables import paper_tables
+from flopplan.race.validate import predicted_at
 from flopplan.report.tables import to_markdown
 
 F_PILOT = 1e20
@@ -687,6 +688,10 @@ def test_an_arm_solved_from_step_0_is_not_passed_over_for_a_fitted_arm_below_it(
     assert rec.arm == "solved" and rec.mode == "best observed" and rec.naive_arm == "solved"
     assert "has no prediction" in rec.reasons[0] and "does not reach" in rec.reasons[0]
     assert rec.reward == 1.0 and rec.runner_up == "steady"
+    # its validating run is checked against no prediction (this raised StopIteration), the fitted arm's as before
+    an = analyze(inp, n_replicates=50)
+    assert predicted_at(inp, an, "solved", "math", F_PILOT) is None
+    assert predicted_at(inp, an, "steady", "math", F_PILOT) is not None
 
 
 def test_a_seed_that_solves_every_prompt_at_step_0_does_not_stop_the_analysis():

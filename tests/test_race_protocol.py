@@ -347,6 +347,7 @@ def test_the_demo_reports_curves_regimes_the_recommendation_holdout_and_validati
     at_f = next(p for p in race["targets"][0]["budgets"][-1]["predictions"] if p["arm"] == arm.name)
     got = predicted_at(race_input(design, straight), load_analysis(straight / "race.json"), arm.name, "heldout",
                        design.budget_flops - arm.upfront_flops)
+    assert got is not None
     assert (got.reward, got.lo, got.hi) == pytest.approx((at_f["reward"], at_f["lo"], at_f["hi"]), rel=1e-12)
     spent, rec = race["pilot_flops"], race["targets"][0]["recommendation"]
     # the validating run continues the recommended arm's first-seed pilot: a resume of a copy of its run folder

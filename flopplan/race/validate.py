@@ -84,16 +84,18 @@ def _last(records: list[EvalRecord], target: str) -> EvalRecord:
     return mine[-1]
 
 
-def predicted_at(inp: RaceInput, analysis: RaceAnalysis, arm: str, target: str, train_flops: float) -> ArmPrediction:
+def predicted_at(inp: RaceInput, analysis: RaceAnalysis, arm: str, target: str, train_flops: float
+                 ) -> ArmPrediction | None:
     """The analysis's prediction for ``arm`` on ``target`` at ``train_flops`` (the arm's ledger FLOPs): the analysis
     of the race's pilots ``inp`` (:func:`flopplan.race.collect.race_input`) redone with its target budget there (the
     arm's upfront FLOPs added back, as the analysis charges them), its seed, replicates and level; the temporal
-    holdout, which feeds no prediction, left out."""
+    holdout, which feeds no prediction, left out. None when the arm's curve is not fitted (a 'best observed'
+    recommendation of an arm at a pass rate of 1 from step 0, say): the run is checked against no prediction."""
     upfront = next(a.upfront_flops for a in inp.arms if a.name == arm)
     inp = replace(inp, budget_flops=float(train_flops) + upfront, fitted_targets=(target,))
     result = analyze(inp, n_replicates=analysis.n_replicates, level=analysis.level, seed=analysis.seed,
                      holdout=False).target(target)
-    return next(p for p in result.budgets[-1].predictions if p.arm == arm)
+    return next((p for p in result.budgets[-1].predictions if p.arm == arm), None) if result.budgets else None
 
 
 def validation_budget(design: RaceDesign, analysis: RaceAnalysis) -> int:
@@ -142,6 +144,10 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | N
         start = float(np.mean([p.scores.mean() for p in starts])) if starts else None
         if target in design.fit_targets:
             pred = predicted_at(inp, analysis, arm.name, target, float(last.train_flops))
+            if pred is None:  # not fitted: what the run reached is reported beside its pilots, checked against none
+                checks.append(TargetCheck(target, True, last.accuracy, last.train_flops, None, None, None, None, best,
+                                          start))
+                continue
             checks.append(TargetCheck(target, True, last.accuracy, last.train_flops, pred.reward, pred.lo, pred.hi,
                                       bool(pred.lo <= last.accuracy <= pred.hi), best, start))
         else:
