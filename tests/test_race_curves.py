@@ -346,3 +346,14 @@ def test_temporal_holdout():
         assert res.split_flops == pytest.approx(F_PILOT / 2, rel=0.03)
     assert 0.75 <= np.mean(consistent) <= 1.0
     assert np.mean(inside) <= np.mean(consistent) + 0.05
+
+
+def test_a_steep_power_law_is_computed_in_logs_and_stays_finite():
+    """Points above R0 at nearly the same FLOPs give a steep power law (alpha ~15.7 at 1e20 FLOPs): F^alpha alone
+    overflows although c F^alpha does not; the fit's SSE and its reading at the budget stay finite (an infinite
+    reading could not be written to race.json, and stopped the whole analysis)."""
+    law = fit_power_law(np.array([0.0, 1e20, 1.05e20]), np.array([0.2, 0.21, 0.2215]), r0=0.2)
+    assert 15 < law.alpha < 16.5 and law.c > 0 and np.isfinite(law.sse)
+    assert law.predict(1.05e20) == pytest.approx(0.2215) and np.isfinite(law.predict(2e20))
+    assert law.predict(0.0) == pytest.approx(0.2)
+    assert law.f_at_ceiling is not None and law.predict(law.f_at_ceiling) == pytest.approx(1.0)  # A_MAX, reached

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from flopplan.errors import UserError
 from flopplan.race.bootstrap import ArmPilots, EvalPoint, bootstrap_interval
 from flopplan.race.curves import A_MAX, CurveFit, PowerLawFit, fit_curve, fit_power_law, monotone_envelope
 from flopplan.race.results import EnvelopeResult, Observation, PowerLawCheck
@@ -134,7 +135,11 @@ def power_law(arm: ArmPilots, fit: CurveFit, at: float) -> PowerLawCheck:
     law = fit_power_law(f, y, r0=fit.r0, a_max=A_MAX)
     use = (f > 0) & (y > fit.r0)
     scalerl_sse = float(np.sum((y[use] - fit.predict(f[use])) ** 2))
-    return PowerLawCheck(law=law, scalerl_sse=scalerl_sse, predicted_at_budget=read_at(law, at))
+    with np.errstate(over="ignore"):
+        reading = read_at(law, at)
+    if not np.isfinite(reading):  # no file can hold it, and no pass rate is near it: the check is not made
+        raise UserError(f"the power law (alpha {law.alpha:.3g}) runs beyond float range at the target budget")
+    return PowerLawCheck(law=law, scalerl_sse=scalerl_sse, predicted_at_budget=reading)
 
 
 @dataclass(frozen=True, eq=False)

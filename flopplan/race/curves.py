@@ -274,8 +274,7 @@ def _gauss_newton(x: FloatArray, y: FloatArray, w: FloatArray, r0: FloatArray, p
 def fit_curve_batch(log_f: ArrayLike, y: ArrayLike, w: ArrayLike, r0: ArrayLike, grids: CurveGrids, *,
                     refine_f_mid: bool = True) -> CurveFitBatch:
     """Fit k curves on the same points: ``log_f`` (n,) = ln F (> 0 FLOPs only), ``y`` and ``w`` (k, n) rewards and
-    weights (0 drops a point), ``r0`` (k,), by the module's method. ``f_mid_index``: the grid value nearest F_mid.
-    A row with R0 at the grid's top is held there (no gain); refused only when every row is."""
+    weights (0 drops a point), ``r0`` (k,), by the module's method. ``f_mid_index``: the grid value nearest F_mid."""
     x = np.asarray(log_f, dtype=float)
     yy, ww = np.atleast_2d(np.asarray(y, dtype=float)), np.atleast_2d(np.asarray(w, dtype=float))
     r = np.atleast_1d(np.asarray(r0, dtype=float))
@@ -285,7 +284,7 @@ def fit_curve_batch(log_f: ArrayLike, y: ArrayLike, w: ArrayLike, r0: ArrayLike,
     lowest = np.searchsorted(grids.a, r, side="right")
     if np.all(lowest >= grids.a.size):
         raise UserError("R0 is at or above the top of the A grid: no room for a gain")
-    lowest = np.minimum(lowest, grids.a.size - 1)  # a replicate whose R0 reaches the top: A there, no gain left
+    lowest = np.minimum(lowest, grids.a.size - 1)  # a replicate's R0 at the top (refused only for every row): no gain
     nm, nb = grids.log_f_mid.size, grids.b.size
     s = expit(grids.b[None, :, None] * (x[None, None, :] - grids.log_f_mid[:, None, None])).reshape(nm * nb, n).T
     s2 = s * s
@@ -421,7 +420,7 @@ class PowerLawFit:
     f_at_ceiling: float | None
 
     def predict(self, flops: ArrayLike) -> float | FloatArray:
-        out = self.r0 + self.c * np.asarray(flops, dtype=float) ** self.alpha
+        out = self.r0 + np.exp(np.log(self.c) + self.alpha * np.log(np.maximum(flops, 1e-300)))  # F^alpha may overflow
         return float(out) if np.ndim(out) == 0 else np.asarray(out)
 
 
@@ -437,9 +436,9 @@ def fit_power_law(flops: ArrayLike, rewards: ArrayLike, *, r0: float | None = No
     c = float(np.exp(ln_c)) if ln_c < 709.0 else np.inf  # beyond float range: the degenerate fit refused below
     if not (np.isfinite(alpha) and 0 < c < np.inf):  # e.g. its points above R0 sit at near-identical FLOPs
         raise UserError("the power law's fit is degenerate (its points above R0 lie at near-identical FLOPs)")
-    sse = float(np.sum(w[use] * (y[use] - r0_ - c * f[use] ** alpha) ** 2))
+    sse = float(np.sum(w[use] * (y[use] - r0_ - np.exp(ln_c + alpha * np.log(f[use]))) ** 2))
     with np.errstate(over="ignore"):  # a tiny alpha puts the ceiling beyond float range: never, said as None
-        ceiling = float(np.power((a_max - r0_) / c, 1.0 / alpha)) if alpha > 0 else float("inf")
+        ceiling = float(np.exp((np.log(a_max - r0_) - ln_c) / alpha)) if alpha > 0 else float("inf")
     return PowerLawFit(c=c, alpha=float(alpha), r0=r0_, sse=sse, n_used=int(use.sum()),
                        n_excluded=int(pos.sum() - use.sum()), f_at_ceiling=ceiling if np.isfinite(ceiling) else None)
 
