@@ -10,6 +10,7 @@ F_P/2 and F_P; the analysis of the grid recommends an arm at F = 2 F_P (``--hori
     python benchmarks/race_misspecification.py --reps 60               # every family, 60 repetitions each
     python benchmarks/race_misspecification.py --quick                 # 8 repetitions, 50 bootstrap replicates
     python benchmarks/race_misspecification.py --reps 40 --holdout-families   # and the held-out shapes
+    python benchmarks/race_misspecification.py --r0-per-arm                   # arms that start apart
 
 The held-out shapes (``--holdout-families``: a Gompertz rise, a plateau then a late straight rise, a power law that
 hits a hard ceiling, a slow decline after a peak) were written before RACE's rules were tuned on the five families
@@ -176,6 +177,11 @@ HOLDOUT: dict[str, Callable[[np.random.Generator, float], Curve]] = {
 GENERATORS = FAMILIES | HOLDOUT
 
 
+ARM_R0: list[tuple[float, float]] = []
+"""Empty: every arm of a repetition starts from one R0, U(0.1, 0.3), as arms that share a base policy.
+``--r0-per-arm`` puts (0.05, 0.35) here: each arm draws its own R0 from that range, as arms of different policy sizes
+start apart (the generators' ceilings are drawn from 0.45 up, so every arm still has room to rise)."""
+
 SEED_NOISE = {"gain": 0.05, "shift": 0.1}
 """The seeds' spread (``--gain-sd``, ``--flop-shift-sd``): sd of a seed's relative gain over R0, and of its curve's
 shift in ln F. The issue's own check drew seeds with sd 0.02 on ScaleRL's A and no shift: ``--flop-shift-sd 0``
@@ -229,7 +235,7 @@ def info(name: str, g: int) -> ArmInfo:
 def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicates: int, room: float = 2.0,
                target: float = TARGET) -> dict[str, object]:
     r0 = rng.uniform(0.1, 0.3)
-    curves = [GENERATORS[family](rng, r0) for _ in range(4)]
+    curves = [GENERATORS[family](rng, rng.uniform(*ARM_R0[0]) if ARM_R0 else r0) for _ in range(4)]
     names = [f"g{2 ** (i + 2)}" for i in range(4)]
     infos = tuple(info(n, 2 ** (i + 2)) for i, n in enumerate(names))
     truth = {n: float(c(np.array([target]))[0]) for n, c in zip(names, curves, strict=True)}
@@ -334,7 +340,11 @@ def main() -> None:
                         help="sd of a seed's relative gain over R0 (default 0.05)")
     parser.add_argument("--flop-shift-sd", type=float, default=SEED_NOISE["shift"],
                         help="sd of a seed's curve's shift in ln F (default 0.1; the issue's check: 0)")
+    parser.add_argument("--r0-per-arm", action="store_true",
+                        help="each arm its own R0, U(0.05, 0.35) (default: one R0 per repetition, U(0.1, 0.3))")
     args = parser.parse_args()
+    if args.r0_per_arm:
+        ARM_R0.append((0.05, 0.35))
     if args.gain_sd < 0 or args.flop_shift_sd < 0:
         parser.error("--gain-sd and --flop-shift-sd must be at least 0")
     SEED_NOISE.update(gain=args.gain_sd, shift=args.flop_shift_sd)
@@ -342,7 +352,8 @@ def main() -> None:
     room = f"room {args.room:g}" if args.promotion == "predicted" else "no room"
     print(f"# {reps} repetitions per family, {boot} bootstrap replicates, promotion {args.promotion}, rng seed "
           f"{args.seed}; 4 arms, 3 seeds, 200 prompts, rungs F_P/4 and F_P (halving 4 -> 2, {room}), "
-          f"F = {args.horizon:g} F_P; seeds' gain sd {args.gain_sd:g}, ln-F shift sd {args.flop_shift_sd:g}")
+          f"F = {args.horizon:g} F_P; seeds' gain sd {args.gain_sd:g}, ln-F shift sd {args.flop_shift_sd:g}"
+          + ("; each arm its own R0, U(0.05, 0.35)" if ARM_R0 else ""))
     print(f"{'family':<10} {'err':>3} {'cover':>6} {'width':>6} {'P(b)':>6} {'right':>6} {'r_RACE':>7} {'r_naive':>7} "
           f"{'r_fit':>7} {'r_exh':>6} {'drop':>6} {'c.tell':>6} {'r_told':>7} {'kept':>5} {'accel':>5} {'P(b)c':>6} "
           f"{'P(b)s':>6}")
