@@ -1,14 +1,13 @@
 """Paired bootstrap over seeds and evaluation prompts: predicted reward per arm and budget, intervals, P(best).
 
 Data: per arm and seed, the pilot's evaluation points: the exact FLOPs spent so far and one score per evaluation
-prompt (0/1 or a float) on a prompt set shared by every arm; step 0 (FLOPs = 0) included, it measures R0.
+prompt (a pass rate, 0/1 or in [0, 1]) on a prompt set shared by every arm; step 0 (FLOPs = 0) measures R0.
 
 One replicate (Efron & Tibshirani, "An Introduction to the Bootstrap", 1993, ch. 6 and 13):
 
 1. Prompts: Q indices drawn with replacement from the Q evaluation prompts, the SAME indices for every arm, seed and
-   evaluation point (the pairing: a hard prompt stays in or out for all arms at once, so differences between arms
-   do not carry the prompt-sampling noise they share). As weights c_q (multinomial(Q, 1/Q) / Q), a point's reward
-   is y*_{s,t} = sum_q c_q score_{s,t,q}.
+   evaluation point (the pairing: a hard prompt stays in or out for all arms at once, so arms' differences do not
+   carry the prompt noise they share). As weights c_q (multinomial(Q, 1/Q) / Q): y*_{s,t} = sum_q c_q score_{s,t,q}.
 2. Seeds: S seed indices j -> s_j drawn with replacement. ``seed_pairing="paired"``: one draw of seed ids for every
    arm, right when a seed id means the same thing in every arm (same prompt order, same sampling stream);
    ``"independent"``: per arm, right when seed ids merely coincide; ``"auto"``: paired when all arms have the same
@@ -28,8 +27,7 @@ One replicate (Efron & Tibshirani, "An Introduction to the Bootstrap", 1993, ch.
      falls back to ``resample`` (recorded in :class:`ArmFit`). With S seeds the seed variance has S - 1 degrees of
      freedom: where it dominates, no bootstrap of 3 seeds reaches the nominal level.
 3. Pool: the fit points are every (slot, point), R0* the mean of the slots' step-0 values.
-4. Refit the arm's curve (:func:`flopplan.race.curves.fit_curve_batch`, the grids of the fit on the original data)
-   and predict at the requested budgets.
+4. Refit the arm's curve (:func:`flopplan.race.curves.fit_curve_batch`, the original fit's grids); predict at F.
 
 Point prediction: the fit on the original data. Interval (level 90 % by default), with theta* the replicates and
 theta^ the point: ``percentile`` [q_{a/2}(theta*), q_{1-a/2}(theta*)]; ``basic`` [2 theta^ - q_{1-a/2},
@@ -77,12 +75,9 @@ class EvalPoint:
 
     def __post_init__(self) -> None:
         scores = np.asarray(self.scores, dtype=float)
-        if scores.ndim != 1 or scores.size == 0 or not np.all(np.isfinite(scores)):
-            raise UserError("EvalPoint.scores must be a non-empty 1-D array of finite scores")
-        if scores.min() < 0 or scores.max() > 1:  # the curves are pass rates: R0 <= A <= 1 (flopplan.race.curves)
-            raise UserError(f"EvalPoint.scores are per-prompt pass rates in [0, 1]; got {scores.min():g} to "
-                            f"{scores.max():g} (a reward on another scale: score 1 where it reaches a threshold, as "
-                            "ScriptPilot.meter(correct=...) does)")
+        if scores.ndim != 1 or scores.size == 0 or not np.all((scores >= 0) & (scores <= 1)):  # NaN fails too
+            raise UserError("EvalPoint.scores must be a non-empty 1-D array of pass rates in [0, 1] (a reward on "
+                            "another scale: score 1 where it reaches a threshold, ScriptPilot.meter(correct=...))")
         if not (np.isfinite(self.flops) and self.flops >= 0):
             raise UserError("EvalPoint.flops must be finite and >= 0")
         object.__setattr__(self, "scores", scores)
