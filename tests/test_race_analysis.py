@@ -19,7 +19,7 @@ from flopplan.errors import UserError
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.bootstrap import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.curves import scalerl_curve, synthetic_scores
-from flopplan.race.regime import _naive_fields, _naive_stands, _unfitted_naive_stands, rules
+from flopplan.race.regime import _naive_fields, _naive_stands, rules
 from flopplan.race.report import render_markdown, write_outputs
 from flopplan.race.results import RACE_VERSION, ArmInfo, ArmPrediction, BudgetResult, RaceAnalysis, load_analysis
 from flopplan.race.tables import paper_tables
@@ -714,11 +714,10 @@ def test_an_unfitted_naive_pick_gives_way_to_a_lower_bound_above_what_it_shows()
     bound there is above the reward the naive pick shows at the largest pilot."""
     steady = ArmPrediction("steady", 2e20, 0.6, 0.5, 0.7, 0.5, 0.5, 0.7, 0.0, 2.0, True, True, "", None)
     at_f = BudgetResult("target", 2e20, (steady,), None)  # type: ignore[arg-type]  # the rule reads predictions only
-    obs = type("Observed", (), {"names": ("steady", "flat")})()  # the rule reads the observed arms' names only
-    assert "has no prediction" in _unfitted_naive_stands(at_f, steady, ("flat", 0.55), obs)  # type: ignore[arg-type, operator]
-    assert _unfitted_naive_stands(at_f, steady, ("flat", 0.45), obs) is None  # type: ignore[arg-type]
-    assert _unfitted_naive_stands(at_f, steady, ("steady", 0.65), obs) is None  # type: ignore[arg-type]
-    assert _unfitted_naive_stands(at_f, steady, ("flat", 0.55), None) is None
+    for tied in (False, True):
+        assert "has no prediction" in _naive_stands(at_f, steady, ("flat", 0.55), 0.9, tied)  # type: ignore[operator]
+        assert _naive_stands(at_f, steady, ("flat", 0.45), 0.9, tied) is None
+        assert _naive_stands(at_f, steady, ("steady", 0.65), 0.9, tied) is None
 
 
 def test_the_naive_pick_gives_way_only_to_a_lower_bound_above_its_upper_bound_or_what_it_shows():
@@ -741,7 +740,8 @@ def test_the_naive_pick_gives_way_only_to_a_lower_bound_above_its_upper_bound_or
     apart = pred("fallen", 0.25, True)  # [0.25, 0.45]: below steady's lower bound
     assert _naive_stands(at_f(steady, apart), steady, seen, 0.9, False) is None
     assert "do not overturn" in _naive_stands(at_f(steady, apart), steady, seen, 0.9, True)  # type: ignore[operator]
-    assert _naive_stands(at_f(steady), steady, seen, 0.9, False) is None  # no prediction for it
+    # no prediction for it (no curve): it stays unless steady's lower bound passes what it shows (the test below)
+    assert _naive_stands(at_f(steady), steady, ("fallen", 0.45), 0.9, False) is None
     assert _naive_stands(at_f(steady), steady, ("steady", 0.55), 0.9, False) is None
     note = _naive_fields("steady", at_f(steady, fallen), ("fallen", 0.45))["naive_note"]
     assert "fell back" in note and "0.500" in note and "cross" not in note

@@ -319,10 +319,6 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
         return replace(rec, **_naive_fields(rec.arm, at_f, naive))
     arm = decision.best
     pred: ArmPrediction = next(p for p in at_f.predictions if p.arm == arm)
-    unfitted = _unfitted_naive_stands(at_f, pred, naive, observed)
-    if unfitted is not None and naive is not None and observed is not None:
-        rec = _best_observed(common, observed, upfront, unfitted, level, arm=naive[0])
-        return replace(rec, **_naive_fields(rec.arm, at_f, naive))
     reasons = []
     if not decision.regime.endswith("-bound"):  # BOUNDS, or AXIS-bound
         reasons.append(f"{decision.regime} at the target budget: {decision.rule}")
@@ -343,11 +339,14 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
     p_arm, runner, margin = decision.p_best, decision.runner_up, decision.margin
     m_lo, m_hi = decision.margin_lo, decision.margin_hi
     stands = _naive_stands(at_f, pred, naive, level, bool(tied))
-    if stands is not None and naive is not None:
+    theirs = next((p for p in at_f.predictions if p.arm == naive[0]), None) if naive is not None else None
+    if stands is not None and naive is not None and theirs is None and observed is not None:
+        rec = _best_observed(common, observed, upfront, stands, level, arm=naive[0])  # no curve: what it shows
+        return replace(rec, **_naive_fields(rec.arm, at_f, naive))
+    if stands is not None and naive is not None and theirs is not None:
         reasons.insert(1 if tied else 0, stands)  # tied: after the "cannot tell" reason, which names the tie
         confidence = "cannot tell" if tied else "low"
-        top, arm = arm, naive[0]
-        pred = next(p for p in at_f.predictions if p.arm == arm)
+        top, arm, pred = arm, naive[0], theirs
         p_arm, runner, margin, m_lo, m_hi = decision.p_best_of.get(arm, 0.0), top, None, None, None
     return Recommendation(**common, arm=arm, mode="fitted", confidence=confidence,
                           reasons=tuple(reasons), at_flops=pred.ledger_flops, reward=pred.reward, lo=pred.lo,
@@ -360,17 +359,24 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
 def _naive_stands(at_f: BudgetResult, pred: ArmPrediction, naive: tuple[str, float] | None, level: float,
                   tied: bool) -> str | None:
     """Why the naive pick stays the recommendation although the curves put ``pred`` first (None: the evidence
-    overturns it, or there is no other naive pick with a prediction at the budget). When the curves cannot tell the
-    top arms apart (``tied``) it always stays. Otherwise the curves overturn the arm seen best at the largest pilot
-    only when ``pred``'s lower bound at the budget is above the naive pick's upper bound there (their intervals do
-    not overlap), or, when the naive pick fails the envelope check (its curve is not trusted), above the reward it
-    shows at the largest pilot."""
+    overturns it, or there is no other naive pick). With no prediction at the budget (its curve was not fitted: flat,
+    or at a pass rate of 1 from step 0) it stays unless ``pred``'s lower bound there is above the reward it shows at
+    the largest pilot: what is not fitted is not ruled out. When the curves cannot tell the top arms apart
+    (``tied``) it always stays. Otherwise the curves overturn the arm seen best at the largest pilot only when
+    ``pred``'s lower bound at the budget is above the naive pick's upper bound there (their intervals do not
+    overlap), or, when the naive pick fails the envelope check (its curve is not trusted), above the reward it shows
+    at the largest pilot."""
     if naive is None or naive[0] == pred.arm:
         return None
     theirs = next((p for p in at_f.predictions if p.arm == naive[0]), None)
-    if theirs is None:
-        return None
     name, seen = naive
+    if theirs is None:
+        if pred.lo > seen:
+            return None
+        return (f"{name}, the best observed at the largest pilot ({seen:.3f}), has no prediction at "
+                f"{eng(at_f.flops)} (its curve was not fitted), and {pred.arm}, the best usable arm, has "
+                f"{pred.lo:.3f} as the lower bound of its interval there, which does not reach that reward: the arm "
+                "seen best is recommended on what it shows")
     if tied:  # the curves cannot separate them: the arm seen best at the largest pilot is the lower-variance call
         return (f"{name}, the best observed at the largest pilot, is recommended: the predictions at "
                 f"{eng(at_f.flops)} do not overturn it")
@@ -387,21 +393,6 @@ def _naive_stands(at_f: BudgetResult, pred: ArmPrediction, naive: tuple[str, flo
             f"higher at {eng(at_f.flops)}, {pred.reward:.3f} [{pred.lo:.3f}, {pred.hi:.3f}], but its {level:.0%} "
             f"interval overlaps {name}'s [{theirs.lo:.3f}, {theirs.hi:.3f}]; the curves overturn the arm seen best "
             "only when the intervals at the budget do not overlap")
-
-
-def _unfitted_naive_stands(at_f: BudgetResult, pred: ArmPrediction, naive: tuple[str, float] | None,
-                           observed: ObservedBest | None) -> str | None:
-    """Why the naive pick stays although it has no prediction at the budget (None: it has one, the best usable
-    arm's lower bound there is above the reward it shows at the largest pilot, or it was not observed): an arm
-    whose curve could not be fitted (flat, or at a pass rate of 1 from step 0) is not ruled out by that."""
-    if naive is None or observed is None or naive[0] not in observed.names:
-        return None
-    if any(p.arm == naive[0] for p in at_f.predictions) or pred.lo > naive[1]:
-        return None
-    return (f"{naive[0]}, the best observed at the largest pilot ({naive[1]:.3f}), has no prediction at "
-            f"{eng(at_f.flops)} (its curve was not fitted), and {pred.arm}, the best usable arm, has {pred.lo:.3f} as "
-            "the lower bound of its interval there, which does not reach that reward: the arm seen best is "
-            "recommended on what it shows")
 
 
 def _best_observed(common: dict[str, Any], obs: ObservedBest, upfront: dict[str, int], why: str, level: float,

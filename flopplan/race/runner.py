@@ -140,7 +140,7 @@ def promote(design: RaceDesign, folder: Path, history: Sequence[Sequence[str]],
                                     "comparable": p.comparable}
                             for p in preds},
             "trends": {a: {"observed": t.observed, "reach": t.reach} for a, t in trends.items() if t is not None},
-            "unfitted": {a: observed[a] for a in sorted(observed, key=lambda a: (-(observed[a] or 0.0), a))}}
+            "unfitted": observed}
 
 
 def with_unfitted(ranked: list[str], trends: dict[str, promotion.Trend | None], observed: dict[str, float | None],
