@@ -23,7 +23,7 @@ from flopplan.cost import StepCost, step_cost
 from flopplan.errors import UserError, check_int
 from flopplan.hardware import Profile
 from flopplan.passes import EVAL_PHASES, PHASE_KIND, by_bucket
-from flopplan.recipe import Recipe, RewardSystem
+from flopplan.recipe import GROUP_OF_ONE, Recipe, RewardSystem
 from flopplan.timing import phase_calls
 from flopplan.units import as_int, eng, plural
 
@@ -197,6 +197,8 @@ def _plan_of(cost: StepCost, budget: Budget, profile: Profile | None, per_step: 
         notes.append(f"sequences of up to {recipe.longest_sequence:,} tokens exceed {recipe.policy}'s "
                      f"{context:,}-token context (max_position_embeddings): the FLOPs are counted, but the model "
                      "was not trained for such lengths")
+    if recipe.group_size == 1:
+        notes.append(f"G=1: {GROUP_OF_ONE}; the steps are counted")
     if profile is not None:
         note = profile.extrapolation_note(recipe.policy_spec.params)
         if note:

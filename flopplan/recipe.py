@@ -45,6 +45,10 @@ system prompt ("Please reason step by step, and put your final answer within \\b
 about 32 tokens with the Qwen2.5 tokenizer."""
 
 
+GROUP_OF_ONE = ("GRPO's advantage (a completion's reward minus its group's mean) is 0 with one completion per prompt, "
+                "so nothing is learnt (TRL refuses num_generations < 2)")
+
+
 @dataclass(frozen=True)
 class RewardSystem:
     """``rule`` (a Python function: no model FLOPs), ``orm:MODEL`` or ``prm:MODEL``.

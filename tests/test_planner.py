@@ -91,6 +91,14 @@ def test_sequences_beyond_the_model_context_are_noted():
     assert not any("context" in n for n in short.notes)
 
 
+def test_a_group_of_one_completion_is_counted_and_noted_as_teaching_nothing():
+    one = plan(Recipe(policy="qwen2.5-0.5b", group_size=1), Budget(flops=10**19))
+    two = plan(Recipe(policy="qwen2.5-0.5b", group_size=2), Budget(flops=10**19))
+    assert one.steps > two.steps > 0
+    assert any(n.startswith("G=1:") and "advantage" in n for n in one.notes)
+    assert not any("advantage" in n for n in two.notes)
+
+
 # -- the seed paper's two observations --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("budget", [10**18, 10**19, 10**20])

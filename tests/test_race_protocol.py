@@ -111,6 +111,7 @@ def test_the_manifest_round_trips_and_a_corrupted_one_is_refused(tmp_path):
 @pytest.mark.parametrize("args, fragment", [
     (("--models", ","), "without a name"),
     (("--group-sizes", "0"), "positive integers"),
+    (("--group-sizes", "1,8"), "group size of 1 cannot race"),  # GRPO's advantage is 0: such an arm never learns
     (("--pilot-fraction", "0"), "between 0 and 1"),
     (("--pilot-fraction", "1"), "between 0 and 1"),
     (("--pilot-fraction", "-0.2"), "between 0 and 1"),
