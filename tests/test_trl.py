@@ -98,6 +98,7 @@ def test_recipe_to_grpo_config_and_back(recipe, world):
     ({"eval_every": 5, "eval_prompts": 4}, "--no-eval"),
     ({"generation_batch": 8}, "--generation-batch"),
     ({"logprob_head": "all"}, "logprob_head all"),
+    ({"group_size": 1}, "num_generations < 2"),  # TRL's GRPOConfig refuses it: the exported file would not load
 ])
 def test_what_trl_cannot_run_is_refused(changes, fragment):
     with pytest.raises(UserError, match=fragment):
