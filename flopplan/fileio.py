@@ -175,19 +175,27 @@ def read_text(path: str | Path, what: str) -> str:
 
 
 def read_step_log(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a run's JSONL log (metrics.jsonl, ledger.jsonl): JSON objects with an integer ``step``. A
-    line that is not one (cut short by a kill) is dropped; a missing file has no records."""
+    """The records of a run's JSONL log (metrics.jsonl, ledger.jsonl, evaluations.jsonl): JSON objects with an
+    integer ``step``; a missing file has no records. The last line may be cut short by a kill (the writers append
+    one line at a time, and a resumed run trims such a line first): it is dropped. A line that is not a record with
+    more lines after it is damage no kill leaves: a one-line :class:`UserError`, never a silent gap in the run's
+    history."""
     path = Path(path)
     if not path.exists():
         return []
     records = []
-    for line in read_text(path, "run log").splitlines():
+    lines = [(n, line) for n, line in enumerate(read_text(path, "run log").splitlines(), 1) if line.strip()]
+    for i, (n, line) in enumerate(lines):
         try:
             item = json.loads(line)
         except json.JSONDecodeError:
-            continue
+            item = None
         if isinstance(item, dict) and isinstance(item.get("step"), int) and not isinstance(item["step"], bool):
             records.append(item)
+        elif i < len(lines) - 1:
+            raise UserError(f"run log {str(path)!r} is damaged at line {n} (not a JSON record with an integer step, "
+                            "and lines follow it: a kill cuts only the last line): restore the file or rerun the "
+                            "run")
     return records
 
 

@@ -235,20 +235,27 @@ class EvalRecord:
         data: dict[str, Any] = serial.to_data(self)
         return data
 
-    @staticmethod
-    def from_data(data: Any) -> EvalRecord | None:
-        """The record, or None for a line that is not one."""
-        record: EvalRecord | None = _line(EvalRecord, data)
-        if record is None or data.get("prompts", record.prompts) != record.prompts:
-            return None
-        return record
 
 
 def load_evaluations(folder: str | Path, target: str | None = None) -> list[EvalRecord]:
     """The evaluations of a run folder in the order they ran (each step's targets in the run's order), optionally
-    of one target; a line a kill cut short is skipped; no file (a run without evaluation): none."""
-    records = (EvalRecord.from_data(d) for d in read_step_log(Path(folder) / EVALUATIONS))
-    return [r for r in records if r is not None and (target is None or r.target == target)]
+    of one target; a line a kill cut short is skipped (:func:`flopplan.fileio.read_step_log`); no file (a run
+    without evaluation): none. A complete line that is not an evaluation (a score other than 0 or 1, FLOPs that are
+    not a count, ``prompts`` that disagree with its scores) is no kill's doing and would drop a point from every
+    analysis of the run without a word: a one-line :class:`UserError` naming the file and step."""
+    path = Path(folder) / EVALUATIONS
+    out = []
+    for data in read_step_log(path):
+        try:
+            record: EvalRecord = serial.from_data(EvalRecord, data, "evaluation")
+        except UserError as exc:
+            raise UserError(f"{str(path)!r}, step {data['step']}: {exc}") from None
+        if data.get("prompts", record.prompts) != record.prompts:
+            raise UserError(f"{str(path)!r}, step {data['step']}: prompts {data['prompts']!r} disagrees with its "
+                            f"{record.prompts} scores")
+        if target is None or record.target == target:
+            out.append(record)
+    return out
 
 
 REWARD_MODEL_CARD = "reward_model.json"

@@ -1,8 +1,9 @@
 """Run files read without torch: the reward model card's reader (the card's round trip and corruptions are tested
-in test_reward_model.py, on a trained model)."""
+in test_reward_model.py, on a trained model) and the evaluation log's (what a kill leaves, what is damage)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -10,7 +11,8 @@ import pytest
 from helpers import ROOT
 
 from flopplan.errors import UserError
-from flopplan.runfile import load_reward_model_card
+from flopplan.fileio import read_step_log
+from flopplan.runfile import EVALUATIONS, load_evaluations, load_reward_model_card
 
 
 def test_a_missing_card_is_one_user_error(tmp_path):
@@ -26,3 +28,35 @@ def test_the_card_reader_is_torch_free():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _evaluation(step: int, scores: list[object] | None = None, **changes: object) -> str:
+    line = {"step": step, "target": "heldout", "train_flops": 1000 * step, "flops": 1000 * step + 10,
+            "accuracy": 0.5, **({"scores": scores, "prompts": len(scores)} if scores is not None else {}), **changes}
+    return json.dumps(line) + "\n"
+
+
+def test_a_line_a_kill_cut_short_is_dropped_but_damage_before_other_lines_is_refused(tmp_path):
+    log = tmp_path / EVALUATIONS
+    good = _evaluation(0, [0, 1]) + _evaluation(2, [1, 1])
+    log.write_text(good + '{"step": 4, "targ')  # the last line, cut by a kill
+    assert [r.step for r in load_evaluations(tmp_path)] == [0, 2]
+    log.write_text(_evaluation(0, [0, 1]) + '{"step": 2, "targ\n' + _evaluation(4, [1, 1]))
+    with pytest.raises(UserError, match="damaged at line 2"):
+        load_evaluations(tmp_path)
+    assert read_step_log(tmp_path / "absent.jsonl") == []
+
+
+@pytest.mark.parametrize(("bad", "fragment"), [
+    ({"scores": [2, 0]}, "list of 0 and 1"),
+    ({"scores": [0.5, 0]}, "must be an integer"),
+    ({"train_flops": "many"}, "train_flops must be an integer"),
+    ({"prompts": 3}, "prompts 3 disagrees with its 2 scores"),
+])
+def test_a_complete_line_that_is_not_an_evaluation_is_refused_with_its_step(tmp_path, bad, fragment):
+    """A whole line no kill could leave: dropping it would remove a point from every analysis of the run."""
+    changes = {"scores": [0, 1], "prompts": 2, **bad}
+    (tmp_path / EVALUATIONS).write_text(_evaluation(0, [0, 1]) + _evaluation(2, **changes))
+    with pytest.raises(UserError, match=fragment) as caught:
+        load_evaluations(tmp_path)
+    assert "step 2" in str(caught.value) and "\n" not in str(caught.value)
