@@ -388,6 +388,25 @@ def test_a_corrupted_pilot_summary_is_one_line_and_loses_nothing(races, tmp_path
     assert sorted(p.relative_to(copy) for p in copy.rglob("*") if p.is_file()) == before
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("race")
+def test_an_arm_short_of_its_first_rung_or_a_damaged_evaluation_log_is_one_line(races, tmp_path):
+    """An arm whose pilots are missing (or a shard still running) would be passed over without a word; a damaged
+    line with lines after it is no kill's doing and would drop points from the analysis."""
+    straight, _, _ = races
+    missing = tmp_path / "missing"
+    shutil.copytree(straight, missing)
+    arm = sorted(p.name for p in (missing / "pilots").iterdir())[-1]
+    shutil.rmtree(missing / "pilots" / arm / "seed1")
+    one_line_error(cli("race", "analyze", str(missing), "--no-plots"), f"has not finished the first rung ({arm}")
+    damaged = tmp_path / "damaged"
+    shutil.copytree(straight, damaged)
+    log = next(damaged.glob("pilots/*/seed0/evaluations.jsonl"))
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join([lines[0], lines[1][:20] + "\n", *lines[2:]]))
+    one_line_error(cli("race", "analyze", str(damaged), "--no-plots"), "damaged at line 2")
+
+
 def test_promotion_keeps_the_halving_then_every_arm_that_may_lead_at_f():
     from flopplan.race.promotion import Trend, keep
     from flopplan.race.results import ArmPrediction

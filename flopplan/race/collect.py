@@ -28,9 +28,16 @@ def reached_rungs(design: RaceDesign, folder: Path) -> dict[str, int]:
 def race_input(design: RaceDesign, folder: str | Path, command: str = "") -> RaceInput:
     """The analysis's input from the finished pilots of ``folder`` (an arm counts from the rung its seeds all
     finished; a pilot's evaluations are read up to that rung's budget, so a pilot already running its next rung
-    does not change the analysis)."""
+    does not change the analysis). Every arm must have finished the first rung, as the runner's halving needs: an
+    arm left out would be passed over without a word."""
     folder = Path(folder)
     reached = reached_rungs(design, folder)
     if all(r < 0 for r in reached.values()):
         raise UserError(f"no arm of the race in {str(folder)!r} has finished its first rung: run `flopplan race run`")
+    behind = [name for name, r in reached.items() if r < 0]
+    if behind:  # analysed without them, the recommendation would pass over arms nothing ruled out
+        raise UserError(f"{len(behind)} arm{'s' if len(behind) > 1 else ''} of the race in {str(folder)!r} "
+                        f"{'have' if len(behind) > 1 else 'has'} not finished the first rung ({', '.join(behind[:3])}"
+                        f"{', ...' if len(behind) > 3 else ''}: pilots missing or still running): RACE compares "
+                        "every arm of the design, so finish them first (`flopplan race run`, every shard)")
     return pilot_input(design, folder, {k: v for k, v in reached.items() if v >= 0}, command)

@@ -83,7 +83,9 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
                 points = tuple(EvalPoint(float(r.train_flops), np.asarray(r.scores, dtype=float))
                                for r in records if r.target == target and r.train_flops <= limit)
                 if not points:
-                    raise UserError(f"pilot {arm.name} seed {seed} has no evaluation on {target!r}")
+                    within = f" within its rung's {limit:.3g} training FLOPs" if any(r.target == target
+                                                                                      for r in records) else ""
+                    raise UserError(f"pilot {arm.name} seed {seed} has no evaluation on {target!r}{within}")
                 runs[target].append(SeedRun(seed, points))
         for target in design.targets:
             targets[target].append(ArmPilots(arm.name, tuple(runs[target])))
