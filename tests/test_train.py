@@ -339,6 +339,25 @@ def test_resume_from_a_moved_folder_and_extend(tmp_path):
     assert summary_of(moved)["steps"] == 4
 
 
+def test_a_run_killed_while_writing_its_first_checkpoint_resumes(tmp_path):
+    """The state a SIGKILL left in a RACE pilot (tests/test_race_protocol.py's races, once): the configuration,
+    empty logs, no summary, and the first checkpoint's temporary file, cut off before its rename. The resume
+    starts the run again; it refused the folder as one that "already holds a run"."""
+    run = tmp_path / "killed"
+    flopplan("train", "--out", str(run), "--steps", "1", *SMALL, "--no-eval")
+    checkpoint = sorted((run / "checkpoints").glob("step-*.pt"))[0]
+    partial = checkpoint.read_bytes()[:1000]
+    for path in (run / "checkpoints").iterdir():
+        path.unlink()
+    (run / "checkpoints" / "step-000000.pt.tmp").write_bytes(partial)
+    for name in ("metrics.jsonl", "ledger.jsonl", "evaluations.jsonl", "progress.jsonl"):
+        (run / name).write_text("")
+    (run / "summary.json").unlink()
+    out = flopplan("train", "--out", str(run), "--resume", "--steps", "1")
+    assert "no checkpoint yet: the run starts again" in out.stdout
+    assert summary_of(run)["steps"] == 1 and not list((run / "checkpoints").glob("*.tmp"))
+
+
 def test_corrupt_checkpoint_and_logs(tmp_path):
     run = tmp_path / "corrupt"
     flopplan("train", "--out", str(run), "--steps", "1", *SMALL, "--no-eval")

@@ -66,10 +66,11 @@ class RunFolder:
     def check_new(self) -> None:
         """Refuse a folder a new run must not use: one that already holds a run (it would be overwritten) or
         files that are not a run's. An existing folder is reused only when it holds nothing but an earlier run's
-        files that never reached a checkpoint (a run stopped during its first step)."""
+        files that never reached a checkpoint (a run stopped during its first step, or killed while writing its
+        first checkpoint: a ``.tmp`` file, which :meth:`begin` removes)."""
         where = str(self.path)
         if self.path.is_dir():
-            if self.checkpoints.is_dir() and any(self.checkpoints.iterdir()):
+            if self.checkpoints.is_dir() and any(not p.name.endswith(".tmp") for p in self.checkpoints.iterdir()):
                 raise UserError(f"{where!r} already holds a run: use --resume or another --out")
             others = sorted(p.name for p in self.path.iterdir()
                             if p.name not in RUN_FILES and not p.name.startswith("."))
@@ -88,6 +89,9 @@ class RunFolder:
     def begin(self, config: TrainConfig | dict[str, Any]) -> None:
         """Empty logs and the run's configuration, in a folder :meth:`check_new` accepted under the lock."""
         writable_folder(self.path, "run folder")
+        if self.checkpoints.is_dir():
+            for left in self.checkpoints.glob("*.tmp"):  # a checkpoint a kill cut off before its rename
+                left.unlink(missing_ok=True)
         for name in LOGS:
             atomic_write_text(self.path / name, "")
         self.write_config(config)
