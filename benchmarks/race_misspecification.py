@@ -17,7 +17,7 @@ hits a hard ceiling, a slow decline after a peak) were written before RACE's rul
 above and are never used to tune them: they are printed in a table of their own. Five more were written later (an
 exponential approach in F, a straight rise in F, two sigmoid rises, arms saturated before the pilots, a transient
 dip), to look for what the rules miss; the dip changed one rule (docs/results.md, round 6). A straight rise in F
-with no ceiling was added in round 8.
+with no ceiling was added in round 8; a sudden take-off and a wobbling rise in round 13, measured and not tuned to.
 
 Printed per family: errors (analysis exceptions), coverage at F of the 90 % intervals of usable predictions, mean
 stated P(best) of fitted recommendations vs how often their arm is the best of the arms that P(best) is computed
@@ -170,10 +170,27 @@ def rise_in_f(rng: np.random.Generator, r0: float) -> Curve:
     return lambda f: np.minimum(r0 + slope * np.maximum(f, 0.0) / F_P, 1.0)
 
 
+# Written in round 13 (docs/results.md), measured once and not tuned to: a sudden take-off, as abilities that
+# appear at a scale, and a rise whose truth wobbles in ln F, as an unstable run's does.
+def jump(rng: np.random.Generator, r0: float) -> Curve:
+    """A sudden rise (a sigmoid of slope 6-12 in ln F, the control's 1-2.5) anywhere from early in the pilots to
+    3x beyond them."""
+    return sigmoid(r0, rng.uniform(0.45, 0.9), rng.uniform(6.0, 12.0), F_P * 2.0 ** rng.uniform(-4, 1.5))
+
+
+def wobble(rng: np.random.Generator, r0: float) -> Curve:
+    """The control's rise with a periodic wobble in ln F (amplitude up to 0.06, a period of 1-3 doublings, growing
+    in with the first 0.1 of gain), so the truth itself is not monotone."""
+    rise = control(rng, 0.0)
+    amp, period, phase = rng.uniform(0.0, 0.06), np.log(2.0) * rng.uniform(1.0, 3.0), rng.uniform(0, 2 * np.pi)
+    return lambda f: np.clip(r0 + rise(f) + amp * np.sin(2 * np.pi * np.log(np.maximum(f, 1e-300) / F_P) / period
+                                                         + phase) * np.minimum(rise(f) / 0.1, 1.0), 0.0, 1.0)
+
+
 HOLDOUT: dict[str, Callable[[np.random.Generator, float], Curve]] = {
     "gompertz": gompertz, "late-rise": late_rise, "ceiling": ceiling, "decline": decline,
     "exp-sat": exp_saturation, "linear-F": linear_in_f, "double-sig": double_sigmoid, "plateau": plateau, "dip": dip,
-    "rise-in-F": rise_in_f}
+    "rise-in-F": rise_in_f, "jump": jump, "wobble": wobble}
 GENERATORS = FAMILIES | HOLDOUT
 
 
