@@ -19,11 +19,12 @@ from flopplan.planfile import PLAN_LAYOUT, PlanFile
 from flopplan.race.results import RACE_VERSION, load_analysis
 from flopplan.runfile import (
     CARD_LAYOUT,
+    EVALUATIONS,
     SUMMARY_LAYOUT,
-    EvalRecord,
     LedgerRecord,
     RewardModelCard,
     RunSummary,
+    load_evaluations,
     load_reward_model_card,
 )
 
@@ -87,12 +88,23 @@ def test_the_unversioned_ledger_state_reads_as_version_0_and_is_written_with_its
         Ledger.from_state({**state, LEDGER_STATE.key: 2})
 
 
-@pytest.mark.parametrize(("name", "cls"), [("ledger.jsonl", LedgerRecord), ("evaluations.jsonl", EvalRecord)])
-def test_log_lines_of_today_read_and_a_broken_line_is_none(name, cls):
-    lines = [json.loads(line) for line in (FILES / name).read_text().splitlines()]
-    assert [cls.from_data(d).to_data() for d in lines] == lines
-    assert cls.from_data({**lines[0], "step": "one"}) is None
-    assert cls.from_data({**lines[0], "surprise": 1}) is None
+def test_ledger_lines_of_today_read_and_a_broken_line_is_none():
+    lines = [json.loads(line) for line in (FILES / "ledger.jsonl").read_text().splitlines()]
+    assert [LedgerRecord.from_data(d).to_data() for d in lines] == lines
+    assert LedgerRecord.from_data({**lines[0], "step": "one"}) is None
+    assert LedgerRecord.from_data({**lines[0], "surprise": 1}) is None
+
+
+def test_evaluation_lines_of_today_read_and_a_broken_line_before_others_is_refused(tmp_path):
+    text = (FILES / "evaluations.jsonl").read_text()
+    lines = [json.loads(line) for line in text.splitlines()]
+    (tmp_path / EVALUATIONS).write_text(text)
+    assert [r.to_data() for r in load_evaluations(tmp_path)] == lines
+    broken_lines = (({**lines[0], "step": "one"}, "damaged at line 1"), ({**lines[0], "surprise": 1}, "surprise"))
+    for broken, fragment in broken_lines:
+        (tmp_path / EVALUATIONS).write_text(json.dumps(broken) + "\n" + text)
+        with pytest.raises(UserError, match=fragment):
+            load_evaluations(tmp_path)
 
 
 @pytest.mark.parametrize(("layout", "cls", "name"), [
