@@ -177,14 +177,20 @@ def test_killed_run_resumes_to_the_same_steps_and_charges_the_lost_work(tmp_path
 def test_a_restarted_run_killed_again_before_its_first_checkpoint_keeps_its_baselines_charge(tmp_path, uninterrupted):
     """Killed before its first checkpoint, the run starts again and checkpoints at step 0 to keep the lost work,
     before its baseline evaluation; killed again before its next checkpoint, it resumes from that one, keeps the
-    baseline it logged (not run again) and must charge it: its buckets equal the uninterrupted run's."""
+    baseline it logged (not run again) and must charge it: its buckets equal the uninterrupted run's. The first
+    kill also leaves what a kill while writing a checkpoint leaves, its temporary file (once, in a RACE pilot of
+    tests/test_race_protocol.py's killed race, --resume then refused the folder as one that "already holds a run")."""
     straight, _ = uninterrupted
     run = tmp_path / "killed"
     _kill_after(run, _start(run), 2)  # the baseline and step 1: no checkpoint yet (the first is at step 2)
     assert not (run / "checkpoints" / "latest").exists()
+    (run / "checkpoints").mkdir(exist_ok=True)
+    cut = run / "checkpoints" / "step-000001.pt.tmp"  # a name this run never writes again (it checkpoints every 2)
+    cut.write_bytes(b"PK\x03\x04 cut short")
     again = subprocess.Popen([sys.executable, "-m", "flopplan", "train", "--out", str(run), "--resume",
                               "--no-progress"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _wait_for(run / "checkpoints" / "latest", again)  # the restart's step-0 checkpoint, written on emptied logs
+    assert not cut.exists()  # the new run removed it
     _kill_after(run, again, 2)
     assert (run / "checkpoints" / "latest").read_text().strip()[5:11] == "000000"
     flopplan("train", "--out", str(run), "--resume", "--no-progress")
@@ -337,25 +343,6 @@ def test_resume_from_a_moved_folder_and_extend(tmp_path):
     assert out.returncode == 2 and "--lr" in out.stderr  # a resumed run keeps its configuration
     flopplan("train", "--out", str(moved), "--resume", "--steps", "4", "--no-progress")
     assert summary_of(moved)["steps"] == 4
-
-
-def test_a_run_killed_while_writing_its_first_checkpoint_resumes(tmp_path):
-    """The state a SIGKILL left in a RACE pilot (tests/test_race_protocol.py's races, once): the configuration,
-    empty logs, no summary, and the first checkpoint's temporary file, cut off before its rename. The resume
-    starts the run again; it refused the folder as one that "already holds a run"."""
-    run = tmp_path / "killed"
-    flopplan("train", "--out", str(run), "--steps", "1", *SMALL, "--no-eval")
-    checkpoint = sorted((run / "checkpoints").glob("step-*.pt"))[0]
-    partial = checkpoint.read_bytes()[:1000]
-    for path in (run / "checkpoints").iterdir():
-        path.unlink()
-    (run / "checkpoints" / "step-000000.pt.tmp").write_bytes(partial)
-    for name in ("metrics.jsonl", "ledger.jsonl", "evaluations.jsonl", "progress.jsonl"):
-        (run / name).write_text("")
-    (run / "summary.json").unlink()
-    out = flopplan("train", "--out", str(run), "--resume", "--steps", "1")
-    assert "no checkpoint yet: the run starts again" in out.stdout
-    assert summary_of(run)["steps"] == 1 and not list((run / "checkpoints").glob("*.tmp"))
 
 
 def test_corrupt_checkpoint_and_logs(tmp_path):
