@@ -49,6 +49,13 @@ GROUP_OF_ONE = ("GRPO's advantage (a completion's reward minus its group's mean)
                 "so nothing is learnt (TRL refuses num_generations < 2)")
 
 
+def refuse_group_of_one(group_size: int, what: str) -> None:
+    """One line for what would run GRPO on groups of one completion (``what``: "race", "train", ...); the planner
+    counts such a recipe and notes :data:`GROUP_OF_ONE` instead."""
+    if group_size < 2:
+        raise UserError(f"a group size of 1 cannot {what}: {GROUP_OF_ONE}")
+
+
 @dataclass(frozen=True)
 class RewardSystem:
     """``rule`` (a Python function: no model FLOPs), ``orm:MODEL`` or ``prm:MODEL``.

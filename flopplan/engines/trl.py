@@ -27,7 +27,7 @@ from flopplan.errors import UserError, is_int, is_number
 from flopplan.lengths import Length
 from flopplan.passes import old_logprobs_run
 from flopplan.projections import FUSED_PROJECTIONS, LORA_TARGETS, lora_modules
-from flopplan.recipe import GROUP_OF_ONE, Recipe, RewardSystem
+from flopplan.recipe import Recipe, RewardSystem, refuse_group_of_one
 
 TESTED_TRL = ">=1.16,<1.17"
 """The TRL releases the meter and the exactness tests are run against (the ``[trl]`` extra pins them)."""
@@ -371,8 +371,7 @@ def grpo_config_kwargs(recipe: Recipe, *, world_size: int = 1, steps: int | None
     r = recipe
     if not is_int(world_size) or world_size < 1:
         raise UserError(f"the world size must be a positive integer, not {world_size!r}")
-    if r.group_size < 2:
-        raise UserError(f"group_size 1: {GROUP_OF_ONE}")
+    refuse_group_of_one(r.group_size, "run on TRL")
     if r.reward.kind == "prm":
         raise UserError("reward: TRL's GRPOTrainer takes outcome reward models (sequence classification), not a "
                         "process reward model")

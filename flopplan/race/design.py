@@ -34,7 +34,7 @@ from flopplan.fileio import atomic_write_json, read_json
 from flopplan.planfile import PlanEntry
 from flopplan.planner import plan
 from flopplan.race.axes import CLASSIC, Axis, arm_name, knob_values, label
-from flopplan.recipe import GROUP_OF_ONE, Recipe, RewardSystem
+from flopplan.recipe import Recipe, RewardSystem, refuse_group_of_one
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 3
@@ -221,8 +221,8 @@ class Grid:
         for name in ("seeds", "rungs", "evals", "eval_prompts"):
             check_int(f"--{name}", getattr(self, name), 1)
         check_int("--eta", self.eta, 2)
-        if any(g < 2 for g in self.group_sizes if isinstance(g, int)):
-            raise UserError(f"a group size of 1 cannot race: {GROUP_OF_ONE}")
+        for g in self.group_sizes:
+            refuse_group_of_one(g, "race")
         if not (is_number(self.room) and 1 <= self.room <= 1e6):
             raise UserError(f"--room must be a number from 1 (the halving's count only) up, not {self.room!r}")
         check_int("first seed", self.first_seed, 0)

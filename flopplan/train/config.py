@@ -17,7 +17,7 @@ from flopplan.errors import UserError, check_choice, check_int, check_number, is
 from flopplan.grpo.config import AGGREGATIONS, SCALE_REWARDS, LossConfig
 from flopplan.lengths import Length
 from flopplan.planfile import PlanEntry, PlanFile
-from flopplan.recipe import GROUP_OF_ONE, Recipe, option
+from flopplan.recipe import Recipe, option, refuse_group_of_one
 
 WEIGHTLESS_POLICIES = TINY_POLICIES
 """Policies that are trained from random initialisation by design (no weights exist for them)."""
@@ -198,8 +198,7 @@ class TrainConfig:
         for name, allowed in (("device", DEVICES), ("prm_aggregate", PRM_AGGREGATES), ("engine", ENGINES),
                               ("reward_output", REWARD_OUTPUTS)):
             check_choice(name, getattr(self, name), allowed)
-        if r.group_size < 2:
-            raise UserError(f"a group size of 1 cannot train: {GROUP_OF_ONE}")
+        refuse_group_of_one(r.group_size, "train")
         if r.engine != "hf":
             raise UserError("flopplan train generates with transformers (engine hf); the vllm engine is for planning")
         if self.engine == "trl" and (self.eval_at_flops or self.eval_at_end or self.eval_targets != ("heldout",)):
