@@ -236,7 +236,6 @@ class EvalRecord:
         return data
 
 
-
 def load_evaluations(folder: str | Path, target: str | None = None) -> list[EvalRecord]:
     """The evaluations of a run folder in the order they ran (each step's targets in the run's order), optionally
     of one target; a line a kill cut short is skipped (:func:`flopplan.fileio.read_step_log`); no file (a run

@@ -70,7 +70,7 @@ class RunFolder:
         first checkpoint: a ``.tmp`` file, which :meth:`begin` removes)."""
         where = str(self.path)
         if self.path.is_dir():
-            if self.checkpoints.is_dir() and any(not p.name.endswith(".tmp") for p in self.checkpoints.iterdir()):
+            if self.has_checkpoint_files():
                 raise UserError(f"{where!r} already holds a run: use --resume or another --out")
             others = sorted(p.name for p in self.path.iterdir()
                             if p.name not in RUN_FILES and not p.name.startswith("."))
