@@ -1,16 +1,18 @@
 """RACE's decisions when the truth is not ScaleRL's sigmoid: coverage, P(best) calibration, regret, halving losses.
 
-Per family of truths (random parameters, 4 arms whose curves may cross), per repetition: 3 seeds x 200 shared 0/1
-prompts (Gaussian-copula prompt difficulty), rungs F_P/4 and F_P; every arm evaluated at step 0 and at F_P/4 x
-2^-4..2^0, the halving keeps 2 of 4 and, with the design's room (``--room``, default 2: up to 4), every other arm
-the evidence cannot rule out at F (``--promotion predicted``: flopplan.race.promotion.keep on the analysis of the
-rung-0 pilots at F; ``current``: the runner's lower bound of the current reward, 2 arms), the survivors go on to
-F_P/2 and F_P; the analysis of the grid recommends an arm at F = 2 F_P (``--horizon H``: F = H F_P).
+Per family of truths (random parameters, 4 arms whose curves may cross; ``--arms``), per repetition: 3 seeds x 200
+shared 0/1 prompts (``--seeds``, ``--prompts``; Gaussian-copula prompt difficulty), rungs F_P/4 and F_P; every arm
+evaluated at step 0 and at F_P/4 x 2^-4..2^0, the halving keeps 2 of 4 (half of ``--arms``) and, with the design's
+room (``--room``, default 2: up to 4), every other arm the evidence cannot rule out at F (``--promotion
+predicted``: flopplan.race.promotion.keep on the analysis of the rung-0 pilots at F; ``current``: the runner's
+lower bound of the current reward, 2 arms), the survivors go on to F_P/2 and F_P; the analysis of the grid
+recommends an arm at F = 2 F_P (``--horizon H``: F = H F_P).
 
     python benchmarks/race_misspecification.py --reps 60               # every family, 60 repetitions each
     python benchmarks/race_misspecification.py --quick                 # 8 repetitions, 50 bootstrap replicates
     python benchmarks/race_misspecification.py --reps 40 --holdout-families   # and the held-out shapes
     python benchmarks/race_misspecification.py --r0-per-arm                   # arms that start apart
+    python benchmarks/race_misspecification.py --arms 6 --seeds 2 --prompts 100   # the demo's grid geometry
 
 The held-out shapes (``--holdout-families``: a Gompertz rise, a plateau then a late straight rise, a power law that
 hits a hard ceiling, a slow decline after a peak) were written before RACE's rules were tuned on the five families
@@ -199,6 +201,10 @@ ARM_R0: list[tuple[float, float]] = []
 ``--r0-per-arm`` puts (0.05, 0.35) here: each arm draws its own R0 from that range, as arms of different policy sizes
 start apart (the generators' ceilings are drawn from 0.45 up, so every arm still has room to rise)."""
 
+GRID = {"arms": 4, "seeds": 3, "prompts": 200}
+"""The pilots' geometry (``--arms``, ``--seeds``, ``--prompts``): the issue's check ran 4 arms x 3 seeds on 200 shared
+prompts and halved 4 -> 2; with N arms the halving keeps N // 2 (and the design's room)."""
+
 SEED_NOISE = {"gain": 0.05, "shift": 0.1}
 """The seeds' spread (``--gain-sd``, ``--flop-shift-sd``): sd of a seed's relative gain over R0, and of its curve's
 shift in ln F. The issue's own check drew seeds with sd 0.02 on ScaleRL's A and no shift: ``--flop-shift-sd 0``
@@ -206,16 +212,18 @@ shift in ln F. The issue's own check drew seeds with sd 0.02 on ScaleRL's A and 
 
 
 def pilots(rng: np.random.Generator, name: str, curve: Curve, eta: np.ndarray, flops: np.ndarray) -> ArmPilots:
-    """3 seeds at step 0 and ``flops`` (x 1 +- 1 % jitter): seed s's curve R0 + (R - R0) (1 + 0.05 N) at F
-    e^(0.1 N) (the sds: :data:`SEED_NOISE`); scores by the Gaussian copula on the shared prompt latents ``eta``
-    (rho 0.5). The same random numbers are drawn whatever the sds, so runs with other sds are paired."""
+    """The seeds (:data:`GRID`) at step 0 and ``flops`` (x 1 +- 1 % jitter): seed s's curve R0 + (R - R0)
+    (1 + 0.05 N) at F e^(0.1 N) (the sds: :data:`SEED_NOISE`); scores by the Gaussian copula on the shared prompt
+    latents ``eta`` (rho 0.5). The same random numbers are drawn whatever the sds, so runs with other sds are
+    paired."""
     r0 = float(curve(np.zeros(1))[0])
-    f = np.concatenate([np.zeros((3, 1)), flops * (1 + 0.01 * rng.uniform(-1, 1, (3, flops.size)))], axis=1)
-    gain = 1 + SEED_NOISE["gain"] * rng.standard_normal((3, 1))
-    shift = np.exp(SEED_NOISE["shift"] * rng.standard_normal((3, 1)))
+    k = GRID["seeds"]
+    f = np.concatenate([np.zeros((k, 1)), flops * (1 + 0.01 * rng.uniform(-1, 1, (k, flops.size)))], axis=1)
+    gain = 1 + SEED_NOISE["gain"] * rng.standard_normal((k, 1))
+    shift = np.exp(SEED_NOISE["shift"] * rng.standard_normal((k, 1)))
     p = np.clip(r0 + (curve(f * shift) - r0) * gain, 0, 1)
     p[:, 0] = r0
-    z = np.sqrt(0.5) * eta + np.sqrt(0.5) * rng.standard_normal((3, f.shape[1], eta.size))
+    z = np.sqrt(0.5) * eta + np.sqrt(0.5) * rng.standard_normal((k, f.shape[1], eta.size))
     return ArmPilots.from_arrays(name, f, (ndtr(z) < p[:, :, None]).astype(float))
 
 
@@ -252,11 +260,12 @@ def info(name: str, g: int) -> ArmInfo:
 def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicates: int, room: float = 2.0,
                target: float = TARGET) -> dict[str, object]:
     r0 = rng.uniform(0.1, 0.3)
-    curves = [GENERATORS[family](rng, rng.uniform(*ARM_R0[0]) if ARM_R0 else r0) for _ in range(4)]
-    names = [f"g{2 ** (i + 2)}" for i in range(4)]
+    n_arms, n_keep = GRID["arms"], max(1, GRID["arms"] // 2)
+    curves = [GENERATORS[family](rng, rng.uniform(*ARM_R0[0]) if ARM_R0 else r0) for _ in range(n_arms)]
+    names = [f"g{2 ** (i + 2)}" for i in range(n_arms)]
     infos = tuple(info(n, 2 ** (i + 2)) for i, n in enumerate(names))
     truth = {n: float(c(np.array([target]))[0]) for n, c in zip(names, curves, strict=True)}
-    eta = rng.standard_normal(200)
+    eta = rng.standard_normal(GRID["prompts"])
     first = {n: pilots(rng, n, c, eta, EVALS) for n, c in zip(names, curves, strict=True)}
     seed = int(rng.integers(2**31))
     if promotion == "predicted":
@@ -269,15 +278,16 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
         trend = getattr(halving, "trend", None)  # None: a promotion module before the trend rank
         obs = {c.arm: c.observations for c in t0.curves}
         trends = {p.arm: trend(obs[p.arm], p.ledger_flops) for p in preds} if trend else None
-        limit = room_ladder((4, 2), room)[1]  # the design's room at the second rung
-        kept = halving.keep(list(preds), 2, trends, limit=limit) if trend else halving.keep(list(preds), 2, limit=2)
+        limit = room_ladder((n_arms, n_keep), room)[1]  # the design's room at the second rung
+        kept = (halving.keep(list(preds), n_keep, trends, limit=limit) if trend
+                else halving.keep(list(preds), n_keep, limit=n_keep))
     else:
         from flopplan.race.runner import lower_bound  # type: ignore[attr-defined]  # before the promotion module
         bounds = {}
         for n, arm in first.items():  # the runner's rule: the same draws for every arm (paired)
             last = np.stack([sorted(r.points, key=lambda p: p.flops)[-1].scores for r in arm.runs])
             bounds[n] = lower_bound(last, np.random.default_rng(0))
-        kept = sorted(names, key=lambda n: (-bounds[n][1], -bounds[n][0], n))[:2]
+        kept = sorted(names, key=lambda n: (-bounds[n][1], -bounds[n][0], n))[:n_keep]
     arms = []
     for n, c in zip(names, curves, strict=True):
         if n in kept:  # the survivor continues: its rung-1 evaluations added to the same seeds
@@ -357,9 +367,16 @@ def main() -> None:
                         help="sd of a seed's relative gain over R0 (default 0.05)")
     parser.add_argument("--flop-shift-sd", type=float, default=SEED_NOISE["shift"],
                         help="sd of a seed's curve's shift in ln F (default 0.1; the issue's check: 0)")
+    parser.add_argument("--arms", type=int, default=GRID["arms"],
+                        help="arms per repetition (default 4; the halving keeps half)")
+    parser.add_argument("--seeds", type=int, default=GRID["seeds"], help="seeds per arm (default 3)")
+    parser.add_argument("--prompts", type=int, default=GRID["prompts"], help="shared 0/1 prompts (default 200)")
     parser.add_argument("--r0-per-arm", action="store_true",
                         help="each arm its own R0, U(0.05, 0.35) (default: one R0 per repetition, U(0.1, 0.3))")
     args = parser.parse_args()
+    if min(args.arms, args.seeds, args.prompts) < 2:
+        parser.error("--arms, --seeds and --prompts must be at least 2")
+    GRID.update(arms=args.arms, seeds=args.seeds, prompts=args.prompts)
     if args.r0_per_arm:
         ARM_R0.append((0.05, 0.35))
     if args.gain_sd < 0 or args.flop_shift_sd < 0:
@@ -368,7 +385,8 @@ def main() -> None:
     reps, boot = (8, 50) if args.quick else (args.reps, args.replicates)
     room = f"room {args.room:g}" if args.promotion == "predicted" else "no room"
     print(f"# {reps} repetitions per family, {boot} bootstrap replicates, promotion {args.promotion}, rng seed "
-          f"{args.seed}; 4 arms, 3 seeds, 200 prompts, rungs F_P/4 and F_P (halving 4 -> 2, {room}), "
+          f"{args.seed}; {args.arms} arms, {args.seeds} seeds, {args.prompts} prompts, rungs F_P/4 and F_P "
+          f"(halving {args.arms} -> {max(1, args.arms // 2)}, {room}), "
           f"F = {args.horizon:g} F_P; seeds' gain sd {args.gain_sd:g}, ln-F shift sd {args.flop_shift_sd:g}"
           + ("; each arm its own R0, U(0.05, 0.35)" if ARM_R0 else ""))
     print(f"{'family':<10} {'err':>3} {'cover':>6} {'width':>6} {'P(b)':>6} {'right':>6} {'r_RACE':>7} {'r_naive':>7} "
