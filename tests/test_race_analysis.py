@@ -228,6 +228,18 @@ def test_a_p_best_far_beyond_the_pilots_says_it_was_not_checked_there(size_race)
     assert f"P(best) of {rec.p_best:.2f}" in caveat[0]
 
 
+def test_a_target_on_fewer_prompts_than_checked_says_so(size_race):
+    """The intervals and P(best) were checked against simulated truths at 100-200 evaluation prompts per target: the
+    same truths scored on 60 prompts carry one caveat naming the target and its count; on 200, none."""
+    _, full = size_race
+    assert not [w for w in full.target("math").warnings if "evaluation prompts" in w]
+    rng = np.random.default_rng(1)
+    eta = rng.standard_normal(60)
+    few = race([(info("weak"), pilots(rng, eta, "weak", a=0.45)), (info("strong"), pilots(rng, eta, "strong", a=0.75))])
+    caveat = [w for w in analyze(few, n_replicates=50).target("math").warnings if "evaluation prompts" in w]
+    assert len(caveat) == 1 and caveat[0].startswith("math: 60 evaluation prompts")
+
+
 def test_an_eliminated_arm_stays_in_the_analysis_with_a_wide_interval():
     """An arm the halving dropped at rung 0, whose curve has not bent, stays in play at F: predicted by the model
     average over its short pilots, with an interval wider than the survivors'; it competes in the decision's

@@ -9,9 +9,11 @@ from flopplan.race.families import ArmSample
 from flopplan.race.persistence import (
     HORIZON_SLACK,
     MEASURED_HORIZON,
+    MEASURED_PROMPTS,
     horizon_caveat,
     last_observed,
     p_best_if_stopped,
+    prompts_caveat,
     stated_p_best,
 )
 from flopplan.race.results import Recommendation
@@ -95,3 +97,9 @@ def test_the_horizon_caveat_starts_past_the_horizon_the_p_best_was_checked_at():
     assert line.startswith(f"a: F is {edge * 1.01:.1f}x its largest pilot") and "P(best) of 0.90" in line
     assert horizon_caveat(_rec(arm=None)) == [] and horizon_caveat(_rec(p_best=None)) == []
     assert horizon_caveat(_rec(mode="best observed")) == []  # no forecast, nothing to qualify
+
+
+def test_the_prompts_caveat_starts_below_the_prompts_the_analysis_was_checked_at():
+    assert prompts_caveat("math", MEASURED_PROMPTS) == [] and prompts_caveat("math", 2000) == []
+    (line,) = prompts_caveat("math", MEASURED_PROMPTS - 1)
+    assert line.startswith(f"math: {MEASURED_PROMPTS - 1} evaluation prompts") and "--eval-prompts" in line

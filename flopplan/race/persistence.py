@@ -95,3 +95,20 @@ def horizon_caveat(rec: Recommendation) -> list[str]:
             f"against simulated truths only at {MEASURED_HORIZON:g}x (within 0.10 of how often the pick was right on "
             "most curve shapes there, off by up to 0.43 at 4x-8x: docs/results.md). Read it as how strongly the "
             "pilots favour the arm, not as the chance that it is best at F"]
+
+
+MEASURED_PROMPTS = 100  # the fewest evaluation prompts per target the benchmark checked RACE at (race design's default)
+
+
+def prompts_caveat(target: str, n_prompts: int) -> list[str]:
+    """What a target's intervals and stated P(best) do not show when it has fewer evaluation prompts than they were
+    checked with: benchmarks/race_misspecification.py (``--prompts``; docs/results.md, round 14) found them within
+    the bars on the shapes it ran at 100 and 200 prompts per target, and at 50 found the 90 % intervals holding the
+    truth 75 % of the time on a straight rise in F and the stated P(best) off by up to 0.16 (too high where curves
+    cross, too low where they collapse). Below :data:`MEASURED_PROMPTS` the caveat says so."""
+    if n_prompts >= MEASURED_PROMPTS:
+        return []
+    return [f"{target}: {n_prompts} evaluation prompts; the intervals and P(best) were checked against simulated "
+            f"truths at {MEASURED_PROMPTS}-200 prompts per target, and at 50 a 90 % interval held the truth 75 % of "
+            "the time on one curve shape and the P(best) was off by up to 0.16 (docs/results.md). Evaluate on more "
+            "prompts (race design --eval-prompts) to read them as checked"]
