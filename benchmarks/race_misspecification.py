@@ -203,7 +203,12 @@ start apart (the generators' ceilings are drawn from 0.45 up, so every arm still
 
 GRID = {"arms": 4, "seeds": 3, "prompts": 200}
 """The pilots' geometry (``--arms``, ``--seeds``, ``--prompts``): the issue's check ran 4 arms x 3 seeds on 200 shared
-prompts and halved 4 -> 2; with N arms the halving keeps N // 2 (and the design's room)."""
+prompts and halved 4 -> 2; with N arms the halving keeps :func:`halving_keeps` (and the design's room)."""
+
+
+def halving_keeps(n_arms: int) -> int:
+    """The arms the first rung's halving keeps before the design's room: half of them (eta 2), at least one."""
+    return max(1, n_arms // 2)
 
 SEED_NOISE = {"gain": 0.05, "shift": 0.1}
 """The seeds' spread (``--gain-sd``, ``--flop-shift-sd``): sd of a seed's relative gain over R0, and of its curve's
@@ -260,7 +265,7 @@ def info(name: str, g: int) -> ArmInfo:
 def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicates: int, room: float = 2.0,
                target: float = TARGET) -> dict[str, object]:
     r0 = rng.uniform(0.1, 0.3)
-    n_arms, n_keep = GRID["arms"], max(1, GRID["arms"] // 2)
+    n_arms, n_keep = GRID["arms"], halving_keeps(GRID["arms"])
     curves = [GENERATORS[family](rng, rng.uniform(*ARM_R0[0]) if ARM_R0 else r0) for _ in range(n_arms)]
     names = [f"g{2 ** (i + 2)}" for i in range(n_arms)]
     infos = tuple(info(n, 2 ** (i + 2)) for i, n in enumerate(names))
@@ -386,7 +391,7 @@ def main() -> None:
     room = f"room {args.room:g}" if args.promotion == "predicted" else "no room"
     print(f"# {reps} repetitions per family, {boot} bootstrap replicates, promotion {args.promotion}, rng seed "
           f"{args.seed}; {args.arms} arms, {args.seeds} seeds, {args.prompts} prompts, rungs F_P/4 and F_P "
-          f"(halving {args.arms} -> {max(1, args.arms // 2)}, {room}), "
+          f"(halving {args.arms} -> {halving_keeps(args.arms)}, {room}), "
           f"F = {args.horizon:g} F_P; seeds' gain sd {args.gain_sd:g}, ln-F shift sd {args.flop_shift_sd:g}"
           + ("; each arm its own R0, U(0.05, 0.35)" if ARM_R0 else ""))
     print(f"{'family':<10} {'err':>3} {'cover':>6} {'width':>6} {'P(b)':>6} {'right':>6} {'r_RACE':>7} {'r_naive':>7} "
