@@ -29,8 +29,7 @@ from flopplan.measure import counters  # noqa: E402
 from flopplan.measure.models import build_model  # noqa: E402
 
 B, T, N = 2, 24, 9          # forward/train: batch, sequence, last-N logits
-CONTEXT = 37                # decode: tokens in the KV cache
-PROMPT, COMPLETION = 11, 3  # generate: a prefill and two decode steps at different contexts
+PROMPT, COMPLETION = 11, 3  # generate: a prefill and two decode steps, at contexts 11 and 12
 
 OTHER_FAMILIES = {
     "qwen3-0.6b": spec_from_config(QWEN3_0_6B, "qwen3-0.6b"),
@@ -78,27 +77,27 @@ def test_forward_all_logits(name, record_exact):
 
 
 @pytest.mark.parametrize("name", sized([*POLICIES, *OTHER_FAMILIES]))
-def test_forward_last_and_last_n_logits(name, record_exact):
+def test_forward_last_n_logits(name, record_exact):
+    """A forward keeping the last N positions' logits (the last one alone: the prefill of test_generate)."""
     spec, model = inference_model(name)
-    record_exact(f"{name} forward B={B} T={T} logits=last", forward_flops(spec, B, T, 1).total,
-                 counters.forward(model, B, T, 1))
     record_exact(f"{name} forward B={B} T={T} logits={N}", forward_flops(spec, B, T, N).total,
                  counters.forward(model, B, T, N))
 
 
 @pytest.mark.parametrize("name", sized([*POLICIES, *OTHER_FAMILIES]))
-def test_decode_step(name, record_exact):
-    spec, model = inference_model(name)
-    record_exact(f"{name} decode B={B} C={CONTEXT}", decode_flops(spec, B, CONTEXT).total,
-                 counters.decode(model, B, CONTEXT))
-
-
-@pytest.mark.parametrize("name", sized([*POLICIES, *OTHER_FAMILIES]))
 def test_generate(name, record_exact):
+    """``generate``'s total, and each of its forwards: the prefill is a forward with the last position's logits,
+    and each later forward a decode step at the context the cache holds then (one run counts all three)."""
     spec, model = inference_model(name)
+    total, passes = counters.generate_by_pass(model, B, PROMPT, COMPLETION)
     record_exact(f"{name} generate B={B} P={PROMPT} K={COMPLETION}",
-                 generate_flops(spec, B, PROMPT, COMPLETION).total,
-                 counters.generate(model, B, PROMPT, COMPLETION))
+                 generate_flops(spec, B, PROMPT, COMPLETION).total, total)
+    assert len(passes) == COMPLETION
+    record_exact(f"{name} forward B={B} T={PROMPT} logits=last (generate's prefill)",
+                 forward_flops(spec, B, PROMPT, 1).total, passes[0])
+    for step, measured in enumerate(passes[1:]):
+        record_exact(f"{name} decode B={B} C={PROMPT + step} (generate's step {step + 2})",
+                     decode_flops(spec, B, PROMPT + step).total, measured)
 
 
 def test_outcome_reward_model_forward(record_exact):

@@ -59,12 +59,7 @@ def grouped_mm_counted(monkeypatch):
     """FlopCounterMode with a formula for the grouped matmul (it has none: the blind spot these tests name)."""
     mapping = {torch.ops.aten._grouped_mm: grouped_mm_flops}  # the meter's own formula
 
-    def count_flops(fn):
-        with FlopCounterMode(display=False, custom_mapping=mapping) as counter:
-            fn()
-        return int(counter.get_total_flops())
-
-    monkeypatch.setattr(counters, "count_flops", count_flops)
+    monkeypatch.setattr(counters, "flop_counter", lambda: FlopCounterMode(display=False, custom_mapping=mapping))
 
 
 @functools.cache

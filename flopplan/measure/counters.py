@@ -19,9 +19,14 @@ from torch.utils.flop_counter import FlopCounterMode
 from flopplan.formulas import Training
 
 
+def flop_counter() -> FlopCounterMode:
+    """The counter every function here runs under (a test gives it formulas torch lacks by replacing this)."""
+    return FlopCounterMode(display=False)
+
+
 def count_flops(fn: Callable[[], Any]) -> int:
     """FlopCounterMode's total for everything ``fn`` executes."""
-    with FlopCounterMode(display=False) as counter:
+    with flop_counter() as counter:
         fn()
     return int(counter.get_total_flops())
 
@@ -98,6 +103,14 @@ def _meta_compute(lm: Any) -> Iterator[None]:
 
 def generate(model: Any, batch: int, prompt: int, completion: int) -> int:
     """``model.generate`` of exactly ``completion`` new tokens after a ``prompt``-token prompt (greedy)."""
+    return generate_by_pass(model, batch, prompt, completion)[0]
+
+
+def generate_by_pass(model: Any, batch: int, prompt: int, completion: int) -> tuple[int, list[int]]:
+    """:func:`generate`'s total, and the part of it each forward of the model ran, in order: the prefill (the
+    prompt, logits at its last position) and one decode step per new token after the first, the step after the
+    prefill at context ``prompt``. The parts are read from the one FlopCounterMode's running total before and after
+    each forward, so they and the total come from a single ``generate``."""
     lm = _causal_lm(model)
     on_meta = model_device(model).type == "meta"
     device = torch.device("cpu") if on_meta else model_device(model)
@@ -105,9 +118,35 @@ def generate(model: Any, batch: int, prompt: int, completion: int) -> int:
     mask = torch.ones(batch, prompt, dtype=torch.long, device=device)
     kwargs = dict(input_ids=ids, attention_mask=mask, max_new_tokens=completion, min_new_tokens=completion,
                   do_sample=False, pad_token_id=0)
+    passes: list[int] = []
     context = _meta_compute(lm) if on_meta else contextlib.nullcontext()
-    with context, torch.no_grad():
-        return count_flops(lambda: model.generate(**kwargs))
+    with context, torch.no_grad(), flop_counter() as counter, _each_forward(lm, counter, passes):
+        model.generate(**kwargs)
+    return int(counter.get_total_flops()), passes
+
+
+@contextlib.contextmanager
+def _each_forward(lm: Any, counter: FlopCounterMode, passes: list[int]) -> Iterator[None]:
+    """Append to ``passes`` what ``counter`` counts during each call of ``lm.forward`` (the one in place now: on
+    the meta device, :func:`_meta_compute`'s)."""
+    inner = lm.forward
+    had_own = "forward" in vars(lm)
+
+    @functools.wraps(inner)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        before = counter.get_total_flops()
+        out = inner(*args, **kwargs)
+        passes.append(int(counter.get_total_flops() - before))
+        return out
+
+    lm.forward = counted
+    try:
+        yield
+    finally:
+        if had_own:
+            lm.forward = inner
+        else:
+            del lm.forward
 
 
 def train_step(model: nn.Module, batch: int, seq: int, logits: int | None, training: Training) -> int:
