@@ -214,7 +214,8 @@ def staircase(rng: np.random.Generator, r0: float) -> Curve:
     n = int(rng.integers(2, 6))
     heights, slopes = rng.uniform(0.04, 0.15, n), rng.uniform(6.0, 10.0, n)
     mids = F_P * 2.0 ** (rng.uniform(-5, -1) + np.cumsum(rng.uniform(1, 3, n)) - 1)
-    return lambda f: np.minimum(r0 + sum(sigmoid(0.0, h, b, m)(f) for h, b, m in zip(heights, slopes, mids)), 1.0)
+    steps = [sigmoid(0.0, h, b, m) for h, b, m in zip(heights, slopes, mids, strict=True)]
+    return lambda f: np.minimum(r0 + sum(step(f) for step in steps), 1.0)
 
 
 def log_in_f(rng: np.random.Generator, r0: float) -> Curve:

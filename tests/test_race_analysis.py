@@ -240,6 +240,18 @@ def test_a_target_on_fewer_prompts_than_checked_says_so(size_race):
     assert len(caveat) == 1 and caveat[0].startswith("math: 60 evaluation prompts")
 
 
+def test_a_grid_of_more_arms_than_checked_says_so(size_race):
+    """P(best) and the intervals were checked against simulated truths on grids of up to 6 arms: a 7-arm grid's
+    target carries one caveat naming the target and its arm count; the 2-arm race, none."""
+    _, full = size_race
+    assert not [w for w in full.target("math").warnings if " arms; " in w]
+    rng = np.random.default_rng(2)
+    eta = rng.standard_normal(200)
+    many = race([(info(f"a{i}"), pilots(rng, eta, f"a{i}", a=0.45 + 0.05 * i)) for i in range(7)])
+    caveat = [w for w in analyze(many, n_replicates=50).target("math").warnings if " arms; " in w]
+    assert len(caveat) == 1 and caveat[0].startswith("math: 7 arms")
+
+
 def test_an_eliminated_arm_stays_in_the_analysis_with_a_wide_interval():
     """An arm the halving dropped at rung 0, whose curve has not bent, stays in play at F: predicted by the model
     average over its short pilots, with an interval wider than the survivors'; it competes in the decision's

@@ -8,8 +8,10 @@ import pytest
 from flopplan.race.families import ArmSample
 from flopplan.race.persistence import (
     HORIZON_SLACK,
+    MEASURED_ARMS,
     MEASURED_HORIZON,
     MEASURED_PROMPTS,
+    arms_caveat,
     horizon_caveat,
     last_observed,
     p_best_if_stopped,
@@ -103,3 +105,9 @@ def test_the_prompts_caveat_starts_below_the_prompts_the_analysis_was_checked_at
     assert prompts_caveat("math", MEASURED_PROMPTS) == [] and prompts_caveat("math", 2000) == []
     (line,) = prompts_caveat("math", MEASURED_PROMPTS - 1)
     assert line.startswith(f"math: {MEASURED_PROMPTS - 1} evaluation prompts") and "--eval-prompts" in line
+
+
+def test_the_arms_caveat_starts_beyond_the_arms_the_analysis_was_checked_at():
+    assert arms_caveat("math", 2) == [] and arms_caveat("math", MEASURED_ARMS) == []
+    (line,) = arms_caveat("math", MEASURED_ARMS + 1)
+    assert line.startswith(f"math: {MEASURED_ARMS + 1} arms") and "floor" in line

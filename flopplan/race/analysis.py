@@ -452,6 +452,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
     warnings += _climb_warnings(recommendation, at_f, curves, survived, if_stopped)
     warnings += persistence.horizon_caveat(recommendation)
     warnings += persistence.prompts_caveat(name, data.n_prompts)
+    warnings += persistence.arms_caveat(name, len(inp.arms))
     holdouts = [_holdout(st.arm, n_replicates, level, _stream(seed, name, st.info.name, "holdout"))
                 for st in states if holdout and survived[st.info.name]]
     return TargetResult(name=name, fitted=True, n_prompts=data.n_prompts,
