@@ -110,4 +110,4 @@ def test_the_prompts_caveat_starts_below_the_prompts_the_analysis_was_checked_at
 def test_the_arms_caveat_starts_beyond_the_arms_the_analysis_was_checked_at():
     assert arms_caveat("math", 2) == [] and arms_caveat("math", MEASURED_ARMS) == []
     (line,) = arms_caveat("math", MEASURED_ARMS + 1)
-    assert line.startswith(f"math: {MEASURED_ARMS + 1} arms") and "floor" in line
+    assert line.startswith(f"math: {MEASURED_ARMS + 1} arms") and "unchecked" in line
