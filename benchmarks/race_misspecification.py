@@ -13,6 +13,7 @@ recommends an arm at F = 2 F_P (``--horizon H``: F = H F_P).
     python benchmarks/race_misspecification.py --reps 40 --holdout-families   # and the held-out shapes
     python benchmarks/race_misspecification.py --r0-per-arm                   # arms that start apart
     python benchmarks/race_misspecification.py --arms 6 --seeds 2 --prompts 100   # the demo's grid geometry
+    python benchmarks/race_misspecification.py --families --shape my_curves.py:hacked   # a shape of your own only
 
 The held-out shapes (``--holdout-families``: a Gompertz rise, a plateau then a late straight rise, a power law that
 hits a hard ceiling, a slow decline after a peak) were written before RACE's rules were tuned on the five families
@@ -234,7 +235,7 @@ def inverse_power(rng: np.random.Generator, r0: float) -> Curve:
 def mixed(rng: np.random.Generator, r0: float) -> Curve:
     """Each arm a shape of its own, drawn from every other shape: a grid whose arms follow different laws (a rule
     arm that keeps rising beside a reward-model arm that collapses)."""
-    others = [g for name, g in GENERATORS.items() if name != "mixed"]
+    others = [g for name, g in GENERATORS.items() if name != "mixed" and name not in YOURS]
     return others[int(rng.integers(len(others)))](rng, r0)
 
 
@@ -244,6 +245,37 @@ HOLDOUT: dict[str, Callable[[np.random.Generator, float], Curve]] = {
     "rise-in-F": rise_in_f, "jump": jump, "wobble": wobble, "power-F": power_in_f, "logistic-F": logistic_in_f,
     "staircase": staircase, "log-F": log_in_f, "inv-power": inverse_power, "mixed": mixed}
 GENERATORS = FAMILIES | HOLDOUT
+YOURS: set[str] = set()
+"""The shapes ``--shape`` added (kept out of ``mixed``, so its draws stay the same)."""
+
+
+def add_shape(spec: str) -> str:
+    """Register ``FILE.py:FUNCTION`` as a held-out shape named FUNCTION: FUNCTION(rng, r0) returns a curve, a
+    function from FLOPs (a numpy array) to the mean reward in [0, 1], with R0 at 0 FLOPs; the largest pilot is at
+    F_P = 1e20 FLOPs and F at 2 F_P. Raises ValueError with one line when it cannot."""
+    import importlib.util
+    from pathlib import Path
+
+    path, _, name = spec.rpartition(":")
+    if not path or not name or not Path(path).is_file():
+        raise ValueError(f"--shape {spec}: expected FILE.py:FUNCTION with an existing FILE.py")
+    module_spec = importlib.util.spec_from_file_location(f"shape_{Path(path).stem}", path)
+    if module_spec is None or module_spec.loader is None:
+        raise ValueError(f"--shape {spec}: cannot load {path} as Python")
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    generator = getattr(module, name, None)
+    if not callable(generator):
+        raise ValueError(f"--shape {spec}: {path} has no function {name}")
+    if name in GENERATORS:
+        raise ValueError(f"--shape {spec}: {name} is already a shape's name")
+    curve = generator(np.random.default_rng(0), 0.2)
+    values = np.asarray(curve(np.array([0.0, F_P / 4, F_P, TARGET])), dtype=float)
+    if values.shape != (4,) or not np.all((values >= 0) & (values <= 1)):
+        raise ValueError(f"--shape {spec}: its curve must map an array of FLOPs to rewards in [0, 1], got {values}")
+    HOLDOUT[name] = GENERATORS[name] = generator
+    YOURS.add(name)
+    return name
 
 
 ARM_R0: list[tuple[float, float]] = []
@@ -426,12 +458,19 @@ def main() -> None:
                         help="arms per repetition (default 4; the halving keeps half)")
     parser.add_argument("--seeds", type=int, default=GRID["seeds"], help="seeds per arm (default 3)")
     parser.add_argument("--prompts", type=int, default=GRID["prompts"], help="shared 0/1 prompts (default 200)")
+    parser.add_argument("--shape", action="append", default=[], metavar="FILE.py:FUNCTION",
+                        help="also run a shape of your own (repeatable): FUNCTION(rng, r0) returns a curve, FLOPs -> "
+                             "mean reward; reported with the held-out shapes (add_shape says more)")
     parser.add_argument("--r0-per-arm", action="store_true",
                         help="each arm its own R0, U(0.05, 0.35) (default: one R0 per repetition, U(0.1, 0.3))")
     args = parser.parse_args()
     if min(args.arms, args.seeds, args.prompts) < 2:
         parser.error("--arms, --seeds and --prompts must be at least 2")
     GRID.update(arms=args.arms, seeds=args.seeds, prompts=args.prompts)
+    try:
+        yours = [add_shape(spec) for spec in args.shape]
+    except Exception as exc:  # a user's file: whatever it raises is one line
+        parser.error(str(exc) if isinstance(exc, ValueError) else f"--shape: {type(exc).__name__}: {exc}")
     if args.r0_per_arm:
         ARM_R0.append((0.05, 0.35))
     if args.gain_sd < 0 or args.flop_shift_sd < 0:
@@ -447,7 +486,8 @@ def main() -> None:
     print(f"{'family':<10} {'err':>3} {'cover':>6} {'width':>6} {'P(b)':>6} {'right':>6} {'r_RACE':>7} {'r_naive':>7} "
           f"{'r_fit':>7} {'r_exh':>6} {'drop':>6} {'c.tell':>6} {'r_told':>7} {'kept':>5} {'accel':>5} {'P(b)c':>6} "
           f"{'P(b)s':>6}")
-    held = [] if args.holdout_families is None else args.holdout_families or list(HOLDOUT)
+    held = [] if args.holdout_families is None else args.holdout_families or [h for h in HOLDOUT if h not in YOURS]
+    held += [y for y in yours if y not in held]
     for family in [*args.families, *held]:
         if family == (held or [None])[0]:
             print("# held-out families (not used to tune the rules)")
