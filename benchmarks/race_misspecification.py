@@ -470,7 +470,7 @@ def main() -> None:
     try:
         yours = [add_shape(spec) for spec in args.shape]
     except Exception as exc:  # a user's file: whatever it raises is one line
-        parser.error(str(exc) if isinstance(exc, ValueError) else f"--shape: {type(exc).__name__}: {exc}")
+        parser.error(str(exc) if str(exc).startswith("--shape ") else f"--shape: {type(exc).__name__}: {exc}")
     if args.r0_per_arm:
         ARM_R0.append((0.05, 0.35))
     if args.gain_sd < 0 or args.flop_shift_sd < 0:
