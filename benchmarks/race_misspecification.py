@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import sys
 import time
 from collections.abc import Callable
 
@@ -469,8 +470,10 @@ def main() -> None:
     GRID.update(arms=args.arms, seeds=args.seeds, prompts=args.prompts)
     try:
         yours = [add_shape(spec) for spec in args.shape]
-    except Exception as exc:  # a user's file: whatever it raises is one line
-        parser.error(str(exc) if str(exc).startswith("--shape ") else f"--shape: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # a user's file: whatever it raises is one line on stderr, exit 2
+        print(f"error: {exc}" if str(exc).startswith("--shape ") else f"error: --shape: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        raise SystemExit(2) from None
     if args.r0_per_arm:
         ARM_R0.append((0.05, 0.35))
     if args.gain_sd < 0 or args.flop_shift_sd < 0:
