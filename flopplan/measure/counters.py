@@ -75,30 +75,41 @@ def decode(model: nn.Module, batch: int, context: int) -> int:
 
 
 @contextlib.contextmanager
-def _meta_compute(lm: Any) -> Iterator[None]:
+def _forward_wrapped(lm: Any, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Iterator[None]:
+    """Replace ``lm.forward`` by ``wrap(lm.forward)`` for the duration (``functools.wraps`` keeps the forward
+    signature, from which ``generate`` decides ``logits_to_keep``), then put back what was there: the class's
+    forward, or a wrapper an enclosing context installed."""
+    inner = lm.forward
+    had_own = "forward" in vars(lm)
+    lm.forward = functools.wraps(inner)(wrap(inner))
+    try:
+        yield
+    finally:
+        if had_own:
+            lm.forward = inner
+        else:
+            del lm.forward
+
+
+def _meta_compute(lm: Any) -> contextlib.AbstractContextManager[None]:
     """Let ``generate`` run on a meta-device model: control on the CPU, compute on meta.
 
     ``generate`` reads tensor values (the attention mask, finished sequences), which meta tensors lack. Inside
     this context the model's forward receives CPU inputs, moves them to meta, runs the real forward there (which
     FlopCounterMode counts) and returns zero logits of the right shape on the CPU, so generate's own logic runs on
-    real values. ``functools.wraps`` keeps the forward signature, from which generate decides ``logits_to_keep``.
+    real values.
     """
-    original = lm.forward
-
     def to_meta(x: Any) -> Any:
         return x.to("meta") if isinstance(x, torch.Tensor) and x.device.type != "meta" else x
 
-    @functools.wraps(original)
-    def forward_on_meta(*args: Any, **kwargs: Any) -> Any:
-        out = original(*[to_meta(a) for a in args], **{k: to_meta(v) for k, v in kwargs.items()})
-        out.logits = torch.zeros(out.logits.shape, dtype=out.logits.dtype)
-        return out
+    def on_meta(original: Callable[..., Any]) -> Callable[..., Any]:
+        def forward_on_meta(*args: Any, **kwargs: Any) -> Any:
+            out = original(*[to_meta(a) for a in args], **{k: to_meta(v) for k, v in kwargs.items()})
+            out.logits = torch.zeros(out.logits.shape, dtype=out.logits.dtype)
+            return out
+        return forward_on_meta
 
-    lm.forward = forward_on_meta
-    try:
-        yield
-    finally:
-        del lm.forward
+    return _forward_wrapped(lm, on_meta)
 
 
 def generate(model: Any, batch: int, prompt: int, completion: int) -> int:
@@ -125,28 +136,18 @@ def generate_by_pass(model: Any, batch: int, prompt: int, completion: int) -> tu
     return int(counter.get_total_flops()), passes
 
 
-@contextlib.contextmanager
-def _each_forward(lm: Any, counter: FlopCounterMode, passes: list[int]) -> Iterator[None]:
+def _each_forward(lm: Any, counter: FlopCounterMode, passes: list[int]) -> contextlib.AbstractContextManager[None]:
     """Append to ``passes`` what ``counter`` counts during each call of ``lm.forward`` (the one in place now: on
     the meta device, :func:`_meta_compute`'s)."""
-    inner = lm.forward
-    had_own = "forward" in vars(lm)
+    def counted(inner: Callable[..., Any]) -> Callable[..., Any]:
+        def forward_counted(*args: Any, **kwargs: Any) -> Any:
+            before = counter.get_total_flops()
+            out = inner(*args, **kwargs)
+            passes.append(int(counter.get_total_flops() - before))
+            return out
+        return forward_counted
 
-    @functools.wraps(inner)
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        before = counter.get_total_flops()
-        out = inner(*args, **kwargs)
-        passes.append(int(counter.get_total_flops() - before))
-        return out
-
-    lm.forward = counted
-    try:
-        yield
-    finally:
-        if had_own:
-            lm.forward = inner
-        else:
-            del lm.forward
+    return _forward_wrapped(lm, counted)
 
 
 def train_step(model: nn.Module, batch: int, seq: int, logits: int | None, training: Training) -> int:
