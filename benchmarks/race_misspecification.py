@@ -13,6 +13,7 @@ recommends an arm at F = 2 F_P (``--horizon H``: F = H F_P).
     python benchmarks/race_misspecification.py --reps 40 --holdout-families   # and the held-out shapes
     python benchmarks/race_misspecification.py --r0-per-arm                   # arms that start apart
     python benchmarks/race_misspecification.py --arms 6 --seeds 2 --prompts 100   # the demo's grid geometry
+    python benchmarks/race_misspecification.py --stall 0.5                    # seeds that take off or stall
     python benchmarks/race_misspecification.py --families --shape my_curves.py:hacked   # a shape of your own only
 
 The held-out shapes (``--holdout-families``: a Gompertz rise, a plateau then a late straight rise, a power law that
@@ -284,6 +285,13 @@ ARM_R0: list[tuple[float, float]] = []
 ``--r0-per-arm`` puts (0.05, 0.35) here: each arm draws its own R0 from that range, as arms of different policy sizes
 start apart (the generators' ceilings are drawn from 0.45 up, so every arm still has room to rise)."""
 
+STALL: dict[str, object] = {"p": 0.0, "rng": None}
+"""``--stall P``: each arm draws a chance q ~ U(0, P) that a seed of it stalls, and a stalled seed keeps only
+U(0, 0.3) of the arm's gain over R0 at every rung (the seed that stalled in the first rung's pilots is the one that
+continues), as RL runs whose seeds take off or do not (the CPU demo's tiny arms: one seed at 1.00, its twin at 0.13).
+The truth at F is then what the arm reaches in expectation over seeds, R0 + (R(F) - R0) (1 - 0.85 q). Its draws come
+from a generator of their own, so a run with ``--stall`` draws every other number as the run without it (paired)."""
+
 GRID = {"arms": 4, "seeds": 3, "prompts": 200}
 """The pilots' geometry (``--arms``, ``--seeds``, ``--prompts``): the issue's check ran 4 arms x 3 seeds on 200 shared
 prompts and halved 4 -> 2; with N arms the halving keeps :func:`halving_keeps` (and the design's room)."""
@@ -299,16 +307,19 @@ shift in ln F. The issue's own check drew seeds with sd 0.02 on ScaleRL's A and 
 (with the gain's sd at 0.05, about 0.02 on gains of 0.3-0.6)."""
 
 
-def pilots(rng: np.random.Generator, name: str, curve: Curve, eta: np.ndarray, flops: np.ndarray) -> ArmPilots:
+def pilots(rng: np.random.Generator, name: str, curve: Curve, eta: np.ndarray, flops: np.ndarray,
+           kept: np.ndarray | None = None) -> ArmPilots:
     """The seeds (:data:`GRID`) at step 0 and ``flops`` (x 1 +- 1 % jitter): seed s's curve R0 + (R - R0)
-    (1 + 0.05 N) at F e^(0.1 N) (the sds: :data:`SEED_NOISE`); scores by the Gaussian copula on the shared prompt
-    latents ``eta`` (rho 0.5). The same random numbers are drawn whatever the sds, so runs with other sds are
-    paired."""
+    (1 + 0.05 N) kept_s at F e^(0.1 N) (the sds: :data:`SEED_NOISE`; ``kept``: the share of the gain each seed keeps,
+    1 but for a stalled seed, :data:`STALL`); scores by the Gaussian copula on the shared prompt latents ``eta``
+    (rho 0.5). The same random numbers are drawn whatever the sds, so runs with other sds are paired."""
     r0 = float(curve(np.zeros(1))[0])
     k = GRID["seeds"]
     f = np.concatenate([np.zeros((k, 1)), flops * (1 + 0.01 * rng.uniform(-1, 1, (k, flops.size)))], axis=1)
     gain = 1 + SEED_NOISE["gain"] * rng.standard_normal((k, 1))
     shift = np.exp(SEED_NOISE["shift"] * rng.standard_normal((k, 1)))
+    if kept is not None:
+        gain = gain * kept[:, None]
     p = np.clip(r0 + (curve(f * shift) - r0) * gain, 0, 1)
     p[:, 0] = r0
     z = np.sqrt(0.5) * eta + np.sqrt(0.5) * rng.standard_normal((k, f.shape[1], eta.size))
@@ -353,8 +364,17 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
     names = [f"g{2 ** (i + 2)}" for i in range(n_arms)]
     infos = tuple(info(n, 2 ** (i + 2)) for i, n in enumerate(names))
     truth = {n: float(c(np.array([target]))[0]) for n, c in zip(names, curves, strict=True)}
+    kept_gain = dict.fromkeys(names)
+    if STALL["p"]:
+        stall_rng: np.random.Generator = STALL["rng"]  # type: ignore[assignment]
+        for n in names:
+            q = stall_rng.uniform(0, STALL["p"])  # type: ignore[arg-type]
+            stalled = stall_rng.uniform(size=GRID["seeds"]) < q
+            kept_gain[n] = np.where(stalled, stall_rng.uniform(0, 0.3, GRID["seeds"]), 1.0)
+            r0_n = float(curves[names.index(n)](np.zeros(1))[0])
+            truth[n] = r0_n + (truth[n] - r0_n) * (1 - 0.85 * q)  # E[kept] = (1 - q) + q 0.15
     eta = rng.standard_normal(GRID["prompts"])
-    first = {n: pilots(rng, n, c, eta, EVALS) for n, c in zip(names, curves, strict=True)}
+    first = {n: pilots(rng, n, c, eta, EVALS, kept_gain[n]) for n, c in zip(names, curves, strict=True)}
     seed = int(rng.integers(2**31))
     if promotion == "predicted":
         from flopplan.race import promotion as halving
@@ -379,7 +399,7 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
     arms = []
     for n, c in zip(names, curves, strict=True):
         if n in kept:  # the survivor continues: its rung-1 evaluations added to the same seeds
-            more = pilots(rng, n, c, eta, MORE)
+            more = pilots(rng, n, c, eta, MORE, kept_gain[n])
             runs = tuple(type(r)(r.seed, (*r.points, *m.points[1:])) for r, m in zip(first[n].runs, more.runs,
                                                                                     strict=True))
             arms.append(ArmPilots(n, runs))
@@ -405,6 +425,8 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
     raised = {c.arm for c in t.curves if c.ensemble is not None and getattr(c.ensemble, "reach_at_budget", None)
               is not None}  # accelerating arms (flopplan.race.acceleration; absent before it)
     return {"inside": [p.lo <= truth[p.arm] <= p.hi for p in usable], "width": [p.hi - p.lo for p in usable],
+            "stall_seen": [kept_gain[p.arm] is not None and bool(np.any(kept_gain[p.arm] < 1))  # type: ignore[operator]
+                           for p in usable],
             "accelerating": [p.arm in raised for p in usable],
             "stated": rec.p_best if fitted_rec else None,  # type: ignore[union-attr]
             "curves": rec.p_best_curves if fitted_rec else None,  # type: ignore[union-attr]
@@ -425,16 +447,24 @@ def summarise(rows: list[dict[str, object]]) -> str:
     width = [x for r in ok for x in r["width"]]  # type: ignore[attr-defined]
     stated = [r["stated"] for r in ok if r["stated"] is not None]
     curves = [r["curves"] for r in ok if r["curves"] is not None]  # None with fewer than two finalists
-    seen = [r["seen"] for r in ok if r["seen"] is not None]
+    persistence = [r["seen"] for r in ok if r["seen"] is not None]
     right = [r["right"] for r in ok if r["right"] is not None]
     told = [r["race"] for r in ok if not r["cannot_tell"]]
     accel = [x for r in ok for x in r["accelerating"]]  # type: ignore[attr-defined]
+    seen = [(i, x) for r in ok for i, x in zip(r["inside"], r["stall_seen"], strict=True)]  # type: ignore[call-overload]
+    if any(x for _, x in seen):  # --stall: coverage where a stall shows in the arm's seeds, and where none does
+        cover_seen = np.mean([i for i, x in seen if x])
+        cover_unseen = np.mean([i for i, x in seen if not x]) if not all(x for _, x in seen) else float("nan")
+        stall = f"   stall seen: cover {cover_seen:.3f} ({sum(x for _, x in seen)}); not seen {cover_unseen:.3f}"
+    else:
+        stall = ""
     mean = lambda k: float(np.nanmean([r[k] for r in ok]))  # noqa: E731
     return (f"{len(rows) - len(ok):>3} {np.mean(inside):>6.3f} {np.mean(width):>6.3f} {np.mean(stated):>6.3f} "
             f"{np.mean(right):>6.3f} {mean('race'):>7.4f} {mean('naive'):>7.4f} {mean('point'):>7.4f} "
             f"{0.0:>6.3f} {mean('dropped'):>6.3f} {mean('cannot_tell'):>6.3f} "
             f"{(np.mean(told) if told else float('nan')):>7.4f} {mean('kept'):>5.2f} {np.mean(accel):>5.2f} "
-            f"{(np.mean(curves) if curves else float('nan')):>6.3f} {(np.mean(seen) if seen else float('nan')):>6.3f}")
+            f"{(np.mean(curves) if curves else float('nan')):>6.3f} "
+            f"{(np.mean(persistence) if persistence else float('nan')):>6.3f}{stall}")
 
 
 def main() -> None:
@@ -464,7 +494,12 @@ def main() -> None:
                              "mean reward; reported with the held-out shapes (add_shape says more)")
     parser.add_argument("--r0-per-arm", action="store_true",
                         help="each arm its own R0, U(0.05, 0.35) (default: one R0 per repetition, U(0.1, 0.3))")
+    parser.add_argument("--stall", type=float, default=0.0, metavar="P",
+                        help="seeds that stall: each arm's seeds stall with a chance U(0, P) and keep U(0, 0.3) of "
+                             "its gain (default 0: none; STALL says more)")
     args = parser.parse_args()
+    if not 0 <= args.stall <= 1:
+        parser.error("--stall must be in [0, 1]")
     if min(args.arms, args.seeds, args.prompts) < 2:
         parser.error("--arms, --seeds and --prompts must be at least 2")
     GRID.update(arms=args.arms, seeds=args.seeds, prompts=args.prompts)
@@ -485,7 +520,8 @@ def main() -> None:
           f"{args.seed}; {args.arms} arms, {args.seeds} seeds, {args.prompts} prompts, rungs F_P/4 and F_P "
           f"(halving {args.arms} -> {halving_keeps(args.arms)}, {room}), "
           f"F = {args.horizon:g} F_P; seeds' gain sd {args.gain_sd:g}, ln-F shift sd {args.flop_shift_sd:g}"
-          + ("; each arm its own R0, U(0.05, 0.35)" if ARM_R0 else ""))
+          + ("; each arm its own R0, U(0.05, 0.35)" if ARM_R0 else "")
+          + (f"; seeds stall with a chance U(0, {args.stall:g}) per arm" if args.stall else ""))
     print(f"{'family':<10} {'err':>3} {'cover':>6} {'width':>6} {'P(b)':>6} {'right':>6} {'r_RACE':>7} {'r_naive':>7} "
           f"{'r_fit':>7} {'r_exh':>6} {'drop':>6} {'c.tell':>6} {'r_told':>7} {'kept':>5} {'accel':>5} {'P(b)c':>6} "
           f"{'P(b)s':>6}")
@@ -495,6 +531,7 @@ def main() -> None:
         if family == (held or [None])[0]:
             print("# held-out families (not used to tune the rules)")
         rng = np.random.default_rng([args.seed, list(GENERATORS).index(family)])
+        STALL.update(p=args.stall, rng=np.random.default_rng([args.seed, list(GENERATORS).index(family), 1]))
         rows: list[dict[str, object]] = []
         start = time.perf_counter()
         for _ in range(reps):
