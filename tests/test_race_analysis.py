@@ -16,6 +16,7 @@ import pytest
 from scipy.special import ndtr
 
 from flopplan.errors import UserError
+from flopplan.race import bootstrap
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.bootstrap import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.curves import scalerl_curve, synthetic_scores
@@ -553,9 +554,11 @@ def test_a_version_1_race_json_still_loads_and_reports():
     assert RaceAnalysis.from_data(old.to_data()) == old
 
 
-def test_a_version_1_race_json_holds_the_numbers_of_todays_analysis():
+def test_a_version_1_race_json_holds_the_numbers_of_todays_analysis(monkeypatch):
     """The records changed shape, not numbers: today's analysis of the input behind tests/data/race_v1 equals what
-    version 1 recorded, field by field (a change to RACE's statistics must regenerate that fixture)."""
+    version 1 recorded, field by field (a change to RACE's statistics must regenerate that fixture, or be held at
+    version 1's here: the grid's seed pooling, which came later, widens one arm's interval of A by 0.003)."""
+    monkeypatch.setattr(bootstrap, "pooled_gain_spread", lambda packs: [0.0] * len(packs))
     old = load_analysis(V1 / "race.json")
     now = analyze(v1_input(), n_replicates=30, seed=5)
     assert same_numbers(before_v3(recorded_in_v1(old.to_data())), before_v3(recorded_in_v1(now.to_data())))

@@ -21,9 +21,12 @@ from flopplan.race.bootstrap import (
     EvalPoint,
     PilotData,
     SeedRun,
+    _pack,
     bootstrap_interval,
     p_best,
     paired_bootstrap,
+    pooled_gain_spread,
+    relative_seed_variance,
     temporal_holdout,
 )
 from flopplan.race.curves import (
@@ -305,6 +308,29 @@ def test_seed_factor_tracks_the_seed_variance():
     loud = [paired_bootstrap(PilotData((arm(rng, seed_sd=0.15, n_prompts=2000),)), [F_PILOT], n_replicates=10,
                              rng=rng).arms[0].seed_factor for _ in range(20)]
     assert np.mean(np.square(quiet)) < 0.5 < 1.0 < np.mean(loud) < 1.25
+
+
+def test_an_arm_whose_seeds_agree_in_a_grid_whose_seeds_do_not_is_widened():
+    """Seed variance pooled across the grid: three arms whose seeds spread (sd 0.15 on A) and one whose three seeds
+    agree (sd 0). The agreeing arm gets the most gain noise, the arm whose seeds spread most none, and the
+    agreeing arm's interval at 2 F_pilot is wider than when it is analysed alone, where there is nothing to pool.
+    Alike arms (sd 0.02) add little."""
+    rng = np.random.default_rng(21)
+    eta = rng.standard_normal(200)
+    loud = [arm(rng, f"loud{i}", seed_sd=0.15, prompt_latent=eta) for i in range(3)]
+    calm = arm(rng, "calm", seed_sd=0.0, prompt_latent=eta)
+    packs = [_pack(a) for a in (*loud, calm)]
+    spread = pooled_gain_spread(packs)
+    loudest = int(np.argmax([relative_seed_variance(p) for p in packs]))
+    assert spread[loudest] == 0.0 and spread[3] == max(spread) > 0.2
+    alone = paired_bootstrap(PilotData((calm,)), [2 * F_PILOT], n_replicates=200, rng=3)
+    pooled = paired_bootstrap(PilotData((*loud, calm)), [2 * F_PILOT], n_replicates=200, rng=3)
+    width = {r: r.predictions[-1].hi - r.predictions[-1].lo for r in (alone, pooled)}
+    assert width[pooled] > 1.5 * width[alone]
+    assert "calm" in pooled.method and "calm" not in alone.method
+    alike = [_pack(arm(rng, f"a{i}", prompt_latent=eta)) for i in range(4)]
+    assert max(pooled_gain_spread(alike)) < 0.1
+    assert pooled_gain_spread(packs[3:]) == [0.0]  # one arm: nothing to pool
 
 
 def _coverage(reps: int, n_replicates: int, seed: int) -> tuple[float, float]:

@@ -76,7 +76,8 @@ STATEMENT = ("RACE is a diagnostic pilot-grid protocol, not a guarantee of held-
              "cheap pilots, says which allocation they favour at the target budget and how sure the pilots make "
              "it, and checks itself (temporal holdout here; the validating run and the held-out target later). A "
              "recommendation is a hypothesis for the validating run to test.")
-COVERED = ("What the intervals cover: the seed-to-seed variation the pilots showed and the sampling of evaluation "
+COVERED = ("What the intervals cover: the seed-to-seed variation the pilots showed (raised halfway to the other "
+           "arms' where an arm's few seeds agree more than the grid's do) and the sampling of evaluation "
            "prompts (the same prompt draws for every arm), propagated through a refit of every curve family per "
            "replicate; the disagreement between the families (ScaleRL's sigmoid, a saturating power law, a capped "
            "log-linear rise, a two-stage rise, a rise that can turn down), weighted by how well each predicted the "
@@ -87,8 +88,9 @@ COVERED = ("What the intervals cover: the seed-to-seed variation the pilots show
 
 NOT_SHOWN = ("Not shown by the interval: a change of shape that none of the families follows and the pilots do not "
              "show yet (a collapse or a second take-off after the largest pilot), another evaluation target or "
-             "prompt population, seed variance the pilots' few seeds did not show (S seeds give it S-1 degrees of "
-             "freedom and no rare bad seed); the calibration rests on the few held-out points of one grid.")
+             "prompt population, seed variance that neither an arm's few seeds nor the grid's other arms showed (a "
+             "rare bad seed: with S seeds an arm whose seeds stall one time in five shows none in (4/5)^S of its "
+             "pilots); the calibration rests on the few held-out points of one grid.")
 
 
 @dataclass(frozen=True)

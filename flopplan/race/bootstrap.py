@@ -26,6 +26,13 @@ One replicate (Efron & Tibshirani, "An Introduction to the Bootstrap", 1993, ch.
      mean. It needs seeds evaluated at aligned positions; an arm whose seeds differ in their number of points
      falls back to ``resample`` (recorded in :class:`ArmFit`). With S seeds the seed variance has S - 1 degrees of
      freedom: where it dominates, no bootstrap of 3 seeds reaches the nominal level.
+   * The grid's seeds inform each arm's (:func:`pooled_gain_spread`): an arm's seed variance per unit of squared
+     gain, rho^2, is moderated halfway toward the mean of the other arms' (an empirical-Bayes shrinkage of few-df
+     variances toward a common one, as Smyth 2004, Stat. Appl. Genet. Mol. Biol. 3:3, with the prior's weight equal
+     to the arm's own), and where that raises it, each slot's gain over R0 in a replicate is multiplied by
+     (1 + tau N(0, 1)), tau^2 the difference. Three seeds that happen to agree, in a grid whose other arms' seeds
+     spread (RL runs whose seeds take off or stall), no longer give a narrow interval; no arm is narrowed.
+     benchmarks/race_misspecification.py ``--stall`` measures it.
 3. Pool: the fit points are every (slot, point), R0* the mean of the slots' step-0 values.
 4. Refit the arm's curve (:func:`flopplan.race.curves.fit_curve_batch`, the original fit's grids); predict at F.
 
@@ -61,9 +68,9 @@ Interval = Literal["percentile", "basic", "bc"]
 INTERVALS: tuple[Interval, ...] = ("percentile", "basic", "bc")
 NOT_SHOWN = ("Not shown by the interval: error of the curve form itself (a run that leaves ScaleRL's curve after the "
              "pilots), anything past the largest pilot budget (late instability), another evaluation target or "
-             "prompt population, seed variance the pilots' few seeds did not show (S seeds give it S-1 degrees of "
-             "freedom and no rare bad seed), and for unidentified arms the grid bounds (A <= a_max, F_mid <= 100 x "
-             "the largest FLOPs), which then set the interval.")
+             "prompt population, seed variance that neither an arm's few seeds nor the grid's other arms showed "
+             "(S seeds give it S-1 degrees of freedom and no rare bad seed), and for unidentified arms the grid "
+             "bounds (A <= a_max, F_mid <= 100 x the largest FLOPs), which then set the interval.")
 
 
 @dataclass(frozen=True, eq=False)
@@ -147,6 +154,7 @@ class _Packed:
     dev: FloatArray
     c0: float
     c: float
+    gain_noise: FloatArray | None = None
 
     def rewards(self, cq: FloatArray | None, idx: NDArray[np.intp] | None
                 ) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -162,7 +170,10 @@ class _Packed:
         if self.scheme == "shrunk":
             y += self.c * self.dev[idx] - self.dev[None]
             y0 += self.c0 * self.dev0[idx] - self.dev0[None]
-            return y, np.broadcast_to(self.valid.astype(float), y.shape), y0.mean(axis=1)
+            r0 = y0.mean(axis=1)
+            if self.gain_noise is not None:
+                y = r0[:, None, None] + (y - r0[:, None, None]) * (1 + self.gain_noise[:, :, None])
+            return y, np.broadcast_to(self.valid.astype(float), y.shape), r0
         counts = (idx[:, :, None] == np.arange(n_s)).sum(axis=1).astype(float)
         return y, counts[:, :, None] * self.valid[None], (counts * y0).sum(axis=1) / n_s
 
@@ -181,6 +192,37 @@ def _shrink_factor(scores: FloatArray) -> tuple[FloatArray, float]:
     if v.sum() <= 0:
         return dev, 0.0
     return dev, float(np.sqrt(n_s / (n_s - 1) * np.maximum(v - eps / q, 0.0).sum() / v.sum()))
+
+
+def relative_seed_variance(pack: _Packed) -> float | None:
+    """The arm's seed variance per unit of squared gain: sum_t sigma2_seed,t / sum_t G_t^2 over its aligned positions
+    (sigma2_seed,t as :func:`_shrink_factor` estimates it, G_t the seed mean's gain over R0); None where the seeds do
+    not align or the arm has not gained (sum_t G_t^2 below 0.05^2 per position)."""
+    n_s, n_p, q = pack.scores.shape
+    if pack.scheme != "shrunk" or n_s < 2:
+        return None
+    ybar = pack.scores.mean(axis=2)
+    gain = ybar.mean(axis=0) - pack.z0.mean()
+    if (gain**2).sum() < 0.05**2 * n_p:
+        return None
+    v = (pack.dev**2).sum(axis=0) / (n_s - 1)
+    inter = pack.scores - ybar[:, :, None] - pack.scores.mean(axis=0)[None] + ybar.mean(axis=0)[None, :, None]
+    eps = (inter**2).sum(axis=(0, 2)) / ((n_s - 1) * (q - 1))
+    return float(np.maximum(v - eps / q, 0.0).sum() / (gain**2).sum())
+
+
+def pooled_gain_spread(packs: list[_Packed]) -> list[float]:
+    """Per arm, the relative sd tau to add to each seed's gain so that its seed variance is moderated toward the
+    grid's: rho~^2 = (rho^2 + rho0^2) / 2, rho0^2 the mean over the other arms (prior and own estimate weighted
+    alike, as limma's moderated variances with d0 = d; Smyth 2004, Stat. Appl. Genet. Mol. Biol. 3:3);
+    tau^2 = max(0, rho~^2 - rho^2): an arm whose few seeds agree more than the grid's do is widened, none is
+    narrowed. Arms without a rho (:func:`relative_seed_variance`) get 0 and are left out of the others' mean."""
+    rho = [relative_seed_variance(p) for p in packs]
+    out = []
+    for i, r in enumerate(rho):
+        others = [x for j, x in enumerate(rho) if j != i and x is not None]
+        out.append(float(np.sqrt(max(0.0, (float(np.mean(others)) - r) / 2))) if r is not None and others else 0.0)
+    return out
 
 
 def _pack(arm: ArmPilots, drop_first: int = 0, scheme: str = "shrunk") -> _Packed:
@@ -383,6 +425,11 @@ def paired_bootstrap(data: PilotData, budgets: ArrayLike, *, n_replicates: int =
     q = data.n_prompts
     cq_shared = _prompt_weights(gen, q, n_replicates)
     draws = _seed_draws(gen, packs, n_replicates, pairing)
+    spread = pooled_gain_spread(packs)
+    if any(spread):
+        noise_rng = np.random.default_rng(gen.integers(2**63))
+        packs = [replace(p, gain_noise=t * noise_rng.standard_normal((n_replicates, len(p.seeds)))) if t else p
+                 for p, t in zip(packs, spread, strict=True)]
     points = np.empty((len(packs), f_budgets.size))
     reps = np.empty((len(packs), f_budgets.size, n_replicates))
     arms, samples = [], []
@@ -406,7 +453,11 @@ def paired_bootstrap(data: PilotData, budgets: ArrayLike, *, n_replicates: int =
               f"({'same indices for every arm and point' if pair_prompts else 'independently per arm'}), seeds "
               f"resampled with replacement ({pairing}, {'/'.join(schemes)}); ScaleRL refit per replicate; "
               f"{level:.0%} {interval} interval of the {metric}; P(best) = share of replicates with the highest "
-              f"prediction")
+              f"prediction"
+              + ("; each seed's gain x (1 + tau N(0, 1)) where an arm's seeds agree more than the grid's (seed "
+                 "variance moderated halfway to the other arms'): " + ", ".join(
+                     f"{a.name} tau {t:.3f}" for a, t in zip(data.arms, spread, strict=True) if t)
+                 if any(spread) else ""))
     return BootstrapResult(method, NOT_SHOWN, level, interval, metric, pairing, tuple(float(f) for f in f_budgets),
                            tuple(arms), preds, points, reps, tuple(samples))
 
