@@ -178,37 +178,44 @@ class _Packed:
         return y, counts[:, :, None] * self.valid[None], (counts * y0).sum(axis=1) / n_s
 
 
+def _seed_moments(scores: FloatArray, dev: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per position of scores (S, P, Q), S >= 2, with seed deviations ``dev`` (S, P): the seed means' mean square
+    V_t = sum_s d_st^2 / (S - 1) and the evaluation noise's part of it, eps_t / Q, eps_t the seed x prompt
+    interaction mean square (module docstring); V_t - eps_t / Q estimates the seed variance."""
+    n_s, _, q = scores.shape
+    ybar = scores.mean(axis=2)
+    v = (dev**2).sum(axis=0) / (n_s - 1)
+    inter = scores - ybar[:, :, None] - scores.mean(axis=0)[None] + ybar.mean(axis=0)[None, :, None]
+    eps = (inter**2).sum(axis=(0, 2)) / ((n_s - 1) * (q - 1))
+    return v, eps / q
+
+
 def _shrink_factor(scores: FloatArray) -> tuple[FloatArray, float]:
     """Seed deviations d_st = ybar_st - ybar_.t of scores (S, P, Q) and the factor c that gives their resampled
     mean the estimated seed variance (method of moments; module docstring), pooled over the P positions."""
-    n_s, _, q = scores.shape
+    n_s = scores.shape[0]
     ybar = scores.mean(axis=2)
     dev = ybar - ybar.mean(axis=0)
     if n_s < 2:
         return dev, 0.0
-    v = (dev**2).sum(axis=0) / (n_s - 1)
-    inter = scores - ybar[:, :, None] - scores.mean(axis=0)[None] + ybar.mean(axis=0)[None, :, None]
-    eps = (inter**2).sum(axis=(0, 2)) / ((n_s - 1) * (q - 1))
+    v, noise = _seed_moments(scores, dev)
     if v.sum() <= 0:
         return dev, 0.0
-    return dev, float(np.sqrt(n_s / (n_s - 1) * np.maximum(v - eps / q, 0.0).sum() / v.sum()))
+    return dev, float(np.sqrt(n_s / (n_s - 1) * np.maximum(v - noise, 0.0).sum() / v.sum()))
 
 
 def relative_seed_variance(pack: _Packed) -> float | None:
     """The arm's seed variance per unit of squared gain: sum_t sigma2_seed,t / sum_t G_t^2 over its aligned positions
-    (sigma2_seed,t as :func:`_shrink_factor` estimates it, G_t the seed mean's gain over R0); None where the seeds do
-    not align or the arm has not gained (sum_t G_t^2 below 0.05^2 per position)."""
-    n_s, n_p, q = pack.scores.shape
+    (sigma2_seed,t = V_t - eps_t / Q, :func:`_seed_moments`; G_t the seed mean's gain over R0); None where the
+    seeds do not align or the arm has not gained (sum_t G_t^2 below 0.05^2 per position)."""
+    n_s, n_p, _ = pack.scores.shape
     if pack.scheme != "shrunk" or n_s < 2:
         return None
-    ybar = pack.scores.mean(axis=2)
-    gain = ybar.mean(axis=0) - pack.z0.mean()
+    gain = pack.scores.mean(axis=2).mean(axis=0) - pack.z0.mean()
     if (gain**2).sum() < 0.05**2 * n_p:
         return None
-    v = (pack.dev**2).sum(axis=0) / (n_s - 1)
-    inter = pack.scores - ybar[:, :, None] - pack.scores.mean(axis=0)[None] + ybar.mean(axis=0)[None, :, None]
-    eps = (inter**2).sum(axis=(0, 2)) / ((n_s - 1) * (q - 1))
-    return float(np.maximum(v - eps / q, 0.0).sum() / (gain**2).sum())
+    v, noise = _seed_moments(pack.scores, pack.dev)
+    return float(np.maximum(v - noise, 0.0).sum() / (gain**2).sum())
 
 
 def pooled_gain_spread(packs: list[_Packed]) -> list[float]:
