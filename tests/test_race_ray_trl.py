@@ -35,9 +35,11 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-def _stop_pilot_when(driver: subprocess.Popen, pilots: list[Path], ready, timeout: float = 300) -> tuple[Path, int]:
+def _stop_pilot_when(driver: subprocess.Popen, pilots: list[Path], ready, timeout: float = 1200) -> tuple[Path, int]:
     """SIGSTOP the process of a pilot for which ``ready(pilot)`` holds, checked again once it is stopped (so it
-    cannot move on between the check and a kill); returns the pilot and its process, a child of a Ray worker."""
+    cannot move on between the check and a kill); returns the pilot and its process, a child of a Ray worker. The
+    timeout guards against a hang, not a speed: 300 s was passed once on this 2-core VM with two benchmarks beside
+    the test session."""
     deadline = time.monotonic() + timeout
     while True:
         assert driver.poll() is None, driver.stderr.read().decode()[-2000:] if driver.stderr else "ended"
