@@ -24,8 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flopplan.race.bootstrap import INTERVALS, ArmPilots, PilotData, paired_bootstrap
+from flopplan.race.bootstrap import INTERVALS, paired_bootstrap
 from flopplan.race.curves import scalerl_curve, synthetic_scores
+from flopplan.race.pilot_data import ArmPilots, PilotData
 
 F_PILOT = 1e20
 

@@ -22,7 +22,7 @@ from race_misspecification import EVALS, FAMILIES, GENERATORS, HOLDOUT, RUNGS, T
 
 from flopplan.race import promotion
 from flopplan.race.analysis import RaceInput, analyze
-from flopplan.race.bootstrap import PilotData
+from flopplan.race.pilot_data import PilotData
 from flopplan.race.results import ArmPrediction
 
 Rule = Callable[[dict[str, ArmPrediction], dict[str, ArmPrediction], dict[str, promotion.Trend]], list[str]]

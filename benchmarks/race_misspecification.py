@@ -53,7 +53,7 @@ import numpy as np
 from scipy.special import expit, ndtr
 
 from flopplan.race.analysis import RaceInput, analyze
-from flopplan.race.bootstrap import ArmPilots, PilotData
+from flopplan.race.pilot_data import ArmPilots, PilotData
 from flopplan.race.results import ArmCurve, ArmInfo
 
 F_P = 1e20

@@ -18,8 +18,8 @@ from scipy.special import ndtr
 from flopplan.errors import UserError
 from flopplan.race import bootstrap
 from flopplan.race.analysis import RaceInput, analyze
-from flopplan.race.bootstrap import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.curves import scalerl_curve, synthetic_scores
+from flopplan.race.pilot_data import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.regime import _naive_fields, _naive_stands, rules
 from flopplan.race.report import render_markdown, write_outputs
 from flopplan.race.results import RACE_VERSION, ArmInfo, ArmPrediction, BudgetResult, RaceAnalysis, load_analysis

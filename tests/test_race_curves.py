@@ -17,10 +17,6 @@ from scipy.optimize import curve_fit
 
 from flopplan.errors import UserError
 from flopplan.race.bootstrap import (
-    ArmPilots,
-    EvalPoint,
-    PilotData,
-    SeedRun,
     _pack,
     bootstrap_interval,
     p_best,
@@ -40,6 +36,7 @@ from flopplan.race.curves import (
     scalerl_curve,
     synthetic_scores,
 )
+from flopplan.race.pilot_data import ArmPilots, EvalPoint, PilotData, SeedRun
 
 F_PILOT = 1e20
 LADDER = np.concatenate([[0.0], F_PILOT * 2.0 ** np.arange(-5, 1)])  # step 0 + 6 points, F_pilot/32 .. F_pilot

@@ -1,7 +1,7 @@
 """RACE analysis: from the pilots of a grid of arms to curves, regimes, a recommendation and its checks.
 
 Input (the caller converts run folders into these): :class:`flopplan.race.results.ArmInfo` per arm and a
-:class:`RaceInput` holding, per evaluation target, the pilots as :class:`flopplan.race.bootstrap.PilotData` (exact
+:class:`RaceInput` holding, per evaluation target, the pilots as :class:`flopplan.race.pilot_data.PilotData` (exact
 ledger FLOPs and per-prompt scores, step 0 included). :func:`analyze` returns a
 :class:`flopplan.race.results.RaceAnalysis`; write it with :func:`flopplan.race.report.write_outputs`.
 
@@ -38,17 +38,11 @@ from numpy.typing import NDArray
 from flopplan import __version__
 from flopplan.errors import UserError, check_int, check_number, is_int, is_number
 from flopplan.race import checks, ensemble, persistence
-from flopplan.race.bootstrap import (
-    ArmPilots,
-    BootstrapResult,
-    PilotData,
-    bootstrap_interval,
-    paired_bootstrap,
-    temporal_holdout,
-)
+from flopplan.race.bootstrap import BootstrapResult, bootstrap_interval, paired_bootstrap, temporal_holdout
 from flopplan.race.curves import CurveFit
 from flopplan.race.families import ArmSample
 from flopplan.race.overhead import pilot_cost
+from flopplan.race.pilot_data import ArmPilots, PilotData
 from flopplan.race.regime import AXES, Candidate, decide, g_warnings, recommend, rules
 from flopplan.race.results import (
     RACE_VERSION,

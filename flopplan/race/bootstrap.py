@@ -62,6 +62,7 @@ from scipy.special import ndtr, ndtri
 from flopplan.errors import UserError
 from flopplan.race.curves import A_MAX, A_STEP, CurveFit, CurveFitBatch, default_grids, fit_curve_batch
 from flopplan.race.families import ArmSample
+from flopplan.race.pilot_data import ArmPilots, PilotData
 
 FloatArray = NDArray[np.float64]
 Interval = Literal["percentile", "basic", "bc"]
@@ -71,72 +72,6 @@ NOT_SHOWN = ("Not shown by the interval: error of the curve form itself (a run t
              "prompt population, seed variance that neither an arm's few seeds nor the grid's other arms showed "
              "(S seeds give it S-1 degrees of freedom and no rare bad seed), and for unidentified arms the grid "
              "bounds (A <= a_max, F_mid <= 100 x the largest FLOPs), which then set the interval.")
-
-
-@dataclass(frozen=True, eq=False)
-class EvalPoint:
-    """One evaluation of a pilot run: FLOPs spent so far (0 at step 0) and one score per shared evaluation prompt."""
-
-    flops: float
-    scores: FloatArray
-
-    def __post_init__(self) -> None:
-        scores = np.asarray(self.scores, dtype=float)
-        if scores.ndim != 1 or scores.size == 0 or not np.all((scores >= 0) & (scores <= 1)):  # NaN fails too
-            raise UserError("EvalPoint.scores must be a non-empty 1-D array of pass rates in [0, 1] (a reward on "
-                            "another scale: score 1 where it reaches a threshold, ScriptPilot.meter(correct=...))")
-        if not (np.isfinite(self.flops) and self.flops >= 0):
-            raise UserError("EvalPoint.flops must be finite and >= 0")
-        object.__setattr__(self, "scores", scores)
-
-
-@dataclass(frozen=True)
-class SeedRun:
-    """One seed of one arm: its evaluation points (any order; at least one at FLOPs = 0)."""
-
-    seed: int | str
-    points: tuple[EvalPoint, ...]
-
-
-@dataclass(frozen=True)
-class ArmPilots:
-    """The pilots of one allocation choice (policy size, group size G, mu, reward system): its seeds' runs."""
-
-    name: str
-    runs: tuple[SeedRun, ...]
-
-    @classmethod
-    def from_arrays(cls, name: str, flops: ArrayLike, scores: ArrayLike, seeds: tuple[int | str, ...] | None = None
-                    ) -> ArmPilots:
-        """From flops (S, T) and scores (S, T, Q) (e.g. :func:`flopplan.race.curves.synthetic_scores`)."""
-        f, sc = np.asarray(flops, dtype=float), np.asarray(scores, dtype=float)
-        ids = tuple(range(f.shape[0])) if seeds is None else seeds
-        return cls(name, tuple(SeedRun(i, tuple(EvalPoint(float(x), y) for x, y in zip(fs, ss, strict=True)))
-                               for i, fs, ss in zip(ids, f, sc, strict=True)))
-
-
-@dataclass(frozen=True)
-class PilotData:
-    """The pilot grid: arms evaluated on one shared prompt set (every score array has the same length)."""
-
-    arms: tuple[ArmPilots, ...]
-
-    def __post_init__(self) -> None:
-        if not self.arms or len({arm.name for arm in self.arms}) != len(self.arms):
-            raise UserError("PilotData needs at least one arm and unique arm names")
-        sizes = {p.scores.size for arm in self.arms for run in arm.runs for p in run.points}
-        if len(sizes) != 1:
-            raise UserError(f"every evaluation must score the same shared prompts; got sizes {sorted(sizes)}")
-        for arm in self.arms:
-            if not arm.runs or len({run.seed for run in arm.runs}) != len(arm.runs):
-                raise UserError(f"arm {arm.name!r}: needs at least one run and unique seed ids")
-            for run in arm.runs:
-                if not any(p.flops == 0 for p in run.points):
-                    raise UserError(f"arm {arm.name!r}, seed {run.seed!r}: no step-0 evaluation (FLOPs = 0)")
-
-    @property
-    def n_prompts(self) -> int:
-        return int(self.arms[0].runs[0].points[0].scores.size)
 
 
 @dataclass(frozen=True, eq=False)

@@ -14,8 +14,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from flopplan.errors import UserError
-from flopplan.race.bootstrap import ArmPilots, EvalPoint, bootstrap_interval
+from flopplan.race.bootstrap import bootstrap_interval
 from flopplan.race.curves import A_MAX, CurveFit, PowerLawFit, fit_curve, fit_power_law, monotone_envelope
+from flopplan.race.pilot_data import ArmPilots, EvalPoint
 from flopplan.race.results import EnvelopeResult, Observation, PowerLawCheck
 
 FloatArray = NDArray[np.float64]

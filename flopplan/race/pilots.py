@@ -12,8 +12,8 @@ import numpy as np
 
 from flopplan.errors import UserError
 from flopplan.race.analysis import RaceInput
-from flopplan.race.bootstrap import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.design import RaceDesign
+from flopplan.race.pilot_data import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.results import ArmInfo
 from flopplan.runfile import SUMMARY, load_evaluations, load_summary
 

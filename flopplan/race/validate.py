@@ -31,9 +31,9 @@ import numpy as np
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, atomic_write_text, folder_lock
 from flopplan.race.analysis import RaceInput, analyze
-from flopplan.race.bootstrap import ArmPilots, EvalPoint, SeedRun
 from flopplan.race.collect import race_input
 from flopplan.race.design import RaceDesign
+from flopplan.race.pilot_data import ArmPilots, EvalPoint, SeedRun
 from flopplan.race.pilots import pilot_done, pilot_folder
 from flopplan.race.results import ArmPrediction, RaceAnalysis
 from flopplan.race.runner import PilotTask, run_pilot

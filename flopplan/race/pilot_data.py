@@ -1,0 +1,80 @@
+"""The pilots as RACE reads them: per arm, per seed, evaluation points of exact FLOPs spent so far and one score per
+prompt of an evaluation set every arm shares (step 0, FLOPs = 0, measures R0). Checked on construction; the
+bootstrap (:mod:`flopplan.race.bootstrap`), the checks and the analysis read them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from flopplan.errors import UserError
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True, eq=False)
+class EvalPoint:
+    """One evaluation of a pilot run: FLOPs spent so far (0 at step 0) and one score per shared evaluation prompt."""
+
+    flops: float
+    scores: FloatArray
+
+    def __post_init__(self) -> None:
+        scores = np.asarray(self.scores, dtype=float)
+        if scores.ndim != 1 or scores.size == 0 or not np.all((scores >= 0) & (scores <= 1)):  # NaN fails too
+            raise UserError("EvalPoint.scores must be a non-empty 1-D array of pass rates in [0, 1] (a reward on "
+                            "another scale: score 1 where it reaches a threshold, ScriptPilot.meter(correct=...))")
+        if not (np.isfinite(self.flops) and self.flops >= 0):
+            raise UserError("EvalPoint.flops must be finite and >= 0")
+        object.__setattr__(self, "scores", scores)
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    """One seed of one arm: its evaluation points (any order; at least one at FLOPs = 0)."""
+
+    seed: int | str
+    points: tuple[EvalPoint, ...]
+
+
+@dataclass(frozen=True)
+class ArmPilots:
+    """The pilots of one allocation choice (policy size, group size G, mu, reward system): its seeds' runs."""
+
+    name: str
+    runs: tuple[SeedRun, ...]
+
+    @classmethod
+    def from_arrays(cls, name: str, flops: ArrayLike, scores: ArrayLike, seeds: tuple[int | str, ...] | None = None
+                    ) -> ArmPilots:
+        """From flops (S, T) and scores (S, T, Q) (e.g. :func:`flopplan.race.curves.synthetic_scores`)."""
+        f, sc = np.asarray(flops, dtype=float), np.asarray(scores, dtype=float)
+        ids = tuple(range(f.shape[0])) if seeds is None else seeds
+        return cls(name, tuple(SeedRun(i, tuple(EvalPoint(float(x), y) for x, y in zip(fs, ss, strict=True)))
+                               for i, fs, ss in zip(ids, f, sc, strict=True)))
+
+
+@dataclass(frozen=True)
+class PilotData:
+    """The pilot grid: arms evaluated on one shared prompt set (every score array has the same length)."""
+
+    arms: tuple[ArmPilots, ...]
+
+    def __post_init__(self) -> None:
+        if not self.arms or len({arm.name for arm in self.arms}) != len(self.arms):
+            raise UserError("PilotData needs at least one arm and unique arm names")
+        sizes = {p.scores.size for arm in self.arms for run in arm.runs for p in run.points}
+        if len(sizes) != 1:
+            raise UserError(f"every evaluation must score the same shared prompts; got sizes {sorted(sizes)}")
+        for arm in self.arms:
+            if not arm.runs or len({run.seed for run in arm.runs}) != len(arm.runs):
+                raise UserError(f"arm {arm.name!r}: needs at least one run and unique seed ids")
+            for run in arm.runs:
+                if not any(p.flops == 0 for p in run.points):
+                    raise UserError(f"arm {arm.name!r}, seed {run.seed!r}: no step-0 evaluation (FLOPs = 0)")
+
+    @property
+    def n_prompts(self) -> int:
+        return int(self.arms[0].runs[0].points[0].scores.size)
