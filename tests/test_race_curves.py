@@ -21,8 +21,6 @@ from flopplan.race.bootstrap import (
     bootstrap_interval,
     p_best,
     paired_bootstrap,
-    pooled_gain_spread,
-    relative_seed_variance,
     temporal_holdout,
 )
 from flopplan.race.curves import (
@@ -37,6 +35,7 @@ from flopplan.race.curves import (
     synthetic_scores,
 )
 from flopplan.race.pilot_data import ArmPilots, EvalPoint, PilotData, SeedRun
+from flopplan.race.seed_pooling import SeedModeration, moderate
 
 F_PILOT = 1e20
 LADDER = np.concatenate([[0.0], F_PILOT * 2.0 ** np.arange(-5, 1)])  # step 0 + 6 points, F_pilot/32 .. F_pilot
@@ -307,27 +306,52 @@ def test_seed_factor_tracks_the_seed_variance():
     assert np.mean(np.square(quiet)) < 0.5 < 1.0 < np.mean(loud) < 1.25
 
 
+def _moderation(packs: list) -> list[SeedModeration]:
+    return moderate([p.relative_seed_variance() for p in packs])
+
+
 def test_an_arm_whose_seeds_agree_in_a_grid_whose_seeds_do_not_is_widened():
     """Seed variance pooled across the grid: three arms whose seeds spread (sd 0.15 on A) and one whose three seeds
-    agree (sd 0). The agreeing arm gets the most gain noise, the arm whose seeds spread most none, and the
-    agreeing arm's interval at 2 F_pilot is wider than when it is analysed alone, where there is nothing to pool.
-    Alike arms (sd 0.02) add little."""
+    agree (sd 0). The agreeing arm gets the most gain noise and the arm whose seeds spread most none (it is
+    narrowed instead); the agreeing arm's interval at 2 F_pilot is wider than when it is analysed alone, where
+    there is nothing to pool. Alike arms (sd 0.02) are moved little either way; ``none`` leaves every arm alone."""
     rng = np.random.default_rng(21)
     eta = rng.standard_normal(200)
     loud = [arm(rng, f"loud{i}", seed_sd=0.15, prompt_latent=eta) for i in range(3)]
     calm = arm(rng, "calm", seed_sd=0.0, prompt_latent=eta)
     packs = [_pack(a) for a in (*loud, calm)]
-    spread = pooled_gain_spread(packs)
-    loudest = int(np.argmax([relative_seed_variance(p) for p in packs]))
-    assert spread[loudest] == 0.0 and spread[3] == max(spread) > 0.2
+    mods = _moderation(packs)
+    loudest = int(np.argmax([p.relative_seed_variance() for p in packs]))
+    assert mods[loudest].tau == 0.0 and mods[loudest].scale < 1
+    assert mods[3].tau == max(m.tau for m in mods) > 0.2 and mods[3].scale == 1
     alone = paired_bootstrap(PilotData((calm,)), [2 * F_PILOT], n_replicates=200, rng=3)
     pooled = paired_bootstrap(PilotData((*loud, calm)), [2 * F_PILOT], n_replicates=200, rng=3)
     width = {r: r.predictions[-1].hi - r.predictions[-1].lo for r in (alone, pooled)}
     assert width[pooled] > 1.5 * width[alone]
     assert "calm" in pooled.method and "calm" not in alone.method
-    alike = [_pack(arm(rng, f"a{i}", prompt_latent=eta)) for i in range(4)]
-    assert max(pooled_gain_spread(alike)) < 0.1
-    assert pooled_gain_spread(packs[3:]) == [0.0]  # one arm: nothing to pool
+    alike = _moderation([_pack(arm(rng, f"a{i}", prompt_latent=eta)) for i in range(4)])
+    assert max(m.tau for m in alike) < 0.1 and min(m.scale for m in alike) > 0.7
+    assert _moderation(packs[3:]) == [SeedModeration()]  # one arm: nothing to pool
+    assert moderate([p.relative_seed_variance() for p in packs], "none") == [SeedModeration()] * 4
+
+
+def test_an_arm_whose_seeds_spread_more_than_the_grid_is_narrowed_not_dropped():
+    """The other direction: one arm whose seeds spread (sd 0.15 on A) among three whose seeds barely do (sd 0.02).
+    Moderated both ways its interval at 2 F_pilot narrows against widening only, but by less than half; its seed
+    variance is scaled to the moderated one: rho~^2 = (rho^2 + mean of the others) / 2."""
+    rng = np.random.default_rng(5)
+    eta = rng.standard_normal(200)
+    arms = (arm(rng, "loud", seed_sd=0.15, prompt_latent=eta),
+            *(arm(rng, f"calm{i}", seed_sd=0.02, prompt_latent=eta) for i in range(3)))
+    packs = [_pack(a) for a in arms]
+    rho = [p.relative_seed_variance() for p in packs]
+    loud = moderate(rho)[0]
+    assert loud.scale**2 * rho[0] == pytest.approx((rho[0] + np.mean(rho[1:])) / 2)
+    both, widen = (paired_bootstrap(PilotData(arms), [2 * F_PILOT], n_replicates=300, rng=9, seed_moderation=how)
+                   for how in ("both", "widen"))
+    width = {r: [p.hi - p.lo for p in r.predictions] for r in (both, widen)}
+    assert 0.5 * width[widen][0] < width[both][0] < 0.9 * width[widen][0]  # halfway: never below sqrt(1/2) x
+    assert "loud x" in both.method and "loud x" not in widen.method
 
 
 def _coverage(reps: int, n_replicates: int, seed: int) -> tuple[float, float]:

@@ -70,8 +70,9 @@ STATEMENT = ("RACE is a diagnostic pilot-grid protocol, not a guarantee of held-
              "cheap pilots, says which allocation they favour at the target budget and how sure the pilots make "
              "it, and checks itself (temporal holdout here; the validating run and the held-out target later). A "
              "recommendation is a hypothesis for the validating run to test.")
-COVERED = ("What the intervals cover: the seed-to-seed variation the pilots showed (raised halfway to the other "
-           "arms' where an arm's few seeds agree more than the grid's do) and the sampling of evaluation "
+COVERED = ("What the intervals cover: the seed-to-seed variation the pilots showed (moderated halfway toward the "
+           "other arms': raised where an arm's few seeds agree more than the grid's, lowered where they spread "
+           "more) and the sampling of evaluation "
            "prompts (the same prompt draws for every arm), propagated through a refit of every curve family per "
            "replicate; the disagreement between the families (ScaleRL's sigmoid, a saturating power law, a capped "
            "log-linear rise, a two-stage rise, a rise that can turn down), weighted by how well each predicted the "

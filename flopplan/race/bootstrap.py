@@ -26,13 +26,13 @@ One replicate (Efron & Tibshirani, "An Introduction to the Bootstrap", 1993, ch.
      mean. It needs seeds evaluated at aligned positions; an arm whose seeds differ in their number of points
      falls back to ``resample`` (recorded in :class:`ArmFit`). With S seeds the seed variance has S - 1 degrees of
      freedom: where it dominates, no bootstrap of 3 seeds reaches the nominal level.
-   * The grid's seeds inform each arm's (:func:`pooled_gain_spread`): an arm's seed variance per unit of squared
-     gain, rho^2, is moderated halfway toward the mean of the other arms' (an empirical-Bayes shrinkage of few-df
-     variances toward a common one, as Smyth 2004, Stat. Appl. Genet. Mol. Biol. 3:3, with the prior's weight equal
-     to the arm's own), and where that raises it, each slot's gain over R0 in a replicate is multiplied by
-     (1 + tau N(0, 1)), tau^2 the difference. Three seeds that happen to agree, in a grid whose other arms' seeds
-     spread (RL runs whose seeds take off or stall), no longer give a narrow interval; no arm is narrowed.
-     benchmarks/race_misspecification.py ``--stall`` measures it.
+   * The grid's seeds inform each arm's (:mod:`flopplan.race.seed_pooling`): an arm's seed variance per unit of
+     squared gain, rho^2, is moderated halfway toward the mean of the other arms' (an empirical-Bayes shrinkage of
+     few-df variances toward a common one, Smyth 2004). Where that raises it, each slot's gain over R0 in a
+     replicate is multiplied by (1 + tau N(0, 1)), tau^2 the difference: three seeds that happen to agree, in a
+     grid whose other arms' seeds spread (RL runs whose seeds take off or stall), no longer give a narrow
+     interval. Where it lowers it, c is scaled by sqrt(rho~^2 / rho^2). benchmarks/race_misspecification.py
+     ``--stall`` measures it.
 3. Pool: the fit points are every (slot, point), R0* the mean of the slots' step-0 values.
 4. Refit the arm's curve (:func:`flopplan.race.curves.fit_curve_batch`, the original fit's grids); predict at F.
 
@@ -63,6 +63,7 @@ from flopplan.errors import UserError
 from flopplan.race.curves import A_MAX, A_STEP, CurveFit, CurveFitBatch, default_grids, fit_curve_batch
 from flopplan.race.families import ArmSample
 from flopplan.race.pilot_data import ArmPilots, PilotData
+from flopplan.race.seed_pooling import Moderation, SeedModeration, moderate, relative_seed_variance, seed_moments
 
 FloatArray = NDArray[np.float64]
 Interval = Literal["percentile", "basic", "bc"]
@@ -112,17 +113,14 @@ class _Packed:
         counts = (idx[:, :, None] == np.arange(n_s)).sum(axis=1).astype(float)
         return y, counts[:, :, None] * self.valid[None], (counts * y0).sum(axis=1) / n_s
 
+    def relative_seed_variance(self) -> float | None:
+        """rho^2 (:func:`flopplan.race.seed_pooling.relative_seed_variance`); None for the ``resample`` scheme."""
+        return relative_seed_variance(self.scores, self.z0, self.dev) if self.scheme == "shrunk" else None
 
-def _seed_moments(scores: FloatArray, dev: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Per position of scores (S, P, Q), S >= 2, with seed deviations ``dev`` (S, P): the seed means' mean square
-    V_t = sum_s d_st^2 / (S - 1) and the evaluation noise's part of it, eps_t / Q, eps_t the seed x prompt
-    interaction mean square (module docstring); V_t - eps_t / Q estimates the seed variance."""
-    n_s, _, q = scores.shape
-    ybar = scores.mean(axis=2)
-    v = (dev**2).sum(axis=0) / (n_s - 1)
-    inter = scores - ybar[:, :, None] - scores.mean(axis=0)[None] + ybar.mean(axis=0)[None, :, None]
-    eps = (inter**2).sum(axis=(0, 2)) / ((n_s - 1) * (q - 1))
-    return v, eps / q
+    def moderated(self, how: SeedModeration, noise_rng: np.random.Generator, k: int) -> _Packed:
+        """This arm with its seed variance moderated (:mod:`flopplan.race.seed_pooling`) for k replicates."""
+        noise = how.tau * noise_rng.standard_normal((k, len(self.seeds))) if how.tau else None
+        return replace(self, c=self.c * how.scale, gain_noise=noise)
 
 
 def _shrink_factor(scores: FloatArray) -> tuple[FloatArray, float]:
@@ -133,38 +131,10 @@ def _shrink_factor(scores: FloatArray) -> tuple[FloatArray, float]:
     dev = ybar - ybar.mean(axis=0)
     if n_s < 2:
         return dev, 0.0
-    v, noise = _seed_moments(scores, dev)
+    v, noise = seed_moments(scores, dev)
     if v.sum() <= 0:
         return dev, 0.0
     return dev, float(np.sqrt(n_s / (n_s - 1) * np.maximum(v - noise, 0.0).sum() / v.sum()))
-
-
-def relative_seed_variance(pack: _Packed) -> float | None:
-    """The arm's seed variance per unit of squared gain: sum_t sigma2_seed,t / sum_t G_t^2 over its aligned positions
-    (sigma2_seed,t = V_t - eps_t / Q, :func:`_seed_moments`; G_t the seed mean's gain over R0); None where the
-    seeds do not align or the arm has not gained (sum_t G_t^2 below 0.05^2 per position)."""
-    n_s, n_p, _ = pack.scores.shape
-    if pack.scheme != "shrunk" or n_s < 2:
-        return None
-    gain = pack.scores.mean(axis=2).mean(axis=0) - pack.z0.mean()
-    if (gain**2).sum() < 0.05**2 * n_p:
-        return None
-    v, noise = _seed_moments(pack.scores, pack.dev)
-    return float(np.maximum(v - noise, 0.0).sum() / (gain**2).sum())
-
-
-def pooled_gain_spread(packs: list[_Packed]) -> list[float]:
-    """Per arm, the relative sd tau to add to each seed's gain so that its seed variance is moderated toward the
-    grid's: rho~^2 = (rho^2 + rho0^2) / 2, rho0^2 the mean over the other arms (prior and own estimate weighted
-    alike, as limma's moderated variances with d0 = d; Smyth 2004, Stat. Appl. Genet. Mol. Biol. 3:3);
-    tau^2 = max(0, rho~^2 - rho^2): an arm whose few seeds agree more than the grid's do is widened, none is
-    narrowed. Arms without a rho (:func:`relative_seed_variance`) get 0 and are left out of the others' mean."""
-    rho = [relative_seed_variance(p) for p in packs]
-    out = []
-    for i, r in enumerate(rho):
-        others = [x for j, x in enumerate(rho) if j != i and x is not None]
-        out.append(float(np.sqrt(max(0.0, (float(np.mean(others)) - r) / 2))) if r is not None and others else 0.0)
-    return out
 
 
 def _pack(arm: ArmPilots, drop_first: int = 0, scheme: str = "shrunk") -> _Packed:
@@ -352,12 +322,14 @@ def paired_bootstrap(data: PilotData, budgets: ArrayLike, *, n_replicates: int =
                      interval: Interval = "percentile", metric: Literal["reward", "gain"] = "reward",
                      seed_pairing: str = "auto", seed_scheme: str = "shrunk", pair_prompts: bool = True,
                      drop_first: int = 0, rng: np.random.Generator | int | None = None, a_step: float = A_STEP,
-                     a_max: float = A_MAX, refine_f_mid: bool = True) -> BootstrapResult:
+                     a_max: float = A_MAX, refine_f_mid: bool = True, seed_moderation: Moderation = "both"
+                     ) -> BootstrapResult:
     """The paired bootstrap of the module docstring: per arm and budget the predicted ``metric`` (``reward`` R, or
     ``gain`` R - R0), its interval and P(best). ``seed_scheme``: ``shrunk`` (default) or ``resample`` (the
     pigeonhole bootstrap, conservative). ``pair_prompts=False`` draws prompts independently per arm (an ablation:
     it ignores the shared prompt set). ``drop_first``: the first k positive-FLOP points of each seed are left out
-    of every fit. ``rng``: a numpy Generator or a seed."""
+    of every fit. ``rng``: a numpy Generator or a seed. ``seed_moderation``: how the grid's seeds inform each
+    arm's seed variance (:mod:`flopplan.race.seed_pooling`; ``widen`` and ``none`` are ablations)."""
     gen = np.random.default_rng(rng)
     f_budgets = np.atleast_1d(np.asarray(budgets, dtype=float))
     if f_budgets.ndim != 1 or np.any(f_budgets <= 0) or n_replicates < 10 or not 0 < level < 1:
@@ -367,11 +339,12 @@ def paired_bootstrap(data: PilotData, budgets: ArrayLike, *, n_replicates: int =
     q = data.n_prompts
     cq_shared = _prompt_weights(gen, q, n_replicates)
     draws = _seed_draws(gen, packs, n_replicates, pairing)
-    spread = pooled_gain_spread(packs)
-    if any(spread):
+    mods = moderate([p.relative_seed_variance() for p in packs], seed_moderation)
+    if any(m.tau for m in mods):
         noise_rng = np.random.default_rng(gen.integers(2**63))
-        packs = [replace(p, gain_noise=t * noise_rng.standard_normal((n_replicates, len(p.seeds)))) if t else p
-                 for p, t in zip(packs, spread, strict=True)]
+        packs = [p.moderated(m, noise_rng, n_replicates) for p, m in zip(packs, mods, strict=True)]
+    else:
+        packs = [replace(p, c=p.c * m.scale) for p, m in zip(packs, mods, strict=True)]
     points = np.empty((len(packs), f_budgets.size))
     reps = np.empty((len(packs), f_budgets.size, n_replicates))
     arms, samples = [], []
@@ -396,12 +369,19 @@ def paired_bootstrap(data: PilotData, budgets: ArrayLike, *, n_replicates: int =
               f"resampled with replacement ({pairing}, {'/'.join(schemes)}); ScaleRL refit per replicate; "
               f"{level:.0%} {interval} interval of the {metric}; P(best) = share of replicates with the highest "
               f"prediction"
-              + ("; each seed's gain x (1 + tau N(0, 1)) where an arm's seeds agree more than the grid's (seed "
-                 "variance moderated halfway to the other arms'): " + ", ".join(
-                     f"{a.name} tau {t:.3f}" for a, t in zip(data.arms, spread, strict=True) if t)
-                 if any(spread) else ""))
+              + _moderation_text(data, mods))
     return BootstrapResult(method, NOT_SHOWN, level, interval, metric, pairing, tuple(float(f) for f in f_budgets),
                            tuple(arms), preds, points, reps, tuple(samples))
+
+
+def _moderation_text(data: PilotData, mods: list[SeedModeration]) -> str:
+    widened = [f"{a.name} tau {m.tau:.3f}" for a, m in zip(data.arms, mods, strict=True) if m.tau]
+    narrowed = [f"{a.name} x {m.scale:.3f}" for a, m in zip(data.arms, mods, strict=True) if m.scale != 1]
+    if not widened and not narrowed:
+        return ""
+    return ("; each arm's seed variance moderated halfway to the other arms' (flopplan.race.seed_pooling): "
+            + "; ".join([*(["seed gains x (1 + tau N(0, 1)) for " + ", ".join(widened)] if widened else []),
+                         *(["seed deviations scaled for " + ", ".join(narrowed)] if narrowed else [])]))
 
 
 @dataclass(frozen=True)
