@@ -117,9 +117,10 @@ class _Packed:
         """rho^2 (:func:`flopplan.race.seed_pooling.relative_seed_variance`); None for the ``resample`` scheme."""
         return relative_seed_variance(self.scores, self.z0, self.dev) if self.scheme == "shrunk" else None
 
-    def moderated(self, how: SeedModeration, noise_rng: np.random.Generator, k: int) -> _Packed:
-        """This arm with its seed variance moderated (:mod:`flopplan.race.seed_pooling`) for k replicates."""
-        noise = how.tau * noise_rng.standard_normal((k, len(self.seeds))) if how.tau else None
+    def moderated(self, how: SeedModeration, noise_rng: np.random.Generator | None, k: int) -> _Packed:
+        """This arm with its seed variance moderated (:mod:`flopplan.race.seed_pooling`) for k replicates;
+        ``noise_rng`` draws the gain noise of a widened arm (None where no arm is widened)."""
+        noise = how.tau * noise_rng.standard_normal((k, len(self.seeds))) if how.tau and noise_rng is not None else None
         return replace(self, c=self.c * how.scale, gain_noise=noise)
 
 
@@ -340,11 +341,8 @@ def paired_bootstrap(data: PilotData, budgets: ArrayLike, *, n_replicates: int =
     cq_shared = _prompt_weights(gen, q, n_replicates)
     draws = _seed_draws(gen, packs, n_replicates, pairing)
     mods = moderate([p.relative_seed_variance() for p in packs], seed_moderation)
-    if any(m.tau for m in mods):
-        noise_rng = np.random.default_rng(gen.integers(2**63))
-        packs = [p.moderated(m, noise_rng, n_replicates) for p, m in zip(packs, mods, strict=True)]
-    else:
-        packs = [replace(p, c=p.c * m.scale) for p, m in zip(packs, mods, strict=True)]
+    noise_rng = np.random.default_rng(gen.integers(2**63)) if any(m.tau for m in mods) else None
+    packs = [p.moderated(m, noise_rng, n_replicates) for p, m in zip(packs, mods, strict=True)]
     points = np.empty((len(packs), f_budgets.size))
     reps = np.empty((len(packs), f_budgets.size, n_replicates))
     arms, samples = [], []
