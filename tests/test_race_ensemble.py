@@ -74,9 +74,10 @@ def test_disagreeing_families_widen_the_interval_and_identical_arms_stay_identic
 
 def test_the_mixture_is_the_replicates_before_the_stretch_beyond_the_pilots():
     """Within the pilots (no extrapolation) the calibrated replicates are the mixture's (clipped to [0, 1]); beyond
-    them the stretch widens the calibrated replicates about the point and leaves the mixture as it was."""
+    them the stretch widens the calibrated replicates about the point and leaves the mixture as it was. The last two
+    positions sit 0.03 above the line, beyond the draws' noise, so the held-out scores are not 0."""
     u = np.log(F / F[-1])
-    s = sample(0.5 + 0.04 * u, sd=0.01)
+    s = sample(0.5 + 0.04 * u + np.where(u > u[-3], 0.03, 0.0), sd=0.01)
     grid = np.array([1e-300, 5e19, 4e20])
     k = s.y.shape[0] - 1
     sl_points = np.array([[0.2, 0.47, 0.55]])
@@ -89,3 +90,22 @@ def test_the_mixture_is_the_replicates_before_the_stretch_beyond_the_pilots():
     # the stretch is about the point: the calibrated replicates keep the mixture's order
     order = np.argsort(out.mixtures[0, 2], kind="stable")
     assert np.array_equal(np.argsort(out.replicates[0, 2], kind="stable"), order)
+
+
+def test_a_held_out_miss_within_the_observation_noise_scores_zero():
+    """The calibration scores measure the error beyond the pilots, not the held-out means' own sampling noise (the
+    truth at the budget is a curve, not one more noisy observation): two arms with the same pilots miss their last
+    two positions by 0.01; where the draws put the held-out means' sd at about 0.03 that miss scores 0, where the
+    draws agree it scores its full size per unit of ln F."""
+    u = np.log(F / F[-1])
+    line = 0.5 + 0.04 * u
+    line[-2:] += 0.01
+    quiet, noisy = sample(line, k=200, sd=0.0), sample(line, k=200, sd=0.05)
+    grid = np.array([1e-300, 5e19, 4e20])
+    sl_points = np.tile(np.array([0.2, 0.48, 0.54]), (2, 1))
+    sl_reps = np.repeat(sl_points[:, :, None], 200, axis=2)
+    out = model_average([quiet, noisy], sl_points, sl_reps, grid, [1e20, 1e20], [2, 2], 0.9, np.random.default_rng(0))
+    calm, loud = out.fits
+    assert calm.holdout_noise < 1e-12 and loud.holdout_noise > 0.02
+    assert all(s > 0 for s in calm.scores) and loud.scores == (0.0, 0.0)
+    assert out.scale == max(calm.scores)  # 4 scores: the largest

@@ -15,8 +15,12 @@ Per arm (:func:`model_average`):
 3. The mixture: replicate j takes family m's replicate j for a share w_m of the replicates (largest remainder,
    slots shuffled once per target by its random stream); the point is the weighted mean of the families' points. So the
    interval holds both the sampling noise and the families' disagreement.
-4. Calibration: every arm of the target contributes scores |observed - model average| / ln(F_h / F_in) from step 2
-   (F_h the held-out FLOPs, F_in the largest refitted): the error per unit of log-extrapolation. Their split-
+4. Calibration: every arm of the target contributes scores sqrt(max((observed - model average)^2 - v, 0)) /
+   ln(F_h / F_in) from step 2 (F_h the held-out FLOPs, F_in the largest refitted, v the bootstrap variance of that
+   held-out observed mean): the error per unit of log-extrapolation beyond the observation's own noise. The truth
+   at the budget is the curve, not one more noisy observation, and the mixture's spread already holds the sampling
+   noise, so a miss the noise explains adds nothing (with |observed - model average| whole, two seeds and 100
+   prompts covered 0.98 where 3 seeds and 200 prompts covered 0.97: docs/results.md, round 18). Their split-
    conformal quantile q (the ceil((n + 1) level)-th smallest of n scores, the largest when that exceeds n) is the
    half-width, per unit of ln F, of what the pilots' own curves did beyond a fit: at ledger FLOPs B beyond the
    arm's pilots, e = q ln(B / F_max). It is added to the mixture's half-width h in quadrature (sqrt(h^2 + e^2):
@@ -138,7 +142,8 @@ def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None]) -> _Arm:
     hold[idx[-n_hold:]] = True
     f_hold, w_hold = sample.flops[:, hold], w0[:, hold]
     observed = seed_mean(sample.y[0][:, hold], w_hold)
-    tau2 = float(seed_mean(sample.y[1:, :, hold], sample.w[1:, :, hold]).var(axis=0).mean())
+    noise2 = seed_mean(sample.y[1:, :, hold], sample.w[1:, :, hold]).var(axis=0)  # (H,) per held-out position
+    tau2 = float(noise2.mean())
     inner = fit_families(ArmSample(sample.flops, sample.y[:1], sample.w[:1], sample.r0[:1]), keep)
     preds: dict[str, FloatArray] = {}
     for m in fitted:
@@ -160,7 +165,8 @@ def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None]) -> _Arm:
         avg = sum(weights[m] * p for m, p in preds.items()) / norm
         f_in = float(sample.flops[:, keep][w0[:, keep] > 0].max())
         dist = np.log(seed_mean(f_hold, w_hold) / f_in)
-        scores = [float(abs(e) / max(d, 1e-9)) for e, d in zip(observed - avg, dist, strict=True)]
+        beyond = np.sqrt(np.maximum((observed - avg) ** 2 - noise2, 0.0))
+        scores = [float(b / max(d, 1e-9)) for b, d in zip(beyond, dist, strict=True)]
     rmse: dict[str, float | None] = {m: (float(np.sqrt(mse[m])) if m in mse else None) for m in fitted}
     return _Arm(fits, weights, rmse, scores, n_hold, float(np.sqrt(tau2)))
 
@@ -245,7 +251,8 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
               "bootstrap draws, weights 1 / (held-out MSE + tau^2) from refits without the last 1-2 evaluation "
               f"positions; {level:.0%} percentile interval of the mixture, its half-width combined in quadrature "
               f"with the split-conformal q ln(B / largest pilot FLOPs), q = {scale:.4f} from {len(all_scores)} "
-              "held-out scores of the target's arms; for an arm whose last 4 positions bend up in ln F in >= "
+              "held-out scores of the target's arms (each the miss beyond its observed mean's bootstrap sd); "
+              "for an arm whose last 4 positions bend up in ln F in >= "
               f"{level:.0%} of the draws, the upper end beyond its pilots raised to the {1 - (1 - level) / 2:.0%} "
               "percentile of a power-of-F rise fitted to the same draws where that is higher")
     return EnsembleResult(points, reps, mixtures, tuple(records), scale, len(all_scores), method, tuple(accel))
