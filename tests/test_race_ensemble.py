@@ -93,10 +93,10 @@ def test_the_mixture_is_the_replicates_before_the_stretch_beyond_the_pilots():
 
 
 def test_a_held_out_miss_within_the_observation_noise_scores_zero():
-    """The calibration scores measure the error beyond the pilots, not the sampling noise of the held-out means and
-    of the refit that predicts them (the truth at the budget is a curve, not one more noisy observation): two arms
-    with the same pilots miss their last two positions by 0.01; where the draws put the held-out means' sd at about
-    0.03 that miss scores 0, where the draws agree it scores its full size per unit of ln F."""
+    """The calibration scores measure the error beyond the pilots, not the held-out means' own sampling noise (the
+    truth at the budget is a curve, not one more noisy observation): two arms with the same pilots miss their last
+    two positions by 0.01; where the draws put the held-out means' sd at about 0.03 that miss scores 0, where the
+    draws agree it scores its full size per unit of ln F."""
     u = np.log(F / F[-1])
     line = 0.5 + 0.04 * u
     line[-2:] += 0.01

@@ -16,12 +16,11 @@ Per arm (:func:`model_average`):
    slots shuffled once per target by its random stream); the point is the weighted mean of the families' points. So the
    interval holds both the sampling noise and the families' disagreement.
 4. Calibration: every arm of the target contributes scores sqrt(max((observed - model average)^2 - v, 0)) /
-   ln(F_h / F_in) from step 2 (F_h the held-out FLOPs, F_in the largest refitted, v the variance of that miss over
-   the paired bootstrap draws, every family refitted without the held-out positions on each draw): the error per
-   unit of log-extrapolation beyond the sampling noise of the observation and of the refit. The truth at the
-   budget is the curve, not one more noisy observation, and the mixture's spread already holds the sampling noise,
-   so a miss that noise explains adds nothing (with |observed - model average| whole, two seeds and 100 prompts
-   covered 0.98 where 3 seeds and 200 prompts covered 0.97: docs/results.md, round 18). Their split-
+   ln(F_h / F_in) from step 2 (F_h the held-out FLOPs, F_in the largest refitted, v the bootstrap variance of that
+   held-out observed mean): the error per unit of log-extrapolation beyond the observation's own noise. The truth
+   at the budget is the curve, not one more noisy observation, and the mixture's spread already holds the sampling
+   noise, so a miss the noise explains adds nothing (with |observed - model average| whole, two seeds and 100
+   prompts covered 0.98 where 3 seeds and 200 prompts covered 0.97: docs/results.md, round 18). Their split-
    conformal quantile q (the ceil((n + 1) level)-th smallest of n scores, the largest when that exceeds n) is the
    half-width, per unit of ln F, of what the pilots' own curves did beyond a fit: at ledger FLOPs B beyond the
    arm's pilots, e = q ln(B / F_max). It is added to the mixture's half-width h in quadrature (sqrt(h^2 + e^2):
@@ -117,17 +116,14 @@ def seed_mean(values: FloatArray, w: FloatArray) -> FloatArray:
 
 
 def _scalerl_predict(sample: ArmSample, keep: NDArray[np.bool_], flops: FloatArray) -> FloatArray | None:
-    """The ScaleRL fit on every row of ``sample`` at positions ``keep``, read at ``flops`` (rows, S, H); None if
-    unfittable."""
-    f, w0 = sample.flops[:, keep], sample.w[0][:, keep]
-    rows = sample.y.shape[0]
-    y, w = sample.y[:, :, keep].reshape(rows, -1), sample.w[:, :, keep].reshape(rows, -1)
+    """The ScaleRL fit on the original data at positions ``keep``, read at ``flops`` (S, H); None if unfittable."""
+    f, y, w = sample.flops[:, keep], sample.y[0][:, keep], sample.w[0][:, keep]
     try:
-        grids = default_grids(f[w0 > 0], float(sample.r0[0]))
-        batch = fit_curve_batch(np.log(f).ravel(), y, w, sample.r0, grids)
+        grids = default_grids(f[w > 0], float(sample.r0[0]))
+        batch = fit_curve_batch(np.log(f).ravel(), y.ravel()[None], w.ravel()[None], sample.r0[:1], grids)
     except (UserError, ArithmeticError, ValueError, np.linalg.LinAlgError):
         return None
-    return batch.predict(flops.ravel()).reshape(rows, *flops.shape)
+    return batch.predict(flops.ravel())[0].reshape(flops.shape)
 
 
 def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None]) -> _Arm:
@@ -146,27 +142,18 @@ def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None]) -> _Arm:
     hold[idx[-n_hold:]] = True
     f_hold, w_hold = sample.flops[:, hold], w0[:, hold]
     observed = seed_mean(sample.y[0][:, hold], w_hold)
-    w_all = sample.w[:, :, hold]
-    observed_draws = seed_mean(sample.y[1:, :, hold], w_all[1:])  # (k, H)
-    tau2 = float(observed_draws.var(axis=0).mean())
+    noise2 = seed_mean(sample.y[1:, :, hold], sample.w[1:, :, hold]).var(axis=0)  # (H,) per held-out position
+    tau2 = float(noise2.mean())
     inner = fit_families(ArmSample(sample.flops, sample.y[:1], sample.w[:1], sample.r0[:1]), keep)
-    inner_draws = fit_families(sample, keep)  # the same refits on every draw, for the residual's own noise
     preds: dict[str, FloatArray] = {}
-    draws: dict[str, FloatArray] = {}  # each family's held-out prediction per row (1 + k, H)
     for m in fitted:
         if m == SCALERL:
-            every = _scalerl_predict(sample, keep, f_hold)
-            p = None if every is None else every[0]
-            d = None if every is None else seed_mean(every, w_all)
+            p = _scalerl_predict(sample, keep, f_hold)
         else:
-            fit, fit_draws = inner.get(m), inner_draws.get(m)
+            fit = inner.get(m)
             p = None if fit is None else fit.predict(f_hold.ravel())[0].reshape(f_hold.shape)
-            d = None if fit_draws is None else seed_mean(
-                fit_draws.predict(f_hold.ravel()).reshape(-1, *f_hold.shape), w_all)
         if p is not None:
             preds[m] = seed_mean(p, w_hold)
-            # a family some draw cannot refit adds no spread of its own to the residual's noise
-            draws[m] = d if d is not None else np.broadcast_to(preds[m], (sample.y.shape[0], preds[m].size))
     mse = {m: float(np.mean((observed - p) ** 2)) for m, p in preds.items()}
     worst = max(mse.values(), default=0.0)
     raw = {m: 1.0 / (mse.get(m, worst) + tau2 + 1e-12) for m in fitted}
@@ -178,8 +165,6 @@ def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None]) -> _Arm:
         avg = sum(weights[m] * p for m, p in preds.items()) / norm
         f_in = float(sample.flops[:, keep][w0[:, keep] > 0].max())
         dist = np.log(seed_mean(f_hold, w_hold) / f_in)
-        avg_draws = np.asarray(sum(weights[m] * d for m, d in draws.items())) / norm
-        noise2 = (observed_draws - avg_draws[1:]).var(axis=0)  # the miss's own variance over the paired draws
         beyond = np.sqrt(np.maximum((observed - avg) ** 2 - noise2, 0.0))
         scores = [float(b / max(d, 1e-9)) for b, d in zip(beyond, dist, strict=True)]
     rmse: dict[str, float | None] = {m: (float(np.sqrt(mse[m])) if m in mse else None) for m in fitted}
@@ -266,7 +251,7 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
               "bootstrap draws, weights 1 / (held-out MSE + tau^2) from refits without the last 1-2 evaluation "
               f"positions; {level:.0%} percentile interval of the mixture, its half-width combined in quadrature "
               f"with the split-conformal q ln(B / largest pilot FLOPs), q = {scale:.4f} from {len(all_scores)} "
-              "held-out scores of the target's arms (each the miss beyond its own bootstrap sd); "
+              "held-out scores of the target's arms (each the miss beyond its observed mean's bootstrap sd); "
               "for an arm whose last 4 positions bend up in ln F in >= "
               f"{level:.0%} of the draws, the upper end beyond its pilots raised to the {1 - (1 - level) / 2:.0%} "
               "percentile of a power-of-F rise fitted to the same draws where that is higher")
