@@ -165,8 +165,8 @@ def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None]) -> _Arm:
         avg = sum(weights[m] * p for m, p in preds.items()) / norm
         f_in = float(sample.flops[:, keep][w0[:, keep] > 0].max())
         dist = np.log(seed_mean(f_hold, w_hold) / f_in)
-        beyond = np.sqrt(np.maximum((observed - avg) ** 2 - noise2, 0.0))
-        scores = [float(b / max(d, 1e-9)) for b, d in zip(beyond, dist, strict=True)]
+        beyond = np.sqrt(np.maximum((observed - avg) ** 2 - noise2, 0.0))  # the miss beyond the observation's noise
+        scores = (beyond / np.maximum(dist, 1e-9)).tolist()
     rmse: dict[str, float | None] = {m: (float(np.sqrt(mse[m])) if m in mse else None) for m in fitted}
     return _Arm(fits, weights, rmse, scores, n_hold, float(np.sqrt(tau2)))
 
