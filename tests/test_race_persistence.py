@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from flopplan.race.bootstrap import p_best
 from flopplan.race.families import ArmSample
 from flopplan.race.persistence import (
     HORIZON_SLACK,
@@ -15,10 +16,13 @@ from flopplan.race.persistence import (
     horizon_caveat,
     last_observed,
     p_best_if_stopped,
+    pooled_change,
     prompts_caveat,
     stated_p_best,
 )
 from flopplan.race.results import Recommendation
+
+STILL = np.zeros(2, dtype=bool)  # no arm of a two-arm pool accelerating
 
 
 def test_last_observed_reads_each_seed_slot_at_its_own_last_evaluation():
@@ -44,11 +48,11 @@ def test_the_stated_p_best_adds_the_change_still_to_come_to_the_level_seen():
     seen = np.stack([np.full(k, 0.6), np.full(k, 0.5)])  # arm 0 always seen best
     curves = np.stack([np.full(k, 0.6), np.full(k, 0.7)])  # the calibrated curves put arm 1 first at F
     late = np.stack([np.full(k, 0.02), np.full(k, 0.15)])  # arm 1 still rising: 0.65 against 0.62
-    stated, persist, by_curves = stated_p_best(curves, seen, late, np.array([True, True]))
+    stated, persist, by_curves = stated_p_best(curves, seen, late, np.array([True, True]), STILL)
     assert persist == pytest.approx([1.0, 0.0]) and by_curves == pytest.approx([0.0, 1.0])
     assert stated == pytest.approx([0.0, 1.0])
     early = np.stack([np.full(k, 0.02), np.full(k, 0.05)])  # arm 1 rises too little to catch up: 0.55 < 0.62
-    assert stated_p_best(curves, seen, early, np.array([True, True]))[0] == pytest.approx([1.0, 0.0])
+    assert stated_p_best(curves, seen, early, np.array([True, True]), STILL)[0] == pytest.approx([1.0, 0.0])
 
 
 def test_the_stated_p_best_is_the_share_of_paired_draws():
@@ -57,7 +61,7 @@ def test_the_stated_p_best_is_the_share_of_paired_draws():
     common = rng.normal(0.0, 0.05, k)  # the draws' prompt resampling moves both arms together
     seen = np.stack([0.50 + common + rng.normal(0, 0.01, k), 0.49 + common + rng.normal(0, 0.01, k)])
     change = np.stack([np.full(k, 0.05), np.full(k, 0.05)])
-    stated = stated_p_best(seen + change, seen, change, np.array([True, True]))[0]
+    stated = stated_p_best(seen + change, seen, change, np.array([True, True]), STILL)[0]
     # the paired difference is N(0.01, sqrt(2) x 0.01): P(arm 0 higher) = Phi(0.707) = 0.76
     assert stated[0] == pytest.approx(0.76, abs=0.03) and stated.sum() == pytest.approx(1.0)
 
@@ -67,7 +71,8 @@ def test_an_arm_not_seen_at_the_top_rung_gets_nothing_from_persistence_but_is_an
     seen = np.stack([np.full(k, 0.5), np.full(k, 0.55), np.full(k, 0.4)])  # arm 0's 0.5 was seen at a lower rung
     change = np.stack([np.full(k, 0.2), np.full(k, 0.05), np.full(k, 0.05)])  # it has most of its rise ahead
     curves = np.stack([np.full(k, 0.8), np.full(k, 0.6), np.full(k, 0.5)])
-    stated, persist, by_curves = stated_p_best(curves, seen, change, np.array([False, True, True]))
+    stated, persist, by_curves = stated_p_best(curves, seen, change, np.array([False, True, True]),
+                                               np.zeros(3, dtype=bool))
     assert persist == pytest.approx([0.0, 1.0, 0.0]) and by_curves == pytest.approx([1.0, 0.0, 0.0])
     assert stated == pytest.approx([1.0, 0.0, 0.0])
 
@@ -76,12 +81,65 @@ def test_an_arm_that_stops_at_its_largest_pilot_keeps_only_its_lead_there():
     k = 100
     seen = np.stack([np.full(k, 0.55), np.linspace(0.38, 0.42, k)])  # arm 0 leads at the largest pilot
     change = np.stack([np.full(k, 0.2), np.linspace(0.10, 0.20, k)])  # both climb; arm 0 stays ahead
-    assert stated_p_best(seen + change, seen, change, np.array([True, True]))[0] == pytest.approx([1.0, 0.0])
+    assert stated_p_best(seen + change, seen, change, np.array([True, True]), STILL)[0] == pytest.approx([1.0, 0.0])
     # stopped at 0.55, arm 0 is passed in the draws where arm 1 ends above it: 0.38-0.42 + 0.10-0.20
     passed = np.mean(seen[1] + change[1] > 0.55)
     assert p_best_if_stopped(seen, change, 0) == pytest.approx(1 - passed) and 0 < passed < 1
     assert p_best_if_stopped(seen, change, 1) == pytest.approx(0.0)  # arm 1 stopped at 0.38-0.42: never best
     assert change[0, 0] == 0.2  # the caller's array is left alone
+
+
+def draws_of(estimates: list[float], noise: float, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Bootstrap-like draws of each arm's change: centred on the arm's estimate, scattered by its noise."""
+    return np.array(estimates)[:, None] + rng.normal(0.0, noise, (len(estimates), k))
+
+
+def test_changes_the_draws_cannot_tell_apart_are_pooled_and_the_order_seen_decides():
+    rng = np.random.default_rng(5)
+    k = 400
+    change = draws_of([0.10, 0.11, 0.09], 0.03, k, rng)  # estimates within their noise of each other
+    pooled = pooled_change(change)
+    assert np.allclose(pooled, change.mean())  # no spread of true changes beyond the noise: fully pooled
+    seen = np.stack([np.full(k, 0.60), np.full(k, 0.58), np.full(k, 0.50)])
+    curves = seen + change
+    stated = stated_p_best(curves, seen, change, np.ones(3, dtype=bool), np.zeros(3, dtype=bool))[0]
+    assert stated == pytest.approx([1.0, 0.0, 0.0])
+    raw = stated_p_best(curves, seen, change, np.ones(3, dtype=bool), np.array([False, False, True]))[0]
+    assert raw == pytest.approx(p_best(seen + change)) and 0.5 < raw[0] < 0.9  # an arm accelerates: each its own
+
+
+def test_changes_far_apart_keep_their_own_and_shrinkage_keeps_order_and_centre():
+    rng = np.random.default_rng(6)
+    k = 400
+    apart = draws_of([0.0, 0.2, 0.4], 0.01, k, rng)
+    assert pooled_change(apart).mean(axis=1) == pytest.approx(apart.mean(axis=1), abs=1e-3)
+    close = draws_of([0.04, 0.10, 0.16], 0.03, k, rng)  # estimates apart by about twice their noise
+    before, after = close.mean(axis=1), pooled_change(close).mean(axis=1)
+    assert np.all(np.diff(after) > 0) and after.mean() == pytest.approx(before.mean(), abs=0.002)
+    assert np.all(np.abs(after - before.mean()) < np.abs(before - before.mean()))  # partly pooled
+    assert np.all(pooled_change(close).std(axis=1) < close.std(axis=1))  # and surer, as the posterior is
+
+
+def test_noise_every_arm_shares_does_not_pool_changes_that_differ():
+    rng = np.random.default_rng(7)
+    k = 400
+    shared = rng.normal(0.0, 0.05, k)  # the same prompts in every arm's draw move every change together
+    change = draws_of([0.10, 0.15], 0.005, k, rng) + shared
+    assert pooled_change(change).mean(axis=1) == pytest.approx(change.mean(axis=1), abs=0.002)
+    assert pooled_change(change[:1]) == pytest.approx(change[:1])  # one arm: nothing to pool
+
+
+def test_the_own_noise_of_two_arms_is_counted_whole():
+    # two arms, own noise sd 0.03 each, estimates 0.036 apart: var_i(m_i) = 0.036^2 / 2 = 0.00065 is within the
+    # noise v = 0.03^2 = 0.0009, so tau^2 = 0 and both are pooled. The variance of each arm's difference from the
+    # pair's mean is only half its noise (0.00045): read as the noise, it would leave tau^2 > 0 and pool neither.
+    rng = np.random.default_rng(8)
+    noise = rng.normal(0.0, 0.03, (2, 4000))
+    noise = (noise - noise.mean(axis=1, keepdims=True)) / noise.std(axis=1, ddof=1, keepdims=True) * 0.03
+    change = np.array([[0.100], [0.136]]) + noise
+    assert np.allclose(pooled_change(change), change.mean())
+    farther = np.array([[0.100], [0.160]]) + noise  # 0.06 apart: 0.0018 > 0.0009, partly pooled
+    assert np.all(np.diff(pooled_change(farther).mean(axis=1)) > 0)
 
 
 def _rec(arm: str | None = "a", p_best: float | None = 0.9, horizon: float = 50.0, mode: str = "fitted"

@@ -368,8 +368,9 @@ def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmS
     seen = np.stack([persistence.last_observed(samples[st.k])[1:] for st in pool])
     change = np.stack([ens.mixtures[st.k, at_cols[st.k]] - ens.mixtures[st.k, last_cols[st.k]] for st in pool])
     curves = np.stack([ens.replicates[st.k, at_cols[st.k]] for st in pool])
-    stated, persist, by_curves = persistence.stated_p_best(curves, seen, change,
-                                                           np.array([st.survived for st in pool]))
+    stated, persist, by_curves = persistence.stated_p_best(
+        curves, seen, change, np.array([st.survived for st in pool]),
+        np.array([ens.accelerations[st.k].accelerating for st in pool]))
     i = [st.info.name for st in pool].index(rec.arm)
     going_on = change.copy()
     for j, st in enumerate(pool):
