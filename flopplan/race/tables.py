@@ -76,6 +76,19 @@ def regret_table(rows: list[dict[str, Any]]) -> Table:
     return table
 
 
+def realized_table(rows: list[dict[str, Any]]) -> Table:
+    """benchmarks/race_regret.py: per validating run and target, what the run reached at F against the exhaustive
+    answer (one run: its seed's luck is in it; the arm's own exhaustive mean and one run's sd beside it)."""
+    table = Table("The validating run against the exhaustive answer",
+                  ["repetition", "target", "arm", "reached at F", "arm's exhaustive mean", "one run's sd",
+                   "exhaustive best", "best's mean", "regret of the run"])
+    for row in rows:
+        table.rows.append([str(row["repetition"]), row["target"], row["arm"], _r(row["reached"]),
+                           _r(row["arm_mean"]), "-" if row["seed_sd"] is None else f"{row['seed_sd']:.3f}",
+                           row["best"], _r(row["best_mean"]), _r(row["regret"])])
+    return table
+
+
 def arms_at_budget_table(analysis: RaceAnalysis, target: str) -> Table:
     """The paper table of one fitted target: per arm, its axes, parameters, split, how far it ran, and the
     prediction at F (reward, interval, P(best)) or why there is none."""
