@@ -65,14 +65,19 @@ def exhaustive(root: Path, race: RaceDesign, seeds: list[int], jobs: int) -> dic
     return values
 
 
+def exhaustive_best(by_arm: dict[str, list[float]]) -> tuple[dict[str, float], str]:
+    """Each arm's mean final accuracy over its exhaustive seeds, and the best arm (ties: the later name)."""
+    means = {a: float(np.mean(v)) for a, v in by_arm.items()}
+    return means, max(means, key=lambda a: (means[a], a))
+
+
 def rows_for(rep: int, analysis, values: dict[str, dict[str, list[float]]]) -> list[dict]:
     fitted = [r for r in analysis.recommendations if r.target in analysis.fitted_targets]
     arm = fitted[0].arm if fitted else None
     out = []
     for target, by_arm in values.items():
-        means = {a: float(np.mean(v)) for a, v in by_arm.items()}
+        means, best = exhaustive_best(by_arm)
         se = {a: float(np.std(v, ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0 for a, v in by_arm.items()}
-        best = max(means, key=lambda a: (means[a], a))
         noise = float(np.hypot(se[best], se[arm])) if arm is not None else se[best]
         rank = None if arm is None else 1 + sum(m > means[arm] for m in means.values())
         out.append({"repetition": rep, "target": target, "fitted": target in analysis.fitted_targets, "arm": arm,
@@ -90,8 +95,7 @@ def realized_rows(validations: list[dict], values: dict[str, dict[str, list[floa
     for v in validations:
         for check in v["checks"]:
             by_arm = values[check["target"]]
-            means = {a: float(np.mean(x)) for a, x in by_arm.items()}
-            best = max(means, key=lambda a: (means[a], a))
+            means, best = exhaustive_best(by_arm)
             runs = by_arm[v["arm"]]
             out.append({"repetition": v["repetition"], "target": check["target"], "arm": v["arm"],
                         "reached": check["observed"], "arm_mean": means[v["arm"]],
