@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from flopplan.race.ensemble import conformal_scale, model_average
-from flopplan.race.families import ALPHAS, FAMILIES, ArmSample, fit_families, fit_family
+from flopplan.race.families import ALPHAS, FALL_RATES, FAMILIES, ArmSample, fit_families, fit_family
 
 F = 1e20 * 2.0 ** np.arange(-6, 1)  # 7 evaluation positions up to 1e20
 
@@ -24,6 +24,7 @@ def sample(curve: np.ndarray, k: int = 20, sd: float = 0.0, seed: int = 0) -> Ar
     ("log-linear", lambda u: 0.5 + 0.05 * u),
     ("two-stage", lambda u: 0.5 + 0.01 * u + 0.08 * np.maximum(u + 1.386, 0)),
     ("turn-down", lambda u: 0.6 + 0.02 * u - 0.02 * u * u),
+    ("steep-fall", lambda u: 0.6 + 0.02 * u - 0.01 * np.exp(FALL_RATES[6] * u)),
 ])
 def test_each_family_recovers_its_own_shape(family, curve):
     u = np.log(F / F[-1])
@@ -36,14 +37,17 @@ def test_a_family_some_replicate_cannot_fit_is_left_out_for_the_arm():
     """A flat arm whose replicates fall (or bend up) in some draws: the families with a sign constraint are not
     fitted (not fitted on their bound, which would make them one-sided); a straight rise keeps them all."""
     flat = sample(np.full(F.size, 0.5), k=50, sd=0.02)
-    assert [m for m, fit in fit_families(flat).items() if fit is None] == ["power", "log-linear", "turn-down"]
+    assert [m for m, fit in fit_families(flat).items() if fit is None] == ["power", "log-linear", "turn-down",
+                                                                          "steep-fall"]
     rising = sample(0.5 + 0.02 * np.log(F / F[-1]), k=50, sd=0.0)
-    assert all(fit is not None for fit in fit_families(rising).values())
+    fits = fit_families(rising)
+    assert all(fits[m] is not None for m in FAMILIES) and fits["steep-fall"] is None  # not falling: not tried
 
 
 def test_a_family_needs_enough_positions():
     fits = fit_families(sample(np.linspace(0.3, 0.5, F.size)), keep=np.arange(F.size) < 4)
-    assert fits["two-stage"] is None and fits["log-linear"] is not None and set(fits) == set(FAMILIES)
+    assert fits["two-stage"] is None and fits["log-linear"] is not None
+    assert set(fits) == {*FAMILIES, "steep-fall"}
 
 
 def test_conformal_scale_is_the_finite_sample_quantile():

@@ -87,9 +87,10 @@ class Acceleration:
         return self.rise is not None
 
 
-def convex_share(sample: ArmSample) -> float | None:
-    """Step 1 of the module docstring: the share of the bootstrap draws (rows 1..) whose quadratic in ln F over
-    the last :data:`LAST_POSITIONS` distinct positions has c2 > 0; None with fewer than :data:`MIN_POSITIONS`."""
+def last_quadratic(sample: ArmSample) -> FloatArray | None:
+    """Per bootstrap draw (rows 1..), the coefficients (c0, c1, c2) (k, 3) of the quadratic in u = ln(F / F_ref)
+    (F_ref the largest FLOPs) fitted by weighted least squares to the points at the last :data:`LAST_POSITIONS`
+    distinct positions; None with fewer than :data:`MIN_POSITIONS`. c1 is the slope at the largest pilot (u = 0)."""
     valid = sample.w[0] > 0
     if not valid.any() or sample.y.shape[0] < 2:
         return None
@@ -104,7 +105,14 @@ def convex_share(sample: ArmSample) -> float | None:
     design = np.stack([np.ones_like(uu), uu, uu * uu], axis=-1)[None]
     k = sample.y.shape[0]
     coef, _ = weighted_lstsq(design, sample.y.reshape(k, -1)[1:, keep], sample.w.reshape(k, -1)[1:, keep])
-    return float(np.mean(coef[:, 0, 2] > 0))
+    return np.asarray(coef[:, 0], dtype=float)
+
+
+def convex_share(sample: ArmSample) -> float | None:
+    """Step 1 of the module docstring: the share of the bootstrap draws (rows 1..) whose quadratic in ln F over
+    the last :data:`LAST_POSITIONS` distinct positions has c2 > 0; None with fewer than :data:`MIN_POSITIONS`."""
+    coef = last_quadratic(sample)
+    return None if coef is None else float(np.mean(coef[:, 2] > 0))
 
 
 def fit_rise(sample: ArmSample) -> RiseFit | None:

@@ -5,7 +5,8 @@ Per arm (:func:`model_average`):
 
 1. Families: ScaleRL's sigmoid (:mod:`flopplan.race.curves`, its bootstrap replicates) and those of
    :mod:`flopplan.race.families`, each fitted to the same paired bootstrap draws (so replicate j of every arm and
-   family resamples the same prompts and seeds).
+   family resamples the same prompts and seeds); the steep-fall family only for an arm whose pilots already fall
+   (:mod:`flopplan.race.fall`).
 2. Leave the last points out: each family is refitted on the original data without its last evaluation positions
    (2 when the arm has >= 7 positions, 1 with 5 or 6, none with fewer) and predicts them (seed means at each seed's own
    FLOPs). Weight of family m: 1 / (MSE_m + tau^2), normalised, where MSE_m is its mean squared error on the held-out
@@ -41,13 +42,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from flopplan.errors import UserError
-from flopplan.race import acceleration
+from flopplan.race import acceleration, fall
 from flopplan.race.curves import default_grids, fit_curve_batch
-from flopplan.race.families import FAMILIES, ArmSample, FamilyFit, fit_families
+from flopplan.race.families import FALL_FAMILY, FAMILIES, ArmSample, FamilyFit, fit_families
 
 FloatArray = NDArray[np.float64]
 SCALERL = "scalerl"
-ALL_FAMILIES = (SCALERL, *FAMILIES)
+ALL_FAMILIES = (SCALERL, *FAMILIES, FALL_FAMILY)
 R0_BELOW = 1e-200  # grid columns at or below these FLOPs read R0 (the analysis reads R0* at 1e-300)
 
 
@@ -69,7 +70,9 @@ class EnsembleFit:
     ln F beyond the pilots, pooled over the target's arms), the model-averaged R at the target budget; the
     acceleration test (:mod:`flopplan.race.acceleration`): the share of bootstrap draws whose last positions bend
     up in ln F (None: too few positions, or not recorded), and for an accelerating arm the reach at the target
-    budget (the upper end its interval is raised to where it lies above it; None otherwise)."""
+    budget (the upper end its interval is raised to where it lies above it; None otherwise); the fall test
+    (:mod:`flopplan.race.fall`): the share of draws whose last positions fall at the largest pilot (None: too few
+    positions, or not recorded), the steep-fall family fitted where it reaches the level."""
 
     families: tuple[FamilyReading, ...]
     held_out: int
@@ -79,6 +82,7 @@ class EnsembleFit:
     predicted_at_budget: float
     convex_share: float | None = None
     reach_at_budget: float | None = None
+    fall_share: float | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,7 +130,7 @@ def _scalerl_predict(sample: ArmSample, keep: NDArray[np.bool_], flops: FloatArr
     return batch.predict(flops.ravel())[0].reshape(flops.shape)
 
 
-def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None]) -> _Arm:
+def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None], falling: bool) -> _Arm:
     """Step 2 of the module docstring for one arm (weights, held-out RMSE, calibration scores)."""
     w0 = sample.w[0]
     valid_pos = (w0 > 0).any(axis=0)
@@ -144,7 +148,7 @@ def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None]) -> _Arm:
     observed = seed_mean(sample.y[0][:, hold], w_hold)
     noise2 = seed_mean(sample.y[1:, :, hold], sample.w[1:, :, hold]).var(axis=0)  # (H,) per held-out position
     tau2 = float(noise2.mean())
-    inner = fit_families(ArmSample(sample.flops, sample.y[:1], sample.w[:1], sample.r0[:1]), keep)
+    inner = fit_families(ArmSample(sample.flops, sample.y[:1], sample.w[:1], sample.r0[:1]), keep, falling)
     preds: dict[str, FloatArray] = {}
     for m in fitted:
         if m == SCALERL:
@@ -199,12 +203,18 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
     arm's largest pilot FLOPs; ``target_col`` each arm's column of the target budget (for its record)."""
     arms = []
     accel = []
+    falls = []
     for sample in samples:
         try:
-            fits = fit_families(sample)
+            falls.append(fall.fall_share(sample))
         except (ArithmeticError, ValueError, np.linalg.LinAlgError):
-            fits = dict.fromkeys(FAMILIES)
-        arms.append(_holdout(sample, fits))
+            falls.append(None)
+        falling = fall.falling(falls[-1], level)
+        try:
+            fits = fit_families(sample, falling=falling)
+        except (ArithmeticError, ValueError, np.linalg.LinAlgError):
+            fits = dict.fromkeys(ALL_FAMILIES[1:])
+        arms.append(_holdout(sample, fits, falling))
         try:
             accel.append(acceleration.assess(sample, level))
         except (ArithmeticError, ValueError, np.linalg.LinAlgError):
@@ -246,9 +256,10 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
                                          float(pred[n][0, c]) if n in pred else None) for n in ALL_FAMILIES),
             held_out=a.n_hold, holdout_noise=a.tau, scores=tuple(a.scores), scale=scale,
             predicted_at_budget=float(point[c]), convex_share=accel[i].convex_share,
-            reach_at_budget=None if reach is None else float(reach[c])))
-    method = (f"model average of {len(ALL_FAMILIES)} curve families ({', '.join(ALL_FAMILIES)}) over the same paired "
-              "bootstrap draws, weights 1 / (held-out MSE + tau^2) from refits without the last 1-2 evaluation "
+            reach_at_budget=None if reach is None else float(reach[c]), fall_share=falls[i]))
+    method = (f"model average of {len(ALL_FAMILIES) - 1} curve families ({', '.join(ALL_FAMILIES[:-1])}), and "
+              f"{FALL_FAMILY} for an arm whose last 4 positions fall in >= {level:.0%} of the draws, over the same "
+              "paired bootstrap draws, weights 1 / (held-out MSE + tau^2) from refits without the last 1-2 evaluation "
               f"positions; {level:.0%} percentile interval of the mixture, its half-width combined in quadrature "
               f"with the split-conformal q ln(B / largest pilot FLOPs), q = {scale:.4f} from {len(all_scores)} "
               "held-out scores of the target's arms (each the miss beyond its observed mean's bootstrap sd); "

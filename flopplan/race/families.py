@@ -13,6 +13,11 @@ profiles A and F_mid). One matrix solve per (replicate, g): every replicate of e
   positions each side): a plateau then a second take-off, or a rise then a fall; extrapolated along the last piece.
 * ``turn-down``, a concave quadratic in ln F: R = c0 + c1 u + c2 u^2, c2 <= 0: a rise that bends over and can
   turn down.
+* ``steep-fall``, a fall that steepens in ln F: R = c0 + c1 u - c2 e^(g u), c2 >= 0, g on a geometric grid in
+  [0.5, 4] (:data:`FALL_RATES`). Fitted only for an arm whose pilots already fall (:mod:`flopplan.race.fall`: the
+  test, and why it is gated): the quadratic's slope changes at most linearly in ln F, while a reward model
+  over-optimised (Gao, Schulman and Hilton, arXiv 2210.10760: gold reward d (alpha - beta ln d) in the policy's
+  distance d) falls ever faster, and the other families extrapolated such a fall too gently.
 
 A family whose sign constraint some replicate breaks at every shape value is not fitted for the arm. Fitting that
 replicate on the bound instead (constrained least squares: a rising family on falling points is their mean) makes
@@ -36,8 +41,10 @@ from numpy.typing import NDArray
 from flopplan.errors import UserError
 
 FloatArray = NDArray[np.float64]
-FAMILIES = ("power", "log-linear", "two-stage", "turn-down")
-MIN_POSITIONS = {"power": 4, "log-linear": 3, "two-stage": 5, "turn-down": 4}
+FAMILIES = ("power", "log-linear", "two-stage", "turn-down")  # fitted for every arm
+FALL_FAMILY = "steep-fall"  # fitted only for an arm whose pilots fall
+MIN_POSITIONS = {"power": 4, "log-linear": 3, "two-stage": 5, "turn-down": 4, FALL_FAMILY: 4}
+FALL_RATES = np.geomspace(0.5, 4.0, 10)
 ALPHAS = np.geomspace(0.05, 3.0, 24)
 
 
@@ -71,17 +78,23 @@ def _quadratic(u: FloatArray, g: float) -> FloatArray:
     return np.stack([np.ones_like(u), u, u * u], axis=-1)
 
 
+def _steep_fall(u: FloatArray, g: float) -> FloatArray:
+    return np.stack([np.ones_like(u), u, -np.exp(g * u)], axis=-1)
+
+
 FEATURES: dict[str, Features] = {"power": _power, "log-linear": _capped, "two-stage": _two_stage,
-                                 "turn-down": _quadratic}
+                                 "turn-down": _quadratic, FALL_FAMILY: _steep_fall}
 # per family, (index, sign) of a coefficient whose sign is fixed: >= 0 for a rising curve, <= 0 for one that bends
 # over (a convex quadratic would extrapolate an early sigmoid's upswing; the two-stage family keeps late take-offs)
-SIGNED = {"power": (1, 1.0), "log-linear": (1, 1.0), "turn-down": (2, -1.0)}
+SIGNED = {"power": (1, 1.0), "log-linear": (1, 1.0), "turn-down": (2, -1.0), FALL_FAMILY: (2, 1.0)}
 
 
 def _grid(family: str, positions: FloatArray) -> FloatArray:
     """The shape values g tried for a family, from the distinct evaluation positions u (ascending)."""
     if family == "power":
         return ALPHAS
+    if family == FALL_FAMILY:
+        return FALL_RATES
     if family == "log-linear":
         return np.append(positions[1:-1], np.inf)
     if family == "two-stage":
@@ -136,7 +149,7 @@ def fit_family(family: str, flops: FloatArray, y: FloatArray, w: FloatArray, f_r
     """Fit ``family`` to k rows of points: ``flops`` (n,) > 0, ``y`` and ``w`` (k, n). None when the points hold
     too few distinct positions or no shape value gives a solvable, admissible fit."""
     if family not in FEATURES:
-        raise UserError(f"unknown curve family {family!r}; choose from {', '.join(FAMILIES)}")
+        raise UserError(f"unknown curve family {family!r}; choose from {', '.join(FEATURES)}")
     x = np.asarray(flops, dtype=float)
     yy, ww = np.atleast_2d(y), np.atleast_2d(w)
     u = np.log(x / f_ref)
@@ -161,15 +174,19 @@ def fit_family(family: str, flops: FloatArray, y: FloatArray, w: FloatArray, f_r
     return FamilyFit(family, float(f_ref), grid[best], coef[rows, best], np.maximum(sse[rows, best], 0.0))
 
 
-def fit_families(sample: ArmSample, keep: NDArray[np.bool_] | None = None) -> dict[str, FamilyFit | None]:
-    """Every family fitted to every row of ``sample`` on the positions ``keep`` (P,) (default all), F_ref the largest
-    kept FLOPs of the original data."""
+def fit_families(sample: ArmSample, keep: NDArray[np.bool_] | None = None, falling: bool = False
+                 ) -> dict[str, FamilyFit | None]:
+    """Every family of :data:`FAMILIES`, and :data:`FALL_FAMILY` when the arm is ``falling``, fitted to every row of
+    ``sample`` on the positions ``keep`` (P,) (default all), F_ref the largest kept FLOPs of the original data; a
+    family not fitted (or not tried) maps to None."""
+    names = (*FAMILIES, FALL_FAMILY)
     sel = np.ones(sample.flops.shape[1], dtype=bool) if keep is None else keep
     f = sample.flops[:, sel]
     k = sample.y.shape[0]
     y, w = sample.y[:, :, sel].reshape(k, -1), sample.w[:, :, sel].reshape(k, -1)
     valid = sample.w[0][:, sel] > 0
     if not valid.any():
-        return dict.fromkeys(FAMILIES)
+        return dict.fromkeys(names)
     f_ref = float(f[valid].max())
-    return {name: fit_family(name, f.ravel(), y, w, f_ref) for name in FAMILIES}
+    return {name: fit_family(name, f.ravel(), y, w, f_ref) if name in FAMILIES or falling else None
+            for name in names}

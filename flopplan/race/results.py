@@ -27,8 +27,8 @@ from flopplan.race.curves import CurveFit, EnvelopeCheck, PowerLawFit
 from flopplan.race.design import AXES
 from flopplan.race.ensemble import EnsembleFit
 
-RACE_VERSION = 5
-READABLE = (1, 2, 3, 4, RACE_VERSION)  # versions 1-4: upgraded on reading (flopplan.race.legacy)
+RACE_VERSION = 6
+READABLE = (1, 2, 3, 4, 5, RACE_VERSION)  # versions 1-5: upgraded on reading (flopplan.race.legacy)
 BUCKETS = ("rollout", "learning", "feedback")
 
 
