@@ -230,6 +230,20 @@ def test_a_p_best_far_beyond_the_pilots_says_it_was_not_checked_there(size_race)
     assert f"P(best) of {rec.p_best:.2f}" in caveat[0]
 
 
+def test_a_pool_with_an_arm_on_a_learned_reward_says_what_over_optimisation_would_hide(size_race):
+    """An arm trained on an orm: reward beside a rule-reward arm: the fitted recommendation's warnings name it
+    (over-optimisation after the largest pilot is in no pilot); the size race, with no reward axis, has none."""
+    rng = np.random.default_rng(3)
+    eta = rng.standard_normal(200)
+    pairs = [(info("rule", reward="rule"), pilots(rng, eta, "rule", a=0.5)),
+             (info("orm", reward="orm:tiny-rm"), pilots(rng, eta, "orm", a=0.8))]
+    t = analyze(race(pairs), n_replicates=REPS).target("math")
+    assert t.recommendation.mode == "fitted" and t.recommendation.p_best is not None
+    caveat = [w for w in t.warnings if "learned reward model" in w]
+    assert len(caveat) == 1 and caveat[0].startswith("orm: trained on a learned reward model")
+    assert not [w for w in size_race[1].target("math").warnings if "learned reward model" in w]
+
+
 def test_a_target_on_fewer_prompts_than_checked_says_so(size_race):
     """The intervals and P(best) were checked against simulated truths at 100-200 evaluation prompts per target: the
     same truths scored on 60 prompts carry one caveat naming the target and its count; on 200, none."""

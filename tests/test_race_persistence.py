@@ -15,12 +15,13 @@ from flopplan.race.persistence import (
     arms_caveat,
     horizon_caveat,
     last_observed,
+    learned_reward_caveat,
     p_best_if_stopped,
     pooled_change,
     prompts_caveat,
     stated_p_best,
 )
-from flopplan.race.results import Recommendation
+from flopplan.race.results import ArmInfo, Recommendation
 
 STILL = np.zeros(2, dtype=bool)  # no arm of a two-arm pool accelerating
 
@@ -169,3 +170,21 @@ def test_the_arms_caveat_starts_beyond_the_arms_the_analysis_was_checked_at():
     assert arms_caveat("math", 2) == [] and arms_caveat("math", MEASURED_ARMS) == []
     (line,) = arms_caveat("math", MEASURED_ARMS + 1)
     assert line.startswith(f"math: {MEASURED_ARMS + 1} arms") and "unchecked" in line
+
+
+def _arm(name: str, reward: str) -> ArmInfo:
+    return ArmInfo(name=name, axes={"reward": reward}, params=1000,
+                   split={"rollout": 0.5, "learning": 0.3, "feedback": 0.2})
+
+
+def test_the_learned_reward_caveat_names_the_pool_arms_trained_on_a_reward_model():
+    """Arms of the pool on an orm: or prm: reward are named; a rule reward, an arm outside the pool (eliminated,
+    not comparable) and a recommendation with no fitted P(best) get none."""
+    arms = [_arm("a", "rule"), _arm("b", "orm:tiny-rm"), _arm("c", "prm:Qwen/Qwen2.5-Math-PRM-7B"), _arm("d", "orm:x")]
+    (line,) = learned_reward_caveat(_rec(), arms, {"a", "b", "c"})
+    assert line.startswith("b, c: trained on a learned reward model") and "0.90" in line and "round 21" in line
+    assert learned_reward_caveat(_rec(), arms, {"a"}) == []
+    assert learned_reward_caveat(_rec(), [_arm("a", "rule"), _arm("e", "rule")], {"a", "e"}) == []
+    assert learned_reward_caveat(_rec(p_best=None), arms, {"a", "b"}) == []
+    assert learned_reward_caveat(_rec(mode="best observed"), arms, {"a", "b"}) == []
+

@@ -448,6 +448,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
     recommendation = pilot_cost(among, budget_flops=f_target, pilot_flops=inp.pilot_flops, spend=inp.pilot_spend,
                                 upfront=upfront, largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
     warnings += _climb_warnings(recommendation, at_f, curves, survived, if_stopped)
+    warnings += persistence.learned_reward_caveat(recommendation, inp.arms, _pool(recommendation, at_f, survived))
     warnings += persistence.horizon_caveat(recommendation)
     warnings += persistence.prompts_caveat(name, data.n_prompts)
     warnings += persistence.arms_caveat(name, len(inp.arms))

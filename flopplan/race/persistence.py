@@ -35,13 +35,15 @@ curves' (``p_best_curves``) are reported beside it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numpy.typing import NDArray
 
 from flopplan.race.bootstrap import p_best
 from flopplan.race.ensemble import seed_mean
 from flopplan.race.families import ArmSample
-from flopplan.race.results import Recommendation
+from flopplan.race.results import ArmInfo, Recommendation
 
 FloatArray = NDArray[np.float64]
 
@@ -170,3 +172,26 @@ def arms_caveat(target: str, n_arms: int) -> list[str]:
             "sigmoid rise, where the best-looking of many rivals looks better than it is; 0.28 too high on a "
             "straight rise in F that stops at a ceiling) and the 90 % intervals held the truth up to 98 % of the "
             "time (docs/results.md). Read them there as unchecked"]
+
+
+LEARNED_REWARDS = ("orm", "prm")  # the reward axis's kinds that are models (flopplan.recipe.RewardSystem)
+
+
+def learned_reward_caveat(rec: Recommendation, arms: Sequence[ArmInfo], pool: set[str]) -> list[str]:
+    """What a fitted recommendation's P(best) and intervals do not show when arms of its ``pool`` (the pick and the
+    finalists) are trained on a learned reward model (an ``orm:`` or ``prm:`` value on the reward axis) and may
+    over-optimise it: a policy trained against a reward model can see its true reward peak and fall while the
+    model's score keeps rising (Gao, Schulman and Hilton, arXiv 2210.10760). A fall the pilots show is carried on
+    (the steep-fall family, :mod:`flopplan.race.fall`); one that starts after the largest pilot is in no pilot.
+    On simulated over-optimisation (benchmarks/shapes_round20.py's ``overoptimised``, 200 repetitions at each of
+    two seeds; docs/results.md, round 21) the stated P(best) was 0.16 above how often the pick was the best
+    finalist and the 90 % intervals held the truth at F 80 % of the time."""
+    learned = [a.name for a in arms if a.name in pool
+               and str(a.axes.get("reward", "")).split(":")[0] in LEARNED_REWARDS]
+    if rec.mode != "fitted" or rec.arm is None or rec.p_best is None or not learned:
+        return []
+    return [f"{', '.join(learned)}: trained on a learned reward model, which a policy can over-optimise (its true "
+            "reward peaks, then falls: Gao et al., arXiv 2210.10760). A fall that starts after the largest pilot is "
+            f"in no pilot; on simulated over-optimisation a P(best) like this {rec.p_best:.2f} ran 0.16 above how "
+            "often the pick was best, and 90 % intervals held the truth 80 % of the time (docs/results.md, round 21)"]
+
