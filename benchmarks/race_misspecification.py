@@ -15,6 +15,7 @@ recommends an arm at F = 2 F_P (``--horizon H``: F = H F_P).
     python benchmarks/race_misspecification.py --arms 6 --seeds 2 --prompts 100   # the demo's grid geometry
     python benchmarks/race_misspecification.py --stall 0.5                    # seeds that take off or stall
     python benchmarks/race_misspecification.py --families --shape my_curves.py:hacked   # a shape of your own only
+    python benchmarks/race_misspecification.py --paired                       # compare two versions rep by rep
 
 The held-out shapes (``--holdout-families``: a Gompertz rise, a plateau then a late straight rise, a power law that
 hits a hard ceiling, a slow decline after a peak) were written before RACE's rules were tuned on the five families
@@ -497,6 +498,9 @@ def main() -> None:
     parser.add_argument("--stall", type=float, default=0.0, metavar="P",
                         help="seeds that stall: each arm's seeds stall with a chance U(0, P) and keep U(0, 0.3) of "
                              "its gain (default 0: none; STALL says more)")
+    parser.add_argument("--paired", action="store_true",
+                        help="each repetition its own random stream (default: one stream per family), so that two "
+                             "versions of the code see the same truths and pilots repetition by repetition")
     args = parser.parse_args()
     if not 0 <= args.stall <= 1:
         parser.error("--stall must be in [0, 1]")
@@ -521,7 +525,8 @@ def main() -> None:
           f"(halving {args.arms} -> {halving_keeps(args.arms)}, {room}), "
           f"F = {args.horizon:g} F_P; seeds' gain sd {args.gain_sd:g}, ln-F shift sd {args.flop_shift_sd:g}"
           + ("; each arm its own R0, U(0.05, 0.35)" if ARM_R0 else "")
-          + (f"; seeds stall with a chance U(0, {args.stall:g}) per arm" if args.stall else ""))
+          + (f"; seeds stall with a chance U(0, {args.stall:g}) per arm" if args.stall else "")
+          + ("; each repetition its own random stream (--paired)" if args.paired else ""))
     print(f"{'family':<10} {'err':>3} {'cover':>6} {'width':>6} {'P(b)':>6} {'right':>6} {'r_RACE':>7} {'r_naive':>7} "
           f"{'r_fit':>7} {'r_exh':>6} {'drop':>6} {'c.tell':>6} {'r_told':>7} {'kept':>5} {'accel':>5} {'P(b)c':>6} "
           f"{'P(b)s':>6}")
@@ -530,11 +535,15 @@ def main() -> None:
     for family in [*args.families, *held]:
         if family == (held or [None])[0]:
             print("# held-out families (not used to tune the rules)")
-        rng = np.random.default_rng([args.seed, list(GENERATORS).index(family)])
-        STALL.update(p=args.stall, rng=np.random.default_rng([args.seed, list(GENERATORS).index(family), 1]))
+        index = list(GENERATORS).index(family)
+        rng = np.random.default_rng([args.seed, index])
+        STALL.update(p=args.stall, rng=np.random.default_rng([args.seed, index, 1]))
         rows: list[dict[str, object]] = []
         start = time.perf_counter()
-        for _ in range(reps):
+        for rep in range(reps):
+            if args.paired:  # a repetition that draws more or fewer numbers (another promotion) moves no other one
+                rng = np.random.default_rng([args.seed, index, 2, rep])
+                STALL.update(rng=np.random.default_rng([args.seed, index, 3, rep]))
             try:
                 rows.append(repetition(family, rng, args.promotion, boot, args.room, args.horizon * F_P))
             except Exception as exc:  # an analysis error is a finding, counted and printed
