@@ -183,15 +183,16 @@ def learned_reward_caveat(rec: Recommendation, arms: Sequence[ArmInfo], pool: se
     over-optimise it: a policy trained against a reward model can see its true reward peak and fall while the
     model's score keeps rising (Gao, Schulman and Hilton, arXiv 2210.10760). A fall the pilots show is carried on
     (the steep-fall family, :mod:`flopplan.race.fall`); one that starts after the largest pilot is in no pilot.
-    On simulated over-optimisation (benchmarks/shapes_round20.py's ``overoptimised``, 200 repetitions at each of
-    two seeds; docs/results.md, round 21) the stated P(best) was 0.16 above how often the pick was the best
-    finalist and the 90 % intervals held the truth at F 80 % of the time."""
+    On simulated over-optimisation (benchmarks/shapes_round20.py's ``overoptimised``, four samples of 200
+    repetitions; docs/results.md, round 21) the stated P(best) was 0.12-0.22 above how often the pick was the best
+    finalist and the 90 % intervals held the truth at F 76-82 % of the time."""
     learned = [a.name for a in arms if a.name in pool
                and str(a.axes.get("reward", "")).split(":")[0] in LEARNED_REWARDS]
     if rec.mode != "fitted" or rec.arm is None or rec.p_best is None or not learned:
         return []
     return [f"{', '.join(learned)}: trained on a learned reward model, which a policy can over-optimise (its true "
             "reward peaks, then falls: Gao et al., arXiv 2210.10760). A fall that starts after the largest pilot is "
-            f"in no pilot; on simulated over-optimisation a P(best) like this {rec.p_best:.2f} ran 0.16 above how "
-            "often the pick was best, and 90 % intervals held the truth 80 % of the time (docs/results.md, round 21)"]
+            f"in no pilot; on simulated over-optimisation a P(best) like this {rec.p_best:.2f} ran 0.12-0.22 above "
+            "how often the pick was best, and 90 % intervals held the truth 76-82 % of the time (docs/results.md, "
+            "round 21)"]
 
