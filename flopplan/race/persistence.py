@@ -192,7 +192,7 @@ def learned_reward_caveat(rec: Recommendation, arms: Sequence[ArmInfo], pool: se
         return []
     return [f"{', '.join(learned)}: trained on a learned reward model, which a policy can over-optimise (its true "
             "reward peaks, then falls: Gao et al., arXiv 2210.10760). A fall that starts after the largest pilot is "
-            f"in no pilot; on simulated over-optimisation a P(best) like this {rec.p_best:.2f} ran 0.12-0.22 above "
-            "how often the pick was best, and 90 % intervals held the truth 76-82 % of the time (docs/results.md, "
-            "round 21)"]
+            f"in no pilot. On simulated over-optimisation the stated P(best) (here {rec.p_best:.2f}) ran 0.12-0.22 "
+            "above how often the pick was best, and 90 % intervals held the truth 76-82 % of the time "
+            "(docs/results.md, round 21)"]
 
