@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from flopplan.race import fall
+from flopplan.race.acceleration import last_quadratic
 from flopplan.race.ensemble import model_average
 from flopplan.race.families import ArmSample
 
@@ -22,17 +23,22 @@ def sample(curve: np.ndarray, k: int = 100, sd: float = 0.0, seed: int = 0, flop
     return ArmSample(np.tile(flops, (3, 1)), y, np.ones_like(y), np.full(1 + k, 0.2))
 
 
+def share(s: ArmSample) -> float | None:
+    """The fall test's share on an arm's draws (the quadratic the acceleration test fits)."""
+    return fall.fall_share(last_quadratic(s))
+
+
 def over_optimised(u: np.ndarray) -> np.ndarray:
     """A rise whose fall steepens: the slope at the largest pilot (u = 0) is 0.03 - 0.075 < 0."""
     return 0.6 + 0.03 * u - 0.05 * np.exp(1.5 * u)
 
 
 def test_the_fall_test_fires_on_a_fall_and_not_on_a_rise_or_a_plateau():
-    assert fall.fall_share(sample(over_optimised(U), sd=0.005)) >= 0.9
-    assert fall.fall_share(sample(0.5 + 0.02 * U, sd=0.005)) <= 0.1
-    flat = fall.fall_share(sample(np.full(F.size, 0.5), sd=0.02))
+    assert share(sample(over_optimised(U), sd=0.005)) >= 0.9
+    assert share(sample(0.5 + 0.02 * U, sd=0.005)) <= 0.1
+    flat = share(sample(np.full(F.size, 0.5), sd=0.02))
     assert flat is not None and 0.2 <= flat <= 0.8 and not fall.falling(flat, 0.9)  # within the noise: a coin flip
-    assert fall.fall_share(sample(over_optimised(U[:3]), flops=F[:3])) is None  # 3 positions: no test
+    assert share(sample(over_optimised(U[:3]), flops=F[:3])) is None  # 3 positions: no test
     assert not fall.falling(None, 0.9) and fall.falling(0.95, 0.9)
 
 

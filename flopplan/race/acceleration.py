@@ -77,10 +77,12 @@ class RiseFit:
 class Acceleration:
     """An arm's test and reach: ``convex_share`` the share of bootstrap draws whose quadratic in ln F over the
     last positions bends up (None: too few positions to test), ``rise`` the accelerating curve's fits (None: the
-    share is below the level, or there is no share)."""
+    share is below the level, or there is no share), and ``quadratic`` that quadratic's coefficients per draw
+    (:func:`last_quadratic`; None: no test), which the fall test (:mod:`flopplan.race.fall`) reads too."""
 
     convex_share: float | None
     rise: RiseFit | None
+    quadratic: FloatArray | None = None
 
     @property
     def accelerating(self) -> bool:
@@ -111,8 +113,11 @@ def last_quadratic(sample: ArmSample) -> FloatArray | None:
 def convex_share(sample: ArmSample) -> float | None:
     """Step 1 of the module docstring: the share of the bootstrap draws (rows 1..) whose quadratic in ln F over
     the last :data:`LAST_POSITIONS` distinct positions has c2 > 0; None with fewer than :data:`MIN_POSITIONS`."""
-    coef = last_quadratic(sample)
-    return None if coef is None else float(np.mean(coef[:, 2] > 0))
+    return _convex(last_quadratic(sample))
+
+
+def _convex(quadratic: FloatArray | None) -> float | None:
+    return None if quadratic is None else float(np.mean(quadratic[:, 2] > 0))
 
 
 def fit_rise(sample: ArmSample) -> RiseFit | None:
@@ -138,8 +143,9 @@ def fit_rise(sample: ArmSample) -> RiseFit | None:
 
 def assess(sample: ArmSample, level: float) -> Acceleration:
     """The module's test and, for an accelerating arm, its rise fitted to every draw."""
-    share = convex_share(sample)
-    return Acceleration(share, fit_rise(sample) if share is not None and share >= level else None)
+    quadratic = last_quadratic(sample)
+    share = _convex(quadratic)
+    return Acceleration(share, fit_rise(sample) if share is not None and share >= level else None, quadratic)
 
 
 def reach(acc: Acceleration, flops: FloatArray, level: float) -> FloatArray | None:

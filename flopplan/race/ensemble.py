@@ -44,11 +44,11 @@ from numpy.typing import NDArray
 from flopplan.errors import UserError
 from flopplan.race import acceleration, fall
 from flopplan.race.curves import default_grids, fit_curve_batch
-from flopplan.race.families import FALL_FAMILY, FAMILIES, ArmSample, FamilyFit, fit_families
+from flopplan.race.families import EVERY_FAMILY, FALL_FAMILY, FAMILIES, ArmSample, FamilyFit, fit_families
 
 FloatArray = NDArray[np.float64]
 SCALERL = "scalerl"
-ALL_FAMILIES = (SCALERL, *FAMILIES, FALL_FAMILY)
+ALL_FAMILIES = (SCALERL, *EVERY_FAMILY)
 R0_BELOW = 1e-200  # grid columns at or below these FLOPs read R0 (the analysis reads R0* at 1e-300)
 
 
@@ -206,19 +206,16 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
     falls = []
     for sample in samples:
         try:
-            falls.append(fall.fall_share(sample))
+            accel.append(acceleration.assess(sample, level))
         except (ArithmeticError, ValueError, np.linalg.LinAlgError):
-            falls.append(None)
+            accel.append(acceleration.Acceleration(None, None))
+        falls.append(fall.fall_share(accel[-1].quadratic))  # the same quadratic as the acceleration test's
         falling = fall.falling(falls[-1], level)
         try:
             fits = fit_families(sample, falling=falling)
         except (ArithmeticError, ValueError, np.linalg.LinAlgError):
-            fits = dict.fromkeys(ALL_FAMILIES[1:])
+            fits = dict.fromkeys(EVERY_FAMILY)
         arms.append(_holdout(sample, fits, falling))
-        try:
-            accel.append(acceleration.assess(sample, level))
-        except (ArithmeticError, ValueError, np.linalg.LinAlgError):
-            accel.append(acceleration.Acceleration(None, None))
     all_scores = [s for a in arms for s in a.scores]
     scale = conformal_scale(all_scores, level)
     n_arms, m, k = scalerl_reps.shape
@@ -257,7 +254,7 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
             held_out=a.n_hold, holdout_noise=a.tau, scores=tuple(a.scores), scale=scale,
             predicted_at_budget=float(point[c]), convex_share=accel[i].convex_share,
             reach_at_budget=None if reach is None else float(reach[c]), fall_share=falls[i]))
-    method = (f"model average of {len(ALL_FAMILIES) - 1} curve families ({', '.join(ALL_FAMILIES[:-1])}), and "
+    method = (f"model average of {len(FAMILIES) + 1} curve families ({', '.join((SCALERL, *FAMILIES))}), and "
               f"{FALL_FAMILY} for an arm whose last 4 positions fall in >= {level:.0%} of the draws, over the same "
               "paired bootstrap draws, weights 1 / (held-out MSE + tau^2) from refits without the last 1-2 evaluation "
               f"positions; {level:.0%} percentile interval of the mixture, its half-width combined in quadrature "

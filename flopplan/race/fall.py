@@ -23,16 +23,15 @@ What it does not see: a fall that starts after the largest pilot. No test on the
 from __future__ import annotations
 
 import numpy as np
-
-from flopplan.race.acceleration import last_quadratic
-from flopplan.race.families import ArmSample
+from numpy.typing import NDArray
 
 
-def fall_share(sample: ArmSample) -> float | None:
-    """The share of the bootstrap draws (rows 1..) whose quadratic in ln F over the last four distinct positions
-    falls at the largest pilot (slope < 0 there); None with too few positions to test."""
-    coef = last_quadratic(sample)
-    return None if coef is None else float(np.mean(coef[:, 1] < 0))
+def fall_share(quadratic: NDArray[np.float64] | None) -> float | None:
+    """The share of the bootstrap draws whose quadratic in ln F over the last four distinct positions falls at the
+    largest pilot (slope c1 < 0 at u = 0), from the coefficients :func:`flopplan.race.acceleration.last_quadratic`
+    fits (the acceleration test's, :attr:`~flopplan.race.acceleration.Acceleration.quadratic`); None with too few
+    positions to test."""
+    return None if quadratic is None else float(np.mean(quadratic[:, 1] < 0))
 
 
 def falling(share: float | None, level: float) -> bool:

@@ -43,6 +43,7 @@ from flopplan.errors import UserError
 FloatArray = NDArray[np.float64]
 FAMILIES = ("power", "log-linear", "two-stage", "turn-down")  # fitted for every arm
 FALL_FAMILY = "steep-fall"  # fitted only for an arm whose pilots fall
+EVERY_FAMILY = (*FAMILIES, FALL_FAMILY)
 MIN_POSITIONS = {"power": 4, "log-linear": 3, "two-stage": 5, "turn-down": 4, FALL_FAMILY: 4}
 FALL_RATES = np.geomspace(0.5, 4.0, 10)
 ALPHAS = np.geomspace(0.05, 3.0, 24)
@@ -179,14 +180,13 @@ def fit_families(sample: ArmSample, keep: NDArray[np.bool_] | None = None, falli
     """Every family of :data:`FAMILIES`, and :data:`FALL_FAMILY` when the arm is ``falling``, fitted to every row of
     ``sample`` on the positions ``keep`` (P,) (default all), F_ref the largest kept FLOPs of the original data; a
     family not fitted (or not tried) maps to None."""
-    names = (*FAMILIES, FALL_FAMILY)
     sel = np.ones(sample.flops.shape[1], dtype=bool) if keep is None else keep
     f = sample.flops[:, sel]
     k = sample.y.shape[0]
     y, w = sample.y[:, :, sel].reshape(k, -1), sample.w[:, :, sel].reshape(k, -1)
     valid = sample.w[0][:, sel] > 0
     if not valid.any():
-        return dict.fromkeys(names)
+        return dict.fromkeys(EVERY_FAMILY)
     f_ref = float(f[valid].max())
     return {name: fit_family(name, f.ravel(), y, w, f_ref) if name in FAMILIES or falling else None
-            for name in names}
+            for name in EVERY_FAMILY}

@@ -195,4 +195,3 @@ def learned_reward_caveat(rec: Recommendation, arms: Sequence[ArmInfo], pool: se
             f"in no pilot. On simulated over-optimisation the stated P(best) (here {rec.p_best:.2f}) ran 0.12-0.22 "
             "above how often the pick was best, and 90 % intervals held the truth 76-82 % of the time "
             "(docs/results.md, round 21)"]
-
