@@ -40,10 +40,12 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from flopplan.errors import UserError
 from flopplan.race.bootstrap import p_best
 from flopplan.race.ensemble import seed_mean
 from flopplan.race.families import ArmSample
 from flopplan.race.results import ArmInfo, Recommendation
+from flopplan.recipe import RewardSystem
 
 FloatArray = NDArray[np.float64]
 
@@ -174,7 +176,13 @@ def arms_caveat(target: str, n_arms: int) -> list[str]:
             "time (docs/results.md). Read them there as unchecked"]
 
 
-LEARNED_REWARDS = ("orm", "prm")  # the reward axis's kinds that are models (flopplan.recipe.RewardSystem)
+def _learned(reward: object) -> bool:
+    """Whether a reward axis value names a reward model (:class:`flopplan.recipe.RewardSystem`: ``orm:`` and
+    ``prm:`` carry one, ``rule`` none); a value it cannot read is not one."""
+    try:
+        return RewardSystem.parse(str(reward)).model is not None
+    except UserError:
+        return False
 
 
 def learned_reward_caveat(rec: Recommendation, arms: Sequence[ArmInfo], pool: set[str]) -> list[str]:
@@ -186,8 +194,7 @@ def learned_reward_caveat(rec: Recommendation, arms: Sequence[ArmInfo], pool: se
     On simulated over-optimisation (benchmarks/shapes_round20.py's ``overoptimised``, four samples of 200
     repetitions; docs/results.md, round 21) the stated P(best) was 0.12-0.22 above how often the pick was the best
     finalist and the 90 % intervals held the truth at F 76-82 % of the time."""
-    learned = [a.name for a in arms if a.name in pool
-               and str(a.axes.get("reward", "")).split(":")[0] in LEARNED_REWARDS]
+    learned = [a.name for a in arms if a.name in pool and _learned(a.axes.get("reward", "rule"))]
     if rec.mode != "fitted" or rec.arm is None or rec.p_best is None or not learned:
         return []
     return [f"{', '.join(learned)}: trained on a learned reward model, which a policy can over-optimise (its true "
