@@ -242,6 +242,11 @@ def test_a_pool_with_an_arm_on_a_learned_reward_says_what_over_optimisation_woul
     caveat = [w for w in t.warnings if "learned reward model" in w]
     assert len(caveat) == 1 and caveat[0].startswith("orm: trained on a learned reward model")
     assert not [w for w in size_race[1].target("math").warnings if "learned reward model" in w]
+    # a script's pilots that trained on a reward model the design calls "rule" (their ledgers say so)
+    pairs[1] = (info("orm", reward="rule"), pairs[1][1])
+    assert not [w for w in analyze(race(pairs), n_replicates=REPS).target("math").warnings if "learned reward" in w]
+    scripted = analyze(replace(race(pairs), trained_rewards={"orm": "orm:my-rm"}), n_replicates=REPS).target("math")
+    assert [w for w in scripted.warnings if w.startswith("orm: trained on a learned reward model")]
 
 
 def test_a_target_on_fewer_prompts_than_checked_says_so(size_race):

@@ -188,3 +188,14 @@ def test_the_learned_reward_caveat_names_the_pool_arms_trained_on_a_reward_model
     assert learned_reward_caveat(_rec(p_best=None), arms, {"a", "b"}) == []
     assert learned_reward_caveat(_rec(mode="best observed"), arms, {"a", "b"}) == []
 
+
+def test_the_learned_reward_caveat_reads_the_reward_the_pilots_trained_on():
+    """A design's rule arm whose pilots' ledgers recorded a reward model (a user's script that loads one) is named;
+    a recorded rule, or a recorded model outside the pool, is not."""
+    arms = [_arm("a", "rule"), _arm("b", "rule")]
+    assert learned_reward_caveat(_rec(), arms, {"a", "b"}) == []
+    (line,) = learned_reward_caveat(_rec(), arms, {"a", "b"}, {"b": "orm:/run/flopplan/reward"})
+    assert line.startswith("b: trained on a learned reward model")
+    assert learned_reward_caveat(_rec(), arms, {"a", "b"}, {"b": "rule"}) == []
+    assert learned_reward_caveat(_rec(), arms, {"a"}, {"b": "orm:x"}) == []
+

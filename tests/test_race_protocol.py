@@ -397,6 +397,24 @@ def test_a_corrupted_pilot_summary_is_one_line_and_loses_nothing(races, tmp_path
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("race")
+def test_the_analysis_input_carries_a_reward_the_pilots_trained_on_that_the_design_does_not_name(races, tmp_path):
+    """A pilot's ledger records the reward its trainer held (a user's script may load a reward model in its
+    ``reward_funcs`` under a design that says ``rule``): the analysis's input carries it for the learned-reward
+    caveat; where every ledger agrees with the design, nothing."""
+    straight, _, _ = races
+    design = RaceDesign.load(straight)
+    assert race_input(design, straight).trained_rewards == {}
+    copy = tmp_path / "copy"
+    shutil.copytree(straight, copy)
+    arm = next(a for a in design.arms if a.axes["reward"] == "rule")
+    summary = pilot_folder(copy, arm.name, design.seeds[-1]) / "summary.json"
+    data = json.loads(summary.read_text())
+    summary.write_text(json.dumps({**data, "reward": "orm:tiny-rm"}))
+    assert race_input(design, copy).trained_rewards == {arm.name: "orm:tiny-rm"}
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("race")
 def test_an_arm_short_of_its_first_rung_or_a_damaged_evaluation_log_is_one_line(races, tmp_path):
     """An arm whose pilots are missing (or a shard still running) would be passed over without a word; a damaged
     line with lines after it is no kill's doing and would drop points from the analysis."""

@@ -110,6 +110,8 @@ def test_a_users_script_is_metered_exactly(tiny, tmp_path):
     assert sum(blind) > 0  # named, not dropped
     full = _summary(runs["sdpa, full, plain, reward model"])
     assert full["flops"]["feedback"] > 0 and full["phases"]["eval.reward"]["executed"] > 0
+    # the ledger names the reward the trainer held (RACE's learned-reward caveat reads it from a script's pilots)
+    assert full["reward"].startswith("orm:") and _summary(runs["sdpa, LoRA, chat"])["reward"] == "rule"
     _tensorboard_has_the_ledger(tmp_path / "0" / "trl", _summary(runs["eager, LoRA, chat"]))
 
 

@@ -71,14 +71,13 @@ STATEMENT = ("RACE is a diagnostic pilot-grid protocol, not a guarantee of held-
              "it, and checks itself (temporal holdout here; the validating run and the held-out target later). A "
              "recommendation is a hypothesis for the validating run to test.")
 COVERED = ("What the intervals cover: the seed-to-seed variation the pilots showed (moderated halfway toward the "
-           "other arms': raised where an arm's few seeds agree more than the grid's, lowered where they spread "
-           "more) and the sampling of evaluation "
-           "prompts (the same prompt draws for every arm), propagated through a refit of every curve family per "
-           "replicate; the disagreement between the families (ScaleRL's sigmoid, a saturating power law, a capped "
-           "log-linear rise, a two-stage rise, a rise that can turn down), weighted by how well each predicted the "
-           "pilots' own last points; and a width no smaller than those held-out errors imply per unit of "
-           "log-extrapolation (split-conformal). R0 is resampled with them, so the gain R - R0 has its own interval. "
-           "Both gain and absolute R are reported, "
+           "other arms': raised where an arm's few seeds agree more than the grid's, lowered where they spread more) "
+           "and the sampling of evaluation prompts (the same prompt draws for every arm), propagated through a refit "
+           "of every curve family per replicate; the disagreement between the families (ScaleRL's sigmoid, a "
+           "saturating power law, a capped log-linear rise, a two-stage rise, a rise that can turn down, and a steep "
+           "fall for an arm whose pilots fall), weighted by how well each predicted the pilots' own last points; and "
+           "a width no smaller than those held-out errors imply per unit of log-extrapolation (split-conformal). R0 "
+           "is resampled with them, so the gain R - R0 has its own interval. Both gain and absolute R are reported, "
            "since policies of different sizes start from different R0; decisions use absolute R.")
 
 NOT_SHOWN = ("Not shown by the interval: a change of shape that none of the families follows and the pilots do not "
@@ -93,7 +92,9 @@ class RaceInput:
     """The pilot grid to analyse: arms, per target the pilots (every arm's name among ``arms``), the targets used
     for decisions, the target budget F, the rung budgets (ascending), the highest rung index each arm ran, the sum
     of all pilots' ledgers, the command that regenerates the analysis and, optionally, each arm's pilots' ledgers
-    in seed order (``pilot_spend``: the recommendation's pilot cost, :mod:`flopplan.race.overhead`)."""
+    in seed order (``pilot_spend``: the recommendation's pilot cost, :mod:`flopplan.race.overhead`) and the reward
+    system an arm's pilots trained on where its ledgers name a reward model its design does not (``trained_rewards``).
+    """
 
     arms: tuple[ArmInfo, ...]
     targets: dict[str, PilotData]
@@ -104,6 +105,7 @@ class RaceInput:
     pilot_flops: int
     command: str
     pilot_spend: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    trained_rewards: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.arms]
@@ -133,6 +135,8 @@ class RaceInput:
         if set(self.pilot_spend) - set(names) or not all(is_int(v) and v >= 0 for s in self.pilot_spend.values()
                                                          for v in s):
             raise UserError("pilot_spend must map arms to their pilots' ledger FLOPs (integers >= 0)")
+        if set(self.trained_rewards) - set(names) or not all(isinstance(v, str) for v in self.trained_rewards.values()):
+            raise UserError("trained_rewards must map arms to the reward systems their pilots trained on")
 
 
 def _stream(seed: int, *names: str) -> np.random.Generator:
@@ -297,36 +301,6 @@ def _fit_warnings(states: list[_ArmState], at_f: BudgetResult) -> list[str]:
     return out
 
 
-def _pool(rec: Recommendation, at_f: BudgetResult, survived: dict[str, bool]) -> set[str]:
-    """The arms a fitted recommendation's stated P(best) is computed among: the pick and the finalists (the
-    comparable arms that reached the top rung)."""
-    comparable = {p.arm for p in at_f.predictions if p.comparable}
-    return {n for n in comparable if survived.get(n, False)} | {str(rec.arm)}
-
-
-def _climb_warnings(rec: Recommendation | None, at_f: BudgetResult, curves: dict[str, ArmCurve],
-                    survived: dict[str, bool], if_stopped: float | None) -> list[str]:
-    """What a fitted recommendation's P(best) takes for granted: the arms it is computed among (the pick and the
-    comparable finalists) that were still accelerating in ln F at their largest pilots (their upper ends raised,
-    :mod:`flopplan.race.acceleration`) are assumed to keep climbing to the budget. Where such an arm stops between
-    its largest pilot and F, no pilot shows; the stated P(best) does not price it in (docs/results.md, round 9:
-    how much of it any rule that reads only the pilots could see). When the pick is one of them, the warning gives
-    its P(best) were it to stop at its largest pilot while the others go on (``if_stopped``,
-    :func:`_among_finalists`)."""
-    if rec is None or rec.mode != "fitted" or rec.arm is None or rec.p_best is None:
-        return []
-    pool = _pool(rec, at_f, survived)
-    climbing = [n for n, c in curves.items()
-                if n in pool and c.ensemble is not None and c.ensemble.reach_at_budget is not None]
-    if not climbing:
-        return []
-    stop = (f"; were {rec.arm} to stop at its largest pilot while the others go on, its P(best) would be "
-            f"{if_stopped:.2f}" if rec.arm in climbing and if_stopped is not None else "")
-    return [f"{', '.join(climbing)}: still accelerating in ln F at the largest pilot; the P(best) of {rec.p_best:.2f} "
-            "assumes the climb goes on to the target budget. A ceiling reached between the largest pilot and the "
-            f"budget is in no pilot, and it can reorder the arms{stop}"]
-
-
 def _naive(inp: RaceInput, curves: dict[str, ArmCurve], survived: dict[str, bool]) -> tuple[str, float] | None:
     """The naive pick: the survivor with the best observed seed-mean reward at the top rung (ties: arm order)."""
     seen: list[tuple[str, float]] = []
@@ -361,7 +335,7 @@ def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmS
     their upper ends) forecasts, the rest as the mixture does (None: not computed)."""
     if rec.mode != "fitted" or rec.arm is None:
         return rec, None
-    names = _pool(rec, at_f, {st.info.name: st.survived for st in states})
+    names = persistence.pool(rec, at_f, {st.info.name: st.survived for st in states})
     pool = [st for st in states if st.info.name in names]
     if len(pool) < 2:
         return rec, None
@@ -447,8 +421,9 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
                                          grid)
     recommendation = pilot_cost(among, budget_flops=f_target, pilot_flops=inp.pilot_flops, spend=inp.pilot_spend,
                                 upfront=upfront, largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
-    warnings += _climb_warnings(recommendation, at_f, curves, survived, if_stopped)
-    warnings += persistence.learned_reward_caveat(recommendation, inp.arms, _pool(recommendation, at_f, survived))
+    warnings += persistence.climb_caveat(recommendation, at_f, curves, survived, if_stopped)
+    warnings += persistence.learned_reward_caveat(recommendation, inp.arms,
+                                                  persistence.pool(recommendation, at_f, survived), inp.trained_rewards)
     warnings += persistence.horizon_caveat(recommendation)
     warnings += persistence.prompts_caveat(name, data.n_prompts)
     warnings += persistence.arms_caveat(name, len(inp.arms))

@@ -35,7 +35,7 @@ curves' (``p_best_curves``) are reported beside it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -44,7 +44,7 @@ from flopplan.errors import UserError
 from flopplan.race.bootstrap import p_best
 from flopplan.race.ensemble import seed_mean
 from flopplan.race.families import ArmSample
-from flopplan.race.results import ArmInfo, Recommendation
+from flopplan.race.results import ArmCurve, ArmInfo, BudgetResult, Recommendation
 from flopplan.recipe import RewardSystem
 
 FloatArray = NDArray[np.float64]
@@ -117,6 +117,36 @@ def p_best_if_stopped(seen: FloatArray, change: FloatArray, i: int) -> float:
     return float(p_best(seen + frozen)[i])
 
 
+def pool(rec: Recommendation, at_f: BudgetResult, survived: dict[str, bool]) -> set[str]:
+    """The arms a fitted recommendation's stated P(best) is computed among: the pick and the finalists (the
+    comparable arms that reached the top rung)."""
+    comparable = {p.arm for p in at_f.predictions if p.comparable}
+    return {n for n in comparable if survived.get(n, False)} | {str(rec.arm)}
+
+
+def climb_caveat(rec: Recommendation | None, at_f: BudgetResult, curves: dict[str, ArmCurve],
+                    survived: dict[str, bool], if_stopped: float | None) -> list[str]:
+    """What a fitted recommendation's P(best) takes for granted: the arms it is computed among (the pick and the
+    comparable finalists) that were still accelerating in ln F at their largest pilots (their upper ends raised,
+    :mod:`flopplan.race.acceleration`) are assumed to keep climbing to the budget. Where such an arm stops between
+    its largest pilot and F, no pilot shows; the stated P(best) does not price it in (docs/results.md, round 9:
+    how much of it any rule that reads only the pilots could see). When the pick is one of them, the warning gives
+    its P(best) were it to stop at its largest pilot while the others go on (``if_stopped``,
+    :func:`flopplan.race.analysis._among_finalists`)."""
+    if rec is None or rec.mode != "fitted" or rec.arm is None or rec.p_best is None:
+        return []
+    among = pool(rec, at_f, survived)
+    climbing = [n for n, c in curves.items()
+                if n in among and c.ensemble is not None and c.ensemble.reach_at_budget is not None]
+    if not climbing:
+        return []
+    stop = (f"; were {rec.arm} to stop at its largest pilot while the others go on, its P(best) would be "
+            f"{if_stopped:.2f}" if rec.arm in climbing and if_stopped is not None else "")
+    return [f"{', '.join(climbing)}: still accelerating in ln F at the largest pilot; the P(best) of {rec.p_best:.2f} "
+            "assumes the climb goes on to the target budget. A ceiling reached between the largest pilot and the "
+            f"budget is in no pilot, and it can reorder the arms{stop}"]
+
+
 MEASURED_HORIZON = 2.0  # F over the largest pilot in benchmarks/race_misspecification.py's default protocol
 HORIZON_SLACK = 1.25  # a largest pilot's ledger falls short of its rung's budget: 2x by rungs reads a little more
 
@@ -185,16 +215,21 @@ def _learned(reward: object) -> bool:
         return False
 
 
-def learned_reward_caveat(rec: Recommendation, arms: Sequence[ArmInfo], pool: set[str]) -> list[str]:
-    """What a fitted recommendation's P(best) and intervals do not show when arms of its ``pool`` (the pick and the
-    finalists) are trained on a learned reward model (an ``orm:`` or ``prm:`` value on the reward axis) and may
-    over-optimise it: a policy trained against a reward model can see its true reward peak and fall while the
-    model's score keeps rising (Gao, Schulman and Hilton, arXiv 2210.10760). A fall the pilots show is carried on
-    (the steep-fall family, :mod:`flopplan.race.fall`); one that starts after the largest pilot is in no pilot.
+def learned_reward_caveat(rec: Recommendation, arms: Sequence[ArmInfo], among: set[str],
+                          trained: Mapping[str, str] | None = None) -> list[str]:
+    """What a fitted recommendation's P(best) and intervals do not show when arms ``among`` its pool (the pick and
+    the finalists: :func:`pool`) are trained on a learned reward model (an ``orm:`` or ``prm:`` value on the reward
+    axis, or in ``trained``: the reward an arm's pilots' ledgers recorded, e.g. a user's script that loads a reward
+    model in its ``reward_funcs`` while the design says ``rule``) and may over-optimise it: a policy trained
+    against a reward model can see its true reward peak and fall while the model's score keeps rising (Gao,
+    Schulman and Hilton, arXiv 2210.10760). A fall the pilots show is carried on (the steep-fall family,
+    :mod:`flopplan.race.fall`); one that starts after the largest pilot is in no pilot.
     On simulated over-optimisation (benchmarks/shapes_round20.py's ``overoptimised``, four samples of 200
     repetitions; docs/results.md, round 21) the stated P(best) was 0.12-0.22 above how often the pick was the best
     finalist and the 90 % intervals held the truth at F 76-82 % of the time."""
-    learned = [a.name for a in arms if a.name in pool and _learned(a.axes.get("reward", "rule"))]
+    trained = trained or {}
+    learned = [a.name for a in arms if a.name in among and (_learned(a.axes.get("reward", "rule"))
+                                                            or _learned(trained.get(a.name, "rule")))]
     if rec.mode != "fitted" or rec.arm is None or rec.p_best is None or not learned:
         return []
     return [f"{', '.join(learned)}: trained on a learned reward model, which a policy can over-optimise (its true "

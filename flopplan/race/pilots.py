@@ -5,6 +5,7 @@ the death signal their processes are started with."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,7 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
     change it. ``pilot_spend`` holds each arm's pilots' ledgers in seed order (the first is the one a validating
     run continues)."""
     targets: dict[str, list[ArmPilots]] = {t: [] for t in design.targets}
-    infos, spend = [], {}
+    infos, spend, trained = [], {}, {}
     for arm in design.arms:
         if arm.name not in reached:
             continue
@@ -92,11 +93,24 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
         infos.append(ArmInfo(name=arm.name, axes=dict(arm.axes), params=arm.recipe.policy_spec.params,
                              split=_split(arm.split(reached[arm.name])), upfront_flops=arm.upfront_flops))
         spend[arm.name] = tuple(pilot_ledger(pilot_folder(folder, arm.name, s)) for s in design.seeds)
+        trained.update(_trained_reward(folder, arm.name, str(arm.axes.get("reward", "rule")), design.seeds))
     return RaceInput(arms=tuple(infos), targets={t: PilotData(tuple(arms)) for t, arms in targets.items()},
                      fitted_targets=design.fit_targets, budget_flops=float(design.budget_flops),
                      rung_budgets=tuple(float(b) for b in design.rung_flops), reached=dict(reached),
                      pilot_flops=pilot_spending(design, folder)["total"], command=command or design.command,
-                     pilot_spend=spend)
+                     pilot_spend=spend, trained_rewards=trained)
+
+
+def _trained_reward(folder: Path, arm: str, designed: str, seeds: Sequence[int]) -> dict[str, str]:
+    """{arm: the reward system its pilots' ledgers recorded} where one differs from the design's: a user's script
+    meters the reward functions its trainer holds (a reward model in ``reward_funcs`` is one, whatever the design
+    says), and the analysis's learned-reward caveat reads it."""
+    for seed in seeds:
+        path = pilot_folder(folder, arm, seed)
+        recorded = load_summary(path).reward if (path / SUMMARY).is_file() else designed
+        if recorded != designed:
+            return {arm: recorded}
+    return {}
 
 
 def _split(shares: dict[str, Any]) -> dict[str, float]:
