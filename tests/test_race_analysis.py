@@ -246,7 +246,7 @@ def test_a_pool_with_an_arm_on_a_learned_reward_says_what_over_optimisation_woul
     pairs[1] = (info("orm", reward="rule"), pairs[1][1])
     assert not [w for w in analyze(race(pairs), n_replicates=REPS).target("math").warnings if "learned reward" in w]
     scripted = analyze(replace(race(pairs), trained_rewards={"orm": "orm:my-rm"}), n_replicates=REPS).target("math")
-    assert [w for w in scripted.warnings if w.startswith("orm: trained on a learned reward model")]
+    assert [w for w in scripted.warnings if w.startswith("orm (by its pilots' ledgers): trained on a learned reward")]
 
 
 def test_a_target_on_fewer_prompts_than_checked_says_so(size_race):

@@ -195,7 +195,7 @@ def test_the_learned_reward_caveat_reads_the_reward_the_pilots_trained_on():
     arms = [_arm("a", "rule"), _arm("b", "rule")]
     assert learned_reward_caveat(_rec(), arms, {"a", "b"}) == []
     (line,) = learned_reward_caveat(_rec(), arms, {"a", "b"}, {"b": "orm:/run/flopplan/reward"})
-    assert line.startswith("b: trained on a learned reward model")
+    assert line.startswith("b (by its pilots' ledgers): trained on a learned reward model")
     assert learned_reward_caveat(_rec(), arms, {"a", "b"}, {"b": "rule"}) == []
     assert learned_reward_caveat(_rec(), arms, {"a"}, {"b": "orm:x"}) == []
 

@@ -228,8 +228,9 @@ def learned_reward_caveat(rec: Recommendation, arms: Sequence[ArmInfo], among: s
     repetitions; docs/results.md, round 21) the stated P(best) was 0.12-0.22 above how often the pick was the best
     finalist and the 90 % intervals held the truth at F 76-82 % of the time."""
     trained = trained or {}
-    learned = [a.name for a in arms if a.name in among and (_learned(a.axes.get("reward", "rule"))
-                                                            or _learned(trained.get(a.name, "rule")))]
+    learned = [a.name if _learned(a.axes.get("reward", "rule")) else f"{a.name} (by its pilots' ledgers)"
+               for a in arms if a.name in among and (_learned(a.axes.get("reward", "rule"))
+                                                     or _learned(trained.get(a.name, "rule")))]
     if rec.mode != "fitted" or rec.arm is None or rec.p_best is None or not learned:
         return []
     return [f"{', '.join(learned)}: trained on a learned reward model, which a policy can over-optimise (its true "
