@@ -119,3 +119,24 @@ def in_progress(pilot: Path) -> bool:
     """The pilot has run work since the last step it logged (a kill now loses it)."""
     path = pilot / "progress.jsonl"
     return path.is_file() and path.stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_a_script_whose_rewards_hold_a_reward_model_gets_the_learned_reward_caveat(tmp_path):
+    """The example race, each pilot also scoring with a reward model (``--reward-model``), under a design whose
+    reward axis says ``rule`` (the script's own rewards): the pilots' ledgers charge the reward model's forwards
+    (feedback) and name it, and the analysis warns that a policy can over-optimise it, naming the arm."""
+    design = _design(tmp_path / "race")
+    assert {a.axes["reward"] for a in design.arms} == {"rule"}
+    pilot = (f"{shlex.quote(sys.executable)} {shlex.quote(str(EXAMPLE))} --reward-model tiny-s "
+             f"--data-dir {shlex.quote(str(tmp_path / 'data'))} --models-dir {shlex.quote(str(tmp_path / 'models'))}")
+    cli("race", "run", str(tmp_path / "race"), "--pilot", pilot, check=True)
+    summaries = [json.loads(p.read_text()) for p in (tmp_path / "race").glob("pilots/*/seed*/summary.json")]
+    assert summaries and all(s["reward"].startswith("orm:") and s["flops"]["feedback"] > 0 for s in summaries)
+    out = cli("race", "analyze", str(tmp_path / "race"), "--no-plots", check=True).stdout
+    race = json.loads((tmp_path / "race" / "race.json").read_text())
+    rec = race["targets"][0]["recommendation"]
+    assert rec["mode"] == "fitted"  # the caveat qualifies a fitted P(best)
+    warned = [w for w in race["targets"][0]["warnings"] if "learned reward model" in w]
+    assert len(warned) == 1 and warned[0].startswith(f"{rec['arm']} (by its pilots' ledgers)")
+    assert "by its pilots' ledgers" in " ".join(out.split())

@@ -8,7 +8,9 @@ A pilot gets its arm's settings, FLOP budget, run folder, seed and evaluation po
 The policies are tiny random-initialised Qwen2-architecture models built from flopplan's registry names (``tiny-s``,
 ``tiny``, ``tiny-l``) with its character tokenizer, saved once to ``--models-dir``; a model id or a local folder is
 loaded as it is. The task (the first digit of a string of digits, chat messages) is written once to
-``--data-dir`` as parquet.
+``--data-dir`` as parquet. ``--reward-model NAME`` scores completions with a reward model too (a sequence classifier
+with one label, built the same way from a registry name): flopplan meters its forwards as feedback, and RACE's report
+warns that a policy can over-optimise it, whatever reward the design names.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from datasets import Dataset, load_dataset
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
 import flopplan.race  # flopplan 1/3
@@ -100,6 +102,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models-dir", default="race_trl_models")
     parser.add_argument("--eval-rows", type=int, default=16)
     parser.add_argument("--max-steps", type=int, default=-1)
+    parser.add_argument("--reward-model", default=None, help="also score with this reward model (a registry name, "
+                        "a model id or a folder)")
     args = parser.parse_args(argv)
 
     spec = flopplan.race.pilot()  # flopplan 2/3: the pilot's spec, None when run on its own
@@ -116,8 +120,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     if spec:
         config = spec.apply(config)  # the arm's GRPOConfig fields, its seed, checkpoints and evaluations
+    rewards = [accuracy_reward, format_reward]
+    if args.reward_model:
+        rewards.append(AutoModelForSequenceClassification.from_pretrained(
+            local_model(args.reward_model, Path(args.models_dir)), num_labels=1))
     trainer = GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model), reward_funcs=[accuracy_reward, format_reward],
+        model=AutoModelForCausalLM.from_pretrained(model), reward_funcs=rewards,
         args=config, train_dataset=train, eval_dataset=test, processing_class=AutoTokenizer.from_pretrained(model),
     )
     if spec:
