@@ -191,11 +191,13 @@ def test_the_learned_reward_caveat_names_the_pool_arms_trained_on_a_reward_model
 
 def test_the_learned_reward_caveat_reads_the_reward_the_pilots_trained_on():
     """A design's rule arm whose pilots' ledgers recorded a reward model (a user's script that loads one) is named;
-    a recorded rule, or a recorded model outside the pool, is not."""
+    a recorded rule, or a recorded model outside the pool, is not; a design's orm arm whose ledgers say rule is
+    not either."""
     arms = [_arm("a", "rule"), _arm("b", "rule")]
     assert learned_reward_caveat(_rec(), arms, {"a", "b"}) == []
     (line,) = learned_reward_caveat(_rec(), arms, {"a", "b"}, {"b": "orm:/run/flopplan/reward"})
     assert line.startswith("b (by its pilots' ledgers): trained on a learned reward model")
     assert learned_reward_caveat(_rec(), arms, {"a", "b"}, {"b": "rule"}) == []
     assert learned_reward_caveat(_rec(), arms, {"a"}, {"b": "orm:x"}) == []
-
+    # the reverse: a design's orm arm whose script trained on its own rule rewards (the ledgers win)
+    assert learned_reward_caveat(_rec(), [_arm("a", "rule"), _arm("b", "orm:x")], {"a", "b"}, {"b": "rule"}) == []

@@ -124,6 +124,7 @@ def test_the_manifest_round_trips_and_a_corrupted_one_is_refused(tmp_path):
     (("--room", "0"), "room"),
     (("--fit-targets", "long", "--eval-targets", "heldout"), "not an evaluation target"),
     (("--rewards", "orm:tiny-rm"), "reward model"),
+    (("--rewards", "ORM:tiny-rm"), "reward model"),  # the recipe reads it as orm: its upfront FLOPs are needed
     (("--models", "qwen9"), "qwen9"),
 ])
 def test_bad_designs_are_one_line_and_write_nothing(tmp_path, args, fragment):

@@ -149,16 +149,18 @@ def _shorthands(base: Recipe, axes: tuple[str, ...], models: tuple[str, ...], gr
 def _grid(shorthands: dict[str, Any], seeds: int, eval_targets: str, fit_targets: str, rungs: int, eta: int,
           evals: int, reward_model_path: str | None, eval_prompts: int, room: float) -> Any:
     from flopplan.race.design import Grid
+    from flopplan.recipe import RewardSystem
 
     reward_names = shorthands["reward"]
     upfront = {}
-    if any(r.startswith("orm") for r in reward_names):
+    orms = [r for r in reward_names if RewardSystem.parse(r).kind == "orm"]  # as the recipe reads it (ORM:x too)
+    if orms:
         if not reward_model_path:
             fail("an orm arm needs its trained reward model: --reward-model-path DIR (flopplan reward-model train)")
         from flopplan.runfile import load_reward_model_card
 
         card = load_reward_model_card(reward_model_path)
-        upfront = {r: card.upfront_flops for r in reward_names if r.startswith("orm")}
+        upfront = dict.fromkeys(orms, card.upfront_flops)
     return Grid(shorthands["policy"], shorthands["group_size"], shorthands["iterations"], reward_names,
                 seeds=seeds, targets=tuple(names_option((eval_targets,), "--eval-targets")),
                 fit_targets=tuple(names_option((fit_targets,), "--fit-targets")), rungs=rungs, eta=eta,

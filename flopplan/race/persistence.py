@@ -125,7 +125,7 @@ def pool(rec: Recommendation, at_f: BudgetResult, survived: dict[str, bool]) -> 
 
 
 def climb_caveat(rec: Recommendation | None, at_f: BudgetResult, curves: dict[str, ArmCurve],
-                    survived: dict[str, bool], if_stopped: float | None) -> list[str]:
+                 survived: dict[str, bool], if_stopped: float | None) -> list[str]:
     """What a fitted recommendation's P(best) takes for granted: the arms it is computed among (the pick and the
     comparable finalists) that were still accelerating in ln F at their largest pilots (their upper ends raised,
     :mod:`flopplan.race.acceleration`) are assumed to keep climbing to the budget. Where such an arm stops between
@@ -206,9 +206,10 @@ def arms_caveat(target: str, n_arms: int) -> list[str]:
             "time (docs/results.md). Read them there as unchecked"]
 
 
-def _learned(reward: object) -> bool:
-    """Whether a reward axis value names a reward model (:class:`flopplan.recipe.RewardSystem`: ``orm:`` and
-    ``prm:`` carry one, ``rule`` none); a value it cannot read is not one."""
+def names_reward_model(reward: object) -> bool:
+    """Whether a reward value (an axis label, a pilot ledger's ``reward``) names a reward model
+    (:class:`flopplan.recipe.RewardSystem`: ``orm:`` and ``prm:`` carry one, ``rule`` none); a value it cannot read
+    is not one."""
     try:
         return RewardSystem.parse(str(reward)).model is not None
     except UserError:
@@ -219,8 +220,9 @@ def learned_reward_caveat(rec: Recommendation, arms: Sequence[ArmInfo], among: s
                           trained: Mapping[str, str] | None = None) -> list[str]:
     """What a fitted recommendation's P(best) and intervals do not show when arms ``among`` its pool (the pick and
     the finalists: :func:`pool`) are trained on a learned reward model (an ``orm:`` or ``prm:`` value on the reward
-    axis, or in ``trained``: the reward an arm's pilots' ledgers recorded, e.g. a user's script that loads a reward
-    model in its ``reward_funcs`` while the design says ``rule``) and may over-optimise it: a policy trained
+    axis; ``trained`` holds the reward an arm's pilots' ledgers recorded where it says otherwise, and wins: a user's
+    script that loads a reward model in its ``reward_funcs`` while the design says ``rule``, or the reverse) and may
+    over-optimise it: a policy trained
     against a reward model can see its true reward peak and fall while the model's score keeps rising (Gao,
     Schulman and Hilton, arXiv 2210.10760). A fall the pilots show is carried on (the steep-fall family,
     :mod:`flopplan.race.fall`); one that starts after the largest pilot is in no pilot.
@@ -228,9 +230,8 @@ def learned_reward_caveat(rec: Recommendation, arms: Sequence[ArmInfo], among: s
     repetitions; docs/results.md, round 21) the stated P(best) was 0.12-0.22 above how often the pick was the best
     finalist and the 90 % intervals held the truth at F 76-82 % of the time."""
     trained = trained or {}
-    learned = [a.name if _learned(a.axes.get("reward", "rule")) else f"{a.name} (by its pilots' ledgers)"
-               for a in arms if a.name in among and (_learned(a.axes.get("reward", "rule"))
-                                                     or _learned(trained.get(a.name, "rule")))]
+    learned = [a.name + (" (by its pilots' ledgers)" if a.name in trained else "") for a in arms
+               if a.name in among and names_reward_model(trained.get(a.name, a.axes.get("reward", "rule")))]
     if rec.mode != "fitted" or rec.arm is None or rec.p_best is None or not learned:
         return []
     return [f"{', '.join(learned)}: trained on a learned reward model, which a policy can over-optimise (its true "

@@ -14,6 +14,7 @@ import numpy as np
 from flopplan.errors import UserError
 from flopplan.race.analysis import RaceInput
 from flopplan.race.design import RaceDesign
+from flopplan.race.persistence import names_reward_model
 from flopplan.race.pilot_data import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.results import ArmInfo
 from flopplan.runfile import SUMMARY, load_evaluations, load_summary
@@ -102,13 +103,14 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
 
 
 def _trained_reward(folder: Path, arm: str, designed: str, seeds: Sequence[int]) -> dict[str, str]:
-    """{arm: the reward system its pilots' ledgers recorded} where one differs from the design's: a user's script
-    meters the reward functions its trainer holds (a reward model in ``reward_funcs`` is one, whatever the design
-    says), and the analysis's learned-reward caveat reads it."""
+    """{arm: the reward system a pilot's ledger recorded} where it names a reward model and the design's does not,
+    or the reverse: a user's script meters the reward functions its trainer holds (a reward model in
+    ``reward_funcs`` is one, whatever the design says), and the analysis's learned-reward caveat reads it. Spelling
+    (``RULE``, ``prm`` for its default model, a script's own copy of the design's model) is no difference."""
     for seed in seeds:
         path = pilot_folder(folder, arm, seed)
         recorded = load_summary(path).reward if (path / SUMMARY).is_file() else designed
-        if recorded != designed:
+        if names_reward_model(recorded) != names_reward_model(designed):
             return {arm: recorded}
     return {}
 
