@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from flopplan.errors import UserError
-from flopplan.recipe import Recipe
+from flopplan.recipe import Recipe, RewardSystem
 from flopplan.runfile import load_reward_model_card
 
 REWARD_MODEL = "reward-model"
@@ -97,6 +97,11 @@ def train_reward_model(folder: Path, grid: DemoGrid, echo: Callable[[str], None]
     return path
 
 
+def _orm(reward: str) -> bool:
+    """Whether a reward of the grid is an outcome reward model, as the recipe reads it (the one the demo trains)."""
+    return RewardSystem.parse(reward).kind == "orm"
+
+
 def design(folder: Path, grid: DemoGrid, base: Recipe, reward_model: Path | None, command: str,
            first_seed: int = 0) -> Any:
     """The demo grid's manifest in ``folder`` (written unless it is there)."""
@@ -107,7 +112,7 @@ def design(folder: Path, grid: DemoGrid, base: Recipe, reward_model: Path | None
         return RaceDesign.load(folder)
     upfront = {}
     if reward_model is not None:
-        upfront = {r: load_reward_model_card(reward_model).upfront_flops for r in grid.rewards if r.startswith("orm")}
+        upfront = {r: load_reward_model_card(reward_model).upfront_flops for r in grid.rewards if _orm(r)}
     spec = Grid(grid.policies, grid.group_sizes, (1,), grid.rewards, seeds=grid.seeds, targets=("heldout", "long"),
                 fit_targets=("heldout",), rungs=grid.rungs, eta=2, evals=grid.evals, eval_prompts=grid.eval_prompts,
                 upfront=upfront, first_seed=first_seed, room=grid.room)
@@ -133,7 +138,7 @@ def run_demo(out: str | Path, *, quick: bool = False, jobs: int = 2, base: Recip
     grid = QUICK if quick else DEMO
     seconds: dict[str, float] = {}
     start = time.monotonic()
-    uses_rm = any(r.startswith("orm") for r in grid.rewards)
+    uses_rm = any(_orm(r) for r in grid.rewards)
     reward_model = train_reward_model(folder, grid, echo) if uses_rm else None
     seconds["reward model"] = time.monotonic() - start
     race = design(folder, grid, base, reward_model, command)
