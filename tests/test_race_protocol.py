@@ -125,6 +125,8 @@ def test_the_manifest_round_trips_and_a_corrupted_one_is_refused(tmp_path):
     (("--fit-targets", "long", "--eval-targets", "heldout"), "not an evaluation target"),
     (("--rewards", "orm:tiny-rm"), "reward model"),
     (("--rewards", "ORM:tiny-rm"), "reward model"),  # the recipe reads it as orm: its upfront FLOPs are needed
+    (("--rewards", "rule,RULE"), "one allocation"),  # twin arms would run the same pilots and split the P(best)
+    (("--models", "tiny-s,TINY-S"), "one allocation"),
     (("--models", "qwen9"), "qwen9"),
 ])
 def test_bad_designs_are_one_line_and_write_nothing(tmp_path, args, fragment):

@@ -272,6 +272,7 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
                        evaluation_flops)
                for values in itertools.product(grid.policies, grid.group_sizes, grid.iterations, grid.rewards,
                                                *(a.values for a in grid.axes))]
+    _refuse_twins(recipes)
     keep = [len(recipes)]
     for _ in range(grid.rungs - 1):
         keep.append(max(1, math.ceil(keep[-1] / grid.eta)))
@@ -315,6 +316,29 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
     top = max(a.pilot_budget(design, len(keep) - 1) for a in design.arms)
     notes = (f"F is {budget_flops / top:.1f}x the largest pilot: predictions at F extrapolate that far",)
     return RaceDesign(**{**design.__dict__, "notes": notes})
+
+
+def _model_identity(name: str) -> str:
+    """One model however it is spelled: a path as the absolute path it names; a registry name or Hub id without
+    case (both are case-insensitive). ``Qwen/Qwen2.5-7B`` and ``Qwen/Qwen2.5-7B-Instruct`` stay two models."""
+    path = Path(name)
+    return str(path.resolve()) if path.exists() else name.lower()
+
+
+def _refuse_twins(arms: list[Arm]) -> None:
+    """Two arms of one allocation (the same policy, reward system and settings, spelled two ways: ``--rewards
+    prm,prm:qwen2.5-math-prm-7b``, ``--models tiny-s,TINY-S``) would run the same pilots twice and split the
+    P(best) between them: refused in one line."""
+    seen: dict[tuple[str, ...], str] = {}
+    for arm in arms:
+        reward = arm.recipe.reward
+        rest = {k: v for k, v in arm.recipe.to_data().items() if k not in ("policy", "reward")}
+        key = (_model_identity(arm.recipe.policy), reward.kind, _model_identity(reward.model or ""),
+               repr(sorted(rest.items())), repr(sorted(arm.knobs.items())), repr(sorted(arm.grpo.items())))
+        if key in seen:
+            raise UserError(f"arms {seen[key]} and {arm.name} are one allocation (the same policy, reward and "
+                            "settings, spelled two ways): give each value once")
+        seen[key] = arm.name
 
 
 def _arm_of(base: Recipe, grid: Grid, values: dict[str, Any], evaluation_flops: Any) -> Arm:
