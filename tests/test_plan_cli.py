@@ -165,6 +165,7 @@ BAD = {
     "empty model": (["plan", "--model", ","], "model"),
     "huge budget": (["plan", "--budget", "1e400"], "beyond"),
     "nan budget": (["plan", "--budget", "nan"], "number"),
+    "decimal comma": (["plan", "--budget", "6,5e19"], "comma"),  # not read as 65e19
     "negative price": (["plan", "--dollars", "5", "--device", "h100", "--price-per-gpu-hour", "-2"], "price"),
     "huge length": (["plan", "--completion-len", "500:100000000000"], "supported"),
     "unreachable mean": (["plan", "--completion-len", "1024.5:1024"], "between"),

@@ -102,10 +102,27 @@ def test_the_manifest_round_trips_and_a_corrupted_one_is_refused(tmp_path):
     (tmp_path / "r" / MANIFEST).write_text('{"race_manifest_version": 1, "arms": [')
     for command in ("run", "analyze"):
         one_line_error(cli("race", command, str(tmp_path / "r")), "manifest")
-    data["rung_flops"] = "many"
-    (tmp_path / "r" / MANIFEST).write_text(json.dumps(data))
-    one_line_error(cli("race", "run", str(tmp_path / "r")), "malformed")
+    # values no design writes (hand edits) are refused before any pilot runs, each by what is wrong
+    for key, value, fragment in (("rung_flops", "many", "malformed"), ("budget_flops", -6 * 10**12, "budget_flops"),
+                                 ("pilot_fraction", 5, "pilot_fraction"), ("eta", 0, "eta"),
+                                 ("rung_flops", [-1, -2], "rung_flops"), ("keep", [0, 0], "keep"),
+                                 ("seeds", [-1], "seeds"), ("targets", [], "targets"),
+                                 ("fit_targets", ["nosuch"], "fit_targets"), ("arms", [], "arms")):
+        (tmp_path / "r" / MANIFEST).write_text(json.dumps({**data, key: value}))
+        for command in ("run", "analyze"):
+            one_line_error(cli("race", command, str(tmp_path / "r")), fragment)
+    assert not list((tmp_path / "r").glob("pilots"))
     one_line_error(cli("race", "run", str(tmp_path / "none")), "no RACE manifest")
+
+
+def test_a_design_into_a_folder_with_an_earlier_races_pilots_or_into_no_folder_is_refused(tmp_path):
+    """Pilots left from a race whose manifest is gone would pass for the new design's (the runner finds them
+    done); an empty --out would write the manifest where the command runs."""
+    (tmp_path / "r" / "pilots" / "tiny-s.G4.mu1.rule").mkdir(parents=True)
+    one_line_error(cli("race", "design", "--budget", "6e10", "--pilot-fraction", "0.5", "--out", str(tmp_path / "r"),
+                       *SMALL), "pilots of an earlier race")
+    assert not (tmp_path / "r" / MANIFEST).exists()
+    one_line_error(cli("race", "design", "--budget", "6e10", "--pilot-fraction", "0.5", "--out", "", *SMALL), "--out")
 
 
 @pytest.mark.parametrize("args, fragment", [

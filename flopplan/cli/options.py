@@ -10,6 +10,7 @@ positive count), thresholds (comma-separated FLOP counts)."""
 
 from __future__ import annotations
 
+import re
 import typing
 from collections.abc import Callable
 from dataclasses import MISSING, Field, fields
@@ -230,8 +231,14 @@ def dataclass_values(cls: type, opts: dict[str, Any], prefix: str = "") -> dict[
 
 # -- numbers, budgets, profiles, models ------------------------------------------------------------------------
 
+_THOUSANDS = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?([eE][+-]?\d+)?")
+
+
 def parse_number(text: str, what: str) -> int | float:
-    """``1e19``, ``10000``, ``2.5e3`` -> an int when integral (FLOP budgets stay exact), else a float."""
+    """``1e19``, ``10000``, ``10,000``, ``2.5e3`` -> an int when integral (FLOP budgets stay exact), else a float.
+    A comma separates thousands only (``6,5e12``, a decimal comma, is refused rather than read as 65e12)."""
+    if "," in text and not _THOUSANDS.fullmatch(text.strip().replace("_", "")):
+        raise UserError(f"{what} must be a number, not {text!r} (a comma only separates thousands: 6.5e12, 6,500)")
     try:
         value = Decimal(text.replace("_", "").replace(",", ""))
     except InvalidOperation:

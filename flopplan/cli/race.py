@@ -97,9 +97,15 @@ def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ..
     shorthands = _shorthands(base, axes, models, group_sizes, mus, rewards)
     grid = _grid(shorthands, seeds, eval_targets, fit_targets, rungs, eta, evals, reward_model_path,
                  eval_prompts_per_target, room)
+    if not out_dir.strip():
+        fail("--out must name the race folder")
     folder = Path(out_dir)
     if (folder / MANIFEST).exists():
         fail(f"{out_dir!r} already holds a race: give another --out, or `flopplan race run {out_dir}`")
+    from flopplan.race.pilots import PILOTS
+
+    if (folder / PILOTS).exists():  # a race whose manifest is gone: its pilots would pass for this design's
+        fail(f"{out_dir!r} holds the pilots of an earlier race (pilots/) but no manifest: give another --out")
     model = None if reward_model_path is None else str(Path(reward_model_path).resolve())  # pilots run anywhere
     result = design_race(base, grid, total, pilot_fraction, evaluation_flops=_evaluation_flops, command=command_line(),
                          reward_model_path=model)

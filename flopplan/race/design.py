@@ -179,6 +179,9 @@ class RaceDesign:
                 len(a.rungs) != len(design.rung_flops) for a in design.arms) or any(
                 m < k for m, k in zip(design.room, design.keep, strict=True)):
             raise UserError(f"{where} is malformed: its rungs disagree")
+        problem = _manifest_problem(design)
+        if problem:
+            raise UserError(f"{where} is malformed: {problem} (rerun `flopplan race design`)")
         return design
 
     @staticmethod
@@ -187,6 +190,28 @@ class RaceDesign:
         if not path.is_file():
             raise UserError(f"{str(folder)!r} holds no RACE manifest ({MANIFEST}): run `flopplan race design` first")
         return RaceDesign.from_data(read_json(path, "RACE manifest"), f"RACE manifest {str(path)!r}")
+
+
+def _manifest_problem(d: RaceDesign) -> str:
+    """What a manifest's values say that no design writes (a hand edit, a damaged copy), checked before any pilot
+    runs: '' when nothing."""
+    names = [a.name for a in d.arms]
+    checks = (
+        (d.budget_flops > 0, "budget_flops must be > 0"),
+        (0 < d.pilot_fraction < 1, "pilot_fraction must be between 0 and 1"),
+        (d.eta >= 2, "eta must be at least 2"),
+        (all(b > 0 for b in d.rung_flops) and all(a < b for a, b in itertools.pairwise(d.rung_flops)),
+         "rung_flops must be positive and ascending"),
+        (all(k >= 1 for k in d.keep) and all(a >= b for a, b in itertools.pairwise(d.keep)),
+         "keep must be positive and not increasing"),
+        (bool(d.seeds) and all(x >= 0 for x in d.seeds) and len(set(d.seeds)) == len(d.seeds),
+         "seeds must be distinct integers >= 0"),
+        (bool(d.targets) and len(set(d.targets)) == len(d.targets), "targets must be distinct and not empty"),
+        (bool(d.fit_targets) and set(d.fit_targets) <= set(d.targets), "fit_targets must be among the targets"),
+        (bool(names) and len(set(names)) == len(names), "arms must be distinct and not empty"),
+        (all(x > 0 for x in d.eval_points), "eval_points must be positive"),
+    )
+    return next((what for ok, what in checks if not ok), "")
 
 
 @dataclass(frozen=True)
