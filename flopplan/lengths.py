@@ -113,7 +113,7 @@ class Length:
             elif stripped.startswith("{"):
                 values = [json.loads(line)["length"] for line in stripped.splitlines() if line.strip()]
             else:
-                values = [int(line.split()[0]) for line in stripped.splitlines() if line.strip()]
+                values = [int(line) for line in stripped.splitlines() if line.strip()]  # "5 6" is no length
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise UserError(f"lengths file {str(path)!r} is malformed ({exc}): use one integer per line, a JSON "
                             "list, or JSONL with a 'length' field") from None

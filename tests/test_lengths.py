@@ -39,9 +39,10 @@ def test_lengths_from_files(tmp_path):
         d = Length.from_file(path)
         assert d.support == (10, 20) and d.probs == pytest.approx((1 / 3, 2 / 3))
     bad = tmp_path / "bad.txt"
-    bad.write_text("ten\n")
-    with pytest.raises(UserError, match="malformed"):
-        Length.from_file(bad)
+    for text in ("ten\n", "5 6 abc 1000\n"):  # a line that is not one integer is refused, not read in part
+        bad.write_text(text)
+        with pytest.raises(UserError, match="malformed"):
+            Length.from_file(bad)
 
 
 def test_distinct_prompts_in_a_batch():

@@ -142,6 +142,7 @@ def test_a_design_into_a_folder_with_an_earlier_races_pilots_or_into_no_folder_i
     (("--fit-targets", "long", "--eval-targets", "heldout"), "not an evaluation target"),
     (("--rewards", "orm:tiny-rm"), "reward model"),
     (("--rewards", "ORM:tiny-rm"), "reward model"),  # the recipe reads it as orm: its upfront FLOPs are needed
+    (("--reward-model-path", "tests"), "no arm is orm"),  # recorded in the manifest, it would be used by none
     (("--rewards", "rule,RULE"), "one allocation"),  # twin arms would run the same pilots and split the P(best)
     (("--models", "tiny-s,TINY-S"), "one allocation"),
     (("--models", "qwen9"), "qwen9"),

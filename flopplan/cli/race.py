@@ -160,6 +160,9 @@ def _grid(shorthands: dict[str, Any], seeds: int, eval_targets: str, fit_targets
     reward_names = shorthands["reward"]
     upfront = {}
     orms = [r for r in reward_names if RewardSystem.parse(r).kind == "orm"]  # as the recipe reads it (ORM:x too)
+    if reward_model_path and not orms:
+        fail("--reward-model-path is for an orm arm's trained reward model, and no arm is orm: drop it or add one "
+             "(--rewards orm:MODEL)")
     if orms:
         if not reward_model_path:
             fail("an orm arm needs its trained reward model: --reward-model-path DIR (flopplan reward-model train)")

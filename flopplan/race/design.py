@@ -253,7 +253,8 @@ class Grid:
         check_int("first seed", self.first_seed, 0)
         unknown = [t for t in self.fit_targets if t not in self.targets]
         if unknown:
-            raise UserError(f"fit target {unknown[0]!r} is not an evaluation target ({', '.join(self.targets)})")
+            raise UserError(f"fit target {unknown[0]!r} is not an evaluation target ({', '.join(self.targets)}): "
+                            "give --fit-targets among --eval-targets")
         names = [*CLASSIC, *(a.name for a in self.axes)]
         twice = [n for n in names if names.count(n) > 1]
         if twice:
