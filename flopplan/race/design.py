@@ -354,9 +354,15 @@ def _model_identity(name: str) -> str:
 def _refuse_twins(arms: list[Arm]) -> None:
     """Two arms of one allocation (the same policy, reward system and settings, spelled two ways: ``--rewards
     prm,prm:qwen2.5-math-prm-7b``, ``--models tiny-s,TINY-S``) would run the same pilots twice and split the
-    P(best) between them: refused in one line."""
+    P(best) between them; two arms whose names collide (values that differ only in characters a name turns into
+    ``-``) would share their pilots' folders: each refused in one line."""
     seen: dict[tuple[str, ...], str] = {}
+    named: dict[str, Arm] = {}
     for arm in arms:
+        if arm.name in named:  # values that differ only in characters a folder name cannot hold
+            raise UserError(f"two arms get one name, {arm.name} ({named[arm.name].axes} and {arm.axes}): their "
+                            "pilots would share a folder; give values that differ in letters or digits")
+        named[arm.name] = arm
         reward = arm.recipe.reward
         rest = {k: v for k, v in arm.recipe.to_data().items() if k not in ("policy", "reward")}
         key = (_model_identity(arm.recipe.policy), reward.kind, _model_identity(reward.model or ""),
