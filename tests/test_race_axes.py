@@ -54,6 +54,19 @@ def test_a_recipe_axis_changes_the_price_and_the_pilot_gets_its_knobs(tmp_path):
                             "--temperature", "0.7"]
 
 
+def test_a_length_axis_of_mean_max_and_file_values_reads_back_from_its_manifest(tmp_path):
+    """A completion length given as MEAN:MAX or @FILE is recorded as written, so the manifest the design writes
+    loads back with the same lengths (it was recorded as its description, which no loader could read)."""
+    lengths = tmp_path / "lengths.txt"
+    lengths.write_text("3\n4\n4\n")
+    cli("race", "design", *RACE, "--axis", f"completion_len=4,3:4,@{lengths}", "--out", str(tmp_path / "r"),
+        check=True)
+    design = RaceDesign.load(tmp_path / "r")
+    assert sorted(a.recipe.completion_len.mean for a in design.arms) == pytest.approx([3.0, 11 / 3, 4.0])
+    assert {a.recipe.completion_len.max for a in design.arms} == {4}
+    assert RaceDesign.from_data(design.to_data(), "m").to_data() == design.to_data()
+
+
 def test_the_grpo_config_names_map_to_the_fields_recipe_from_trl_reads():
     from flopplan.cli.race import race_base
     from flopplan.engines.trl import grpo_config_kwargs, recipe_from_trl
