@@ -146,6 +146,7 @@ def test_a_design_into_a_folder_with_an_earlier_races_pilots_or_into_no_folder_i
     (("--rewards", "rule,RULE"), "one allocation"),  # twin arms would run the same pilots and split the P(best)
     (("--models", "tiny-s,TINY-S"), "one allocation"),
     (("--axis", "vllm_server_host=host:1,host/1"), "one name"),  # two arms, one pilots' folder
+    (("--group-sizes", "8,08"), "one allocation"),
     (("--models", "qwen9"), "qwen9"),
 ])
 def test_bad_designs_are_one_line_and_write_nothing(tmp_path, args, fragment):

@@ -244,12 +244,12 @@ class Grid:
             if not getattr(self, name):
                 raise UserError(f"the grid is empty: give at least one value for {name.replace('_', ' ')}")
         for name in ("seeds", "rungs", "evals", "eval_prompts"):
-            check_int(f"--{name}", getattr(self, name), 1)
+            check_int(f"--{name.replace('_', '-')}", getattr(self, name), 1)
         check_int("--eta", self.eta, 2)
         for g in self.group_sizes:
             refuse_group_of_one(g, "race")
         if not (is_number(self.room) and 1 <= self.room <= 1e6):
-            raise UserError(f"--room must be a number from 1 (the halving's count only) up, not {self.room!r}")
+            raise UserError(f"--room must be a number from 1 (the halving's count only) to 1e6, not {self.room!r}")
         check_int("first seed", self.first_seed, 0)
         unknown = [t for t in self.fit_targets if t not in self.targets]
         if unknown:
@@ -359,18 +359,18 @@ def _refuse_twins(arms: list[Arm]) -> None:
     seen: dict[tuple[str, ...], str] = {}
     named: dict[str, Arm] = {}
     for arm in arms:
-        if arm.name in named:  # values that differ only in characters a folder name cannot hold
-            raise UserError(f"two arms get one name, {arm.name} ({named[arm.name].axes} and {arm.axes}): their "
-                            "pilots would share a folder; give values that differ in letters or digits")
-        named[arm.name] = arm
         reward = arm.recipe.reward
         rest = {k: v for k, v in arm.recipe.to_data().items() if k not in ("policy", "reward")}
         key = (_model_identity(arm.recipe.policy), reward.kind, _model_identity(reward.model or ""),
                repr(sorted(rest.items())), repr(sorted(arm.knobs.items())), repr(sorted(arm.grpo.items())))
-        if key in seen:
+        if key in seen:  # (--group-sizes 8,08 too: one value written twice)
             raise UserError(f"arms {seen[key]} and {arm.name} are one allocation (the same policy, reward and "
                             "settings, spelled two ways): give each value once")
         seen[key] = arm.name
+        if arm.name in named:  # values that differ only in characters a folder name cannot hold
+            raise UserError(f"two arms get one name, {arm.name} ({named[arm.name].axes} and {arm.axes}): their "
+                            "pilots would share a folder; give values that differ in letters or digits")
+        named[arm.name] = arm
 
 
 def _arm_of(base: Recipe, grid: Grid, values: dict[str, Any], evaluation_flops: Any) -> Arm:
