@@ -88,8 +88,15 @@ def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ..
            eval_prompts_per_target: int, eval_targets: str, fit_targets: str, rungs: int, eta: int, room: float,
            evals: int, recipe_file: str | None, as_json: bool, **recipe_opts: Any) -> None:
     """Write the race's manifest: every arm of the grid, the ladder of pilot budgets and what each rung buys."""
-    from flopplan.race.design import MANIFEST, design_race
+    from flopplan.race.design import MANIFEST, PILOTS, design_race
 
+    if not out_dir.strip():
+        fail("--out must name the race folder")
+    folder = Path(out_dir)  # checked first: nothing is priced for a folder that cannot take the race
+    if (folder / MANIFEST).exists():
+        fail(f"{out_dir!r} already holds a race: give another --out, or `flopplan race run {out_dir}`")
+    if (folder / PILOTS).exists():  # a race whose manifest is gone: its pilots would pass for this design's
+        fail(f"{out_dir!r} holds the pilots of an earlier race (pilots/) but no manifest: give another --out")
     total = parse_number(budget, "--budget")
     if not isinstance(total, int) or total < 1:
         fail("--budget must be a whole number of FLOPs")
@@ -97,15 +104,6 @@ def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ..
     shorthands = _shorthands(base, axes, models, group_sizes, mus, rewards)
     grid = _grid(shorthands, seeds, eval_targets, fit_targets, rungs, eta, evals, reward_model_path,
                  eval_prompts_per_target, room)
-    if not out_dir.strip():
-        fail("--out must name the race folder")
-    folder = Path(out_dir)
-    if (folder / MANIFEST).exists():
-        fail(f"{out_dir!r} already holds a race: give another --out, or `flopplan race run {out_dir}`")
-    from flopplan.race.pilots import PILOTS
-
-    if (folder / PILOTS).exists():  # a race whose manifest is gone: its pilots would pass for this design's
-        fail(f"{out_dir!r} holds the pilots of an earlier race (pilots/) but no manifest: give another --out")
     model = None if reward_model_path is None else str(Path(reward_model_path).resolve())  # pilots run anywhere
     result = design_race(base, grid, total, pilot_fraction, evaluation_flops=_evaluation_flops, command=command_line(),
                          reward_model_path=model)
@@ -154,12 +152,11 @@ def _shorthands(base: Recipe, axes: tuple[str, ...], models: tuple[str, ...], gr
 
 def _grid(shorthands: dict[str, Any], seeds: int, eval_targets: str, fit_targets: str, rungs: int, eta: int,
           evals: int, reward_model_path: str | None, eval_prompts: int, room: float) -> Any:
-    from flopplan.race.design import Grid
-    from flopplan.recipe import RewardSystem
+    from flopplan.race.design import Grid, orm_rewards
 
     reward_names = shorthands["reward"]
     upfront = {}
-    orms = [r for r in reward_names if RewardSystem.parse(r).kind == "orm"]  # as the recipe reads it (ORM:x too)
+    orms = orm_rewards(reward_names)
     if reward_model_path and not orms:
         fail("--reward-model-path is for an orm arm's trained reward model, and no arm is orm: drop it or add one "
              "(--rewards orm:MODEL)")

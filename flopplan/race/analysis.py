@@ -93,8 +93,8 @@ class RaceInput:
     for decisions, the target budget F, the rung budgets (ascending), the highest rung index each arm ran, the sum
     of all pilots' ledgers, the command that regenerates the analysis and, optionally, each arm's pilots' ledgers
     in seed order (``pilot_spend``: the recommendation's pilot cost, :mod:`flopplan.race.overhead`) and the reward
-    system an arm's pilots trained on where its ledgers name a reward model its design does not (``trained_rewards``).
-    """
+    system an arm's pilots trained on where its ledgers and its design disagree on whether a reward model is trained
+    on (``trained_rewards``)."""
 
     arms: tuple[ArmInfo, ...]
     targets: dict[str, PilotData]

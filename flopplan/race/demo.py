@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from flopplan.errors import UserError
-from flopplan.recipe import Recipe, RewardSystem
+from flopplan.recipe import Recipe
 from flopplan.runfile import load_reward_model_card
 
 REWARD_MODEL = "reward-model"
@@ -97,22 +97,17 @@ def train_reward_model(folder: Path, grid: DemoGrid, echo: Callable[[str], None]
     return path
 
 
-def _orm(reward: str) -> bool:
-    """Whether a reward of the grid is an outcome reward model, as the recipe reads it (the one the demo trains)."""
-    return RewardSystem.parse(reward).kind == "orm"
-
-
 def design(folder: Path, grid: DemoGrid, base: Recipe, reward_model: Path | None, command: str,
            first_seed: int = 0) -> Any:
     """The demo grid's manifest in ``folder`` (written unless it is there)."""
-    from flopplan.race.design import MANIFEST, Grid, RaceDesign, design_race
+    from flopplan.race.design import MANIFEST, Grid, RaceDesign, design_race, orm_rewards
     from flopplan.train.targets import evaluation_flops
 
     if (folder / MANIFEST).is_file():
         return RaceDesign.load(folder)
     upfront = {}
     if reward_model is not None:
-        upfront = {r: load_reward_model_card(reward_model).upfront_flops for r in grid.rewards if _orm(r)}
+        upfront = dict.fromkeys(orm_rewards(grid.rewards), load_reward_model_card(reward_model).upfront_flops)
     spec = Grid(grid.policies, grid.group_sizes, (1,), grid.rewards, seeds=grid.seeds, targets=("heldout", "long"),
                 fit_targets=("heldout",), rungs=grid.rungs, eta=2, evals=grid.evals, eval_prompts=grid.eval_prompts,
                 upfront=upfront, first_seed=first_seed, room=grid.room)
@@ -138,7 +133,9 @@ def run_demo(out: str | Path, *, quick: bool = False, jobs: int = 2, base: Recip
     grid = QUICK if quick else DEMO
     seconds: dict[str, float] = {}
     start = time.monotonic()
-    uses_rm = any(_orm(r) for r in grid.rewards)
+    from flopplan.race.design import orm_rewards
+
+    uses_rm = bool(orm_rewards(grid.rewards))
     reward_model = train_reward_model(folder, grid, echo) if uses_rm else None
     seconds["reward model"] = time.monotonic() - start
     race = design(folder, grid, base, reward_model, command)

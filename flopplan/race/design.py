@@ -37,6 +37,7 @@ from flopplan.race.axes import CLASSIC, Axis, arm_name, knob_values, label
 from flopplan.recipe import Recipe, RewardSystem, refuse_group_of_one
 
 MANIFEST = "manifest.json"
+PILOTS = "pilots"  # the folder of a race's pilots (flopplan.race.pilots.pilot_folder)
 MANIFEST_VERSION = 3
 READABLE = (1, 2, MANIFEST_VERSION)
 """Version 1 (before any axis): no ``axes``, arms without ``knobs`` or ``grpo``: read as that. Versions 1-2
@@ -212,6 +213,12 @@ def _manifest_problem(d: RaceDesign) -> str:
         (all(x > 0 for x in d.eval_points), "eval_points must be positive"),
     )
     return next((what for ok, what in checks if not ok), "")
+
+
+def orm_rewards(rewards: tuple[str, ...] | list[str]) -> list[str]:
+    """The reward values of a grid that are outcome reward models as the recipe reads them (``orm:x``, ``ORM:x``):
+    the arms a trained reward model's upfront FLOPs are charged to (``Grid.upfront``)."""
+    return [r for r in rewards if RewardSystem.parse(r).kind == "orm"]
 
 
 @dataclass(frozen=True)

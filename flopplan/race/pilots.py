@@ -5,7 +5,6 @@ the death signal their processes are started with."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +12,11 @@ import numpy as np
 
 from flopplan.errors import UserError
 from flopplan.race.analysis import RaceInput
-from flopplan.race.design import RaceDesign
+from flopplan.race.design import PILOTS, RaceDesign
 from flopplan.race.persistence import names_reward_model
 from flopplan.race.pilot_data import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.results import ArmInfo
 from flopplan.runfile import SUMMARY, load_evaluations, load_summary
-
-PILOTS = "pilots"
 
 
 def pilot_folder(folder: str | Path, arm: str, seed: int) -> Path:
@@ -46,11 +43,6 @@ def pilot_done(folder: Path, budget: int) -> bool:
     return reached > budget or (bool(summary.stop_reason) and not summary.interrupted and reached >= budget)
 
 
-def pilot_ledger(folder: Path) -> int:
-    """What one pilot's ledger charged so far (0 before it wrote a summary); lost work is recorded apart."""
-    return load_summary(folder).flops["total"] if (folder / SUMMARY).is_file() else 0
-
-
 def pilot_spending(design: RaceDesign, folder: Path) -> dict[str, int]:
     """FLOPs all pilots spent by their ledgers: in total, on training (evaluations excluded), on evaluations, and
     lost to interruptions (charged to the pilots' ledgers, not to their budgets)."""
@@ -71,7 +63,8 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
     """The analysis's input from the pilots of the arms in ``reached`` (arm -> the rung all its seeds finished),
     each pilot's evaluations read up to that rung's budget, so a pilot already running its next rung does not
     change it. ``pilot_spend`` holds each arm's pilots' ledgers in seed order (the first is the one a validating
-    run continues)."""
+    run continues), ``trained_rewards`` the reward a pilot's ledger recorded where it disagrees with the design's
+    (each pilot's summary read once for both)."""
     targets: dict[str, list[ArmPilots]] = {t: [] for t in design.targets}
     infos, spend, trained = [], {}, {}
     for arm in design.arms:
@@ -93,8 +86,12 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
             targets[target].append(ArmPilots(arm.name, tuple(runs[target])))
         infos.append(ArmInfo(name=arm.name, axes=dict(arm.axes), params=arm.recipe.policy_spec.params,
                              split=_split(arm.split(reached[arm.name])), upfront_flops=arm.upfront_flops))
-        spend[arm.name] = tuple(pilot_ledger(pilot_folder(folder, arm.name, s)) for s in design.seeds)
-        trained.update(_trained_reward(folder, arm.name, str(arm.axes.get("reward", "rule")), design.seeds))
+        folders = [pilot_folder(folder, arm.name, s) for s in design.seeds]
+        summaries = [load_summary(p) if (p / SUMMARY).is_file() else None for p in folders]  # None: not written yet
+        spend[arm.name] = tuple(0 if s is None else s.flops["total"] for s in summaries)  # lost work apart
+        recorded = _trained_reward(str(arm.axes.get("reward", "rule")), [s.reward for s in summaries if s])
+        if recorded is not None:
+            trained[arm.name] = recorded
     return RaceInput(arms=tuple(infos), targets={t: PilotData(tuple(arms)) for t, arms in targets.items()},
                      fitted_targets=design.fit_targets, budget_flops=float(design.budget_flops),
                      rung_budgets=tuple(float(b) for b in design.rung_flops), reached=dict(reached),
@@ -102,17 +99,12 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
                      pilot_spend=spend, trained_rewards=trained)
 
 
-def _trained_reward(folder: Path, arm: str, designed: str, seeds: Sequence[int]) -> dict[str, str]:
-    """{arm: the reward system a pilot's ledger recorded} where it names a reward model and the design's does not,
-    or the reverse: a user's script meters the reward functions its trainer holds (a reward model in
+def _trained_reward(designed: str, recorded: list[str]) -> str | None:
+    """The reward system a pilot's ledger ``recorded`` where it names a reward model and the design's does not, or
+    the reverse: a user's script meters the reward functions its trainer holds (a reward model in
     ``reward_funcs`` is one, whatever the design says), and the analysis's learned-reward caveat reads it. Spelling
     (``RULE``, ``prm`` for its default model, a script's own copy of the design's model) is no difference."""
-    for seed in seeds:
-        path = pilot_folder(folder, arm, seed)
-        recorded = load_summary(path).reward if (path / SUMMARY).is_file() else designed
-        if names_reward_model(recorded) != names_reward_model(designed):
-            return {arm: recorded}
-    return {}
+    return next((r for r in recorded if names_reward_model(r) != names_reward_model(designed)), None)
 
 
 def _split(shares: dict[str, Any]) -> dict[str, float]:
