@@ -222,11 +222,10 @@ def learned_reward_caveat(rec: Recommendation, arms: Sequence[ArmInfo], among: s
     the finalists: :func:`pool`) are trained on a learned reward model (an ``orm:`` or ``prm:`` value on the reward
     axis; ``trained`` holds the reward an arm's pilots' ledgers recorded where it says otherwise, and wins: a user's
     script that loads a reward model in its ``reward_funcs`` while the design says ``rule``, or the reverse) and may
-    over-optimise it: a policy trained
-    against a reward model can see its true reward peak and fall while the model's score keeps rising (Gao,
-    Schulman and Hilton, arXiv 2210.10760). A fall the pilots show is carried on (the steep-fall family,
-    :mod:`flopplan.race.fall`); one that starts after the largest pilot is in no pilot.
-    On simulated over-optimisation (benchmarks/shapes_round20.py's ``overoptimised``, four samples of 200
+    over-optimise it: a policy trained against a reward model can see its true reward peak and fall while the
+    model's score keeps rising (Gao, Schulman and Hilton, arXiv 2210.10760). A fall the pilots show is carried on
+    (the steep-fall family, :mod:`flopplan.race.fall`); one that starts after the largest pilot is in no pilot. On
+    simulated over-optimisation (benchmarks/shapes_round20.py's ``overoptimised``, four samples of 200
     repetitions; docs/results.md, round 21) the stated P(best) was 0.12-0.22 above how often the pick was the best
     finalist and the 90 % intervals held the truth at F 76-82 % of the time."""
     trained = trained or {}

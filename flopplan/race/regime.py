@@ -135,9 +135,10 @@ def rules(level: float) -> tuple[str, ...]:
         "drops the best is measured apart). Against simulated "
         "truths at a budget 2x the largest pilot (benchmarks/race_misspecification.py, 200 repetitions a shape; "
         "docs/results.md, rounds 18-22) it came within 0.10 of how often the pick was best on 27 of 30 curve "
-        "shapes with 4 arms, 3 seeds and 200 prompts, and on the six shapes run with 6 arms, 2 seeds and 100 "
-        "prompts; it read 0.14-0.18 too high where straight rises in F stop at a ceiling after the pilots, which the "
-        "pilots do not tell from the same rise going on, 0.12-0.22 too high on reward-model over-optimisation, "
+        "shapes with 4 arms, 3 seeds and 200 prompts, and on six of the seven shapes run with 6 arms, 2 seeds and "
+        "100 prompts; it read 0.14-0.18 too high where straight rises in F stop at a ceiling after the pilots, "
+        "which the pilots do not tell from the same rise going on, 0.12-0.22 too high on reward-model "
+        "over-optimisation (in either geometry), "
         "whose falls mostly start after the pilots, and up to 0.12 too high on stage-wise learning, whose second "
         "stage can start after them.",
     )
