@@ -124,5 +124,16 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
+def end_process_group() -> None:
+    """Under torchrun or accelerate, close the process group once training ended well, as PyTorch asks: a gloo
+    group left to the interpreter's exit can abort a rank ("terminate called without an active exception",
+    pytorch/pytorch#190489), and the launcher then fails the whole run."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 if __name__ == "__main__":
     main()
+    end_process_group()
