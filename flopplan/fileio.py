@@ -6,7 +6,7 @@ What the atomic writer does with what is already there:
 * nothing, or a regular file: replaced through a temporary file in the same folder and a rename (the old file or
   the new one, never half of one), keeping the old file's permission bits;
 * a symbolic link: written *through*: the file it points to is replaced (the link stays a link), with the same
-  rules for what it points to;
+  rules for what it points to; a link into a folder that does not exist is refused (no folder is made for it);
 * anything else (a directory, a device such as /dev/null or /dev/full, a FIFO, a socket): refused with one line,
   never replaced by a regular file.
 
@@ -56,9 +56,11 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
         sys.stdout.write(text)
         sys.stdout.flush()
         return Path(STDOUT)
-    path = writable_target(path)
+    given, path = Path(path), writable_target(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        given.parent.mkdir(parents=True, exist_ok=True)
+        if not path.parent.is_dir():  # a link into a folder that is not there: write nowhere, as open() would
+            raise UserError(f"cannot write {str(given)!r}: it is a link to {str(path)!r}, whose folder does not exist")
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise UserError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None

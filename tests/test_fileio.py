@@ -82,6 +82,16 @@ def test_a_symlink_is_written_through(tmp_path):
     assert (tmp_path / "new.json").read_text() == "x" and dangling.is_symlink()
 
 
+def test_a_link_into_a_missing_folder_is_refused_and_makes_no_folder(tmp_path):
+    """A dangling link whose target's folder is not there: one line, and the folder is not made (a race design
+    through such a link once created the folder at the link's far end and wrote the manifest there)."""
+    link, far = tmp_path / "manifest.json", tmp_path / "gone" / "deeper" / "manifest.json"
+    link.symlink_to(far)
+    with pytest.raises(UserError, match="whose folder does not exist"):
+        atomic_write_text(link, "x")
+    assert not (tmp_path / "gone").exists() and link.is_symlink()
+
+
 def test_a_directory_is_refused():
     with pytest.raises(UserError, match="is a directory"):
         atomic_write_text(ROOT / "tables", "x")

@@ -525,6 +525,10 @@ def test_a_version_5_race_json_reads_without_the_fall_test(size_race, tmp_path):
     (lambda d: d["arms"][0]["info"].update(params=True), "params must be an integer"),
     (lambda d: d["targets"][0]["curves"][0]["arm_fit"]["fit"].pop("a"), "missing key 'a'"),
     (lambda d: d.update(rung_budgets="25 EFLOP"), "rung_budgets must be a list"),
+    (lambda d: d.update(budget_flops=-1e13), "budget_flops must be > 0"),
+    (lambda d: d.update(rung_budgets=d["rung_budgets"][::-1]), "rung_budgets must be positive and ascending"),
+    (lambda d: d.update(level=90), "level must be between 0 and 1"),
+    (lambda d: d["arms"].append(d["arms"][0]), "arms must be distinct"),
 ])
 def test_a_malformed_race_json_is_one_line(size_race, tmp_path, edit, message):
     _, an = size_race

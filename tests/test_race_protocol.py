@@ -172,6 +172,7 @@ def test_run_refuses_a_bad_shard_and_analyze_waits_for_a_rung(tmp_path):
     one_line_error(cli("race", "run", str(tmp_path), "--jobs", "0"), "--jobs")
     one_line_error(cli("race", "analyze", str(tmp_path)), "first rung")
     one_line_error(cli("race", "validate", str(tmp_path)), "race.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]  # the refusals wrote nothing
 
 
 # -- a real race, uninterrupted and killed ------------------------------------------------------------------------

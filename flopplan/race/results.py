@@ -14,6 +14,7 @@ Intervals are [lo, hi] at ``RaceAnalysis.level``; each target's ``interval_metho
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -400,7 +401,27 @@ class RaceAnalysis:
         if version < RACE_VERSION:
             data = legacy.upgrade(data, where)
         out: RaceAnalysis = serial.from_data(RaceAnalysis, data, where)
+        problem = out.problem()
+        if problem:
+            raise UserError(f"{where}: {problem} (no analysis writes this; run `flopplan race analyze` again)")
         return out
+
+    def problem(self) -> str:
+        """What the values say that no analysis writes (a hand edit, a damaged copy): '' when nothing. The types
+        are checked by the reader; this is what a table or a validating run built on the file would carry."""
+        checks = (
+            (self.budget_flops > 0, "budget_flops must be > 0"),
+            (self.pilot_flops >= 0, "pilot_flops must be >= 0"),
+            (bool(self.rung_budgets) and all(b > 0 for b in self.rung_budgets)
+             and all(a < b for a, b in itertools.pairwise(self.rung_budgets)),
+             "rung_budgets must be positive and ascending"),
+            (0 < self.level < 1, "level must be between 0 and 1"),
+            (self.n_replicates >= 1, "n_replicates must be >= 1"),
+            (bool(self.arms) and len({a.info.name for a in self.arms}) == len(self.arms),
+             "arms must be distinct and not empty"),
+            (len({t.name for t in self.targets}) == len(self.targets), "targets must be distinct"),
+        )
+        return next((what for ok, what in checks if not ok), "")
 
 
 def load_analysis(path: str | Path) -> RaceAnalysis:

@@ -193,7 +193,9 @@ def rung_arms(design: RaceDesign, folder: Path) -> list[list[str]]:
         decision = promote(design, folder, arms, before.get(rung))
         arms.append(list(decision["promoted"]))
         decisions.append(decision)
-    atomic_write_json(folder / PROMOTIONS, {"race_promotions_version": PROMOTIONS_VERSION, "decisions": decisions})
+    if decisions or (folder / PROMOTIONS).exists():  # a race with no rung finished leaves no record behind
+        atomic_write_json(folder / PROMOTIONS, {"race_promotions_version": PROMOTIONS_VERSION,
+                                                "decisions": decisions})
     return arms
 
 
