@@ -61,6 +61,28 @@ def test_the_worst_case_of_every_pilot_fits_phi_f(arms, seeds, rungs, eta):
     assert design.worst_case_flops >= 0.99 * design.pilot_cap  # the first rung is as large as phi allows
 
 
+def test_the_design_says_when_its_horizon_is_beyond_where_p_best_was_checked():
+    """The horizon (F over the largest pilot, every arm's top-rung ledger budget) is stated before any pilot runs;
+    beyond the 2x (with slack) at which the P(best) was checked, the note says the analysis will read it as a
+    strength of preference and names the levers; a design with its largest pilot near F gets no such clause."""
+    from flopplan.race.design import HORIZON_SLACK, MEASURED_HORIZON
+
+    def horizon_of(grid: Grid, phi: float) -> tuple[float, str]:
+        design = design_race(_base(), grid, 10**13, phi, evaluation_flops=_eval_flops)
+        top = max(a.pilot_budget(design, len(design.keep) - 1) for a in design.arms)
+        (note,) = design.notes
+        return 10**13 / top, note
+
+    far, far_note = horizon_of(Grid(("tiny-s", "tiny"), (4, 8), (1,), ("rule",), seeds=2, evals=3,
+                                    eval_prompts=20), 0.3)
+    near, near_note = horizon_of(Grid(("tiny-s",), (4,), (1,), ("rule",), seeds=1, rungs=1, evals=3,
+                                      eval_prompts=20), 0.6)
+    assert far > MEASURED_HORIZON * HORIZON_SLACK >= near
+    assert far_note.startswith(f"F is {far:.1f}x the largest pilot") and "how strongly" in far_note
+    assert "--pilot-fraction" in far_note and "--rungs" in far_note
+    assert near_note == f"F is {near:.1f}x the largest pilot: predictions at F extrapolate that far"
+
+
 @pytest.mark.parametrize("room", [1, 1.5, 2, 3])
 def test_the_budget_leaves_room_for_arms_the_evidence_cannot_rule_out(room):
     """room_r = min(room_(r-1), room x keep_r); the worst case pays for that many survivors at every rung, so the

@@ -42,6 +42,7 @@ from numpy.typing import NDArray
 
 from flopplan.errors import UserError
 from flopplan.race.bootstrap import p_best
+from flopplan.race.design import HORIZON_SLACK, MEASURED_HORIZON
 from flopplan.race.ensemble import seed_mean
 from flopplan.race.families import ArmSample
 from flopplan.race.results import ArmCurve, ArmInfo, BudgetResult, Recommendation
@@ -147,8 +148,6 @@ def climb_caveat(rec: Recommendation | None, at_f: BudgetResult, curves: dict[st
             f"budget is in no pilot, and it can reorder the arms{stop}"]
 
 
-MEASURED_HORIZON = 2.0  # F over the largest pilot in benchmarks/race_misspecification.py's default protocol
-HORIZON_SLACK = 1.25  # a largest pilot's ledger falls short of its rung's budget: 2x by rungs reads a little more
 
 
 def horizon_caveat(rec: Recommendation) -> list[str]:
