@@ -736,6 +736,30 @@ def test_a_fallen_naive_pick_stays_unless_another_arm_is_sure_to_pass_what_it_sh
     assert rec.p_best is not None and 0.0 < rec.p_best < 1.0  # anchored: its fall counts, not its envelope
 
 
+def test_the_anchored_forecast_overturns_the_naive_pick_where_the_intervals_overlap():
+    """Crossing truths: "early" has saturated by the largest pilot and leads there; "late" is at its midpoint and
+    passes it before F = 2 F_pilot. The calibrated intervals at F overlap, so the intervals alone keep the naive
+    pick; the anchored forecast (the reward seen at the largest pilot plus the curves' change to F) makes "late"
+    best in at least 80 % of the paired draws, and RACE recommends it, low confidence, saying why."""
+    rng = np.random.default_rng(1)
+    eta = rng.standard_normal(200)
+    early, late = {"a": 0.55, "b": 2.5, "f_mid": F_PILOT / 8}, {"a": 0.85, "b": 1.5, "f_mid": F_PILOT}
+    inp = race([(info("early", group_size=8), pilots(rng, eta, "early", **early)),
+                (info("late", group_size=16), pilots(rng, eta, "late", **late))])
+    target = analyze(inp, n_replicates=REPS, seed=1).target("math")
+    rec = target.recommendation
+    truth = {n: float(scalerl_curve(2 * F_PILOT, t["a"], t["b"], t["f_mid"], TRUTH["r0"]))
+             for n, t in (("early", early), ("late", late))}
+    assert truth["late"] > truth["early"] + 0.1
+    at_f = {p.arm: p for p in target.budgets[-1].predictions}
+    assert at_f["late"].lo <= at_f["early"].hi  # the intervals overlap: they alone would keep the naive pick
+    assert rec is not None and rec.naive_arm == "early" and rec.arm == "late" and rec.confidence == "low"
+    assert rec.p_best is not None and rec.p_best >= 0.8 and rec.runner_up == "early"
+    assert "anchored forecast" in rec.reasons[0] and f"{rec.p_best:.0%}" in rec.reasons[0]
+    assert "carries late past it" in rec.naive_note
+    assert (rec.reward, rec.lo, rec.hi) == (at_f["late"].reward, at_f["late"].lo, at_f["late"].hi)
+
+
 def test_an_arm_solved_from_step_0_is_not_passed_over_for_a_fitted_arm_below_it():
     """An arm at a pass rate of 1 from step 0 has no curve to fit (no A above R0): it has no prediction at F. It is
     still the arm seen best at the largest pilot, and no fitted arm's lower bound at F reaches 1, so RACE recommends
