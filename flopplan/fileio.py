@@ -49,6 +49,15 @@ def writable_target(path: str | Path, what: str = "") -> Path:
     return target
 
 
+def _make_folder(given: Path, target: Path) -> None:
+    """The folder a write to ``given`` needs: ``given``'s own is made; when ``given`` is a link, the folder of what
+    it points to (``target``) must already exist. A link into a missing folder writes nowhere, as open() would,
+    and makes no folder at its far end."""
+    given.parent.mkdir(parents=True, exist_ok=True)
+    if not target.parent.is_dir():
+        raise UserError(f"cannot write {str(given)!r}: it is a link to {str(target)!r}, whose folder does not exist")
+
+
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename (see the module
     docstring for links and special files); ``-`` writes to standard output."""
@@ -58,9 +67,7 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
         return Path(STDOUT)
     given, path = Path(path), writable_target(path)
     try:
-        given.parent.mkdir(parents=True, exist_ok=True)
-        if not path.parent.is_dir():  # a link into a folder that is not there: write nowhere, as open() would
-            raise UserError(f"cannot write {str(given)!r}: it is a link to {str(path)!r}, whose folder does not exist")
+        _make_folder(given, path)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise UserError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
@@ -97,7 +104,7 @@ def atomic_savefig(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     out = writable_target(path, "the plot ")
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix or '.png'}")
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
+        _make_folder(Path(path), out)
         fig.savefig(tmp, dpi=dpi)
         tmp.replace(out)
     except OSError as exc:

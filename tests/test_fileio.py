@@ -13,7 +13,7 @@ import pytest
 from helpers import ROOT, ROOT_ONLY, TINY, cli, one_line_error
 
 from flopplan.errors import UserError
-from flopplan.fileio import atomic_write_json, atomic_write_text, folder_lock
+from flopplan.fileio import atomic_savefig, atomic_write_json, atomic_write_text, folder_lock
 
 
 def test_new_file_gets_the_umask_mode(tmp_path):
@@ -90,6 +90,16 @@ def test_a_link_into_a_missing_folder_is_refused_and_makes_no_folder(tmp_path):
     with pytest.raises(UserError, match="whose folder does not exist"):
         atomic_write_text(link, "x")
     assert not (tmp_path / "gone").exists() and link.is_symlink()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    plot = tmp_path / "curves.png"
+    plot.symlink_to(tmp_path / "gone" / "curves.png")
+    with pytest.raises(UserError, match="whose folder does not exist"):
+        atomic_savefig(Figure(), plot)  # race analyze saves its plots this way
+    assert not (tmp_path / "gone").exists()
 
 
 def test_a_directory_is_refused():

@@ -755,9 +755,25 @@ def test_the_anchored_forecast_overturns_the_naive_pick_where_the_intervals_over
     assert at_f["late"].lo <= at_f["early"].hi  # the intervals overlap: they alone would keep the naive pick
     assert rec is not None and rec.naive_arm == "early" and rec.arm == "late" and rec.confidence == "low"
     assert rec.p_best is not None and rec.p_best >= 0.8 and rec.runner_up == "early"
-    assert "anchored forecast" in rec.reasons[0] and f"{rec.p_best:.0%}" in rec.reasons[0]
-    assert "carries late past it" in rec.naive_note
+    assert "anchored forecast" in rec.reasons[0] and f"P(best) {rec.p_best:.2f}" in rec.reasons[0]
+    assert "intervals at" in rec.reasons[0] and "overlap" in rec.reasons[0]
+    assert rec.p_best_curves is not None and rec.p_best_seen is not None  # read for the moved pick
+    assert "carries late past it" in rec.naive_note and f"{rec.p_best:.2f}" in rec.naive_note
     assert (rec.reward, rec.lo, rec.hi) == (at_f["late"].reward, at_f["late"].lo, at_f["late"].hi)
+
+
+def test_a_pick_moved_off_a_fallen_naive_pick_is_read_among_the_same_arms():
+    """The naive pick fell back in its pilots (not a finalist: it fails the envelope check), the rules keep it, and
+    the anchored forecast moves the pick to 'steady', still accelerating. The moved pick's P(best) and the numbers
+    beside it are read among the arms the move was decided in (with 'steady' alone there would be none): the
+    stated P(best) is the reason's, the curves' and the seen P(best) are recorded, and the warning on the
+    accelerating pick says what its P(best) would be were it to stop."""
+    target = analyze(_fallen_and_steady(39, 0.5, a=0.6, f_mid=F_PILOT / 2), n_replicates=REPS).target("math")
+    rec = target.recommendation
+    assert rec is not None and rec.naive_arm == "fallen" and rec.arm == "steady" and rec.confidence == "low"
+    assert rec.p_best is not None and rec.p_best >= 0.8 and f"P(best) {rec.p_best:.2f}" in rec.reasons[0]
+    assert rec.p_best_curves is not None and rec.p_best_seen is not None
+    assert any(w.startswith("steady") and "were steady to stop" in w for w in target.warnings)
 
 
 def test_an_arm_solved_from_step_0_is_not_passed_over_for_a_fitted_arm_below_it():

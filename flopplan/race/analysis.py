@@ -325,8 +325,8 @@ def _rung_cost(inp: RaceInput, curves: dict[str, ArmCurve]) -> dict[str, float]:
 
 def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmState],
                      ens: ensemble.EnsembleResult, at_cols: list[int], last_cols: list[int],
-                     samples: tuple[ArmSample, ...], grid: FloatArray
-                     ) -> tuple[Recommendation, float | None, tuple[str, float] | None]:
+                     samples: tuple[ArmSample, ...], grid: FloatArray, among: frozenset[str] | None = None
+                     ) -> tuple[Recommendation, float | None, tuple[str, float, frozenset[str]] | None]:
     """A fitted recommendation's stated P(best) among the finalists (the comparable arms that reached the top rung)
     and itself (:mod:`flopplan.race.persistence`: the reward seen at each arm's largest pilot, ``last_cols`` its
     column, carried to F by the unstretched model average's change); the decision's P(best) counts the eliminated
@@ -334,11 +334,12 @@ def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmS
     decision's. Beside it, what the stated P(best) would be were the pick to stop at its largest pilot while the
     others go on, those still accelerating as their rise (:mod:`flopplan.race.acceleration`, the curve that raised
     their upper ends) forecasts, the rest as the mixture does (None: not computed); and the finalist the anchored
-    forecast makes best with a P(best) of at least ``UNDECIDED_P`` when it is not the pick (None: none), which
-    :func:`regime.anchored_pick` makes the pick."""
+    forecast makes best with a P(best) of at least ``UNDECIDED_P`` when it is not the pick (None: none), with the
+    pool it was found in, which :func:`regime.anchored_pick` may make the pick (``among``: that pool again, so the
+    moved pick's numbers are read among the same arms)."""
     if rec.mode != "fitted" or rec.arm is None:
         return rec, None, None
-    names = persistence.pool(rec, at_f, {st.info.name: st.survived for st in states})
+    names = among or persistence.pool(rec, at_f, {st.info.name: st.survived for st in states})
     pool = [st for st in states if st.info.name in names]
     if len(pool) < 2:
         return rec, None, None
@@ -356,7 +357,8 @@ def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmS
             at = rise.predict(grid[[at_cols[st.k], last_cols[st.k]]])[1:]  # (k, 2): the draws at F and F_last
             going_on[j] = at[:, 0] - at[:, 1]
     top = int(np.argmax(stated))
-    lead = (pool[top].info.name, float(stated[top])) if top != i and stated[top] >= UNDECIDED_P else None
+    lead = ((pool[top].info.name, float(stated[top]), frozenset(names)) if top != i and stated[top] >= UNDECIDED_P
+            else None)
     return (replace(rec, p_best=float(stated[i]), p_best_curves=float(by_curves[i]), p_best_seen=float(persist[i])),
             persistence.p_best_if_stopped(seen, going_on, i), lead)
 
@@ -424,10 +426,10 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
                     naive=naive, rung_cost=_rung_cost(inp, curves))
     among, if_stopped, lead = _among_finalists(rec, at_f, states, ens, at_cols, [col[f] for f in last],
                                                res.samples, grid)
-    if lead is not None:  # the anchored forecast overturns the pick the intervals left in place
-        rec = anchored_pick(rec, at_f, lead, upfront, naive)
-        among, if_stopped, _ = _among_finalists(rec, at_f, states, ens, at_cols, [col[f] for f in last],
-                                                res.samples, grid)
+    moved = anchored_pick(rec, at_f, lead[:2], upfront, naive) if lead is not None else rec
+    if moved.arm != rec.arm:  # the anchored forecast overturns the pick the intervals left in place
+        among, if_stopped, _ = _among_finalists(moved, at_f, states, ens, at_cols, [col[f] for f in last],
+                                                res.samples, grid, lead[2] if lead is not None else None)
     recommendation = pilot_cost(among, budget_flops=f_target, pilot_flops=inp.pilot_flops, spend=inp.pilot_spend,
                                 upfront=upfront, largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
     warnings += persistence.climb_caveat(recommendation, at_f, curves, survived, if_stopped)

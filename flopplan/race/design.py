@@ -356,18 +356,20 @@ HORIZON_SLACK = 1.25  # a largest pilot's ledger falls short of its rung's budge
 
 def horizon_note(horizon: float) -> str:
     """What a design's horizon (F over its largest pilot) means for the analysis, said before any pilot runs: the
-    intervals and stated P(best) were checked against simulated truths at :data:`MEASURED_HORIZON` and found off by
-    up to 0.43 at 4x-8x (docs/results.md, rounds 6 and 10); beyond it the analysis reads the P(best) as how strongly
-    the pilots favour an arm (``persistence.horizon_caveat``). The largest pilot grows with the pilot fraction and a
-    steeper ladder, and shrinks with the arms and seeds it is shared by (the default grid at F = 1e14: 59.1x; 29.8x
-    at --pilot-fraction 0.5, 19.9x with one seed, 41.8x with four rungs, 31.5x at --eta 4, 70.4x with one rung)."""
+    intervals and stated P(best) were checked against simulated truths at :data:`MEASURED_HORIZON`, the P(best)
+    found off by up to 0.43 at 4x-8x (docs/results.md, rounds 6, 9 and 10); beyond it the analysis reads the
+    P(best) as how strongly the pilots favour an arm (``persistence.horizon_caveat``). The largest pilot grows with
+    the pilot fraction and a steeper ladder, and shrinks with the arms and seeds it is shared by (the default grid
+    at F = 1e14: 59.1x; 29.8x at --pilot-fraction 0.5, 19.9x with one seed, 41.8x with four rungs, 31.5x at
+    --eta 4, 70.4x with one rung)."""
     note = f"F is {horizon:.1f}x the largest pilot: predictions at F extrapolate that far"
     if horizon <= MEASURED_HORIZON * HORIZON_SLACK:
         return note
     return (f"{note}. RACE's intervals and P(best) were checked against simulated truths at {MEASURED_HORIZON:g}x "
-            "(off by up to 0.43 at 4x-8x: docs/results.md), so the analysis will read the P(best) as how strongly "
-            "the pilots favour an arm, not as the chance that it is best at F; a larger --pilot-fraction, fewer "
-            "arms or seeds, or a steeper ladder (more --rungs, a larger --eta) brings the largest pilot closer to F")
+            "(the P(best) off by up to 0.43 at 4x-8x: docs/results.md), so the analysis will read the P(best) as how "
+            "strongly the pilots favour an arm, not as the chance that it is best at F; a larger --pilot-fraction, "
+            "fewer arms or seeds, or a steeper ladder (more --rungs, a larger --eta) brings the largest pilot closer "
+            "to F")
 
 
 def _model_identity(name: str) -> str:

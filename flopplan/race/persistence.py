@@ -28,9 +28,10 @@ largest pilot, the no-change forecast; the "single-scale ranking" DataDecide, ar
 80 % of the time) stated up to 0.17 too much where curves cross after the pilots; the anchored forecast keeps the
 curves' crossing. It has no tuned weight; the pooling's weights are estimated from each pool's own draws.
 
-The decision (which arm, and "cannot tell") still reads the calibrated curves (:mod:`flopplan.race.regime`); only
-the probability stated for the recommended arm is anchored. Persistence's own share (``p_best_seen``) and the
-curves' (``p_best_curves``) are reported beside it.
+The decision (which arm, and "cannot tell") reads the calibrated curves (:mod:`flopplan.race.regime`), with one
+exception: a finalist this anchored forecast makes best in at least 0.8 of the draws becomes the pick, confidence
+low (:func:`flopplan.race.regime.anchored_pick`). The probability stated for the recommended arm is anchored.
+Persistence's own share (``p_best_seen``) and the curves' (``p_best_curves``) are reported beside it.
 """
 
 from __future__ import annotations

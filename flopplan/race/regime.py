@@ -376,7 +376,9 @@ def anchored_pick(rec: Recommendation, at_f: BudgetResult, lead: tuple[str, floa
                   naive: tuple[str, float] | None) -> Recommendation:
     """The recommendation moved to ``lead`` (arm, its anchored P(best) among the finalists, at least
     :data:`UNDECIDED_P`): a finalist the anchored forecast (:mod:`flopplan.race.persistence`) makes best at the
-    budget although the calibrated curves' intervals left ``rec``'s arm (the naive pick, as a rule) in place.
+    budget although the rules before it picked ``rec``'s arm (the naive pick, as a rule). ``rec`` unchanged when
+    the calibrated intervals at the budget separate the two the other way (``rec``'s lower bound above the lead's
+    upper bound): the curves and the anchored forecast then disagree, and the rules' pick stands.
 
     Why: the anchored forecast is the one whose P(best) was checked against simulated truths (within 0.10 of the hit
     rate on most shapes at 2x, docs/results.md); with the protocol's own threshold on it, on the same repetitions
@@ -385,14 +387,19 @@ def anchored_pick(rec: Recommendation, at_f: BudgetResult, lead: tuple[str, floa
     (by 0.0032-0.0043 of 0.027-0.029, at three seeds) and on the entropy-ceiling shape (0.0076 to 0.0061), and no
     cell's rose above the naive pick's by more than 0.0002, one paired standard error. The calibrated intervals,
     each arm's own allowance for its extrapolation, overlap where the paired draws agree on the order, so they keep
-    arms tied that the draws separate. Confidence: low (the curves' intervals do not separate the arms; ``tied``
-    and ``separate_flops`` still say so)."""
+    arms tied that the draws separate. Confidence: low. ``tied`` and ``separate_flops`` stay the rules' (the arms
+    the curves could not tell apart, when they named a tie: evidence about the curves, not about the move)."""
     arm, p = lead
     pred = next(q for q in at_f.predictions if q.arm == arm)
+    old = next((q for q in at_f.predictions if q.arm == rec.arm), None)
+    if old is not None and old.lo > pred.hi:
+        return rec
     f = at_f.flops
+    how = ("although the calibrated intervals at {f} overlap" if old is None or pred.lo <= old.hi
+           else "as the calibrated intervals at {f} also say").format(f=eng(f))
     reasons = [f"{arm} is recommended over {rec.arm}: the anchored forecast (each finalist's reward seen at its "
-               f"largest pilot plus the curves' change from there to {eng(f)}) makes it best in {p:.0%} of the paired "
-               f"draws (at least {UNDECIDED_P:.0%}), although the calibrated intervals at {eng(f)} overlap"]
+               f"largest pilot plus the curves' change from there to {eng(f)}) gives it P(best) {p:.2f} (at least "
+               f"{UNDECIDED_P:g}), {how}"]
     if not at_f.decision.regime.endswith("-bound"):
         reasons.append(f"{at_f.decision.regime} at the target budget: {at_f.decision.rule}")
     if pred.extrapolation > EXTRAPOLATION_LIMIT * EXTRAPOLATION_TOL:
@@ -402,7 +409,7 @@ def anchored_pick(rec: Recommendation, at_f: BudgetResult, lead: tuple[str, floa
     if naive is not None and naive[0] != arm:
         fields["naive_note"] = (f"the naive pick {naive[0]} shows the best reward at the largest pilot "
                                 f"({naive[1]:.3f}), but the curves' change from there to {eng(f)} carries {arm} past "
-                                f"it in {p:.0%} of the paired draws (the anchored forecast)")
+                                f"it: the anchored forecast gives {arm} P(best) {p:.2f}")
     return replace(rec, arm=arm, confidence="low", reasons=tuple(reasons), at_flops=pred.ledger_flops,
                    reward=pred.reward, lo=pred.lo, hi=pred.hi, gain=pred.gain, gain_lo=pred.gain_lo,
                    gain_hi=pred.gain_hi, p_best=p, runner_up=rec.arm, margin=None, margin_lo=None, margin_hi=None,

@@ -256,7 +256,8 @@ class Recommendation:
     budget), ``best observed`` (the best observed reward at ``at_flops``, the survivors' largest common ledger
     FLOPs: no curve is extrapolated) or ``none``. ``confidence``: ``high``, ``low`` (``reasons``), ``cannot tell``
     (the evidence does not separate the arms in ``tied`` at the budget; ``separate_flops``: what one more rung for
-    them would cost) or ``best observed``. Numbers are at ``at_flops``; ``budget_left_flops``: the target budget
+    them would cost; a pick the anchored forecast moved keeps the tie the curves named, at confidence ``low``) or
+    ``best observed``. Numbers are at ``at_flops``; ``budget_left_flops``: the target budget
     less the pilots. ``naive_arm``: the naive pick, the survivor with the best observed reward at the largest
     pilot (``naive_reward``), and ``naive_note`` why RACE differs from it when it does. The pilots' cost
     (:mod:`flopplan.race.overhead`; 0 in files written before it was recorded): the ledger of the arm's pilot a
