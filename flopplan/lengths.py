@@ -219,6 +219,16 @@ class Length:
         probs = np.diff(np.concatenate(([0.0], at_most)))
         return Length(self.support, tuple(probs.tolist()), "max", f"max of {n} x ({self.describe()})")
 
+    def spec(self) -> str:
+        """The CLI string :meth:`parse` reads back to this length where there is one (``N``, ``MEAN:MAX``,
+        ``@FILE``); otherwise (a ``min``, a list of lengths or counts) :meth:`describe`."""
+        data = self.data if isinstance(self.data, dict) else {}
+        if self.kind == "mean_max" and set(data) == {"mean", "max"}:
+            return f"{float(data['mean']):g}:{int(data['max'])}"
+        if set(data) == {"file"}:
+            return f"@{data['file']}"
+        return self.describe()
+
     def describe(self) -> str:
         if self.is_fixed:
             return str(self.support[0])

@@ -136,12 +136,7 @@ def label(value: Any) -> str | int | float:
     if value is None:
         return "full"  # lora_rank None
     if isinstance(value, Length):  # as --axis writes it, so that a manifest reads it back (Length.parse)
-        data = value.data if isinstance(value.data, dict) else {}
-        if value.kind == "mean_max" and {"mean", "max"} <= set(data) and "min" not in data:
-            return f"{float(data['mean']):g}:{int(data['max'])}"
-        if "file" in data:
-            return f"@{data['file']}"
-        return value.describe()
+        return value.spec()
     if isinstance(value, tuple):
         return "+".join(str(label(v)) for v in value)
     return str(value)
