@@ -52,3 +52,9 @@ def check_choice(name: str, value: Any, allowed: Iterable[str]) -> str:
     if value not in options:
         raise UserError(f"{name} must be one of {', '.join(options)}, not {value!r}")
     return str(value)
+
+
+def first_problem(checks: Iterable[tuple[bool, str]]) -> str:
+    """The message of the first check that fails, '' when all hold: a loaded file's values checked in order
+    (a manifest, race.json), so the one line names the first field no writer would have written."""
+    return next((what for ok, what in checks if not ok), "")

@@ -28,7 +28,6 @@ target's (and arm's) name, so the order of targets does not change the numbers.
 
 from __future__ import annotations
 
-import itertools
 import zlib
 from dataclasses import dataclass, field, replace
 
@@ -40,6 +39,7 @@ from flopplan.errors import UserError, check_int, check_number, is_int, is_numbe
 from flopplan.race import checks, ensemble, persistence
 from flopplan.race.bootstrap import BootstrapResult, bootstrap_interval, paired_bootstrap, temporal_holdout
 from flopplan.race.curves import CurveFit
+from flopplan.race.design import is_ladder
 from flopplan.race.families import ArmSample
 from flopplan.race.overhead import pilot_cost
 from flopplan.race.pilot_data import ArmPilots, PilotData
@@ -123,8 +123,7 @@ class RaceInput:
                 raise UserError(f"target {target!r}: arm {unknown[0]!r} is not among the arms")
         check_number("budget_flops", self.budget_flops, strict=True)
         rungs = self.rung_budgets
-        if not rungs or not all(is_number(r) and r > 0 for r in rungs) or any(
-                b <= a for a, b in itertools.pairwise(rungs)):
+        if not is_ladder(rungs):
             raise UserError("rung_budgets must be FLOPs > 0 in ascending order")
         if set(self.reached) != set(names) or not all(is_int(v) and 0 <= v < len(rungs)
                                                       for v in self.reached.values()):

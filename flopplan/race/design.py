@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from flopplan import __version__
 from flopplan.budget import Budget
-from flopplan.errors import UserError, check_int, is_int, is_number
+from flopplan.errors import UserError, check_int, first_problem, is_int, is_number
 from flopplan.fileio import atomic_write_json, read_json
 from flopplan.planfile import PlanEntry
 from flopplan.planner import plan
@@ -193,6 +194,13 @@ class RaceDesign:
         return RaceDesign.from_data(read_json(path, "RACE manifest"), f"RACE manifest {str(path)!r}")
 
 
+def is_ladder(budgets: Sequence[float]) -> bool:
+    """A ladder of pilot budgets: at least one, every one a positive number, strictly ascending (what a design
+    writes; the manifest, the analysis's input and race.json are each checked by it)."""
+    return (bool(budgets) and all(is_number(b) and b > 0 for b in budgets)
+            and all(a < b for a, b in itertools.pairwise(budgets)))
+
+
 def _manifest_problem(d: RaceDesign) -> str:
     """What a manifest's values say that no design writes (a hand edit, a damaged copy), checked before any pilot
     runs: '' when nothing."""
@@ -201,8 +209,7 @@ def _manifest_problem(d: RaceDesign) -> str:
         (d.budget_flops > 0, "budget_flops must be > 0"),
         (0 < d.pilot_fraction < 1, "pilot_fraction must be between 0 and 1"),
         (d.eta >= 2, "eta must be at least 2"),
-        (all(b > 0 for b in d.rung_flops) and all(a < b for a, b in itertools.pairwise(d.rung_flops)),
-         "rung_flops must be positive and ascending"),
+        (is_ladder(d.rung_flops), "rung_flops must be positive and ascending"),
         (all(k >= 1 for k in d.keep) and all(a >= b for a, b in itertools.pairwise(d.keep)),
          "keep must be positive and not increasing"),
         (bool(d.seeds) and all(x >= 0 for x in d.seeds) and len(set(d.seeds)) == len(d.seeds),
@@ -212,7 +219,7 @@ def _manifest_problem(d: RaceDesign) -> str:
         (bool(names) and len(set(names)) == len(names), "arms must be distinct and not empty"),
         (all(x > 0 for x in d.eval_points), "eval_points must be positive"),
     )
-    return next((what for ok, what in checks if not ok), "")
+    return first_problem(checks)
 
 
 def orm_rewards(rewards: tuple[str, ...] | list[str]) -> list[str]:

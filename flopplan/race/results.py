@@ -14,18 +14,17 @@ Intervals are [lo, hi] at ``RaceAnalysis.level``; each target's ``interval_metho
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from flopplan import serial
-from flopplan.errors import UserError, check_int, is_int, is_number
+from flopplan.errors import UserError, check_int, first_problem, is_int, is_number
 from flopplan.fileio import read_json
 from flopplan.race import legacy
 from flopplan.race.bootstrap import ArmFit, HoldoutPoint
 from flopplan.race.curves import CurveFit, EnvelopeCheck, PowerLawFit
-from flopplan.race.design import AXES
+from flopplan.race.design import AXES, is_ladder
 from flopplan.race.ensemble import EnsembleFit
 
 RACE_VERSION = 6
@@ -413,16 +412,14 @@ class RaceAnalysis:
         checks = (
             (self.budget_flops > 0, "budget_flops must be > 0"),
             (self.pilot_flops >= 0, "pilot_flops must be >= 0"),
-            (bool(self.rung_budgets) and all(b > 0 for b in self.rung_budgets)
-             and all(a < b for a, b in itertools.pairwise(self.rung_budgets)),
-             "rung_budgets must be positive and ascending"),
+            (is_ladder(self.rung_budgets), "rung_budgets must be positive and ascending"),
             (0 < self.level < 1, "level must be between 0 and 1"),
             (self.n_replicates >= 1, "n_replicates must be >= 1"),
             (bool(self.arms) and len({a.info.name for a in self.arms}) == len(self.arms),
              "arms must be distinct and not empty"),
             (len({t.name for t in self.targets}) == len(self.targets), "targets must be distinct"),
         )
-        return next((what for ok, what in checks if not ok), "")
+        return first_problem(checks)
 
 
 def load_analysis(path: str | Path) -> RaceAnalysis:
