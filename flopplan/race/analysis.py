@@ -425,10 +425,10 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
                     naive=naive, rung_cost=_rung_cost(inp, curves))
     among, if_stopped, lead = _among_finalists(rec, at_f, states, ens, at_cols, [col[f] for f in last],
                                                res.samples, grid)
-    moved = anchored_pick(rec, at_f, lead[:2], upfront, naive) if lead is not None else rec
-    if moved.arm != rec.arm:  # the anchored forecast overturns the pick the intervals left in place
+    if lead is not None and (moved := anchored_pick(rec, at_f, lead[:2], upfront, naive)).arm != rec.arm:
+        # the anchored forecast overturns the pick: its numbers read among the arms the move was decided in
         among, if_stopped, _ = _among_finalists(moved, at_f, states, ens, at_cols, [col[f] for f in last],
-                                                res.samples, grid, lead[2] if lead is not None else None)
+                                                res.samples, grid, lead[2])
     recommendation = pilot_cost(among, budget_flops=f_target, pilot_flops=inp.pilot_flops, spend=inp.pilot_spend,
                                 upfront=upfront, largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
     warnings += persistence.climb_caveat(recommendation, at_f, curves, survived, if_stopped)

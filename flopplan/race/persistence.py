@@ -149,8 +149,6 @@ def climb_caveat(rec: Recommendation | None, at_f: BudgetResult, curves: dict[st
             f"budget is in no pilot, and it can reorder the arms{stop}"]
 
 
-
-
 def horizon_caveat(rec: Recommendation) -> list[str]:
     """What the stated P(best) of a fitted recommendation does not show when F is far beyond the pick's largest
     pilot: the anchored forecast was measured against simulated truths of 15 curve shapes
