@@ -383,13 +383,18 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
         inp0 = RaceInput(infos, {"math": PilotData(tuple(first.values()))}, ("math",), target, RUNGS,
                          dict.fromkeys(names, 0), 0, "benchmark")
         t0 = analyze(inp0, n_replicates=n_replicates, seed=seed, holdout=False).target("math")
-        preds = t0.budgets[-1].predictions
+        from flopplan.race import runner
+        preds = t0.budgets[-1].predictions if t0.budgets else ()  # none: no arm's pilots could be fitted
         trend = getattr(halving, "trend", None)  # None: a promotion module before the trend rank
         obs = {c.arm: c.observations for c in t0.curves}
         trends = {p.arm: trend(obs[p.arm], p.ledger_flops) for p in preds} if trend else None
         limit = room_ladder((n_arms, n_keep), room)[1]  # the design's room at the second rung
         kept = (halving.keep(list(preds), n_keep, trends, limit=limit) if trend
                 else halving.keep(list(preds), n_keep, limit=n_keep))
+        with_unfitted = getattr(runner, "with_unfitted", None)  # the runner's rule for arms without a curve
+        if with_unfitted is not None and trends is not None:
+            unfitted = {c.arm: c.observed_at_rungs[0] for c in t0.curves if c.arm not in {p.arm for p in preds}}
+            kept = with_unfitted(kept, trends, unfitted, n_keep)[:limit]
     else:
         from flopplan.race.runner import lower_bound  # type: ignore[attr-defined]  # before the promotion module
         bounds = {}
@@ -410,15 +415,15 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
                     {n: int(n in kept) for n in names}, 0, "benchmark")
     t = analyze(inp, n_replicates=n_replicates, seed=seed, holdout=False).target("math")
     rec = t.recommendation
-    at_f = t.budgets[-1]
+    at_f = t.budgets[-1] if t.budgets else None  # None: no arm's pilots could be fitted
     best = max(truth.values())
     observed = {c.arm: c.observed_at_rungs[-1] for c in t.curves if c.arm in kept}
     # the naive pick: ties (two arms with the same count of solved prompts) go to the first arm, as RACE breaks them
     naive = max((n for n in names if n in kept and observed[n] is not None), key=lambda n: observed[n])  # type: ignore[arg-type, return-value]
     fitted = {c.arm: c.predicted_at_budget for c in t.curves if c.predicted_at_budget is not None}
     point_pick = max(fitted, key=lambda n: fitted[n]) if fitted else naive  # type: ignore[arg-type, return-value]
-    usable = [p for p in at_f.predictions if p.usable]
-    comparable = [p.arm for p in at_f.predictions if p.comparable]
+    usable = [p for p in at_f.predictions if p.usable] if at_f else []
+    comparable = [p.arm for p in at_f.predictions if p.comparable] if at_f else []
     fitted_rec = rec is not None and rec.mode == "fitted" and rec.p_best is not None
     finalists = [n for n in comparable if n in kept or (fitted_rec and n == rec.arm)]  # type: ignore[union-attr]
     pool = finalists if len(finalists) > 1 else comparable  # the arms the stated P(best) is computed among
