@@ -509,8 +509,8 @@ def main() -> None:
     args = parser.parse_args()
     if not 0 <= args.stall <= 1:
         parser.error("--stall must be in [0, 1]")
-    if min(args.arms, args.seeds, args.prompts) < 2:
-        parser.error("--arms, --seeds and --prompts must be at least 2")
+    if min(args.arms, args.prompts) < 2 or args.seeds < 1:
+        parser.error("--arms and --prompts must be at least 2, --seeds at least 1")
     GRID.update(arms=args.arms, seeds=args.seeds, prompts=args.prompts)
     try:
         yours = [add_shape(spec) for spec in args.shape]

@@ -335,6 +335,26 @@ def test_an_arm_whose_seeds_agree_in_a_grid_whose_seeds_do_not_is_widened():
     assert moderate([p.relative_seed_variance() for p in packs], "none") == [SeedModeration()] * 4
 
 
+def test_an_arm_with_one_seed_takes_the_grids_seed_variance_or_the_assumed_one():
+    """One seed shows no seed variance: without the prior, the bootstrap reads the one run as the arm's mean. An
+    arm of one seed takes the other arms' mean rho^2 (limma with d = 0: the prior alone); where no arm has two seeds,
+    the assumed ONE_SEED_RHO2, named in the method. ``none`` leaves it as before."""
+    assert moderate([None, None], one_seed=[True, True]) == [SeedModeration(tau=0.05, assumed=True)] * 2
+    mixed = moderate([0.01, 0.03, None], one_seed=[False, False, True])
+    assert mixed[2] == SeedModeration(tau=pytest.approx(np.sqrt(0.02)), assumed=False)
+    assert mixed[:2] == moderate([0.01, 0.03, None])[:2]  # the arms with seeds moderate among themselves as before
+    assert moderate([None, None], "none", one_seed=[True, True]) == [SeedModeration()] * 2
+    rng = np.random.default_rng(8)
+    eta = rng.standard_normal(200)
+    single = PilotData(tuple(arm(rng, f"s{i}", n_seeds=1, prompt_latent=eta) for i in range(3)))
+    runs = {how: paired_bootstrap(single, [2 * F_PILOT], n_replicates=300, rng=4, seed_moderation=how)
+            for how in ("both", "none")}
+    added = runs["both"].replicates[:, 0].var(axis=1) - runs["none"].replicates[:, 0].var(axis=1)
+    expected = (0.05 * (runs["none"].points[:, 0] - 0.2)) ** 2  # the assumed sd on the gain over R0 = 0.2 at 2 F_P
+    assert 0.4 < np.mean(added / expected) < 2.5
+    assert "tau 0.050 assumed" in runs["both"].method and "one seed" not in runs["none"].method
+
+
 def test_an_arm_whose_seeds_spread_more_than_the_grid_is_narrowed_not_dropped():
     """The other direction: one arm whose seeds spread (sd 0.15 on A) among three whose seeds barely do (sd 0.02).
     Moderated both ways its interval at 2 F_pilot narrows against widening only, but by less than half; its seed

@@ -63,7 +63,14 @@ from flopplan.errors import UserError
 from flopplan.race.curves import A_MAX, A_STEP, CurveFit, CurveFitBatch, default_grids, fit_curve_batch
 from flopplan.race.families import ArmSample
 from flopplan.race.pilot_data import ArmPilots, PilotData
-from flopplan.race.seed_pooling import Moderation, SeedModeration, moderate, relative_seed_variance, seed_moments
+from flopplan.race.seed_pooling import (
+    ONE_SEED_RHO2,
+    Moderation,
+    SeedModeration,
+    moderate,
+    relative_seed_variance,
+    seed_moments,
+)
 
 FloatArray = NDArray[np.float64]
 Interval = Literal["percentile", "basic", "bc"]
@@ -340,7 +347,7 @@ def paired_bootstrap(data: PilotData, budgets: ArrayLike, *, n_replicates: int =
     q = data.n_prompts
     cq_shared = _prompt_weights(gen, q, n_replicates)
     draws = _seed_draws(gen, packs, n_replicates, pairing)
-    mods = moderate([p.relative_seed_variance() for p in packs], seed_moderation)
+    mods = moderate([p.relative_seed_variance() for p in packs], seed_moderation, [len(p.seeds) == 1 for p in packs])
     noise_rng = np.random.default_rng(gen.integers(2**63)) if any(m.tau for m in mods) else None
     packs = [p.moderated(m, noise_rng, n_replicates) for p, m in zip(packs, mods, strict=True)]
     points = np.empty((len(packs), f_budgets.size))
@@ -373,13 +380,22 @@ def paired_bootstrap(data: PilotData, budgets: ArrayLike, *, n_replicates: int =
 
 
 def _moderation_text(data: PilotData, mods: list[SeedModeration]) -> str:
-    widened = [f"{a.name} tau {m.tau:.3f}" for a, m in zip(data.arms, mods, strict=True) if m.tau]
-    narrowed = [f"{a.name} x {m.scale:.3f}" for a, m in zip(data.arms, mods, strict=True) if m.scale != 1]
-    if not widened and not narrowed:
-        return ""
-    return ("; each arm's seed variance moderated halfway to the other arms' (flopplan.race.seed_pooling): "
-            + "; ".join([*(["seed gains x (1 + tau N(0, 1)) for " + ", ".join(widened)] if widened else []),
-                         *(["seed deviations scaled for " + ", ".join(narrowed)] if narrowed else [])]))
+    arms = list(zip(data.arms, mods, strict=True))
+    single = [f"{a.name} tau {m.tau:.3f}" for a, m in arms if len(a.runs) == 1 and m.tau]
+    assumed = any(m.assumed for m in mods)
+    widened = [f"{a.name} tau {m.tau:.3f}" for a, m in arms if len(a.runs) > 1 and m.tau]
+    narrowed = [f"{a.name} x {m.scale:.3f}" for a, m in arms if m.scale != 1]
+    parts = []
+    if widened or narrowed:
+        parts.append("each arm's seed variance moderated halfway to the other arms' (flopplan.race.seed_pooling): "
+                     + "; ".join([*(["seed gains x (1 + tau N(0, 1)) for " + ", ".join(widened)] if widened else []),
+                                  *(["seed deviations scaled for " + ", ".join(narrowed)] if narrowed else [])]))
+    if single:
+        parts.append("one seed, so no seed variance of its own (flopplan.race.seed_pooling): seed gains x "
+                     "(1 + tau N(0, 1)), " + (f"tau {np.sqrt(ONE_SEED_RHO2):.3f} assumed, as no arm shows a seed "
+                                              "variance," if assumed else "tau^2 the other arms' mean rho^2,")
+                     + " for " + ", ".join(single))
+    return "".join(f"; {p}" for p in parts)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,12 @@ shares one variance; widening only (``widen``, RACE's rule from 2026-12-03 to th
 E[max(rho^2, rho~^2)] is 1.24 times the shared variance, and the stated P(best) read 0.09-0.12 too low at the
 demo's geometry (docs/results.md, round 17). ``none`` leaves every arm with its own seeds.
 
+An arm with one seed shows no seed variance at all (0 degrees of freedom): the bootstrap would read its one run
+as the arm's mean, and the stated P(best) of a one-seed grid ran 0.06-0.19 above the hit rate in four of the
+issue's five simulated families, whose seeds differ (docs/results.md, round 24). With d = 0 the moderated
+estimate is the prior alone: such an arm's seed gains get tau^2 = rho0^2, the mean of the other arms' rho^2, or
+:data:`ONE_SEED_RHO2` where no arm of the grid has two seeds (an assumption, named in the interval's method).
+
 What it cannot see: a grid in which every arm's seeds happen to agree (nothing to pool), and arms whose seed
 variance truly differs (a reward-model arm whose seeds stall beside rule arms that never do) are pulled toward
 each other: the moderation assumes the arms' relative seed variances are alike.
@@ -43,6 +49,11 @@ Moderation = Literal["both", "widen", "none"]
 MODERATIONS: tuple[Moderation, ...] = ("both", "widen", "none")
 MIN_GAIN = 0.05
 """An arm whose seed mean gains less than this over R0 (root mean square over its positions) gives no rho."""
+ONE_SEED_RHO2 = 0.05**2
+"""rho^2 assumed for the arms of a grid where no arm has two seeds: a seed sd of 5 % of the gain over R0. ScaleRL
+(Khatri et al., arXiv 2510.13786) reports seeds moving the fitted asymptote A by about +-0.015 on a gain of about
+0.3 (../reference/race.md); RL runs of small models can differ far more (the CPU demo's two seeds of one arm by up
+to 0.88, docs/results.md), so a one-seed grid's intervals stay a lower bound on the seeds' part."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,7 @@ class SeedModeration:
 
     tau: float = 0.0
     scale: float = 1.0
+    assumed: bool = False  # tau is :data:`ONE_SEED_RHO2`'s, no arm of the grid having shown a seed variance
 
 
 def seed_moments(scores: FloatArray, dev: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -80,15 +92,21 @@ def relative_seed_variance(scores: FloatArray, z0: FloatArray, dev: FloatArray) 
     return float(np.maximum(v - noise, 0.0).sum() / (gain**2).sum())
 
 
-def moderate(rho: list[float | None], how: Moderation = "both") -> list[SeedModeration]:
+def moderate(rho: list[float | None], how: Moderation = "both", one_seed: list[bool] | None = None
+             ) -> list[SeedModeration]:
     """Per arm (rho^2 from :func:`relative_seed_variance`, None: left out), what moderating its seed variance
-    halfway toward the mean of the other arms' takes (module docstring). An arm without a rho, or alone, is left
-    as it is."""
+    halfway toward the mean of the other arms' takes (module docstring). An arm with one seed (``one_seed``) takes
+    the other arms' mean, or :data:`ONE_SEED_RHO2` where none has a rho; any other arm without a rho, or alone, is
+    left as it is."""
     if how not in MODERATIONS:
         raise UserError(f"seed moderation must be one of {', '.join(MODERATIONS)}, not {how!r}")
     out = []
     for i, r in enumerate(rho):
         others = [x for j, x in enumerate(rho) if j != i and x is not None]
+        if how != "none" and one_seed is not None and one_seed[i]:
+            out.append(SeedModeration(tau=float(np.sqrt(np.mean(others) if others else ONE_SEED_RHO2)),
+                                      assumed=not others))
+            continue
         if how == "none" or r is None or not others:
             out.append(SeedModeration())
             continue
