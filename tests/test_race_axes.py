@@ -4,11 +4,13 @@ by flopplan's or GRPOConfig's name; what cannot be priced or run is refused in o
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from helpers import cli, one_line_error
 
 from flopplan.budget import Budget
+from flopplan.errors import UserError
 from flopplan.planfile import PlanEntry
 from flopplan.planner import plan
 from flopplan.race.axes import KNOB_OF_GRPO, NEUTRAL_KNOBS, RECIPE_OF_GRPO, knob_options, parse_axis, resolve
@@ -135,3 +137,25 @@ def test_every_flop_neutral_knob_leaves_a_runs_ledger_flop_for_flop(tmp_path):
         if knob == "reward_weights":
             options = [*knob_options({"reward_funcs": "exact+math"}), "--reward-weights", "1,0.5"]
         assert flops(knob, *options) == reference, knob
+
+
+def test_a_grpo_only_value_trl_cannot_take_is_refused_when_the_race_is_designed(tmp_path):
+    """The installed TRL's GRPOConfig checks each GRPOConfig-only value at design time, by its field's type and by
+    GRPOConfig's own checks, so a pilot does not fail on it after the other arms have spent their budget."""
+    from enum import Enum
+
+    from flopplan.race.grpo_check import _fits
+
+    assert parse_axis("top_p=0.9,1.0").values == (0.9, 1.0)
+    assert parse_axis("lr_scheduler_type=cosine,constant").kind == "grpo"
+    for text, says in [("top_p=0.9,fast", "top_p is float, not str"), ("top_k=0.5", "top_k is int, not float"),
+                       ("generation_kwargs=3", "dict | str | None, not int"), ("delta=null", "null is none"),
+                       ("optim=adamw_torch,bogus", "GRPOConfig refuses it: bogus is not a valid OptimizerNames")]:
+        with pytest.raises(UserError, match=re.escape(says)) as info:
+            parse_axis(text)
+        assert "\n" not in str(info.value)
+    one_line_error(cli("race", "design", *RACE, "--axis", "top_p=0.9,fast", "--out", str(tmp_path)), "float")
+    assert not (tmp_path / "manifest.json").exists()
+    colour = Enum("colour", {"RED": "red"})
+    assert _fits(1, float) and not _fits(True, float) and _fits(None, float | None) and _fits("red", colour)
+    assert not _fits("blue", colour) and not _fits(0.5, list[float] | None) and _fits(3, object)

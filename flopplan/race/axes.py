@@ -201,6 +201,10 @@ def parse_axis(text: str) -> Axis:
     parsed = tuple(parse_value(field, kind, v) for v in values.split(","))
     if len({json.dumps(label(v)) for v in parsed}) != len(parsed):
         raise UserError(f"--axis {name} names a value twice")
+    if kind == "grpo":
+        from flopplan.race.grpo_check import check_grpo_values
+
+        check_grpo_values(field, parsed)
     return Axis(field, kind, parsed, name.strip())
 
 
