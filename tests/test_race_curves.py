@@ -353,6 +353,8 @@ def test_an_arm_with_one_seed_takes_the_grids_seed_variance_or_the_assumed_one()
     expected = (0.05 * (runs["none"].points[:, 0] - 0.2)) ** 2  # the assumed sd on the gain over R0 = 0.2 at 2 F_P
     assert 0.4 < np.mean(added / expected) < 2.5
     assert "tau 0.050 assumed" in runs["both"].method and "one seed" not in runs["none"].method
+    resampled = paired_bootstrap(single, [2 * F_PILOT], n_replicates=300, rng=4, seed_scheme="resample")
+    assert "one seed" not in resampled.method  # the resample scheme (an ablation) draws no gain noise: none stated
 
 
 def test_an_arm_whose_seeds_spread_more_than_the_grid_is_narrowed_not_dropped():

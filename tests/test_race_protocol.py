@@ -66,7 +66,7 @@ def test_the_design_says_when_its_horizon_is_beyond_where_p_best_was_checked():
     beyond the 2x (with slack) at which the P(best) was checked, the note says the analysis will read it as a
     strength of preference and names the levers; a design with its largest pilot near F gets no such clause. A
     design of one seed says that the seeds' spread will be assumed, not measured; one of two seeds does not."""
-    from flopplan.race.design import HORIZON_SLACK, MEASURED_HORIZON, ONE_SEED_NOTE
+    from flopplan.race.design import HORIZON_SLACK, MEASURED_HORIZON, ONE_SEED_NOTE, horizon_note
 
     def horizon_of(grid: Grid, phi: float) -> tuple[float, str]:
         design = design_race(_base(), grid, 10**13, phi, evaluation_flops=_eval_flops)
@@ -81,7 +81,8 @@ def test_the_design_says_when_its_horizon_is_beyond_where_p_best_was_checked():
                                       eval_prompts=20), 0.6)
     assert far > MEASURED_HORIZON * HORIZON_SLACK >= near
     assert far_note.startswith(f"F is {far:.1f}x the largest pilot") and "how strongly" in far_note
-    assert "--pilot-fraction" in far_note and "--rungs" in far_note and "seeds (two at least)" in far_note
+    assert "--pilot-fraction" in far_note and "--rungs" in far_note and "seeds" not in far_note  # two seeds
+    assert "fewer arms or seeds (two at least)" in horizon_note(far, 3)
     assert "assumes a seed sd of 5 %" in ONE_SEED_NOTE
     assert near_note == f"F is {near:.1f}x the largest pilot: predictions at F extrapolate that far"
 

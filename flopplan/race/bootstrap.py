@@ -32,7 +32,8 @@ One replicate (Efron & Tibshirani, "An Introduction to the Bootstrap", 1993, ch.
      replicate is multiplied by (1 + tau N(0, 1)), tau^2 the difference: three seeds that happen to agree, in a
      grid whose other arms' seeds spread (RL runs whose seeds take off or stall), no longer give a narrow
      interval. Where it lowers it, c is scaled by sqrt(rho~^2 / rho^2). benchmarks/race_misspecification.py
-     ``--stall`` measures it.
+     ``--stall`` measures it. An arm of one seed (shrunk scheme) takes the other arms' mean rho^2 whole, or an
+     assumed seed sd of 5 % of the gain where no other arm shows one (``seed_pooling.ONE_SEED_RHO2``).
 3. Pool: the fit points are every (slot, point), R0* the mean of the slots' step-0 values.
 4. Refit the arm's curve (:func:`flopplan.race.curves.fit_curve_batch`, the original fit's grids); predict at F.
 
@@ -78,7 +79,8 @@ INTERVALS: tuple[Interval, ...] = ("percentile", "basic", "bc")
 NOT_SHOWN = ("Not shown by the interval: error of the curve form itself (a run that leaves ScaleRL's curve after the "
              "pilots), anything past the largest pilot budget (late instability), another evaluation target or "
              "prompt population, seed variance that neither an arm's few seeds nor the grid's other arms showed "
-             "(S seeds give it S-1 degrees of freedom and no rare bad seed), and for unidentified arms the grid "
+             "(S seeds give it S-1 degrees of freedom and no rare bad seed; one seed none, its spread taken from the "
+             "other arms or assumed), and for unidentified arms the grid "
              "bounds (A <= a_max, F_mid <= 100 x the largest FLOPs), which then set the interval.")
 
 
@@ -347,7 +349,8 @@ def paired_bootstrap(data: PilotData, budgets: ArrayLike, *, n_replicates: int =
     q = data.n_prompts
     cq_shared = _prompt_weights(gen, q, n_replicates)
     draws = _seed_draws(gen, packs, n_replicates, pairing)
-    mods = moderate([p.relative_seed_variance() for p in packs], seed_moderation, [len(p.seeds) == 1 for p in packs])
+    one_seed = [len(p.seeds) == 1 and p.scheme == "shrunk" for p in packs]  # resample (an ablation): as before
+    mods = moderate([p.relative_seed_variance() for p in packs], seed_moderation, one_seed)
     noise_rng = np.random.default_rng(gen.integers(2**63)) if any(m.tau for m in mods) else None
     packs = [p.moderated(m, noise_rng, n_replicates) for p, m in zip(packs, mods, strict=True)]
     points = np.empty((len(packs), f_budgets.size))
@@ -392,8 +395,8 @@ def _moderation_text(data: PilotData, mods: list[SeedModeration]) -> str:
                                   *(["seed deviations scaled for " + ", ".join(narrowed)] if narrowed else [])]))
     if single:
         parts.append("one seed, so no seed variance of its own (flopplan.race.seed_pooling): seed gains x "
-                     "(1 + tau N(0, 1)), " + (f"tau {np.sqrt(ONE_SEED_RHO2):.3f} assumed, as no arm shows a seed "
-                                              "variance," if assumed else "tau^2 the other arms' mean rho^2,")
+                     "(1 + tau N(0, 1)), " + (f"tau {np.sqrt(ONE_SEED_RHO2):.3f} assumed, as no other arm shows a "
+                                              "seed variance," if assumed else "tau^2 the other arms' mean rho^2,")
                      + " for " + ", ".join(single))
     return "".join(f"; {p}" for p in parts)
 

@@ -354,7 +354,8 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
                         f"{cap:.3g} and the reward model's {max(grid.upfront.values(), default=0):.3g} upfront "
                         "FLOPs; raise --budget or lower --pilot-fraction")
     top = max(a.pilot_budget(design, len(keep) - 1) for a in design.arms)
-    notes = (horizon_note(budget_flops / top), *([ONE_SEED_NOTE] if len(design.seeds) == 1 else []))
+    seeds = len(design.seeds)
+    notes = (horizon_note(budget_flops / top, seeds), *([ONE_SEED_NOTE] if seeds == 1 else []))
     return RaceDesign(**{**design.__dict__, "notes": notes})
 
 
@@ -364,11 +365,12 @@ HORIZON_SLACK = 1.25  # a largest pilot's ledger falls short of its rung's budge
 
 ONE_SEED_NOTE = ("one seed per arm: the analysis cannot measure how far an arm's seeds differ and assumes a seed sd "
                  "of 5 % of the gain (flopplan.race.seed_pooling); RL seeds often differ more, and on simulated truths "
-                 "a one-seed grid's stated P(best) read 0.15-0.20 above how often its pick was best "
-                 "(docs/results.md, round 24): two seeds let the grid measure the spread")
+                 "a one-seed grid's stated P(best) read up to 0.15 above how often its pick was best where curves "
+                 "crossed, 0.20 where seeds differed twice as much (docs/results.md, round 24): two seeds let the "
+                 "grid measure the spread")
 
 
-def horizon_note(horizon: float) -> str:
+def horizon_note(horizon: float, seeds: int = 3) -> str:
     """What a design's horizon (F over its largest pilot) means for the analysis, said before any pilot runs: the
     intervals and stated P(best) were checked against simulated truths at :data:`MEASURED_HORIZON`, the P(best)
     found off by up to 0.43 at 4x-8x (docs/results.md, rounds 6, 9 and 10); beyond it the analysis reads the
@@ -376,15 +378,15 @@ def horizon_note(horizon: float) -> str:
     the pilot fraction and a steeper ladder, and shrinks with the arms and seeds it is shared by (the default grid
     at F = 1e14: 59.1x; 29.8x at --pilot-fraction 0.5, 19.9x with one seed, 41.8x with four rungs, 31.5x at --eta
     4, 70.4x with one rung). One seed leaves the seeds' spread assumed, not measured (:data:`ONE_SEED_NOTE`), so
-    the note stops at two."""
+    the note names fewer seeds only to a design of more than two."""
     note = f"F is {horizon:.1f}x the largest pilot: predictions at F extrapolate that far"
     if horizon <= MEASURED_HORIZON * HORIZON_SLACK:
         return note
+    fewer = "fewer arms or seeds (two at least)" if seeds > 2 else "fewer arms"
     return (f"{note}. RACE's intervals and P(best) were checked against simulated truths at {MEASURED_HORIZON:g}x "
             "(the P(best) off by up to 0.43 at 4x-8x: docs/results.md), so the analysis will read the P(best) as how "
             "strongly the pilots favour an arm, not as the chance that it is best at F; a larger --pilot-fraction, "
-            "fewer arms or seeds (two at least), or a steeper ladder (more --rungs, a larger --eta) brings the "
-            "largest pilot closer to F")
+            f"{fewer}, or a steeper ladder (more --rungs, a larger --eta) brings the largest pilot closer to F")
 
 
 def _model_identity(name: str) -> str:
