@@ -20,12 +20,16 @@ def bench():
                                                   "race_misspecification.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
+    before = sys.modules.get(spec.name)
+    sys.modules[spec.name] = module  # a fresh module a test: its registries of shapes start empty
     try:
         spec.loader.exec_module(module)
         yield module
     finally:
-        sys.modules.pop(spec.name, None)
+        if before is None:
+            sys.modules.pop(spec.name, None)
+        else:
+            sys.modules[spec.name] = before
 
 
 def _shapes(tmp_path: Path) -> Path:
