@@ -1,12 +1,12 @@
 """RACE's decisions when the truth is not ScaleRL's sigmoid: coverage, P(best) calibration, regret, halving losses.
 
 Per family of truths (random parameters, 4 arms whose curves may cross; ``--arms``), per repetition: 3 seeds x 200
-shared 0/1 prompts (``--seeds``, ``--prompts``; Gaussian-copula prompt difficulty), rungs F_P/4 and F_P; every arm
-evaluated at step 0 and at F_P/4 x 2^-4..2^0, the halving keeps 2 of 4 (half of ``--arms``) and, with the design's
-room (``--room``, default 2: up to 4), every other arm the evidence cannot rule out at F (``--promotion
-predicted``: flopplan.race.promotion.keep on the analysis of the rung-0 pilots at F; ``current``: the runner's
-lower bound of the current reward, 2 arms), the survivors go on to F_P/2 and F_P; the analysis of the grid
-recommends an arm at F = 2 F_P (``--horizon H``: F = H F_P).
+shared 0/1 prompts (``--seeds``, ``--prompts``; Gaussian-copula prompt difficulty; ``--samples K``: avg@K), rungs
+F_P/4 and F_P; every arm evaluated at step 0 and at F_P/4 x 2^-4..2^0, the halving keeps 2 of 4 (half of
+``--arms``) and, with the design's room (``--room``, default 2: up to 4), every other arm the evidence cannot rule
+out at F (``--promotion predicted``: flopplan.race.promotion.keep on the analysis of the rung-0 pilots at F;
+``current``: the runner's lower bound of the current reward, 2 arms), the survivors go on to F_P/2 and F_P; the
+analysis of the grid recommends an arm at F = 2 F_P (``--horizon H``: F = H F_P).
 
     python benchmarks/race_misspecification.py --reps 60               # every family, 60 repetitions each
     python benchmarks/race_misspecification.py --quick                 # 8 repetitions, 50 bootstrap replicates
@@ -293,9 +293,10 @@ continues), as RL runs whose seeds take off or do not (the CPU demo's tiny arms:
 The truth at F is then what the arm reaches in expectation over seeds, R0 + (R(F) - R0) (1 - 0.85 q). Its draws come
 from a generator of their own, so a run with ``--stall`` draws every other number as the run without it (paired)."""
 
-GRID = {"arms": 4, "seeds": 3, "prompts": 200}
+GRID = {"arms": 4, "seeds": 3, "prompts": 200, "samples": 1}
 """The pilots' geometry (``--arms``, ``--seeds``, ``--prompts``): the issue's check ran 4 arms x 3 seeds on 200 shared
-prompts and halved 4 -> 2; with N arms the halving keeps :func:`halving_keeps` (and the design's room)."""
+prompts and halved 4 -> 2; with N arms the halving keeps :func:`halving_keeps` (and the design's room).
+``--samples K``: each prompt's score is the mean of K sampled answers (avg@K, as AIME is often scored), not one."""
 
 
 def halving_keeps(n_arms: int) -> int:
@@ -323,8 +324,8 @@ def pilots(rng: np.random.Generator, name: str, curve: Curve, eta: np.ndarray, f
         gain = gain * kept[:, None]
     p = np.clip(r0 + (curve(f * shift) - r0) * gain, 0, 1)
     p[:, 0] = r0
-    z = np.sqrt(0.5) * eta + np.sqrt(0.5) * rng.standard_normal((k, f.shape[1], eta.size))
-    return ArmPilots.from_arrays(name, f, (ndtr(z) < p[:, :, None]).astype(float))
+    z = np.sqrt(0.5) * eta[:, None] + np.sqrt(0.5) * rng.standard_normal((k, f.shape[1], eta.size, GRID["samples"]))
+    return ArmPilots.from_arrays(name, f, (ndtr(z) < p[:, :, None, None]).mean(axis=3))  # K = 1: the 0/1 scores
 
 
 def fingerprint(arms: list[ArmPilots]) -> str:
@@ -495,6 +496,8 @@ def main() -> None:
                         help="arms per repetition (default 4; the halving keeps half)")
     parser.add_argument("--seeds", type=int, default=GRID["seeds"], help="seeds per arm (default 3)")
     parser.add_argument("--prompts", type=int, default=GRID["prompts"], help="shared 0/1 prompts (default 200)")
+    parser.add_argument("--samples", type=int, default=1, metavar="K",
+                        help="answers sampled per prompt, its score their mean (avg@K; default 1: a 0/1 score)")
     parser.add_argument("--shape", action="append", default=[], metavar="FILE.py:FUNCTION",
                         help="also run a shape of your own (repeatable): FUNCTION(rng, r0) returns a curve, FLOPs -> "
                              "mean reward; reported with the held-out shapes (add_shape says more)")
@@ -509,9 +512,9 @@ def main() -> None:
     args = parser.parse_args()
     if not 0 <= args.stall <= 1:
         parser.error("--stall must be in [0, 1]")
-    if min(args.arms, args.prompts) < 2 or args.seeds < 1:
-        parser.error("--arms and --prompts must be at least 2, --seeds at least 1")
-    GRID.update(arms=args.arms, seeds=args.seeds, prompts=args.prompts)
+    if min(args.arms, args.prompts) < 2 or min(args.seeds, args.samples) < 1:
+        parser.error("--arms and --prompts must be at least 2, --seeds and --samples at least 1")
+    GRID.update(arms=args.arms, seeds=args.seeds, prompts=args.prompts, samples=args.samples)
     try:
         yours = [add_shape(spec) for spec in args.shape]
     except Exception as exc:  # a user's file: whatever it raises is one line on stderr, exit 2
@@ -526,7 +529,8 @@ def main() -> None:
     reps, boot = (8, 50) if args.quick else (args.reps, args.replicates)
     room = f"room {args.room:g}" if args.promotion == "predicted" else "no room"
     print(f"# {reps} repetitions per family, {boot} bootstrap replicates, promotion {args.promotion}, rng seed "
-          f"{args.seed}; {args.arms} arms, {args.seeds} seeds, {args.prompts} prompts, rungs F_P/4 and F_P "
+          f"{args.seed}; {args.arms} arms, {args.seeds} seeds, {args.prompts} prompts"
+          + (f" scored avg@{args.samples}" if args.samples > 1 else "") + ", rungs F_P/4 and F_P "
           f"(halving {args.arms} -> {halving_keeps(args.arms)}, {room}), "
           f"F = {args.horizon:g} F_P; seeds' gain sd {args.gain_sd:g}, ln-F shift sd {args.flop_shift_sd:g}"
           + ("; each arm its own R0, U(0.05, 0.35)" if ARM_R0 else "")

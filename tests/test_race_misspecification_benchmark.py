@@ -60,3 +60,17 @@ def test_a_fitted_shape_of_ones_own_is_measured(bench, tmp_path):
     row = bench.repetition(name, np.random.default_rng(1), "predicted", 20)
     assert "error" not in row and row["inside"]  # usable predictions at F, each checked against the truth
     assert row["naive"] >= 0.0 and row["race"] >= 0.0 and len(row["inside"]) == len(row["width"])
+
+
+def test_prompts_scored_avg_at_k_give_fractional_scores_and_are_measured(bench):
+    """``--samples K``: each prompt's score is the mean of K sampled answers (avg@K), a pass rate in steps of 1/K;
+    with K = 1 the scores are the 0/1 ones."""
+    f = bench.EVALS
+    bench.GRID.update(samples=4, seeds=2, prompts=50)
+    arm = bench.pilots(np.random.default_rng(2), "a", lambda x: np.full(np.shape(x), 0.5), np.zeros(50), f)
+    scores = np.concatenate([p.scores for r in arm.runs for p in r.points])
+    assert set(np.unique(scores * 4)) <= {0.0, 1.0, 2.0, 3.0, 4.0} and np.any((scores > 0) & (scores < 1))
+    assert abs(scores.mean() - 0.5) < 0.05
+    bench.GRID.update(samples=1)
+    arm = bench.pilots(np.random.default_rng(2), "a", lambda x: np.full(np.shape(x), 0.5), np.zeros(50), f)
+    assert set(np.unique(np.concatenate([p.scores for r in arm.runs for p in r.points]))) == {0.0, 1.0}
