@@ -273,6 +273,19 @@ def test_a_grid_of_more_arms_than_checked_says_so(size_race):
     assert len(caveat) == 1 and caveat[0].startswith("math: 7 arms")
 
 
+def test_the_analysis_assumes_the_races_seed_sd_for_one_seed_arms():
+    """One seed per arm: the interval's method names the seed sd assumed, the race's own (``one_seed_sd``, from
+    ``race design --seed-sd``) where it sets one; a value outside [0, 1] is refused."""
+    rng = np.random.default_rng(31)
+    eta = rng.standard_normal(200)
+    pairs = [(info(n, policy=n), pilots(rng, eta, n, n_seeds=1, a=a)) for n, a in (("a", 0.6), ("b", 0.55))]
+    methods = {sd: analyze(replace(race(pairs), one_seed_sd=sd), n_replicates=40, seed=2).target("math")
+               .interval_method for sd in (0.05, 0.3)}
+    assert "tau 0.050 assumed" in methods[0.05] and "tau 0.300 assumed" in methods[0.3]
+    with pytest.raises(UserError, match="one_seed_sd must be a relative sd from 0 to 1"):
+        replace(race(pairs), one_seed_sd=1.5)
+
+
 def test_an_eliminated_arm_stays_in_the_analysis_with_a_wide_interval():
     """An arm the halving dropped at rung 0, whose curve has not bent, stays in play at F: predicted by the model
     average over its short pilots, with an interval wider than the survivors'; it competes in the decision's
@@ -595,7 +608,7 @@ def test_a_version_1_race_json_holds_the_numbers_of_todays_analysis(monkeypatch)
     """The records changed shape, not numbers: today's analysis of the input behind tests/data/race_v1 equals what
     version 1 recorded, field by field (a change to RACE's statistics must regenerate that fixture, or be held at
     version 1's here: the grid's seed pooling, which came later, moves one arm's interval of A by about 0.003)."""
-    monkeypatch.setattr(bootstrap, "moderate", lambda rho, how, one_seed=None: [SeedModeration()] * len(rho))
+    monkeypatch.setattr(bootstrap, "moderate", lambda rho, how, *rest: [SeedModeration()] * len(rho))
     old = load_analysis(V1 / "race.json")
     now = analyze(v1_input(), n_replicates=30, seed=5)
     assert same_numbers(before_v3(recorded_in_v1(old.to_data())), before_v3(recorded_in_v1(now.to_data())))

@@ -338,7 +338,7 @@ def test_an_arm_whose_seeds_agree_in_a_grid_whose_seeds_do_not_is_widened():
 def test_an_arm_with_one_seed_takes_the_grids_seed_variance_or_the_assumed_one():
     """One seed shows no seed variance: without the prior, the bootstrap reads the one run as the arm's mean. An
     arm of one seed takes the other arms' mean rho^2 (limma with d = 0: the prior alone); where no arm has two seeds,
-    the assumed ONE_SEED_RHO2, named in the method. ``none`` leaves it as before."""
+    the assumed ONE_SEED_SD (or the one a race sets), named in the method. ``none`` leaves it as before."""
     assert moderate([None, None], one_seed=[True, True]) == [SeedModeration(tau=0.05, assumed=True)] * 2
     mixed = moderate([0.01, 0.03, None], one_seed=[False, False, True])
     assert mixed[2] == SeedModeration(tau=pytest.approx(np.sqrt(0.02)), assumed=False)
@@ -353,6 +353,9 @@ def test_an_arm_with_one_seed_takes_the_grids_seed_variance_or_the_assumed_one()
     expected = (0.05 * (runs["none"].points[:, 0] - 0.2)) ** 2  # the assumed sd on the gain over R0 = 0.2 at 2 F_P
     assert 0.4 < np.mean(added / expected) < 2.5
     assert "tau 0.050 assumed" in runs["both"].method and "one seed" not in runs["none"].method
+    louder = paired_bootstrap(single, [2 * F_PILOT], n_replicates=300, rng=4, one_seed_sd=0.2)  # a race's --seed-sd
+    added = louder.replicates[:, 0].var(axis=1) - runs["none"].replicates[:, 0].var(axis=1)
+    assert 0.4 < np.mean(added / (16 * expected)) < 2.5 and "tau 0.200 assumed" in louder.method
     resampled = paired_bootstrap(single, [2 * F_PILOT], n_replicates=300, rng=4, seed_scheme="resample")
     assert "one seed" not in resampled.method  # the resample scheme (an ablation) draws no gain noise: none stated
 

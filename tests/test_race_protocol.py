@@ -66,13 +66,13 @@ def test_the_design_says_when_its_horizon_is_beyond_where_p_best_was_checked():
     beyond the 2x (with slack) at which the P(best) was checked, the note says the analysis will read it as a
     strength of preference and names the levers; a design with its largest pilot near F gets no such clause. A
     design of one seed says that the seeds' spread will be assumed, not measured; one of two seeds does not."""
-    from flopplan.race.design import HORIZON_SLACK, MEASURED_HORIZON, ONE_SEED_NOTE, horizon_note
+    from flopplan.race.design import HORIZON_SLACK, MEASURED_HORIZON, horizon_note, one_seed_note
 
     def horizon_of(grid: Grid, phi: float) -> tuple[float, str]:
         design = design_race(_base(), grid, 10**13, phi, evaluation_flops=_eval_flops)
         top = max(a.pilot_budget(design, len(design.keep) - 1) for a in design.arms)
         note, *others = design.notes
-        assert others == ([ONE_SEED_NOTE] if grid.seeds == 1 else [])
+        assert others == ([one_seed_note(0.05)] if grid.seeds == 1 else [])
         return 10**13 / top, note
 
     far, far_note = horizon_of(Grid(("tiny-s", "tiny"), (4, 8), (1,), ("rule",), seeds=2, evals=3,
@@ -83,8 +83,28 @@ def test_the_design_says_when_its_horizon_is_beyond_where_p_best_was_checked():
     assert far_note.startswith(f"F is {far:.1f}x the largest pilot") and "how strongly" in far_note
     assert "--pilot-fraction" in far_note and "--rungs" in far_note and "seeds" not in far_note  # two seeds
     assert "fewer arms or seeds (two at least)" in horizon_note(far, 3)
-    assert "assumes a seed sd of 5 %" in ONE_SEED_NOTE
+    assert "assumes a seed sd of 5% of the gain (--seed-sd" in one_seed_note(0.05)
     assert near_note == f"F is {near:.1f}x the largest pilot: predictions at F extrapolate that far"
+
+
+def test_a_race_sets_the_seed_sd_its_one_seed_arms_assume_and_every_analysis_reads_it(tmp_path):
+    """``race design --seed-sd``: the relative seed sd an arm of one seed is assumed to have (where no other arm
+    shows one) is the design's, recorded in the manifest and said in the design's note; a manifest without it (before
+    the option) reads the default; a value outside [0, 1] is one line, from the CLI and from an edited manifest."""
+    grid = Grid(("tiny-s", "tiny"), (4,), (1,), ("rule",), seeds=1, rungs=1, evals=3, eval_prompts=20, one_seed_sd=0.2)
+    design = design_race(_base(), grid, 10**13, 0.6, evaluation_flops=_eval_flops)
+    assert design.one_seed_sd == 0.2 and "assumes a seed sd of 20% of the gain" in design.notes[-1]
+    data = design.to_data()
+    assert RaceDesign.from_data(json.loads(json.dumps(data)), "m").one_seed_sd == 0.2
+    assert RaceDesign.from_data({k: v for k, v in data.items() if k != "one_seed_sd"}, "m").one_seed_sd == 0.05
+    with pytest.raises(UserError, match="one_seed_sd must be from 0 to 1"):
+        RaceDesign.from_data({**data, "one_seed_sd": 5}, "m")
+    with pytest.raises(UserError, match="--seed-sd must be a relative sd from 0 to 1"):
+        design_race(_base(), Grid(("tiny-s",), (4,), (1,), ("rule",), seeds=1, one_seed_sd=-0.1), 10**13, 0.6,
+                    evaluation_flops=_eval_flops)
+    one_line_error(cli("race", "design", "--budget", "1e13", "--models", "tiny-s", "--seeds", "1", "--seed-sd", "2",
+                       "--out", str(tmp_path / "x")), "--seed-sd must be a relative sd from 0 to 1")
+    assert not (tmp_path / "x" / MANIFEST).exists()
 
 
 @pytest.mark.parametrize("room", [1, 1.5, 2, 3])

@@ -3,6 +3,7 @@ four on this machine)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,9 @@ def race(ctx: click.Context) -> None:
 @click.option("--reward-model-path", type=click.Path(file_okay=False),
               help="The trained reward model an orm arm uses (flopplan reward-model train).")
 @click.option("--seeds", default=3, show_default=True, type=int, help="Seeds per pilot.")
+@click.option("--seed-sd", "seed_sd", default=0.05, show_default=True, type=float,
+              help="For an arm with one seed, where no other arm shows how far seeds differ: the sd of a seed's gain "
+                   "over R0 the analysis assumes, relative to the gain (0.05: ScaleRL's seed spread).")
 @click.option("--eval-prompts", "eval_prompts_per_target", default=100, show_default=True, type=int,
               help="Prompts per evaluation target (a fixed set, the same for every arm and seed).")
 @click.option("--eval-targets", default="heldout,long", show_default=True, help="Evaluation targets.")
@@ -84,7 +88,7 @@ def race(ctx: click.Context) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ...], models: tuple[str, ...],
            group_sizes: tuple[str, ...], mus: tuple[str, ...], rewards: tuple[str, ...],
-           reward_model_path: str | None, seeds: int,
+           reward_model_path: str | None, seeds: int, seed_sd: float,
            eval_prompts_per_target: int, eval_targets: str, fit_targets: str, rungs: int, eta: int, room: float,
            evals: int, recipe_file: str | None, as_json: bool, **recipe_opts: Any) -> None:
     """Write the race's manifest: every arm of the grid, the ladder of pilot budgets and what each rung buys."""
@@ -102,8 +106,8 @@ def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ..
         fail("--budget must be a whole number of FLOPs")
     base = build_recipe(recipe_file, recipe_opts, race_base())
     shorthands = _shorthands(base, axes, models, group_sizes, mus, rewards)
-    grid = _grid(shorthands, seeds, eval_targets, fit_targets, rungs, eta, evals, reward_model_path,
-                 eval_prompts_per_target, room)
+    grid = replace(_grid(shorthands, seeds, eval_targets, fit_targets, rungs, eta, evals, reward_model_path,
+                         eval_prompts_per_target, room), one_seed_sd=seed_sd)
     model = None if reward_model_path is None else str(Path(reward_model_path).resolve())  # pilots run anywhere
     result = design_race(base, grid, total, pilot_fraction, evaluation_flops=_evaluation_flops, command=command_line(),
                          reward_model_path=model)

@@ -60,6 +60,7 @@ from flopplan.race.results import (
     Recommendation,
     TargetResult,
 )
+from flopplan.race.seed_pooling import ONE_SEED_SD
 from flopplan.units import eng
 
 FloatArray = NDArray[np.float64]
@@ -92,9 +93,10 @@ class RaceInput:
     """The pilot grid to analyse: arms, per target the pilots (every arm's name among ``arms``), the targets used
     for decisions, the target budget F, the rung budgets (ascending), the highest rung index each arm ran, the sum
     of all pilots' ledgers, the command that regenerates the analysis and, optionally, each arm's pilots' ledgers
-    in seed order (``pilot_spend``: the recommendation's pilot cost, :mod:`flopplan.race.overhead`) and the reward
+    in seed order (``pilot_spend``: the recommendation's pilot cost, :mod:`flopplan.race.overhead`), the reward
     system an arm's pilots trained on where its ledgers and its design disagree on whether a reward model is trained
-    on (``trained_rewards``)."""
+    on (``trained_rewards``), and the relative seed sd assumed for an arm of one seed where no other arm shows one
+    (``one_seed_sd``, the design's ``--seed-sd``)."""
 
     arms: tuple[ArmInfo, ...]
     targets: dict[str, PilotData]
@@ -106,6 +108,7 @@ class RaceInput:
     command: str
     pilot_spend: dict[str, tuple[int, ...]] = field(default_factory=dict)
     trained_rewards: dict[str, str] = field(default_factory=dict)
+    one_seed_sd: float = ONE_SEED_SD  # the seed sd assumed for an arm of one seed (flopplan.race.seed_pooling)
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.arms]
@@ -122,6 +125,8 @@ class RaceInput:
             if unknown:
                 raise UserError(f"target {target!r}: arm {unknown[0]!r} is not among the arms")
         check_number("budget_flops", self.budget_flops, strict=True)
+        if not (is_number(self.one_seed_sd) and 0 <= self.one_seed_sd <= 1):
+            raise UserError(f"one_seed_sd must be a relative sd from 0 to 1, not {self.one_seed_sd!r}")
         rungs = self.rung_budgets
         if not is_ladder(rungs):
             raise UserError("rung_budgets must be FLOPs > 0 in ascending order")
@@ -394,7 +399,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
     grid = np.array(sorted({R0_FLOPS, *needed, *last, *band.tolist()}))
     col = {float(v): j for j, v in enumerate(grid)}
     res = paired_bootstrap(PilotData(tuple(st.arm for st in states)), grid, n_replicates=n_replicates, level=level,
-                           rng=_stream(seed, name))
+                           rng=_stream(seed, name), one_seed_sd=inp.one_seed_sd)
     method = (f"{res.method} (recomputed among the arms comparable at each budget); gain = R - R0 from the same "
               "replicates (R0* = each replicate curve's limit at F -> 0)")
     at_cols = [col[f_target - st.info.upfront_flops] if f_target > st.info.upfront_flops else col[R0_FLOPS]

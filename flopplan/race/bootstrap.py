@@ -33,7 +33,7 @@ One replicate (Efron & Tibshirani, "An Introduction to the Bootstrap", 1993, ch.
      grid whose other arms' seeds spread (RL runs whose seeds take off or stall), no longer give a narrow
      interval. Where it lowers it, c is scaled by sqrt(rho~^2 / rho^2). benchmarks/race_misspecification.py
      ``--stall`` measures it. An arm of one seed (shrunk scheme) takes the other arms' mean rho^2 whole, or an
-     assumed seed sd of 5 % of the gain where no other arm shows one (``seed_pooling.ONE_SEED_RHO2``).
+     assumed seed sd (``one_seed_sd``: 5 % of the gain by default) where no other arm shows one.
 3. Pool: the fit points are every (slot, point), R0* the mean of the slots' step-0 values.
 4. Refit the arm's curve (:func:`flopplan.race.curves.fit_curve_batch`, the original fit's grids); predict at F.
 
@@ -65,7 +65,7 @@ from flopplan.race.curves import A_MAX, A_STEP, CurveFit, CurveFitBatch, default
 from flopplan.race.families import ArmSample
 from flopplan.race.pilot_data import ArmPilots, PilotData
 from flopplan.race.seed_pooling import (
-    ONE_SEED_RHO2,
+    ONE_SEED_SD,
     Moderation,
     SeedModeration,
     moderate,
@@ -332,14 +332,15 @@ def paired_bootstrap(data: PilotData, budgets: ArrayLike, *, n_replicates: int =
                      interval: Interval = "percentile", metric: Literal["reward", "gain"] = "reward",
                      seed_pairing: str = "auto", seed_scheme: str = "shrunk", pair_prompts: bool = True,
                      drop_first: int = 0, rng: np.random.Generator | int | None = None, a_step: float = A_STEP,
-                     a_max: float = A_MAX, refine_f_mid: bool = True, seed_moderation: Moderation = "both"
-                     ) -> BootstrapResult:
+                     a_max: float = A_MAX, refine_f_mid: bool = True, seed_moderation: Moderation = "both",
+                     one_seed_sd: float = ONE_SEED_SD) -> BootstrapResult:
     """The paired bootstrap of the module docstring: per arm and budget the predicted ``metric`` (``reward`` R, or
     ``gain`` R - R0), its interval and P(best). ``seed_scheme``: ``shrunk`` (default) or ``resample`` (the
     pigeonhole bootstrap, conservative). ``pair_prompts=False`` draws prompts independently per arm (an ablation:
     it ignores the shared prompt set). ``drop_first``: the first k positive-FLOP points of each seed are left out
     of every fit. ``rng``: a numpy Generator or a seed. ``seed_moderation``: how the grid's seeds inform each
-    arm's seed variance (:mod:`flopplan.race.seed_pooling`; ``widen`` and ``none`` are ablations)."""
+    arm's seed variance (:mod:`flopplan.race.seed_pooling`; ``widen`` and ``none`` are ablations);
+    ``one_seed_sd``: the relative seed sd assumed for an arm of one seed where no other arm shows one."""
     gen = np.random.default_rng(rng)
     f_budgets = np.atleast_1d(np.asarray(budgets, dtype=float))
     if f_budgets.ndim != 1 or np.any(f_budgets <= 0) or n_replicates < 10 or not 0 < level < 1:
@@ -350,7 +351,7 @@ def paired_bootstrap(data: PilotData, budgets: ArrayLike, *, n_replicates: int =
     cq_shared = _prompt_weights(gen, q, n_replicates)
     draws = _seed_draws(gen, packs, n_replicates, pairing)
     one_seed = [len(p.seeds) == 1 and p.scheme == "shrunk" for p in packs]  # resample (an ablation): as before
-    mods = moderate([p.relative_seed_variance() for p in packs], seed_moderation, one_seed)
+    mods = moderate([p.relative_seed_variance() for p in packs], seed_moderation, one_seed, one_seed_sd)
     noise_rng = np.random.default_rng(gen.integers(2**63)) if any(m.tau for m in mods) else None
     packs = [p.moderated(m, noise_rng, n_replicates) for p, m in zip(packs, mods, strict=True)]
     points = np.empty((len(packs), f_budgets.size))
@@ -377,12 +378,12 @@ def paired_bootstrap(data: PilotData, budgets: ArrayLike, *, n_replicates: int =
               f"resampled with replacement ({pairing}, {'/'.join(schemes)}); ScaleRL refit per replicate; "
               f"{level:.0%} {interval} interval of the {metric}; P(best) = share of replicates with the highest "
               f"prediction"
-              + _moderation_text(data, mods))
+              + _moderation_text(data, mods, one_seed_sd))
     return BootstrapResult(method, NOT_SHOWN, level, interval, metric, pairing, tuple(float(f) for f in f_budgets),
                            tuple(arms), preds, points, reps, tuple(samples))
 
 
-def _moderation_text(data: PilotData, mods: list[SeedModeration]) -> str:
+def _moderation_text(data: PilotData, mods: list[SeedModeration], one_seed_sd: float) -> str:
     arms = list(zip(data.arms, mods, strict=True))
     single = [f"{a.name} tau {m.tau:.3f}" for a, m in arms if len(a.runs) == 1 and m.tau]
     assumed = any(m.assumed for m in mods)
@@ -395,7 +396,7 @@ def _moderation_text(data: PilotData, mods: list[SeedModeration]) -> str:
                                   *(["seed deviations scaled for " + ", ".join(narrowed)] if narrowed else [])]))
     if single:
         parts.append("one seed, so no seed variance of its own (flopplan.race.seed_pooling): seed gains x "
-                     "(1 + tau N(0, 1)), " + (f"tau {np.sqrt(ONE_SEED_RHO2):.3f} assumed, as no other arm shows a "
+                     "(1 + tau N(0, 1)), " + (f"tau {one_seed_sd:.3f} assumed, as no other arm shows a "
                                               "seed variance," if assumed else "tau^2 the other arms' mean rho^2,")
                      + " for " + ", ".join(single))
     return "".join(f"; {p}" for p in parts)

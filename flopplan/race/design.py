@@ -35,6 +35,7 @@ from flopplan.fileio import atomic_write_json, read_json
 from flopplan.planfile import PlanEntry
 from flopplan.planner import plan
 from flopplan.race.axes import CLASSIC, Axis, arm_name, knob_values, label
+from flopplan.race.seed_pooling import ONE_SEED_SD
 from flopplan.recipe import Recipe, RewardSystem, refuse_group_of_one
 
 MANIFEST = "manifest.json"
@@ -111,6 +112,7 @@ class RaceDesign:
     flopplan_version: str = __version__
     axes: tuple[Axis, ...] = ()  # beyond the classic four (every arm records those)
     room: tuple[int, ...] = ()  # the most arms per rung the budget pays for (room_ladder; manifests before v3: keep)
+    one_seed_sd: float = ONE_SEED_SD  # the seed sd the analysis assumes for an arm of one seed (--seed-sd)
 
     def evals_within(self, rung: int) -> int:
         return sum(1 for point in self.eval_points if point <= self.rung_flops[rung])
@@ -147,7 +149,7 @@ class RaceDesign:
                 "seeds": list(self.seeds), "targets": list(self.targets), "fit_targets": list(self.fit_targets),
                 "eval_points": list(self.eval_points), "worst_case_flops": self.worst_case_flops,
                 "pilot_cap": self.pilot_cap, "reward_model_path": self.reward_model_path,
-                "notes": list(self.notes), "axes": [a.to_data() for a in self.axes],
+                "notes": list(self.notes), "axes": [a.to_data() for a in self.axes], "one_seed_sd": self.one_seed_sd,
                 "arms": [a.to_data() for a in self.arms]}
 
     def save(self, folder: str | Path) -> Path:
@@ -174,7 +176,7 @@ class RaceDesign:
                 data.get("reward_model_path"), tuple(map(str, data.get("notes") or ())),
                 str(data.get("flopplan_version", "")),
                 tuple(Axis.from_data(a, f"{where}, axis {i + 1}") for i, a in enumerate(data.get("axes") or ())),
-                tuple(lists["room"]))
+                tuple(lists["room"]), float(data.get("one_seed_sd", ONE_SEED_SD)))
         except (KeyError, TypeError, ValueError):
             raise UserError(f"{where} is malformed: rerun `flopplan race design`") from None
         if len(design.rung_flops) != len(design.keep) or len(design.room) != len(design.keep) or any(
@@ -218,6 +220,7 @@ def _manifest_problem(d: RaceDesign) -> str:
         (bool(d.fit_targets) and set(d.fit_targets) <= set(d.targets), "fit_targets must be among the targets"),
         (bool(names) and len(set(names)) == len(names), "arms must be distinct and not empty"),
         (all(x > 0 for x in d.eval_points), "eval_points must be positive"),
+        (0 <= d.one_seed_sd <= 1, "one_seed_sd must be from 0 to 1"),
     )
     return first_problem(checks)
 
@@ -248,6 +251,7 @@ class Grid:
     upfront: dict[str, int] = field(default_factory=dict)  # reward system -> its upfront training FLOPs
     first_seed: int = 0  # the seeds are first_seed, first_seed + 1, ... (independent repetitions of a race)
     axes: tuple[Axis, ...] = ()
+    one_seed_sd: float = ONE_SEED_SD  # --seed-sd: assumed for an arm of one seed (flopplan.race.seed_pooling)
     round_micro_batch: bool = True
     """Unless the base recipe sets a micro-batch: one scoring/update forward per round (every arm's rollouts at
     once). Small policies on CPU spend most of an update in per-micro-batch overheads otherwise (tiny-s, 8 x 4
@@ -265,6 +269,9 @@ class Grid:
         if not (is_number(self.room) and 1 <= self.room <= 1e6):
             raise UserError(f"--room must be a number from 1 (the halving's count only) to 1e6, not {self.room!r}")
         check_int("first seed", self.first_seed, 0)
+        if not (is_number(self.one_seed_sd) and 0 <= self.one_seed_sd <= 1):
+            raise UserError(f"--seed-sd must be a relative sd from 0 to 1 (0.05: 5 % of the gain), not "
+                            f"{self.one_seed_sd!r}")
         unknown = [t for t in self.fit_targets if t not in self.targets]
         if unknown:
             raise UserError(f"fit target {unknown[0]!r} is not an evaluation target ({', '.join(self.targets)}): "
@@ -355,19 +362,21 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
                         "FLOPs; raise --budget or lower --pilot-fraction")
     top = max(a.pilot_budget(design, len(keep) - 1) for a in design.arms)
     seeds = len(design.seeds)
-    notes = (horizon_note(budget_flops / top, seeds), *([ONE_SEED_NOTE] if seeds == 1 else []))
-    return RaceDesign(**{**design.__dict__, "notes": notes})
+    notes = (horizon_note(budget_flops / top, seeds), *([one_seed_note(grid.one_seed_sd)] if seeds == 1 else []))
+    return RaceDesign(**{**design.__dict__, "notes": notes, "one_seed_sd": float(grid.one_seed_sd)})
 
 
 MEASURED_HORIZON = 2.0  # F over the largest pilot in benchmarks/race_misspecification.py's default protocol
 HORIZON_SLACK = 1.25  # a largest pilot's ledger falls short of its rung's budget: 2x by rungs reads a little more
 
 
-ONE_SEED_NOTE = ("one seed per arm: the analysis cannot measure how far an arm's seeds differ and assumes a seed sd "
-                 "of 5 % of the gain (flopplan.race.seed_pooling); RL seeds often differ more, and on simulated truths "
-                 "a one-seed grid's stated P(best) read up to 0.15 above how often its pick was best where curves "
-                 "crossed, 0.20 where seeds differed twice as much (docs/results.md, round 24): two seeds let the "
-                 "grid measure the spread")
+def one_seed_note(sd: float) -> str:
+    """What a design of one seed says before any pilot runs: the seeds' spread will be assumed (``--seed-sd``)."""
+    return (f"one seed per arm: the analysis cannot measure how far an arm's seeds differ and assumes a seed sd of "
+            f"{sd:.0%} of the gain (--seed-sd; flopplan.race.seed_pooling); RL seeds often differ more, and on "
+            "simulated truths a one-seed grid's stated P(best) read up to 0.15 above how often its pick was best where "
+            "curves crossed with 5 %, 0.20 where seeds differed twice as much (docs/results.md, round 24): two seeds "
+            "let the grid measure the spread")
 
 
 def horizon_note(horizon: float, seeds: int = 3) -> str:
@@ -377,7 +386,7 @@ def horizon_note(horizon: float, seeds: int = 3) -> str:
     P(best) as how strongly the pilots favour an arm (``persistence.horizon_caveat``). The largest pilot grows with
     the pilot fraction and a steeper ladder, and shrinks with the arms and seeds it is shared by (the default grid
     at F = 1e14: 59.1x; 29.8x at --pilot-fraction 0.5, 19.9x with one seed, 41.8x with four rungs, 31.5x at --eta
-    4, 70.4x with one rung). One seed leaves the seeds' spread assumed, not measured (:data:`ONE_SEED_NOTE`), so
+    4, 70.4x with one rung). One seed leaves the seeds' spread assumed, not measured (:func:`one_seed_note`), so
     the note names fewer seeds only to a design of more than two."""
     note = f"F is {horizon:.1f}x the largest pilot: predictions at F extrapolate that far"
     if horizon <= MEASURED_HORIZON * HORIZON_SLACK:

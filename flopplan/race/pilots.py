@@ -96,7 +96,7 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
                      fitted_targets=design.fit_targets, budget_flops=float(design.budget_flops),
                      rung_budgets=tuple(float(b) for b in design.rung_flops), reached=dict(reached),
                      pilot_flops=pilot_spending(design, folder)["total"], command=command or design.command,
-                     pilot_spend=spend, trained_rewards=trained)
+                     pilot_spend=spend, trained_rewards=trained, one_seed_sd=design.one_seed_sd)
 
 
 def _trained_reward(designed: str, recorded: list[str]) -> str | None:

@@ -27,9 +27,9 @@ An arm with one seed shows no seed variance at all (0 degrees of freedom): the b
 as the arm's mean, and the stated P(best) of a one-seed grid ran 0.06-0.19 above the hit rate in four of the
 issue's five simulated families, whose seeds differ (docs/results.md, round 24). With d = 0 the moderated
 estimate is the prior alone: such an arm's seed gains get tau^2 = rho0^2, the mean of the other arms' rho^2, or
-:data:`ONE_SEED_RHO2` where no other arm shows one (none has two seeds, or none has gained :data:`MIN_GAIN`): an
-assumption, named in the interval's method. Other arms whose seeds agree to within their noise (rho^2 = 0) give
-a prior of 0, and the arm is left as it is.
+:data:`ONE_SEED_SD` squared (the race's ``race design --seed-sd``) where no other arm shows one (none has two
+seeds, or none has gained :data:`MIN_GAIN`): an assumption, named in the interval's method. Other arms whose
+seeds agree to within their noise (rho^2 = 0) give a prior of 0, and the arm is left as it is.
 
 What it cannot see: a grid in which every arm's seeds happen to agree (nothing to pool), and arms whose seed
 variance truly differs (a reward-model arm whose seeds stall beside rule arms that never do) are pulled toward
@@ -51,11 +51,12 @@ Moderation = Literal["both", "widen", "none"]
 MODERATIONS: tuple[Moderation, ...] = ("both", "widen", "none")
 MIN_GAIN = 0.05
 """An arm whose seed mean gains less than this over R0 (root mean square over its positions) gives no rho."""
-ONE_SEED_RHO2 = 0.05**2
-"""rho^2 assumed for an arm of one seed where no other arm of the grid shows a seed variance: a seed sd of 5 % of
-the gain over R0. ScaleRL (Khatri et al., arXiv 2510.13786) reports seeds moving the fitted asymptote A by about
-+-0.015 on a gain of about 0.3; RL runs of small models can differ far more (the CPU demo's two seeds of one arm by up
-to 0.88, docs/results.md), so a one-seed grid's intervals stay a lower bound on the seeds' part."""
+ONE_SEED_SD = 0.05
+"""The relative seed sd (rho) assumed for an arm of one seed where no other arm of the grid shows a seed variance,
+unless the race sets its own (``race design --seed-sd``): a seed sd of 5 % of the gain over R0. ScaleRL (Khatri et
+al., arXiv 2510.13786) reports seeds moving the fitted asymptote A by about +-0.015 on a gain of about 0.3; RL runs
+of small models can differ far more (the CPU demo's two seeds of one arm by up to 0.88, docs/results.md), so at
+the default a one-seed grid's intervals stay a lower bound on the seeds' part."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class SeedModeration:
 
     tau: float = 0.0
     scale: float = 1.0
-    assumed: bool = False  # tau is :data:`ONE_SEED_RHO2`'s, no arm of the grid having shown a seed variance
+    assumed: bool = False  # tau is the assumed one (:data:`ONE_SEED_SD`), no other arm having shown a seed variance
 
 
 def seed_moments(scores: FloatArray, dev: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -94,11 +95,11 @@ def relative_seed_variance(scores: FloatArray, z0: FloatArray, dev: FloatArray) 
     return float(np.maximum(v - noise, 0.0).sum() / (gain**2).sum())
 
 
-def moderate(rho: list[float | None], how: Moderation = "both", one_seed: list[bool] | None = None
-             ) -> list[SeedModeration]:
+def moderate(rho: list[float | None], how: Moderation = "both", one_seed: list[bool] | None = None,
+             assumed_sd: float = ONE_SEED_SD) -> list[SeedModeration]:
     """Per arm (rho^2 from :func:`relative_seed_variance`, None: left out), what moderating its seed variance
     halfway toward the mean of the other arms' takes (module docstring). An arm with one seed (``one_seed``) takes
-    the other arms' mean, or :data:`ONE_SEED_RHO2` where no other arm has a rho; any other arm without a rho, or
+    the other arms' mean, or ``assumed_sd`` squared where no other arm has a rho; any other arm without a rho, or
     alone, is left as it is."""
     if how not in MODERATIONS:
         raise UserError(f"seed moderation must be one of {', '.join(MODERATIONS)}, not {how!r}")
@@ -106,7 +107,7 @@ def moderate(rho: list[float | None], how: Moderation = "both", one_seed: list[b
     for i, r in enumerate(rho):
         others = [x for j, x in enumerate(rho) if j != i and x is not None]
         if how != "none" and one_seed is not None and one_seed[i]:
-            out.append(SeedModeration(tau=float(np.sqrt(np.mean(others) if others else ONE_SEED_RHO2)),
+            out.append(SeedModeration(tau=float(np.sqrt(np.mean(others)) if others else assumed_sd),
                                       assumed=not others))
             continue
         if how == "none" or r is None or not others:
