@@ -373,10 +373,10 @@ HORIZON_SLACK = 1.25  # a largest pilot's ledger falls short of its rung's budge
 def one_seed_note(sd: float) -> str:
     """What a design of one seed says before any pilot runs: the seeds' spread will be assumed (``--seed-sd``)."""
     return (f"one seed per arm: the analysis cannot measure how far an arm's seeds differ and assumes a seed sd of "
-            f"{sd:.0%} of the gain (--seed-sd; flopplan.race.seed_pooling); RL seeds often differ more, and on "
-            "simulated truths a one-seed grid's stated P(best) read up to 0.15 above how often its pick was best where "
-            "curves crossed with 5 %, 0.20 where seeds differed twice as much (docs/results.md, round 24): two seeds "
-            "let the grid measure the spread")
+            f"{sd:.0%} of the gain (--seed-sd; flopplan.race.seed_pooling); on simulated truths, assuming 5%, a "
+            "one-seed grid's stated P(best) read up to 0.15 above how often its pick was best where curves crossed, "
+            "0.20 where seeds differed twice as much as assumed (docs/results.md, round 24): two seeds let the grid "
+            "measure the spread")
 
 
 def horizon_note(horizon: float, seeds: int = 3) -> str:
