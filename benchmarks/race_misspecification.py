@@ -293,6 +293,10 @@ continues), as RL runs whose seeds take off or do not (the CPU demo's tiny arms:
 The truth at F is then what the arm reaches in expectation over seeds, R0 + (R(F) - R0) (1 - 0.85 q). Its draws come
 from a generator of their own, so a run with ``--stall`` draws every other number as the run without it (paired)."""
 
+SEED_SD: dict[str, float] = {}
+"""``--seed-sd S``: the relative seed sd the analysis assumes for an arm of one seed (``race design --seed-sd``);
+empty: the analysis's default (and code from before the option)."""
+
 GRID = {"arms": 4, "seeds": 3, "prompts": 200, "samples": 1}
 """The pilots' geometry (``--arms``, ``--seeds``, ``--prompts``): the issue's check ran 4 arms x 3 seeds on 200 shared
 prompts and halved 4 -> 2; with N arms the halving keeps :func:`halving_keeps` (and the design's room).
@@ -382,7 +386,7 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
         from flopplan.race import promotion as halving
         from flopplan.race.design import room_ladder
         inp0 = RaceInput(infos, {"math": PilotData(tuple(first.values()))}, ("math",), target, RUNGS,
-                         dict.fromkeys(names, 0), 0, "benchmark")
+                         dict.fromkeys(names, 0), 0, "benchmark", **SEED_SD)
         t0 = analyze(inp0, n_replicates=n_replicates, seed=seed, holdout=False).target("math")
         from flopplan.race import runner
         preds = t0.budgets[-1].predictions if t0.budgets else ()  # none: no arm's pilots could be fitted
@@ -413,7 +417,7 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
         else:
             arms.append(first[n])
     inp = RaceInput(infos, {"math": PilotData(tuple(arms))}, ("math",), target, RUNGS,
-                    {n: int(n in kept) for n in names}, 0, "benchmark")
+                    {n: int(n in kept) for n in names}, 0, "benchmark", **SEED_SD)
     t = analyze(inp, n_replicates=n_replicates, seed=seed, holdout=False).target("math")
     rec = t.recommendation
     at_f = t.budgets[-1] if t.budgets else None  # None: no arm's pilots could be fitted
@@ -496,6 +500,9 @@ def main() -> None:
                         help="arms per repetition (default 4; the halving keeps half)")
     parser.add_argument("--seeds", type=int, default=GRID["seeds"], help="seeds per arm (default 3)")
     parser.add_argument("--prompts", type=int, default=GRID["prompts"], help="shared 0/1 prompts (default 200)")
+    parser.add_argument("--seed-sd", type=float, default=None, metavar="S",
+                        help="the seed sd a one-seed arm is assumed to have, relative to its gain (race design "
+                             "--seed-sd; default: the analysis's, 0.05)")
     parser.add_argument("--samples", type=int, default=1, metavar="K",
                         help="answers sampled per prompt, its score their mean (avg@K; default 1: a 0/1 score)")
     parser.add_argument("--shape", action="append", default=[], metavar="FILE.py:FUNCTION",
@@ -515,6 +522,8 @@ def main() -> None:
     if min(args.arms, args.prompts) < 2 or min(args.seeds, args.samples) < 1:
         parser.error("--arms and --prompts must be at least 2, --seeds and --samples at least 1")
     GRID.update(arms=args.arms, seeds=args.seeds, prompts=args.prompts, samples=args.samples)
+    if args.seed_sd is not None:
+        SEED_SD.update(one_seed_sd=args.seed_sd)
     try:
         yours = [add_shape(spec) for spec in args.shape]
     except Exception as exc:  # a user's file: whatever it raises is one line on stderr, exit 2
@@ -530,7 +539,9 @@ def main() -> None:
     room = f"room {args.room:g}" if args.promotion == "predicted" else "no room"
     print(f"# {reps} repetitions per family, {boot} bootstrap replicates, promotion {args.promotion}, rng seed "
           f"{args.seed}; {args.arms} arms, {args.seeds} seeds, {args.prompts} prompts"
-          + (f" scored avg@{args.samples}" if args.samples > 1 else "") + ", rungs F_P/4 and F_P "
+          + (f" scored avg@{args.samples}" if args.samples > 1 else "")
+          + (f" (one-seed arms assume a seed sd {args.seed_sd:g})" if args.seed_sd is not None else "")
+          + ", rungs F_P/4 and F_P "
           f"(halving {args.arms} -> {halving_keeps(args.arms)}, {room}), "
           f"F = {args.horizon:g} F_P; seeds' gain sd {args.gain_sd:g}, ln-F shift sd {args.flop_shift_sd:g}"
           + ("; each arm its own R0, U(0.05, 0.35)" if ARM_R0 else "")

@@ -83,7 +83,8 @@ def test_the_design_says_when_its_horizon_is_beyond_where_p_best_was_checked():
     assert far_note.startswith(f"F is {far:.1f}x the largest pilot") and "how strongly" in far_note
     assert "--pilot-fraction" in far_note and "--rungs" in far_note and "seeds" not in far_note  # two seeds
     assert "fewer arms or seeds (two at least)" in horizon_note(far, 3)
-    assert "assumes a seed sd of 5% of the gain (--seed-sd" in one_seed_note(0.05)
+    assert "assumes a seed sd of 5 % of the gain (--seed-sd" in one_seed_note(0.05)
+    assert "a seed sd of 0.4 % of the gain" in one_seed_note(0.004)
     assert near_note == f"F is {near:.1f}x the largest pilot: predictions at F extrapolate that far"
 
 
@@ -93,17 +94,18 @@ def test_a_race_sets_the_seed_sd_its_one_seed_arms_assume_and_every_analysis_rea
     the option) reads the default; a value outside [0, 1] is one line, from the CLI and from an edited manifest."""
     grid = Grid(("tiny-s", "tiny"), (4,), (1,), ("rule",), seeds=1, rungs=1, evals=3, eval_prompts=20, one_seed_sd=0.2)
     design = design_race(_base(), grid, 10**13, 0.6, evaluation_flops=_eval_flops)
-    assert design.one_seed_sd == 0.2 and "assumes a seed sd of 20% of the gain" in design.notes[-1]
+    assert design.one_seed_sd == 0.2 and "assumes a seed sd of 20 % of the gain" in design.notes[-1]
     data = design.to_data()
     assert RaceDesign.from_data(json.loads(json.dumps(data)), "m").one_seed_sd == 0.2
     assert RaceDesign.from_data({k: v for k, v in data.items() if k != "one_seed_sd"}, "m").one_seed_sd == 0.05
-    with pytest.raises(UserError, match="one_seed_sd must be from 0 to 1"):
-        RaceDesign.from_data({**data, "one_seed_sd": 5}, "m")
-    with pytest.raises(UserError, match="--seed-sd must be a relative sd from 0 to 1"):
+    for wrong in (5, 0, True, "0.2", float("nan")):
+        with pytest.raises(UserError, match="one_seed_sd must be a number above 0 and at most 1"):
+            RaceDesign.from_data({**data, "one_seed_sd": wrong}, "m")
+    with pytest.raises(UserError, match="--seed-sd must be a relative sd above 0 and at most 1"):
         design_race(_base(), Grid(("tiny-s",), (4,), (1,), ("rule",), seeds=1, one_seed_sd=-0.1), 10**13, 0.6,
                     evaluation_flops=_eval_flops)
     one_line_error(cli("race", "design", "--budget", "1e13", "--models", "tiny-s", "--seeds", "1", "--seed-sd", "2",
-                       "--out", str(tmp_path / "x")), "--seed-sd must be a relative sd from 0 to 1")
+                       "--out", str(tmp_path / "x")), "--seed-sd must be a relative sd above 0")
     assert not (tmp_path / "x" / MANIFEST).exists()
 
 

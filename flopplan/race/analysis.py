@@ -60,7 +60,7 @@ from flopplan.race.results import (
     Recommendation,
     TargetResult,
 )
-from flopplan.race.seed_pooling import ONE_SEED_SD
+from flopplan.race.seed_pooling import ONE_SEED_SD, is_seed_sd
 from flopplan.units import eng
 
 FloatArray = NDArray[np.float64]
@@ -125,8 +125,8 @@ class RaceInput:
             if unknown:
                 raise UserError(f"target {target!r}: arm {unknown[0]!r} is not among the arms")
         check_number("budget_flops", self.budget_flops, strict=True)
-        if not (is_number(self.one_seed_sd) and 0 <= self.one_seed_sd <= 1):
-            raise UserError(f"one_seed_sd must be a relative sd from 0 to 1, not {self.one_seed_sd!r}")
+        if not is_seed_sd(self.one_seed_sd):
+            raise UserError(f"one_seed_sd must be a relative sd above 0 and at most 1, not {self.one_seed_sd!r}")
         rungs = self.rung_budgets
         if not is_ladder(rungs):
             raise UserError("rung_budgets must be FLOPs > 0 in ascending order")

@@ -35,7 +35,7 @@ from flopplan.fileio import atomic_write_json, read_json
 from flopplan.planfile import PlanEntry
 from flopplan.planner import plan
 from flopplan.race.axes import CLASSIC, Axis, arm_name, knob_values, label
-from flopplan.race.seed_pooling import ONE_SEED_SD
+from flopplan.race.seed_pooling import ONE_SEED_SD, is_seed_sd
 from flopplan.recipe import Recipe, RewardSystem, refuse_group_of_one
 
 MANIFEST = "manifest.json"
@@ -176,7 +176,7 @@ class RaceDesign:
                 data.get("reward_model_path"), tuple(map(str, data.get("notes") or ())),
                 str(data.get("flopplan_version", "")),
                 tuple(Axis.from_data(a, f"{where}, axis {i + 1}") for i, a in enumerate(data.get("axes") or ())),
-                tuple(lists["room"]), float(data.get("one_seed_sd", ONE_SEED_SD)))
+                tuple(lists["room"]), data.get("one_seed_sd", ONE_SEED_SD))
         except (KeyError, TypeError, ValueError):
             raise UserError(f"{where} is malformed: rerun `flopplan race design`") from None
         if len(design.rung_flops) != len(design.keep) or len(design.room) != len(design.keep) or any(
@@ -220,7 +220,7 @@ def _manifest_problem(d: RaceDesign) -> str:
         (bool(d.fit_targets) and set(d.fit_targets) <= set(d.targets), "fit_targets must be among the targets"),
         (bool(names) and len(set(names)) == len(names), "arms must be distinct and not empty"),
         (all(x > 0 for x in d.eval_points), "eval_points must be positive"),
-        (0 <= d.one_seed_sd <= 1, "one_seed_sd must be from 0 to 1"),
+        (is_seed_sd(d.one_seed_sd), "one_seed_sd must be a number above 0 and at most 1"),
     )
     return first_problem(checks)
 
@@ -269,8 +269,8 @@ class Grid:
         if not (is_number(self.room) and 1 <= self.room <= 1e6):
             raise UserError(f"--room must be a number from 1 (the halving's count only) to 1e6, not {self.room!r}")
         check_int("first seed", self.first_seed, 0)
-        if not (is_number(self.one_seed_sd) and 0 <= self.one_seed_sd <= 1):
-            raise UserError(f"--seed-sd must be a relative sd from 0 to 1 (0.05: 5 % of the gain), not "
+        if not is_seed_sd(self.one_seed_sd):
+            raise UserError(f"--seed-sd must be a relative sd above 0 and at most 1 (0.05: 5 % of the gain), not "
                             f"{self.one_seed_sd!r}")
         unknown = [t for t in self.fit_targets if t not in self.targets]
         if unknown:
@@ -373,7 +373,7 @@ HORIZON_SLACK = 1.25  # a largest pilot's ledger falls short of its rung's budge
 def one_seed_note(sd: float) -> str:
     """What a design of one seed says before any pilot runs: the seeds' spread will be assumed (``--seed-sd``)."""
     return (f"one seed per arm: the analysis cannot measure how far an arm's seeds differ and assumes a seed sd of "
-            f"{sd:.0%} of the gain (--seed-sd; flopplan.race.seed_pooling); on simulated truths, assuming 5%, a "
+            f"{sd * 100:g} % of the gain (--seed-sd; flopplan.race.seed_pooling); on simulated truths, assuming 5 %, a "
             "one-seed grid's stated P(best) read up to 0.15 above how often its pick was best where curves crossed, "
             "0.20 where seeds differed twice as much as assumed (docs/results.md, round 24): two seeds let the grid "
             "measure the spread")

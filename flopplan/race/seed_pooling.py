@@ -44,7 +44,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from flopplan.errors import UserError
+from flopplan.errors import UserError, is_number
 
 FloatArray = NDArray[np.float64]
 Moderation = Literal["both", "widen", "none"]
@@ -57,6 +57,12 @@ unless the race sets its own (``race design --seed-sd``): a seed sd of 5 % of th
 al., arXiv 2510.13786) reports seeds moving the fitted asymptote A by about +-0.015 on a gain of about 0.3; RL runs
 of small models can differ far more (the CPU demo's two seeds of one arm by up to 0.88, docs/results.md), so at
 the default a one-seed grid's intervals stay a lower bound on the seeds' part."""
+
+
+def is_seed_sd(value: object) -> bool:
+    """A relative seed sd a race may assume for its one-seed arms: a number above 0 (none would be an assumption the
+    interval could not state: no gain noise is drawn) and at most 1 (a seed's gain as uncertain as the gain)."""
+    return is_number(value) and 0 < value <= 1
 
 
 @dataclass(frozen=True)
