@@ -282,6 +282,9 @@ def test_the_analysis_assumes_the_races_seed_sd_for_one_seed_arms():
     methods = {sd: analyze(replace(race(pairs), one_seed_sd=sd), n_replicates=40, seed=2).target("math")
                .interval_method for sd in (0.05, 0.3)}
     assert "tau 0.050 assumed" in methods[0.05] and "tau 0.300 assumed" in methods[0.3]
+    from flopplan.race.runner import _digest  # a recorded promotion stands only for the seed sd it was made with
+
+    assert _digest(replace(race(pairs), one_seed_sd=0.3)) != _digest(race(pairs)) == _digest(race(pairs))
     with pytest.raises(UserError, match="one_seed_sd must be a relative sd above 0 and at most 1"):
         replace(race(pairs), one_seed_sd=1.5)
 

@@ -49,6 +49,7 @@ from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.axes import knob_options
 from flopplan.race.design import RaceDesign
 from flopplan.race.pilots import pilot_done, pilot_folder, pilot_input, set_parent_death_signal
+from flopplan.race.seed_pooling import ONE_SEED_SD
 from flopplan.race.user_pilot import record_command, recorded_command, run_script_pilot
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
 
@@ -102,8 +103,12 @@ def _affordable(design: RaceDesign, history: Sequence[Sequence[str]], kept: Sequ
 
 
 def _digest(inp: RaceInput) -> str:
-    """What a promotion depends on: the rule, the arms and every evaluation the analysis reads."""
+    """What a promotion depends on: the rule, the arms, every evaluation the analysis reads, and the seed sd a
+    one-seed arm is assumed to have where the race sets its own (the default adds nothing, so the digests of races
+    designed before ``--seed-sd`` stand)."""
     h = hashlib.sha256(f"{PROMOTION_RULE}|{PROMOTION_REPLICATES}|{sorted(inp.reached.items())}".encode())
+    if inp.one_seed_sd != ONE_SEED_SD:
+        h.update(f"one_seed_sd|{inp.one_seed_sd!r}|".encode())
     for target in inp.fitted_targets:
         for arm in inp.targets[target].arms:
             for run in arm.runs:
