@@ -148,6 +148,8 @@ def parse_value(name: str, kind: str, text: str) -> Any:
     if not text:
         raise UserError(f"--axis {name} has an empty value")
     if kind == "grpo":  # TRL's own type: a JSON scalar, or the text
+        if text == "null":  # an arm records a value for every axis; None reads back as lora_rank's "full"
+            raise UserError(f"--axis {name}=null: an axis value sets the field in every arm; null is none")
         try:
             scalar = json.loads(text)
         except ValueError:

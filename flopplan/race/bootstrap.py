@@ -378,15 +378,15 @@ def paired_bootstrap(data: PilotData, budgets: ArrayLike, *, n_replicates: int =
               f"resampled with replacement ({pairing}, {'/'.join(schemes)}); ScaleRL refit per replicate; "
               f"{level:.0%} {interval} interval of the {metric}; P(best) = share of replicates with the highest "
               f"prediction"
-              + _moderation_text(data, mods, one_seed_sd))
+              + _moderation_text(data, mods))
     return BootstrapResult(method, NOT_SHOWN, level, interval, metric, pairing, tuple(float(f) for f in f_budgets),
                            tuple(arms), preds, points, reps, tuple(samples))
 
 
-def _moderation_text(data: PilotData, mods: list[SeedModeration], one_seed_sd: float) -> str:
+def _moderation_text(data: PilotData, mods: list[SeedModeration]) -> str:
     arms = list(zip(data.arms, mods, strict=True))
     single = [f"{a.name} tau {m.tau:.3f}" for a, m in arms if len(a.runs) == 1 and m.tau]
-    assumed = any(m.assumed for m in mods)
+    assumed = next((m.tau for m in mods if m.assumed), None)  # the race's one_seed_sd, where no arm showed one
     widened = [f"{a.name} tau {m.tau:.3f}" for a, m in arms if len(a.runs) > 1 and m.tau]
     narrowed = [f"{a.name} x {m.scale:.3f}" for a, m in arms if m.scale != 1]
     parts = []
@@ -396,8 +396,9 @@ def _moderation_text(data: PilotData, mods: list[SeedModeration], one_seed_sd: f
                                   *(["seed deviations scaled for " + ", ".join(narrowed)] if narrowed else [])]))
     if single:
         parts.append("one seed, so no seed variance of its own (flopplan.race.seed_pooling): seed gains x "
-                     "(1 + tau N(0, 1)), " + (f"tau {one_seed_sd:.3f} assumed, as no other arm shows a "
-                                              "seed variance," if assumed else "tau^2 the other arms' mean rho^2,")
+                     "(1 + tau N(0, 1)), " + (f"tau {assumed:.3f} assumed, as no other arm shows a "
+                                              "seed variance," if assumed is not None else
+                                              "tau^2 the other arms' mean rho^2,")
                      + " for " + ", ".join(single))
     return "".join(f"; {p}" for p in parts)
 

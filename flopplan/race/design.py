@@ -335,7 +335,7 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
                           tuple(range(grid.first_seed, grid.first_seed + grid.seeds)), grid.targets,
                           grid.fit_targets or grid.targets[:1],
                           _log_points(low, ladder[-1], grid.evals), arms, command, reward_model_path,
-                          axes=grid.axes, room=room)
+                          axes=grid.axes, room=room, one_seed_sd=float(grid.one_seed_sd))
 
     def fits(b0: int) -> bool:
         return build(b0).worst_case_flops <= cap
@@ -363,7 +363,7 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
     top = max(a.pilot_budget(design, len(keep) - 1) for a in design.arms)
     seeds = len(design.seeds)
     notes = (horizon_note(budget_flops / top, seeds), *([one_seed_note(grid.one_seed_sd)] if seeds == 1 else []))
-    return RaceDesign(**{**design.__dict__, "notes": notes, "one_seed_sd": float(grid.one_seed_sd)})
+    return replace(design, notes=notes)
 
 
 MEASURED_HORIZON = 2.0  # F over the largest pilot in benchmarks/race_misspecification.py's default protocol

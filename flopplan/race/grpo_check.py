@@ -54,8 +54,6 @@ def check_grpo_values(field: str, values: tuple[Any, ...]) -> None:
 
     hint = typing.get_type_hints(GRPOConfig).get(field)
     for value in values:
-        if value == "null":
-            raise UserError(f"--axis {field}=null: an axis value sets the field in every arm; null is none")
         if hint is not None and not _fits(value, hint):
             shown = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
             raise UserError(f"--axis {field}={value}: GRPOConfig's {field} is {shown}, not {type(value).__name__}")
