@@ -18,7 +18,8 @@ import argparse
 from collections.abc import Callable
 
 import numpy as np
-from race_misspecification import EVALS, FAMILIES, GENERATORS, HOLDOUT, RUNGS, TARGET, info, pilots
+from race_misspecification import info, pilots
+from race_shapes import EVALS, FAMILIES, GENERATORS, HOLDOUT, RUNGS, TARGET
 
 from flopplan.race import promotion
 from flopplan.race.analysis import RaceInput, analyze

@@ -33,19 +33,20 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from race_misspecification import F_P, GENERATORS, Curve, repetition
+from race_misspecification import repetition
+from race_shapes import F_P, GENERATORS, Curve
 
 Draw = Callable[[np.random.Generator, float], tuple[Curve, Curve]]
 
 
 def linear_pair(rng: np.random.Generator, r0: float) -> tuple[Curve, Curve]:
-    slope, cap = rng.uniform(0.05, 0.4), rng.uniform(0.5, 0.9)  # the draws of race_misspecification.linear_in_f
+    slope, cap = rng.uniform(0.05, 0.4), rng.uniform(0.5, 0.9)  # the draws of race_shapes.linear_in_f
     return (lambda f: np.minimum(r0 + slope * np.maximum(f, 0.0) / F_P, cap),
             lambda f: np.minimum(r0 + slope * np.maximum(f, 0.0) / F_P, 1.0))
 
 
 def power_pair(rng: np.random.Generator, r0: float) -> tuple[Curve, Curve]:
-    alpha, cap = rng.uniform(0.15, 0.5), rng.uniform(0.45, 0.9)  # the draws of race_misspecification.ceiling
+    alpha, cap = rng.uniform(0.15, 0.5), rng.uniform(0.45, 0.9)  # the draws of race_shapes.ceiling
     f_cap = F_P * 2.0 ** rng.uniform(-2, 3)
     return (lambda f: r0 + (cap - r0) * np.minimum((np.maximum(f, 0.0) / f_cap) ** alpha, 1.0),
             lambda f: np.minimum(r0 + (cap - r0) * (np.maximum(f, 0.0) / f_cap) ** alpha, 1.0))

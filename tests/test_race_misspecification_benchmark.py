@@ -15,21 +15,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def bench():
+def bench(monkeypatch):
+    # a fresh benchmark and a fresh race_shapes a test, so the registries of shapes start empty
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    for name in ("race_misspecification", "race_shapes"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
     spec = importlib.util.spec_from_file_location("race_misspecification", ROOT / "benchmarks" /
                                                   "race_misspecification.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    before = sys.modules.get(spec.name)
-    sys.modules[spec.name] = module  # a fresh module a test: its registries of shapes start empty
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        if before is None:
-            sys.modules.pop(spec.name, None)
-        else:
-            sys.modules[spec.name] = before
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _shapes(tmp_path: Path) -> Path:
