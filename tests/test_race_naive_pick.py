@@ -1,0 +1,157 @@
+"""When RACE's pick departs from the naive one (the arm seen best at the largest pilot) and when it does not: a fallen
+naive pick, the anchored forecast that overturns it, arms solved from step 0, unfitted naive picks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from race_inputs import F_PILOT, REPS, TRUTH, info, pilots, race, size_race_input
+
+from flopplan.race.analysis import RaceInput, analyze
+from flopplan.race.curves import scalerl_curve, synthetic_scores
+from flopplan.race.pilot_data import ArmPilots
+from flopplan.race.regime import _naive_fields, _naive_stands
+from flopplan.race.results import ArmPrediction, BudgetResult, RaceAnalysis
+from flopplan.race.validate import predicted_at
+
+
+@pytest.fixture(scope="module")
+def size_race() -> tuple[RaceInput, RaceAnalysis]:
+    inp = size_race_input()
+    return inp, analyze(inp, n_replicates=REPS)
+
+
+def _fallen_and_steady(seed: int, fall_to: float, **steady: float) -> RaceInput:
+    """'fallen' rises to ~0.69 and falls back to ``fall_to`` at its last evaluation (still the best seen there);
+    'steady' rises monotonically (``steady``: its sigmoid's parameters)."""
+    rng = np.random.default_rng(seed)
+    eta = rng.standard_normal(200)
+    f, scores = synthetic_scores(rng, f_pilot=F_PILOT, prompt_latent=eta, **(TRUTH | {"a": 0.75}))
+    scores[:, -1] = (rng.random(scores[:, -1].shape) < fall_to).astype(float)
+    fallen = ArmPilots.from_arrays("fallen", f, scores)
+    return race([(info("fallen", group_size=8), fallen),
+                 (info("steady", group_size=16), pilots(rng, eta, "steady", **steady))])
+
+
+def test_a_fallen_naive_pick_stays_unless_another_arm_is_sure_to_pass_what_it_shows():
+    # the steady arm's lower bound at F is below the fallen arm's last reward: the arm seen best is kept, said why
+    rec = analyze(_fallen_and_steady(22, 0.45, a=0.45, f_mid=F_PILOT / 4), n_replicates=REPS).recommendations[0]
+    assert rec.naive_arm == "fallen" and rec.arm == "fallen" and rec.confidence == "low"
+    assert rec.runner_up == "steady" and not rec.naive_note
+    assert "fails the envelope check" in rec.reasons[0] and "does not reach" in rec.reasons[0]
+    assert rec.p_best is not None and 0.0 < rec.p_best < 1.0  # anchored: its fall counts, not its envelope
+
+
+def test_the_anchored_forecast_overturns_the_naive_pick_where_the_intervals_overlap():
+    """Crossing truths: "early" has saturated by the largest pilot and leads there; "late" is at its midpoint and
+    passes it before F = 2 F_pilot. The calibrated intervals at F overlap, so the intervals alone keep the naive
+    pick; the anchored forecast (the reward seen at the largest pilot plus the curves' change to F) makes "late"
+    best in at least 80 % of the paired draws, and RACE recommends it, low confidence, saying why."""
+    rng = np.random.default_rng(1)
+    eta = rng.standard_normal(200)
+    early, late = {"a": 0.55, "b": 2.5, "f_mid": F_PILOT / 8}, {"a": 0.85, "b": 1.5, "f_mid": F_PILOT}
+    inp = race([(info("early", group_size=8), pilots(rng, eta, "early", **early)),
+                (info("late", group_size=16), pilots(rng, eta, "late", **late))])
+    target = analyze(inp, n_replicates=REPS, seed=1).target("math")
+    rec = target.recommendation
+    truth = {n: float(scalerl_curve(2 * F_PILOT, t["a"], t["b"], t["f_mid"], TRUTH["r0"]))
+             for n, t in (("early", early), ("late", late))}
+    assert truth["late"] > truth["early"] + 0.1
+    at_f = {p.arm: p for p in target.budgets[-1].predictions}
+    assert at_f["late"].lo <= at_f["early"].hi  # the intervals overlap: they alone would keep the naive pick
+    assert rec is not None and rec.naive_arm == "early" and rec.arm == "late" and rec.confidence == "low"
+    assert rec.p_best is not None and rec.p_best >= 0.8 and rec.runner_up == "early"
+    assert "anchored forecast" in rec.reasons[0] and f"P(best) {rec.p_best:.2f}" in rec.reasons[0]
+    assert "intervals at" in rec.reasons[0] and "overlap" in rec.reasons[0]
+    assert rec.p_best_curves is not None and rec.p_best_seen is not None  # read for the moved pick
+    assert "carries late past it" in rec.naive_note and f"{rec.p_best:.2f}" in rec.naive_note
+    assert (rec.reward, rec.lo, rec.hi) == (at_f["late"].reward, at_f["late"].lo, at_f["late"].hi)
+
+
+def test_a_pick_moved_off_a_fallen_naive_pick_is_read_among_the_same_arms():
+    """The naive pick fell back in its pilots (not a finalist: it fails the envelope check), the rules keep it, and
+    the anchored forecast moves the pick to 'steady', still accelerating. The moved pick's P(best) and the numbers
+    beside it are read among the arms the move was decided in (with 'steady' alone there would be none): the
+    stated P(best) is the reason's, the curves' and the seen P(best) are recorded, and the warning on the
+    accelerating pick says what its P(best) would be were it to stop."""
+    target = analyze(_fallen_and_steady(39, 0.5, a=0.6, f_mid=F_PILOT / 2), n_replicates=REPS).target("math")
+    rec = target.recommendation
+    assert rec is not None and rec.naive_arm == "fallen" and rec.arm == "steady" and rec.confidence == "low"
+    assert rec.p_best is not None and rec.p_best >= 0.8 and f"P(best) {rec.p_best:.2f}" in rec.reasons[0]
+    assert rec.p_best_curves is not None and rec.p_best_seen is not None
+    assert any(w.startswith("steady") and "were steady to stop" in w for w in target.warnings)
+
+
+def test_an_arm_solved_from_step_0_is_not_passed_over_for_a_fitted_arm_below_it():
+    """An arm at a pass rate of 1 from step 0 has no curve to fit (no A above R0): it has no prediction at F. It is
+    still the arm seen best at the largest pilot, and no fitted arm's lower bound at F reaches 1, so RACE recommends
+    it on what it shows ('best observed'), and says why; before, it recommended the fitted arm below it."""
+    rng = np.random.default_rng(31)
+    eta = rng.standard_normal(200)
+    f, scores = synthetic_scores(rng, f_pilot=F_PILOT, prompt_latent=eta, **TRUTH)
+    solved = ArmPilots.from_arrays("solved", f, np.ones_like(scores))
+    inp = race([(info("steady", group_size=8), pilots(rng, eta, "steady")), (info("solved", group_size=16), solved)])
+    t = analyze(inp, n_replicates=REPS).target("math")
+    assert [p.arm for p in t.budgets[-1].predictions] == ["steady"]  # the solved arm is not fitted
+    assert any(w.startswith("solved: not fitted") for w in t.warnings)
+    rec = t.recommendation
+    assert rec.arm == "solved" and rec.mode == "best observed" and rec.naive_arm == "solved"
+    assert "has no prediction" in rec.reasons[0] and "does not reach" in rec.reasons[0]
+    assert rec.reward == 1.0 and rec.runner_up == "steady"
+    # its validating run is checked against no prediction (this raised StopIteration), the fitted arm's as before
+    an = analyze(inp, n_replicates=50)
+    assert predicted_at(inp, an, "solved", "math", F_PILOT) is None
+    assert predicted_at(inp, an, "steady", "math", F_PILOT) is not None
+
+
+def test_a_seed_that_solves_every_prompt_at_step_0_does_not_stop_the_analysis():
+    """One seed of an arm scores 1 on every prompt at step 0 (its R0 is at the top of the A grid): bootstrap
+    replicates that draw that seed only have no room for a gain. They are fitted flat at the top; before, one such
+    replicate raised and stopped the analysis of every arm."""
+    rng = np.random.default_rng(8)
+    eta = rng.standard_normal(200)
+    f, scores = synthetic_scores(rng, f_pilot=F_PILOT, prompt_latent=eta, **TRUTH)
+    scores[0, 0] = 1.0
+    odd = ArmPilots.from_arrays("odd", f, scores)
+    t = analyze(race([(info("steady", group_size=8), pilots(rng, eta, "steady")), (info("odd", group_size=16), odd)]),
+                n_replicates=REPS).target("math")
+    assert {p.arm for p in t.budgets[-1].predictions} == {"steady", "odd"}
+    assert t.recommendation is not None and t.recommendation.arm in {"steady", "odd"}
+
+
+def test_an_unfitted_naive_pick_gives_way_to_a_lower_bound_above_what_it_shows():
+    """The rule alone: the naive pick without a prediction at the budget stays unless the best usable arm's lower
+    bound there is above the reward the naive pick shows at the largest pilot."""
+    steady = ArmPrediction("steady", 2e20, 0.6, 0.5, 0.7, 0.5, 0.5, 0.7, 0.0, 2.0, True, True, "", None)
+    at_f = BudgetResult("target", 2e20, (steady,), None)  # type: ignore[arg-type]  # the rule reads predictions only
+    for tied in (False, True):
+        assert "has no prediction" in _naive_stands(at_f, steady, ("flat", 0.55), 0.9, tied)  # type: ignore[operator]
+        assert _naive_stands(at_f, steady, ("flat", 0.45), 0.9, tied) is None
+        assert _naive_stands(at_f, steady, ("steady", 0.65), 0.9, tied) is None
+
+
+def test_the_naive_pick_gives_way_only_to_a_lower_bound_above_its_upper_bound_or_what_it_shows():
+    """The rule alone (a unit: the predictions built by hand): the curves' best displaces the naive pick only when
+    its lower bound at the budget is above the naive pick's upper bound there; above the reward the naive pick shows
+    when it fails the envelope check (its curve is not trusted)."""
+    def pred(arm: str, lo: float, comparable: bool, width: float = 0.2) -> ArmPrediction:
+        return ArmPrediction(arm, 2e20, lo + width / 2, lo, lo + width, lo, lo, lo + width, 0.0, 2.0, comparable,
+                             comparable, "" if comparable else "non-monotone (fails the envelope check)", None)
+
+    def at_f(*preds: ArmPrediction) -> BudgetResult:
+        return BudgetResult("target", 2e20, preds, None)  # type: ignore[arg-type]  # the rule reads predictions only
+
+    steady = pred("steady", 0.50, True)
+    fallen, seen = pred("fallen", 0.3, False), ("fallen", 0.55)
+    assert "fails the envelope check" in _naive_stands(at_f(steady, fallen), steady, seen, 0.9, False)  # type: ignore[operator]
+    assert _naive_stands(at_f(steady, fallen), steady, ("fallen", 0.45), 0.9, False) is None
+    overlapping = pred("fallen", 0.35, True)  # [0.35, 0.55] against steady's [0.50, 0.70]
+    assert "overlaps" in _naive_stands(at_f(steady, overlapping), steady, seen, 0.9, False)  # type: ignore[operator]
+    apart = pred("fallen", 0.25, True)  # [0.25, 0.45]: below steady's lower bound
+    assert _naive_stands(at_f(steady, apart), steady, seen, 0.9, False) is None
+    assert "do not overturn" in _naive_stands(at_f(steady, apart), steady, seen, 0.9, True)  # type: ignore[operator]
+    # no prediction for it (no curve): it stays unless steady's lower bound passes what it shows (the test below)
+    assert _naive_stands(at_f(steady), steady, ("fallen", 0.45), 0.9, False) is None
+    assert _naive_stands(at_f(steady), steady, ("steady", 0.55), 0.9, False) is None
+    note = _naive_fields("steady", at_f(steady, fallen), ("fallen", 0.45))["naive_note"]
+    assert "fell back" in note and "0.500" in note and "cross" not in note
