@@ -7,6 +7,7 @@ is seeded, so each test is deterministic; each asserts a property a wrong analys
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -378,6 +379,27 @@ def test_an_arm_that_cannot_be_fitted_is_reported_not_dropped(size_race):
     assert not t.curves[2].fitted and "3 distinct" in t.curves[2].reason and t.curves[2].observations
     assert any(w.startswith("short: not fitted") for w in t.warnings)
     assert an.recommendations[0].arm == "strong"
+
+
+def test_pilots_at_the_scale_of_large_policies_read_as_the_same_race_with_no_numeric_warning():
+    """FLOPs are a unit: the same pilots at 1e5 x the FLOPs (top rung 1e25, a 72B policy's RL run) give the same
+    recommendation and interval. R0 is read at 1e-300 FLOPs, and ln(1e-300 / f_ref) was ln 0 once f_ref passed ~2e23
+    (a RuntimeWarning on stderr for every analysis of such a race)."""
+    read = []
+    for scale in (1.0, 1e5):
+        rng = np.random.default_rng(3)
+        eta = rng.standard_normal(200)
+        arms = [pilots(rng, eta, n, reach=F_PILOT * scale, a=a, f_mid=F_PILOT / 4 * scale)
+                for n, a in (("small", 0.5), ("large", 0.7))]
+        inp = RaceInput((info("small", policy="0.5B"), info("large", 1_500_000_000, policy="1.5B")),
+                        {"math": PilotData(tuple(arms))}, ("math",), 2 * F_PILOT * scale,
+                        tuple(r * scale for r in RUNGS), {"small": 1, "large": 1}, int(0.4 * F_PILOT * scale), "t")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            rec = analyze(inp, n_replicates=100).recommendations[0]
+        read.append((rec.arm, rec.reward, rec.lo, rec.hi, rec.p_best))
+    assert read[0][0] == read[1][0] == "large"
+    assert read[1][1:] == pytest.approx(read[0][1:], abs=1e-6)
 
 
 def test_a_barely_learning_arm_never_stops_the_analysis(size_race):

@@ -97,7 +97,7 @@ def last_quadratic(sample: ArmSample) -> FloatArray | None:
     if not valid.any() or sample.y.shape[0] < 2:
         return None
     f_ref = float(sample.flops[valid].max())
-    u = np.log(sample.flops / f_ref)
+    u = np.log(sample.flops) - np.log(f_ref)
     positions = distinct_positions(u[valid])
     if positions.size < MIN_POSITIONS:
         return None

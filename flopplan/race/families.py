@@ -125,7 +125,7 @@ class FamilyFit:
 
     def predict(self, flops: FloatArray) -> FloatArray:
         """R of every fit at ``flops`` (m,) > 0: (k, m), clipped to [0, 1]."""
-        u = np.log(np.asarray(flops, dtype=float) / self.f_ref)
+        u = np.log(np.asarray(flops, dtype=float)) - np.log(self.f_ref)  # not ln(F / f_ref): 1e-300 / 1e24 is 0
         feats = FEATURES[self.family]
         values = np.unique(self.g)
         out = np.empty((self.g.size, u.size))
@@ -153,7 +153,7 @@ def fit_family(family: str, flops: FloatArray, y: FloatArray, w: FloatArray, f_r
         raise UserError(f"unknown curve family {family!r}; choose from {', '.join(FEATURES)}")
     x = np.asarray(flops, dtype=float)
     yy, ww = np.atleast_2d(y), np.atleast_2d(w)
-    u = np.log(x / f_ref)
+    u = np.log(x) - np.log(f_ref)
     positions = distinct_positions(u[ww.max(axis=0) > 0])
     if positions.size < MIN_POSITIONS[family]:
         return None
