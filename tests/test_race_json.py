@@ -256,6 +256,7 @@ def test_bad_input_is_refused_in_one_line(size_race):
         lambda: replace(inp, budget_flops=0.0),
         lambda: analyze(inp, n_replicates=5),
         lambda: analyze(inp, level=1.5),
+        lambda: PilotData((ArmPilots("one", (SeedRun(0, (EvalPoint(0.0, np.ones(1)),)),)),)),  # nothing to resample
         lambda: replace(inp, targets={"math": PilotData((ArmPilots("ghost", (SeedRun(0, (EvalPoint(0.0, np.ones(3)),)),
                                                                                   )),))}),
     ]

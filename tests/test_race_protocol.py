@@ -169,6 +169,7 @@ def test_a_design_into_a_folder_with_an_earlier_races_pilots_or_into_no_folder_i
     (("--budget", "1e31"), "at most 1e30"),  # the planner's limit, as `flopplan plan` checks it
     (("--budget", "1e400"), "at most 1e30"),
     (("--seeds", "0"), "seeds"),
+    (("--eval-prompts", "1"), "--eval-prompts must be an integer >= 2"),  # the analysis resamples the prompts
     (("--eta", "1"), "eta"),
     (("--room", "0"), "room"),
     (("--fit-targets", "long", "--eval-targets", "heldout"), "not an evaluation target"),

@@ -261,8 +261,9 @@ class Grid:
         for name in ("policies", "group_sizes", "iterations", "rewards", "targets"):
             if not getattr(self, name):
                 raise UserError(f"the grid is empty: give at least one value for {name.replace('_', ' ')}")
-        for name in ("seeds", "rungs", "evals", "eval_prompts"):
+        for name in ("seeds", "rungs", "evals"):
             check_int(f"--{name.replace('_', '-')}", getattr(self, name), 1)
+        check_int("--eval-prompts", self.eval_prompts, 2)  # the analysis resamples them (flopplan.race.pilot_data)
         check_int("--eta", self.eta, 2)
         for g in self.group_sizes:
             refuse_group_of_one(g, "race")

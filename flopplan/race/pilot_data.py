@@ -68,6 +68,9 @@ class PilotData:
         sizes = {p.scores.size for arm in self.arms for run in arm.runs for p in run.points}
         if len(sizes) != 1:
             raise UserError(f"every evaluation must score the same shared prompts; got sizes {sorted(sizes)}")
+        if min(sizes) < 2:
+            raise UserError(f"every evaluation scores {min(sizes)} prompt(s): RACE resamples the shared prompts, so it "
+                            "needs at least 2 (100 or more for intervals worth stating)")
         for arm in self.arms:
             if not arm.runs or len({run.seed for run in arm.runs}) != len(arm.runs):
                 raise UserError(f"arm {arm.name!r}: needs at least one run and unique seed ids")
