@@ -372,9 +372,12 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
     f_target = inp.budget_flops
     budgets = [*inp.rung_budgets, f_target]
     labels = [*(f"rung {i}" for i in range(len(inp.rung_budgets))), "target"]
-    present = {a.name: a for a in data.arms}
-    curves: dict[str, ArmCurve] = {}
-    states: list[_ArmState] = []
+    present, curves, states, stopped = {}, {}, [], []
+    for a in data.arms:
+        present[a.name], left_out = a.evaluated()
+        if left_out:
+            stopped.append(f"{a.name}: seed {', '.join(map(str, left_out))} has no evaluation after step 0 (it stopped "
+                           "before its first): its curve is fitted on the other seeds")
     for info in inp.arms:
         if info.name not in present:
             curves[info.name] = ArmCurve.unfitted(info.name, NO_DATA, failed=True)
@@ -385,7 +388,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
         except NUMERIC as exc:
             curves[info.name] = _observed_only(info, present[info.name], inp.rung_budgets,
                                                f"not fitted: {str(exc) or type(exc).__name__}", True)
-    warnings = [f"{c.arm}: {c.reason}" for c in curves.values()]
+    warnings = [*stopped, *(f"{c.arm}: {c.reason}" for c in curves.values())]
     if not states:
         return TargetResult(name=name, fitted=True, n_prompts=data.n_prompts,
                             curves=tuple(curves[a.name] for a in inp.arms), budgets=(), recommendation=None,

@@ -55,6 +55,14 @@ class ArmPilots:
         return cls(name, tuple(SeedRun(i, tuple(EvalPoint(float(x), y) for x, y in zip(fs, ss, strict=True)))
                                for i, fs, ss in zip(ids, f, sc, strict=True)))
 
+    def evaluated(self) -> tuple[ArmPilots, tuple[int | str, ...]]:
+        """The arm less its seeds with no evaluation after step 0 (a seed that stopped before its first), and their
+        ids; the arm itself when every seed, or none, has one (with none, the arm cannot be fitted at all)."""
+        kept = tuple(r for r in self.runs if any(p.flops > 0 for p in r.points))
+        if not kept or len(kept) == len(self.runs):
+            return self, ()
+        return ArmPilots(self.name, kept), tuple(r.seed for r in self.runs if r not in kept)
+
 
 @dataclass(frozen=True)
 class PilotData:
