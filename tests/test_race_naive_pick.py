@@ -11,6 +11,7 @@ from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.curves import scalerl_curve, synthetic_scores
 from flopplan.race.pilot_data import ArmPilots
 from flopplan.race.regime import _naive_fields, _naive_stands
+from flopplan.race.report import render_markdown
 from flopplan.race.results import ArmPrediction, BudgetResult, RaceAnalysis
 from flopplan.race.validate import predicted_at
 
@@ -155,3 +156,21 @@ def test_the_naive_pick_gives_way_only_to_a_lower_bound_above_its_upper_bound_or
     assert _naive_stands(at_f(steady), steady, ("steady", 0.55), 0.9, False) is None
     note = _naive_fields("steady", at_f(steady, fallen), ("fallen", 0.45))["naive_note"]
     assert "fell back" in note and "0.500" in note and "cross" not in note
+
+
+def test_a_grid_where_no_arm_can_be_fitted_recommends_what_the_pilots_show():
+    """Every arm evaluated once after step 0 (no curve can be fitted to one point): the recommendation is the arm
+    seen best at the largest pilot, as what it shows ("best observed", with its interval there), not none."""
+    rng = np.random.default_rng(4)
+    eta = rng.standard_normal(200)
+    pairs = [(info(n, group_size=g), ArmPilots.from_arrays(n, *synthetic_scores(
+        rng, **(TRUTH | {"a": a}), f_pilot=F_PILOT, n_points=1, flops_jitter=0.0, prompt_latent=eta)))
+        for n, g, a in (("low", 4, 0.4), ("high", 8, 0.8))]
+    an = analyze(race(pairs), n_replicates=REPS)
+    t = an.target("math")
+    assert not any(c.fitted for c in t.curves) and t.budgets == ()
+    rec = an.recommendations[0]
+    seen = {c.arm: c.observed_at_rungs[-1] for c in t.curves}
+    assert rec.arm == "high" == max(seen, key=seen.__getitem__) and rec.mode == "best observed"
+    assert rec.lo <= seen["high"] <= rec.hi and rec.naive_arm == "high"
+    assert "no arm could be fitted" in " ".join(rec.reasons) and "high" in render_markdown(an)

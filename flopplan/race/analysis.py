@@ -389,9 +389,23 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
             curves[info.name] = _observed_only(info, present[info.name], inp.rung_budgets,
                                                f"not fitted: {str(exc) or type(exc).__name__}", True)
     warnings = [*stopped, *(f"{c.arm}: {c.reason}" for c in curves.values())]
-    if not states:
+    upfront = {a.name: a.upfront_flops for a in inp.arms}
+
+    def observed_best() -> checks.ObservedBest | None:  # "best observed": the survivors' rewards at their largest pilot
+        survivors = [present[n] for n in present if survived[n]]
+        return checks.observed_bootstrap(survivors, n_replicates, level, _stream(seed, name, "observed")) \
+            if survivors else None
+
+    def costed(rec: Recommendation) -> Recommendation:
+        return pilot_cost(rec, budget_flops=f_target, pilot_flops=inp.pilot_flops, spend=inp.pilot_spend,
+                          upfront=upfront, largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
+
+    if not states:  # no curve to extrapolate: the naive pick, as what it shows
+        nothing = BudgetResult(label="target", flops=f_target, predictions=(), decision=decide([], level))
+        rec = recommend(name, nothing, upfront, float(inp.budget_flops - inp.pilot_flops), "no arm could be fitted",
+                        observed_best(), level, naive=_naive(inp, curves, survived))
         return TargetResult(name=name, fitted=True, n_prompts=data.n_prompts,
-                            curves=tuple(curves[a.name] for a in inp.arms), budgets=(), recommendation=None,
+                            curves=tuple(curves[a.name] for a in inp.arms), budgets=(), recommendation=costed(rec),
                             holdout=(), holdout_summary=None, warnings=tuple(warnings),
                             interval_method="no arm could be fitted")
     lo_f = min(p.flops for st in states for r in st.arm.runs for p in r.points if p.flops > 0)
@@ -421,14 +435,9 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
     warnings += g_warnings(budget_results, g_of)
     at_f = budget_results[-1]
     warnings += _fit_warnings(states, at_f)
-    observed = None
     naive = _naive(inp, curves, survived)
     unpredicted = naive is not None and all(p.arm != naive[0] for p in at_f.predictions)
-    if at_f.decision.best is None or at_f.decision.top_unidentified or unpredicted:
-        survivors = [present[n] for n in present if survived[n]]
-        if survivors:
-            observed = checks.observed_bootstrap(survivors, n_replicates, level, _stream(seed, name, "observed"))
-    upfront = {a.name: a.upfront_flops for a in inp.arms}
+    observed = observed_best() if at_f.decision.best is None or at_f.decision.top_unidentified or unpredicted else None
     rec = recommend(name, at_f, upfront, float(inp.budget_flops - inp.pilot_flops), method, observed, level,
                     naive=naive, rung_cost=_rung_cost(inp, curves))
     among, if_stopped, lead = _among_finalists(rec, at_f, states, ens, at_cols, [col[f] for f in last],
@@ -437,8 +446,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[st
         # the anchored forecast overturns the pick: its numbers read among the arms the move was decided in
         among, if_stopped, _ = _among_finalists(moved, at_f, states, ens, at_cols, [col[f] for f in last],
                                                 res.samples, grid, lead[2])
-    recommendation = pilot_cost(among, budget_flops=f_target, pilot_flops=inp.pilot_flops, spend=inp.pilot_spend,
-                                upfront=upfront, largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
+    recommendation = costed(among)
     warnings += persistence.climb_caveat(recommendation, at_f, curves, survived, if_stopped)
     warnings += persistence.learned_reward_caveat(recommendation, inp.arms,
                                                   persistence.pool(recommendation, at_f, survived), inp.trained_rewards)
