@@ -113,17 +113,3 @@ def test_a_held_out_miss_within_the_observation_noise_scores_zero():
     assert calm.holdout_noise < 1e-12 and loud.holdout_noise > 0.02
     assert all(s > 0 for s in calm.scores) and loud.scores == (0.0, 0.0)
     assert out.scale == max(calm.scores)  # 4 scores: the largest
-
-
-def test_a_point_its_own_resamples_do_not_reproduce_gives_way_to_their_median():
-    """A flat arm (0.5 at every position) whose ScaleRL fit on the pilots jumped past its last evaluation (0.95 at
-    4e20) while its fits on the resamples stay near 0.5: the point read at 4e20 is the mixture's median, inside the
-    mixture's interval, not the weighted mean the jump drags out of it. Within the pilots nothing changes."""
-    s = sample(np.full(F.size, 0.5), k=100, sd=0.01)
-    grid = np.array([1e-300, 5e19, 4e20])
-    sl_points = np.array([[0.2, 0.5, 0.95]])
-    sl_reps = np.array([[0.2, 0.5, 0.5]])[:, :, None] + 0.01 * np.random.default_rng(1).standard_normal((1, 3, 100))
-    out = model_average([s], sl_points, sl_reps, grid, [1e20], [2], 0.9, np.random.default_rng(2))
-    lo, hi = np.quantile(out.mixtures[0, 2], [0.05, 0.95])
-    assert lo <= out.points[0, 2] <= hi and out.points[0, 2] == pytest.approx(np.median(out.mixtures[0, 2]))
-    assert out.points[0, 2] < 0.6 and out.points[0, 1] == pytest.approx(0.5, abs=0.01)

@@ -15,11 +15,7 @@ Per arm (:func:`model_average`):
    worst held-out MSE; with no holdout the fitted families share equally.
 3. The mixture: replicate j takes family m's replicate j for a share w_m of the replicates (largest remainder,
    slots shuffled once per target by its random stream); the point is the weighted mean of the families' points. So the
-   interval holds both the sampling noise and the families' disagreement. Where that point lies outside the
-   mixture's own central interval, the fit on the pilots is one its resamples do not reproduce (a noisy flat arm
-   whose sigmoid jumps just past its last evaluation: 0.87 at F for an arm seen at 0.34, its replicates near 0.35),
-   and the point is the mixture's median instead (bagging an unstable fit: Breiman, Machine Learning 24:123, 1996).
-   On the benchmark's control and crossing sigmoids that happened to 1 prediction at F in about 480.
+   interval holds both the sampling noise and the families' disagreement.
 4. Calibration: every arm of the target contributes scores sqrt(max((observed - model average)^2 - v, 0)) /
    ln(F_h / F_in) from step 2 (F_h the held-out FLOPs, F_in the largest refitted, v the bootstrap variance of that
    held-out observed mean): the error per unit of log-extrapolation beyond the observation's own noise. The truth
@@ -241,7 +237,6 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
         stacked = np.stack([pred[n][1:] for n in names])  # (families, k, m)
         mix = stacked[slots, np.arange(k)]  # (k, m)
         lo, hi = np.quantile(mix, [alpha / 2, 1 - alpha / 2], axis=0)
-        point = np.where((point < lo) | (point > hi), np.median(mix, axis=0), point)  # step 3: an unstable fit
         floor = scale * np.log(np.maximum(grid / max_flops[i], 1.0))
         half = np.maximum((hi - lo) / 2, 1e-12)
         stretch = np.sqrt(1.0 + (floor / half) ** 2)  # the half-width becomes sqrt(half^2 + floor^2)
