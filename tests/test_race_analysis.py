@@ -93,6 +93,8 @@ def test_identical_arms_are_undecided():
     rec = an.recommendations[0]
     assert rec.confidence == "cannot tell" and set(rec.tied) == {"g8", "g16"} and rec.separate_flops > 0
     assert any("undecided" in r for r in rec.reasons) and rec.naive_arm in rec.tied
+    # the reason quotes the decision's P(best), the curves' at F, which may differ from the anchored one stated
+    assert f"the curves' P(best) of {rec.arm} {t.budgets[-1].decision.p_best_of[rec.arm]:.2f}" in rec.reasons[0]
 
 
 @pytest.mark.slow

@@ -347,8 +347,8 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
     if decision.runner_up is not None and (p < UNDECIDED_P or (decision.margin_lo or 0.0) <= 0):
         tied = tied_arms(at_f, arm)
         separate = float(sum((rung_cost or {}).get(a, 0.0) for a in tied))
-        reasons.insert(0, f"cannot tell {', '.join(tied)} apart at {eng(f)}: P(best) of {arm} {p:.2f}, margin "
-                       f"{decision.margin:.3f} [{decision.margin_lo:.3f}, {decision.margin_hi:.3f}] over "
+        reasons.insert(0, f"cannot tell {', '.join(tied)} apart at {eng(f)}: the curves' P(best) of {arm} {p:.2f}, "
+                       f"margin {decision.margin:.3f} [{decision.margin_lo:.3f}, {decision.margin_hi:.3f}] over "
                        f"{decision.runner_up}; one more rung for them costs {eng(separate)} "
                        f"({separate / f:.1%} of the budget)")
     confidence = "cannot tell" if tied else "low" if reasons else "high"
