@@ -406,16 +406,16 @@ def test_pilots_at_the_scale_of_large_policies_read_as_the_same_race_with_no_num
 
 def test_a_seed_that_stopped_before_its_first_evaluation_leaves_its_arm_fitted_on_the_others(size_race):
     """A pilot seed that crashed after its step-0 evaluation refused the whole grid ("no evaluation point with FLOPs >
-    0 left"); its arm is now fitted on its other seeds, and the analysis says which seed it left out."""
+    0 left"); it is now left out of every target (a held-out one too), which each says."""
     inp, an = size_race
     weak = inp.targets["math"].arms[0]
     stopped = ArmPilots(weak.name, (weak.runs[0], SeedRun(weak.runs[1].seed, weak.runs[1].points[:1]), weak.runs[2]))
-    again = analyze(replace(inp, targets={"math": PilotData((stopped, *inp.targets["math"].arms[1:]))}),
-                    n_replicates=REPS)
-    t = again.target("math")
-    assert t.curves[0].fitted and t.curves[0].n_seeds == 2 and an.target("math").curves[0].n_seeds == 3
-    left_out = f"{weak.name}: seed {weak.runs[1].seed} has no evaluation after step 0"
-    assert any(w.startswith(left_out) for w in t.warnings)
+    data = PilotData((stopped, *inp.targets["math"].arms[1:]))
+    again = analyze(replace(inp, targets={"math": data, "math-heldout": data}), n_replicates=REPS)
+    left_out = f"{weak.name}: seed {weak.runs[1].seed} with no evaluation after step 0"
+    for t in again.targets:
+        assert t.curves[0].n_seeds == 2 and any(w.startswith(left_out) for w in t.warnings)
+    assert again.target("math").curves[0].fitted and an.target("math").curves[0].n_seeds == 3
     assert again.recommendations[0].arm == an.recommendations[0].arm == "strong"
 
 

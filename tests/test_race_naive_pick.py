@@ -4,22 +4,15 @@ naive pick, the anchored forecast that overturns it, arms solved from step 0, un
 from __future__ import annotations
 
 import numpy as np
-import pytest
-from race_inputs import F_PILOT, REPS, TRUTH, info, pilots, race, size_race_input
+from race_inputs import F_PILOT, REPS, TRUTH, info, pilots, race
 
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.curves import scalerl_curve, synthetic_scores
 from flopplan.race.pilot_data import ArmPilots
 from flopplan.race.regime import _naive_fields, _naive_stands
 from flopplan.race.report import render_markdown
-from flopplan.race.results import ArmPrediction, BudgetResult, RaceAnalysis
+from flopplan.race.results import ArmPrediction, BudgetResult
 from flopplan.race.validate import predicted_at
-
-
-@pytest.fixture(scope="module")
-def size_race() -> tuple[RaceInput, RaceAnalysis]:
-    inp = size_race_input()
-    return inp, analyze(inp, n_replicates=REPS)
 
 
 def _fallen_and_steady(seed: int, fall_to: float, **steady: float) -> RaceInput:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers import ROOT
-from test_train import CLOCKS, SMALL, flopplan, metrics_of, summary_of
+from test_train import CLOCKS, SMALL, _quiet_env, flopplan, metrics_of, summary_of  # noqa: F401  # autouse
 
 pytest.importorskip("torch")
 pytest.importorskip("peft")

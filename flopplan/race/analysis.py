@@ -367,17 +367,14 @@ def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmS
             persistence.p_best_if_stopped(seen, going_on, i), lead)
 
 
-def _fitted_target(inp: RaceInput, name: str, data: PilotData, survived: dict[str, bool], n_replicates: int,
-                   level: float, seed: int, holdout: bool) -> TargetResult:
+def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[str, ...], survived: dict[str, bool],
+                   n_replicates: int, level: float, seed: int, holdout: bool) -> TargetResult:
     f_target = inp.budget_flops
     budgets = [*inp.rung_budgets, f_target]
     labels = [*(f"rung {i}" for i in range(len(inp.rung_budgets))), "target"]
-    present, curves, states, stopped = {}, {}, [], []
-    for a in data.arms:
-        present[a.name], left_out = a.evaluated()
-        if left_out:
-            stopped.append(f"{a.name}: seed {', '.join(map(str, left_out))} has no evaluation after step 0 (it stopped "
-                           "before its first): its curve is fitted on the other seeds")
+    present = {a.name: a for a in data.arms}
+    curves: dict[str, ArmCurve] = {}
+    states: list[_ArmState] = []
     for info in inp.arms:
         if info.name not in present:
             curves[info.name] = ArmCurve.unfitted(info.name, NO_DATA, failed=True)
@@ -474,16 +471,17 @@ def analyze(inp: RaceInput, *, n_replicates: int = 500, level: float = 0.9, seed
     top = max(inp.reached.values())
     survived = {a.name: inp.reached[a.name] == top for a in inp.arms}
     targets = []
-    for name, data in inp.targets.items():
+    for name, given in inp.targets.items():
+        data, stopped = given.evaluated()  # seeds that stopped before their first evaluation: left out, said
         if name in inp.fitted_targets:
-            targets.append(_fitted_target(inp, name, data, survived, n_replicates, level, seed, holdout))
+            targets.append(_fitted_target(inp, name, data, stopped, survived, n_replicates, level, seed, holdout))
             continue
         present = {a.name: a for a in data.arms}
         reason = "held-out target: observed only, never fitted for the recommendation (the validate step uses it)"
         curves = tuple(_observed_only(i, present[i.name], inp.rung_budgets, reason, False) if i.name in present
                        else ArmCurve.unfitted(i.name, NO_DATA, failed=True) for i in inp.arms)
         targets.append(TargetResult(name=name, fitted=False, n_prompts=data.n_prompts, curves=curves, budgets=(),
-                                    recommendation=None, holdout=(), holdout_summary=None, warnings=(),
+                                    recommendation=None, holdout=(), holdout_summary=None, warnings=stopped,
                                     interval_method="not fitted"))
     names = [*AXES, *(k for a in inp.arms for k in a.axes if k not in AXES)]  # the classic four, then the others
     varying = tuple(k for k in dict.fromkeys(names) if len({str(a.axes.get(k)) for a in inp.arms}) > 1)

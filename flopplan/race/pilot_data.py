@@ -86,6 +86,20 @@ class PilotData:
                 if not any(p.flops == 0 for p in run.points):
                     raise UserError(f"arm {arm.name!r}, seed {run.seed!r}: no step-0 evaluation (FLOPs = 0)")
 
+    def evaluated(self) -> tuple[PilotData, tuple[str, ...]]:
+        """The grid less the seeds with no evaluation after step 0 (:meth:`ArmPilots.evaluated`: a seed that stopped
+        before its first), and a warning per arm that lost one."""
+        arms, warnings = [], []
+        for arm in self.arms:
+            kept, left_out = arm.evaluated()
+            arms.append(kept)
+            if left_out:
+                ids = ", ".join(map(str, left_out))
+                warnings.append(f"{arm.name}: seed{'s' if len(left_out) > 1 else ''} {ids} with no evaluation after "
+                                "step 0 (stopped before the first) left out; the arms' seeds no longer alike, the "
+                                "bootstrap resamples each arm's seeds on their own")
+        return (PilotData(tuple(arms)) if warnings else self), tuple(warnings)
+
     @property
     def n_prompts(self) -> int:
         return int(self.arms[0].runs[0].points[0].scores.size)

@@ -110,7 +110,8 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | N
     design = RaceDesign.load(folder)
     recs = [r for r in analysis.recommendations if r.arm]
     if not recs:
-        raise UserError("the analysis recommends no arm (every arm unstable or unfitted): nothing to validate")
+        raise UserError("the analysis recommends no arm (no arm it could fit or see at the largest pilot): nothing "
+                        "to validate")
     rec = recs[0]
     arm = design.arm(str(rec.arm))
     left = validation_budget(design, analysis)
