@@ -56,6 +56,22 @@ def test_a_pilot_spec_round_trips_and_a_standalone_script_gets_none(tmp_path, mo
     assert spec.apply({"learning_rate": 1e-5})["learning_rate"] == 1e-5
 
 
+def test_a_pilot_whose_eval_dataset_has_one_prompt_is_refused_before_it_trains(tmp_path):
+    """The analysis resamples the evaluation prompts and refuses one; the pilot refuses it when it is metered, not
+    after every pilot of the race has run. (A stand-in trainer: only the fields ``meter`` reads before training.)"""
+    from types import SimpleNamespace
+
+    from flopplan.race.user_pilot import write_spec
+
+    design = _design(tmp_path / "race")
+    arm = design.arms[0]
+    spec = write_spec(design, tmp_path / "race", arm.name, 0, 0, arm.pilot_budget(design, 0), tmp_path / "run")
+    trainer = SimpleNamespace(accelerator=SimpleNamespace(num_processes=1), args=SimpleNamespace(**spec.overrides()),
+                              eval_dataset=[{"prompt": "1+1="}])
+    with pytest.raises(UserError, match="eval_dataset has 1 prompt"):
+        spec.meter(trainer)
+
+
 def test_flop_neutral_axes_reach_a_script_pilot_as_grpoconfig_fields(tmp_path):
     """--axis learning_rate and --axis top_p (a GRPOConfig-only field) vary the arms of a script race: each pilot's
     spec sets them; a built-in trainer's knob TRL has no field for is refused for a script pilot."""

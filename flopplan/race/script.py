@@ -126,8 +126,13 @@ class PilotSpec:
             if str(getattr(have, "value", have)) != str(value):
                 raise UserError(f"the trainer's GRPOConfig {name} is {have!r}, the pilot's {value!r}: build it from "
                                 "spec.apply(config)")
-        if getattr(trainer, "eval_dataset", None) is None:
+        evaluation = getattr(trainer, "eval_dataset", None)
+        if evaluation is None:
             raise UserError("a pilot evaluates on the trainer's eval_dataset: give GRPOTrainer an eval_dataset")
+        if not isinstance(evaluation, dict) and hasattr(evaluation, "__len__") and len(evaluation) < 2:
+            # the analysis resamples the prompts (flopplan.race.pilot_data): refused now, not after every pilot ran
+            raise UserError(f"the trainer's eval_dataset has {len(evaluation)} prompt(s): RACE resamples them, so it "
+                            "needs at least 2 (100 or more for intervals worth stating)")
         options.setdefault("lost_outside_budget", True)  # as a built-in pilot: a resumed pilot runs its rounds
         metered = meter(trainer, budget=self.budget, out=self.folder, resume=self.resume, **options)
         evaluate_at_points(trainer, metered, self.eval_points, self.target, score=score, correct=correct)
