@@ -56,6 +56,7 @@ def test_a_pilot_spec_round_trips_and_a_standalone_script_gets_none(tmp_path, mo
     assert spec.apply({"learning_rate": 1e-5})["learning_rate"] == 1e-5
 
 
+@pytest.mark.slow  # imports TRL (about 13 s)
 def test_a_pilot_whose_eval_dataset_has_one_prompt_is_refused_before_it_trains(tmp_path):
     """The analysis resamples the evaluation prompts and refuses one; the pilot refuses it when it is metered, not
     after every pilot of the race has run. (A stand-in trainer: only the fields ``meter`` reads before training.)"""
