@@ -215,3 +215,5 @@ def read_json(path: str | Path, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{what} {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except RecursionError:  # arrays or objects nested deeper than Python's recursion limit (no file of ours)
+        raise UserError(f"{what} {str(path)!r} nests its JSON too deeply to read") from None

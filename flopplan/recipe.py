@@ -395,6 +395,8 @@ class Recipe:
             return json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
         except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
             raise UserError(f"recipe {str(path)!r} is malformed: {exc}") from None
+        except RecursionError:  # nested deeper than Python's recursion limit
+            raise UserError(f"recipe {str(path)!r} nests too deeply to read") from None
 
     @staticmethod
     def load(path: str | Path) -> Recipe:

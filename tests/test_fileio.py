@@ -13,7 +13,7 @@ import pytest
 from helpers import ROOT, ROOT_ONLY, TINY, cli, one_line_error
 
 from flopplan.errors import UserError
-from flopplan.fileio import atomic_savefig, atomic_write_json, atomic_write_text, folder_lock
+from flopplan.fileio import atomic_savefig, atomic_write_json, atomic_write_text, folder_lock, read_json
 
 
 def test_new_file_gets_the_umask_mode(tmp_path):
@@ -125,3 +125,12 @@ def test_a_lock_left_by_a_dead_process_is_no_lock(tmp_path):
     assert "process" in (folder / ".lock").read_text()
     with folder_lock(folder, "run folder"):
         pass
+
+
+def test_json_nested_deeper_than_python_recurses_is_one_line(tmp_path):
+    """100,000 nested arrays made json.loads raise RecursionError (a traceback from every reader of a user's file)."""
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(UserError, match="nests its JSON too deeply") as err:
+        read_json(path, "profile")
+    assert "\n" not in str(err.value)

@@ -30,6 +30,8 @@ def read_config_file(path: str, what: str) -> dict[str, Any]:
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise UserError(f"{what} {path!r} is not valid {'JSON' if path.endswith('.json') else 'YAML'}: "
                         f"{str(exc).splitlines()[0]}") from None
+    except RecursionError:  # nested deeper than Python's recursion limit
+        raise UserError(f"{what} {path!r} nests too deeply to read") from None
     if not isinstance(data, dict):
         raise UserError(f"{what} {path!r} must hold an object of fields")
     return data

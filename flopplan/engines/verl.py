@@ -363,7 +363,8 @@ def read_overrides(path: str | Path) -> dict[str, Any]:
             raise UserError(f"{path}:{number}: {exc}") from None
         for key, sep, value in (token.partition("=") for token in tokens):
             if not sep or not key:
-                raise UserError(f"{path}:{number}: not a key=value override: {key!r}")
+                shown = f"{key[:80]!r}{' ...' if len(key) > 80 else ''}"  # a whole file on one line stays short
+                raise UserError(f"{path}:{number}: not a key=value override: {shown}")
             out[key] = parse_value(value)
     return out
 
