@@ -139,7 +139,11 @@ def test_the_manifest_round_trips_and_a_corrupted_one_is_refused(tmp_path):
                                  ("pilot_fraction", 5, "pilot_fraction"), ("eta", 0, "eta"),
                                  ("rung_flops", [-1, -2], "rung_flops"), ("keep", [0, 0], "keep"),
                                  ("seeds", [-1], "seeds"), ("targets", [], "targets"),
-                                 ("fit_targets", ["nosuch"], "fit_targets"), ("arms", [], "arms")):
+                                 ("fit_targets", ["nosuch"], "fit_targets"), ("arms", [], "arms"),
+                                 ("eval_points", [], "eval_points"),
+                                 # an arm's name is its pilots' folder: a path out of the race is refused
+                                 ("arms", [data["arms"][0] | {"name": "../../elsewhere"}], "arm's name"),
+                                 ("arms", [data["arms"][0] | {"name": ""}], "arm's name")):
         (tmp_path / "r" / MANIFEST).write_text(json.dumps({**data, key: value}))
         for command in ("run", "analyze"):
             one_line_error(cli("race", command, str(tmp_path / "r")), fragment)

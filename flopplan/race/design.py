@@ -219,7 +219,9 @@ def _manifest_problem(d: RaceDesign) -> str:
         (bool(d.targets) and len(set(d.targets)) == len(d.targets), "targets must be distinct and not empty"),
         (bool(d.fit_targets) and set(d.fit_targets) <= set(d.targets), "fit_targets must be among the targets"),
         (bool(names) and len(set(names)) == len(names), "arms must be distinct and not empty"),
-        (all(x > 0 for x in d.eval_points), "eval_points must be positive"),
+        (all(n and n not in (".", "..") and not set(n) & set("/\\\0") for n in names),
+         "an arm's name names its pilots' folder: not empty, '.', '..', nor holding a path separator"),
+        (bool(d.eval_points) and all(x > 0 for x in d.eval_points), "eval_points must be positive and not empty"),
         (is_seed_sd(d.one_seed_sd), "one_seed_sd must be a number above 0 and at most 1"),
     )
     return first_problem(checks)
