@@ -169,6 +169,11 @@ def test_a_design_into_a_folder_with_an_earlier_races_pilots_or_into_no_folder_i
     (("--pilot-fraction", "1"), "between 0 and 1"),
     (("--pilot-fraction", "-0.2"), "between 0 and 1"),
     (("--budget", "1e9"), "too small"),
+    (("--prompts-per-step", "1000000000"), "one step costs"),  # its worst-case round listed 1e10 rollouts
+    (("--group-sizes", "99999999999999999999"), "one step costs"),  # OverflowError there
+    (("--seeds", "1000000000"), "--seeds must be an integer from 1 to 1,000"),  # a tuple of them filled memory
+    (("--rungs", "10000000"), "--rungs must be an integer from 1 to 60"),
+    (("--evals", "10000000"), "--evals must be an integer from 1 to 10,000"),
     (("--budget", "-5"), "--budget"),
     (("--budget", "1e31"), "at most 1e30"),  # the planner's limit, as `flopplan plan` checks it
     (("--budget", "1e400"), "at most 1e30"),

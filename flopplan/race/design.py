@@ -30,6 +30,7 @@ from typing import Any
 
 from flopplan import __version__
 from flopplan.budget import Budget
+from flopplan.cost import step_cost
 from flopplan.errors import UserError, check_int, first_problem, is_int, is_number
 from flopplan.fileio import atomic_write_json, read_json
 from flopplan.planfile import PlanEntry
@@ -37,6 +38,7 @@ from flopplan.planner import plan
 from flopplan.race.axes import CLASSIC, Axis, arm_name, knob_values, label
 from flopplan.race.seed_pooling import ONE_SEED_SD, is_seed_sd
 from flopplan.recipe import Recipe, RewardSystem, refuse_group_of_one
+from flopplan.units import eng
 
 MANIFEST = "manifest.json"
 PILOTS = "pilots"  # the folder of a race's pilots (flopplan.race.pilots.pilot_folder)
@@ -233,6 +235,11 @@ def orm_rewards(rewards: tuple[str, ...] | list[str]) -> list[str]:
     return [r for r in rewards if RewardSystem.parse(r).kind == "orm"]
 
 
+MAX_SEEDS, MAX_RUNGS, MAX_EVALS = 1000, 60, 10_000
+"""The most seeds per pilot, rungs and evaluation points a design takes: a pilot grid, not a sweep (60 rungs at
+eta 2 already span 2^60 in budget, past the planner's 1e30 FLOPs)."""
+
+
 @dataclass(frozen=True)
 class Grid:
     """What a design is asked for: the axes' values (the classic four, and ``axes`` beyond them), the seeds and
@@ -263,8 +270,8 @@ class Grid:
         for name in ("policies", "group_sizes", "iterations", "rewards", "targets"):
             if not getattr(self, name):
                 raise UserError(f"the grid is empty: give at least one value for {name.replace('_', ' ')}")
-        for name in ("seeds", "rungs", "evals"):
-            check_int(f"--{name.replace('_', '-')}", getattr(self, name), 1)
+        for name, most in (("seeds", MAX_SEEDS), ("rungs", MAX_RUNGS), ("evals", MAX_EVALS)):
+            check_int(f"--{name}", getattr(self, name), 1, most)  # beyond these, tuples of them filled the memory
         check_int("--eval-prompts", self.eval_prompts, 2)  # the analysis resamples them (flopplan.race.pilot_data)
         check_int("--eta", self.eta, 2)
         for g in self.group_sizes:
@@ -319,7 +326,7 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
     if not (is_number(pilot_fraction) and 0 < pilot_fraction < 1):
         raise UserError(f"--pilot-fraction must be between 0 and 1 (exclusive), not {pilot_fraction!r}")
     recipes = [_arm_of(base, grid, dict(zip((*CLASSIC, *(a.name for a in grid.axes)), values, strict=True)),
-                       evaluation_flops)
+                       evaluation_flops, budget_flops)
                for values in itertools.product(grid.policies, grid.group_sizes, grid.iterations, grid.rewards,
                                                *(a.values for a in grid.axes))]
     _refuse_twins(recipes)
@@ -430,9 +437,11 @@ def _refuse_twins(arms: list[Arm]) -> None:
         named[arm.name] = arm
 
 
-def _arm_of(base: Recipe, grid: Grid, values: dict[str, Any], evaluation_flops: Any) -> Arm:
+def _arm_of(base: Recipe, grid: Grid, values: dict[str, Any], evaluation_flops: Any, budget_flops: int) -> Arm:
     """The arm of one combination of the axes' values (its rungs still to plan): the recipe fields set on the
-    base recipe with the race's evaluation, the knobs checked as ``flopplan train`` would check them."""
+    base recipe with the race's evaluation, the knobs checked as ``flopplan train`` would check them; refused when
+    one step costs more than the whole budget (checked by the step's closed form before the evaluation's worst case,
+    which lists every rollout of a round: a billion of them filled the memory)."""
     kinds = {a.name: a.kind for a in grid.axes}
     changes = {k: v for k, v in values.items() if kinds.get(k, "recipe") == "recipe"}
     changes["reward"] = RewardSystem.parse(str(changes["reward"]))
@@ -440,6 +449,10 @@ def _arm_of(base: Recipe, grid: Grid, values: dict[str, Any], evaluation_flops: 
     if grid.round_micro_batch and base.micro_batch is None and "micro_batch" not in changes:
         recipe = recipe.with_(micro_batch=recipe.rollouts_per_step)
     axes = {k: label(v) for k, v in values.items()}
+    step = step_cost(training_only(recipe)).step_flops
+    if step > budget_flops:
+        raise UserError(f"the budget is too small for arm {arm_name(axes, grid.axes)}: one step costs {eng(step)}, "
+                        f"more than the whole budget ({eng(budget_flops)})")
     knobs = {k: axes[k] for k in values if kinds.get(k) == "knob"}
     if knobs:
         from flopplan.train.config import TrainConfig
