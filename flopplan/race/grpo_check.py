@@ -3,8 +3,10 @@ a pilot of that arm starts and TRL refuses it after the other arms have spent th
 
 Each value must be of the field's type as the installed TRL annotates it (``float``, ``int``, ``bool``, ``str``,
 an enum of strings, ``X | None``, a union of those; a list or dict field cannot take a scalar axis value), and
-``GRPOConfig`` built with it must pass TRL's own checks (``__post_init__``: a ``loss_type`` or
-``importance_sampling_level`` it does not know, say). The config is built on the CPU with the fields the race sets
+``GRPOConfig`` built with it must pass TRL's own checks (``__post_init__``: an ``optim`` or ``lr_scheduler_type`` it
+does not know, say). What TRL checks only when the trainer starts is not caught: TRL 1.16 builds a config with
+``loss_type="foo"``, ``importance_sampling_level="foo"``, ``top_p=2`` or ``top_k=-5``, and the pilot refuses it.
+The config is built on the CPU with the fields the race sets
 itself (``output_dir`` in a temporary folder, ``report_to="none"``, no bf16), and only when that config without
 the axis builds: a check that cannot be made says nothing. Without TRL installed (a design written where the
 pilots will not run) nothing is checked; the pilots' TRL, when it is another release, decides in the end.
@@ -17,6 +19,7 @@ import importlib.util
 import tempfile
 import types
 import typing
+import warnings
 from typing import Any
 
 from flopplan.errors import UserError
@@ -57,7 +60,8 @@ def check_grpo_values(field: str, values: tuple[Any, ...]) -> None:
         if hint is not None and not _fits(value, hint):
             shown = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
             raise UserError(f"--axis {field}={value}: GRPOConfig's {field} is {shown}, not {type(value).__name__}")
-    with tempfile.TemporaryDirectory(prefix="flopplan-grpo-check-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="flopplan-grpo-check-") as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # transformers' deprecation notes on the defaults are not the user's axis
         own = {"output_dir": tmp, "use_cpu": True, "report_to": "none", "bf16": False}
         try:
             GRPOConfig(**own)
