@@ -273,3 +273,13 @@ def test_a_budget_the_pilots_and_reward_model_use_up_is_refused():
                 evals=2, eval_prompts=20, upfront={"orm:tiny-rm": 4 * 10**11})
     with pytest.raises(UserError, match="leaves no validating run"):
         design_race(_base(), grid, 8 * 10**11, 0.5, evaluation_flops=_eval_flops)
+
+
+def test_the_evaluations_lengths_reach_the_pilots(tmp_path):
+    """--eval-completion-len was refused in every race design ("applies with an evaluation (--eval-every K ...)",
+    an option race design does not have): the pilots evaluate at FLOP points, so it applies, and prices them."""
+    longer, default = (RaceDesign.load(cli("race", "design", "--budget", "6e10", "--pilot-fraction", "0.5", "--out",
+                                           str(tmp_path / name), *SMALL, *extra, check=True) and tmp_path / name)
+                       for name, extra in (("long", ("--eval-completion-len", "5")), ("plain", ())))
+    assert all(a.recipe.eval_completion_len is not None and a.recipe.eval_completion_len.max == 5 for a in longer.arms)
+    assert all(a.eval_flops > b.eval_flops for a, b in zip(longer.arms, default.arms, strict=True))

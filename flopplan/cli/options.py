@@ -130,8 +130,9 @@ def apply_changes(base: Recipe, changes: dict[str, Any]) -> Recipe:
 EVAL_OPTIONS = ("eval_prompt_len", "eval_completion_len", "eval_batch", "eval_at_start")
 
 
-def check_applicable(changes: dict[str, Any], recipe: Recipe) -> None:
-    """Options that do not apply to the recipe they would change are refused, not silently ignored."""
+def check_applicable(changes: dict[str, Any], recipe: Recipe, evaluates: bool = False) -> None:
+    """Options that do not apply to the recipe they would change are refused, not silently ignored; ``evaluates``:
+    the command evaluates whatever the recipe says (a race's pilots do, at its FLOP points)."""
     def flag(name: str) -> str:
         return next(f.metadata["option"] for f in recipe_option_fields() if f.name == name)
 
@@ -140,16 +141,18 @@ def check_applicable(changes: dict[str, Any], recipe: Recipe) -> None:
     if "reward_overhead_tokens" in changes and recipe.reward.kind == "rule":
         raise UserError("--reward-overhead applies to a reward model (--reward orm:MODEL or prm:MODEL), not a rule")
     given = [name for name in EVAL_OPTIONS if name in changes]
-    if given and recipe.eval_every is None:
+    if given and recipe.eval_every is None and not evaluates:
         raise UserError(f"{flag(given[0])} applies with an evaluation (--eval-every K --eval-prompts N)")
 
 
-def build_recipe(recipe_file: str | None, opts: dict[str, Any], base: Recipe | None = None) -> Recipe:
-    """A Recipe from ``base`` (default: the planner's defaults), then the file, then the options given."""
+def build_recipe(recipe_file: str | None, opts: dict[str, Any], base: Recipe | None = None,
+                 evaluates: bool = False) -> Recipe:
+    """A Recipe from ``base`` (default: the planner's defaults), then the file, then the options given;
+    ``evaluates``: see :func:`check_applicable`."""
     changes, _ = recipe_changes(opts)
     start = Recipe.load(recipe_file) if recipe_file else (base or Recipe())
     recipe = apply_changes(start, changes)
-    check_applicable(changes, recipe)
+    check_applicable(changes, recipe, evaluates)
     return recipe
 
 

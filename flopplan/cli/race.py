@@ -104,7 +104,7 @@ def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ..
     total = parse_number(budget, "--budget")
     if not isinstance(total, int) or total < 1:
         fail("--budget must be a whole number of FLOPs")
-    base = build_recipe(recipe_file, recipe_opts, race_base())
+    base = build_recipe(recipe_file, recipe_opts, race_base(), evaluates=True)  # the pilots evaluate at FLOP points
     shorthands = _shorthands(base, axes, models, group_sizes, mus, rewards)
     grid = replace(_grid(shorthands, seeds, eval_targets, fit_targets, rungs, eta, evals, reward_model_path,
                          eval_prompts_per_target, room), one_seed_sd=seed_sd)
