@@ -173,6 +173,7 @@ def test_a_design_into_a_folder_with_an_earlier_races_pilots_or_into_no_folder_i
     (("--group-sizes", "99999999999999999999"), "one step costs"),  # OverflowError there
     (("--seeds", "1000000000"), "--seeds must be an integer from 1 to 1,000"),  # a tuple of them filled memory
     (("--rungs", "10000000"), "--rungs must be an integer from 1 to 60"),
+    (("--rungs", "60"), "2^59 x the first"),  # it said "a budget of 1.27e+30 FLOPs is beyond what flopplan plans"
     (("--evals", "10000000"), "--evals must be an integer from 1 to 10,000"),
     (("--budget", "-5"), "--budget"),
     (("--budget", "1e31"), "at most 1e30"),  # the planner's limit, as `flopplan plan` checks it

@@ -347,9 +347,13 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
                           _log_points(low, ladder[-1], grid.evals), arms, command, reward_model_path,
                           axes=grid.axes, room=room, one_seed_sd=float(grid.one_seed_sd))
 
-    def fits(b0: int) -> bool:
-        return build(b0).worst_case_flops <= cap
+    def fits(b0: int) -> bool:  # a top rung above the pilots' whole budget cannot fit (nor be planned past 1e30)
+        return b0 * grid.eta ** (grid.rungs - 1) <= cap and build(b0).worst_case_flops <= cap
 
+    if grid.eta ** (grid.rungs - 1) > cap:
+        raise UserError(f"--rungs {grid.rungs} at --eta {grid.eta} put the top rung at {grid.eta}^{grid.rungs - 1} x "
+                        f"the first, beyond the pilots' budget phi x F = {cap:.3g} FLOPs: use fewer rungs or a smaller "
+                        "eta")
     low, high = 1, max(1, cap // max(1, len(recipes) * grid.seeds))
     if not fits(low):
         raise UserError(f"the budget is too small for the smallest rung: phi x F = {cap:.3g} FLOPs cannot pay even "
