@@ -36,6 +36,7 @@ from flopplan.fileio import atomic_write_json, read_json
 from flopplan.planfile import PlanEntry
 from flopplan.planner import plan
 from flopplan.race.axes import CLASSIC, Axis, arm_name, knob_values, label
+from flopplan.race.pilot_data import MIN_PROMPTS
 from flopplan.race.seed_pooling import ONE_SEED_SD, is_seed_sd
 from flopplan.recipe import Recipe, RewardSystem, refuse_group_of_one
 from flopplan.units import eng
@@ -272,7 +273,7 @@ class Grid:
                 raise UserError(f"the grid is empty: give at least one value for {name.replace('_', ' ')}")
         for name, most in (("seeds", MAX_SEEDS), ("rungs", MAX_RUNGS), ("evals", MAX_EVALS)):
             check_int(f"--{name}", getattr(self, name), 1, most)  # beyond these, tuples of them filled the memory
-        check_int("--eval-prompts", self.eval_prompts, 2)  # the analysis resamples them (flopplan.race.pilot_data)
+        check_int("--eval-prompts", self.eval_prompts, MIN_PROMPTS)  # the analysis resamples them
         check_int("--eta", self.eta, 2)
         for g in self.group_sizes:
             refuse_group_of_one(g, "race")

@@ -64,6 +64,18 @@ class ArmPilots:
         return ArmPilots(self.name, kept), tuple(r.seed for r in self.runs if r not in kept)
 
 
+MIN_PROMPTS = 2
+"""The fewest evaluation prompts RACE can analyse: its bootstrap resamples them (one made the analysis index with
+NaN). 100 or more give intervals worth stating."""
+
+
+def check_prompts(n: int, what: str) -> None:
+    """A one-line refusal of an evaluation on fewer than :data:`MIN_PROMPTS` prompts; ``what`` says whose."""
+    if n < MIN_PROMPTS:
+        raise UserError(f"{what} {n} prompt(s): RACE resamples the shared prompts, so it needs at least {MIN_PROMPTS} "
+                        "(100 or more for intervals worth stating)")
+
+
 @dataclass(frozen=True)
 class PilotData:
     """The pilot grid: arms evaluated on one shared prompt set (every score array has the same length)."""
@@ -76,9 +88,7 @@ class PilotData:
         sizes = {p.scores.size for arm in self.arms for run in arm.runs for p in run.points}
         if len(sizes) != 1:
             raise UserError(f"every evaluation must score the same shared prompts; got sizes {sorted(sizes)}")
-        if min(sizes) < 2:
-            raise UserError(f"every evaluation scores {min(sizes)} prompt(s): RACE resamples the shared prompts, so it "
-                            "needs at least 2 (100 or more for intervals worth stating)")
+        check_prompts(min(sizes), "every evaluation scores")
         for arm in self.arms:
             if not arm.runs or len({run.seed for run in arm.runs}) != len(arm.runs):
                 raise UserError(f"arm {arm.name!r}: needs at least one run and unique seed ids")

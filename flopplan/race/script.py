@@ -26,6 +26,7 @@ from typing import Any
 from flopplan import serial
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, read_json
+from flopplan.race.pilot_data import check_prompts
 from flopplan.recipe import Recipe
 
 PILOT_ENV = "FLOPPLAN_PILOT"
@@ -129,10 +130,8 @@ class PilotSpec:
         evaluation = getattr(trainer, "eval_dataset", None)
         if evaluation is None:
             raise UserError("a pilot evaluates on the trainer's eval_dataset: give GRPOTrainer an eval_dataset")
-        if not isinstance(evaluation, dict) and hasattr(evaluation, "__len__") and len(evaluation) < 2:
-            # the analysis resamples the prompts (flopplan.race.pilot_data): refused now, not after every pilot ran
-            raise UserError(f"the trainer's eval_dataset has {len(evaluation)} prompt(s): RACE resamples them, so it "
-                            "needs at least 2 (100 or more for intervals worth stating)")
+        if not isinstance(evaluation, dict) and hasattr(evaluation, "__len__"):  # now, not after every pilot ran
+            check_prompts(len(evaluation), "the trainer's eval_dataset has")
         options.setdefault("lost_outside_budget", True)  # as a built-in pilot: a resumed pilot runs its rounds
         metered = meter(trainer, budget=self.budget, out=self.folder, resume=self.resume, **options)
         evaluate_at_points(trainer, metered, self.eval_points, self.target, score=score, correct=correct)
