@@ -99,8 +99,8 @@ class Ledger:
     """Running totals by phase (executed, useful), by unit (executed and measured) and the budget they are
     charged against. ``abandoned``: FLOPs of interrupted, rolled-back steps; ``lost``: FLOPs of steps a kill
     lost after the last checkpoint. Neither is in the buckets, both were spent, both count against the budget
-    (``charge_lost`` False: lost work is recorded but not charged, so a resumed run does the steps of an
-    uninterrupted one; RACE's pilots run so and report the lost work beside their spending)."""
+    (``charge_lost`` False: both are recorded but not charged, so a run resumed after a kill or a Ctrl-C does the
+    steps of an uninterrupted one; RACE's pilots run so and report the lost work beside their spending)."""
 
     budget_flops: int | None = None
     executed: dict[str, int] = field(default_factory=_zero)
@@ -126,8 +126,8 @@ class Ledger:
 
     @property
     def charged(self) -> int:
-        """What counts against the budget: everything, lost work only when it is charged."""
-        return self.spent_in_total - (0 if self.charge_lost else self.lost)
+        """What counts against the budget: everything, lost and abandoned work only when it is charged."""
+        return self.spent_in_total - (0 if self.charge_lost else self.lost + self.abandoned)
 
     @property
     def remaining(self) -> float:

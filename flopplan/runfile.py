@@ -69,8 +69,8 @@ class RunSummary:
     """What a run spent and learned. FLOPs are the ledger's exact integers: ``flops`` as executed (padding
     included), ``useful_flops`` without padding, ``measured_flops`` FlopCounterMode's count when measured;
     ``abandoned_flops`` (steps interrupted and rolled back) and ``lost_flops`` (steps a kill lost, redone on
-    resume) were spent too and count against the budget, lost work unless ``lost_charged`` is false (a run asked
-    to keep its steps those of an uninterrupted run: ``flopplan train --lost-outside-budget``). Written by
+    resume) were spent too and count against the budget, unless ``lost_charged`` is false (a run asked to keep
+    its steps those of an uninterrupted run: ``flopplan train --lost-outside-budget``). Written by
     :data:`SUMMARY_LAYOUT` (``leftover_flops`` and ``within_budget`` added for readers)."""
 
     DERIVED: ClassVar = ("leftover_flops", "within_budget")
@@ -121,8 +121,8 @@ class RunSummary:
 
     @property
     def charged(self) -> int:
-        """What counts against the budget."""
-        return self.spent - (0 if self.lost_charged else self.lost_flops)
+        """What counts against the budget (:attr:`flopplan.ledger.Ledger.charged`, from the summary's fields)."""
+        return self.spent - (0 if self.lost_charged else self.lost_flops + self.abandoned_flops)
 
     @property
     def within_budget(self) -> bool:

@@ -30,8 +30,8 @@ def test_abandoned_and_lost_work_count_against_the_budget():
     ledger = Ledger(1_000)
     ledger.abandoned, ledger.lost = 300, 200
     assert Guard(ledger).decide(501).remaining_flops == 500 and Guard(ledger).decide(501).stop
-    ledger.charge_lost = False  # lost work recorded, not charged
-    assert not Guard(ledger).decide(501).stop
+    ledger.charge_lost = False  # lost and abandoned work recorded, not charged: a resumed run does every step
+    assert not Guard(ledger).decide(1_000).stop and Guard(ledger).decide(1_001).stop
 
 
 def test_without_a_budget_only_limits_and_interruptions_stop():

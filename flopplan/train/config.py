@@ -162,8 +162,8 @@ class TrainConfig:
         "--eval-at-end", "Also evaluate after the last step: every step keeps an evaluation's worst case in "
         "reserve, and the step after which the next would not fit (or the last of --steps) evaluates", "flag"))
     charge_lost: bool = field(default=True, metadata=option(
-        "--lost-outside-budget", "Work a kill loses is recorded but not charged against the budget, so a resumed "
-        "run does the steps of an uninterrupted one (RACE's pilots)", "negated"))
+        "--lost-outside-budget", "Work a kill or a Ctrl-C loses is recorded but not charged against the budget, "
+        "so a resumed run does the steps of an uninterrupted one (RACE's pilots)", "negated"))
     fixed_completion: bool = field(default=False, metadata=option(
         "--fixed-completion-len", "Every completion runs to --completion-len tokens (EOS held back): fixed shapes, "
         "as exactness checks use", "flag"))

@@ -12,8 +12,9 @@ every completion at the maximum length, and the evaluation's worst case whenever
 the step; the run stops cleanly when it does not fit what is left. Charges of a step are committed to the ledger
 only when the step completes, so a checkpoint always holds a consistent ledger. Ctrl-C stops after the current
 phase: before the step's first update the step is abandoned (its FLOPs are counted as abandoned, against the
-budget; resume redoes it with the same randomness), from the first update on the step is completed; either way a
-checkpoint is written. A run killed before its first checkpoint starts again on ``--resume``.
+budget unless ``--lost-outside-budget``; resume redoes it with the same randomness), from the first update on the
+step is completed; either way a checkpoint is written. A run killed before its first checkpoint starts again on
+``--resume``.
 """
 
 from __future__ import annotations
