@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -48,7 +47,7 @@ from flopplan.race import promotion
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.axes import knob_options
 from flopplan.race.design import RaceDesign
-from flopplan.race.pilots import pilot_done, pilot_folder, pilot_input, set_parent_death_signal
+from flopplan.race.pilots import interrupt_children, pilot_done, pilot_folder, pilot_input, run_child
 from flopplan.race.seed_pooling import ONE_SEED_SD
 from flopplan.race.user_pilot import record_command, recorded_command, run_script_pilot
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
@@ -189,7 +188,8 @@ def recorded_promotions(folder: Path) -> list[Any]:
 def rung_arms(design: RaceDesign, folder: Path) -> list[list[str]]:
     """The arms of every rung whose predecessor is complete (the first rung: all arms)."""
     arms = [[a.name for a in design.arms]]
-    before = {d.get("rung"): d for d in recorded_promotions(folder) if isinstance(d, dict)}
+    recorded = recorded_promotions(folder)
+    before = {d.get("rung"): d for d in recorded if isinstance(d, dict)}
     decisions = []
     for rung in range(len(design.rung_flops) - 1):
         if not all(pilot_done(pilot_folder(folder, a, s), design.arm(a).pilot_budget(design, rung))
@@ -198,7 +198,10 @@ def rung_arms(design: RaceDesign, folder: Path) -> list[list[str]]:
         decision = promote(design, folder, arms, before.get(rung))
         arms.append(list(decision["promoted"]))
         decisions.append(decision)
-    if decisions or (folder / PROMOTIONS).exists():  # a race with no rung finished leaves no record behind
+    # a decision of a later rung than the pilots now show finished stays recorded (a pilot deleted, damaged or
+    # interrupted since is run again, and the decision acted upon stands); an unchanged record is not rewritten
+    decisions += [before[r] for r in sorted(r for r in before if isinstance(r, int) and r >= len(decisions))]
+    if decisions != recorded:  # a race with no rung finished leaves no record behind
         atomic_write_json(folder / PROMOTIONS, {"race_promotions_version": PROMOTIONS_VERSION,
                                                 "decisions": decisions})
     return arms
@@ -258,11 +261,10 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "OPENBLAS_NUM_THREADS": str(threads)}
     with open(log_path, "ab") as log:
-        done = subprocess.run(command, stdout=log, stderr=log, env=env, preexec_fn=set_parent_death_signal,
-                              check=False)
-    if done.returncode != 0:
+        returncode = run_child(command, stdout=log, stderr=log, env=env)
+    if returncode != 0:
         tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-        raise UserError(f"pilot {task.arm} seed {task.seed} failed (exit {done.returncode}): {tail[0]} "
+        raise UserError(f"pilot {task.arm} seed {task.seed} failed (exit {returncode}): {tail[0]} "
                         f"(log: {log_path})")
     return task
 
@@ -271,7 +273,11 @@ def local_pool(design: RaceDesign, folder: Path, jobs: int, threads: int) -> Exe
     """``jobs`` pilots at a time in processes of this machine, ``threads`` threads each."""
     def execute(tasks: list[PilotTask]) -> Iterator[PilotTask]:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            yield from pool.map(lambda t: run_pilot(design, folder, t, threads), tasks)
+            try:
+                yield from pool.map(lambda t: run_pilot(design, folder, t, threads), tasks)
+            except KeyboardInterrupt:  # the pilots stop after their current phase, then the pool is shut down
+                interrupt_children()
+                raise
 
     return execute
 
