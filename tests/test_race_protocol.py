@@ -143,7 +143,10 @@ def test_the_manifest_round_trips_and_a_corrupted_one_is_refused(tmp_path):
                                  ("eval_points", [], "eval_points"),
                                  # an arm's name is its pilots' folder: a path out of the race is refused
                                  ("arms", [data["arms"][0] | {"name": "../../elsewhere"}], "arm's name"),
-                                 ("arms", [data["arms"][0] | {"name": ""}], "arm's name")):
+                                 ("arms", [data["arms"][0] | {"name": ""}], "arm's name"),
+                                 ("arms", [data["arms"][0] | {"eval_flops": -2 * 10**9}], "eval_flops"),
+                                 ("reward_model_path", 5, "reward_model_path"),
+                                 ("race_manifest_version", True, "race_manifest_version")):
         (tmp_path / "r" / MANIFEST).write_text(json.dumps({**data, key: value}))
         for command in ("run", "analyze"):
             one_line_error(cli("race", command, str(tmp_path / "r")), fragment)

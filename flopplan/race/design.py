@@ -162,7 +162,7 @@ class RaceDesign:
     def from_data(data: Any, where: str) -> RaceDesign:
         if not isinstance(data, dict) or "race_manifest_version" not in data:
             raise UserError(f"{where} is not a RACE manifest (write one with `flopplan race design`)")
-        if data["race_manifest_version"] not in READABLE:
+        if not is_int(data["race_manifest_version"]) or data["race_manifest_version"] not in READABLE:
             raise UserError(f"{where}: race_manifest_version must be {' or '.join(map(str, READABLE))}, not "
                             f"{data['race_manifest_version']!r}")
         try:
@@ -226,6 +226,9 @@ def _manifest_problem(d: RaceDesign) -> str:
          "an arm's name names its pilots' folder: not empty, '.', '..', nor holding a path separator"),
         (bool(d.eval_points) and all(x > 0 for x in d.eval_points), "eval_points must be positive and not empty"),
         (is_seed_sd(d.one_seed_sd), "one_seed_sd must be a number above 0 and at most 1"),
+        (all(a.eval_flops >= 0 for a in d.arms), "an arm's eval_flops (one evaluation's worst case) must be >= 0"),
+        (d.reward_model_path is None or (isinstance(d.reward_model_path, str) and bool(d.reward_model_path)),
+         "reward_model_path must be a path (text) or null"),
     )
     return first_problem(checks)
 
@@ -359,7 +362,7 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
     if not fits(low):
         raise UserError(f"the budget is too small for the smallest rung: phi x F = {cap:.3g} FLOPs cannot pay even "
                         "for the grid's evaluations; raise --budget or --pilot-fraction, or use fewer arms, seeds or "
-                        "evaluation points")
+                        "evaluation points (--evals)")
     while low < high:  # the worst case grows with b0
         mid = (low + high + 1) // 2
         low, high = (mid, high) if fits(mid) else (low, mid - 1)
@@ -369,7 +372,7 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
         name, steps = min(short, key=lambda s: s[1])
         raise UserError(f"the budget is too small for the smallest rung: {design.rung_flops[0]:.3g} training FLOPs "
                         f"buy {steps} step{'s' if steps != 1 else ''} of {name} (each arm needs {MIN_STEPS}); raise "
-                        "--budget or --pilot-fraction, or use fewer arms, seeds or rungs")
+                        "--budget or --pilot-fraction, or use fewer arms, seeds, rungs or evaluation points (--evals)")
     left = budget_flops - cap - max(grid.upfront.values(), default=0)
     if left < 3 * max(a.eval_flops for a in design.arms):
         raise UserError(f"the budget leaves no validating run: F = {budget_flops:.3g} less the pilots' "
