@@ -25,6 +25,17 @@ def reached_rungs(design: RaceDesign, folder: Path) -> dict[str, int]:
     return reached
 
 
+def unfinished_rung(design: RaceDesign, folder: Path) -> int | None:
+    """The first rung of the race in ``folder`` whose pilots (the arms the promotions sent to it, every seed) have
+    not all finished; None when the race is complete."""
+    arms = rung_arms(design, folder)
+    rung = len(arms) - 1
+    if not all(pilot_done(pilot_folder(folder, a, s), design.arm(a).pilot_budget(design, rung))
+               for a in arms[-1] for s in design.seeds):
+        return rung
+    return None if rung == len(design.rung_flops) - 1 else rung + 1
+
+
 def race_input(design: RaceDesign, folder: str | Path, command: str = "") -> RaceInput:
     """The analysis's input from the finished pilots of ``folder`` (an arm counts from the rung its seeds all
     finished; a pilot's evaluations are read up to that rung's budget, so a pilot already running its next rung

@@ -1,22 +1,28 @@
 """RACE's pilots on disk: where each pilot's run folder is, whether it finished a rung, what all pilots spent, and
 the analysis's input read from them (the runner's promotion and ``race analyze`` read the pilots the same way), and
-the death signal their processes are started with."""
+the process each pilot runs in: dying with the runner, interrupted through it."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from flopplan.errors import UserError
+from flopplan.fileio import read_step_log
 from flopplan.race.analysis import RaceInput
 from flopplan.race.design import PILOTS, RaceDesign
 from flopplan.race.persistence import names_reward_model
 from flopplan.race.pilot_data import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.results import ArmInfo
-from flopplan.runfile import SUMMARY, load_evaluations, load_summary
+from flopplan.runfile import EVALUATIONS, LEDGER, SUMMARY, EvalRecord, RunSummary, load_evaluations, load_summary
 
 
 def pilot_folder(folder: str | Path, arm: str, seed: int) -> Path:
@@ -33,14 +39,68 @@ def set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
         pass
 
 
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def run_child(command: list[str], **kwargs: Any) -> int:
+    """Run a pilot's process (``subprocess.Popen``'s ``kwargs``) to its end, dying with the runner
+    (:func:`set_parent_death_signal`), and return its exit code. A Ctrl-C of the runner while it waits here (in the
+    main thread) is passed on as by :func:`interrupt_children`."""
+    proc = subprocess.Popen(command, preexec_fn=set_parent_death_signal, **kwargs)
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+    try:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            interrupt_children()
+            proc.wait()
+            raise
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
+
+
+def interrupt_children() -> None:
+    """Pass a SIGINT the runner received on to the pilot processes :func:`run_child` is waiting for, once: each
+    stops after its current phase with a checkpoint, which the next ``race run`` resumes. A Ctrl-C at the terminal
+    the runner runs in the foreground of reached them already (they share its process group), and a second one
+    would stop them at once, so then nothing is sent; a ``kill -INT`` of the runner alone (from another shell, a
+    scheduler) is passed on."""
+    try:
+        if os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp():
+            return
+    except (OSError, ValueError, AttributeError):  # no terminal (stdin a file, closed, replaced)
+        pass
+    with _RUNNING_LOCK:
+        running = [p for p in _RUNNING if p.poll() is None]
+    for proc in running:
+        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+            proc.send_signal(signal.SIGINT)
+
+
 def pilot_done(folder: Path, budget: int) -> bool:
     """The pilot in ``folder`` finished a run to ``budget`` FLOPs, or has since been continued to a larger one (a
-    pilot goes on only after its rung is done; killed while continuing, it is done with the rung before)."""
+    pilot goes on only after its rung is done; killed while continuing, it is done with the rung before). A run
+    stopped by Ctrl-C is not done, whenever the signal came: the next ``race run`` resumes it."""
     if not (folder / SUMMARY).is_file():
         return False
     summary = load_summary(folder)
     reached = summary.budget_flops or 0
-    return reached > budget or (bool(summary.stop_reason) and not summary.interrupted and reached >= budget)
+    return reached > budget or (ended(summary) and reached >= budget)
+
+
+def ended(summary: RunSummary) -> bool:
+    """Whether the run stopped for good: for its budget or a step limit, not interrupted. The stop's reason is
+    read from the decision the run recorded (:class:`flopplan.guard.StopDecision`), or, in a summary written
+    without one, from its message. The summary's ``interrupted`` record is not read: it stays after the run is
+    resumed and finished, as the record of the work the interruption abandoned."""
+    reason = summary.stop.get("reason") if isinstance(summary.stop, dict) else None
+    if not isinstance(reason, str):
+        written = summary.stop_reason
+        reason = "interrupted" if written.startswith("interrupted") else "budget" if written else ""
+    return reason in ("budget", "steps")
 
 
 def pilot_spending(design: RaceDesign, folder: Path) -> dict[str, int]:
@@ -72,8 +132,13 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
             continue
         limit = design.rung_flops[reached[arm.name]]
         runs: dict[str, list[SeedRun]] = {t: [] for t in design.targets}
-        for seed in design.seeds:
-            records = load_evaluations(pilot_folder(folder, arm.name, seed))
+        folders = [pilot_folder(folder, arm.name, s) for s in design.seeds]
+        summaries = [load_summary(p) if (p / SUMMARY).is_file() else None for p in folders]  # None: not written yet
+        for seed, path, summary in zip(design.seeds, folders, summaries, strict=True):
+            records = load_evaluations(path)
+            if summary is not None and ended(summary) and summary.budget_flops == arm.pilot_budget(
+                    design, reached[arm.name]):
+                _check_whole(path, records)
             for target in design.targets:
                 points = tuple(EvalPoint(float(r.train_flops), np.asarray(r.scores, dtype=float))
                                for r in records if r.target == target and r.train_flops <= limit)
@@ -86,8 +151,6 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
             targets[target].append(ArmPilots(arm.name, tuple(runs[target])))
         infos.append(ArmInfo(name=arm.name, axes=dict(arm.axes), params=arm.recipe.policy_spec.params,
                              split=_split(arm.split(reached[arm.name])), upfront_flops=arm.upfront_flops))
-        folders = [pilot_folder(folder, arm.name, s) for s in design.seeds]
-        summaries = [load_summary(p) if (p / SUMMARY).is_file() else None for p in folders]  # None: not written yet
         spend[arm.name] = tuple(0 if s is None else s.flops["total"] for s in summaries)  # lost work apart
         recorded = _trained_reward(str(arm.axes.get("reward", "rule")), [s.reward for s in summaries if s])
         if recorded is not None:
@@ -97,6 +160,22 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
                      rung_budgets=tuple(float(b) for b in design.rung_flops), reached=dict(reached),
                      pilot_flops=pilot_spending(design, folder)["total"], command=command or design.command,
                      pilot_spend=spend, trained_rewards=trained, one_seed_sd=design.one_seed_sd)
+
+
+def _check_whole(path: Path, records: list[EvalRecord]) -> None:
+    """A finished pilot's evaluations must hold every evaluation its ledger charged, on each target it evaluates:
+    a file cut short at a line's end reads as a pilot that evaluated less, and would change the analysis without
+    a word (a line cut in the middle is a kill's, and :func:`flopplan.fileio.read_step_log` deals with it)."""
+    charged = {line["step"] for line in read_step_log(path / LEDGER)
+               if any(str(phase).startswith("eval.") for charge in line.get("charges") or ()
+                      if isinstance(charge, dict) for phase in charge.get("executed") or {})}
+    for target in dict.fromkeys(r.target for r in records):
+        missing = sorted(charged - {r.step for r in records if r.target == target})
+        if missing:
+            shown = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
+            raise UserError(f"pilot {str(path)!r}: {EVALUATIONS} lacks the {target!r} evaluation of step"
+                            f"{'s' if len(missing) > 1 else ''} {shown}, which its ledger charged (the file was cut "
+                            "short or edited): restore it, or delete the pilot's folder and `flopplan race run` again")
 
 
 def _trained_reward(designed: str, recorded: list[str]) -> str | None:

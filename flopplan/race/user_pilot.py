@@ -15,14 +15,13 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, folder_lock, read_json
 from flopplan.race.design import RaceDesign, training_only
-from flopplan.race.pilots import set_parent_death_signal
+from flopplan.race.pilots import run_child
 from flopplan.race.script import PILOT_ENV, SPEC_FILE, PilotSpec, load_spec
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
 
@@ -125,12 +124,11 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
     env = {**os.environ, PILOT_ENV: str(Path(spec.folder) / SPEC_FILE), "OMP_NUM_THREADS": str(threads),
            "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
     with open(log_path, "ab") as log, open(task.folder / TAIL_FILE, "ab") as errors:
-        done = subprocess.run(shlex.split(command), stdout=log, stderr=errors, env=env, cwd=_cwd(folder),
-                              preexec_fn=set_parent_death_signal, check=False)
+        returncode = run_child(shlex.split(command), stdout=log, stderr=errors, env=env, cwd=_cwd(folder))
     what = f"pilot {task.arm} seed {task.seed}" + (f" (rung {task.rung + 1})" if task.rung >= 0 else " (validation)")
-    if done.returncode != 0:
+    if returncode != 0:
         tail = (task.folder / TAIL_FILE).read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-        raise UserError(f"{what} failed (exit {done.returncode}): {tail[0]} (stderr: {task.folder / TAIL_FILE})")
+        raise UserError(f"{what} failed (exit {returncode}): {tail[0]} (stderr: {task.folder / TAIL_FILE})")
     if not (task.folder / SUMMARY).is_file():
         raise UserError(f"{what} exited without a run folder ({task.folder / SUMMARY} missing): the script must "
                         "meter its trainer with spec.meter(trainer)")

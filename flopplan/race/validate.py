@@ -31,10 +31,10 @@ import numpy as np
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, atomic_write_text, folder_lock
 from flopplan.race.analysis import RaceInput, analyze
-from flopplan.race.collect import race_input
+from flopplan.race.collect import race_input, unfinished_rung
 from flopplan.race.design import RaceDesign
 from flopplan.race.pilot_data import ArmPilots, EvalPoint, SeedRun
-from flopplan.race.pilots import pilot_done, pilot_folder
+from flopplan.race.pilots import pilot_done, pilot_folder, pilot_spending
 from flopplan.race.results import ArmPrediction, RaceAnalysis
 from flopplan.race.runner import PilotTask, run_pilot
 from flopplan.race.user_pilot import continue_script_pilot, recorded_command
@@ -104,6 +104,32 @@ def validation_budget(design: RaceDesign, analysis: RaceAnalysis) -> int:
     return int(analysis.budget_flops - analysis.pilot_flops - upfront)
 
 
+def _check_current(design: RaceDesign, folder: Path, analysis: RaceAnalysis) -> None:
+    """Refuse a validating run the budget would not cover: one planned from an analysis (race.json) older than the
+    pilots' ledgers, or before every rung of the race has finished (the pilots still to run would spend what the
+    validating run was given)."""
+    rung = unfinished_rung(design, folder)
+    if rung is not None:
+        raise UserError(f"the race in {str(folder)!r} has not finished rung {rung + 1} of {len(design.rung_flops)}: "
+                        "finish it (`flopplan race run`), analyse it, then validate")
+    spent = pilot_spending(design, folder)["total"]
+    if spent != analysis.pilot_flops:
+        raise UserError(f"race.json was written when the pilots had spent {analysis.pilot_flops:,} FLOPs; their "
+                        f"ledgers now hold {spent:,}: run `flopplan race analyze` again, then validate")
+
+
+def _has_checkpoint(pilot: Path, script: bool) -> bool:
+    """Whether the pilot in ``pilot`` left a checkpoint its validating run can resume: a TRL checkpoint written to
+    the end (a script pilot), or a checkpoint file of flopplan's trainer."""
+    if script:
+        from flopplan.engines.trl import last_complete_checkpoint
+
+        return last_complete_checkpoint(pilot / "checkpoints") is not None
+    from flopplan.train.runfolder import RunFolder
+
+    return RunFolder(pilot).has_checkpoint_files()
+
+
 def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | None = None) -> dict[str, Any]:
     """Run (or continue) the validating run of the first fitted target's recommendation and check it."""
     folder = Path(folder)
@@ -114,6 +140,7 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | N
                         "to validate")
     rec = recs[0]
     arm = design.arm(str(rec.arm))
+    _check_current(design, folder, analysis)
     left = validation_budget(design, analysis)
     if left <= arm.eval_flops * 2:
         raise UserError(f"the pilots left {left:,} FLOPs of the budget: too little for a validating run")
@@ -123,8 +150,13 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | N
     budget = origin.flops["total"] + left
     run = folder / VALIDATION / arm.name
     points = _validation_points(design, arm, budget)
+    script = recorded_command(folder) is not None
+    if not (run / CONFIG).is_file() and not _has_checkpoint(pilot, script):
+        raise UserError(f"pilot {arm.name} seed {seed} has no checkpoint to continue ({pilot / 'checkpoints'} holds "
+                        "none): the validating run would start over and spend its pilot's FLOPs again beyond the "
+                        "budget; run that pilot again (delete its folder, then `flopplan race run`)")
     if not pilot_done(run, budget):
-        if recorded_command(folder) is not None:  # a script pilot: its command resumes the copy
+        if script:  # a script pilot: its command resumes the copy
             continue_script_pilot(pilot, run, points)
         else:
             continue_pilot(pilot, run, points)

@@ -1,0 +1,142 @@
+"""A race folder after the accidents of real use (found by an audit of the workflow): a pilot stopped by Ctrl-C, a
+finished pilot's evaluations cut at a line's end, a failing analysis, a validating run asked for on a stale
+analysis, an unfinished race or a pilot with no checkpoint, and a runner interrupted by ``kill -INT``. Each must be
+resumed or refused in one line, never read as something it is not."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers import cli, one_line_error
+from test_race_run import races  # noqa: F401 - the finished quick demo race, built once per session
+
+from flopplan.race.design import RaceDesign
+from flopplan.race.pilots import pilot_done, pilot_folder
+from flopplan.race.results import load_analysis
+from flopplan.race.runner import PROMOTIONS
+
+
+def _copy(straight: Path, tmp_path: Path, name: str) -> Path:
+    copy = tmp_path / name
+    shutil.copytree(straight, copy)
+    return copy
+
+
+def _files(folder: Path) -> dict[Path, bytes]:
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("race")
+def test_a_pilot_stopped_by_ctrl_c_is_not_done_and_one_resumed_to_its_budget_is(races, tmp_path):  # noqa: F811
+    """Ctrl-C between steps leaves a summary that says "interrupted" and no ``interrupted`` record (that is written
+    only for a step abandoned midway): it was read as a finished rung, and the race went on with a short pilot.
+    A pilot resumed and finished after a Ctrl-C midway keeps its ``interrupted`` record: it was never done."""
+    straight, _, _ = races
+    copy = _copy(straight, tmp_path, "copy")
+    design = RaceDesign.load(copy)
+    arm, seed = design.arms[0], design.seeds[0]
+    path = pilot_folder(copy, arm.name, seed) / "summary.json"
+    finished = json.loads(path.read_text())
+    budget = finished["budget_flops"]
+    assert pilot_done(path.parent, budget)
+    interrupted = {**finished, "stop_reason": "interrupted", "stop": {**finished["stop"], "reason": "interrupted"}}
+    path.write_text(json.dumps(interrupted))
+    assert not pilot_done(path.parent, budget)
+    path.write_text(json.dumps({k: v for k, v in interrupted.items() if k != "stop"}))  # a summary of before `stop`
+    assert not pilot_done(path.parent, budget)
+    path.write_text(json.dumps({**finished, "interrupted": {"step": 4, "abandoned_flops": 1_000}}))
+    assert pilot_done(path.parent, budget)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("race")
+def test_evaluations_cut_at_a_line_end_are_one_line_and_a_failing_analysis_keeps_the_promotions(races, tmp_path):  # noqa: F811
+    straight, _, _ = races
+    cut = _copy(straight, tmp_path, "cut")
+    log = next(cut.glob("pilots/*/seed1/evaluations.jsonl"))
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(lines[:len(lines) // 2]))  # whole lines: no kill leaves this
+    before = _files(cut)
+    one_line_error(cli("race", "analyze", str(cut), "--no-plots"), "which its ledger charged")
+    assert _files(cut) == before
+    # a pilot whose summary is gone reads as unfinished: the analysis is refused, and the promotions decided on
+    # the pilots as they were stay recorded (the runner reruns the pilot; a decision acted upon stands)
+    gone = _copy(straight, tmp_path, "gone")
+    next(gone.glob("pilots/*/seed1/summary.json")).unlink()
+    promotions = (gone / PROMOTIONS).read_bytes()
+    assert json.loads(promotions)["decisions"]
+    one_line_error(cli("race", "analyze", str(gone), "--no-plots"), "has not finished the first rung")
+    assert (gone / PROMOTIONS).read_bytes() == promotions
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("race")
+def test_validate_refuses_a_stale_analysis_an_unfinished_race_and_a_pilot_without_checkpoints(races, tmp_path):  # noqa: F811
+    """Each would have spent more than F: the validating run is given what the pilots left by race.json, so pilots
+    that spent more since, or still have to run, or a pilot the run cannot continue (it starts over and spends the
+    pilot's FLOPs again) would take the race past its budget."""
+    straight, _, _ = races
+    analysis = load_analysis(straight / "race.json")
+    arm = next(r.arm for r in analysis.recommendations if r.arm)
+    design = RaceDesign.load(straight)
+
+    stale = _copy(straight, tmp_path, "stale")
+    shutil.rmtree(stale / "validation")
+    data = json.loads((stale / "race.json").read_text())
+    (stale / "race.json").write_text(json.dumps({**data, "pilot_flops": data["pilot_flops"] - 1}))
+    one_line_error(cli("race", "validate", str(stale)), "run `flopplan race analyze` again")
+
+    unfinished = _copy(straight, tmp_path, "unfinished")
+    shutil.rmtree(unfinished / "validation")
+    (pilot_folder(unfinished, str(arm), design.seeds[-1]) / "summary.json").unlink()  # its top rung undone
+    one_line_error(cli("race", "validate", str(unfinished)), "has not finished rung")
+
+    bare = _copy(straight, tmp_path, "bare")
+    shutil.rmtree(bare / "validation")
+    shutil.rmtree(pilot_folder(bare, str(arm), design.seeds[0]) / "checkpoints")
+    before = _files(bare)
+    one_line_error(cli("race", "validate", str(bare)), "has no checkpoint to continue")
+    assert _files(bare) == before
+
+
+CHILD = """
+import signal, sys, time
+def stop(signum, frame):
+    open(sys.argv[1], "a").write("SIGINT\\n")
+    sys.exit(130)
+signal.signal(signal.SIGINT, stop)
+open(sys.argv[1], "a").write("ready\\n")
+time.sleep(60)
+"""
+
+
+def test_a_runner_interrupted_passes_one_ctrl_c_to_the_pilots_it_waits_for(tmp_path, monkeypatch):
+    """``kill -INT`` of the runner alone (no terminal sent it to the pilots too) reached no pilot: the runner waited
+    for every running pilot to finish its rung. It now passes one SIGINT to each, as a Ctrl-C would."""
+    from flopplan.race.pilots import interrupt_children, run_child
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO())  # no terminal, even under ``pytest -s`` at one
+    logs = [tmp_path / f"child{i}.log" for i in range(2)]
+    codes: list[int] = []
+    threads = [threading.Thread(target=lambda log=log: codes.append(
+        run_child([sys.executable, "-c", CHILD, str(log)], stdin=subprocess.DEVNULL))) for log in logs]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 60
+    while not all(log.is_file() and "ready" in log.read_text() for log in logs):
+        assert time.monotonic() < deadline, "the children never started"
+        time.sleep(0.05)
+    interrupt_children()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(codes) == [130, 130]
+    assert all(log.read_text().count("SIGINT") == 1 for log in logs)
