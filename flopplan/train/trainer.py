@@ -13,8 +13,8 @@ the step; the run stops cleanly when it does not fit what is left. Charges of a 
 only when the step completes, so a checkpoint always holds a consistent ledger. Ctrl-C stops after the current
 phase: before the step's first update the step is abandoned (its FLOPs are counted as abandoned, against the
 budget unless ``--lost-outside-budget``; resume redoes it with the same randomness), from the first update on the
-step is completed; either way a checkpoint is written. A run killed before its first checkpoint starts again on
-``--resume``.
+step is completed; either way a checkpoint is written. A second Ctrl-C, more than :data:`SAME_CTRL_C` after the
+first, stops at once. A run killed before its first checkpoint starts again on ``--resume``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import random
 import signal
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -56,6 +57,11 @@ from flopplan.train.evaluation import (
 )
 from flopplan.train.runfolder import RunFolder
 from flopplan.train.setup import Precision, load_data, load_policy, load_reward_model
+
+SAME_CTRL_C = 1.0
+"""Seconds within which a second SIGINT is the first one again: a terminal's Ctrl-C reaches a race's pilots both
+directly (they share the runner's process group) and as the runner passes it on (``flopplan.race.pilots``). A
+second one later than this stops the run at once."""
 
 
 class Interrupted(Exception):
@@ -94,7 +100,7 @@ class Trainer:
         self.device = self.precision.device
         self.conv = self.precision.conventions(self.recipe.attention, self.recipe.experts)
         self.progress = progress
-        self.stop_requested = False
+        self.stop_requested, self.stop_requested_at = False, 0.0
         ckpt.seed_everything(config.seed)
         self.policy = load_policy(config, self.precision)
         self.spec, self.codec = self.policy.spec, self.policy.codec
@@ -377,10 +383,11 @@ class Trainer:
         previous = signal.getsignal(signal.SIGINT)
 
         def on_interrupt(signum: int, frame: Any) -> None:
-            if self.stop_requested:  # a second Ctrl-C: stop now
+            if self.stop_requested and time.monotonic() - self.stop_requested_at > SAME_CTRL_C:  # stop now
                 signal.signal(signal.SIGINT, previous)
                 raise KeyboardInterrupt
-            self.stop_requested = True
+            if not self.stop_requested:
+                self.stop_requested, self.stop_requested_at = True, time.monotonic()
 
         signal.signal(signal.SIGINT, on_interrupt)
         try:
