@@ -5,7 +5,6 @@ resumed or refused in one line, never read as something it is not."""
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import subprocess
@@ -97,8 +96,12 @@ def test_validate_refuses_a_stale_analysis_an_unfinished_race_and_a_pilot_withou
 
     unfinished = _copy(straight, tmp_path, "unfinished")
     shutil.rmtree(unfinished / "validation")
-    (pilot_folder(unfinished, str(arm), design.seeds[-1]) / "summary.json").unlink()  # its top rung undone
-    one_line_error(cli("race", "validate", str(unfinished)), "has not finished rung")
+    summary = pilot_folder(unfinished, str(arm), design.seeds[-1]) / "summary.json"  # the pick reached the top rung
+    data = json.loads(summary.read_text())  # stopped there by Ctrl-C: its first rung done, the top one not
+    stop = {**data["stop"], "reason": "interrupted"}
+    summary.write_text(json.dumps({**data, "stop_reason": "interrupted", "stop": stop}))
+    top = len(design.rung_flops)
+    one_line_error(cli("race", "validate", str(unfinished)), f"has not finished rung {top} of {top}")
 
     bare = _copy(straight, tmp_path, "bare")
     shutil.rmtree(bare / "validation")
@@ -119,12 +122,12 @@ time.sleep(60)
 """
 
 
-def test_a_runner_interrupted_passes_one_ctrl_c_to_the_pilots_it_waits_for(tmp_path, monkeypatch):
-    """``kill -INT`` of the runner alone (no terminal sent it to the pilots too) reached no pilot: the runner waited
-    for every running pilot to finish its rung. It now passes one SIGINT to each, as a Ctrl-C would."""
-    from flopplan.race.pilots import interrupt_children, run_child
+def test_a_runner_interrupted_passes_one_ctrl_c_to_the_pilots_it_waits_for_and_starts_no_other(tmp_path):
+    """``kill -INT`` of the runner alone reached no pilot: the runner waited for every running pilot to finish its
+    rung. It now passes one SIGINT to each, and a pilot whose thread took its task before the interrupt is not
+    started after it (it would run its whole rung while the runner waits)."""
+    from flopplan.race.pilots import allow_children, interrupt_children, run_child
 
-    monkeypatch.setattr(sys, "stdin", io.StringIO())  # no terminal, even under ``pytest -s`` at one
     logs = [tmp_path / f"child{i}.log" for i in range(2)]
     codes: list[int] = []
     threads = [threading.Thread(target=lambda log=log: codes.append(
@@ -140,3 +143,9 @@ def test_a_runner_interrupted_passes_one_ctrl_c_to_the_pilots_it_waits_for(tmp_p
         thread.join(30)
     assert sorted(codes) == [130, 130]
     assert all(log.read_text().count("SIGINT") == 1 for log in logs)
+    late = tmp_path / "late.log"
+    assert run_child([sys.executable, "-c", CHILD, str(late)], stdin=subprocess.DEVNULL) == 130
+    assert not late.exists()  # never started
+    allow_children()  # the next race run starts pilots again
+    done = run_child([sys.executable, "-c", "import sys; open(sys.argv[1], 'w').write('ran')", str(late)])
+    assert done == 0 and late.read_text() == "ran"

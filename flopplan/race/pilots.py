@@ -5,10 +5,8 @@ the process each pilot runs in: dying with the runner, interrupted through it.""
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -41,14 +39,19 @@ def set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
 
 _RUNNING: set[subprocess.Popen[bytes]] = set()
 _RUNNING_LOCK = threading.Lock()
+_INTERRUPTED = threading.Event()
 
 
 def run_child(command: list[str], **kwargs: Any) -> int:
     """Run a pilot's process (``subprocess.Popen``'s ``kwargs``) to its end, dying with the runner
-    (:func:`set_parent_death_signal`), and return its exit code. A Ctrl-C of the runner while it waits here (in the
-    main thread) is passed on as by :func:`interrupt_children`."""
-    proc = subprocess.Popen(command, preexec_fn=set_parent_death_signal, **kwargs)
-    with _RUNNING_LOCK:
+    (:func:`set_parent_death_signal`), and return its exit code; 130, without starting it, once the runner was
+    interrupted (:func:`interrupt_children`: a pilot whose thread had taken its task before the interrupt would
+    otherwise start after it and run its whole rung). A Ctrl-C of the runner while it waits here (in the main
+    thread) is passed on as by :func:`interrupt_children`."""
+    with _RUNNING_LOCK:  # started under the lock: an interrupt either finds it running or keeps it from starting
+        if _INTERRUPTED.is_set():
+            return 130
+        proc = subprocess.Popen(command, preexec_fn=set_parent_death_signal, **kwargs)
         _RUNNING.add(proc)
     try:
         try:
@@ -63,21 +66,23 @@ def run_child(command: list[str], **kwargs: Any) -> int:
 
 
 def interrupt_children() -> None:
-    """Pass a SIGINT the runner received on to the pilot processes :func:`run_child` is waiting for, once: each
-    stops after its current phase with a checkpoint, which the next ``race run`` resumes. A Ctrl-C at the terminal
-    the runner runs in the foreground of reached them already (they share its process group), and a second one
-    would stop them at once, so then nothing is sent; a ``kill -INT`` of the runner alone (from another shell, a
-    scheduler) is passed on."""
-    try:
-        if os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp():
-            return
-    except (OSError, ValueError, AttributeError):  # no terminal (stdin a file, closed, replaced)
-        pass
+    """Pass a SIGINT the runner received on to the pilot processes :func:`run_child` is waiting for, once, and
+    start no other: a built-in pilot stops after its current phase with a checkpoint, which the next ``race run``
+    resumes; a script pilot does what its script does on Ctrl-C (TRL: it ends, and the work since its last
+    checkpoint is recorded as lost when it resumes). A Ctrl-C at a terminal reaches the pilots too (they share the
+    runner's process group): the trainer takes a second SIGINT within a second as the same one
+    (:data:`flopplan.train.trainer.SAME_CTRL_C`)."""
     with _RUNNING_LOCK:
+        _INTERRUPTED.set()
         running = [p for p in _RUNNING if p.poll() is None]
     for proc in running:
         with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
             proc.send_signal(signal.SIGINT)
+
+
+def allow_children() -> None:
+    """Let :func:`run_child` start pilots again (a new ``race run`` or ``race validate`` in this process)."""
+    _INTERRUPTED.clear()
 
 
 def pilot_done(folder: Path, budget: int) -> bool:
@@ -138,7 +143,7 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
             records = load_evaluations(path)
             if summary is not None and ended(summary) and summary.budget_flops == arm.pilot_budget(
                     design, reached[arm.name]):
-                _check_whole(path, records)
+                _check_whole(path, records, summary.steps)
             for target in design.targets:
                 points = tuple(EvalPoint(float(r.train_flops), np.asarray(r.scores, dtype=float))
                                for r in records if r.target == target and r.train_flops <= limit)
@@ -162,12 +167,16 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
                      pilot_spend=spend, trained_rewards=trained, one_seed_sd=design.one_seed_sd)
 
 
-def _check_whole(path: Path, records: list[EvalRecord]) -> None:
-    """A finished pilot's evaluations must hold every evaluation its ledger charged, on each target it evaluates:
-    a file cut short at a line's end reads as a pilot that evaluated less, and would change the analysis without
-    a word (a line cut in the middle is a kill's, and :func:`flopplan.fileio.read_step_log` deals with it)."""
+def _check_whole(path: Path, records: list[EvalRecord], steps: int) -> None:
+    """A finished pilot's evaluations must hold every evaluation its ledger charged up to its summary's ``steps``,
+    on each target it evaluates: a file cut short at a line's end reads as a pilot that evaluated less, and would
+    change the analysis without a word (a line cut in the middle is a kill's, and
+    :func:`flopplan.fileio.read_step_log` deals with it). Steps after the summary's are not read: a pilot being
+    continued to its next rung writes them, and a kill between a step's ledger line and its evaluations leaves
+    one that the resumed run trims."""
     charged = {line["step"] for line in read_step_log(path / LEDGER)
-               if any(str(phase).startswith("eval.") for charge in line.get("charges") or ()
+               if line["step"] <= steps
+               and any(str(phase).startswith("eval.") for charge in line.get("charges") or ()
                       if isinstance(charge, dict) for phase in charge.get("executed") or {})}
     for target in dict.fromkeys(r.target for r in records):
         missing = sorted(charged - {r.step for r in records if r.target == target})

@@ -47,7 +47,14 @@ from flopplan.race import promotion
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.axes import knob_options
 from flopplan.race.design import RaceDesign
-from flopplan.race.pilots import interrupt_children, pilot_done, pilot_folder, pilot_input, run_child
+from flopplan.race.pilots import (
+    allow_children,
+    interrupt_children,
+    pilot_done,
+    pilot_folder,
+    pilot_input,
+    run_child,
+)
 from flopplan.race.seed_pooling import ONE_SEED_SD
 from flopplan.race.user_pilot import record_command, recorded_command, run_script_pilot
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
@@ -272,6 +279,7 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -
 def local_pool(design: RaceDesign, folder: Path, jobs: int, threads: int) -> Executor:
     """``jobs`` pilots at a time in processes of this machine, ``threads`` threads each."""
     def execute(tasks: list[PilotTask]) -> Iterator[PilotTask]:
+        allow_children()
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             try:
                 yield from pool.map(lambda t: run_pilot(design, folder, t, threads), tasks)

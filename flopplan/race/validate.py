@@ -34,7 +34,7 @@ from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.collect import race_input, unfinished_rung
 from flopplan.race.design import RaceDesign
 from flopplan.race.pilot_data import ArmPilots, EvalPoint, SeedRun
-from flopplan.race.pilots import pilot_done, pilot_folder, pilot_spending
+from flopplan.race.pilots import allow_children, pilot_done, pilot_folder, pilot_spending
 from flopplan.race.results import ArmPrediction, RaceAnalysis
 from flopplan.race.runner import PilotTask, run_pilot
 from flopplan.race.user_pilot import continue_script_pilot, recorded_command
@@ -156,6 +156,7 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | N
                         "none): the validating run would start over and spend its pilot's FLOPs again beyond the "
                         "budget; run that pilot again (delete its folder, then `flopplan race run`)")
     if not pilot_done(run, budget):
+        allow_children()
         if script:  # a script pilot: its command resumes the copy
             continue_script_pilot(pilot, run, points)
         else:
