@@ -61,7 +61,8 @@ from flopplan.train.setup import Precision, load_data, load_policy, load_reward_
 SAME_CTRL_C = 1.0
 """Seconds within which a second SIGINT is the first one again: a terminal's Ctrl-C reaches a race's pilots both
 directly (they share the runner's process group) and as the runner passes it on (``flopplan.race.pilots``). A
-second one later than this stops the run at once."""
+second one later than this stops the run at once; a run that stopped sooner waits out the rest of it with its
+handler in place, so the copy cannot arrive after it and kill the process."""
 
 
 class Interrupted(Exception):
@@ -393,6 +394,8 @@ class Trainer:
         try:
             return self._run()
         finally:
+            if self.stop_requested:  # the same Ctrl-C may still be on its way (passed on by a race runner)
+                time.sleep(max(0.0, self.stop_requested_at + SAME_CTRL_C - time.monotonic()))
             signal.signal(signal.SIGINT, previous)
             self.folder.unlock()
 
