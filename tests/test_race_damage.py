@@ -128,6 +128,14 @@ def test_a_runner_interrupted_passes_one_ctrl_c_to_the_pilots_it_waits_for_and_s
     started after it (it would run its whole rung while the runner waits)."""
     from flopplan.race.pilots import allow_children, interrupt_children, run_child
 
+    allow_children()
+    try:
+        _interrupt_and_late_start(tmp_path, interrupt_children, run_child, allow_children)
+    finally:
+        allow_children()  # this worker's later tests start pilots whatever happened here
+
+
+def _interrupt_and_late_start(tmp_path, interrupt_children, run_child, allow_children):
     logs = [tmp_path / f"child{i}.log" for i in range(2)]
     codes: list[int] = []
     threads = [threading.Thread(target=lambda log=log: codes.append(
