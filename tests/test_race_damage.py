@@ -103,6 +103,12 @@ def test_validate_refuses_a_stale_analysis_an_unfinished_race_and_a_pilot_withou
     top = len(design.rung_flops)
     one_line_error(cli("race", "validate", str(unfinished)), f"has not finished rung {top} of {top}")
 
+    damaged = _copy(straight, tmp_path, "damaged")  # read before the copy: a damaged pilot leaves no stale copy
+    shutil.rmtree(damaged / "validation")
+    (pilot_folder(damaged, str(arm), design.seeds[0]) / "evaluations.jsonl").write_text("")
+    one_line_error(cli("race", "validate", str(damaged)), "has no evaluation on")
+    assert not (damaged / "validation").exists()
+
     bare = _copy(straight, tmp_path, "bare")
     shutil.rmtree(bare / "validation")
     shutil.rmtree(pilot_folder(bare, str(arm), design.seeds[0]) / "checkpoints")

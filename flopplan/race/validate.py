@@ -141,6 +141,7 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | N
     rec = recs[0]
     arm = design.arm(str(rec.arm))
     _check_current(design, folder, analysis)
+    inp = race_input(design, folder, analysis.command)  # every pilot read, and checked, before any is copied
     left = validation_budget(design, analysis)
     if left <= arm.eval_flops * 2:
         raise UserError(f"the pilots left {left:,} FLOPs of the budget: too little for a validating run")
@@ -168,7 +169,6 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | N
     fitted = _arm_data(design, folder, arm.name, design.fit_targets[0], top)
     pilot_max = max((p.flops for r in fitted.runs for p in r.points), default=0.0)
     checks = []
-    inp = race_input(design, folder, analysis.command)  # the pilots, read once for every fitted target's forecast
     for target in design.targets:
         last = _last(records, target)
         pilots = _arm_data(design, folder, arm.name, target, top)
