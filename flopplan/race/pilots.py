@@ -71,7 +71,7 @@ def interrupt_children() -> None:
     resumes; a script pilot does what its script does on Ctrl-C (TRL: it ends, and the work since its last
     checkpoint is recorded as lost when it resumes). A Ctrl-C at a terminal reaches the pilots too (they share the
     runner's process group): the trainer takes a second SIGINT within a second as the same one
-    (:data:`flopplan.train.trainer.SAME_CTRL_C`)."""
+    (:data:`flopplan.train.interrupt.SAME_CTRL_C`)."""
     with _RUNNING_LOCK:
         _INTERRUPTED.set()
         running = [p for p in _RUNNING if p.poll() is None]

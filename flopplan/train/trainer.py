@@ -13,16 +13,15 @@ the step; the run stops cleanly when it does not fit what is left. Charges of a 
 only when the step completes, so a checkpoint always holds a consistent ledger. Ctrl-C stops after the current
 phase: before the step's first update the step is abandoned (its FLOPs are counted as abandoned, against the
 budget unless ``--lost-outside-budget``; resume redoes it with the same randomness), from the first update on the
-step is completed; either way a checkpoint is written. A second Ctrl-C, more than :data:`SAME_CTRL_C` after the
-first, stops at once. A run killed before its first checkpoint starts again on ``--resume``.
+step is completed; either way a checkpoint is written. A second Ctrl-C, more than
+:data:`flopplan.train.interrupt.SAME_CTRL_C` after the first, stops at once. A run killed before its first
+checkpoint starts again on ``--resume``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
-import signal
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -55,14 +54,9 @@ from flopplan.train.evaluation import (
     training_flops,
     worst_case_evaluation,
 )
+from flopplan.train.interrupt import CtrlC
 from flopplan.train.runfolder import RunFolder
 from flopplan.train.setup import Precision, load_data, load_policy, load_reward_model
-
-SAME_CTRL_C = 1.0
-"""Seconds within which a second SIGINT is the first one again: a terminal's Ctrl-C reaches a race's pilots both
-directly (they share the runner's process group) and as the runner passes it on (``flopplan.race.pilots``). A
-second one later than this stops the run at once; a run that stopped sooner waits out the rest of it with its
-handler in place, so the copy cannot arrive after it and kill the process."""
 
 
 class Interrupted(Exception):
@@ -101,7 +95,7 @@ class Trainer:
         self.device = self.precision.device
         self.conv = self.precision.conventions(self.recipe.attention, self.recipe.experts)
         self.progress = progress
-        self.stop_requested, self.stop_requested_at = False, 0.0
+        self.ctrl_c = CtrlC()  # a SIGINT while the run goes on
         ckpt.seed_everything(config.seed)
         self.policy = load_policy(config, self.precision)
         self.spec, self.codec = self.policy.spec, self.policy.codec
@@ -275,7 +269,7 @@ class Trainer:
         False from then on: the policy has moved, so the step is completed instead)."""
         with self._autocast():
             yield
-        if self.stop_requested and last_interruptible:
+        if self.ctrl_c.requested and last_interruptible:
             raise Interrupted
 
     def _autocast(self) -> Any:
@@ -376,27 +370,15 @@ class Trainer:
     def _should_stop(self, problems: list[Problem]) -> bool:
         if self.config.max_steps is not None and self.step >= self.config.max_steps:
             return self.guard.stop("steps", f"reached {self.config.max_steps} steps").stop
-        if self.stop_requested:
+        if self.ctrl_c.requested:
             return self.guard.stop("interrupted", "interrupted").stop
         return self.config.budget_flops is not None and self.guard.decide(self._next_step_worst(problems)).stop
 
     def run(self) -> RunSummary:
-        previous = signal.getsignal(signal.SIGINT)
-
-        def on_interrupt(signum: int, frame: Any) -> None:
-            if self.stop_requested and time.monotonic() - self.stop_requested_at > SAME_CTRL_C:  # stop now
-                signal.signal(signal.SIGINT, previous)
-                raise KeyboardInterrupt
-            if not self.stop_requested:
-                self.stop_requested, self.stop_requested_at = True, time.monotonic()
-
-        signal.signal(signal.SIGINT, on_interrupt)
         try:
-            return self._run()
+            with self.ctrl_c.handling():
+                return self._run()
         finally:
-            if self.stop_requested:  # the same Ctrl-C may still be on its way (passed on by a race runner)
-                time.sleep(max(0.0, self.stop_requested_at + SAME_CTRL_C - time.monotonic()))
-            signal.signal(signal.SIGINT, previous)
             self.folder.unlock()
 
     def _refuse_a_budget_without_a_step(self) -> None:
