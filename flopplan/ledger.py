@@ -94,6 +94,12 @@ def _zero() -> dict[str, int]:
     return dict.fromkeys(BUCKET_OF, 0)
 
 
+def charged_flops(spent_in_total: int, lost: int, abandoned: int, charge_lost: bool) -> int:
+    """What counts against a budget of everything a run spent (``spent_in_total``: its buckets, abandoned and lost
+    work): all of it, but lost and abandoned work when they are recorded, not charged (``charge_lost`` False)."""
+    return spent_in_total - (0 if charge_lost else lost + abandoned)
+
+
 @dataclass
 class Ledger:
     """Running totals by phase (executed, useful), by unit (executed and measured) and the budget they are
@@ -127,7 +133,7 @@ class Ledger:
     @property
     def charged(self) -> int:
         """What counts against the budget: everything, lost and abandoned work only when it is charged."""
-        return self.spent_in_total - (0 if self.charge_lost else self.lost + self.abandoned)
+        return charged_flops(self.spent_in_total, self.lost, self.abandoned, self.charge_lost)
 
     @property
     def remaining(self) -> float:

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from flopplan import __version__, serial
 from flopplan.errors import UserError, is_int, is_number
 from flopplan.fileio import read_json, read_step_log
+from flopplan.ledger import charged_flops
 from flopplan.passes import BUCKET_OF
 from flopplan.planfile import PlanEntry, bucket_flops
 
@@ -121,8 +122,18 @@ class RunSummary:
 
     @property
     def charged(self) -> int:
-        """What counts against the budget (:attr:`flopplan.ledger.Ledger.charged`, from the summary's fields)."""
-        return self.spent - (0 if self.lost_charged else self.lost_flops + self.abandoned_flops)
+        """What counts against the budget, by the ledger's rule from the summary's fields."""
+        return charged_flops(self.spent, self.lost_flops, self.abandoned_flops, self.lost_charged)
+
+    @property
+    def stopped_for(self) -> str:
+        """Why the run stopped: ``budget``, ``steps`` or ``interrupted`` (:data:`flopplan.guard.REASONS`); "" while
+        it goes on. Read from the decision the run recorded (``stop``), or, in a summary written without one, from
+        its message (an interruption's starts with "interrupted"; any other stopped it for its budget)."""
+        reason = self.stop.get("reason") if isinstance(self.stop, dict) else None
+        if isinstance(reason, str):
+            return reason
+        return "interrupted" if self.stop_reason.startswith("interrupted") else "budget" if self.stop_reason else ""
 
     @property
     def within_budget(self) -> bool:

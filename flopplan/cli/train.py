@@ -104,7 +104,7 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
         for note in learned_reward_notes(config):
             con.print(note)
     summary = trainer.run()
-    interrupted = summary.stop_reason.startswith("interrupted")
+    interrupted = summary.stopped_for == "interrupted"
     if as_json:
         echo_json(summary.to_data())
     else:

@@ -97,15 +97,10 @@ def pilot_done(folder: Path, budget: int) -> bool:
 
 
 def ended(summary: RunSummary) -> bool:
-    """Whether the run stopped for good: for its budget or a step limit, not interrupted. The stop's reason is
-    read from the decision the run recorded (:class:`flopplan.guard.StopDecision`), or, in a summary written
-    without one, from its message. The summary's ``interrupted`` record is not read: it stays after the run is
-    resumed and finished, as the record of the work the interruption abandoned."""
-    reason = summary.stop.get("reason") if isinstance(summary.stop, dict) else None
-    if not isinstance(reason, str):
-        written = summary.stop_reason
-        reason = "interrupted" if written.startswith("interrupted") else "budget" if written else ""
-    return reason in ("budget", "steps")
+    """Whether the run stopped for good: for its budget or a step limit, not interrupted
+    (:attr:`flopplan.runfile.RunSummary.stopped_for`). The summary's ``interrupted`` record is not read: it stays
+    after the run is resumed and finished, as the record of the work the interruption abandoned."""
+    return summary.stopped_for in ("budget", "steps")
 
 
 def pilot_spending(design: RaceDesign, folder: Path) -> dict[str, int]:
