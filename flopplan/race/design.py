@@ -351,10 +351,12 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
                           _log_points(low, ladder[-1], grid.evals), arms, command, reward_model_path,
                           axes=grid.axes, room=room, one_seed_sd=float(grid.one_seed_sd))
 
-    def fits(b0: int) -> bool:  # a top rung above the pilots' whole budget cannot fit (nor be planned past 1e30)
-        return b0 * grid.eta ** (grid.rungs - 1) <= cap and build(b0).worst_case_flops <= cap
+    span = grid.eta ** (grid.rungs - 1)  # the top rung over the first
 
-    if grid.eta ** (grid.rungs - 1) > cap:
+    def fits(b0: int) -> bool:  # a top rung above the pilots' whole budget cannot fit (nor be planned past 1e30)
+        return b0 * span <= cap and build(b0).worst_case_flops <= cap
+
+    if span > cap:
         raise UserError(f"--rungs {grid.rungs} at --eta {grid.eta} put the top rung at {grid.eta}^{grid.rungs - 1} x "
                         f"the first, beyond the pilots' budget phi x F = {cap:.3g} FLOPs: use fewer rungs or a smaller "
                         "eta")

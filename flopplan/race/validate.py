@@ -34,7 +34,7 @@ from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.collect import race_input, unfinished_rung
 from flopplan.race.design import RaceDesign
 from flopplan.race.pilot_data import ArmPilots, EvalPoint, SeedRun
-from flopplan.race.pilots import allow_children, pilot_done, pilot_folder, pilot_spending
+from flopplan.race.pilots import allow_children, pilot_done, pilot_folder
 from flopplan.race.results import ArmPrediction, RaceAnalysis
 from flopplan.race.runner import PilotTask, run_pilot
 from flopplan.race.user_pilot import continue_script_pilot, recorded_command
@@ -104,18 +104,17 @@ def validation_budget(design: RaceDesign, analysis: RaceAnalysis) -> int:
     return int(analysis.budget_flops - analysis.pilot_flops - upfront)
 
 
-def _check_current(design: RaceDesign, folder: Path, analysis: RaceAnalysis) -> None:
+def _check_current(design: RaceDesign, folder: Path, analysis: RaceAnalysis, inp: RaceInput) -> None:
     """Refuse a validating run the budget would not cover: one planned from an analysis (race.json) older than the
-    pilots' ledgers, or before every rung of the race has finished (the pilots still to run would spend what the
-    validating run was given)."""
+    pilots' ledgers (``inp``: the pilots as they are now), or before every rung of the race has finished (the
+    pilots still to run would spend what the validating run was given)."""
     rung = unfinished_rung(design, folder)
     if rung is not None:
         raise UserError(f"the race in {str(folder)!r} has not finished rung {rung + 1} of {len(design.rung_flops)}: "
                         "finish it (`flopplan race run`), analyse it, then validate")
-    spent = pilot_spending(design, folder)["total"]
-    if spent != analysis.pilot_flops:
+    if inp.pilot_flops != analysis.pilot_flops:
         raise UserError(f"race.json was written when the pilots had spent {analysis.pilot_flops:,} FLOPs; their "
-                        f"ledgers now hold {spent:,}: run `flopplan race analyze` again, then validate")
+                        f"ledgers now hold {inp.pilot_flops:,}: run `flopplan race analyze` again, then validate")
 
 
 def _has_checkpoint(pilot: Path, script: bool) -> bool:
@@ -140,8 +139,8 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | N
                         "to validate")
     rec = recs[0]
     arm = design.arm(str(rec.arm))
-    _check_current(design, folder, analysis)
     inp = race_input(design, folder, analysis.command)  # every pilot read, and checked, before any is copied
+    _check_current(design, folder, analysis, inp)
     left = validation_budget(design, analysis)
     if left <= arm.eval_flops * 2:
         raise UserError(f"the pilots left {left:,} FLOPs of the budget: too little for a validating run")
