@@ -3,13 +3,15 @@ naive pick, the anchored forecast that overturns it, arms solved from step 0, un
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from race_inputs import F_PILOT, REPS, TRUTH, info, pilots, race
 
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.curves import scalerl_curve, synthetic_scores
 from flopplan.race.pilot_data import ArmPilots
-from flopplan.race.regime import _naive_fields, _naive_stands
+from flopplan.race.regime import _naive_fields, _naive_stands, separated_the_other_way
 from flopplan.race.report import render_markdown
 from flopplan.race.results import ArmPrediction, BudgetResult
 from flopplan.race.validate import predicted_at
@@ -36,30 +38,56 @@ def test_a_fallen_naive_pick_stays_unless_another_arm_is_sure_to_pass_what_it_sh
     assert rec.p_best is not None and 0.0 < rec.p_best < 1.0  # anchored: its fall counts, not its envelope
 
 
+EARLY, LATE = {"a": 0.55, "b": 2.5, "f_mid": F_PILOT / 8}, {"a": 0.85, "b": 1.5, "f_mid": F_PILOT}
+
+
+def _early_and_late(seed: int) -> RaceInput:
+    """"early" saturates before the largest pilot and leads there; "late" is at its midpoint and ends higher at F."""
+    rng = np.random.default_rng(seed)
+    eta = rng.standard_normal(200)
+    return race([(info("early", group_size=8), pilots(rng, eta, "early", **EARLY)),
+                 (info("late", group_size=16), pilots(rng, eta, "late", **LATE))])
+
+
 def test_the_anchored_forecast_overturns_the_naive_pick_where_the_intervals_overlap():
     """Crossing truths: "early" has saturated by the largest pilot and leads there; "late" is at its midpoint and
     passes it before F = 2 F_pilot. The calibrated intervals at F overlap, so the intervals alone keep the naive
     pick; the anchored forecast (the reward seen at the largest pilot plus the curves' change to F) makes "late"
-    best in at least 80 % of the paired draws, and RACE recommends it, low confidence, saying why."""
-    rng = np.random.default_rng(1)
-    eta = rng.standard_normal(200)
-    early, late = {"a": 0.55, "b": 2.5, "f_mid": F_PILOT / 8}, {"a": 0.85, "b": 1.5, "f_mid": F_PILOT}
-    inp = race([(info("early", group_size=8), pilots(rng, eta, "early", **early)),
-                (info("late", group_size=16), pilots(rng, eta, "late", **late))])
-    target = analyze(inp, n_replicates=REPS, seed=1).target("math")
+    best in at least 80 % of the paired draws, also when carried by the calibrated change, and RACE recommends it,
+    low confidence, saying why."""
+    target = analyze(_early_and_late(11), n_replicates=REPS, seed=1).target("math")
     rec = target.recommendation
     truth = {n: float(scalerl_curve(2 * F_PILOT, t["a"], t["b"], t["f_mid"], TRUTH["r0"]))
-             for n, t in (("early", early), ("late", late))}
+             for n, t in (("early", EARLY), ("late", LATE))}
     assert truth["late"] > truth["early"] + 0.1
     at_f = {p.arm: p for p in target.budgets[-1].predictions}
     assert at_f["late"].lo <= at_f["early"].hi  # the intervals overlap: they alone would keep the naive pick
     assert rec is not None and rec.naive_arm == "early" and rec.arm == "late" and rec.confidence == "low"
     assert rec.p_best is not None and rec.p_best >= 0.8 and rec.runner_up == "early"
     assert "anchored forecast" in rec.reasons[0] and f"P(best) {rec.p_best:.2f}" in rec.reasons[0]
+    assert "with the calibrated change (both at least 0.8)" in rec.reasons[0]
     assert "intervals at" in rec.reasons[0] and "overlap" in rec.reasons[0]
+    assert not any("stays the recommendation" in w for w in target.warnings)
     assert rec.p_best_curves is not None and rec.p_best_seen is not None  # read for the moved pick
     assert "carries late past it" in rec.naive_note and f"{rec.p_best:.2f}" in rec.naive_note
     assert (rec.reward, rec.lo, rec.hi) == (at_f["late"].reward, at_f["late"].lo, at_f["late"].hi)
+
+
+def test_a_challenger_the_calibrated_change_does_not_carry_to_0_8_leaves_the_pick_and_says_why():
+    """The same truths, other pilots: the anchored forecast makes "late" best in at least 80 % of the draws, but
+    carried by the calibrated change (the extrapolation error the pilots' own holdout measured) it does not reach
+    0.8, so the naive pick stays and a warning says why, with both numbers. Here that costs: "late" is the better
+    arm at F (the test above). The rule trades such cases for the moves it no longer makes that lost
+    (docs/results.md, round 27)."""
+    target = analyze(_early_and_late(1), n_replicates=REPS, seed=1).target("math")
+    rec = target.recommendation
+    assert rec is not None and rec.arm == "early" == rec.naive_arm and not rec.naive_note
+    assert rec.p_best is not None and rec.p_best <= 0.2  # the anchored forecast's P(best) of the pick, stated
+    held = [w for w in target.warnings if w.startswith("late: the anchored forecast makes it best")]
+    assert len(held) == 1 and "early stays the recommendation" in held[0]
+    p, p_calibrated = (float(x) for x in re.findall(r"P\(best\) ([0-9.]+)\).*only ([0-9.]+) \(<", held[0])[0])
+    assert p >= 0.8 > p_calibrated  # the numbers printed are the ones the rule read
+    assert abs(p - (1 - rec.p_best)) <= 0.006  # two arms: late's anchored P(best) is 1 - early's stated (2 digits)
 
 
 def test_a_pick_moved_off_a_fallen_naive_pick_is_read_among_the_same_arms():
@@ -68,7 +96,7 @@ def test_a_pick_moved_off_a_fallen_naive_pick_is_read_among_the_same_arms():
     beside it are read among the arms the move was decided in (with 'steady' alone there would be none): the
     stated P(best) is the reason's, the curves' and the seen P(best) are recorded, and the warning on the
     accelerating pick says what its P(best) would be were it to stop."""
-    target = analyze(_fallen_and_steady(39, 0.5, a=0.6, f_mid=F_PILOT / 2), n_replicates=REPS).target("math")
+    target = analyze(_fallen_and_steady(3, 0.5, a=0.6, f_mid=F_PILOT / 2), n_replicates=REPS).target("math")
     rec = target.recommendation
     assert rec is not None and rec.naive_arm == "fallen" and rec.arm == "steady" and rec.confidence == "low"
     assert rec.p_best is not None and rec.p_best >= 0.8 and f"P(best) {rec.p_best:.2f}" in rec.reasons[0]
@@ -122,6 +150,19 @@ def test_an_unfitted_naive_pick_gives_way_to_a_lower_bound_above_what_it_shows()
         assert "has no prediction" in _naive_stands(at_f, steady, ("flat", 0.55), 0.9, tied)  # type: ignore[operator]
         assert _naive_stands(at_f, steady, ("flat", 0.45), 0.9, tied) is None
         assert _naive_stands(at_f, steady, ("steady", 0.65), 0.9, tied) is None
+
+
+def test_a_move_is_refused_only_where_the_calibrated_intervals_put_the_pick_above_the_challenger():
+    def pred(arm: str, lo: float) -> ArmPrediction:
+        return ArmPrediction(arm, 2e20, lo + 0.1, lo, lo + 0.2, lo, lo, lo + 0.2, 0.0, 2.0, True, True, "", None)
+
+    def at_f(*preds: ArmPrediction) -> BudgetResult:
+        return BudgetResult("target", 2e20, preds, None)  # type: ignore[arg-type]  # the rule reads predictions only
+
+    assert separated_the_other_way(at_f(pred("pick", 0.50), pred("late", 0.25)), "pick", "late")  # 0.50 > 0.45
+    assert not separated_the_other_way(at_f(pred("pick", 0.45), pred("late", 0.25)), "pick", "late")  # they touch
+    assert not separated_the_other_way(at_f(pred("pick", 0.20), pred("late", 0.50)), "pick", "late")  # the move's way
+    assert not separated_the_other_way(at_f(pred("late", 0.25)), "pick", "late")  # the pick has no prediction
 
 
 def test_the_naive_pick_gives_way_only_to_a_lower_bound_above_its_upper_bound_or_what_it_shows():

@@ -12,7 +12,10 @@ from flopplan.race.persistence import (
     MEASURED_ARMS,
     MEASURED_HORIZON,
     MEASURED_PROMPTS,
+    Challenger,
     arms_caveat,
+    challenger,
+    held_back_caveat,
     horizon_caveat,
     last_observed,
     learned_reward_caveat,
@@ -201,3 +204,19 @@ def test_the_learned_reward_caveat_reads_the_reward_the_pilots_trained_on():
     assert learned_reward_caveat(_rec(), arms, {"a"}, {"b": "orm:x"}) == []
     # the reverse: a design's orm arm whose script trained on its own rule rewards (the ledgers win)
     assert learned_reward_caveat(_rec(), [_arm("a", "rule"), _arm("b", "orm:x")], {"a", "b"}, {"b": "rule"}) == []
+
+
+def test_a_challenger_is_the_anchored_leader_at_the_threshold_that_the_rules_did_not_pick():
+    assert challenger(np.array([0.1, 0.9]), 0, 0.8) == 1
+    assert challenger(np.array([0.2, 0.8]), 0, 0.8) == 1  # the threshold itself is enough
+    assert challenger(np.array([0.25, 0.75]), 0, 0.8) is None
+    assert challenger(np.array([0.9, 0.1]), 0, 0.8) is None  # the pick leads: nothing to move to
+    assert challenger(np.array([0.05, 0.1, 0.85]), 1, 0.8) == 2
+
+
+def test_the_held_back_caveat_gives_both_p_bests_only_when_the_calibrated_change_falls_short():
+    short = Challenger("b", 0.93, 0.71, frozenset({"a", "b"}))
+    (line,) = held_back_caveat(_rec(), short, 0.8)
+    assert line.startswith("b: the anchored forecast makes it best at 100 EFLOP (P(best) 0.93)")
+    assert "only 0.71 (< 0.8): a stays the recommendation" in line
+    assert held_back_caveat(_rec(), short._replace(p_best_calibrated=0.8), 0.8) == []  # it holds: a move, no caveat

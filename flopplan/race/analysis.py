@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 
 from flopplan import __version__
 from flopplan.errors import UserError, check_int, check_number, is_int, is_number
-from flopplan.race import checks, ensemble, persistence
+from flopplan.race import checks, ensemble, persistence, regime
 from flopplan.race.bootstrap import BootstrapResult, bootstrap_interval, paired_bootstrap, temporal_holdout
 from flopplan.race.curves import CurveFit
 from flopplan.race.design import is_ladder
@@ -330,16 +330,14 @@ def _rung_cost(inp: RaceInput, curves: dict[str, ArmCurve]) -> dict[str, float]:
 def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmState],
                      ens: ensemble.EnsembleResult, at_cols: list[int], last_cols: list[int],
                      samples: tuple[ArmSample, ...], grid: FloatArray, among: frozenset[str] | None = None
-                     ) -> tuple[Recommendation, float | None, tuple[str, float, frozenset[str]] | None]:
+                     ) -> tuple[Recommendation, float | None, persistence.Challenger | None]:
     """A fitted recommendation's stated P(best) among the finalists (the comparable arms that reached the top rung)
     and itself (:mod:`flopplan.race.persistence`: the reward seen at each arm's largest pilot, ``last_cols`` its
     column, carried to F by the unstretched model average's change); the decision's P(best) counts the eliminated
-    arms too, whose intervals reach far beyond their pilots. With fewer than two finalists it stays the
-    decision's. Beside it, what the stated P(best) would be were the pick to stop at its largest pilot while the
-    others go on, those still accelerating as their rise (:mod:`flopplan.race.acceleration`, the curve that raised
-    their upper ends) forecasts, the rest as the mixture does (None: not computed); and the finalist the anchored
-    forecast makes best with a P(best) of at least ``UNDECIDED_P`` when it is not the pick (None: none), with the
-    pool it was found in, which :func:`regime.anchored_pick` may make the pick (``among``: that pool again, so the
+    arms too, whose intervals reach far beyond their pilots. With fewer than two finalists it stays the decision's.
+    Beside it, what the stated P(best) would be were the pick to stop at its largest pilot while the others go on,
+    those still accelerating as their rise (:mod:`flopplan.race.acceleration`) forecasts, the rest as the mixture
+    does (None: not computed); and the :class:`persistence.Challenger` (None: none; ``among``: its pool again, so a
     moved pick's numbers are read among the same arms)."""
     if rec.mode != "fitted" or rec.arm is None:
         return rec, None, None
@@ -348,11 +346,13 @@ def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmS
     if len(pool) < 2:
         return rec, None, None
     seen = np.stack([persistence.last_observed(samples[st.k])[1:] for st in pool])
-    change = np.stack([ens.mixtures[st.k, at_cols[st.k]] - ens.mixtures[st.k, last_cols[st.k]] for st in pool])
+    change, calibrated_change = (np.stack([r[st.k, at_cols[st.k]] - r[st.k, last_cols[st.k]] for st in pool])
+                                 for r in (ens.mixtures, ens.replicates))  # each arm's change to F, in each draw
     curves = np.stack([ens.replicates[st.k, at_cols[st.k]] for st in pool])
-    stated, persist, by_curves = persistence.stated_p_best(
-        curves, seen, change, np.array([st.survived for st in pool]),
-        np.array([ens.accelerations[st.k].accelerating for st in pool]))
+    finalist = np.array([st.survived for st in pool])
+    accelerating = np.array([ens.accelerations[st.k].accelerating for st in pool])
+    stated, persist, by_curves = persistence.stated_p_best(curves, seen, change, finalist, accelerating)
+    stated_calibrated = persistence.stated_p_best(curves, seen, calibrated_change, finalist, accelerating)[0]
     i = [st.info.name for st in pool].index(rec.arm)
     going_on = change.copy()
     for j, st in enumerate(pool):
@@ -360,9 +360,9 @@ def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmS
         if rise is not None:
             at = rise.predict(grid[[at_cols[st.k], last_cols[st.k]]])[1:]  # (k, 2): the draws at F and F_last
             going_on[j] = at[:, 0] - at[:, 1]
-    top = int(np.argmax(stated))
-    lead = ((pool[top].info.name, float(stated[top]), frozenset(names)) if top != i and stated[top] >= UNDECIDED_P
-            else None)
+    top = persistence.challenger(stated, i, UNDECIDED_P)
+    lead = (persistence.Challenger(pool[top].info.name, float(stated[top]), float(stated_calibrated[top]),
+                                   frozenset(names)) if top is not None else None)
     return (replace(rec, p_best=float(stated[i]), p_best_curves=float(by_curves[i]), p_best_seen=float(persist[i])),
             persistence.p_best_if_stopped(seen, going_on, i), lead)
 
@@ -439,10 +439,12 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
                     naive=naive, rung_cost=_rung_cost(inp, curves))
     among, if_stopped, lead = _among_finalists(rec, at_f, states, ens, at_cols, [col[f] for f in last],
                                                res.samples, grid)
-    if lead is not None and (moved := anchored_pick(rec, at_f, lead[:2], upfront, naive)).arm != rec.arm:
-        # the anchored forecast overturns the pick: its numbers read among the arms the move was decided in
-        among, if_stopped, _ = _among_finalists(moved, at_f, states, ens, at_cols, [col[f] for f in last],
-                                                res.samples, grid, lead[2])
+    if lead is not None and not regime.separated_the_other_way(at_f, rec.arm, lead.arm):  # a move, or why not
+        if persistence.holds_calibrated(lead.p_best_calibrated, UNDECIDED_P):  # read among the arms it was decided in
+            among, if_stopped, _ = _among_finalists(anchored_pick(rec, at_f, lead, upfront, naive), at_f, states,
+                                                    ens, at_cols, [col[f] for f in last], res.samples, grid, lead.pool)
+        else:
+            warnings += persistence.held_back_caveat(rec, lead, UNDECIDED_P)
     recommendation = costed(among)
     warnings += persistence.climb_caveat(recommendation, at_f, curves, survived, if_stopped)
     warnings += persistence.learned_reward_caveat(recommendation, inp.arms,
