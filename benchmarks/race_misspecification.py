@@ -39,8 +39,9 @@ number of arms the halving kept (each costs 3/4 of a first rung's four pilots mo
 predictions whose arm tested as still accelerating in ln F (its interval's upper end raised,
 flopplan.race.acceleration), and, over the same fitted recommendations as the stated P(best), the two readings the
 report prints beside it: the calibrated curves' own P(best) at F among the finalists (P(b)c) and how often the arm
-is seen best at the largest pilot (P(b)s; persistence). With another flopplan on PYTHONPATH (one before the
-promotion module) it measures that one, with ``--promotion current``.
+is seen best at the largest pilot (P(b)s; persistence); and how many picks RACE moved off the naive pick, and of
+those how many had a lower regret at F than the naive pick (won) and a higher one (lost): ``moved w/l``. With
+another flopplan on PYTHONPATH (one before the promotion module) it measures that one, with ``--promotion current``.
 """
 
 from __future__ import annotations
@@ -238,6 +239,7 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
             "cannot_tell": rec is not None and rec.confidence == "cannot tell", "kept": len(kept),
             "pilots": fingerprint(arms), "arm_pilots": {a.name: fingerprint([a]) for a in arms},
             "pick": rec.arm if fitted_rec else None,  # type: ignore[union-attr]
+            "moved": rec is not None and rec.arm is not None and rec.arm != naive,  # RACE's pick is not the naive one
             "pick_bend": bend(next(c for c in t.curves if c.arm == rec.arm)) if fitted_rec else None}  # type: ignore[union-attr]
 
 
@@ -258,13 +260,16 @@ def summarise(rows: list[dict[str, object]]) -> str:
         stall = f"   stall seen: cover {cover_seen:.3f} ({sum(x for _, x in seen)}); not seen {cover_unseen:.3f}"
     else:
         stall = ""
+    moved = [r for r in ok if r.get("moved")]  # the repetitions whose pick RACE moved, and how the move did
+    won = sum(r["race"] < r["naive"] for r in moved)  # type: ignore[operator]
+    lost = sum(r["race"] > r["naive"] for r in moved)  # type: ignore[operator]
     mean = lambda k: float(np.nanmean([r[k] for r in ok]))  # noqa: E731
     return (f"{len(rows) - len(ok):>3} {np.mean(inside):>6.3f} {np.mean(width):>6.3f} {np.mean(stated):>6.3f} "
             f"{np.mean(right):>6.3f} {mean('race'):>7.4f} {mean('naive'):>7.4f} {mean('point'):>7.4f} "
             f"{0.0:>6.3f} {mean('dropped'):>6.3f} {mean('cannot_tell'):>6.3f} "
             f"{(np.mean(told) if told else float('nan')):>7.4f} {mean('kept'):>5.2f} {np.mean(accel):>5.2f} "
             f"{(np.mean(curves) if curves else float('nan')):>6.3f} "
-            f"{(np.mean(persistence) if persistence else float('nan')):>6.3f}{stall}")
+            f"{(np.mean(persistence) if persistence else float('nan')):>6.3f} {f'{len(moved)}:{won}/{lost}':>9}{stall}")
 
 
 def main() -> None:
@@ -338,7 +343,7 @@ def main() -> None:
           + ("; each repetition its own random stream (--paired)" if args.paired else ""))
     print(f"{'family':<10} {'err':>3} {'cover':>6} {'width':>6} {'P(b)':>6} {'right':>6} {'r_RACE':>7} {'r_naive':>7} "
           f"{'r_fit':>7} {'r_exh':>6} {'drop':>6} {'c.tell':>6} {'r_told':>7} {'kept':>5} {'accel':>5} {'P(b)c':>6} "
-          f"{'P(b)s':>6}")
+          f"{'P(b)s':>6} {'moved w/l':>9}")
     held = [] if args.holdout_families is None else args.holdout_families or [h for h in HOLDOUT if h not in YOURS]
     held += [y for y in yours if y not in held]
     for family in [*args.families, *held]:

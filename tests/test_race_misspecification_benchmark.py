@@ -71,3 +71,15 @@ def test_prompts_scored_avg_at_k_give_fractional_scores_and_are_measured(bench):
     bench.GRID.update(samples=1)
     arm = bench.pilots(np.random.default_rng(2), "a", lambda x: np.full(np.shape(x), 0.5), np.zeros(50), f)
     assert set(np.unique(np.concatenate([p.scores for r in arm.runs for p in r.points]))) == {0.0, 1.0}
+
+
+def test_the_summary_counts_the_picks_race_moved_and_how_each_move_did(bench):
+    def row(moved: bool, race: float, naive: float) -> dict[str, object]:
+        return {"inside": [True], "width": [0.2], "stall_seen": [False], "accelerating": [False], "stated": 0.8,
+                "curves": 0.7, "seen": 0.9, "right": True, "race": race, "naive": naive, "point": naive,
+                "dropped": False, "cannot_tell": False, "kept": 2, "moved": moved}
+
+    rows = [row(True, 0.0, 0.05), row(True, 0.01, 0.0), row(True, 0.02, 0.03), row(True, 0.02, 0.02),
+            row(False, 0.01, 0.01), {"error": "ValueError: x"}]
+    assert bench.summarise(rows).split()[-1] == "4:2/1"  # 4 moved: 2 won, 1 lost, 1 to an arm as good at F
+    assert bench.summarise([row(False, 0.0, 0.0)]).split()[-1] == "0:0/0"
