@@ -236,3 +236,16 @@ def test_the_held_back_caveat_gives_both_p_bests_only_when_the_calibrated_change
     assert line.startswith("b: the anchored forecast makes it best at 100 EFLOP (P(best) 0.93)")
     assert "only 0.71 (< 0.8): a stays the recommendation" in line
     assert held_back_caveat(_rec(), short._replace(p_best_calibrated=0.8), 0.8) == []  # it holds: a move, no caveat
+
+
+def test_an_arm_measured_more_precisely_keeps_more_of_its_own_change():
+    # three arms 0.04 apart; the low arm's own noise is a third of the others': in each draw it shrinks by
+    # v_i / (v_i + tau^2), less than the high arm, as far from the middle, does
+    rng = np.random.default_rng(9)
+    k = 2000
+    own = rng.normal(0.0, 1.0, (3, k)) * np.array([[0.01], [0.03], [0.03]])
+    change = np.array([[0.06], [0.10], [0.14]]) + own
+    before, after = change.mean(axis=1), pooled_change(change).mean(axis=1)
+    kept = (after - before.mean()) / (before - before.mean())  # the share of each arm's lead or lag it keeps
+    assert kept[0] > 1.5 * kept[2] > 0
+    assert np.all(np.diff(after) > 0)  # the order is kept

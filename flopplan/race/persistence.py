@@ -139,8 +139,10 @@ def held_back_caveat(rec: Recommendation, lead: Challenger, threshold: float) ->
 TAU_GRID = 2001
 """Points of the grid on which :func:`pooled_change` integrates the between-arm spread tau."""
 TAU_CAP = 50.0
-"""The grid's top, in units of the arms' mean noise sqrt(mean v_i); the half-Cauchy prior's tail beyond it holds
-about 1 % of the prior, and a top of 200 gave the same figures on every simulated cell (docs/results.md, round 28)."""
+"""The grid's top, in units of the arms' mean noise sqrt(mean v_i), or five times the range of the arms' mean
+changes where that is more (means that far apart are barely pooled whatever tau is); the half-Cauchy prior's tail
+beyond 50 noise sds holds about 1 % of the prior, and a top of 200 gave the same figures on every simulated cell
+(docs/results.md, round 28)."""
 
 
 def _tau_draws(m: FloatArray, v: FloatArray, n: int) -> FloatArray:
@@ -148,12 +150,14 @@ def _tau_draws(m: FloatArray, v: FloatArray, n: int) -> FloatArray:
     hierarchical normal model m_i ~ N(mu, v_i + tau^2) with mu integrated out (Gelman et al., Bayesian Data
     Analysis, 3rd ed., section 5.4), under a half-Cauchy prior on tau whose scale is the arms' noise sqrt(mean v_i)
     (Gelman, Bayesian Analysis 1:515, 2006: proper with two groups, where a flat prior is not, and weakly
-    informative at the scale of the noise). On a grid from 0 to :data:`TAU_CAP` sqrt(mean v), drawn at the
-    quantiles (j + 1/2) / n, so that the same inputs give the same draws."""
-    scale = float(np.sqrt(v.mean())) or float(m.std())
+    informative at the scale of the noise). On a grid from 0 to :data:`TAU_CAP`'s top, drawn at the quantiles
+    (j + 1/2) / n, so that the same inputs give the same draws."""
+    scale = float(np.sqrt(v.mean()))
+    if not scale > 1e-12:  # no noise (or only rounding's): the spread of the means themselves sets the scale
+        scale = float(m.std())
     if scale == 0.0:
         return np.zeros(n)
-    tau = np.linspace(0.0, TAU_CAP * scale, TAU_GRID)
+    tau = np.linspace(0.0, max(TAU_CAP * scale, 5 * float(np.ptp(m))), TAU_GRID)
     w = 1.0 / np.maximum(v[None, :] + tau[:, None] ** 2, 1e-300)  # (grid, k)
     mu = (w * m).sum(axis=1) / w.sum(axis=1)
     log_post = (0.5 * (np.log(w).sum(axis=1) - np.log(w.sum(axis=1)) - (w * (m - mu[:, None]) ** 2).sum(axis=1))
@@ -172,9 +176,9 @@ def pooled_change(change: FloatArray) -> FloatArray:
     draw) moves no arm ahead of another and drops out of that difference; of an arm's own noise u, the difference
     keeps (n - 1) / n (exact when the arms' own noises are equal), hence the factor. How much the arms' true changes
     differ, tau, is drawn from its posterior (:func:`_tau_draws`), one value per draw, and in that draw arm i's change
-    shrinks toward the arms' mean m by B_i = v_i / (v_i + tau^2): it becomes m + (1 - B_i) (m_i - m) +
-    sqrt(1 - B_i) (c_ij - m_i), the normal posterior's mean and spread given tau. Fewer than two arms: nothing to
-    pool.
+    shrinks toward the arms' mean mu (weighted by 1 / (v_i + tau^2), the model's estimate given tau) by
+    B_i = v_i / (v_i + tau^2): it becomes mu + (1 - B_i) (m_i - mu) + sqrt(1 - B_i) (c_ij - m_i), the normal
+    posterior's mean and spread given tau. Fewer than two arms: nothing to pool.
 
     Why tau's posterior and not its estimate. Round 20 pooled by the moment estimate tau^2 = max(var_i(m_i) -
     mean_i(v_i), 0) (Efron and Morris, JASA 70:311, 1975): with two to four arms it is 0 in most pools (64-89 % on
@@ -183,17 +187,18 @@ def pooled_change(change: FloatArray) -> FloatArray:
     more than the hit rate (round 26). Drawn from its posterior, tau keeps each arm part of its own change in the
     draws where the data allow a spread, and the draws where they do not pool it as before. On 48 simulated cells
     (docs/results.md, round 28) it lowered the stated P(best) where it was too high (cells outside the 0.10 bar 9
-    to 7, none added), and one move that lost is no longer made."""
+    to 7, none added). It moves a few picks too: one move that lost is no longer made, and on other samples moves
+    that won (round 28 lists them)."""
     out = np.array(change, dtype=float, copy=True)
     if len(out) < 2:
         return out
     v = (out - out.mean(axis=0)).var(axis=1, ddof=1) * len(out) / (len(out) - 1)
     m = out.mean(axis=1)
-    tau2 = _tau_draws(m, v, out.shape[1])[None, :] ** 2
-    total = v[:, None] + tau2
+    total = v[:, None] + _tau_draws(m, v, out.shape[1])[None, :] ** 2  # (arms, draws)
     shrink = np.divide(v[:, None], total, out=np.ones_like(total), where=total > 0)
-    centre = m.mean()
-    return centre + (1 - shrink) * (m - centre)[:, None] + np.sqrt(1 - shrink) * (out - m[:, None])
+    weight = 1.0 / np.maximum(total, 1e-300)
+    centre = (weight * m[:, None]).sum(axis=0) / weight.sum(axis=0)  # mu given each draw's tau
+    return centre + (1 - shrink) * (m[:, None] - centre) + np.sqrt(1 - shrink) * (out - m[:, None])
 
 
 def p_best_if_stopped(seen: FloatArray, change: FloatArray, i: int) -> float:
