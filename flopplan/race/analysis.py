@@ -437,12 +437,12 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
     observed = observed_best() if at_f.decision.best is None or at_f.decision.top_unidentified or unpredicted else None
     rec = recommend(name, at_f, upfront, float(inp.budget_flops - inp.pilot_flops), method, observed, level,
                     naive=naive, rung_cost=_rung_cost(inp, curves))
-    among, if_stopped, lead = _among_finalists(rec, at_f, states, ens, at_cols, [col[f] for f in last],
-                                               res.samples, grid)
+    last_cols = [col[f] for f in last]
+    among, if_stopped, lead = _among_finalists(rec, at_f, states, ens, at_cols, last_cols, res.samples, grid)
     if lead is not None and not regime.separated_the_other_way(at_f, rec.arm, lead.arm):  # a move, or why not
         if persistence.holds_calibrated(lead.p_best_calibrated, UNDECIDED_P):  # read among the arms it was decided in
             among, if_stopped, _ = _among_finalists(anchored_pick(rec, at_f, lead, upfront, naive), at_f, states,
-                                                    ens, at_cols, [col[f] for f in last], res.samples, grid, lead.pool)
+                                                    ens, at_cols, last_cols, res.samples, grid, lead.pool)
         else:
             warnings += persistence.held_back_caveat(rec, lead, UNDECIDED_P)
     recommendation = costed(among)

@@ -9,7 +9,7 @@ from pathlib import Path
 from flopplan.errors import UserError
 from flopplan.race.analysis import RaceInput
 from flopplan.race.design import RaceDesign
-from flopplan.race.pilots import pilot_done, pilot_folder, pilot_input
+from flopplan.race.pilots import arm_done, pilot_input
 from flopplan.race.runner import rung_arms
 
 
@@ -19,8 +19,7 @@ def reached_rungs(design: RaceDesign, folder: Path) -> dict[str, int]:
     reached = {a.name: -1 for a in design.arms}
     for rung, names in enumerate(arms):
         for name in names:
-            if all(pilot_done(pilot_folder(folder, name, s), design.arm(name).pilot_budget(design, rung))
-                   for s in design.seeds):
+            if arm_done(design, folder, name, rung):
                 reached[name] = rung
     return reached
 
@@ -30,8 +29,7 @@ def unfinished_rung(design: RaceDesign, folder: Path) -> int | None:
     not all finished; None when the race is complete."""
     arms = rung_arms(design, folder)
     rung = len(arms) - 1
-    if not all(pilot_done(pilot_folder(folder, a, s), design.arm(a).pilot_budget(design, rung))
-               for a in arms[-1] for s in design.seeds):
+    if not all(arm_done(design, folder, a, rung) for a in arms[-1]):
         return rung
     return None if rung == len(design.rung_flops) - 1 else rung + 1
 

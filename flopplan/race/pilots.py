@@ -96,6 +96,12 @@ def pilot_done(folder: Path, budget: int) -> bool:
     return reached > budget or (ended(summary) and reached >= budget)
 
 
+def arm_done(design: RaceDesign, folder: Path, arm: str, rung: int) -> bool:
+    """Every seed's pilot of ``arm`` in the race in ``folder`` finished rung ``rung`` (:func:`pilot_done`)."""
+    budget = design.arm(arm).pilot_budget(design, rung)
+    return all(pilot_done(pilot_folder(folder, arm, s), budget) for s in design.seeds)
+
+
 def ended(summary: RunSummary) -> bool:
     """Whether the run stopped for good: for its budget or a step limit, not interrupted
     (:attr:`flopplan.runfile.RunSummary.stopped_for`). The summary's ``interrupted`` record is not read: it stays

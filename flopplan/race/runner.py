@@ -49,6 +49,7 @@ from flopplan.race.axes import knob_options
 from flopplan.race.design import RaceDesign
 from flopplan.race.pilots import (
     allow_children,
+    arm_done,
     interrupt_children,
     pilot_done,
     pilot_folder,
@@ -199,8 +200,7 @@ def rung_arms(design: RaceDesign, folder: Path) -> list[list[str]]:
     before = {d.get("rung"): d for d in recorded if isinstance(d, dict)}
     decisions = []
     for rung in range(len(design.rung_flops) - 1):
-        if not all(pilot_done(pilot_folder(folder, a, s), design.arm(a).pilot_budget(design, rung))
-                   for a in arms[-1] for s in design.seeds):
+        if not all(arm_done(design, folder, a, rung) for a in arms[-1]):
             break
         decision = promote(design, folder, arms, before.get(rung))
         arms.append(list(decision["promoted"]))
