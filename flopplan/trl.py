@@ -48,6 +48,11 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         lost_outside_budget: lost work is recorded but not charged to the budget, so a resumed run does the rounds
             an uninterrupted one does (RACE's pilots run so); by default it is charged.
 
+    Ctrl-C: ``trainer.train()`` is wrapped so that the first SIGINT lets the round in progress finish; TRL then
+    saves a checkpoint at its boundary (every process stops on the same round), the summary records the stop as
+    ``interrupted``, and ``train()`` raises ``KeyboardInterrupt``. Resumed from that checkpoint, nothing is lost. A
+    second SIGINT more than a second later stops it at once.
+
     Returns:
         The meter: ``.ledger`` (a :class:`flopplan.ledger.Ledger`: FLOPs by phase and bucket), ``.decision`` (a
         :class:`flopplan.guard.StopDecision`), ``.summary()`` (a :class:`flopplan.runfile.RunSummary`),

@@ -162,6 +162,41 @@ def test_the_budget_stops_the_script_and_it_resumes_with_its_ledger(tiny, tmp_pa
 
 
 @pytest.mark.slow
+def test_ctrl_c_stops_the_script_after_its_round_with_a_checkpoint_and_the_resumed_run_loses_nothing(tiny, tmp_path):
+    """A SIGINT in round 2 or later of the user's script: the round in progress is finished, checkpointed and
+    recorded as the stop (summary: interrupted), then the script ends with KeyboardInterrupt (its code after
+    train() does not run). Resumed from that checkpoint, the run records no lost work and its step log runs on
+    without a gap."""
+    import signal
+    import time
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    run, trl = tmp_path / "run", tmp_path / "trl"
+    proc = subprocess.Popen([sys.executable, str(EXAMPLE), "--model", str(tiny / "policy"), "--output-dir", str(trl),
+                             "--out", str(run), *COMMON, "--attn", "eager", "--max-steps", "200"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    metrics = run / "metrics.jsonl"
+    deadline = time.monotonic() + 300
+    while not (metrics.is_file() and metrics.read_text().strip()):  # round 1's line: round 2 has begun
+        assert proc.poll() is None and time.monotonic() < deadline, "the script ended before its second round"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err, err[-2000:]
+    stopped = _summary(run)
+    rounds = stopped["steps"]
+    assert stopped["stop"]["reason"] == "interrupted" and 2 <= rounds < 100
+    assert (trl / f"checkpoint-{2 * rounds}" / "flopplan_ledger.json").is_file()  # 2 optimizer steps a round
+    assert not (run / "progress.jsonl").is_file() or not (run / "progress.jsonl").read_text().strip()
+
+    _, more = _run(tiny, tmp_path, *COMMON, "--attn", "eager", "--max-steps", str(2 * rounds + 4), "--resume")
+    resumed = _summary(run)
+    assert resumed["stop"]["reason"] == "steps" and resumed["steps"] == rounds + 2 == more.rounds
+    assert resumed["lost_flops"] == 0 and resumed["flops"]["total"] > stopped["flops"]["total"]
+    assert [m["step"] for m in map(json.loads, metrics.read_text().splitlines())] == list(range(1, rounds + 3))
+
+
+@pytest.mark.slow
 def test_two_processes_agree(tiny, tmp_path):
     """torchrun, 2 CPU processes (gloo): each charges its shard; the ledger is their sum, equal to what executed on
     both, and both stop on the same round."""
@@ -175,6 +210,33 @@ def test_two_processes_agree(tiny, tmp_path):
     s = _summary(tmp_path / "run")
     _exact(s)
     assert s["stop"]["reason"] == "budget" and s["within_budget"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_one_of_two_processes_stops_both_after_the_same_round_with_its_checkpoint(tiny, tmp_path):
+    """torchrun, 2 CPU processes: a SIGINT to rank 1 alone reaches rank 0 through the round's reduction, so both
+    stop after the same round (a checkpoint needs both) and the summary rank 0 writes says interrupted."""
+    import signal
+    import time
+
+    import psutil  # accelerate's dependency
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    run, trl = tmp_path / "run", tmp_path / "trl"
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                             str(EXAMPLE), "--model", str(tiny / "policy"), "--output-dir", str(trl), "--out",
+                             str(run), *COMMON, "--batch-size", "4", "--attn", "sdpa", "--max-steps", "400"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    metrics, deadline = run / "metrics.jsonl", time.monotonic() + 300
+    while not (metrics.is_file() and metrics.read_text().strip()):  # round 1's line: round 2 has begun
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before its second round"
+        time.sleep(0.05)
+    ranks = {p.environ().get("RANK"): p for p in psutil.Process(proc.pid).children(recursive=True)}
+    ranks["1"].send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err, err[-2000:]
+    s = _summary(run)
+    assert s["stop"]["reason"] == "interrupted" and 2 <= s["steps"] < 200
+    assert (trl / f"checkpoint-{2 * s['steps']}" / "flopplan_ledger.json").is_file()
 
 
 def _trainers(tiny: Path, tmp_path: Path):

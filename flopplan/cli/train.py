@@ -104,7 +104,6 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
         for note in learned_reward_notes(config):
             con.print(note)
     summary = trainer.run()
-    interrupted = summary.stopped_for == "interrupted"
     if as_json:
         echo_json(summary.to_data())
     else:
@@ -114,7 +113,13 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
         tables, notes = run_tables(summary)
         print_tables(tables, notes)
         con.print(f"run folder: {out_dir} (flopplan report {out_dir})")
-    if interrupted:  # Ctrl-C: a checkpoint was written; say how to go on, and exit as interrupted programs do
+    _exit_if_interrupted(summary, out_dir)
+
+
+def _exit_if_interrupted(summary: Any, out_dir: str) -> None:
+    """After a run Ctrl-C stopped (a checkpoint was written): say how to go on, and exit as interrupted programs
+    do."""
+    if summary.stopped_for == "interrupted":
         click.echo(f"flopplan: interrupted; continue with: flopplan train --out {shlex.quote(out_dir)} --resume",
                    err=True)
         sys.exit(130)
@@ -156,13 +161,14 @@ def _train_on_trl(config: Any, resume: bool, as_json: bool) -> None:
         return  # under torchrun / accelerate every process ran the loop; the main one reports
     if as_json:
         echo_json(summary.to_data())
-        return
-    from flopplan.report.console import console, print_tables
-    from flopplan.report.run_report import run_tables
+    else:
+        from flopplan.report.console import console, print_tables
+        from flopplan.report.run_report import run_tables
 
-    tables, run_notes = run_tables(summary)
-    print_tables(tables, [*run_notes, *notes])
-    console().print(f"run folder: {config.out_dir} (flopplan report {config.out_dir})")
+        tables, run_notes = run_tables(summary)
+        print_tables(tables, [*run_notes, *notes])
+        console().print(f"run folder: {config.out_dir} (flopplan report {config.out_dir})")
+    _exit_if_interrupted(summary, config.out_dir)
 
 
 @main.command()

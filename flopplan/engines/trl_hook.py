@@ -11,13 +11,24 @@ reach whatever ``report_to`` names). A callback holds the stop decision, as TRL'
 the end of the optimizer step that closes a round it commits the round (summed over processes: every process
 takes the same decision), prices the next one (with an evaluation's worst case in reserve when evaluating) and,
 when that does not fit, stops and asks for the final save.
+
+Ctrl-C, as in ``flopplan train``'s own loop (:mod:`flopplan.train.interrupt`): ``trainer.train`` is wrapped so that
+the first SIGINT asks the run to stop at the end of the round in progress, where the same callback (summed over
+processes, so every process stops on the same round) asks TRL for a checkpoint; the summary records the stop as
+``interrupted``, then ``train`` raises KeyboardInterrupt, so the script stops as it would have (its code after
+``train`` does not run) with nothing lost: resumed from that checkpoint, it records no lost work. A second SIGINT,
+more than :data:`~flopplan.train.interrupt.SAME_CTRL_C` later, stops it at once (the round in progress is lost and
+recorded as such on resume). Signal handlers are the main thread's: ``train`` called from another thread keeps
+Python's default.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +43,7 @@ from flopplan.guard import metrics_line
 from flopplan.measure.timer import ProcessClock
 from flopplan.recipe import Recipe
 from flopplan.train.config import TrainConfig
+from flopplan.train.interrupt import CtrlC
 from flopplan.train.runfolder import RunFolder
 
 
@@ -227,12 +239,28 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
     callback = FlopBudgetCallback(trainer, meter)
     trainer.flopplan_callback = callback
     trainer.add_callback(callback)
+    trainer.train = _stops_on_ctrl_c(trainer.train, meter, callback.ctrl_c)
     if meter.folder is not None and trainer.accelerator.is_main_process:
         log_callback = StepLog(meter)
         callback.on_commit.append(log_callback.round)
         callback.on_evaluation.append(log_callback.evaluation)
         meter.on_unit.append(log_callback.progress)
         trainer.add_callback(log_callback)
+
+
+def _stops_on_ctrl_c(train: Any, meter: TRLMeter, ctrl_c: CtrlC) -> Any:
+    """``train`` with Ctrl-C handled as the module says."""
+
+    @functools.wraps(train)
+    def train_until_ctrl_c(*args: Any, **kwargs: Any) -> Any:
+        main = threading.current_thread() is threading.main_thread()
+        with ctrl_c.handling() if main else contextlib.nullcontext():
+            result = train(*args, **kwargs)
+        if meter.decision.reason == "interrupted" and meter.raise_on_ctrl_c:
+            raise KeyboardInterrupt(meter.decision.message)
+        return result
+
+    return train_until_ctrl_c
 
 
 def _evaluations_before_next_round(args: Any, global_step: int) -> int:
@@ -256,10 +284,12 @@ def _check_first_round(meter: TRLMeter, args: Any) -> None:
 
 class FlopBudgetCallback(TrainerCallback):
     """Commits each round when its last optimizer step ends and stops before a round that could overrun the
-    budget (``should_training_stop`` is never set back; ``should_save`` asks for the final checkpoint)."""
+    budget, or after one when Ctrl-C was pressed on any process (``ctrl_c``; ``should_training_stop`` is never set
+    back; ``should_save`` asks for the final checkpoint)."""
 
     def __init__(self, trainer: Any, meter: TRLMeter) -> None:
         self.trainer, self.meter = trainer, meter
+        self.ctrl_c = CtrlC()  # set by the handler train() runs under (_stops_on_ctrl_c)
         self.on_commit: list[Any] = []
         self.on_evaluation: list[Any] = []
 
@@ -297,7 +327,13 @@ class FlopBudgetCallback(TrainerCallback):
         for observer in self.on_commit:
             observer(committed)
         fits = self.meter.fits_next_round(self._reserve(args, state.global_step))
-        if int(self.reduce(torch.tensor([0 if fits else 1]))[0]):  # the same decision on every process
+        # the same decision on every process: stop when the next round does not fit anywhere, or after this one
+        # when Ctrl-C reached any process (the budget's reason first: a run that cannot go on is finished)
+        over, asked = (int(v) for v in self.reduce(torch.tensor([0 if fits else 1, int(self.ctrl_c.requested)])))
+        if not over and asked:
+            self.meter.guard.stop("interrupted", f"interrupted after round {self.meter.rounds} (optimizer step "
+                                  f"{state.global_step}), with a checkpoint")
+        if over or asked:
             control.should_training_stop = True
             control.should_save = True
         return control

@@ -81,6 +81,8 @@ class TRLMeter:
         self.accuracy_metric: str | None = None  # a logged metric that is the run's accuracy (flopplan train's)
         self.owns_folder = False  # the meter locked the run folder (and unlocks it when training ends)
         self.scratch: Any = None  # a temporary folder with the models' configs where no run folder holds them
+        self.raise_on_ctrl_c = True  # trainer.train() raises KeyboardInterrupt after a Ctrl-C's checkpoint (a
+        #                              caller that reports the stop itself, flopplan train, sets it False)
         self.last_round_flops = 0
         self._started = time.perf_counter()
         self._round_seconds = 0.0

@@ -180,6 +180,7 @@ def run_trl(config: TrainConfig, resume: bool = False) -> tuple[RunSummary, list
         if fresh:
             _remove_created(folder, before)
         raise
+    meter.raise_on_ctrl_c = False  # a Ctrl-C's stop is reported by the caller (flopplan train), as the built-in's
     try:
         trainer.train(resume_from_checkpoint=checkpoint)
     finally:

@@ -68,8 +68,9 @@ def run_child(command: list[str], **kwargs: Any) -> int:
 def interrupt_children() -> None:
     """Pass a SIGINT the runner received on to the pilot processes :func:`run_child` is waiting for, once, and
     start no other: a built-in pilot stops after its current phase with a checkpoint, which the next ``race run``
-    resumes; a script pilot does what its script does on Ctrl-C (TRL: it ends, and the work since its last
-    checkpoint is recorded as lost when it resumes). A Ctrl-C at a terminal reaches the pilots too (they share the
+    resumes; a script pilot metered by :func:`flopplan.trl.meter` finishes its round, checkpoints it and ends (its
+    meter's Ctrl-C handling), which the next ``race run`` resumes with nothing lost. A Ctrl-C at a terminal reaches
+    the pilots too (they share the
     runner's process group): the trainer takes a second SIGINT within a second as the same one
     (:data:`flopplan.train.interrupt.SAME_CTRL_C`)."""
     with _RUNNING_LOCK:
