@@ -157,3 +157,42 @@ def test_a_script_whose_rewards_hold_a_reward_model_gets_the_learned_reward_cave
     warned = [w for w in race["targets"][0]["warnings"] if "learned reward model" in w]
     assert len(warned) == 1 and f"{rec['arm']} (by its pilots' ledgers)" in warned[0]
     assert "by its pilots' ledgers" in " ".join(out.split())
+
+
+@pytest.mark.slow
+def test_a_script_race_stopped_by_ctrl_c_mid_round_resumes_its_pilot_with_nothing_lost(tmp_path):
+    """Ctrl-C at the runner (SIGINT to it alone, as ``kill -INT``) while a script pilot is mid-round: the runner
+    passes it on, the pilot's meter finishes the round and checkpoints it, the pilot is not done (its summary says
+    interrupted) and the runner stops; the rerun resumes that checkpoint, records no lost work and completes."""
+    import signal
+    import time
+
+    race = tmp_path / "race"
+    design = _design(race)
+    pilots = [race / "pilots" / arm.name / "seed0" for arm in design.arms]
+    pilot = (f"{shlex.quote(sys.executable)} {shlex.quote(str(EXAMPLE))} "
+             f"--data-dir {shlex.quote(str(tmp_path / 'data'))} --models-dir {shlex.quote(str(tmp_path / 'models'))}")
+    runner = _race(race, "--pilot", pilot)
+    deadline = time.monotonic() + 600
+    while True:  # a pilot with a line logged (its baseline evaluation, or a round) and work in progress
+        assert runner.poll() is None, runner.stderr.read().decode()[-2000:] if runner.stderr else "ended"
+        assert time.monotonic() < deadline, "no pilot reached its second round"
+        ready = [p for p in pilots if (p / "metrics.jsonl").is_file() and (p / "metrics.jsonl").read_text().strip()
+                 and in_progress(p) and not (p / "summary.json").is_file()]
+        if ready:
+            break
+        time.sleep(0.02)
+    runner.send_signal(signal.SIGINT)
+    runner.communicate(timeout=300)
+    assert runner.returncode != 0
+    stopped = [p for p in pilots if (p / "summary.json").is_file()
+               and json.loads((p / "summary.json").read_text())["stop"]["reason"] == "interrupted"]
+    assert ready[0] in stopped
+    rounds = {p: json.loads((p / "summary.json").read_text())["steps"] for p in stopped}
+
+    assert json.loads(cli("race", "run", str(race), "--json", check=True).stdout)["complete"] is True
+    for p in stopped:
+        s = json.loads((p / "summary.json").read_text())
+        assert s["stop"]["reason"] == "budget" and s["steps"] > rounds[p] and s["lost_flops"] == 0, p
+        steps = [m["step"] for m in map(json.loads, (p / "metrics.jsonl").read_text().splitlines())]
+        assert steps == list(range(0, s["steps"] + 1))  # step 0: the baseline evaluation
