@@ -18,12 +18,14 @@ between the two truths), the share, stated P(best) and hit rate, and the signal 
 pick's last gain over the one before (race_misspecification.bend), against where its ceiling does not show; and,
 without pilots or RACE, the same law noise-free (:func:`noise_free`).
 
-    python benchmarks/race_identifiability.py                     # both pairs, 200 repetitions, seed 2026
+    python benchmarks/race_identifiability.py                     # every pair, 200 repetitions, seed 2026
     python benchmarks/race_identifiability.py --pairs linear-F --reps 50 --seed 7
 
 Pairs: ``linear-F`` (the held-out shape of that name: a straight rise in F, slope U(0.05, 0.4) per F_P, ceiling
 U(0.5, 0.9)) and ``ceiling`` (the held-out power law in F to a hard ceiling U(0.45, 0.9), reached anywhere from
-F_P/4 to 8 F_P).
+F_P/4 to 8 F_P), each with its uncapped twin; ``tie`` (the sigmoid control, and a twin that leaves it after every
+pilot evaluation to tie with the other arms at F within 0.01: :func:`tie_pair`). For ``tie`` the first truth plays
+the capped one's part in the columns.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from collections.abc import Callable
 
 import numpy as np
 from race_misspecification import repetition
-from race_shapes import F_P, GENERATORS, Curve
+from race_shapes import F_P, GENERATORS, TARGET, Curve, control
 
 Draw = Callable[[np.random.Generator, float], tuple[Curve, Curve]]
 
@@ -52,7 +54,30 @@ def power_pair(rng: np.random.Generator, r0: float) -> tuple[Curve, Curve]:
             lambda f: np.minimum(r0 + (cap - r0) * (np.maximum(f, 0.0) / f_cap) ** alpha, 1.0))
 
 
-PAIRS: dict[str, Draw] = {"linear-F": linear_pair, "ceiling": power_pair}
+SPLIT = 1.5 * F_P
+"""Where the ``tie`` pair's twin leaves its sigmoid: beyond every pilot evaluation but a seed's shift of 3.9 sd
+(F_P x 1.01 jitter x e^(0.1 N), race_misspecification.pilots), which the digest check catches."""
+
+
+def tie_pair(rng: np.random.Generator, r0: float) -> tuple[Curve, Curve]:
+    """The sigmoid control (race_shapes.control's draws) and a twin equal to it up to :data:`SPLIT`, then moving
+    smoothly (a smoothstep in ln F) to a level shared by every arm of the repetition, r0 + 0.55, plus U(0, 0.01)
+    of its own: the arms tie at F within 0.01, as round 26's ``tied`` and round 28's ``wiggletie`` families do,
+    after pilots no different from the control's."""
+    base = control(rng, r0)
+    level = r0 + 0.55 + rng.uniform(0.0, 0.01)
+    at_f = float(base(np.array([TARGET]))[0])
+
+    def twin(f: np.ndarray) -> np.ndarray:
+        u = np.clip((np.log(np.maximum(f, 1e-300)) - np.log(SPLIT)) / (np.log(TARGET) - np.log(SPLIT)), 0.0, 1.0)
+        return base(f) + (level - at_f) * u * u * (3 - 2 * u)
+
+    return base, twin
+
+
+PAIRS: dict[str, Draw] = {"linear-F": linear_pair, "ceiling": power_pair, "tie": tie_pair}
+CEILINGS = ("linear-F", "ceiling")
+"""The pairs whose first truth stops at a ceiling its twin goes past (the lines on the ceiling's signal)."""
 
 
 def paired(pair: str, seed: list[int], n_replicates: int) -> tuple[dict[str, object], dict[str, object]]:
@@ -118,10 +143,12 @@ def main() -> None:
         other = [c for c, t in both if c["pilots"] != t["pilots"]]
         h_c, h_u = mean(caps, "right"), mean(twins, "right")
         print(f"{pair:<9} {len(same) / len(both):>6.3f} | {mean(caps, 'stated'):>6.3f} {h_c:>6.3f} {h_u:>6.3f} "
-              f"{(h_u - h_c) / 2:>6.3f} | {mean(other, 'stated'):>6.3f} {mean(other, 'right'):>6.3f} | "
+              f"{abs(h_u - h_c) / 2:>6.3f} | {mean(other, 'stated'):>6.3f} {mean(other, 'right'):>6.3f} | "
               f"{mean([c for c, _ in both], 'stated'):>6.3f} "
               f"{mean([c for c, _ in both], 'right'):>6.3f} {mean([t for _, t in both], 'stated'):>6.3f} "
               f"{mean([t for _, t in both], 'right'):>6.3f}   ({time.perf_counter() - start:.0f} s)", flush=True)
+        if pair not in CEILINGS:
+            continue
         shows = [(c, c["arm_pilots"][c["pick"]] != t["arm_pilots"][c["pick"]])  # type: ignore[index]
                  for c, t in both if c["pick"] is not None]  # the pick's own pilots differ: its ceiling shows
         own, rest = [c for c, s in shows if s], [c for c, s in shows if not s]

@@ -83,3 +83,29 @@ def test_the_summary_counts_the_picks_race_moved_and_how_each_move_did(bench):
             row(False, 0.01, 0.01), {"error": "ValueError: x"}]
     assert bench.summarise(rows).split()[-1] == "4:2/1"  # 4 moved: 2 won, 1 lost, 1 to an arm as good at F
     assert bench.summarise([row(False, 0.0, 0.0)]).split()[-1] == "0:0/0"
+
+
+def test_the_identifiability_benchmarks_tie_twin_equals_the_sigmoid_where_pilots_look_and_ties_at_f(bench):
+    """benchmarks/race_identifiability.py's ``tie`` pair: the twin is the control's sigmoid at every FLOP a pilot
+    evaluates (up to SPLIT, past the largest pilot times a seed's 3.9-sd shift), and the arms of one repetition
+    end within 0.01 of each other at F, however far apart their sigmoids end."""
+    spec = importlib.util.spec_from_file_location("race_identifiability", ROOT / "benchmarks" /
+                                                  "race_identifiability.py")
+    assert spec is not None and spec.loader is not None
+    ident = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ident)
+    f_p, target = ident.F_P, ident.TARGET
+    pilot_flops = np.geomspace(f_p / 64, ident.SPLIT, 200)
+    rng = np.random.default_rng(5)
+    spreads = []  # how far apart the sigmoids themselves end at F
+    for _ in range(20):
+        r0 = rng.uniform(0.1, 0.3)
+        pairs = [ident.tie_pair(rng, r0) for _ in range(4)]
+        for base, twin in pairs:
+            assert np.array_equal(base(pilot_flops), twin(pilot_flops))
+        at_f = [float(twin(np.array([target]))[0]) for _, twin in pairs]
+        assert max(at_f) - min(at_f) <= 0.01
+        ends = [float(base(np.array([target]))[0]) for base, _ in pairs]
+        spreads.append(max(ends) - min(ends))
+    assert np.median(spreads) > 0.05  # the twin, not the control, makes the tie
+    assert f_p * 1.01 * np.exp(0.1 * 3.9) < ident.SPLIT
