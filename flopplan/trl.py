@@ -51,7 +51,9 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     Ctrl-C: ``trainer.train()`` is wrapped so that the first SIGINT lets the round in progress finish; TRL then
     saves a checkpoint at its boundary (every process stops on the same round), the summary records the stop as
     ``interrupted``, and ``train()`` raises ``KeyboardInterrupt``. Resumed from that checkpoint, nothing is lost. A
-    second SIGINT more than a second later stops it at once.
+    second SIGINT more than a second later stops it at once. In the round where the run ends anyway (budget,
+    ``max_steps``) the run's own stop reason stays, and ``train()`` still raises. Under ``torchrun`` the launcher
+    kills its workers ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT`` seconds (30) after passing the signal on.
 
     Returns:
         The meter: ``.ledger`` (a :class:`flopplan.ledger.Ledger`: FLOPs by phase and bucket), ``.decision`` (a

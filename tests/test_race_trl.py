@@ -174,10 +174,11 @@ def test_a_script_race_stopped_by_ctrl_c_mid_round_resumes_its_pilot_with_nothin
              f"--data-dir {shlex.quote(str(tmp_path / 'data'))} --models-dir {shlex.quote(str(tmp_path / 'models'))}")
     runner = _race(race, "--pilot", pilot)
     deadline = time.monotonic() + 600
-    while True:  # a pilot with a line logged (its baseline evaluation, or a round) and work in progress
+    while True:  # a pilot past its baseline and two rounds (no FLOP point until its rung's end), mid-round
         assert runner.poll() is None, runner.stderr.read().decode()[-2000:] if runner.stderr else "ended"
-        assert time.monotonic() < deadline, "no pilot reached its second round"
-        ready = [p for p in pilots if (p / "metrics.jsonl").is_file() and (p / "metrics.jsonl").read_text().strip()
+        assert time.monotonic() < deadline, "no pilot reached its third round"
+        ready = [p for p in pilots if (p / "metrics.jsonl").is_file()
+                 and len((p / "metrics.jsonl").read_text().splitlines()) >= 3
                  and in_progress(p) and not (p / "summary.json").is_file()]
         if ready:
             break
@@ -189,6 +190,13 @@ def test_a_script_race_stopped_by_ctrl_c_mid_round_resumes_its_pilot_with_nothin
                and json.loads((p / "summary.json").read_text())["stop"]["reason"] == "interrupted"]
     assert ready[0] in stopped
     rounds = {p: json.loads((p / "summary.json").read_text())["steps"] for p in stopped}
+    for p in stopped:  # no evaluation the interruption added: one at its round only where a FLOP point fell in it
+        lines = {m["step"]: m["flops"]["total"] - m["flops"]["evaluation"]
+                 for m in map(json.loads, (p / "metrics.jsonl").read_text().splitlines())}
+        last, before = lines[rounds[p]], lines.get(rounds[p] - 1, 0)
+        points = json.loads((p / "pilot.json").read_text())["eval_points"]
+        evaluated = [e["step"] for e in map(json.loads, (p / "evaluations.jsonl").read_text().splitlines())]
+        assert rounds[p] not in evaluated or any(before < x <= last for x in points), p
 
     assert json.loads(cli("race", "run", str(race), "--json", check=True).stdout)["complete"] is True
     for p in stopped:

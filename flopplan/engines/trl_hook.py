@@ -18,8 +18,11 @@ processes, so every process stops on the same round) asks TRL for a checkpoint; 
 ``interrupted``, then ``train`` raises KeyboardInterrupt, so the script stops as it would have (its code after
 ``train`` does not run) with nothing lost: resumed from that checkpoint, it records no lost work. A second SIGINT,
 more than :data:`~flopplan.train.interrupt.SAME_CTRL_C` later, stops it at once (the round in progress is lost and
-recorded as such on resume). Signal handlers are the main thread's: ``train`` called from another thread keeps
-Python's default.
+recorded as such on resume). A Ctrl-C in the round where the run ends anyway (its budget, ``max_steps``, the last
+epoch) leaves the run's own stop reason, and ``train`` still raises. Under ``torchrun`` or ``accelerate launch``
+the launcher passes a terminal's SIGINT on to its workers and kills them ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT`` seconds
+later (30 by default): set it above a round and a save's time. Signal handlers are the main thread's: ``train``
+called from another thread leaves SIGINT to the main thread's handler.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from flopplan.budget import Budget
 from flopplan.engines.trl_meter import TRLMeter, longest_prompts
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
 from flopplan.errors import UserError
-from flopplan.guard import metrics_line
+from flopplan.guard import StopDecision, metrics_line
 from flopplan.measure.timer import ProcessClock
 from flopplan.recipe import Recipe
 from flopplan.train.config import TrainConfig
@@ -253,10 +256,13 @@ def _stops_on_ctrl_c(train: Any, meter: TRLMeter, ctrl_c: CtrlC) -> Any:
 
     @functools.wraps(train)
     def train_until_ctrl_c(*args: Any, **kwargs: Any) -> Any:
+        ctrl_c.requested = False  # a new call (the same trainer resumed in a notebook) starts without a stop
+        if meter.decision.reason == "interrupted":
+            meter.guard.decision = StopDecision(noun=meter.guard.noun)
         main = threading.current_thread() is threading.main_thread()
         with ctrl_c.handling() if main else contextlib.nullcontext():
             result = train(*args, **kwargs)
-        if meter.decision.reason == "interrupted" and meter.raise_on_ctrl_c:
+        if ctrl_c.requested and meter.raise_on_ctrl_c:  # the script stops, however the run ended
             raise KeyboardInterrupt(meter.decision.message)
         return result
 
@@ -330,7 +336,8 @@ class FlopBudgetCallback(TrainerCallback):
         # the same decision on every process: stop when the next round does not fit anywhere, or after this one
         # when Ctrl-C reached any process (the budget's reason first: a run that cannot go on is finished)
         over, asked = (int(v) for v in self.reduce(torch.tensor([0 if fits else 1, int(self.ctrl_c.requested)])))
-        if not over and asked:
+        last = state.global_step >= state.max_steps  # the run ends here anyway (max_steps, or the last epoch's end)
+        if asked and not over and not last:
             self.meter.guard.stop("interrupted", f"interrupted after round {self.meter.rounds} (optimizer step "
                                   f"{state.global_step}), with a checkpoint")
         if over or asked:

@@ -84,7 +84,10 @@ class FlopPoints(TrainerCallback):
         now = training_flops(self.meter.ledger)
         due = any(self.reached < point <= now for point in self.points)
         self.reached = now
-        control.should_evaluate = bool(due or control.should_training_stop)
+        # the last evaluation of a run that ends here; not of one Ctrl-C stops (it goes on when resumed, as an
+        # uninterrupted run would, with the evaluations at its points)
+        ending = control.should_training_stop and self.meter.decision.reason != "interrupted"
+        control.should_evaluate = bool(due or ending)
         return control
 
     def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
