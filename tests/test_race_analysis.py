@@ -495,3 +495,24 @@ def test_leaving_out_the_holdout_changes_no_prediction():
     assert full.holdout and full.holdout_summary is not None
     assert lean.holdout == () and lean.holdout_summary is None
     assert lean.budgets == full.budgets and lean.curves == full.curves
+
+
+def test_an_arm_no_replicate_puts_first_is_not_named_in_a_tie_though_it_reaches_a_lower_bound_of_0():
+    """An arm at 0 everywhere (interval [0, ~1e-37]) beside two arms that cannot be told apart: once the leader's
+    interval reaches 0, the arm at 0 reaches its lower bound too, yet no replicate puts it first; the tie (and the
+    price of one more rung for it) names the two only."""
+    from flopplan.race.regime import tied_arms
+
+    rng = np.random.default_rng(1)
+    eta = rng.standard_normal(200)
+    low, high = pilots(rng, eta, "g8", r0=0.0, a=0.03), pilots(rng, eta, "g16", r0=0.0, a=0.03)
+    zero = ArmPilots("g4", tuple(SeedRun(r.seed, tuple(EvalPoint(p.flops, np.zeros_like(p.scores))
+                                                       for p in r.points)) for r in low.runs))
+    pairs = [(info("g8", group_size=8), low), (info("g16", group_size=16), high), (info("g4", group_size=4), zero)]
+    at_f = analyze(race(pairs), n_replicates=REPS).target("math").budgets[-1]
+    by_arm = {p.arm: p for p in at_f.predictions}
+    assert by_arm["g4"].hi < 1e-20 and by_arm["g4"].p_best == 0.0 and by_arm["g4"].comparable
+    lead = at_f.decision.best
+    assert set(tied_arms(at_f, lead)) == {"g8", "g16"}
+    wide = replace(at_f, predictions=tuple(replace(p, lo=0.0) if p.arm == lead else p for p in at_f.predictions))
+    assert set(tied_arms(wide, lead)) == {"g8", "g16"}

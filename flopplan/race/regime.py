@@ -121,7 +121,8 @@ def rules(level: float) -> tuple[str, ...]:
         f"less upfront is at most {EXTRAPOLATION_LIMIT:g}x the arm's largest pilot FLOPs (up to "
         f"{EXTRAPOLATION_LIMIT * EXTRAPOLATION_TOL:g}x: pilots stop just short of their rung); low otherwise; "
         f"'cannot tell' when P(best) < {UNDECIDED_P:g} or the margin's interval includes 0: the tied arms (the "
-        "runner-up and every arm whose upper bound reaches the best's lower bound) are named with the FLOPs one "
+        "runner-up and every arm whose upper bound reaches the best's lower bound and that is best in some "
+        "replicate) are named with the FLOPs one "
         "more rung for them would cost, and the naive pick (the survivor with the best observed reward at the top "
         "rung) is recommended whenever it has a prediction there; otherwise the naive pick is also recommended, "
         "confidence low, unless the best usable arm's lower bound at the budget is above the naive pick's upper "
@@ -308,10 +309,12 @@ def _naive_fields(arm: str | None, at_f: BudgetResult, naive: tuple[str, float] 
 
 def tied_arms(at_f: BudgetResult, best: str) -> tuple[str, ...]:
     """The comparable arms the evidence cannot separate from ``best`` at the budget: its runner-up and every arm
-    whose upper bound reaches its lower bound (:func:`flopplan.race.promotion.keep`'s rule), best first."""
+    whose upper bound reaches its lower bound (:func:`flopplan.race.promotion.keep`'s rule) and that is the best in
+    some replicate (an arm at 0 reaches a lower bound of 0, yet no draw puts it first), best first."""
     preds = [p for p in at_f.predictions if p.comparable or p.arm == best]
     lead = next(p for p in preds if p.arm == best)
-    near = [p.arm for p in sorted(preds, key=lambda p: (-p.reward, p.arm)) if p.arm != best and p.hi >= lead.lo]
+    near = [p.arm for p in sorted(preds, key=lambda p: (-p.reward, p.arm))
+            if p.arm != best and p.hi >= lead.lo and (p.p_best is None or p.p_best > 0)]
     runner = at_f.decision.runner_up
     if runner is not None and runner not in near:
         near.insert(0, runner)
