@@ -10,7 +10,7 @@ computes from them: the halving, the pick, the finalists and the stated P(best).
 On those repetitions any rule that reads only the pilots states one number per repetition for both truths. If the
 pick is the best finalist in a share h_c of them under the capped truth and h_u under its twin, the rule's mean
 stated P(best) s is off by s - h_c on one and s - h_u on the other, so the larger of the two gaps is at least
-(h_u - h_c) / 2, whatever the rule. Printed per pair: the share of repetitions with equal pilots; on those, RACE's
+|h_u - h_c| / 2, whatever the rule. Printed per pair: the share of repetitions with equal pilots; on those, RACE's
 mean stated P(best), both hit rates and that least possible gap; on the other repetitions (some arm's ceiling
 reached at a pilot evaluation, in at least one seed), RACE's stated P(best) and hit rate on the capped truth; on all
 repetitions, stated and hit rate per truth; where the pick's own ceiling shows in its pilots (its pilots differ

@@ -58,7 +58,7 @@ def test_the_report_states_what_race_is_and_the_rules(size_race):
     assert "not a guarantee of held-out improvement" in text
     assert "What the intervals cover" in text and "Not shown by the interval" in text
     assert any(r.p_best is not None and r.p_best_curves is not None for r in an.recommendations)
-    assert "arms that meet or cross only after it are in no pilot" in " ".join(text.split())  # what P(best) can't show
+    assert "arms that meet or cross only after it, which no stated P(best) can follow" in " ".join(text.split())
     assert "gain R - R0" in text and "percentile interval" in text
     for rule in rules(an.level):
         assert rule in text

@@ -30,8 +30,9 @@ The rules (:func:`rules` gives them in the words the report prints):
 * The recommendation at F: the best usable arm, confidence *high* when the regime there is a bound and F - upfront
   is <= 2x (2.1x) its largest pilot FLOPs, *low* otherwise (reasons listed); *cannot tell* when P(best) < 0.8 or
   the margin's interval includes 0: the tied arms (the runner-up and every arm whose upper bound reaches the
-  best's lower bound) are named with the FLOPs one more rung for them would cost, and the naive pick (the survivor
-  with the best observed reward at the largest pilot) is recommended whenever it has a prediction at F, among the
+  best's lower bound and that is best in at least 5 % of the replicates) are named with the FLOPs one more rung
+  for them would cost, and the naive pick (the survivor with the best observed reward at the largest pilot) is
+  recommended whenever it has a prediction at F, among the
   tied arms or not (the lower-variance call: single-scale rankings beat extrapolation unless the evidence says
   otherwise, DataDecide; measured on off-family truths, overriding it without that evidence raised the regret
   above the naive pick's after a collapse, docs/results.md); otherwise too the naive pick stays (confidence
@@ -71,6 +72,7 @@ from flopplan.race.bootstrap import bootstrap_interval, p_best
 from flopplan.race.checks import ObservedBest
 from flopplan.race.design import AXES
 from flopplan.race.persistence import Challenger
+from flopplan.race.promotion import P_OPEN
 from flopplan.race.results import ArmPrediction, AxisComparison, BudgetResult, Decision, Recommendation
 from flopplan.units import eng
 
@@ -121,28 +123,26 @@ def rules(level: float) -> tuple[str, ...]:
         f"less upfront is at most {EXTRAPOLATION_LIMIT:g}x the arm's largest pilot FLOPs (up to "
         f"{EXTRAPOLATION_LIMIT * EXTRAPOLATION_TOL:g}x: pilots stop just short of their rung); low otherwise; "
         f"'cannot tell' when P(best) < {UNDECIDED_P:g} or the margin's interval includes 0: the tied arms (the "
-        "runner-up and every arm whose upper bound reaches the best's lower bound and that is best in some "
-        "replicate) are named with the FLOPs one "
-        "more rung for them would cost, and the naive pick (the survivor with the best observed reward at the top "
-        "rung) is recommended whenever it has a prediction there; otherwise the naive pick is also recommended, "
-        "confidence low, unless the best usable arm's lower bound at the budget is above the naive pick's upper "
-        "bound there (or, when the naive pick fails the envelope check, above the reward it shows at the top "
-        "rung); 'best observed' when no arm is usable: the "
-        "surviving arm with the best observed reward at the survivors' largest common FLOPs (a prompt-and-seed "
-        "bootstrap of the observed means), no curve extrapolated; 'best observed' too, for the naive pick, when it "
-        "has no prediction at the budget (its curve not fitted) and the best usable arm's lower bound there does "
-        "not reach the reward it shows at the top rung. Then a finalist whose P(best) below (the anchored "
-        f"forecast's) is at least {UNDECIDED_P:g}, and also with the calibrated change in place of the model "
-        "average's, is recommended in place of the arm these rules picked, "
-        "confidence low, with the reason stated. The recommendation's P(best), among itself and "
-        "the finalists (the comparable arms that reached the top rung; with fewer than two, the decision's): the "
-        "share of the paired bootstrap draws in which its arm's reward seen at its largest pilot, plus the model "
-        "average's change from there to the budget in the same draw (before the calibration's stretch; when no "
-        "arm of the pool is still accelerating in ln F, the arms' changes pooled toward their mean as far as the "
-        "draws cannot tell them apart, the spread between arms drawn from its posterior in a hierarchical normal "
-        "model), is the highest; the eliminated arms' wide intervals "
-        "far beyond their pilots count in the decision's P(best) above, not in this one (how often the halving "
-        "drops the best is measured apart). Against simulated "
+        "runner-up and every arm whose upper bound reaches the best's lower bound and that is best in at least "
+        f"{P_OPEN:.0%} of the replicates) are named with the FLOPs one more rung for them would cost, and the "
+        "naive pick (the survivor with the best observed reward at the top rung) is recommended whenever it has a "
+        "prediction there; otherwise the naive pick is also recommended, confidence low, unless the best usable "
+        "arm's lower bound at the budget is above the naive pick's upper bound there (or, when the naive pick "
+        "fails the envelope check, above the reward it shows at the top rung); 'best observed' when no arm is "
+        "usable: the surviving arm with the best observed reward at the survivors' largest common FLOPs (a "
+        "prompt-and-seed bootstrap of the observed means), no curve extrapolated; 'best observed' too, for the "
+        "naive pick, when it has no prediction at the budget (its curve not fitted) and the best usable arm's lower "
+        "bound there does not reach the reward it shows at the top rung. Then a finalist whose P(best) below (the "
+        f"anchored forecast's) is at least {UNDECIDED_P:g}, and also with the calibrated change in place of the "
+        "model average's, is recommended in place of the arm these rules picked, confidence low, with the reason "
+        "stated. The recommendation's P(best), among itself and the finalists (the comparable arms that reached "
+        "the top rung; with fewer than two, the decision's): the share of the paired bootstrap draws in which its "
+        "arm's reward seen at its largest pilot, plus the model average's change from there to the budget in the "
+        "same draw (before the calibration's stretch; when no arm of the pool is still accelerating in ln F, the "
+        "arms' changes pooled toward their mean as far as the draws cannot tell them apart, the spread between "
+        "arms drawn from its posterior in a hierarchical normal model), is the highest; the eliminated arms' wide "
+        "intervals far beyond their pilots count in the decision's P(best) above, not in this one (how often the "
+        "halving drops the best is measured apart). Against simulated "
         "truths at a budget 2x the largest pilot (benchmarks/race_misspecification.py, 200 repetitions a shape; "
         "docs/results.md, rounds 18-22) it came within 0.10 of how often the pick was best on 27 of 30 curve "
         "shapes with 4 arms, 3 seeds and 200 prompts, and on six of the seven shapes run with 6 arms, 2 seeds and "
@@ -308,13 +308,13 @@ def _naive_fields(arm: str | None, at_f: BudgetResult, naive: tuple[str, float] 
 
 
 def tied_arms(at_f: BudgetResult, best: str) -> tuple[str, ...]:
-    """The comparable arms the evidence cannot separate from ``best`` at the budget: its runner-up and every arm
-    whose upper bound reaches its lower bound (:func:`flopplan.race.promotion.keep`'s rule) and that is the best in
-    some replicate (an arm at 0 reaches a lower bound of 0, yet no draw puts it first), best first."""
+    """The comparable arms the evidence cannot separate from ``best`` at the budget, best first: its runner-up and
+    every arm whose upper bound reaches its lower bound and that is best in at least ``P_OPEN`` of the replicates
+    (:func:`flopplan.race.promotion.keep`'s open arms; an arm at 0 reaches a lower bound of 0, no replicate's best)."""
     preds = [p for p in at_f.predictions if p.comparable or p.arm == best]
     lead = next(p for p in preds if p.arm == best)
     near = [p.arm for p in sorted(preds, key=lambda p: (-p.reward, p.arm))
-            if p.arm != best and p.hi >= lead.lo and (p.p_best is None or p.p_best > 0)]
+            if p.arm != best and p.hi >= lead.lo and p.p_best >= P_OPEN]
     runner = at_f.decision.runner_up
     if runner is not None and runner not in near:
         near.insert(0, runner)

@@ -60,9 +60,8 @@ def _recommendations(a: RaceAnalysis) -> tuple[Table, list[str]]:
                          f"{eng(r.flops)}: {r.p_best_curves:.2f})" + (
                              f"; among every comparable arm, the eliminated ones' wide intervals included (what "
                              f"'cannot tell' reads): {decided:.2f}" if decided is not None else "")
-                         + ". A lead seen at the largest pilot is read as lasting: arms that meet or cross only after "
-                           "it are in no pilot, and no stated P(best) can follow them (docs/results.md, rounds 9 and "
-                           "29)")
+                         + ". What changes only after the largest pilot is in no pilot: arms that meet or cross "
+                           "only after it, which no stated P(best) can follow (docs/results.md, rounds 9 and 29)")
         if r.naive_arm is not None:
             notes.append(f"{r.target}: the naive pick (best observed at the largest pilot): {r.naive_arm} "
                          f"({r.naive_reward:.3f})" + (f"; RACE differs: {r.naive_note}" if r.naive_note and
