@@ -18,7 +18,7 @@ from helpers import cli, one_line_error
 from test_race_run import races  # noqa: F401 - the finished quick demo race, built once per session
 
 from flopplan.race.design import RaceDesign
-from flopplan.race.pilots import pilot_done, pilot_folder
+from flopplan.race.pilots import pilot_done, pilot_folder, pilot_spending
 from flopplan.race.results import load_analysis
 from flopplan.race.runner import PROMOTIONS
 
@@ -54,6 +54,10 @@ def test_a_pilot_stopped_by_ctrl_c_is_not_done_and_one_resumed_to_its_budget_is(
     assert not pilot_done(path.parent, budget)
     path.write_text(json.dumps({**finished, "interrupted": {"step": 4, "abandoned_flops": 1_000}}))
     assert pilot_done(path.parent, budget)
+    # what interruptions cost the pilots: a kill's lost work and the steps a Ctrl-C abandoned, both
+    before = pilot_spending(design, copy)["lost"] - finished["lost_flops"] - finished["abandoned_flops"]
+    path.write_text(json.dumps({**finished, "abandoned_flops": 1_000, "lost_flops": 500}))
+    assert pilot_spending(design, copy)["lost"] == before + 1_500
 
 
 @pytest.mark.slow

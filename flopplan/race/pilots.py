@@ -112,7 +112,8 @@ def ended(summary: RunSummary) -> bool:
 
 def pilot_spending(design: RaceDesign, folder: Path) -> dict[str, int]:
     """FLOPs all pilots spent by their ledgers: in total, on training (evaluations excluded), on evaluations, and
-    lost to interruptions (charged to the pilots' ledgers, not to their budgets)."""
+    lost to interruptions (a kill's lost work and the steps a Ctrl-C abandoned: recorded beside the pilots'
+    ledgers, outside the total and the pilots' budgets)."""
     out = {"total": 0, "training": 0, "evaluation": 0, "lost": 0}
     for name, seed in design.pilots():
         path = pilot_folder(folder, name, seed)
@@ -121,7 +122,7 @@ def pilot_spending(design: RaceDesign, folder: Path) -> dict[str, int]:
         s = load_summary(path)
         out["total"] += s.flops["total"]
         out["evaluation"] += s.flops.get("evaluation", 0)
-        out["lost"] += s.lost_flops
+        out["lost"] += s.lost_flops + s.abandoned_flops
     out["training"] = out["total"] - out["evaluation"]
     return out
 
