@@ -361,3 +361,36 @@ def test_vllm_server_prefills_each_group_once_across_processes():
         shard.record_generation(prompts[rank * 6:(rank + 1) * 6], completions[rank * 6:(rank + 1) * 6], group=4)
         parts += shard.local_charges()["rollout"].executed["rollout.prefill"]
     assert parts == whole > 0
+
+
+@pytest.mark.slow
+def test_the_budget_stops_checkpoint_is_saved_under_save_strategy_best_whatever_the_metric(tiny, tmp_path):
+    """save_strategy="best" makes TRL save after an evaluation only at a new best metric; the round the budget
+    stops after is checkpointed all the same (a resume continues from it). eval_loss is 0.0 at every GRPO
+    evaluation, so with greater_is_better no evaluation after the first is a new best."""
+    from datasets import load_dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from flopplan.trl import meter
+
+    example = _example()
+    example.write_dataset(tmp_path / "data.parquet", 24, chat=True)
+    data = load_dataset("parquet", data_files=str(tmp_path / "data.parquet"), split="train")
+    args = GRPOConfig(output_dir=str(tmp_path / "trl"), per_device_train_batch_size=8, num_generations=4,
+                      max_completion_length=8, use_cpu=True, report_to="none", max_steps=40, eval_strategy="steps",
+                      eval_steps=1, per_device_eval_batch_size=8, save_strategy="best",
+                      metric_for_best_model="eval_loss", greater_is_better=True)
+
+    def trainer():
+        return GRPOTrainer(model=str(tiny / "policy"), reward_funcs=[example.accuracy_reward], args=args,
+                           train_dataset=data, eval_dataset=data.select(range(8)))
+
+    probe = meter(trainer())  # what a round and an evaluation may cost, before any runs
+    round_bound, eval_bound = probe.next_round_bound(), probe.evaluation_bound()
+    run = trainer()
+    metered = meter(run, budget=3 * round_bound + 6 * eval_bound, out=tmp_path / "run")
+    run.train()
+    s = _summary(tmp_path / "run")
+    steps = run.state.global_step
+    assert s["stop"]["reason"] == "budget" and 2 <= steps < 40 and metered.decision.stop
+    assert (tmp_path / "trl" / f"checkpoint-{steps}" / "flopplan_ledger.json").is_file()

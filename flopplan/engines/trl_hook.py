@@ -242,7 +242,14 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
     callback = FlopBudgetCallback(trainer, meter)
     trainer.flopplan_callback = callback
     trainer.add_callback(callback)
-    trainer.train = _stops_on_ctrl_c(trainer.train, meter, callback.ctrl_c)
+    trainer.train = _stops_on_ctrl_c(trainer.train, meter, callback)
+    determine = getattr(trainer, "_determine_best_metric", None)
+    if determine is not None:  # save_strategy="best" sets should_save to this after an evaluation: a stop's
+        @functools.wraps(determine)  # checkpoint (what a resume continues) is saved whatever the metric did
+        def best_or_stopping(*args: Any, **kwargs: Any) -> bool:
+            return bool(determine(*args, **kwargs)) or callback.stopped
+
+        trainer._determine_best_metric = best_or_stopping
     if meter.folder is not None and trainer.accelerator.is_main_process:
         log_callback = StepLog(meter)
         callback.on_commit.append(log_callback.round)
@@ -251,14 +258,16 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
         trainer.add_callback(log_callback)
 
 
-def _stops_on_ctrl_c(train: Any, meter: TRLMeter, ctrl_c: CtrlC) -> Any:
+def _stops_on_ctrl_c(train: Any, meter: TRLMeter, callback: FlopBudgetCallback) -> Any:
     """``train`` with Ctrl-C handled as the module says."""
+    ctrl_c = callback.ctrl_c
 
     @functools.wraps(train)
     def train_until_ctrl_c(*args: Any, **kwargs: Any) -> Any:
         ctrl_c.requested = False  # a new call (the same trainer resumed in a notebook) starts without a stop
         if meter.decision.reason == "interrupted":
             meter.guard.decision = StopDecision(noun=meter.guard.noun)
+            callback.stopped = False
         main = threading.current_thread() is threading.main_thread()
         with ctrl_c.handling() if main else contextlib.nullcontext():
             result = train(*args, **kwargs)
@@ -296,6 +305,7 @@ class FlopBudgetCallback(TrainerCallback):
     def __init__(self, trainer: Any, meter: TRLMeter) -> None:
         self.trainer, self.meter = trainer, meter
         self.ctrl_c = CtrlC()  # set by the handler train() runs under (_stops_on_ctrl_c)
+        self.stopped = False  # this callback stopped the run and asked for its checkpoint
         self.on_commit: list[Any] = []
         self.on_evaluation: list[Any] = []
 
@@ -342,7 +352,7 @@ class FlopBudgetCallback(TrainerCallback):
                                   f"{state.global_step}), with a checkpoint")
         if over or asked:
             control.should_training_stop = True
-            control.should_save = True
+            control.should_save = self.stopped = True
         return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
