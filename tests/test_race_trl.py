@@ -160,9 +160,11 @@ def test_a_script_whose_rewards_hold_a_reward_model_gets_the_learned_reward_cave
 
 
 @pytest.mark.slow
-def test_a_script_race_stopped_by_ctrl_c_mid_round_resumes_its_pilot_with_nothing_lost(tmp_path):
-    """Ctrl-C at the runner (SIGINT to it alone, as ``kill -INT``) while a script pilot is mid-round: the runner
-    passes it on, the pilot's meter finishes the round and checkpoints it, the pilot is not done (its summary says
+@pytest.mark.parametrize("launcher", ["", "-m accelerate.commands.launch --num_processes 1 --cpu"])
+def test_a_script_race_stopped_by_ctrl_c_mid_round_resumes_its_pilot_with_nothing_lost(tmp_path, launcher):
+    """Ctrl-C at the runner (SIGINT to it alone, as ``kill -INT``, or Ray's cancel) while a script pilot is
+    mid-round: the runner passes it on to the script (past ``accelerate launch``, which would end the script with
+    SIGTERM), the pilot's meter finishes the round and checkpoints it, the pilot is not done (its summary says
     interrupted) and the runner stops; the rerun resumes that checkpoint, records no lost work and completes."""
     import signal
     import time
@@ -170,7 +172,7 @@ def test_a_script_race_stopped_by_ctrl_c_mid_round_resumes_its_pilot_with_nothin
     race = tmp_path / "race"
     design = _design(race)
     pilots = [race / "pilots" / arm.name / "seed0" for arm in design.arms]
-    pilot = (f"{shlex.quote(sys.executable)} {shlex.quote(str(EXAMPLE))} "
+    pilot = (f"{shlex.quote(sys.executable)} {launcher} {shlex.quote(str(EXAMPLE))} "
              f"--data-dir {shlex.quote(str(tmp_path / 'data'))} --models-dir {shlex.quote(str(tmp_path / 'models'))}")
     runner = _race(race, "--pilot", pilot)
     deadline = time.monotonic() + 600

@@ -5,6 +5,7 @@ the process each pilot runs in: dying with the runner, interrupted through it.""
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import threading
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from flopplan.errors import UserError
-from flopplan.fileio import read_step_log
+from flopplan.fileio import lock_holder, read_step_log
 from flopplan.race.analysis import RaceInput
 from flopplan.race.design import PILOTS, RaceDesign
 from flopplan.race.persistence import names_reward_model
@@ -37,22 +38,23 @@ def set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
         pass
 
 
-_RUNNING: set[subprocess.Popen[bytes]] = set()
+_RUNNING: dict[subprocess.Popen[bytes], Path | None] = {}  # each running pilot's process and its run folder
 _RUNNING_LOCK = threading.Lock()
 _INTERRUPTED = threading.Event()
 
 
-def run_child(command: list[str], **kwargs: Any) -> int:
+def run_child(command: list[str], folder: Path | None = None, **kwargs: Any) -> int:
     """Run a pilot's process (``subprocess.Popen``'s ``kwargs``) to its end, dying with the runner
     (:func:`set_parent_death_signal`), and return its exit code; 130, without starting it, once the runner was
     interrupted (:func:`interrupt_children`: a pilot whose thread had taken its task before the interrupt would
     otherwise start after it and run its whole rung). A Ctrl-C of the runner while it waits here (in the main
-    thread) is passed on as by :func:`interrupt_children`."""
+    thread) is passed on as by :func:`interrupt_children`; ``folder``: the pilot's run folder, whose writer is
+    the process the SIGINT goes to (:func:`_interrupted_process`)."""
     with _RUNNING_LOCK:  # started under the lock: an interrupt either finds it running or keeps it from starting
         if _INTERRUPTED.is_set():
             return 130
         proc = subprocess.Popen(command, preexec_fn=set_parent_death_signal, **kwargs)
-        _RUNNING.add(proc)
+        _RUNNING[proc] = folder
     try:
         try:
             return proc.wait()
@@ -62,23 +64,46 @@ def run_child(command: list[str], **kwargs: Any) -> int:
             raise
     finally:
         with _RUNNING_LOCK:
-            _RUNNING.discard(proc)
+            _RUNNING.pop(proc, None)
+
+
+def _parent_pid(pid: int) -> int | None:
+    try:  # Linux: the field after the command's closing parenthesis and the state
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _interrupted_process(proc: subprocess.Popen[bytes], folder: Path | None) -> int:
+    """Where a pilot's SIGINT goes: the process writing its run folder (the holder of its lock, the metered script)
+    when a launcher started it (``accelerate launch`` ends its script on SIGINT with SIGTERM, and ``torchrun``
+    kills its workers 30 s later, before a round can finish and be checkpointed; the script's meter stops after
+    the round, on every rank), else the pilot's own process (no launcher, or no writer yet, or not on Linux)."""
+    holder = lock_holder(folder) if folder is not None else None
+    if holder is None or not holder.startswith("process "):
+        return proc.pid
+    pid: int | None = int(holder.split()[1]) if holder.split()[1].isdigit() else None
+    below = pid
+    while below is not None and below > 1 and below != proc.pid:  # only a process the pilot started
+        below = _parent_pid(below)
+    return pid if pid is not None and below == proc.pid else proc.pid
 
 
 def interrupt_children() -> None:
     """Pass a SIGINT the runner received on to the pilot processes :func:`run_child` is waiting for, once, and
     start no other: a built-in pilot stops after its current phase with a checkpoint, which the next ``race run``
     resumes; a script pilot metered by :func:`flopplan.trl.meter` finishes its round, checkpoints it and ends (its
-    meter's Ctrl-C handling), which the next ``race run`` resumes with nothing lost. A Ctrl-C at a terminal reaches
+    meter's Ctrl-C handling), which the next ``race run`` resumes with nothing lost; the SIGINT goes to the script
+    itself, past a launcher that would end it (:func:`_interrupted_process`). A Ctrl-C at a terminal reaches
     the pilots too (they share the
     runner's process group): the trainer takes a second SIGINT within a second as the same one
     (:data:`flopplan.train.interrupt.SAME_CTRL_C`)."""
     with _RUNNING_LOCK:
         _INTERRUPTED.set()
-        running = [p for p in _RUNNING if p.poll() is None]
-    for proc in running:
+        running = [(p, folder) for p, folder in _RUNNING.items() if p.poll() is None]
+    for proc, folder in running:
         with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
-            proc.send_signal(signal.SIGINT)
+            os.kill(_interrupted_process(proc, folder), signal.SIGINT)
 
 
 def allow_children() -> None:

@@ -124,7 +124,8 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
     env = {**os.environ, PILOT_ENV: str(Path(spec.folder) / SPEC_FILE), "OMP_NUM_THREADS": str(threads),
            "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
     with open(log_path, "ab") as log, open(task.folder / TAIL_FILE, "ab") as errors:
-        returncode = run_child(shlex.split(command), stdout=log, stderr=errors, env=env, cwd=_cwd(folder))
+        returncode = run_child(shlex.split(command), task.folder, stdout=log, stderr=errors, env=env,
+                               cwd=_cwd(folder))
     what = f"pilot {task.arm} seed {task.seed}" + (f" (rung {task.rung + 1})" if task.rung >= 0 else " (validation)")
     if returncode != 0:
         tail = (task.folder / TAIL_FILE).read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
