@@ -141,6 +141,13 @@ def folder_lock(folder: str | Path, what: str) -> Iterator[Path]:
         handle.close()
 
 
+def lock_holder_pid(folder: str | Path) -> int | None:
+    """The process id of the live holder of ``folder``'s :func:`folder_lock` (which writes ``process N``), or None."""
+    holder = lock_holder(folder)
+    words = holder.split() if holder is not None else []
+    return int(words[1]) if len(words) == 2 and words[0] == "process" and words[1].isdigit() else None
+
+
 def lock_holder(folder: str | Path) -> str | None:
     """Who holds ``folder``'s :func:`folder_lock` (``process N``), or None when no live process does."""
     path = Path(folder) / ".lock"

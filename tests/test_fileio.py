@@ -13,7 +13,14 @@ import pytest
 from helpers import ROOT, ROOT_ONLY, TINY, cli, one_line_error
 
 from flopplan.errors import UserError
-from flopplan.fileio import atomic_savefig, atomic_write_json, atomic_write_text, folder_lock, read_json
+from flopplan.fileio import (
+    atomic_savefig,
+    atomic_write_json,
+    atomic_write_text,
+    folder_lock,
+    lock_holder_pid,
+    read_json,
+)
 
 
 def test_new_file_gets_the_umask_mode(tmp_path):
@@ -134,3 +141,10 @@ def test_json_nested_deeper_than_python_recurses_is_one_line(tmp_path):
     with pytest.raises(UserError, match="nests its JSON too deeply") as err:
         read_json(path, "profile")
     assert "\n" not in str(err.value)
+
+
+def test_the_lock_holders_process_id_is_read_back_and_none_once_released(tmp_path):
+    assert lock_holder_pid(tmp_path) is None
+    with folder_lock(tmp_path, "run folder"):
+        assert lock_holder_pid(tmp_path) == os.getpid()
+    assert lock_holder_pid(tmp_path) is None

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from flopplan.errors import UserError
-from flopplan.fileio import lock_holder, read_step_log
+from flopplan.fileio import lock_holder_pid, read_step_log
 from flopplan.race.analysis import RaceInput
 from flopplan.race.design import PILOTS, RaceDesign
 from flopplan.race.persistence import names_reward_model
@@ -79,10 +79,7 @@ def _interrupted_process(proc: subprocess.Popen[bytes], folder: Path | None) -> 
     when a launcher started it (``accelerate launch`` ends its script on SIGINT with SIGTERM, and ``torchrun``
     kills its workers 30 s later, before a round can finish and be checkpointed; the script's meter stops after
     the round, on every rank), else the pilot's own process (no launcher, or no writer yet, or not on Linux)."""
-    holder = lock_holder(folder) if folder is not None else None
-    if holder is None or not holder.startswith("process "):
-        return proc.pid
-    pid: int | None = int(holder.split()[1]) if holder.split()[1].isdigit() else None
+    pid = lock_holder_pid(folder) if folder is not None else None
     below = pid
     while below is not None and below > 1 and below != proc.pid:  # only a process the pilot started
         below = _parent_pid(below)
