@@ -352,7 +352,6 @@ def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmS
     finalist = np.array([st.survived for st in pool])
     accelerating = np.array([ens.accelerations[st.k].accelerating for st in pool])
     stated, persist, by_curves = persistence.stated_p_best(curves, seen, change, finalist, accelerating)
-    stated_calibrated = persistence.stated_p_best(curves, seen, calibrated_change, finalist, accelerating)[0]
     i = [st.info.name for st in pool].index(rec.arm)
     going_on = change.copy()
     for j, st in enumerate(pool):
@@ -360,9 +359,11 @@ def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmS
         if rise is not None:
             at = rise.predict(grid[[at_cols[st.k], last_cols[st.k]]])[1:]  # (k, 2): the draws at F and F_last
             going_on[j] = at[:, 0] - at[:, 1]
-    top = persistence.challenger(stated, i, UNDECIDED_P)
-    lead = (persistence.Challenger(pool[top].info.name, float(stated[top]), float(stated_calibrated[top]),
-                                   frozenset(names)) if top is not None else None)
+    top, lead = persistence.challenger(stated, i, UNDECIDED_P), None
+    if top is not None:  # the same forecast carried by the calibrated change, which the move needs too
+        stated_calibrated = persistence.stated_p_best(curves, seen, calibrated_change, finalist, accelerating)[0]
+        lead = persistence.Challenger(pool[top].info.name, float(stated[top]), float(stated_calibrated[top]),
+                                      frozenset(names))
     return (replace(rec, p_best=float(stated[i]), p_best_curves=float(by_curves[i]), p_best_seen=float(persist[i])),
             persistence.p_best_if_stopped(seen, going_on, i), lead)
 
