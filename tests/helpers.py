@@ -127,6 +127,29 @@ def kill_group_when(proc: subprocess.Popen, ready: Any, timeout: float = 600) ->
     proc.wait()
 
 
+def sigint_in_round_2(command: list[str], run: Path, rank: str | None = None) -> tuple[int, str]:
+    """Start ``command`` (a metered run writing the run folder ``run``), send SIGINT once round 1's line is logged
+    (round 2 has begun: to the process, or to the worker of ``rank`` under torchrun), wait for it to end; its exit
+    code and stderr. The timeouts guard against a hang, not a speed."""
+    import signal
+    import time
+
+    import psutil  # accelerate's dependency
+
+    proc = subprocess.Popen(command, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    metrics, deadline = run / "metrics.jsonl", time.monotonic() + 300
+    while not (metrics.is_file() and metrics.read_text().strip()):
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before its second round"
+        time.sleep(0.05)
+    target = psutil.Process(proc.pid)
+    if rank is not None:
+        target = {p.environ().get("RANK"): p for p in target.children(recursive=True)}[rank]
+    target.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    return proc.returncode, err
+
+
 def write_config(directory: Path, name: str, cfg: dict) -> Path:
     path = directory / name / "config.json"
     path.parent.mkdir(parents=True, exist_ok=True)

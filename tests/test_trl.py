@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import ROOT, cli, one_line_error
+from helpers import ROOT, cli, one_line_error, sigint_in_round_2
 
 from flopplan.cost import step_cost
 from flopplan.engines.trl import (
@@ -299,21 +299,11 @@ def test_a_trl_run_stops_at_its_budget_and_resumes_with_its_ledger(tmp_path, pla
 def test_ctrl_c_stops_a_trl_run_after_its_round_says_how_to_go_on_and_the_resume_loses_nothing(tmp_path):
     """``flopplan train --engine trl`` under Ctrl-C: as the built-in loop, a checkpoint after the round in
     progress, one line saying how to continue, exit 130, no traceback; ``--resume`` records no lost work."""
-    import signal
-    import time
-
     pytest.importorskip("trl")
     run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "flopplan", "train", "--engine", "trl", "--out", str(run),
-                             "--steps", "500", *SMALL], cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    metrics, deadline = run / "metrics.jsonl", time.monotonic() + 300
-    while not (metrics.is_file() and metrics.read_text().strip()):  # round 1's line: round 2 has begun
-        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before its second round"
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
+    code, err = sigint_in_round_2([sys.executable, "-m", "flopplan", "train", "--engine", "trl", "--out", str(run),
+                                   "--steps", "500", *SMALL], run)
+    assert code == 130 and "Traceback" not in err, err[-2000:]
     assert err.strip().splitlines()[-1].startswith("flopplan: interrupted; continue with: flopplan train --out")
     stopped = json.loads((run / "summary.json").read_text())
     assert stopped["stop"]["reason"] == "interrupted" and 2 <= stopped["steps"] < 500

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, cli
+from helpers import ROOT, cli, sigint_in_round_2
 
 from flopplan.errors import UserError
 
@@ -162,26 +162,9 @@ def test_the_budget_stops_the_script_and_it_resumes_with_its_ledger(tiny, tmp_pa
 
 
 def _interrupted_in_round_2(command: list[str], run: Path, rank: str | None = None) -> str:
-    """Start ``command`` (a metered script writing the run folder ``run``), send SIGINT once round 1's line is
-    logged (round 2 has begun: to the process, or to the worker of ``rank`` under torchrun), wait for it to end;
-    its stderr, after checking that it ended with KeyboardInterrupt."""
-    import signal
-    import time
-
-    import psutil  # accelerate's dependency
-
-    proc = subprocess.Popen(command, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    metrics, deadline = run / "metrics.jsonl", time.monotonic() + 300
-    while not (metrics.is_file() and metrics.read_text().strip()):
-        assert proc.poll() is None and time.monotonic() < deadline, "the script ended before its second round"
-        time.sleep(0.05)
-    target = psutil.Process(proc.pid)
-    if rank is not None:
-        target = {p.environ().get("RANK"): p for p in target.children(recursive=True)}[rank]
-    target.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode != 0 and "KeyboardInterrupt" in err, err[-2000:]
+    """:func:`helpers.sigint_in_round_2`, checking that the script ended with KeyboardInterrupt; its stderr."""
+    code, err = sigint_in_round_2(command, run, rank)
+    assert code != 0 and "KeyboardInterrupt" in err, err[-2000:]
     return err
 
 
@@ -219,6 +202,22 @@ def test_ctrl_c_in_the_last_round_leaves_the_run_finished_and_still_stops_the_sc
     _interrupted_in_round_2(_script(tiny, tmp_path, "--max-steps", "4"), tmp_path / "run")
     s = _summary(tmp_path / "run")
     assert s["stop"]["reason"] == "steps" and s["steps"] == 2
+
+
+@pytest.mark.slow
+def test_two_processes_agree(tiny, tmp_path):
+    """torchrun, 2 CPU processes (gloo): each charges its shard; the ledger is their sum, equal to what executed on
+    both, and both stop on the same round."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                          str(EXAMPLE), "--model", str(tiny / "policy"), "--output-dir", str(tmp_path / "trl"),
+                          "--out", str(tmp_path / "run"), *COMMON, "--batch-size", "4", "--attn", "sdpa",
+                          "--budget", "1600000000", "--measure"],
+                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    s = _summary(tmp_path / "run")
+    _exact(s)
+    assert s["stop"]["reason"] == "budget" and s["within_budget"]
 
 
 @pytest.mark.slow
