@@ -150,6 +150,15 @@ def test_the_manifest_round_trips_and_a_corrupted_one_is_refused(tmp_path):
         (tmp_path / "r" / MANIFEST).write_text(json.dumps({**data, key: value}))
         for command in ("run", "analyze"):
             one_line_error(cli("race", command, str(tmp_path / "r")), fragment)
+    # a figure the manifest derives, edited by hand, is refused and its inputs named (the race would ignore it)
+    (tmp_path / "r" / MANIFEST).write_text(json.dumps({**data, "pilot_cap": data["pilot_cap"] * 2}))
+    for command in ("run", "analyze"):
+        one_line_error(cli("race", command, str(tmp_path / "r")), "pilot_fraction x budget_flops")
+    # rungs edited up: the pilots could overspend phi x F (every arm runs the first rung), refused before any runs
+    bigger = [b * 4 for b in data["rung_flops"]]
+    (tmp_path / "r" / MANIFEST).write_text(json.dumps({**data, "rung_flops": bigger}))
+    assert RaceDesign.load(tmp_path / "r").worst_case_flops > data["pilot_cap"]
+    one_line_error(cli("race", "run", str(tmp_path / "r")), "could spend")
     assert not list((tmp_path / "r").glob("pilots"))
     one_line_error(cli("race", "run", str(tmp_path / "none")), "no RACE manifest")
 

@@ -186,7 +186,7 @@ class RaceDesign:
                 len(a.rungs) != len(design.rung_flops) for a in design.arms) or any(
                 m < k for m, k in zip(design.room, design.keep, strict=True)):
             raise UserError(f"{where} is malformed: its rungs disagree")
-        problem = _manifest_problem(design)
+        problem = _manifest_problem(design) or _derived_problem(design, data)
         if problem:
             raise UserError(f"{where} is malformed: {problem} (rerun `flopplan race design`)")
         return design
@@ -231,6 +231,28 @@ def _manifest_problem(d: RaceDesign) -> str:
          "reward_model_path must be a path (text) or null"),
     )
     return first_problem(checks)
+
+
+def _derived_problem(d: RaceDesign, data: dict[str, Any]) -> str:
+    """A figure the manifest records for the reader but derives (pilot_cap = floor(pilot_fraction x budget_flops))
+    edited by hand: the race would go on the inputs and ignore the edit, so it is refused and the inputs named.
+    ``worst_case_flops`` is not compared: it sums the arms' pilot budgets, whose accounting (evaluations) a later
+    release may refine, and that must not refuse an older race; what it guards is checked on the inputs
+    (:func:`pilots_fit_the_cap`)."""
+    if "pilot_cap" in data and data["pilot_cap"] != d.pilot_cap:
+        return (f"pilot_cap {data['pilot_cap']!r} is not pilot_fraction x budget_flops ({d.pilot_cap}); it is derived "
+                "from those two: edit them instead")
+    return ""
+
+
+def pilots_fit_the_cap(d: RaceDesign, where: str) -> None:
+    """Refuse a manifest whose pilots could spend more than phi x F before any pilot runs: the halving keeps the
+    later rungs within the cap (``runner._affordable``), but every arm runs the first rung and the halving's count
+    the later ones whatever the cap says, so rungs or counts edited up would overspend the pilot fraction."""
+    if d.worst_case_flops > d.pilot_cap:
+        raise UserError(f"{where}: its pilots could spend {d.worst_case_flops:.4g} FLOPs, more than pilot_fraction x "
+                        f"budget_flops = {d.pilot_cap:.4g} (rung_flops, keep or room edited?): rerun "
+                        "`flopplan race design`")
 
 
 def orm_rewards(rewards: tuple[str, ...] | list[str]) -> list[str]:

@@ -46,7 +46,7 @@ from flopplan.planner import plan
 from flopplan.race import promotion
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.axes import knob_options
-from flopplan.race.design import RaceDesign
+from flopplan.race.design import RaceDesign, pilots_fit_the_cap
 from flopplan.race.pilots import (
     allow_children,
     arm_done,
@@ -300,6 +300,7 @@ def run_race(folder: str | Path, *, jobs: int = 1, shard: tuple[int, int] = (0, 
     user's command each pilot runs (recorded with the race; :mod:`flopplan.race.user_pilot`)."""
     folder = Path(folder)
     design = RaceDesign.load(folder)
+    pilots_fit_the_cap(design, f"RACE manifest in {str(folder)!r}")
     index, count = shard
     if not (count >= 1 and 0 <= index < count):
         raise UserError(f"--shard must be I/N with 0 <= I < N, not {index}/{count}")
