@@ -21,6 +21,7 @@ from flopplan.race.persistence import (
     last_observed,
     learned_reward_caveat,
     p_best_if_stopped,
+    own_noise,
     pooled_change,
     prompts_caveat,
     stated_p_best,
@@ -135,6 +136,16 @@ def test_noise_every_arm_shares_does_not_pool_changes_that_differ():
     change = draws_of([0.10, 0.15], 0.005, k, rng) + shared
     assert pooled_change(change).mean(axis=1) == pytest.approx(change.mean(axis=1), abs=0.002)
     assert pooled_change(change[:1]) == pytest.approx(change[:1])  # one arm: nothing to pool
+
+
+@pytest.mark.parametrize("arms", [2, 3, 4])
+def test_an_arms_own_noise_is_counted_whole_and_the_noise_every_arm_shares_not_at_all(arms):
+    """Less the arms' mean in each draw, an arm keeps (n - 1) / n of its own noise's variance and none of the
+    shared noise's; the estimate undoes the first (without the n / (n - 1) factor two arms' noise reads half)."""
+    rng = np.random.default_rng(8)
+    k = 200_000
+    change = draws_of([0.1 * i for i in range(arms)], 0.02, k, rng) + rng.normal(0.0, 0.05, k)
+    assert own_noise(change) == pytest.approx(np.full(arms, 0.02**2), rel=0.02)
 
 
 def test_two_arms_are_pooled_the_more_the_closer_they_are_within_their_noise():

@@ -167,6 +167,13 @@ def _tau_draws(m: FloatArray, v: FloatArray, n: int) -> FloatArray:
     return tau[np.minimum(np.searchsorted(cdf, (np.arange(n) + 0.5) / n), TAU_GRID - 1)]
 
 
+def own_noise(change: FloatArray) -> FloatArray:
+    """Each arm's own noise in ``change`` (n >= 2 arms, per draw): n / (n - 1) times the variance over the draws of
+    its change less the n arms' mean change in the same draw (:func:`pooled_change` says why)."""
+    n = len(change)
+    return np.asarray((change - change.mean(axis=0)).var(axis=1, ddof=1) * n / (n - 1), dtype=float)
+
+
 def pooled_change(change: FloatArray) -> FloatArray:
     """The changes to the budget ``change`` (n, k: per pool arm, per draw) pooled toward the arms' mean change, with
     the uncertainty of how far to pool.
@@ -192,7 +199,7 @@ def pooled_change(change: FloatArray) -> FloatArray:
     out = np.array(change, dtype=float, copy=True)
     if len(out) < 2:
         return out
-    v = (out - out.mean(axis=0)).var(axis=1, ddof=1) * len(out) / (len(out) - 1)
+    v = own_noise(out)
     m = out.mean(axis=1)
     total = v[:, None] + _tau_draws(m, v, out.shape[1])[None, :] ** 2  # (arms, draws)
     shrink = np.divide(v[:, None], total, out=np.ones_like(total), where=total > 0)
