@@ -127,11 +127,20 @@ def test_a_version_5_race_json_reads_without_the_fall_test(size_race, tmp_path):
     assert any(c.ensemble.fall_share is not None for t in an.targets for c in t.curves if c.ensemble is not None)
 
 
+def test_a_version_6_race_json_reads_without_the_anchored_p_best_and_keeps_the_p_best_it_stated(size_race, tmp_path):
+    _, an = size_race
+    rec = an.recommendations[0]
+    assert rec.p_best_anchored is not None and rec.p_best == rec.p_best_anchored  # "high": the anchored one, stated
+    old = written_as(an, tmp_path, 6, {"recommendation": ("p_best_anchored",)})
+    assert old.race_version == RACE_VERSION and old.recommendations[0].p_best_anchored is None
+    assert old.recommendations[0].p_best == rec.p_best
+
+
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda d: d.pop("targets"), "missing key 'targets'"),
     (lambda d: d.update(extra=1), "unknown key 'extra'"),
-    (lambda d: d.update(race_version=99), "race_version must be the integer 1 or 2 or 3 or 4 or 5 or 6"),
-    (lambda d: d.update(race_version="1"), "race_version must be the integer 1 or 2 or 3 or 4 or 5 or 6"),
+    (lambda d: d.update(race_version=99), "race_version must be the integer 1 or 2 or 3 or 4 or 5 or 6 or 7"),
+    (lambda d: d.update(race_version="1"), "race_version must be the integer 1 or 2 or 3 or 4 or 5 or 6 or 7"),
     (lambda d: d["targets"][0]["budgets"][0]["decision"].update(p_best="high"),
      "race.json.targets[0].budgets[0].decision.p_best"),
     (lambda d: d["targets"][0]["curves"][0]["arm_fit"].update(identified=1), "identified must be true or false"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 from race_inputs import F_PILOT, REPS, TRUTH, info, pilots, race
 
 from flopplan.race.analysis import RaceInput, analyze
@@ -79,15 +80,21 @@ def test_a_challenger_the_calibrated_change_does_not_carry_to_0_8_leaves_the_pic
     0.8, so the naive pick stays and a warning says why, with both numbers. Here that costs: "late" is the better
     arm at F (the test above). The rule trades such cases for the moves it no longer makes that lost
     (docs/results.md, round 27)."""
-    target = analyze(_early_and_late(1), n_replicates=REPS, seed=1).target("math")
+    an = analyze(_early_and_late(1), n_replicates=REPS, seed=1)
+    target = an.target("math")
     rec = target.recommendation
     assert rec is not None and rec.arm == "early" == rec.naive_arm and not rec.naive_note
-    assert rec.p_best is not None and rec.p_best <= 0.2  # the anchored forecast's P(best) of the pick, stated
+    assert rec.p_best_anchored is not None and rec.p_best_anchored <= 0.2  # the anchored forecast's for the pick
+    assert rec.confidence == "cannot tell" and rec.p_best_curves is not None  # stated: its mean with the curves'
+    assert rec.p_best == pytest.approx((rec.p_best_anchored + rec.p_best_curves) / 2) != rec.p_best_anchored
+    assert (f"P(best) {rec.p_best:.2f} among the finalists (the comparable arms that reached the top rung): as the "
+            f"evidence cannot tell, the mean of the anchored forecast's {rec.p_best_anchored:.2f} and the curves' own"
+            ) in render_markdown(an)
     held = [w for w in target.warnings if w.startswith("late: the anchored forecast makes it best")]
     assert len(held) == 1 and "early stays the recommendation" in held[0]
     p, p_calibrated = (float(x) for x in re.findall(r"P\(best\) ([0-9.]+)\).*only ([0-9.]+) \(<", held[0])[0])
     assert p >= 0.8 > p_calibrated  # the numbers printed are the ones the rule read
-    assert abs(p - (1 - rec.p_best)) <= 0.006  # two arms: late's anchored P(best) is 1 - early's stated (2 digits)
+    assert abs(p - (1 - rec.p_best_anchored)) <= 0.006  # two arms: late's anchored P(best) is 1 - early's
 
 
 def test_a_pick_moved_off_a_fallen_naive_pick_is_read_among_the_same_arms():

@@ -332,13 +332,12 @@ def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmS
                      samples: tuple[ArmSample, ...], grid: FloatArray, among: frozenset[str] | None = None
                      ) -> tuple[Recommendation, float | None, persistence.Challenger | None]:
     """A fitted recommendation's stated P(best) among the finalists (the comparable arms that reached the top rung)
-    and itself (:mod:`flopplan.race.persistence`: the reward seen at each arm's largest pilot, ``last_cols`` its
-    column, carried to F by the unstretched model average's change); the decision's P(best) counts the eliminated
-    arms too, whose intervals reach far beyond their pilots. With fewer than two finalists it stays the decision's.
-    Beside it, what the stated P(best) would be were the pick to stop at its largest pilot while the others go on,
-    those still accelerating as their rise (:mod:`flopplan.race.acceleration`) forecasts, the rest as the mixture
-    does (None: not computed); and the :class:`persistence.Challenger` (None: none; ``among``: its pool again, so a
-    moved pick's numbers are read among the same arms)."""
+    and itself (:func:`persistence.stated_for`: the anchored forecast's, ``last_cols`` each arm's largest pilot's
+    column; under "cannot tell", its mean with the curves'); the decision's P(best) counts the eliminated arms too.
+    With fewer than two finalists it stays the decision's. Beside it, what the stated P(best) would be were the pick
+    to stop at its largest pilot while the others go on, those still accelerating as their rise
+    (:mod:`flopplan.race.acceleration`) forecasts, the rest as the mixture does (None: not computed); and the
+    :class:`persistence.Challenger` (None: none; ``among``: its pool again: a moved pick's numbers, same arms)."""
     if rec.mode != "fitted" or rec.arm is None:
         return rec, None, None
     names = among or persistence.pool(rec, at_f, {st.info.name: st.survived for st in states})
@@ -364,7 +363,8 @@ def _among_finalists(rec: Recommendation, at_f: BudgetResult, states: list[_ArmS
         stated_calibrated = persistence.stated_p_best(curves, seen, calibrated_change, finalist, accelerating)[0]
         lead = persistence.Challenger(pool[top].info.name, float(stated[top]), float(stated_calibrated[top]),
                                       frozenset(names))
-    return (replace(rec, p_best=float(stated[i]), p_best_curves=float(by_curves[i]), p_best_seen=float(persist[i])),
+    return (replace(rec, p_best=persistence.stated_for(rec.confidence, float(stated[i]), float(by_curves[i])),
+                    p_best_anchored=float(stated[i]), p_best_curves=float(by_curves[i]), p_best_seen=float(persist[i])),
             persistence.p_best_if_stopped(seen, going_on, i), lead)
 
 

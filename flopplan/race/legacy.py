@@ -24,21 +24,22 @@ SET_ASIDE = ("the upfront FLOPs exceed the budget", "eliminated at rung")  # ver
 
 
 def upgrade(data: dict[str, Any], where: str) -> dict[str, Any]:
-    """Version 1 to 5 data as version 6 data; a malformed version 1 file is one UserError line. Versions 3 to 6
+    """Version 1 to 6 data as version 7 data; a malformed version 1 file is one UserError line. Versions 3 to 7
     added fields with defaults (3: a curve's model average, a recommendation's tie, cost to separate it and the
     naive pick; 4: beside a recommendation's P(best), the curves' own and the share of draws in which it is seen
     best at the largest pilot; 5: in a curve's model average, the acceleration test's share and reach; 6: the fall
-    test's share, and the steep-fall family among the model average's families), so a version 2 to 5 file reads
-    as it is: those fields keep their defaults (none recorded)."""
-    if data.get("race_version") in (2, 3, 4, 5):
-        return data | {"race_version": 6}
+    test's share, and the steep-fall family among the model average's families; 7: the anchored P(best) beside the
+    stated one, which under "cannot tell" is now the mean of the anchored and the curves' own), so a version 2 to 6
+    file reads as it is: those fields keep their defaults (none recorded), and its P(best) is what it stated then."""
+    if data.get("race_version") in (2, 3, 4, 5, 6):
+        return data | {"race_version": 7}
     try:
         arms = [{"info": {k: a[k] for k in ("name", "axes", "params", "split", "upfront_flops")},
                  "reached": a["reached"], "survived": a["survived"]} for a in data["arms"]]
         targets = [_target(t) for t in data["targets"]]
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise UserError(f"{where}: a malformed race.json version 1 ({type(exc).__name__}: {exc})") from None
-    return data | {"race_version": 6, "arms": arms, "targets": targets}
+    return data | {"race_version": 7, "arms": arms, "targets": targets}
 
 
 def _target(t: dict[str, Any]) -> dict[str, Any]:

@@ -54,8 +54,12 @@ def _recommendations(a: RaceAnalysis) -> tuple[Table, list[str]]:
         if r.p_best is not None and r.p_best_curves is not None and r.p_best_seen is not None:
             budgets = a.target(r.target).budgets
             decided = budgets[-1].decision.p_best_of.get(r.arm or "") if budgets else None
+            pooled = r.confidence == "cannot tell" and r.p_best_anchored is not None
             notes.append(f"{r.target}: P(best) {r.p_best:.2f} among the finalists (the comparable arms that reached "
-                         f"the top rung): the reward seen at the largest pilot carried to {eng(r.flops)} by the "
+                         "the top rung): " + (f"as the evidence cannot tell, the mean of the anchored forecast's "
+                                              f"{r.p_best_anchored:.2f} and the curves' own; the anchored: " if pooled
+                                              else "") +
+                         f"the reward seen at the largest pilot carried to {eng(r.flops)} by the "
                          f"curves' change (seen best there: {r.p_best_seen:.2f}; the curves alone at "
                          f"{eng(r.flops)}: {r.p_best_curves:.2f})" + (
                              f"; among every comparable arm, the eliminated ones' wide intervals included (what "

@@ -27,8 +27,8 @@ from flopplan.race.curves import CurveFit, EnvelopeCheck, PowerLawFit
 from flopplan.race.design import AXES, is_ladder
 from flopplan.race.ensemble import EnsembleFit
 
-RACE_VERSION = 6
-READABLE = (1, 2, 3, 4, 5, RACE_VERSION)  # versions 1-5: upgraded on reading (flopplan.race.legacy)
+RACE_VERSION = 7
+READABLE = (1, 2, 3, 4, 5, 6, RACE_VERSION)  # versions 1-6: upgraded on reading (flopplan.race.legacy)
 BUCKETS = ("rollout", "learning", "feedback")
 
 
@@ -262,10 +262,12 @@ class Recommendation:
     (:mod:`flopplan.race.overhead`; 0 in files written before it was recorded): the ledger of the arm's pilot a
     validating run continues (``continued_flops``), the FLOPs spent on what is not continued (``overhead_flops``,
     and as a share of the target budget) and the target budget over the arm's largest pilot (``horizon``). A fitted
-    recommendation's ``p_best`` is the anchored forecast's (:mod:`flopplan.race.persistence`: the reward seen at
-    each finalist's largest pilot plus the curves' change to the budget); beside it (None in files before version
-    4) the curves' own P(best) at the budget among the finalists (``p_best_curves``) and the share of draws in
-    which the arm is seen best at the largest pilot (``p_best_seen``)."""
+    recommendation's ``p_best`` is the anchored forecast's (``p_best_anchored``, :mod:`flopplan.race.persistence`:
+    the reward seen at each finalist's largest pilot plus the curves' change to the budget), and under ``cannot
+    tell`` the mean of that and the curves' own (version 7 on; before, the anchored one alone); beside it (None in
+    files before version 4) the curves' own P(best) at the budget among the finalists (``p_best_curves``) and the
+    share of draws in which the arm is seen best at the largest pilot (``p_best_seen``); ``p_best_anchored`` is None
+    in files before version 7."""
 
     target: str
     arm: str | None
@@ -301,6 +303,7 @@ class Recommendation:
     horizon: float = 0.0
     p_best_curves: float | None = None
     p_best_seen: float | None = None
+    p_best_anchored: float | None = None
 
 
 @dataclass(frozen=True)
