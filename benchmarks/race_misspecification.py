@@ -39,7 +39,9 @@ number of arms the halving kept (each costs 3/4 of a first rung's four pilots mo
 predictions whose arm tested as still accelerating in ln F (its interval's upper end raised,
 flopplan.race.acceleration), and, over the same fitted recommendations as the stated P(best), the two readings the
 report prints beside it: the calibrated curves' own P(best) at F among the finalists (P(b)c) and how often the arm
-is seen best at the largest pilot (P(b)s; persistence); and how many picks RACE moved off the naive pick, and of
+is seen best at the largest pilot (P(b)s; persistence), and the anchored forecast's P(best) (P(b)a: what RACE
+stated before round 30, where under "cannot tell" it now states the mean of that and P(b)c); and how many picks
+RACE moved off the naive pick, and of
 those how many had a lower regret at F than the naive pick (won) and a higher one (lost): ``moved w/l``. With
 another flopplan on PYTHONPATH (one before the promotion module) it measures that one, with ``--promotion current``.
 """
@@ -232,6 +234,7 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
             "stated": rec.p_best if fitted_rec else None,  # type: ignore[union-attr]
             "curves": rec.p_best_curves if fitted_rec else None,  # type: ignore[union-attr]
             "seen": rec.p_best_seen if fitted_rec else None,  # type: ignore[union-attr]
+            "anchored": (getattr(rec, "p_best_anchored", None) or rec.p_best) if fitted_rec else None,  # type: ignore[union-attr]
             "right": (truth[rec.arm] >= top_truth) if fitted_rec else None,  # type: ignore[union-attr, index, operator]
             "race": best - truth[rec.arm] if rec is not None and rec.arm else np.nan,
             "naive": best - truth[naive], "point": best - truth[point_pick],
@@ -250,6 +253,7 @@ def summarise(rows: list[dict[str, object]]) -> str:
     stated = [r["stated"] for r in ok if r["stated"] is not None]
     curves = [r["curves"] for r in ok if r["curves"] is not None]  # None with fewer than two finalists
     persistence = [r["seen"] for r in ok if r["seen"] is not None]
+    anchored = [r.get("anchored", r["stated"]) for r in ok if r["stated"] is not None]  # rows of the stated P(best)
     right = [r["right"] for r in ok if r["right"] is not None]
     told = [r["race"] for r in ok if not r["cannot_tell"]]
     accel = [x for r in ok for x in r["accelerating"]]  # type: ignore[attr-defined]
@@ -269,7 +273,8 @@ def summarise(rows: list[dict[str, object]]) -> str:
             f"{0.0:>6.3f} {mean('dropped'):>6.3f} {mean('cannot_tell'):>6.3f} "
             f"{(np.mean(told) if told else float('nan')):>7.4f} {mean('kept'):>5.2f} {np.mean(accel):>5.2f} "
             f"{(np.mean(curves) if curves else float('nan')):>6.3f} "
-            f"{(np.mean(persistence) if persistence else float('nan')):>6.3f} {f'{len(moved)}:{won}/{lost}':>9}{stall}")
+            f"{(np.mean(persistence) if persistence else float('nan')):>6.3f} {np.mean(anchored):>6.3f} "
+            f"{f'{len(moved)}:{won}/{lost}':>9}{stall}")
 
 
 def main() -> None:
@@ -343,7 +348,7 @@ def main() -> None:
           + ("; each repetition its own random stream (--paired)" if args.paired else ""))
     print(f"{'family':<10} {'err':>3} {'cover':>6} {'width':>6} {'P(b)':>6} {'right':>6} {'r_RACE':>7} {'r_naive':>7} "
           f"{'r_fit':>7} {'r_exh':>6} {'drop':>6} {'c.tell':>6} {'r_told':>7} {'kept':>5} {'accel':>5} {'P(b)c':>6} "
-          f"{'P(b)s':>6} {'moved w/l':>9}")
+          f"{'P(b)s':>6} {'P(b)a':>6} {'moved w/l':>9}")
     held = [] if args.holdout_families is None else args.holdout_families or [h for h in HOLDOUT if h not in YOURS]
     held += [y for y in yours if y not in held]
     for family in [*args.families, *held]:

@@ -175,10 +175,31 @@ def test_a_p_best_among_arms_still_climbing_says_what_it_assumes(size_race):
     assert all(c.ensemble.reach_at_budget is not None for c in t.curves)
     caveat = [w for w in t.warnings if "still accelerating" in w]
     assert len(caveat) == 1 and caveat[0].startswith("slow, fast: ")
-    assert f"P(best) of {t.recommendation.p_best:.2f}" in caveat[0]
-    stopped = float(caveat[0].rsplit("its P(best) would be ", 1)[1])  # slow, going on, may pass a stopped fast
-    assert stopped < t.recommendation.p_best
+    assert f"P(best) of {t.recommendation.p_best_anchored:.2f}" in caveat[0]
+    stopped = float(caveat[0].rsplit("that P(best) would be ", 1)[1])  # slow, going on, may pass a stopped fast
+    assert stopped < t.recommendation.p_best_anchored
     assert not [w for w in size_race[1].target("math").warnings if "still accelerating" in w]
+
+
+def test_under_cannot_tell_the_climb_warning_compares_the_anchored_p_best_with_its_stopped_twin():
+    """A straight rise in F beside a saturating arm: the pick still accelerates, and the evidence cannot tell. The
+    stated P(best) averages the anchored one with the curves'; "were it to stop" is a twin of the anchored one, so
+    the warning prints that (a stopped climb read beside the average seemed to raise the P(best))."""
+    rng = np.random.default_rng(0)
+    eta = rng.standard_normal(200)
+    grid = np.concatenate([[0.0], F_PILOT * 2.0 ** np.arange(-4, 1)])
+    f = np.tile(grid, (3, 1)) * (1 + 0.01 * rng.uniform(-1, 1, (3, grid.size)))
+    z = np.sqrt(0.5) * eta + np.sqrt(0.5) * rng.standard_normal((3, grid.size, eta.size))
+    scores = (ndtr(z) < (0.38 + 0.15 * f / F_PILOT)[:, :, None]).astype(float)
+    pairs = [(info("fast"), ArmPilots.from_arrays("fast", f, scores)), (info("sat"), pilots(rng, eta, "sat", a=0.47))]
+    t = analyze(race(pairs), n_replicates=REPS).target("math")
+    rec = t.recommendation
+    assert rec.arm == "fast" and rec.confidence == "cannot tell"
+    assert rec.p_best == pytest.approx((rec.p_best_anchored + rec.p_best_curves) / 2)
+    assert f"{rec.p_best:.2f}" != f"{rec.p_best_anchored:.2f}"  # the two numbers the warning must not mix
+    caveat = [w for w in t.warnings if "still accelerating" in w]
+    assert len(caveat) == 1 and f"P(best) of {rec.p_best_anchored:.2f} (the anchored forecast's" in caveat[0]
+    assert float(caveat[0].rsplit("that P(best) would be ", 1)[1]) < rec.p_best_anchored
 
 
 def test_a_p_best_far_beyond_the_pilots_says_it_was_not_checked_there(size_race):

@@ -83,6 +83,9 @@ def test_the_summary_counts_the_picks_race_moved_and_how_each_move_did(bench):
             row(False, 0.01, 0.01), {"error": "ValueError: x"}]
     assert bench.summarise(rows).split()[-1] == "4:2/1"  # 4 moved: 2 won, 1 lost, 1 to an arm as good at F
     assert bench.summarise([row(False, 0.0, 0.0)]).split()[-1] == "0:0/0"
+    # the anchored P(best), the one stated before round 30, beside the stated one (rows without it: the stated)
+    assert bench.summarise([row(False, 0.0, 0.0) | {"anchored": 0.9}]).split()[-2] == "0.900"
+    assert bench.summarise([row(False, 0.0, 0.0)]).split()[-2] == "0.800"
 
 
 def test_the_identifiability_benchmarks_tie_twin_equals_the_sigmoid_where_pilots_look_and_ties_at_f(bench):

@@ -3,6 +3,7 @@ naive pick, the anchored forecast that overturns it, arms solved from step 0, un
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -13,8 +14,8 @@ from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.curves import scalerl_curve, synthetic_scores
 from flopplan.race.pilot_data import ArmPilots
 from flopplan.race.regime import _naive_fields, _naive_stands, separated_the_other_way
-from flopplan.race.report import render_markdown
-from flopplan.race.results import ArmPrediction, BudgetResult
+from flopplan.race.report import render_markdown, write_outputs
+from flopplan.race.results import ArmPrediction, BudgetResult, load_analysis
 from flopplan.race.validate import predicted_at
 
 
@@ -74,7 +75,7 @@ def test_the_anchored_forecast_overturns_the_naive_pick_where_the_intervals_over
     assert (rec.reward, rec.lo, rec.hi) == (at_f["late"].reward, at_f["late"].lo, at_f["late"].hi)
 
 
-def test_a_challenger_the_calibrated_change_does_not_carry_to_0_8_leaves_the_pick_and_says_why():
+def test_a_challenger_the_calibrated_change_does_not_carry_to_0_8_leaves_the_pick_and_says_why(tmp_path):
     """The same truths, other pilots: the anchored forecast makes "late" best in at least 80 % of the draws, but
     carried by the calibrated change (the extrapolation error the pilots' own holdout measured) it does not reach
     0.8, so the naive pick stays and a warning says why, with both numbers. Here that costs: "late" is the better
@@ -88,8 +89,14 @@ def test_a_challenger_the_calibrated_change_does_not_carry_to_0_8_leaves_the_pic
     assert rec.confidence == "cannot tell" and rec.p_best_curves is not None  # stated: its mean with the curves'
     assert rec.p_best == pytest.approx((rec.p_best_anchored + rec.p_best_curves) / 2) != rec.p_best_anchored
     assert (f"P(best) {rec.p_best:.2f} among the finalists (the comparable arms that reached the top rung): as the "
-            f"evidence cannot tell, the mean of the anchored forecast's {rec.p_best_anchored:.2f} and the curves' own"
-            ) in render_markdown(an)
+            f"evidence cannot tell, the mean of the anchored forecast's {rec.p_best_anchored:.2f} and the curves' own "
+            f"among the same arms, {rec.p_best_curves:.2f}") in render_markdown(an)
+    write_outputs(an, tmp_path, plots=False)  # read back as version 6 wrote it: the P(best) it stated stays
+    data = json.loads((tmp_path / "race.json").read_text())
+    del data["targets"][0]["recommendation"]["p_best_anchored"]
+    (tmp_path / "race.json").write_text(json.dumps({**data, "race_version": 6}))
+    old = load_analysis(tmp_path / "race.json").target("math").recommendation
+    assert old.p_best_anchored is None and old.p_best == rec.p_best
     held = [w for w in target.warnings if w.startswith("late: the anchored forecast makes it best")]
     assert len(held) == 1 and "early stays the recommendation" in held[0]
     p, p_calibrated = (float(x) for x in re.findall(r"P\(best\) ([0-9.]+)\).*only ([0-9.]+) \(<", held[0])[0])

@@ -24,6 +24,7 @@ from flopplan.race.persistence import (
     p_best_if_stopped,
     pooled_change,
     prompts_caveat,
+    stated_for,
     stated_p_best,
 )
 from flopplan.race.results import ArmInfo, Recommendation
@@ -138,6 +139,13 @@ def test_noise_every_arm_shares_does_not_pool_changes_that_differ():
     assert pooled_change(change[:1]) == pytest.approx(change[:1])  # one arm: nothing to pool
 
 
+def test_the_p_best_stated_is_the_anchored_one_and_under_cannot_tell_its_mean_with_the_curves():
+    for confidence in ("high", "low", "best observed"):
+        assert stated_for(confidence, 0.9, 0.4) == 0.9
+    assert stated_for("cannot tell", 0.9, 0.4) == pytest.approx(0.65)
+    assert stated_for("cannot tell", 0.3, 0.3) == pytest.approx(0.3)
+
+
 @pytest.mark.parametrize("arms", [2, 3, 4])
 def test_an_arms_own_noise_is_counted_whole_and_the_noise_every_arm_shares_not_at_all(arms):
     """Less the arms' mean in each draw, an arm keeps (n - 1) / n of its own noise's variance and none of the
@@ -212,7 +220,7 @@ def test_the_learned_reward_caveat_names_the_pool_arms_trained_on_a_reward_model
     not comparable) and a recommendation with no fitted P(best) get none."""
     arms = [_arm("a", "rule"), _arm("b", "orm:tiny-rm"), _arm("c", "prm:Qwen/Qwen2.5-Math-PRM-7B"), _arm("d", "orm:x")]
     (line,) = learned_reward_caveat(_rec(), arms, {"a", "b", "c"})
-    assert line.startswith("b, c: trained on a learned reward model") and "0.90" in line and "round 21" in line
+    assert line.startswith("b, c: trained on a learned reward model") and "0.90" in line and "rounds 21 and 30" in line
     assert learned_reward_caveat(_rec(), arms, {"a"}) == []
     assert learned_reward_caveat(_rec(), [_arm("a", "rule"), _arm("e", "rule")], {"a", "e"}) == []
     assert learned_reward_caveat(_rec(p_best=None), arms, {"a", "b"}) == []

@@ -154,11 +154,19 @@ def test_the_manifest_round_trips_and_a_corrupted_one_is_refused(tmp_path):
     (tmp_path / "r" / MANIFEST).write_text(json.dumps({**data, "pilot_cap": data["pilot_cap"] * 2}))
     for command in ("run", "analyze"):
         one_line_error(cli("race", command, str(tmp_path / "r")), "pilot_fraction x budget_flops")
+    # its inputs edited with it set to match, or without it: read (the stale one alone is refused, as above)
+    for cap in ({"pilot_cap": int(0.25 * data["budget_flops"])}, {}):
+        edited = {k: v for k, v in data.items() if k != "pilot_cap"} | {"pilot_fraction": 0.25} | cap
+        (tmp_path / "r" / MANIFEST).write_text(json.dumps(edited))
+        assert RaceDesign.load(tmp_path / "r").pilot_cap == int(0.25 * data["budget_flops"])
+    (tmp_path / "r" / MANIFEST).write_text(json.dumps({**data, "pilot_fraction": 0.25}))
+    one_line_error(cli("race", "analyze", str(tmp_path / "r")), "set pilot_cap to match")
     # rungs edited up: the pilots could overspend phi x F (every arm runs the first rung), refused before any runs
     bigger = [b * 4 for b in data["rung_flops"]]
-    (tmp_path / "r" / MANIFEST).write_text(json.dumps({**data, "rung_flops": bigger}))
-    assert RaceDesign.load(tmp_path / "r").worst_case_flops > data["pilot_cap"]
-    one_line_error(cli("race", "run", str(tmp_path / "r")), "could spend")
+    for edit in ({"rung_flops": bigger}, {"seeds": [*data["seeds"], *range(100, 108)]}):
+        (tmp_path / "r" / MANIFEST).write_text(json.dumps({**data, **edit}))
+        assert RaceDesign.load(tmp_path / "r").worst_case_flops > data["pilot_cap"]
+        one_line_error(cli("race", "run", str(tmp_path / "r")), "could spend")
     assert not list((tmp_path / "r").glob("pilots"))
     one_line_error(cli("race", "run", str(tmp_path / "none")), "no RACE manifest")
 

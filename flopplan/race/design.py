@@ -235,13 +235,15 @@ def _manifest_problem(d: RaceDesign) -> str:
 
 def _derived_problem(d: RaceDesign, data: dict[str, Any]) -> str:
     """A figure the manifest records for the reader but derives (pilot_cap = floor(pilot_fraction x budget_flops))
-    edited by hand: the race would go on the inputs and ignore the edit, so it is refused and the inputs named.
+    that no longer matches its inputs: an edit of it would be ignored (the race reads the inputs), an edit of the
+    inputs leaves it stale; either way the manifest says two things, so it is refused with the value that matches.
     ``worst_case_flops`` is not compared: it sums the arms' pilot budgets, whose accounting (evaluations) a later
     release may refine, and that must not refuse an older race; what it guards is checked on the inputs
     (:func:`pilots_fit_the_cap`)."""
     if "pilot_cap" in data and data["pilot_cap"] != d.pilot_cap:
-        return (f"pilot_cap {data['pilot_cap']!r} is not pilot_fraction x budget_flops ({d.pilot_cap}); it is derived "
-                "from those two: edit them instead")
+        return (f"pilot_cap {data['pilot_cap']!r} is not pilot_fraction x budget_flops ({d.pilot_cap}): it is derived "
+                "from those two, not read; to change the pilots' budget edit them, then set pilot_cap to match or "
+                "delete it")
     return ""
 
 
@@ -250,8 +252,8 @@ def pilots_fit_the_cap(d: RaceDesign, where: str) -> None:
     later rungs within the cap (``runner._affordable``), but every arm runs the first rung and the halving's count
     the later ones whatever the cap says, so rungs or counts edited up would overspend the pilot fraction."""
     if d.worst_case_flops > d.pilot_cap:
-        raise UserError(f"{where}: its pilots could spend {d.worst_case_flops:.4g} FLOPs, more than pilot_fraction x "
-                        f"budget_flops = {d.pilot_cap:.4g} (rung_flops, keep or room edited?): rerun "
+        raise UserError(f"{where}: its pilots could spend {d.worst_case_flops:,} FLOPs, more than pilot_fraction x "
+                        f"budget_flops = {d.pilot_cap:,} (rung_flops, keep, room or seeds edited?): rerun "
                         "`flopplan race design`")
 
 
@@ -416,9 +418,9 @@ def one_seed_note(sd: float) -> str:
     """What a design of one seed says before any pilot runs: the seeds' spread will be assumed (``--seed-sd``)."""
     return (f"one seed per arm: the analysis cannot measure how far an arm's seeds differ and assumes a seed sd of "
             f"{sd * 100:g} % of the gain (--seed-sd; flopplan.race.seed_pooling); on simulated truths, assuming 5 %, a "
-            "one-seed grid's stated P(best) read up to 0.15 above how often its pick was best where curves crossed, "
-            "0.20 where seeds differed twice as much as assumed (docs/results.md, round 24): two seeds let the grid "
-            "measure the spread")
+            "one-seed grid's stated P(best) read up to 0.15 above how often its pick was best where curves crossed "
+            "(0.08 since round 30's P(best) under 'cannot tell'), 0.20 where seeds differed twice as much as assumed "
+            "(docs/results.md, rounds 24 and 30): two seeds let the grid measure the spread")
 
 
 def horizon_note(horizon: float, seeds: int = 3) -> str:
@@ -435,9 +437,10 @@ def horizon_note(horizon: float, seeds: int = 3) -> str:
         return note
     fewer = "fewer arms or seeds (two at least)" if seeds > 2 else "fewer arms"
     return (f"{note}. RACE's intervals and P(best) were checked against simulated truths at {MEASURED_HORIZON:g}x "
-            "(the P(best) off by up to 0.43 at 4x-8x: docs/results.md), so the analysis will read the P(best) as how "
-            "strongly the pilots favour an arm, not as the chance that it is best at F; a larger --pilot-fraction, "
-            f"{fewer}, or a steeper ladder (more --rungs, a larger --eta) brings the largest pilot closer to F")
+            "(the anchored P(best) off by up to 0.43 at 4x-8x: docs/results.md), so the analysis will read the P(best) "
+            "as how strongly the pilots favour an arm, not as the chance that it is best at F; a larger "
+            f"--pilot-fraction, {fewer}, or a steeper ladder (more --rungs, a larger --eta) brings the largest pilot "
+            "closer to F")
 
 
 def _model_identity(name: str) -> str:

@@ -57,8 +57,8 @@ def _recommendations(a: RaceAnalysis) -> tuple[Table, list[str]]:
             pooled = r.confidence == "cannot tell" and r.p_best_anchored is not None
             notes.append(f"{r.target}: P(best) {r.p_best:.2f} among the finalists (the comparable arms that reached "
                          "the top rung): " + (f"as the evidence cannot tell, the mean of the anchored forecast's "
-                                              f"{r.p_best_anchored:.2f} and the curves' own; the anchored: " if pooled
-                                              else "") +
+                                              f"{r.p_best_anchored:.2f} and the curves' own among the same arms, "
+                                              f"{r.p_best_curves:.2f}; the anchored: " if pooled else "") +
                          f"the reward seen at the largest pilot carried to {eng(r.flops)} by the "
                          f"curves' change (seen best there: {r.p_best_seen:.2f}; the curves alone at "
                          f"{eng(r.flops)}: {r.p_best_curves:.2f})" + (

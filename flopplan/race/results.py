@@ -267,7 +267,7 @@ class Recommendation:
     tell`` the mean of that and the curves' own (version 7 on; before, the anchored one alone); beside it (None in
     files before version 4) the curves' own P(best) at the budget among the finalists (``p_best_curves``) and the
     share of draws in which the arm is seen best at the largest pilot (``p_best_seen``); ``p_best_anchored`` is None
-    in files before version 7."""
+    in files before version 7, and where ``p_best`` is the decision's (fewer than two finalists) or none."""
 
     target: str
     arm: str | None
