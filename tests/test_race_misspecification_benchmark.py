@@ -112,3 +112,23 @@ def test_the_identifiability_benchmarks_tie_twin_equals_the_sigmoid_where_pilots
         spreads.append(max(ends) - min(ends))
     assert np.median(spreads) > 0.05  # the twin, not the control, makes the tie
     assert f_p * 1.01 * np.exp(0.1 * 3.9) < ident.SPLIT
+
+
+def test_the_blind_check_runs_every_family_and_resumes_after_its_rows(tmp_path):
+    """benchmarks/race_blind_check.py (round 30's independent check): one repetition per family through the runner's
+    promotion and the analysis, with no analysis error and no malformed number; a second run adds nothing."""
+    import subprocess
+
+    command = [sys.executable, str(ROOT / "benchmarks" / "race_blind_check.py"), "--reps", "1", "--replicates",
+               "20", "--seed", "3", "--out", str(tmp_path)]
+    first = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
+    rows = {p.stem: p.read_text().splitlines() for p in tmp_path.glob("rows_*.jsonl")}
+    assert sorted(rows) == [f"rows_{f}" for f in sorted(("ratecross", "creep", "cliff", "seedsplit", "ceiling"))]
+    import json
+    for lines in rows.values():
+        (row,) = [json.loads(x) for x in lines]
+        assert "error" not in row and row["bad"] == [] and all(0 <= t <= 1 for t in row["truth"].values())
+        assert row["kept"] and all(p["lo"] <= p["r"] <= p["hi"] for p in row["preds"] if p["usable"])
+    assert first.stderr == ""
+    subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
+    assert {p.stem: p.read_text().splitlines() for p in tmp_path.glob("rows_*.jsonl")} == rows  # resumed: no new row
