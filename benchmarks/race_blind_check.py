@@ -9,13 +9,16 @@ runner.with_unfitted); survivors add evaluations at F_P/2 and F_P; the analysis 
     python benchmarks/race_blind_check.py --families creep --reps 10 --out DIR        # a subset, elsewhere
     python benchmarks/race_blind_check.py --table --out DIR                           # the table of DIR's rows
 
-Each repetition is one JSON line in OUT/rows_FAMILY.jsonl (OUT: --out, default ./race-blind-check); a run resumes
-after the rows already there (--fresh starts over). Columns: repetitions, analysis errors, coverage of the 90 %
-intervals at F of usable predictions (and their count) and of every prediction, the stated P(best) of fitted
-recommendations, how often the pick was the best finalist (hit) and among every arm (hitAll), how often the
-halving kept no arm as good as the true best (drop), the mean regret at F of RACE, the naive pick (best observed at
-F_P among the survivors) and exhaustive (0), the "cannot tell" and "undecided" shares, malformed numbers (bad), and
-the picks RACE moved off the naive pick (moved, won, lost at F).
+Each repetition is one JSON line in OUT/rows_FAMILY.jsonl (OUT: --out, default ./race-blind-check), with the seed
+and replicate count it ran with; a run resumes after the rows already there (a line cut by a kill is dropped), and
+refuses rows of another seed or replicate count (--fresh starts over). The table reads the first --reps rows.
+Columns: repetitions, analysis errors, coverage of the 90 % intervals at F of usable predictions (cov_u, and their
+count n_u) and of every prediction (cov_all), the stated P(best) of fitted recommendations (P(b)), how often the
+pick was the best finalist (hit), stated less hit (P-hit), how often the pick was best among every arm (hitAll),
+how often the halving kept no arm as good as the true best (drop), the mean regret at F of RACE, the naive pick
+(best observed at F_P among the survivors) and exhaustive (0), the "cannot tell" and "undecided" shares, malformed
+numbers (bad), the picks RACE moved off the naive pick (moved, won, lost at F), and the anchored P(best) (P(b)a:
+what RACE stated before round 30, where under "cannot tell" it now states the mean of that and the curves' own).
 """
 
 from __future__ import annotations
@@ -313,16 +316,42 @@ def repetition(family, rng, n_replicates):
     }
 
 
-def table(families):
+def refuse(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_rows(path: Path, seed: int | None = None, replicates: int | None = None) -> list[dict]:
+    """The rows of ``path`` (none when it is absent), less a last line a kill cut short (the file is rewritten
+    without it); one line on stderr and exit 2 when a row ran with another seed or replicate count than given."""
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    rows = []
+    for i, line in enumerate(lines):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i < len(lines) - 1:
+                raise
+            path.write_text("".join(x + "\n" for x in lines[:-1]))  # a cut last line: its repetition runs again
+    for r in rows:
+        other_seed = seed is not None and r.get("seed") != seed
+        if other_seed or (replicates is not None and r.get("replicates") != replicates):
+            refuse(f"{path} holds rows of seed {r.get('seed')} and {r.get('replicates')} replicates, not {seed} and "
+                   f"{replicates}: another --out, or --fresh")
+    return rows
+
+
+def table(families, reps=None):
     hdr = (f"{'family':<10}{'n':>4}{'err':>4}{'cov_u':>7}{'n_u':>5}{'cov_all':>8}{'P(b)':>7}{'hit':>6}{'P-hit':>7}"
            f"{'hitAll':>7}{'drop':>6}{'rRACE':>7}{'rNaive':>7}{'rExh':>5}{'c.tell':>7}{'undec':>6}{'bad':>4}"
            f"{'moved':>6}{'won':>5}{'lost':>5}{'P(b)a':>7}")
     lines = [hdr]
     for fam in families:
-        path = OUT / f"rows_{fam}.jsonl"
-        if not path.exists():
+        rows = read_rows(OUT / f"rows_{fam}.jsonl")[:reps]
+        if not rows:
             continue
-        rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
         ok = [r for r in rows if "error" not in r]
         if not ok:
             lines.append(f"{fam:<10}{len(rows):>4}{len(rows):>4}")
@@ -331,7 +360,8 @@ def table(families):
         allp = [p["in"] for r in ok for p in r["preds"]]
         pb = [r["p_best"] for r in ok if r["p_best"] is not None]
         # the anchored P(best), what RACE stated before round 30 (rows without it: the stated one)
-        anchored = [r.get("p_best_anchored") or r["p_best"] for r in ok if r["p_best"] is not None]
+        anchored = [r["p_best"] if r.get("p_best_anchored") is None else r["p_best_anchored"]
+                    for r in ok if r["p_best"] is not None]
         hit = [r["hit"] for r in ok if r["hit"] is not None]
         hit_all = [r["hit_all"] for r in ok if r["hit_all"] is not None]
         rr = [r["regret_race"] for r in ok if r["regret_race"] is not None]
@@ -366,15 +396,17 @@ def main():
     ap.add_argument("--out", default=str(OUT), help="the folder of the rows (default ./race-blind-check)")
     a = ap.parse_args()
     OUT = Path(a.out)
-    OUT.mkdir(parents=True, exist_ok=True)
     if a.table:
-        print(table(a.families))
+        if not OUT.is_dir():
+            refuse(f"{OUT} holds no rows (--out)")
+        print(table(a.families, a.reps))
         return
+    OUT.mkdir(parents=True, exist_ok=True)
     for fam in a.families:
         path = OUT / f"rows_{fam}.jsonl"
         if a.fresh and path.exists():
             path.unlink()
-        done = len(path.read_text().splitlines()) if path.exists() else 0
+        done = len(read_rows(path, a.seed, a.replicates))
         start = time.perf_counter()
         for rep in range(done, a.reps):
             rng = np.random.default_rng([a.seed, list(FAMILIES).index(fam), rep])  # each rep its own stream
@@ -384,11 +416,11 @@ def main():
                 tb = traceback.format_exc().splitlines()
                 row = {"error": f"{type(exc).__name__}: {exc}", "tb": tb[-8:], "rep": rep}
                 print(f"  {fam} rep {rep} error: {row['error']}", file=sys.stderr, flush=True)
-            row["rep"] = rep
+            row.update(rep=rep, seed=a.seed, replicates=a.replicates)
             with path.open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
         print(f"# {fam}: {time.perf_counter() - start:.0f} s", flush=True)
-    print(table(a.families))
+    print(table(a.families, a.reps))
 
 
 if __name__ == "__main__":

@@ -234,7 +234,8 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
             "stated": rec.p_best if fitted_rec else None,  # type: ignore[union-attr]
             "curves": rec.p_best_curves if fitted_rec else None,  # type: ignore[union-attr]
             "seen": rec.p_best_seen if fitted_rec else None,  # type: ignore[union-attr]
-            "anchored": (getattr(rec, "p_best_anchored", None) or rec.p_best) if fitted_rec else None,  # type: ignore[union-attr]
+            "anchored": (rec.p_best if getattr(rec, "p_best_anchored", None) is None  # type: ignore[union-attr]
+                         else rec.p_best_anchored) if fitted_rec else None,  # type: ignore[union-attr]
             "right": (truth[rec.arm] >= top_truth) if fitted_rec else None,  # type: ignore[union-attr, index, operator]
             "race": best - truth[rec.arm] if rec is not None and rec.arm else np.nan,
             "naive": best - truth[naive], "point": best - truth[point_pick],

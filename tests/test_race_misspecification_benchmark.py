@@ -132,3 +132,11 @@ def test_the_blind_check_runs_every_family_and_resumes_after_its_rows(tmp_path):
     assert first.stderr == ""
     subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
     assert {p.stem: p.read_text().splitlines() for p in tmp_path.glob("rows_*.jsonl")} == rows  # resumed: no new row
+    creep = tmp_path / "rows_creep.jsonl"
+    creep.write_text(creep.read_text() + '{"truth": {"g4"')  # a line a kill cut: dropped, its repetition run again
+    more = [*command[:3], "2", *command[4:], "--families", "creep"]
+    subprocess.run(more, capture_output=True, text=True, check=True, timeout=600)
+    lines = creep.read_text().splitlines()
+    assert lines[0] == rows["rows_creep"][0] and [json.loads(x)["rep"] for x in lines] == [0, 1]
+    other = subprocess.run([*more[:7], "4", *more[8:]], capture_output=True, text=True, timeout=600)  # --seed 4
+    assert other.returncode == 2 and other.stderr.count("\n") == 1 and "seed 3" in other.stderr

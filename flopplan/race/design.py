@@ -250,7 +250,7 @@ def _derived_problem(d: RaceDesign, data: dict[str, Any]) -> str:
 def pilots_fit_the_cap(d: RaceDesign, where: str) -> None:
     """Refuse a manifest whose pilots could spend more than phi x F before any pilot runs: the halving keeps the
     later rungs within the cap (``runner._affordable``), but every arm runs the first rung and the halving's count
-    the later ones whatever the cap says, so rungs or counts edited up would overspend the pilot fraction."""
+    the later ones whatever the cap says, so rungs, counts or seeds edited up would overspend the pilot fraction."""
     if d.worst_case_flops > d.pilot_cap:
         raise UserError(f"{where}: its pilots could spend {d.worst_case_flops:,} FLOPs, more than pilot_fraction x "
                         f"budget_flops = {d.pilot_cap:,} (rung_flops, keep, room or seeds edited?): rerun "
@@ -420,7 +420,7 @@ def one_seed_note(sd: float) -> str:
             f"{sd * 100:g} % of the gain (--seed-sd; flopplan.race.seed_pooling); on simulated truths, assuming 5 %, a "
             "one-seed grid's stated P(best) read up to 0.15 above how often its pick was best where curves crossed "
             "(0.08 since round 30's P(best) under 'cannot tell'), 0.20 where seeds differed twice as much as assumed "
-            "(docs/results.md, rounds 24 and 30): two seeds let the grid measure the spread")
+            "(round 24, before it; docs/results.md): two seeds let the grid measure the spread")
 
 
 def horizon_note(horizon: float, seeds: int = 3) -> str:

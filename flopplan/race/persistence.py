@@ -101,10 +101,10 @@ def stated_for(confidence: str, anchored: float, by_curves: float) -> float:
     benchmark's shapes (docs/results.md, rounds 26, 28 and 30), every family outside the 0.10 bar was too high
     with the anchored P(best) alone, by up to 0.33, with "cannot tell" said in 81-98 % of their repetitions; the
     curves' own P(best) errs the other way where curves saturate (the module's docstring). The equal weight is not
-    fitted: the session before round 30's check tried this rule offline on the benchmark's cells and did not take
-    it, and the check drew its families after; on them it took the families outside the bar from 4 of 5 to 2, on
-    the benchmark's 42 cells and round 26's six from 7 to 5, three of those too low (round 30). Round 13 took the
-    mean in every case, not only under "cannot tell", and the control read 0.14 too low."""
+    fitted, but the rule was chosen among six variants on the benchmark's 42 cells and round 26's six (in sample:
+    7 outside to 5, three of those too low); on round 30's check, drawn after, it took the families outside the
+    bar from 4 of 5 to 2 (docs/results.md, round 30). Round 13 took the mean in every case, not only under
+    "cannot tell", and the control read 0.14 too low with one R0 for every arm."""
     return (anchored + by_curves) / 2 if confidence == "cannot tell" else anchored
 
 
@@ -263,7 +263,8 @@ def climb_caveat(rec: Recommendation | None, at_f: BudgetResult, curves: dict[st
     anchored = rec.p_best if rec.p_best_anchored is None else rec.p_best_anchored  # what if_stopped is a twin of
     stop = (f"; were {rec.arm} to stop at its largest pilot while the others go on, that P(best) would be "
             f"{if_stopped:.2f}" if rec.arm in climbing and if_stopped is not None else "")
-    which = "" if anchored == rec.p_best else f" (the anchored forecast's; the {rec.p_best:.2f} stated averages it)"
+    which = ("" if anchored == rec.p_best else
+             f" (the anchored forecast's; the {rec.p_best:.2f} stated averages it with the curves' own)")
     return [f"{', '.join(climbing)}: still accelerating in ln F at the largest pilot; the P(best) of {anchored:.2f}"
             f"{which} assumes the climb goes on to the target budget. A ceiling reached between the largest pilot and "
             f"the budget is in no pilot, and it can reorder the arms{stop}"]
@@ -273,7 +274,8 @@ def horizon_caveat(rec: Recommendation) -> list[str]:
     """What the stated P(best) of a fitted recommendation does not show when F is far beyond the pick's largest
     pilot: the anchored forecast was measured against simulated truths of 15 curve shapes
     (benchmarks/race_misspecification.py, 200 repetitions per shape and seed; docs/results.md, round 10) at F = 2x
-    the largest pilot, where it is within 0.10 of how often the pick was the best finalist on 12 of them; at 4x and
+    the largest pilot, where it was within 0.10 of how often the pick was the best finalist on 12 of them (the
+    stated P(best) since round 30, on 49 of 58 shapes and geometries there); at 4x and
     8x it was off by up to 0.43 (too high where straight rises in F stop at unseen ceilings, too low where sigmoids
     saturate and where arms tie at a pass rate of 1). Beyond :data:`MEASURED_HORIZON` (with
     :data:`HORIZON_SLACK`) the caveat says so; the number stays, as a reading of how strongly the pilots favour the

@@ -60,8 +60,8 @@ def _recommendations(a: RaceAnalysis) -> tuple[Table, list[str]]:
                                               f"{r.p_best_anchored:.2f} and the curves' own among the same arms, "
                                               f"{r.p_best_curves:.2f}; the anchored: " if pooled else "") +
                          f"the reward seen at the largest pilot carried to {eng(r.flops)} by the "
-                         f"curves' change (seen best there: {r.p_best_seen:.2f}; the curves alone at "
-                         f"{eng(r.flops)}: {r.p_best_curves:.2f})" + (
+                         f"curves' change (seen best there: {r.p_best_seen:.2f}" + (
+                             ")" if pooled else f"; the curves alone at {eng(r.flops)}: {r.p_best_curves:.2f})") + (
                              f"; among every comparable arm, the eliminated ones' wide intervals included (what "
                              f"'cannot tell' reads): {decided:.2f}" if decided is not None else "")
                          + ". What changes only after the largest pilot is in no pilot: arms that meet or cross "
