@@ -8,6 +8,7 @@ runner.with_unfitted); survivors add evaluations at F_P/2 and F_P; the analysis 
     python benchmarks/race_blind_check.py --reps 100 --replicates 100 --seed 4242     # round 30 (3.5 min)
     python benchmarks/race_blind_check.py --families creep --reps 10 --out DIR        # a subset, elsewhere
     python benchmarks/race_blind_check.py --table --out DIR                           # the table of DIR's rows
+    python benchmarks/race_blind_check.py --table --explain --families creep        # why its intervals missed
 
 Each repetition is one JSON line in OUT/rows_FAMILY.jsonl (OUT: --out, default ./race-blind-check), with the seed
 and replicate count it ran with; a run resumes after the rows already there (a line cut by a kill is dropped), and
@@ -249,6 +250,37 @@ def sanity(budget, tag):
     return bad
 
 
+def why(ensemble) -> dict:
+    """What set a prediction's interval (for --explain): the acceleration test's share of draws bending up in ln F
+    and whether it raised the upper end, the conformal scale per e-fold of F, the families' weights."""
+    if ensemble is None:
+        return {}
+    return {"convex": ensemble.convex_share, "raised": ensemble.reach_at_budget is not None, "scale": ensemble.scale,
+            "weights": {f.family: round(f.weight, 3) for f in ensemble.families}}
+
+
+def explain(families, reps=None) -> str:
+    """Per family, the usable predictions whose interval missed the truth at F: how many, by how much, and what
+    set those intervals (:func:`why`)."""
+    lines = []
+    for fam in families:
+        rows = [r for r in read_rows(OUT / f"rows_{fam}.jsonl")[:reps] if "error" not in r]
+        miss = [(r["truth"][p["arm"]], p) for r in rows for p in r["preds"] if p["usable"] and not p["in"]]
+        if not miss or "scale" not in miss[0][1]:
+            lines.append(f"{fam}: {len(miss)} misses" + ("" if not miss else " (rows written before --explain)"))
+            continue
+        usable = sum(p["usable"] for r in rows for p in r["preds"])
+        above = [t - p["hi"] for t, p in miss if t > p["hi"]]
+        below = [p["lo"] - t for t, p in miss if t < p["lo"]]
+        span = lambda xs: f"{min(xs):.4f}-{max(xs):.4f}" if xs else "-"  # noqa: E731
+        convex = [p["convex"] for _, p in miss if p["convex"] is not None]
+        raised = sum(p["raised"] for _, p in miss)
+        lines.append(f"{fam}: {len(miss)} of {usable} usable predictions missed: {len(above)} above (by "
+                     f"{span(above)}), {len(below)} below (by {span(below)}); the upper end raised in {raised}; "
+                     f"convex share {span(convex)}; conformal scale {span([p['scale'] for _, p in miss])}")
+    return "\n".join(lines)
+
+
 def repetition(family, rng, n_replicates):
     r0 = rng.uniform(0.1, 0.3)
     curves = FAMILIES[family](rng, r0)
@@ -275,6 +307,7 @@ def repetition(family, rng, n_replicates):
     inp = RaceInput(infos, {"math": PilotData(tuple(arms))}, ("math",), F, RUNGS,
                     {n: int(n in kept) for n in names}, 0, "heldout-check")
     t = analyze(inp, n_replicates=n_replicates, seed=seed, holdout=False).target("math")
+    ensembles = {c.arm: c.ensemble for c in t.curves}
     rec = t.recommendation
     at_f = t.budgets[-1] if t.budgets else None
     if at_f is not None:
@@ -306,7 +339,7 @@ def repetition(family, rng, n_replicates):
         "hit_all": bool(truth[rec.arm] >= best - 1e-12) if fitted_rec else None,
         "preds": [{"arm": p.arm, "r": p.reward, "lo": p.lo, "hi": p.hi, "usable": p.usable,
                    "comparable": p.comparable, "pb": p.p_best, "x": p.extrapolation,
-                   "in": bool(p.lo <= truth[p.arm] <= p.hi)} for p in preds],
+                   "in": bool(p.lo <= truth[p.arm] <= p.hi), **why(ensembles.get(p.arm))} for p in preds],
         "regret_race": (best - truth[rec.arm]) if rec is not None and rec.arm else None,
         "regret_naive": best - truth[naive], "naive": naive,
         "dropped": bool(max(truth[n] for n in kept) < best - 1e-12) if kept else True,
@@ -393,6 +426,7 @@ def main():
     ap.add_argument("--seed", type=int, default=7071)
     ap.add_argument("--fresh", action="store_true")
     ap.add_argument("--table", action="store_true")
+    ap.add_argument("--explain", action="store_true", help="with --table: what set the intervals that missed")
     ap.add_argument("--out", default=str(OUT), help="the folder of the rows (default ./race-blind-check)")
     a = ap.parse_args()
     OUT = Path(a.out)
@@ -400,6 +434,8 @@ def main():
         if not OUT.is_dir():
             refuse(f"{OUT} holds no rows (--out)")
         print(table(a.families, a.reps))
+        if a.explain:
+            print(explain(a.families, a.reps))
         return
     OUT.mkdir(parents=True, exist_ok=True)
     for fam in a.families:

@@ -114,6 +114,9 @@ def test_the_identifiability_benchmarks_tie_twin_equals_the_sigmoid_where_pilots
     assert f_p * 1.01 * np.exp(0.1 * 3.9) < ident.SPLIT
 
 
+FAMILIES = ("ratecross", "creep", "cliff", "seedsplit", "ceiling")  # benchmarks/race_blind_check.py's, in its order
+
+
 def test_the_blind_check_runs_every_family_and_resumes_after_its_rows(tmp_path):
     """benchmarks/race_blind_check.py (round 30's independent check): one repetition per family through the runner's
     promotion and the analysis, with no analysis error and no malformed number; a second run adds nothing."""
@@ -123,12 +126,17 @@ def test_the_blind_check_runs_every_family_and_resumes_after_its_rows(tmp_path):
                "20", "--seed", "3", "--out", str(tmp_path)]
     first = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
     rows = {p.stem: p.read_text().splitlines() for p in tmp_path.glob("rows_*.jsonl")}
-    assert sorted(rows) == [f"rows_{f}" for f in sorted(("ratecross", "creep", "cliff", "seedsplit", "ceiling"))]
+    assert sorted(rows) == [f"rows_{f}" for f in sorted(FAMILIES)]
     import json
     for lines in rows.values():
         (row,) = [json.loads(x) for x in lines]
         assert "error" not in row and row["bad"] == [] and all(0 <= t <= 1 for t in row["truth"].values())
         assert row["kept"] and all(p["lo"] <= p["r"] <= p["hi"] for p in row["preds"] if p["usable"])
+        assert all(p["scale"] >= 0 and abs(sum(p["weights"].values()) - 1) < 0.01 for p in row["preds"] if p["usable"])
+    shown = subprocess.run([*command[:2], "--table", "--explain", "--out", str(tmp_path)], capture_output=True,
+                           text=True, check=True, timeout=60).stdout.splitlines()
+    assert [x.split()[0] for x in shown[1:6]] == list(FAMILIES)  # the table, a row per family
+    assert [x.split(":")[0] for x in shown[6:]] == list(FAMILIES)  # then what set the intervals that missed
     assert first.stderr == ""
     subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
     assert {p.stem: p.read_text().splitlines() for p in tmp_path.glob("rows_*.jsonl")} == rows  # resumed: no new row
