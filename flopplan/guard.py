@@ -49,7 +49,8 @@ class StopDecision:
 
 class Guard:
     """The budget guard of one run over its :class:`~flopplan.ledger.Ledger` (which holds the budget, the charges
-    and the rounds completed). ``decision``: the latest :class:`StopDecision`; a stop is final for the run."""
+    and the rounds completed). ``decision``: the latest :class:`StopDecision`; a stop is final for the run, but for
+    an ``interrupted`` one, which :meth:`resume` lifts when the same run goes on."""
 
     def __init__(self, ledger: Ledger, noun: str = "step") -> None:
         self.ledger, self.noun = ledger, noun
@@ -76,6 +77,12 @@ class Guard:
             raise ValueError(f"unknown stop reason {reason!r}")
         self.decision = StopDecision(True, reason, self.next_round, detail=detail, noun=self.noun)
         return self.decision
+
+    def resume(self) -> None:
+        """The same run goes on after a Ctrl-C stopped it (TRL's ``train()`` called again on the trainer): the
+        ``interrupted`` stop is lifted; any other stop stays."""
+        if self.decision.reason == "interrupted":
+            self.decision = StopDecision(noun=self.noun)
 
     def commit(self, step: int, charges: Iterable[PhaseCharge]) -> dict[str, Any]:
         """Charge a completed round (``step`` 0: work before the first round, a baseline evaluation) and return

@@ -45,6 +45,16 @@ def test_without_a_budget_only_limits_and_interruptions_stop():
         guard.stop("tired", "")
 
 
+def test_resuming_lifts_an_interrupt_and_no_other_stop():
+    guard = Guard(Ledger(None), noun="round")
+    guard.stop("interrupted", "interrupted after round 0")
+    guard.resume()
+    assert not guard.decision.stop and not guard.decide(10).stop
+    guard.stop("steps", "reached 3 steps")
+    guard.resume()
+    assert guard.decision.stop and guard.decision.reason == "steps"
+
+
 def test_a_commit_charges_the_round_and_gives_the_lines_flop_fields():
     guard = Guard(Ledger(None))
     assert guard.commit(0, [unit(5)]) == {"flops": {"rollout": 0, "learning": 5, "feedback": 0, "evaluation": 0,

@@ -42,7 +42,7 @@ from flopplan.budget import Budget
 from flopplan.engines.trl_meter import TRLMeter, longest_prompts
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
 from flopplan.errors import UserError
-from flopplan.guard import StopDecision, metrics_line
+from flopplan.guard import metrics_line
 from flopplan.measure.timer import ProcessClock
 from flopplan.recipe import Recipe
 from flopplan.train.config import TrainConfig
@@ -266,7 +266,7 @@ def _stops_on_ctrl_c(train: Any, meter: TRLMeter, callback: FlopBudgetCallback) 
     def train_until_ctrl_c(*args: Any, **kwargs: Any) -> Any:
         ctrl_c.requested = False  # a new call (the same trainer resumed in a notebook) starts without a stop
         if meter.decision.reason == "interrupted":
-            meter.guard.decision = StopDecision(noun=meter.guard.noun)
+            meter.guard.resume()
             callback.stopped = False
         main = threading.current_thread() is threading.main_thread()
         with ctrl_c.handling() if main else contextlib.nullcontext():
