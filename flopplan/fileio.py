@@ -148,6 +148,16 @@ def lock_holder_pid(folder: str | Path) -> int | None:
     return int(words[1]) if len(words) == 2 and words[0] == "process" and words[1].isdigit() else None
 
 
+def proc_stat(pid: int | str = "self") -> list[str] | None:
+    """A process's status fields on Linux (/proc/PID/stat, proc(5)) from its state on: field 3 is item 0, the
+    parent's id (field 4) item 1, the start time in clock ticks (field 22) item 19; None when it cannot be read (no
+    such process, not Linux). The command name before them is cut at its last ")", as it may hold spaces and ")"."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def lock_holder(folder: str | Path) -> str | None:
     """Who holds ``folder``'s :func:`folder_lock` (``process N``), or None when no live process does."""
     path = Path(folder) / ".lock"

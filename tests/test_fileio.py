@@ -19,6 +19,7 @@ from flopplan.fileio import (
     atomic_write_text,
     folder_lock,
     lock_holder_pid,
+    proc_stat,
     read_json,
 )
 
@@ -148,3 +149,17 @@ def test_the_lock_holders_process_id_is_read_back_and_none_once_released(tmp_pat
     with folder_lock(tmp_path, "run folder"):
         assert lock_holder_pid(tmp_path) == os.getpid()
     assert lock_holder_pid(tmp_path) is None
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="Linux's /proc")
+def test_a_process_status_is_read_past_a_command_name_with_spaces_and_parentheses(tmp_path):
+    assert proc_stat(os.getpid())[1] == str(os.getppid()) and proc_stat()[1] == str(os.getppid())
+    odd = tmp_path / "a (b) c"  # the command name /proc shows is the program's file name
+    odd.symlink_to(sys.executable)
+    child = subprocess.Popen([str(odd), "-c", "import time; time.sleep(30)"])
+    try:
+        assert proc_stat(child.pid)[1] == str(os.getpid())
+    finally:
+        child.kill()
+        child.wait()
+    assert proc_stat(2**22 + 12345) is None  # above Linux's largest process id: no such process

@@ -9,11 +9,11 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import torch
 
+from flopplan.fileio import proc_stat
 from flopplan.measure.meter import FlopMeter
 
 
@@ -47,10 +47,12 @@ def timed_and_counted(measure: bool, sync: bool) -> Iterator[dict[str, Any]]:
 def process_started() -> float | None:
     """When this process started, on the wall clock (Linux: /proc/self/stat field 22, clock ticks after boot), so
     that the first metrics line a process writes dates its start-up (imports, models, data) for time models."""
+    fields = proc_stat()
+    if fields is None or len(fields) < 20 or not fields[19].isdigit():
+        return None
     try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME) + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, AttributeError):
+        return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME) + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, AttributeError):  # no boot-time clock or tick rate here
         return None
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from flopplan.errors import UserError
-from flopplan.fileio import lock_holder_pid, read_step_log
+from flopplan.fileio import lock_holder_pid, proc_stat, read_step_log
 from flopplan.race.analysis import RaceInput
 from flopplan.race.design import PILOTS, RaceDesign
 from flopplan.race.persistence import names_reward_model
@@ -68,10 +68,8 @@ def run_child(command: list[str], folder: Path | None = None, **kwargs: Any) -> 
 
 
 def _parent_pid(pid: int) -> int | None:
-    try:  # Linux: the field after the command's closing parenthesis and the state
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+    fields = proc_stat(pid)
+    return int(fields[1]) if fields is not None and len(fields) > 1 and fields[1].isdigit() else None
 
 
 def _interrupted_process(proc: subprocess.Popen[bytes], folder: Path | None) -> int:
