@@ -4,6 +4,9 @@ that follows round 26's check: 4 arms, 3 seeds, 200 shared 0/1 prompts; rung 0 =
 target F = 2 F_P. Every arm is evaluated at step 0 and F_P/4 x 2^-4..2^0; the analysis of those pilots at F
 drives flopplan.race.promotion.keep (2 kept, trend rank, up to room_ladder((4, 2), 2)[1] arms, with
 runner.with_unfitted); survivors add evaluations at F_P/2 and F_P; the analysis of the whole grid recommends.
+Its simulation of pilots (prompt difficulty, seeds, noise) is its own and not benchmarks/race_misspecification.py's
+on purpose: a check that shared the benchmark's simulation would share its mistakes. What it calls of flopplan is
+what a race runs: the promotion, the room ladder and the analysis.
 
     python benchmarks/race_blind_check.py --reps 100 --replicates 100 --seed 4242     # round 30 (3.5 min)
     python benchmarks/race_blind_check.py --families creep --reps 10 --out DIR        # a subset, elsewhere
