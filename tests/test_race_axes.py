@@ -159,3 +159,25 @@ def test_a_grpo_only_value_trl_cannot_take_is_refused_when_the_race_is_designed(
     colour = Enum("colour", {"RED": "red"})
     assert _fits(1, float) and not _fits(True, float) and _fits(None, float | None) and _fits("red", colour)
     assert not _fits("blue", colour) and not _fits(0.5, list[float] | None) and _fits(3, object)
+
+
+def test_the_base_recipe_is_checked_as_the_grids_arms_not_as_a_group_size_no_arm_has(tmp_path):
+    """The base recipe's default group size (8) is no arm's here: a generation batch that divides every arm's
+    rollouts (16 x 3, 16 x 6) is taken, one that does not divide an arm's is refused naming that arm."""
+    cli("race", "design", *RACE, "--group-sizes", "3,6", "--generation-batch", "6", "--out", str(tmp_path / "a"),
+        check=True)
+    arms = RaceDesign.load(tmp_path / "a").arms
+    assert sorted(a.recipe.group_size for a in arms) == [3, 6]
+    assert {a.recipe.generation_batch_size for a in arms} == {6}
+    line = one_line_error(cli("race", "design", *RACE, "--axis", "num_generations=3,5", "--generation-batch", "6",
+                              "--out", str(tmp_path / "b")), "16 prompts x 5 = 80")
+    assert "G5" in line and not (tmp_path / "b" / "manifest.json").exists()
+
+
+def test_a_reward_model_option_is_taken_when_some_arm_has_a_reward_model(tmp_path):
+    cli("race", "design", *RACE, "--budget", "1e14", "--rewards", "rule,prm:tiny", "--prm-steps", "3", "--out",
+        str(tmp_path / "a"), check=True)  # the last --budget counts: a process reward model's arm costs more
+    prm = [a for a in RaceDesign.load(tmp_path / "a").arms if a.recipe.reward.kind == "prm"]
+    assert prm and all(a.recipe.prm_steps == 3 for a in prm)
+    one_line_error(cli("race", "design", *RACE, "--rewards", "rule", "--prm-steps", "3", "--out",
+                       str(tmp_path / "b")), "--prm-steps applies to a process reward model")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import MISSING, Field, fields
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -146,14 +146,32 @@ def check_applicable(changes: dict[str, Any], recipe: Recipe, evaluates: bool = 
 
 
 def build_recipe(recipe_file: str | None, opts: dict[str, Any], base: Recipe | None = None,
-                 evaluates: bool = False) -> Recipe:
+                 evaluates: bool = False, arms: Sequence[dict[str, Any]] = ()) -> Recipe:
     """A Recipe from ``base`` (default: the planner's defaults), then the file, then the options given;
-    ``evaluates``: see :func:`check_applicable`."""
+    ``evaluates``: see :func:`check_applicable`.
+
+    ``arms``: the fields a grid sets over that recipe, one dict per arm (a race design's policies, group sizes,
+    update passes and rewards). The recipe is then the base of arms, never run as it is: it is built with the
+    first arm's fields (``--group-sizes 3,6 --generation-batch 6`` divides 16 x 3 and 16 x 6, though not the 16 x
+    8 of the default group size no arm has), and an option is refused only when it applies to no arm
+    (``--reward-overhead`` beside ``--rewards rule,orm:MODEL``). Each arm's own recipe is checked when the grid
+    builds it."""
     changes, _ = recipe_changes(opts)
     start = Recipe.load(recipe_file) if recipe_file else (base or Recipe())
-    recipe = apply_changes(start, changes)
-    check_applicable(changes, recipe, evaluates)
-    return recipe
+    if not arms:
+        recipe = apply_changes(start, changes)
+        check_applicable(changes, recipe, evaluates)
+        return recipe
+    refusals = []
+    for arm in arms:
+        try:
+            check_applicable(changes, start.with_(**arm), evaluates)
+            break
+        except UserError as exc:
+            refusals.append(exc)
+    else:
+        raise refusals[0]
+    return apply_changes(start, {**changes, **arms[0]})
 
 
 def parse_option(f: Field[Any], value: Any) -> Any:

@@ -104,8 +104,10 @@ def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ..
     total = parse_number(budget, "--budget")
     if not isinstance(total, int) or total < 1:
         fail("--budget must be a whole number of FLOPs")
-    base = build_recipe(recipe_file, recipe_opts, race_base(), evaluates=True)  # the pilots evaluate at FLOP points
-    shorthands = _shorthands(base, axes, models, group_sizes, mus, rewards)
+    given, extra = _given_axes(axes, models, group_sizes, mus, rewards)
+    base = build_recipe(recipe_file, recipe_opts, race_base(), evaluates=True,  # the pilots evaluate at FLOP points
+                        arms=_classic_arms(given, bool(axes)))
+    shorthands = _shorthands(base, given, extra, bool(axes))
     grid = replace(_grid(shorthands, seeds, eval_targets, fit_targets, rungs, eta, evals, reward_model_path,
                          eval_prompts_per_target, room), one_seed_sd=seed_sd)
     model = None if reward_model_path is None else str(Path(reward_model_path).resolve())  # pilots run anywhere
@@ -129,10 +131,10 @@ def _evaluation_flops(recipe: Recipe, targets: tuple[str, ...]) -> int:
     return sum(evaluation_flops(recipe, targets).values())
 
 
-def _shorthands(base: Recipe, axes: tuple[str, ...], models: tuple[str, ...], group_sizes: tuple[str, ...],
-                mus: tuple[str, ...], rewards: tuple[str, ...]) -> dict[str, Any]:
-    """The classic axes' values (policy, group_size, iterations, reward: from their shorthand options or
-    ``--axis``; without any axis given, the default grid; else the base recipe's) and ``extra``: the other axes."""
+def _given_axes(axes: tuple[str, ...], models: tuple[str, ...], group_sizes: tuple[str, ...],
+                mus: tuple[str, ...], rewards: tuple[str, ...]) -> tuple[dict[str, tuple[Any, ...]], tuple[Any, ...]]:
+    """The classic axes' values given (policy, group_size, iterations, reward: from their shorthand options or
+    ``--axis``; empty where neither gives one) and the other axes."""
     from flopplan.race.axes import CLASSIC, parse_axis
 
     given = {"policy": tuple(names_option(models, "--models")), "group_size": _ints(group_sizes, "--group-sizes"),
@@ -146,11 +148,37 @@ def _shorthands(base: Recipe, axes: tuple[str, ...], models: tuple[str, ...], gr
         if given[axis.name]:
             raise UserError(f"the axis {axis.name} is given twice (--axis {axis.given} and its shorthand option)")
         given[axis.name] = tuple(str(v) if axis.name in ("policy", "reward") else v for v in axis.values)
+    return given, tuple(extra)
+
+
+DEFAULT_GRID = {"policy": ("tiny-s", "tiny", "tiny-l"), "group_size": (8, 16), "iterations": (1,), "reward": ("rule",)}
+"""The classic axes' values of ``race design`` without an axis."""
+
+
+def _classic_arms(given: dict[str, tuple[Any, ...]], with_axes: bool) -> list[dict[str, Any]]:
+    """The recipe fields the classic axes set, per arm (every combination), where they are known before the base
+    recipe is (an axis not given takes the base's value: not among them)."""
+    from itertools import product
+
+    from flopplan.recipe import RewardSystem
+
+    values = {k: v or (() if with_axes else DEFAULT_GRID[k]) for k, v in given.items()}
+    named = {k: v for k, v in values.items() if v}
+    parse = {"reward": lambda r: RewardSystem.parse(str(r))}
+    return [{k: parse.get(k, lambda x: x)(v) for k, v in zip(named, combo, strict=True)}
+            for combo in product(*named.values())]
+
+
+def _shorthands(base: Recipe, given: dict[str, tuple[Any, ...]], extra: tuple[Any, ...],
+                with_axes: bool) -> dict[str, Any]:
+    """The classic axes' values (``given``; without any axis given, the default grid; else the base recipe's) and
+    ``extra``: the other axes."""
+    from flopplan.race.axes import CLASSIC
+
     fallback = {"policy": base.policy, "group_size": base.group_size, "iterations": base.iterations,
                 "reward": str(base.reward)}
-    default = {"policy": ("tiny-s", "tiny", "tiny-l"), "group_size": (8, 16), "iterations": (1,), "reward": ("rule",)}
-    out: dict[str, Any] = {k: given[k] or (default[k] if not axes else (fallback[k],)) for k in CLASSIC}
-    out["extra"] = tuple(extra)
+    out: dict[str, Any] = {k: given[k] or (DEFAULT_GRID[k] if not with_axes else (fallback[k],)) for k in CLASSIC}
+    out["extra"] = extra
     return out
 
 

@@ -7,9 +7,9 @@ At rung r every surviving arm trains to the same budget of training FLOPs ``b_r 
 planner solves its steps), each with the same seeds; after a rung at least ``keep_r = ceil(keep_(r-1) / eta)`` arms
 go on (:mod:`flopplan.race.promotion`), continuing their pilots, so a pilot at rung r has cost b_r in all, not
 the sum of the rungs. The budget leaves room for more: up to ``room_r = min(room_(r-1), floor(room x keep_r))``
-arms (``--room``, a number >= 1, default 2), the extra ones only when the evidence cannot rule them out at F;
-what the halving does not spend goes to the validating run. At 8x beyond a rung, keeping 2 of 4 arms dropped the
-true best at F in 49 % of the repetitions where curves cross, room for all 4 in 16.5 % (benchmarks/race_halving.py).
+arms (``--room``, a number >= 1, default 2), the extra ones only when the evidence cannot rule them out at F; what
+the halving does not spend goes to the validating run. At 8x beyond a rung, keeping 2 of 4 arms dropped the true
+best at F in 49 % of the repetitions where curves cross, room for all 4 in 16.5 % (benchmarks/race_halving.py).
 
 Evaluations (greedy, on every evaluation target, at step 0, after the first step whose training FLOPs reach
 each of ``evals`` log-spaced points up to the top rung, and after a pilot's last step at every rung) are charged
@@ -56,10 +56,9 @@ EVAL_NEVER = 10**9
 
 @dataclass(frozen=True)
 class Arm:
-    """One allocation of the grid: its values on the axes, the recipe they make, the planner's entry per rung
-    (training only, at the rung's training budget) and one evaluation's worst-case FLOPs; ``knobs``: its
-    FLOP-neutral ``flopplan train`` options (name -> value as :func:`flopplan.race.axes.label` writes it),
-    ``grpo``: GRPOConfig fields only a pilot that runs TRL takes."""
+    """One allocation of the grid: its axes' values, the recipe they make, the planner's entry per rung (training
+    only, at the rung's budget) and one evaluation's worst-case FLOPs; ``knobs``: its FLOP-neutral ``flopplan
+    train`` options (name -> :func:`flopplan.race.axes.label`'s value), ``grpo``: GRPOConfig fields for TRL only."""
 
     name: str
     axes: dict[str, Any]
@@ -473,17 +472,20 @@ def _refuse_twins(arms: list[Arm]) -> None:
 
 
 def _arm_of(base: Recipe, grid: Grid, values: dict[str, Any], evaluation_flops: Any, budget_flops: int) -> Arm:
-    """The arm of one combination of the axes' values (its rungs still to plan): the recipe fields set on the
-    base recipe with the race's evaluation, the knobs checked as ``flopplan train`` would check them; refused when
-    one step costs more than the whole budget (checked by the step's closed form before the evaluation's worst case,
-    which lists every rollout of a round: a billion of them filled the memory)."""
+    """The arm of one combination of the axes' values (its rungs still to plan): the recipe fields set on the base
+    recipe with the race's evaluation, the knobs checked as ``flopplan train`` would; refused (one line naming the
+    arm) when its recipe is, or one step costs more than the budget (the step's closed form is checked before the
+    evaluation's worst case, which lists every rollout of a round: a billion of them filled the memory)."""
     kinds = {a.name: a.kind for a in grid.axes}
     changes = {k: v for k, v in values.items() if kinds.get(k, "recipe") == "recipe"}
     changes["reward"] = RewardSystem.parse(str(changes["reward"]))
-    recipe = base.with_(**changes, eval_every=EVAL_NEVER, eval_prompts=grid.eval_prompts, eval_at_start=True)
+    axes = {k: label(v) for k, v in values.items()}
+    try:
+        recipe = base.with_(**changes, eval_every=EVAL_NEVER, eval_prompts=grid.eval_prompts, eval_at_start=True)
+    except UserError as exc:
+        raise UserError(f"arm {arm_name(axes, grid.axes)}: {exc}") from None
     if grid.round_micro_batch and base.micro_batch is None and "micro_batch" not in changes:
         recipe = recipe.with_(micro_batch=recipe.rollouts_per_step)
-    axes = {k: label(v) for k, v in values.items()}
     step = step_cost(training_only(recipe)).step_flops
     if step > budget_flops:
         raise UserError(f"the budget is too small for arm {arm_name(axes, grid.axes)}: one step costs {eng(step)}, "
