@@ -420,6 +420,17 @@ def test_temporal_holdout():
     assert np.mean(inside) <= np.mean(consistent) + 0.05
 
 
+def test_one_arms_pilots_on_one_prompt_are_refused_by_the_temporal_holdout():
+    """An ArmPilots alone (not in a PilotData, which checks its prompts) scored on one prompt: the resampled prompt
+    weights left the fit indexing with NaN (IndexError) before."""
+    rng = np.random.default_rng(3)
+    flops, scores = synthetic_scores(rng, a=0.6, b=1.5, f_mid=F_PILOT / 8, r0=0.2, f_pilot=F_PILOT, n_points=6,
+                                     seed_sd=0.0, n_prompts=1)
+    one = ArmPilots.from_arrays("one", flops, scores)
+    with pytest.raises(UserError, match="1 prompt"):
+        temporal_holdout(one, n_replicates=20, rng=0)
+
+
 def test_a_steep_power_law_is_computed_in_logs_and_stays_finite():
     """Points above R0 at nearly the same FLOPs give a steep power law (alpha ~15.7 at 1e20 FLOPs): F^alpha alone
     overflows although c F^alpha does not; the fit's SSE and its reading at the budget stay finite (an infinite
