@@ -52,6 +52,8 @@ class Length:
     def fixed(n: int) -> Length:
         if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
             raise UserError(f"a length must be a positive integer, not {n!r}")
+        if n > MAX_LENGTH:  # as for a distribution's max and a file's lengths
+            raise UserError(f"length {n:,} is above the supported {MAX_LENGTH:,} tokens")
         return Length((n,), (1.0,), "fixed", data=n)
 
     @staticmethod

@@ -28,6 +28,13 @@ def test_length_distributions():
             Length.parse(bad)
 
 
+def test_a_fixed_length_has_the_cap_a_distribution_and_a_file_have():
+    assert Length.parse(str(1 << 20)).max == 1 << 20
+    for bad in (str((1 << 20) + 1), {"counts": {str((1 << 20) + 1): 1}}, f"5:{(1 << 20) + 1}"):
+        with pytest.raises(UserError, match="1,048,576"):
+            Length.parse(bad)
+
+
 def test_lengths_from_files(tmp_path):
     lines = tmp_path / "lengths.txt"
     lines.write_text("10\n20\n20\n")
