@@ -11,6 +11,7 @@ import pytest
 from race_inputs import F_PILOT, REPS, TRUTH, info, pilots, race
 
 from flopplan.race.analysis import RaceInput, analyze
+from flopplan.race.checks import naive_pick
 from flopplan.race.curves import scalerl_curve, synthetic_scores
 from flopplan.race.pilot_data import ArmPilots
 from flopplan.race.regime import _naive_fields, _naive_stands, separated_the_other_way
@@ -222,3 +223,16 @@ def test_a_grid_where_no_arm_can_be_fitted_recommends_what_the_pilots_show():
     assert rec.arm == "high" == max(seen, key=seen.__getitem__) and rec.mode == "best observed"
     assert rec.lo <= seen["high"] <= rec.hi and rec.naive_arm == "high"
     assert "no arm could be fitted" in " ".join(rec.reasons) and "high" in render_markdown(an)
+
+
+def test_a_tie_at_the_top_rung_goes_to_the_first_arm_whatever_the_last_bit_says():
+    """Round 31's check: two arms at 232/600 each, one mean taken over seeds in another order than the other's;
+    the float means differ in their last bit, and that bit had made the later arm the naive pick."""
+    seeds_a, seeds_b = np.array([0.42, 0.355, 0.385]), np.array([0.36, 0.395, 0.405])  # both sum to 1.16
+    a, b = float(seeds_a.mean()), float(np.mean(seeds_b))
+    assert a != b and abs(a - b) < 1e-15  # the case: equal sums, unequal floats
+    first, later = ("g4", min(a, b)), ("g32", max(a, b))
+    assert naive_pick([first, ("g8", 0.3), later]) == first
+    assert naive_pick([("g8", 0.3), later, ("g16", None)]) == later
+    assert naive_pick([("g4", 0.386), ("g32", 0.387)])[0] == "g32"  # type: ignore[index]  # a real lead counts
+    assert naive_pick([("g4", None)]) is None

@@ -306,16 +306,9 @@ def _fit_warnings(states: list[_ArmState], at_f: BudgetResult) -> list[str]:
 
 
 def _naive(inp: RaceInput, curves: dict[str, ArmCurve], survived: dict[str, bool]) -> tuple[str, float] | None:
-    """The naive pick: the survivor with the best observed seed-mean reward at the top rung (ties: arm order)."""
-    seen: list[tuple[str, float]] = []
-    for a in inp.arms:
-        at = curves[a.name].observed_at_rungs if a.name in curves and survived[a.name] else ()
-        if at and at[-1] is not None:
-            seen.append((a.name, at[-1]))
-    if not seen:
-        return None
-    best = max(r for _, r in seen)
-    return next((n, r) for n, r in seen if r == best)
+    """The naive pick (:func:`checks.naive_pick`) of the survivors' observed rewards at the top rung."""
+    return checks.naive_pick([(a.name, curves[a.name].observed_at_rungs[-1]) for a in inp.arms
+                              if a.name in curves and survived[a.name] and curves[a.name].observed_at_rungs])
 
 
 def _rung_cost(inp: RaceInput, curves: dict[str, ArmCurve]) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """Per-arm facts and checks that need no curve bootstrap: observations, the noise the regime rule uses, the
-monotone-envelope check with its noise, observed rewards near a budget, the point fits (with and without the first
-evaluation point of each seed), the power-law check, and the bootstrap of observed means ("best observed").
+monotone-envelope check with its noise, observed rewards near a budget, the naive pick, the point fits (with and
+without the first evaluation point of each seed), the power-law check, and the bootstrap of observed means ("best
+observed").
 
 An arm's seed runs are read as sorted evaluation points; step-0 evaluations (FLOPs = 0) of a seed are averaged
 into one. A point's reward is the mean of its scores over the target's prompts.
@@ -8,6 +9,7 @@ into one. A point's reward is the mean of its scores over the target's prompts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,6 +106,22 @@ def observed_near(arm: ArmPilots, budget: float) -> float | None:
         if near:
             vals.append(float(near[-1].scores.mean()))
     return float(np.mean(vals)) if vals else None
+
+
+TIE = 1e-12
+"""Observed rewards closer than this are a tie (two means of equal 0/1 sums, taken over seeds in another order,
+differ in the last bit)."""
+
+
+def naive_pick(seen: Sequence[tuple[str, float | None]]) -> tuple[str, float] | None:
+    """The naive pick: of the arms' observed seed-mean rewards at the top rung (in arm order; None: not observed
+    there), the best, a tie within :data:`TIE` going to the first arm (round 31's check found a tie at 1/600 that
+    the last bit had decided)."""
+    observed = [(n, r) for n, r in seen if r is not None]
+    if not observed:
+        return None
+    best = max(r for _, r in observed)
+    return next((n, r) for n, r in observed if r >= best - TIE)
 
 
 def pooled(arm: ArmPilots) -> tuple[FloatArray, FloatArray, NDArray[np.object_]]:
