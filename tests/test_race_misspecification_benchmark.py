@@ -148,3 +148,32 @@ def test_the_blind_check_runs_every_family_and_resumes_after_its_rows(tmp_path):
     assert lines[0] == rows["rows_creep"][0] and [json.loads(x)["rep"] for x in lines] == [0, 1]
     other = subprocess.run([*more[:7], "4", *more[8:]], capture_output=True, text=True, timeout=600)  # --seed 4
     assert other.returncode == 2 and other.stderr.count("\n") == 1 and "seed 3" in other.stderr
+
+
+ROUND31 = ("lrsched", "entropy", "hetero", "loglin", "stairs")  # benchmarks/race_blind_check_round31.py's
+
+
+def test_round_31s_blind_families_run_through_the_check_and_their_truths_are_their_seeds_mean(tmp_path, monkeypatch):
+    """benchmarks/race_blind_check_round31.py: one repetition per family through the check's protocol, no analysis
+    error and no malformed number; the leader share runs on the truths alone; a family whose seeds differ (hetero)
+    states as its truth the mean its seeds draw."""
+    import json
+    import subprocess
+
+    script = str(ROOT / "benchmarks" / "race_blind_check_round31.py")
+    subprocess.run([sys.executable, script, "--families", *ROUND31, "--reps", "1", "--replicates", "20", "--seed",
+                    "3", "--out", str(tmp_path)], capture_output=True, text=True, check=True, timeout=600)
+    for fam in ROUND31:
+        (row,) = [json.loads(x) for x in (tmp_path / f"rows_{fam}.jsonl").read_text().splitlines()]
+        assert "error" not in row and row["bad"] == [] and all(0 < t < 1 for t in row["truth"].values())
+    shares = subprocess.run([sys.executable, script, "--leader-share", "--reps", "3", "--seed", "3"],
+                            capture_output=True, text=True, check=True, timeout=120).stdout.splitlines()
+    assert [x.split()[0] for x in shares] == list(ROUND31)
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import race_blind_check_round31 as r31
+
+    rng = np.random.default_rng(7)
+    for arm in r31.fam_hetero(rng, 0.2):
+        f = np.array([r31.F_P / 4, r31.F_P, r31.F])
+        drawn = np.mean([seed(f) for seed in arm.draw_seeds(rng, 20000)], axis=0)
+        assert drawn == pytest.approx(arm(f), abs=0.004)
