@@ -215,8 +215,10 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
     at_f = t.budgets[-1] if t.budgets else None  # None: no arm's pilots could be fitted
     best = max(truth.values())
     observed = {c.arm: c.observed_at_rungs[-1] for c in t.curves if c.arm in kept}
-    # the naive pick: ties (two arms with the same count of solved prompts) go to the first arm, as RACE breaks them
-    naive = max((n for n in names if n in kept and observed[n] is not None), key=lambda n: observed[n])  # type: ignore[arg-type, return-value]
+    # the naive pick: ties (two arms with the same count of solved prompts, whose means may differ in the last bit)
+    # go to the first arm, as RACE breaks them (flopplan.race.checks.naive_pick, round 31)
+    seen = {n: observed[n] for n in names if n in kept and observed[n] is not None}
+    naive = next(n for n, r in seen.items() if r >= max(seen.values()) - 1e-12)  # type: ignore[operator]
     fitted = {c.arm: c.predicted_at_budget for c in t.curves if c.predicted_at_budget is not None}
     point_pick = max(fitted, key=lambda n: fitted[n]) if fitted else naive  # type: ignore[arg-type, return-value]
     usable = [p for p in at_f.predictions if p.usable] if at_f else []
