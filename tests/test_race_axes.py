@@ -163,15 +163,35 @@ def test_a_grpo_only_value_trl_cannot_take_is_refused_when_the_race_is_designed(
 
 def test_the_base_recipe_is_checked_as_the_grids_arms_not_as_a_group_size_no_arm_has(tmp_path):
     """The base recipe's default group size (8) is no arm's here: a generation batch that divides every arm's
-    rollouts (16 x 3, 16 x 6) is taken, one that does not divide an arm's is refused naming that arm."""
+    rollouts (16 x 3, 16 x 6) is taken, and the arms can train (the micro-batch divides the generation batch); one
+    that does not divide an arm's rollouts is refused naming that arm, first in the grid or not."""
+    from flopplan.train.config import TrainConfig
+
     cli("race", "design", *RACE, "--group-sizes", "3,6", "--generation-batch", "6", "--out", str(tmp_path / "a"),
         check=True)
     arms = RaceDesign.load(tmp_path / "a").arms
     assert sorted(a.recipe.group_size for a in arms) == [3, 6]
     assert {a.recipe.generation_batch_size for a in arms} == {6}
-    line = one_line_error(cli("race", "design", *RACE, "--axis", "num_generations=3,5", "--generation-batch", "6",
-                              "--out", str(tmp_path / "b")), "16 prompts x 5 = 80")
-    assert "G5" in line and not (tmp_path / "b" / "manifest.json").exists()
+    for arm in arms:  # what `race run` builds for each pilot (it refused every arm: micro_batch 48 > 6)
+        TrainConfig(recipe=arm.recipe, out_dir=str(tmp_path / "run"), max_steps=1, random_init=True)
+    for order in ("3,5", "5,3"):
+        line = one_line_error(cli("race", "design", *RACE, "--axis", f"num_generations={order}", "--generation-batch",
+                                  "6", "--out", str(tmp_path / order)), "16 prompts x 5 = 80")
+        assert "arm tiny-s.G5" in line and not (tmp_path / order / "manifest.json").exists()
+
+
+def test_an_option_is_read_with_each_arm_and_refused_where_an_axis_varies_its_field(tmp_path):
+    """A recipe file's generation batch replaced by the option is not what the arms are checked with; an option for
+    a field an axis varies would be replaced by the axis's values in every arm: refused, not dropped."""
+    saved = tmp_path / "r.toml"
+    cli("plan", "--model", "qwen2.5-0.5b", "--generation-batch", "32", "--save-recipe", str(saved), check=True)
+    cli("race", "design", *RACE, "--budget", "1e17", "--recipe", str(saved), "--models", "tiny-s", "--group-sizes",
+        "3,9", "--generation-batch", "3", "--out", str(tmp_path / "a"), check=True)  # the file's lengths cost more
+    assert {a.recipe.generation_batch_size for a in RaceDesign.load(tmp_path / "a").arms} == {3}
+    one_line_error(cli("race", "design", *RACE, "--axis", "beta=0,0.1", "--beta", "0.5", "--out",
+                       str(tmp_path / "b")), "--beta sets beta, which an axis of the grid varies")
+    one_line_error(cli("race", "design", *RACE, "--axis", "lora_rank=8,16", "--full", "--out", str(tmp_path / "c")),
+                   "--full sets lora_rank")
 
 
 def test_a_reward_model_option_is_taken_when_some_arm_has_a_reward_model(tmp_path):

@@ -50,7 +50,7 @@ def test_the_design_says_when_its_horizon_is_beyond_where_p_best_was_checked():
     beyond the 2x (with slack) at which the P(best) was checked, the note says the analysis will read it as a
     strength of preference and names the levers; a design with its largest pilot near F gets no such clause. A
     design of one seed says that the seeds' spread will be assumed, not measured; one of two seeds does not."""
-    from flopplan.race.design import HORIZON_SLACK, MEASURED_HORIZON, horizon_note, one_seed_note
+    from flopplan.race.design_notes import HORIZON_SLACK, MEASURED_HORIZON, horizon_note, one_seed_note
 
     def horizon_of(grid: Grid, phi: float) -> tuple[float, str]:
         design = design_race(_base(), grid, 10**13, phi, evaluation_flops=_eval_flops)

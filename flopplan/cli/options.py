@@ -150,28 +150,43 @@ def build_recipe(recipe_file: str | None, opts: dict[str, Any], base: Recipe | N
     """A Recipe from ``base`` (default: the planner's defaults), then the file, then the options given;
     ``evaluates``: see :func:`check_applicable`.
 
-    ``arms``: the fields a grid sets over that recipe, one dict per arm (a race design's policies, group sizes,
-    update passes and rewards). The recipe is then the base of arms, never run as it is: it is built with the
-    first arm's fields (``--group-sizes 3,6 --generation-batch 6`` divides 16 x 3 and 16 x 6, though not the 16 x
-    8 of the default group size no arm has), and an option is refused only when it applies to no arm
-    (``--reward-overhead`` beside ``--rewards rule,orm:MODEL``). Each arm's own recipe is checked when the grid
-    builds it."""
+    ``arms``: the recipe fields a grid sets over that recipe, one dict per arm (a race design's axes). The recipe is
+    then the base of arms, never run as it is, and is checked as the arms: each arm is built with the options and its
+    own fields, and the base returned is the first arm that builds (so ``--group-sizes 3,6 --generation-batch 6``
+    is taken although 6 does not divide the 16 x 8 rollouts of a default group size no arm has; an arm that does
+    not build is refused later, by name, when the grid builds it); an option is refused only when it applies to no
+    arm (``--prm-steps`` beside ``--rewards rule,prm:MODEL``), and an option for a field the grid varies is refused
+    (the grid's value would replace it)."""
     changes, _ = recipe_changes(opts)
     start = Recipe.load(recipe_file) if recipe_file else (base or Recipe())
     if not arms:
         recipe = apply_changes(start, changes)
         check_applicable(changes, recipe, evaluates)
         return recipe
-    refusals = []
+    varied = sorted(set(changes) & set(arms[0]))
+    if varied:
+        name = varied[0]
+        flag = ("--full" if name == "lora_rank" and changes[name] is None else
+                next(f.metadata["option"] for f in recipe_option_fields() if f.name == name))
+        raise UserError(f"{flag} sets {name}, which an axis of the grid varies: give its values on the axis only")
+    built: list[Recipe] = []
+    refusals: list[UserError] = []
     for arm in arms:
         try:
-            check_applicable(changes, start.with_(**arm), evaluates)
-            break
+            built.append(apply_changes(start, {**changes, **arm}))
         except UserError as exc:
             refusals.append(exc)
-    else:
-        raise refusals[0]
-    return apply_changes(start, {**changes, **arms[0]})
+    if not built:
+        raise UserError(f"no arm of the grid builds: {refusals[0]}")
+    applies: list[UserError] = []
+    for recipe in built:
+        try:
+            check_applicable(changes, recipe, evaluates)
+            return built[0]
+        except UserError as exc:
+            applies.append(exc)
+    others = len({str(r.reward) for r in built}) > 1
+    raise UserError(f"{applies[0]}, nor any other arm's reward" if others else str(applies[0]))
 
 
 def parse_option(f: Field[Any], value: Any) -> Any:

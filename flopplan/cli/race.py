@@ -105,9 +105,10 @@ def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ..
     if not isinstance(total, int) or total < 1:
         fail("--budget must be a whole number of FLOPs")
     given, extra = _given_axes(axes, models, group_sizes, mus, rewards)
+    values = _grid_values(given, bool(axes))
     base = build_recipe(recipe_file, recipe_opts, race_base(), evaluates=True,  # the pilots evaluate at FLOP points
-                        arms=_classic_arms(given, bool(axes)))
-    shorthands = _shorthands(base, given, extra, bool(axes))
+                        arms=_arm_fields(values, extra))
+    shorthands = _shorthands(base, values, extra)
     grid = replace(_grid(shorthands, seeds, eval_targets, fit_targets, rungs, eta, evals, reward_model_path,
                          eval_prompts_per_target, room), one_seed_sd=seed_sd)
     model = None if reward_model_path is None else str(Path(reward_model_path).resolve())  # pilots run anywhere
@@ -155,29 +156,32 @@ DEFAULT_GRID = {"policy": ("tiny-s", "tiny", "tiny-l"), "group_size": (8, 16), "
 """The classic axes' values of ``race design`` without an axis."""
 
 
-def _classic_arms(given: dict[str, tuple[Any, ...]], with_axes: bool) -> list[dict[str, Any]]:
-    """The recipe fields the classic axes set, per arm (every combination), where they are known before the base
-    recipe is (an axis not given takes the base's value: not among them)."""
+def _grid_values(given: dict[str, tuple[Any, ...]], with_axes: bool) -> dict[str, tuple[Any, ...]]:
+    """The classic axes' values the grid takes, where they are known before the base recipe is: those given, or
+    without any axis the default grid's; empty where the base recipe's own value is taken."""
+    return {k: v or (() if with_axes else DEFAULT_GRID[k]) for k, v in given.items()}
+
+
+def _arm_fields(values: dict[str, tuple[Any, ...]], extra: tuple[Any, ...]) -> list[dict[str, Any]]:
+    """Per arm (every combination), the recipe fields the grid's axes set: the classic axes with values and the
+    recipe-field axes (a knob or a GRPOConfig-only axis is no recipe field)."""
     from itertools import product
 
     from flopplan.recipe import RewardSystem
 
-    values = {k: v or (() if with_axes else DEFAULT_GRID[k]) for k, v in given.items()}
-    named = {k: v for k, v in values.items() if v}
-    parse = {"reward": lambda r: RewardSystem.parse(str(r))}
-    return [{k: parse.get(k, lambda x: x)(v) for k, v in zip(named, combo, strict=True)}
-            for combo in product(*named.values())]
+    axes = {**{k: v for k, v in values.items() if v}, **{a.name: a.values for a in extra if a.kind == "recipe"}}
+    return [{k: RewardSystem.parse(str(v)) if k == "reward" else v for k, v in zip(axes, combo, strict=True)}
+            for combo in product(*axes.values())]
 
 
-def _shorthands(base: Recipe, given: dict[str, tuple[Any, ...]], extra: tuple[Any, ...],
-                with_axes: bool) -> dict[str, Any]:
-    """The classic axes' values (``given``; without any axis given, the default grid; else the base recipe's) and
-    ``extra``: the other axes."""
+def _shorthands(base: Recipe, values: dict[str, tuple[Any, ...]], extra: tuple[Any, ...]) -> dict[str, Any]:
+    """The classic axes' values (:func:`_grid_values`; the base recipe's where none is given) and ``extra``: the
+    other axes."""
     from flopplan.race.axes import CLASSIC
 
     fallback = {"policy": base.policy, "group_size": base.group_size, "iterations": base.iterations,
                 "reward": str(base.reward)}
-    out: dict[str, Any] = {k: given[k] or (DEFAULT_GRID[k] if not with_axes else (fallback[k],)) for k in CLASSIC}
+    out: dict[str, Any] = {k: values[k] or (fallback[k],) for k in CLASSIC}
     out["extra"] = extra
     return out
 

@@ -36,6 +36,7 @@ from flopplan.fileio import atomic_write_json, read_json
 from flopplan.planfile import PlanEntry
 from flopplan.planner import plan
 from flopplan.race.axes import CLASSIC, Axis, arm_name, knob_values, label
+from flopplan.race.design_notes import horizon_note, one_seed_note
 from flopplan.race.pilot_data import MIN_PROMPTS
 from flopplan.race.seed_pooling import ONE_SEED_SD, is_seed_sd
 from flopplan.recipe import Recipe, RewardSystem, refuse_group_of_one
@@ -290,8 +291,9 @@ class Grid:
     one_seed_sd: float = ONE_SEED_SD  # --seed-sd: assumed for an arm of one seed (flopplan.race.seed_pooling)
     round_micro_batch: bool = True
     """Unless the base recipe sets a micro-batch: one scoring/update forward per round (every arm's rollouts at
-    once). Small policies on CPU spend most of an update in per-micro-batch overheads otherwise (tiny-s, 8 x 4
-    rollouts: 10.4 s of update for 20 steps in micro-batches of G, 1.1 s in one)."""
+    once), or the largest that divides a generation and an optimizer batch set below that. Small policies on CPU
+    spend most of an update in per-micro-batch overheads otherwise (tiny-s, 8 x 4 rollouts: 10.4 s of update for
+    20 steps in micro-batches of G, 1.1 s in one)."""
 
     def check(self) -> None:
         for name in ("policies", "group_sizes", "iterations", "rewards", "targets"):
@@ -409,39 +411,6 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
     return replace(design, notes=notes)
 
 
-MEASURED_HORIZON = 2.0  # F over the largest pilot in benchmarks/race_misspecification.py's default protocol
-HORIZON_SLACK = 1.25  # a largest pilot's ledger falls short of its rung's budget: 2x by rungs reads a little more
-
-
-def one_seed_note(sd: float) -> str:
-    """What a design of one seed says before any pilot runs: the seeds' spread will be assumed (``--seed-sd``)."""
-    return (f"one seed per arm: the analysis cannot measure how far an arm's seeds differ and assumes a seed sd of "
-            f"{sd * 100:g} % of the gain (--seed-sd; flopplan.race.seed_pooling); on simulated truths, assuming 5 %, a "
-            "one-seed grid's stated P(best) read up to 0.15 above how often its pick was best where curves crossed "
-            "(0.08 since round 30's P(best) under 'cannot tell'), 0.20 where seeds differed twice as much as assumed "
-            "(round 24, before it; docs/results.md): two seeds let the grid measure the spread")
-
-
-def horizon_note(horizon: float, seeds: int = 3) -> str:
-    """What a design's horizon (F over its largest pilot) means for the analysis, said before any pilot runs: the
-    intervals and stated P(best) were checked against simulated truths at :data:`MEASURED_HORIZON`, the P(best)
-    found off by up to 0.43 at 4x-8x (docs/results.md, rounds 6, 9 and 10); beyond it the analysis reads the
-    P(best) as how strongly the pilots favour an arm (``persistence.horizon_caveat``). The largest pilot grows with
-    the pilot fraction and a steeper ladder, and shrinks with the arms and seeds it is shared by (the default grid
-    at F = 1e14: 59.1x; 29.8x at --pilot-fraction 0.5, 19.9x with one seed, 41.8x with four rungs, 31.5x at --eta
-    4, 70.4x with one rung). One seed leaves the seeds' spread assumed, not measured (:func:`one_seed_note`), so
-    the note names fewer seeds only to a design of more than two."""
-    note = f"F is {horizon:.1f}x the largest pilot: predictions at F extrapolate that far"
-    if horizon <= MEASURED_HORIZON * HORIZON_SLACK:
-        return note
-    fewer = "fewer arms or seeds (two at least)" if seeds > 2 else "fewer arms"
-    return (f"{note}. RACE's intervals and P(best) were checked against simulated truths at {MEASURED_HORIZON:g}x "
-            "(the anchored P(best) off by up to 0.43 at 4x-8x: docs/results.md), so the analysis will read the P(best) "
-            "as how strongly the pilots favour an arm, not as the chance that it is best at F; a larger "
-            f"--pilot-fraction, {fewer}, or a steeper ladder (more --rungs, a larger --eta) brings the largest pilot "
-            "closer to F")
-
-
 def _model_identity(name: str) -> str:
     """One model however it is spelled: a path as the absolute path it names; a registry name or Hub id without
     case (both are case-insensitive). ``Qwen/Qwen2.5-7B`` and ``Qwen/Qwen2.5-7B-Instruct`` stay two models."""
@@ -482,10 +451,10 @@ def _arm_of(base: Recipe, grid: Grid, values: dict[str, Any], evaluation_flops: 
     axes = {k: label(v) for k, v in values.items()}
     try:
         recipe = base.with_(**changes, eval_every=EVAL_NEVER, eval_prompts=grid.eval_prompts, eval_at_start=True)
+        if grid.round_micro_batch and base.micro_batch is None and "micro_batch" not in changes:
+            recipe = recipe.with_(micro_batch=math.gcd(recipe.generation_batch_size, recipe.optimizer_batch_size))
     except UserError as exc:
         raise UserError(f"arm {arm_name(axes, grid.axes)}: {exc}") from None
-    if grid.round_micro_batch and base.micro_batch is None and "micro_batch" not in changes:
-        recipe = recipe.with_(micro_batch=recipe.rollouts_per_step)
     step = step_cost(training_only(recipe)).step_flops
     if step > budget_flops:
         raise UserError(f"the budget is too small for arm {arm_name(axes, grid.axes)}: one step costs {eng(step)}, "

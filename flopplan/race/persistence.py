@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 
 from flopplan.errors import UserError
 from flopplan.race.bootstrap import p_best
-from flopplan.race.design import HORIZON_SLACK, MEASURED_HORIZON
+from flopplan.race.design_notes import HORIZON_SLACK, MEASURED_HORIZON
 from flopplan.race.ensemble import seed_mean
 from flopplan.race.families import ArmSample
 from flopplan.race.results import ArmCurve, ArmInfo, BudgetResult, Recommendation
