@@ -73,6 +73,13 @@ from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.pilot_data import ArmPilots, PilotData
 from flopplan.race.results import ArmCurve, ArmInfo
 
+try:
+    from flopplan.race.checks import naive_pick
+except ImportError:  # a checkout before round 31 (PYTHONPATH, the "before" runs): its naive pick took the largest float
+    def naive_pick(seen):  # type: ignore[no-untyped-def]
+        observed = [(n, r) for n, r in seen if r is not None]
+        return max(observed, key=lambda x: x[1]) if observed else None
+
 ARM_R0: list[tuple[float, float]] = []
 """Empty: every arm of a repetition starts from one R0, U(0.1, 0.3), as arms that share a base policy.
 ``--r0-per-arm`` puts (0.05, 0.35) here: each arm draws its own R0 from that range, as arms of different policy sizes
@@ -215,10 +222,8 @@ def repetition(family: str, rng: np.random.Generator, promotion: str, n_replicat
     at_f = t.budgets[-1] if t.budgets else None  # None: no arm's pilots could be fitted
     best = max(truth.values())
     observed = {c.arm: c.observed_at_rungs[-1] for c in t.curves if c.arm in kept}
-    # the naive pick: ties (two arms with the same count of solved prompts, whose means may differ in the last bit)
-    # go to the first arm, as RACE breaks them (flopplan.race.checks.naive_pick, round 31)
-    seen = {n: observed[n] for n in names if n in kept and observed[n] is not None}
-    naive = next(n for n, r in seen.items() if r >= max(seen.values()) - 1e-12)  # type: ignore[operator]
+    # the naive pick as RACE breaks its ties (two arms with the same count of solved prompts: the first arm)
+    naive = str(naive_pick([(n, observed[n]) for n in names if n in kept])[0])  # type: ignore[index]
     fitted = {c.arm: c.predicted_at_budget for c in t.curves if c.predicted_at_budget is not None}
     point_pick = max(fitted, key=lambda n: fitted[n]) if fitted else naive  # type: ignore[arg-type, return-value]
     usable = [p for p in at_f.predictions if p.usable] if at_f else []

@@ -108,20 +108,22 @@ def observed_near(arm: ArmPilots, budget: float) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-TIE = 1e-12
-"""Observed rewards closer than this are a tie (two means of equal 0/1 sums, taken over seeds in another order,
-differ in the last bit)."""
+TIE_DIGITS = 12
+"""Observed rewards equal to this many decimals are a tie: two means of equal 0/1 sums, taken over seeds in another
+order, differ in the last bit, and a tie is broken by a rule (the first arm, or by name), not by that bit."""
+
+
+def tie_key(reward: float) -> float:
+    """An observed reward as ties are judged (:data:`TIE_DIGITS`)."""
+    return round(float(reward), TIE_DIGITS)
 
 
 def naive_pick(seen: Sequence[tuple[str, float | None]]) -> tuple[str, float] | None:
     """The naive pick: of the arms' observed seed-mean rewards at the top rung (in arm order; None: not observed
-    there), the best, a tie within :data:`TIE` going to the first arm (round 31's check found a tie at 1/600 that
-    the last bit had decided)."""
-    observed = [(n, r) for n, r in seen if r is not None]
-    if not observed:
-        return None
-    best = max(r for _, r in observed)
-    return next((n, r) for n, r in observed if r >= best - TIE)
+    there), the best, a tie (:func:`tie_key`) going to the first arm (round 31's check found two arms at 232 of 600
+    whose last bit had decided it)."""
+    observed = [(n, float(r)) for n, r in seen if r is not None]
+    return max(observed, key=lambda x: tie_key(x[1])) if observed else None
 
 
 def pooled(arm: ArmPilots) -> tuple[FloatArray, FloatArray, NDArray[np.object_]]:
