@@ -11,7 +11,7 @@ random streams follow them), and every flag of that script works here:
   stairs   a slow base and 1-3 steep jumps (grokking-like) at an arm's own FLOPs around F_P
 
     python benchmarks/race_blind_check_round31.py --families lrsched entropy hetero loglin stairs --reps 100 \
-        --replicates 100 --seed 5151 --out race-blind-check                       # round 31 (about 5 minutes)
+        --replicates 100 --seed 5151 --out race-blind-check                       # round 31 (3.5 minutes)
     python benchmarks/race_blind_check_round31.py --leader-share --reps 100 --seed 5151   # truths only: how often
                                                                  # the arm best at F_P is not the best at F
 """

@@ -420,15 +420,25 @@ def test_temporal_holdout():
     assert np.mean(inside) <= np.mean(consistent) + 0.05
 
 
-def test_one_arms_pilots_on_one_prompt_are_refused_by_the_temporal_holdout():
-    """An ArmPilots alone (not in a PilotData, which checks its prompts) scored on one prompt: the resampled prompt
-    weights left the fit indexing with NaN (IndexError) before."""
+def test_one_arms_pilots_it_cannot_read_are_refused_by_the_temporal_holdout():
+    """An ArmPilots alone (not in a PilotData, which checks its arms): scored on one prompt (the resampled prompt
+    weights left the fit indexing with NaN), without its step-0 evaluation, or on different prompt counts."""
     rng = np.random.default_rng(3)
     flops, scores = synthetic_scores(rng, a=0.6, b=1.5, f_mid=F_PILOT / 8, r0=0.2, f_pilot=F_PILOT, n_points=6,
                                      seed_sd=0.0, n_prompts=1)
     one = ArmPilots.from_arrays("one", flops, scores)
     with pytest.raises(UserError, match="1 prompt"):
         temporal_holdout(one, n_replicates=20, rng=0)
+    flops, scores = synthetic_scores(rng, a=0.6, b=1.5, f_mid=F_PILOT / 8, r0=0.2, f_pilot=F_PILOT, n_points=6,
+                                     seed_sd=0.0, n_prompts=50)
+    runs = ArmPilots.from_arrays("arm", flops, scores).runs
+    no_start = ArmPilots("arm", tuple(SeedRun(r.seed, r.points[1:]) for r in runs))  # read as 1 prompt before
+    with pytest.raises(UserError, match="no step-0 evaluation"):
+        temporal_holdout(no_start, n_replicates=20, rng=0)
+    short = EvalPoint(runs[0].points[-1].flops, runs[0].points[-1].scores[:40])  # a broadcast error before
+    ragged = ArmPilots("arm", (SeedRun(0, (*runs[0].points[:-1], short)), *runs[1:]))
+    with pytest.raises(UserError, match="same shared prompts"):
+        temporal_holdout(ragged, n_replicates=20, rng=0)
 
 
 def test_a_steep_power_law_is_computed_in_logs_and_stays_finite():

@@ -63,7 +63,7 @@ from scipy.special import ndtr, ndtri
 from flopplan.errors import UserError
 from flopplan.race.curves import A_MAX, A_STEP, CurveFit, CurveFitBatch, default_grids, fit_curve_batch
 from flopplan.race.families import ArmSample
-from flopplan.race.pilot_data import ArmPilots, PilotData, check_prompts
+from flopplan.race.pilot_data import ArmPilots, PilotData
 from flopplan.race.seed_pooling import (
     ONE_SEED_SD,
     Moderation,
@@ -150,6 +150,7 @@ def _shrink_factor(scores: FloatArray) -> tuple[FloatArray, float]:
 def _pack(arm: ArmPilots, drop_first: int = 0, scheme: str = "shrunk") -> _Packed:
     if scheme not in ("shrunk", "resample"):
         raise UserError(f"seed_scheme must be 'shrunk' or 'resample', not {scheme!r}")
+    arm.check()  # PilotData checks its arms; an ArmPilots given alone (temporal_holdout) had not been
     z0, runs = [], []
     for run in arm.runs:
         z0.append(np.mean([p.scores for p in run.points if p.flops == 0], axis=0))
@@ -158,7 +159,6 @@ def _pack(arm: ArmPilots, drop_first: int = 0, scheme: str = "shrunk") -> _Packe
             raise UserError(f"arm {arm.name!r}, seed {run.seed!r}: no evaluation point with FLOPs > 0 left")
         runs.append(positive)
     n_pts, q = max(len(r) for r in runs), z0[0].size
-    check_prompts(q, f"arm {arm.name!r}: its evaluations score")  # PilotData checks it; an ArmPilots alone had not
     flops, scores = np.ones((len(runs), n_pts)), np.zeros((len(runs), n_pts, q))
     valid = np.zeros((len(runs), n_pts), dtype=bool)
     for s, positive in enumerate(runs):

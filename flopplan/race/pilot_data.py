@@ -55,6 +55,20 @@ class ArmPilots:
         return cls(name, tuple(SeedRun(i, tuple(EvalPoint(float(x), y) for x, y in zip(fs, ss, strict=True)))
                                for i, fs, ss in zip(ids, f, sc, strict=True)))
 
+    def check(self) -> int:
+        """Refuse in one line what no analysis can read (no run, seed ids twice, a run without its step-0
+        evaluation, evaluations of different prompt counts or too few prompts); the prompt count."""
+        if not self.runs or len({run.seed for run in self.runs}) != len(self.runs):
+            raise UserError(f"arm {self.name!r}: needs at least one run and unique seed ids")
+        for run in self.runs:
+            if not any(p.flops == 0 for p in run.points):
+                raise UserError(f"arm {self.name!r}, seed {run.seed!r}: no step-0 evaluation (FLOPs = 0)")
+        sizes = {p.scores.size for run in self.runs for p in run.points}
+        if len(sizes) != 1:
+            raise UserError(f"every evaluation must score the same shared prompts; got sizes {sorted(sizes)}")
+        check_prompts(min(sizes), "every evaluation scores")
+        return sizes.pop()
+
     def evaluated(self) -> tuple[ArmPilots, tuple[int | str, ...]]:
         """The arm less its seeds with no evaluation after step 0 (a seed that stopped before its first), and their
         ids; the arm itself when every seed, or none, has one (with none, the arm cannot be fitted at all)."""
@@ -88,13 +102,8 @@ class PilotData:
         sizes = {p.scores.size for arm in self.arms for run in arm.runs for p in run.points}
         if len(sizes) != 1:
             raise UserError(f"every evaluation must score the same shared prompts; got sizes {sorted(sizes)}")
-        check_prompts(min(sizes), "every evaluation scores")
         for arm in self.arms:
-            if not arm.runs or len({run.seed for run in arm.runs}) != len(arm.runs):
-                raise UserError(f"arm {arm.name!r}: needs at least one run and unique seed ids")
-            for run in arm.runs:
-                if not any(p.flops == 0 for p in run.points):
-                    raise UserError(f"arm {arm.name!r}, seed {run.seed!r}: no step-0 evaluation (FLOPs = 0)")
+            arm.check()
 
     def evaluated(self) -> tuple[PilotData, tuple[str, ...]]:
         """The grid less the seeds with no evaluation after step 0 (:meth:`ArmPilots.evaluated`: a seed that stopped
