@@ -24,8 +24,9 @@ without pilots or RACE, the same law noise-free (:func:`noise_free`).
 Pairs: ``linear-F`` (the held-out shape of that name: a straight rise in F, slope U(0.05, 0.4) per F_P, ceiling
 U(0.5, 0.9)) and ``ceiling`` (the held-out power law in F to a hard ceiling U(0.45, 0.9), reached anywhere from
 F_P/4 to 8 F_P), each with its uncapped twin; ``tie`` (the sigmoid control, and a twin that leaves it after every
-pilot evaluation to tie with the other arms at F within 0.01: :func:`tie_pair`). For ``tie`` the first truth plays
-the capped one's part in the columns.
+pilot evaluation to tie with the other arms at F within 0.01: :func:`tie_pair`); ``collapse`` (the sigmoid
+control, and a twin half of whose arms collapse after every pilot evaluation: :func:`collapse_pair`). For ``tie``
+and ``collapse`` the first truth plays the capped one's part in the columns.
 """
 
 from __future__ import annotations
@@ -75,7 +76,22 @@ def tie_pair(rng: np.random.Generator, r0: float) -> tuple[Curve, Curve]:
     return base, twin
 
 
-PAIRS: dict[str, Draw] = {"linear-F": linear_pair, "ceiling": power_pair, "tie": tie_pair}
+def collapse_pair(rng: np.random.Generator, r0: float) -> tuple[Curve, Curve]:
+    """The sigmoid control and a twin equal to it up to :data:`SPLIT`; there, with probability 1/2, the twin
+    collapses (a smoothstep in ln F, over to 1.9 F_P) by a share U(0.4, 0.9) of its gain over r0, as round 30's
+    ``cliff`` family does after the largest pilot; otherwise it stays the control. Both draw every number."""
+    base = control(rng, r0)
+    falls, share = rng.random() < 0.5, rng.uniform(0.4, 0.9)
+    end = 1.9 * F_P
+
+    def twin(f: np.ndarray) -> np.ndarray:
+        u = np.clip((np.log(np.maximum(f, 1e-300)) - np.log(SPLIT)) / (np.log(end) - np.log(SPLIT)), 0.0, 1.0)
+        return base(f) - falls * share * (base(f) - r0) * u * u * (3 - 2 * u)
+
+    return base, twin
+
+
+PAIRS: dict[str, Draw] = {"linear-F": linear_pair, "ceiling": power_pair, "tie": tie_pair, "collapse": collapse_pair}
 CEILINGS = ("linear-F", "ceiling")
 """The pairs whose first truth stops at a ceiling its twin goes past (the lines on the ceiling's signal)."""
 

@@ -88,10 +88,11 @@ def test_the_summary_counts_the_picks_race_moved_and_how_each_move_did(bench):
     assert bench.summarise([row(False, 0.0, 0.0)]).split()[-2] == "0.800"
 
 
-def test_the_identifiability_benchmarks_tie_twin_equals_the_sigmoid_where_pilots_look_and_ties_at_f(bench):
+def test_the_identifiability_benchmarks_tie_and_collapse_twins_equal_the_sigmoid_where_pilots_look(bench):
     """benchmarks/race_identifiability.py's ``tie`` pair: the twin is the control's sigmoid at every FLOP a pilot
     evaluates (up to SPLIT, past the largest pilot times a seed's 3.9-sd shift), and the arms of one repetition
-    end within 0.01 of each other at F, however far apart their sigmoids end."""
+    end within 0.01 of each other at F, however far apart their sigmoids end; the ``collapse`` pair's twin is the
+    sigmoid there too, and about half its arms keep 10-60 % of their gain at F."""
     spec = importlib.util.spec_from_file_location("race_identifiability", ROOT / "benchmarks" /
                                                   "race_identifiability.py")
     assert spec is not None and spec.loader is not None
@@ -112,6 +113,16 @@ def test_the_identifiability_benchmarks_tie_twin_equals_the_sigmoid_where_pilots
         spreads.append(max(ends) - min(ends))
     assert np.median(spreads) > 0.05  # the twin, not the control, makes the tie
     assert f_p * 1.01 * np.exp(0.1 * 3.9) < ident.SPLIT
+    collapsed = []  # per arm: the share of its gain over R0 the twin keeps at F
+    for _ in range(200):
+        r0 = rng.uniform(0.1, 0.3)
+        base, twin = ident.collapse_pair(rng, r0)
+        assert np.array_equal(base(pilot_flops), twin(pilot_flops))  # the collapse pair too: the control's pilots
+        at_f = np.array([target])
+        collapsed.append(float((twin(at_f)[0] - r0) / (base(at_f)[0] - r0)))
+    kept = np.array(collapsed)
+    assert 0.35 < np.mean(kept < 0.99) < 0.65  # about half the arms collapse,
+    assert kept.min() >= 0.1 - 1e-9 and kept[kept < 0.99].max() <= 0.6 + 1e-9  # by 40-90 % of their gain
 
 
 FAMILIES = ("ratecross", "creep", "cliff", "seedsplit", "ceiling")  # benchmarks/race_blind_check.py's, in its order
