@@ -11,7 +11,7 @@ import pytest
 from race_inputs import F_PILOT, REPS, TRUTH, info, pilots, race
 
 from flopplan.race.analysis import RaceInput, analyze
-from flopplan.race.checks import naive_pick
+from flopplan.race.checks import naive_pick, tie_order
 from flopplan.race.curves import scalerl_curve, synthetic_scores
 from flopplan.race.pilot_data import ArmPilots
 from flopplan.race.regime import _naive_fields, _naive_stands, separated_the_other_way
@@ -252,3 +252,19 @@ def test_the_analysis_names_the_first_of_two_arms_tied_at_the_top_rung():
     assert np.mean([84 / 200, 71 / 200, 77 / 200]) < np.mean([72 / 200, 79 / 200, 81 / 200])  # the last bit
     rec = analyze(race(arms), n_replicates=50, seed=0).target("math").recommendation
     assert rec is not None and rec.naive_arm == "first" and rec.naive_reward == pytest.approx(232 / 600)
+
+
+def test_a_tie_holds_across_a_rounding_midpoint_and_in_the_runners_order_of_unfitted_arms():
+    """Equal means at 40,960 prompts on either side of a 12-decimal rounding midpoint (rounding split them, and the
+    later arm won); the runner's arms with no curve go first only when they show more than a tie."""
+    from flopplan.race.promotion import Trend
+    from flopplan.race.runner import with_unfitted
+
+    a = float(np.mean([13811 / 40960, 39627 / 40960]))
+    b = float(np.mean([26543 / 40960, 26895 / 40960]))
+    assert a < b and round(a, 12) != round(b, 12)  # the same 53438 of 81920, one bit and a rounding apart
+    assert naive_pick([("first", a), ("second", b)])[0] == "first"  # type: ignore[index]
+    assert tie_order([0.2, b, a, 0.9]) == [3, 1, 2, 0] and tie_order([0.5, 0.5 + 1e-9]) == [1, 0]
+    assert with_unfitted(["fitted"], {"fitted": Trend(a, a)}, {"unfitted": b}, 1) == ["fitted"]
+    assert with_unfitted(["fitted"], {"fitted": Trend(a, a)}, {"unfitted": b + 1e-9}, 1) == ["unfitted", "fitted"]
+    assert with_unfitted([], {}, {"z": a, "y": b, "x": 0.1}, 3) == ["y", "z", "x"]  # a tie by name

@@ -122,9 +122,15 @@ def recipe_changes(opts: dict[str, Any]) -> tuple[dict[str, Any], bool]:
 
 def apply_changes(base: Recipe, changes: dict[str, Any]) -> Recipe:
     """``base`` with the options' changes (validated again)."""
-    if "lora_targets" in changes and changes.get("lora_rank", base.lora_rank) is None:
-        raise UserError("--lora-targets needs LoRA (not --full)")
+    _check_lora_targets(base, changes)
     return base.with_(**changes) if changes else base
+
+
+def _check_lora_targets(base: Recipe, changes: dict[str, Any], arm: dict[str, Any] | None = None) -> None:
+    """``--lora-targets`` needs LoRA: a rank from the options, else the arm's (a grid's), else the base's."""
+    rank = changes.get("lora_rank", (arm or {}).get("lora_rank", base.lora_rank))
+    if "lora_targets" in changes and rank is None:
+        raise UserError("--lora-targets needs LoRA (not --full)")
 
 
 EVAL_OPTIONS = ("eval_prompt_len", "eval_completion_len", "eval_batch", "eval_at_start")
@@ -173,11 +179,13 @@ def build_recipe(recipe_file: str | None, opts: dict[str, Any], base: Recipe | N
     refusals: list[UserError] = []
     for arm in arms:
         try:
-            built.append(apply_changes(start, {**changes, **arm}))
+            _check_lora_targets(start, changes, arm)  # the option's rule, with the arm's rank
+            built.append(start.with_(**changes, **arm))
         except UserError as exc:
             refusals.append(exc)
     if not built:
-        raise UserError(f"no arm of the grid builds: {refusals[0]}")
+        first = ", ".join(f"{k} {v}" for k, v in arms[0].items())
+        raise UserError(f"no arm of the grid builds (the first: {first}): {refusals[0]}")
     applies: list[UserError] = []
     for recipe in built:
         try:

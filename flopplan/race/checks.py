@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cmp_to_key
 
 import numpy as np
 from numpy.typing import NDArray
@@ -108,22 +109,32 @@ def observed_near(arm: ArmPilots, budget: float) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-TIE_DIGITS = 12
-"""Observed rewards equal to this many decimals are a tie: two means of equal 0/1 sums, taken over seeds in another
-order, differ in the last bit, and a tie is broken by a rule (the first arm, or by name), not by that bit."""
+TIE = 1e-12
+"""Observed rewards closer than this are a tie: two means of equal 0/1 sums, taken over seeds in another order,
+differ in the last bit, and a tie is broken by a rule (the first arm, or by name), not by that bit. Rounding to a
+number of decimals would not do: equal means on either side of a rounding midpoint (at 40,960 prompts, say) round
+apart. Distinct rewards of 0/1 scores differ by at least 1 / (seeds^2 x prompts), far above it."""
 
 
-def tie_key(reward: float) -> float:
-    """An observed reward as ties are judged (:data:`TIE_DIGITS`)."""
-    return round(float(reward), TIE_DIGITS)
+def above(a: float, b: float) -> bool:
+    """Whether observed reward ``a`` is higher than ``b`` beyond a tie (:data:`TIE`)."""
+    return a > b + TIE
+
+
+def tie_order(rewards: Sequence[float]) -> list[int]:
+    """The indices of ``rewards``, highest first; tied rewards (:data:`TIE`) keep their given order."""
+    def compare(i: int, j: int) -> int:
+        return int(above(rewards[j], rewards[i])) - int(above(rewards[i], rewards[j]))
+
+    return sorted(range(len(rewards)), key=cmp_to_key(compare))  # a stable sort: ties keep their order
 
 
 def naive_pick(seen: Sequence[tuple[str, float | None]]) -> tuple[str, float] | None:
     """The naive pick: of the arms' observed seed-mean rewards at the top rung (in arm order; None: not observed
-    there), the best, a tie (:func:`tie_key`) going to the first arm (round 31's check found two arms at 232 of 600
+    there), the best, a tie (:data:`TIE`) going to the first arm (round 31's check found two arms at 232 of 600
     whose last bit had decided it)."""
     observed = [(n, float(r)) for n, r in seen if r is not None]
-    return max(observed, key=lambda x: tie_key(x[1])) if observed else None
+    return observed[tie_order([r for _, r in observed])[0]] if observed else None
 
 
 def pooled(arm: ArmPilots) -> tuple[FloatArray, FloatArray, NDArray[np.object_]]:

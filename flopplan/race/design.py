@@ -453,9 +453,9 @@ def _arm_of(base: Recipe, grid: Grid, values: dict[str, Any], evaluation_flops: 
         recipe = base.with_(**changes, eval_every=EVAL_NEVER, eval_prompts=grid.eval_prompts, eval_at_start=True)
         if grid.round_micro_batch and base.micro_batch is None and "micro_batch" not in changes:
             recipe = recipe.with_(micro_batch=math.gcd(recipe.generation_batch_size, recipe.optimizer_batch_size))
+        step = step_cost(training_only(recipe)).step_flops  # the policy's spec read here (a LoRA rank, its targets)
     except UserError as exc:
         raise UserError(f"arm {arm_name(axes, grid.axes)}: {exc}") from None
-    step = step_cost(training_only(recipe)).step_flops
     if step > budget_flops:
         raise UserError(f"the budget is too small for arm {arm_name(axes, grid.axes)}: one step costs {eng(step)}, "
                         f"more than the whole budget ({eng(budget_flops)})")

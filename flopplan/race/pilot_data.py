@@ -65,8 +65,9 @@ class ArmPilots:
                 raise UserError(f"arm {self.name!r}, seed {run.seed!r}: no step-0 evaluation (FLOPs = 0)")
         sizes = {p.scores.size for run in self.runs for p in run.points}
         if len(sizes) != 1:
-            raise UserError(f"every evaluation must score the same shared prompts; got sizes {sorted(sizes)}")
-        check_prompts(min(sizes), "every evaluation scores")
+            raise UserError(f"arm {self.name!r}: every evaluation must score the same shared prompts; got sizes "
+                            f"{sorted(sizes)}")
+        check_prompts(min(sizes), f"arm {self.name!r}: every evaluation scores")
         return sizes.pop()
 
     def evaluated(self) -> tuple[ArmPilots, tuple[int | str, ...]]:

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from flopplan.errors import UserError, check_int
-from flopplan.race.checks import tie_key
+from flopplan.race.checks import tie_order
 from flopplan.race.results import ArmPrediction, Observation
 
 P_OPEN = 0.05
@@ -89,7 +89,8 @@ def keep(predictions: Sequence[ArmPrediction], n_keep: int, trends: Mapping[str,
     if not predictions:
         return []
     seen = {p.arm: (trends or {}).get(p.arm) or Trend(p.reward, p.reward) for p in predictions}
-    first = min(names, key=lambda a: (-tie_key(seen[a].observed), a))  # ties by name, not by a float's last bit
+    by_name = sorted(names)
+    first = by_name[tie_order([seen[a].observed for a in by_name])[0]]  # ties by name, not by a float's last bit
     rest = sorted((a for a in names if a != first), key=lambda a: (-seen[a].reach, -seen[a].observed, a))
     out = [first, *rest[:n_keep - 1]]
     by_reward = ranked(predictions)

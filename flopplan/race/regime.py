@@ -70,7 +70,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from flopplan.race.bootstrap import bootstrap_interval, p_best
-from flopplan.race.checks import TIE_DIGITS, ObservedBest
+from flopplan.race.checks import ObservedBest, tie_order
 from flopplan.race.design import AXES
 from flopplan.race.persistence import Challenger
 from flopplan.race.promotion import P_OPEN
@@ -474,7 +474,7 @@ def _best_observed(common: dict[str, Any], obs: ObservedBest, upfront: dict[str,
                    arm: str | None = None) -> Recommendation:
     """The survivor with the best observed reward (``arm``, when given: that survivor, the runner-up the best of
     the others); ``common``: the recommendation's target, flops, regime and budget left."""
-    order = np.argsort(-np.round(obs.points, TIE_DIGITS), kind="stable")  # a tie to the first (checks.tie_key)
+    order = np.array(tie_order(list(obs.points)))  # a tie to the first arm, not to a float's last bit
     if arm is not None:
         order = np.array([obs.names.index(arm), *(j for j in order if obs.names[j] != arm)])
     i = int(order[0])

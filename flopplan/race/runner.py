@@ -46,6 +46,7 @@ from flopplan.planner import plan
 from flopplan.race import promotion
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.axes import knob_options
+from flopplan.race.checks import above, tie_order
 from flopplan.race.design import RaceDesign, pilots_fit_the_cap
 from flopplan.race.pilots import (
     allow_children,
@@ -161,10 +162,11 @@ def with_unfitted(ranked: list[str], trends: dict[str, promotion.Trend | None], 
     that have no curve (``observed``: their reward observed at the rung): the best of those goes on first when it
     shows more than every fitted arm (an arm at a pass rate of 1 from step 0 has no curve to fit, and the best
     observed arm goes on whatever its curve); the others fill the halving's count when the fitted arms do not."""
-    unfitted = sorted(observed, key=lambda a: (-(observed[a] or 0.0), a))  # no curve: by the reward observed
+    names = sorted(observed)
+    unfitted = [names[i] for i in tie_order([observed[a] or 0.0 for a in names])]  # by the reward observed, then name
     shown = [t.observed for t in trends.values() if t is not None]
     lead = observed[unfitted[0]] if unfitted else None
-    if lead is not None and lead > max(shown, default=-1.0):
+    if lead is not None and above(lead, max(shown, default=-1.0)):  # more than a tie (checks.TIE)
         ranked = [unfitted.pop(0), *ranked]
     return ranked + unfitted[:max(0, n_keep - len(ranked))]
 
