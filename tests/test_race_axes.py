@@ -201,3 +201,15 @@ def test_a_reward_model_option_is_taken_when_some_arm_has_a_reward_model(tmp_pat
     assert prm and all(a.recipe.prm_steps == 3 for a in prm)
     one_line_error(cli("race", "design", *RACE, "--rewards", "rule", "--prm-steps", "3", "--out",
                        str(tmp_path / "b")), "--prm-steps applies to a process reward model")
+
+
+def test_the_default_grid_does_not_silently_replace_a_recipe_files_policy(tmp_path):
+    """Without an axis the default grid races tiny-s, tiny and tiny-l: a recipe file of qwen2.5-0.5b is refused
+    with the option that races it, and taken once its policy is named."""
+    saved = tmp_path / "q.toml"
+    cli("plan", "--model", "qwen2.5-0.5b", "--save-recipe", str(saved), check=True)
+    one_line_error(cli("race", "design", "--budget", "1e19", "--recipe", str(saved), "--out", str(tmp_path / "a")),
+                   "sets policy qwen2.5-0.5b, which the default grid would replace")
+    cli("race", "design", "--budget", "1e19", "--recipe", str(saved), "--models", "qwen2.5-0.5b", "--out",
+        str(tmp_path / "b"), check=True)
+    assert {a.recipe.policy for a in RaceDesign.load(tmp_path / "b").arms} == {"qwen2.5-0.5b"}

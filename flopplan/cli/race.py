@@ -105,6 +105,8 @@ def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ..
     if not isinstance(total, int) or total < 1:
         fail("--budget must be a whole number of FLOPs")
     given, extra = _given_axes(axes, models, group_sizes, mus, rewards)
+    if recipe_file and not axes:
+        _refuse_a_replaced_recipe_value(recipe_file, given)
     values = _grid_values(given, bool(axes))
     base = build_recipe(recipe_file, recipe_opts, race_base(), evaluates=True,  # the pilots evaluate at FLOP points
                         arms=_arm_fields(values, extra))
@@ -154,6 +156,19 @@ def _given_axes(axes: tuple[str, ...], models: tuple[str, ...], group_sizes: tup
 
 DEFAULT_GRID = {"policy": ("tiny-s", "tiny", "tiny-l"), "group_size": (8, 16), "iterations": (1,), "reward": ("rule",)}
 """The classic axes' values of ``race design`` without an axis."""
+
+
+def _refuse_a_replaced_recipe_value(recipe_file: str, given: dict[str, tuple[Any, ...]]) -> None:
+    """Without any axis, the default grid replaces a recipe file's policy, group size, passes and reward: refused
+    where the file's value is not among the default grid's (a recipe of qwen2.5-7b would race the tiny models)."""
+    recipe = Recipe.load(recipe_file)
+    shorthand = {"policy": "--models", "group_size": "--group-sizes", "iterations": "--mus", "reward": "--rewards"}
+    for name, default in DEFAULT_GRID.items():
+        value = str(getattr(recipe, name))
+        if not given[name] and value not in map(str, default):
+            raise UserError(f"{recipe_file} sets {name} {value}, which the default grid would replace with "
+                            f"{','.join(map(str, default))}: give the values to race ({shorthand[name]} {value}, "
+                            f"or more)")
 
 
 def _grid_values(given: dict[str, tuple[Any, ...]], with_axes: bool) -> dict[str, tuple[Any, ...]]:
