@@ -192,6 +192,8 @@ def test_an_option_is_read_with_each_arm_and_refused_where_an_axis_varies_its_fi
                        str(tmp_path / "b")), "--beta sets beta, which an axis of the grid varies")
     one_line_error(cli("race", "design", *RACE, "--axis", "lora_rank=8,16", "--full", "--out", str(tmp_path / "c")),
                    "--full sets lora_rank")
+    one_line_error(cli("race", "design", *RACE, "--axis", "grad_ckpt=on,off", "--no-grad-ckpt", "--out",
+                       str(tmp_path / "d")), "--no-grad-ckpt sets grad_ckpt")
 
 
 def test_a_reward_model_option_is_taken_when_some_arm_has_a_reward_model(tmp_path):

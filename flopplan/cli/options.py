@@ -172,8 +172,10 @@ def build_recipe(recipe_file: str | None, opts: dict[str, Any], base: Recipe | N
     varied = sorted(set(changes) & set(arms[0]))
     if varied:
         name = varied[0]
+        field = next(f for f in recipe_option_fields() if f.name == name)
         flag = ("--full" if name == "lora_rank" and changes[name] is None else
-                next(f.metadata["option"] for f in recipe_option_fields() if f.name == name))
+                f"--no-{field.metadata['option'][2:]}" if field.metadata["kind"] == "bool" and not changes[name]
+                else field.metadata["option"])
         raise UserError(f"{flag} sets {name}, which an axis of the grid varies: give its values on the axis only")
     built: list[Recipe] = []
     refusals: list[UserError] = []
