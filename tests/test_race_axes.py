@@ -203,6 +203,8 @@ def test_a_reward_model_option_is_taken_when_some_arm_has_a_reward_model(tmp_pat
     assert prm and all(a.recipe.prm_steps == 3 for a in prm)
     one_line_error(cli("race", "design", *RACE, "--rewards", "rule", "--prm-steps", "3", "--out",
                        str(tmp_path / "b")), "--prm-steps applies to a process reward model")
+    one_line_error(cli("race", "design", *RACE, "--rewards", "rule,orm:tiny-rm", "--reward-model-path", "rm",
+                       "--prm-steps", "3", "--out", str(tmp_path / "c")), "(the grid's rewards: orm:tiny-rm, rule)")
 
 
 def test_the_default_grid_does_not_silently_replace_a_recipe_files_policy(tmp_path):

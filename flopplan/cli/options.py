@@ -195,8 +195,8 @@ def build_recipe(recipe_file: str | None, opts: dict[str, Any], base: Recipe | N
             return built[0]
         except UserError as exc:
             applies.append(exc)
-    others = len({str(r.reward) for r in built}) > 1
-    raise UserError(f"{applies[0]}, nor any other arm's reward" if others else str(applies[0]))
+    rewards = sorted({str(r.reward) for r in built})
+    raise UserError(f"{applies[0]} (the grid's rewards: {', '.join(rewards)})" if len(rewards) > 1 else str(applies[0]))
 
 
 def parse_option(f: Field[Any], value: Any) -> Any:
