@@ -9,7 +9,7 @@ into one. A point's reward is the mean of its scores over the target's prompts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cmp_to_key
 
@@ -127,6 +127,12 @@ def tie_order(rewards: Sequence[float]) -> list[int]:
         return int(above(rewards[j], rewards[i])) - int(above(rewards[i], rewards[j]))
 
     return sorted(range(len(rewards)), key=cmp_to_key(compare))  # a stable sort: ties keep their order
+
+
+def by_reward(rewards: Mapping[str, float]) -> list[str]:
+    """The names of ``rewards``, highest first, a tie (:data:`TIE`) by name."""
+    names = sorted(rewards)
+    return [names[i] for i in tie_order([rewards[n] for n in names])]
 
 
 def naive_pick(seen: Sequence[tuple[str, float | None]]) -> tuple[str, float] | None:

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from flopplan.errors import UserError, check_int
-from flopplan.race.checks import tie_order
+from flopplan.race.checks import by_reward
 from flopplan.race.results import ArmPrediction, Observation
 
 P_OPEN = 0.05
@@ -89,12 +89,11 @@ def keep(predictions: Sequence[ArmPrediction], n_keep: int, trends: Mapping[str,
     if not predictions:
         return []
     seen = {p.arm: (trends or {}).get(p.arm) or Trend(p.reward, p.reward) for p in predictions}
-    by_name = sorted(names)
-    first = by_name[tie_order([seen[a].observed for a in by_name])[0]]  # ties by name, not by a float's last bit
+    first = by_reward({a: seen[a].observed for a in names})[0]  # a tie by name, not by a float's last bit
     rest = sorted((a for a in names if a != first), key=lambda a: (-seen[a].reach, -seen[a].observed, a))
     out = [first, *rest[:n_keep - 1]]
-    by_reward = ranked(predictions)
-    leader = ([p for p in by_reward if p.comparable] or by_reward)[0]
+    by_prediction = ranked(predictions)
+    leader = ([p for p in by_prediction if p.comparable] or by_prediction)[0]
     open_ = [p for p in predictions if p.arm not in out and p.hi >= leader.lo
              and (p.p_best >= P_OPEN or seen[p.arm].reach >= leader.lo)]
     out += [p.arm for p in sorted(open_, key=lambda p: (-p.p_best, -p.hi, p.arm))]

@@ -46,7 +46,7 @@ from flopplan.planner import plan
 from flopplan.race import promotion
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.axes import knob_options
-from flopplan.race.checks import above, tie_order
+from flopplan.race.checks import above, by_reward
 from flopplan.race.design import RaceDesign, pilots_fit_the_cap
 from flopplan.race.pilots import (
     allow_children,
@@ -162,8 +162,7 @@ def with_unfitted(ranked: list[str], trends: dict[str, promotion.Trend | None], 
     that have no curve (``observed``: their reward observed at the rung): the best of those goes on first when it
     shows more than every fitted arm (an arm at a pass rate of 1 from step 0 has no curve to fit, and the best
     observed arm goes on whatever its curve); the others fill the halving's count when the fitted arms do not."""
-    names = sorted(observed)
-    unfitted = [names[i] for i in tie_order([observed[a] or 0.0 for a in names])]  # by the reward observed, then name
+    unfitted = by_reward({a: r or 0.0 for a, r in observed.items()})  # by the reward observed, a tie by name
     shown = [t.observed for t in trends.values() if t is not None]
     lead = observed[unfitted[0]] if unfitted else None
     if lead is not None and above(lead, max(shown, default=-1.0)):  # more than a tie (checks.TIE)
