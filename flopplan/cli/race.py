@@ -105,10 +105,11 @@ def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ..
     if not isinstance(total, int) or total < 1:
         fail("--budget must be a whole number of FLOPs")
     given, extra = _given_axes(axes, models, group_sizes, mus, rewards)
+    start = Recipe.load(recipe_file) if recipe_file else race_base()  # read once
     if recipe_file and not axes:
-        _refuse_a_replaced_recipe_value(recipe_file, given)
+        _refuse_a_replaced_recipe_value(recipe_file, start, given)
     values = _grid_values(given, bool(axes))
-    base = build_recipe(recipe_file, recipe_opts, race_base(), evaluates=True,  # the pilots evaluate at FLOP points
+    base = build_recipe(None, recipe_opts, start, evaluates=True,  # the pilots evaluate at FLOP points
                         arms=_arm_fields(values, extra))
     shorthands = _shorthands(base, values, extra)
     grid = replace(_grid(shorthands, seeds, eval_targets, fit_targets, rungs, eta, evals, reward_model_path,
@@ -158,10 +159,10 @@ DEFAULT_GRID = {"policy": ("tiny-s", "tiny", "tiny-l"), "group_size": (8, 16), "
 """The classic axes' values of ``race design`` without an axis."""
 
 
-def _refuse_a_replaced_recipe_value(recipe_file: str, given: dict[str, tuple[Any, ...]]) -> None:
+def _refuse_a_replaced_recipe_value(recipe_file: str, recipe: Recipe, given: dict[str, tuple[Any, ...]]) -> None:
     """Without any axis, the default grid replaces a recipe file's policy, group size, passes and reward: refused
-    where the file's value is not among the default grid's (a recipe of qwen2.5-7b would race the tiny models)."""
-    recipe = Recipe.load(recipe_file)
+    where the file's value (``recipe``) is not among the default grid's (a recipe of qwen2.5-7b would race the tiny
+    models)."""
     shorthand = {"policy": "--models", "group_size": "--group-sizes", "iterations": "--mus", "reward": "--rewards"}
     for name, default in DEFAULT_GRID.items():
         value = str(getattr(recipe, name))
@@ -178,15 +179,12 @@ def _grid_values(given: dict[str, tuple[Any, ...]], with_axes: bool) -> dict[str
 
 
 def _arm_fields(values: dict[str, tuple[Any, ...]], extra: tuple[Any, ...]) -> list[dict[str, Any]]:
-    """Per arm (every combination), the recipe fields the grid's axes set: the classic axes with values and the
-    recipe-field axes (a knob or a GRPOConfig-only axis is no recipe field)."""
-    from itertools import product
-
-    from flopplan.recipe import RewardSystem
+    """Per arm (every combination), the recipe fields the grid's axes set (:func:`flopplan.race.design.
+    recipe_fields`): the classic axes with values and the recipe-field axes."""
+    from flopplan.race.design import combinations, recipe_fields
 
     axes = {**{k: v for k, v in values.items() if v}, **{a.name: a.values for a in extra if a.kind == "recipe"}}
-    return [{k: RewardSystem.parse(str(v)) if k == "reward" else v for k, v in zip(axes, combo, strict=True)}
-            for combo in product(*axes.values())]
+    return [recipe_fields(arm, extra) for arm in combinations(axes)]
 
 
 def _shorthands(base: Recipe, values: dict[str, tuple[Any, ...]], extra: tuple[Any, ...]) -> dict[str, Any]:

@@ -354,10 +354,9 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
     Budget(flops=budget_flops)  # the planner's limits (`flopplan plan` refuses the same budgets)
     if not (is_number(pilot_fraction) and 0 < pilot_fraction < 1):
         raise UserError(f"--pilot-fraction must be between 0 and 1 (exclusive), not {pilot_fraction!r}")
-    recipes = [_arm_of(base, grid, dict(zip((*CLASSIC, *(a.name for a in grid.axes)), values, strict=True)),
-                       evaluation_flops, budget_flops)
-               for values in itertools.product(grid.policies, grid.group_sizes, grid.iterations, grid.rewards,
-                                               *(a.values for a in grid.axes))]
+    classic = dict(zip(CLASSIC, (grid.policies, grid.group_sizes, grid.iterations, grid.rewards), strict=True))
+    recipes = [_arm_of(base, grid, values, evaluation_flops, budget_flops)
+               for values in combinations({**classic, **{a.name: a.values for a in grid.axes}})]
     _refuse_twins(recipes)
     keep = [len(recipes)]
     for _ in range(grid.rungs - 1):
@@ -440,14 +439,28 @@ def _refuse_twins(arms: list[Arm]) -> None:
         named[arm.name] = arm
 
 
+def combinations(values: dict[str, tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """Every combination of the axes' values (axis -> its values), one dict per arm, in the grid's order."""
+    return [dict(zip(values, combo, strict=True)) for combo in itertools.product(*values.values())]
+
+
+def recipe_fields(values: dict[str, Any], axes: Sequence[Axis]) -> dict[str, Any]:
+    """The recipe fields among one arm's axis values (a knob or a GRPOConfig-only axis of ``axes`` is none; a
+    classic axis is one), its reward parsed."""
+    kinds = {a.name: a.kind for a in axes}
+    fields = {k: v for k, v in values.items() if kinds.get(k, "recipe") == "recipe"}
+    if "reward" in fields:
+        fields["reward"] = RewardSystem.parse(str(fields["reward"]))
+    return fields
+
+
 def _arm_of(base: Recipe, grid: Grid, values: dict[str, Any], evaluation_flops: Any, budget_flops: int) -> Arm:
     """The arm of one combination of the axes' values (its rungs still to plan): the recipe fields set on the base
     recipe with the race's evaluation, the knobs checked as ``flopplan train`` would; refused (one line naming the
     arm) when its recipe is, or one step costs more than the budget (the step's closed form is checked before the
     evaluation's worst case, which lists every rollout of a round: a billion of them filled the memory)."""
     kinds = {a.name: a.kind for a in grid.axes}
-    changes = {k: v for k, v in values.items() if kinds.get(k, "recipe") == "recipe"}
-    changes["reward"] = RewardSystem.parse(str(changes["reward"]))
+    changes = recipe_fields(values, grid.axes)
     axes = {k: label(v) for k, v in values.items()}
     try:
         recipe = base.with_(**changes, eval_every=EVAL_NEVER, eval_prompts=grid.eval_prompts, eval_at_start=True)
