@@ -60,6 +60,13 @@ SPLIT = 1.5 * F_P
 (F_P x 1.01 jitter x e^(0.1 N), race_misspecification.pilots), which the digest check catches."""
 
 
+def smoothstep(f: np.ndarray, start: float, end: float) -> np.ndarray:
+    """0 up to ``start``, 1 from ``end``, between them 3u^2 - 2u^3 of u = the share of the way in ln F: a change
+    that begins after every pilot evaluation and ends by ``end``, smooth at both ends."""
+    u = np.clip((np.log(np.maximum(f, 1e-300)) - np.log(start)) / (np.log(end) - np.log(start)), 0.0, 1.0)
+    return u * u * (3 - 2 * u)
+
+
 def tie_pair(rng: np.random.Generator, r0: float) -> tuple[Curve, Curve]:
     """The sigmoid control (race_shapes.control's draws) and a twin equal to it up to :data:`SPLIT`, then moving
     smoothly (a smoothstep in ln F) to a level shared by every arm of the repetition, r0 + 0.55, plus U(0, 0.01)
@@ -70,8 +77,7 @@ def tie_pair(rng: np.random.Generator, r0: float) -> tuple[Curve, Curve]:
     at_f = float(base(np.array([TARGET]))[0])
 
     def twin(f: np.ndarray) -> np.ndarray:
-        u = np.clip((np.log(np.maximum(f, 1e-300)) - np.log(SPLIT)) / (np.log(TARGET) - np.log(SPLIT)), 0.0, 1.0)
-        return base(f) + (level - at_f) * u * u * (3 - 2 * u)
+        return base(f) + (level - at_f) * smoothstep(f, SPLIT, TARGET)
 
     return base, twin
 
@@ -85,8 +91,7 @@ def collapse_pair(rng: np.random.Generator, r0: float) -> tuple[Curve, Curve]:
     end = 1.9 * F_P
 
     def twin(f: np.ndarray) -> np.ndarray:
-        u = np.clip((np.log(np.maximum(f, 1e-300)) - np.log(SPLIT)) / (np.log(end) - np.log(SPLIT)), 0.0, 1.0)
-        return base(f) - falls * share * (base(f) - r0) * u * u * (3 - 2 * u)
+        return base(f) - falls * share * (base(f) - r0) * smoothstep(f, SPLIT, end)
 
     return base, twin
 
