@@ -202,9 +202,17 @@ def test_a_reward_model_option_is_taken_when_some_arm_has_a_reward_model(tmp_pat
     prm = [a for a in RaceDesign.load(tmp_path / "a").arms if a.recipe.reward.kind == "prm"]
     assert prm and all(a.recipe.prm_steps == 3 for a in prm)
     one_line_error(cli("race", "design", *RACE, "--rewards", "rule", "--prm-steps", "3", "--out",
-                       str(tmp_path / "b")), "--prm-steps applies to a process reward model")
+                       str(tmp_path / "b")), "--prm-steps applies to a process reward model (--rewards prm:MODEL)")
     one_line_error(cli("race", "design", *RACE, "--rewards", "rule,orm:tiny-rm", "--reward-model-path", "rm",
                        "--prm-steps", "3", "--out", str(tmp_path / "c")), "(the grid's rewards: orm:tiny-rm, rule)")
+    one_line_error(cli("race", "design", *RACE, "--rewards", "rule", "--reward-overhead", "4", "--out",
+                       str(tmp_path / "d")), "--reward-overhead applies to a reward model (--rewards orm:MODEL")
+
+
+def test_plan_names_its_own_reward_option_when_a_reward_model_option_does_not_apply():
+    """plan's option is --reward (one system), race design's --rewards (the grid's): each refusal names its own."""
+    one_line_error(cli("plan", "--reward", "rule", "--prm-steps", "3"),
+                   "--prm-steps applies to a process reward model (--reward prm:MODEL), not rule")
 
 
 def test_the_default_grid_does_not_silently_replace_a_recipe_files_policy(tmp_path):

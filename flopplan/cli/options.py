@@ -136,16 +136,19 @@ def _check_lora_targets(base: Recipe, changes: dict[str, Any], arm: dict[str, An
 EVAL_OPTIONS = ("eval_prompt_len", "eval_completion_len", "eval_batch", "eval_at_start")
 
 
-def check_applicable(changes: dict[str, Any], recipe: Recipe, evaluates: bool = False) -> None:
+def check_applicable(changes: dict[str, Any], recipe: Recipe, evaluates: bool = False,
+                     reward_flag: str = "--reward") -> None:
     """Options that do not apply to the recipe they would change are refused, not silently ignored; ``evaluates``:
-    the command evaluates whatever the recipe says (a race's pilots do, at its FLOP points)."""
+    the command evaluates whatever the recipe says (a race's pilots do, at its FLOP points); ``reward_flag``: the
+    command's option that names the reward (a race design's ``--rewards``)."""
     def flag(name: str) -> str:
         return next(f.metadata["option"] for f in recipe_option_fields() if f.name == name)
 
     if "prm_steps" in changes and recipe.reward.kind != "prm":
-        raise UserError(f"--prm-steps applies to a process reward model (--reward prm:MODEL), not {recipe.reward}")
+        raise UserError(f"--prm-steps applies to a process reward model ({reward_flag} prm:MODEL), not {recipe.reward}")
     if "reward_overhead_tokens" in changes and recipe.reward.kind == "rule":
-        raise UserError("--reward-overhead applies to a reward model (--reward orm:MODEL or prm:MODEL), not a rule")
+        raise UserError(f"--reward-overhead applies to a reward model ({reward_flag} orm:MODEL or prm:MODEL), "
+                        "not a rule")
     given = [name for name in EVAL_OPTIONS if name in changes]
     if given and recipe.eval_every is None and not evaluates:
         raise UserError(f"{flag(given[0])} applies with an evaluation (--eval-every K --eval-prompts N)")
@@ -191,7 +194,7 @@ def build_recipe(recipe_file: str | None, opts: dict[str, Any], base: Recipe | N
     applies: list[UserError] = []
     for recipe in built:
         try:
-            check_applicable(changes, recipe, evaluates)
+            check_applicable(changes, recipe, evaluates, reward_flag="--rewards")
             return built[0]
         except UserError as exc:
             applies.append(exc)
