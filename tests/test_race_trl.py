@@ -57,6 +57,30 @@ def test_a_pilot_spec_round_trips_and_a_standalone_script_gets_none(tmp_path, mo
 
 
 @pytest.mark.slow  # imports TRL (about 13 s)
+def test_a_warmup_given_as_a_share_of_max_steps_is_refused_and_one_in_steps_is_kept(tmp_path):
+    """A pilot runs with max_steps 10^7 (the budget ends each rung): warmup_steps=0.1, transformers' ratio form,
+    would hold the learning rate near 0 for a million steps, so the pilots would learn nothing. Refused in one line,
+    for a GRPOConfig and for a dict (and warmup_ratio, an older release's field); a warmup in steps is kept."""
+    from trl import GRPOConfig
+
+    from flopplan.race.user_pilot import write_spec
+
+    design = _design(tmp_path / "race")
+    arm = design.arms[0]
+    spec = write_spec(design, tmp_path / "race", arm.name, 0, 0, arm.pilot_budget(design, 0), tmp_path / "run")
+    config = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, report_to="none",
+                        warmup_steps=0.1, lr_scheduler_type="cosine")
+    assert config.get_warmup_steps(10**7) == 10**6  # what the pilot would have run
+    with pytest.raises(UserError, match=r"warmup_steps=0\.1 is a share of max_steps.*1,000,000 steps"):
+        spec.apply(config)
+    with pytest.raises(UserError, match=r"warmup_ratio=0\.05 is a share"):
+        spec.apply({"warmup_ratio": 0.05})
+    kept = spec.apply(GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, report_to="none",
+                                 warmup_steps=20))
+    assert kept.warmup_steps == 20 and kept.get_warmup_steps(kept.max_steps) == 20
+
+
+@pytest.mark.slow  # imports TRL (about 13 s)
 def test_a_pilot_whose_eval_dataset_has_one_prompt_is_refused_before_it_trains(tmp_path):
     """The analysis resamples the evaluation prompts and refuses one; the pilot refuses it when it is metered, not
     after every pilot of the race has run. (A stand-in trainer: only the fields ``meter`` reads before training.)"""

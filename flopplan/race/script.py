@@ -93,6 +93,7 @@ class PilotSpec:
         """``config`` (a ``GRPOConfig``, or a dict of its keyword arguments) with :meth:`overrides`: a new
         ``GRPOConfig`` (or dict). A field the config does not have is refused with one line."""
         if isinstance(config, dict):
+            _check_warmup(config)
             return {**config, **self.overrides(int(os.environ.get("WORLD_SIZE", "1")))}
         if not dataclasses.is_dataclass(config) or isinstance(config, type):
             raise UserError(f"spec.apply takes a GRPOConfig or a dict of its fields, not {type(config).__name__}")
@@ -103,6 +104,7 @@ class PilotSpec:
             raise UserError(f"{type(config).__name__} has no field {unknown[0]!r}: this TRL cannot run the arm's "
                             "settings")
         fields = {name: getattr(config, name) for name in names}
+        _check_warmup(fields)
         if "steps_per_generation" in changes:
             fields["generation_batch_size"] = None
         for old, new in ALIASES.items():  # a rebuilt config reads the new name first
@@ -157,3 +159,21 @@ def pilot() -> PilotSpec | None:
     """The spec of the pilot this process runs (``$FLOPPLAN_PILOT``), or None when it was not started as one."""
     path = os.environ.get(PILOT_ENV)
     return load_spec(path) if path else None
+
+
+def _check_warmup(fields: dict[str, Any]) -> None:
+    """A warmup given as a share of ``max_steps`` is refused: a pilot runs with :data:`MAX_STEPS`, so
+    ``warmup_steps=0.1`` (transformers' ratio form, below 1) or ``warmup_ratio=0.1`` (older releases) would hold
+    the learning rate near 0 for 10^6 steps, every pilot would learn almost nothing, and the race would rank arms
+    by noise. A warmup in steps is the same in a pilot and in the run it stands for."""
+    ratio = fields.get("warmup_ratio") or 0
+    steps = fields.get("warmup_steps") or 0
+    if isinstance(steps, float) and 0 < steps < 1:
+        given, ratio = f"warmup_steps={steps:g}", steps
+    elif ratio:
+        given = f"warmup_ratio={ratio:g}"
+    else:
+        return
+    raise UserError(f"{given} is a share of max_steps, which a pilot sets to {MAX_STEPS:,} (the budget ends each "
+                    f"rung): its warmup would last {int(ratio * MAX_STEPS):,} steps; give it in steps "
+                    "(warmup_steps=N)")
