@@ -188,3 +188,36 @@ def test_round_31s_blind_families_run_through_the_check_and_their_truths_are_the
         f = np.array([r31.F_P / 4, r31.F_P, r31.F])
         drawn = np.mean([seed(f) for seed in arm.draw_seeds(rng, 20000)], axis=0)
         assert drawn == pytest.approx(arm(f), abs=0.004)
+
+
+ROUND32 = ("lengthgrow", "horizon", "diverge", "zeroadv", "datarepeat")  # benchmarks/race_blind_check_round32.py's
+
+
+def test_round_32s_blind_families_run_through_the_check_and_their_truths_are_what_they_say(tmp_path, monkeypatch):
+    """benchmarks/race_blind_check_round32.py: one repetition per family through the check's protocol, no analysis
+    error and no malformed number; the leader share runs on the truths alone; the seeds that diverge state as their
+    truth the mean their seeds draw; the horizon family's pilots are the run planned to F_P, its truth the run
+    planned to F (the same warmup, then apart)."""
+    import json
+    import subprocess
+
+    script = str(ROOT / "benchmarks" / "race_blind_check_round32.py")
+    subprocess.run([sys.executable, script, "--families", *ROUND32, "--reps", "1", "--replicates", "20", "--seed",
+                    "3", "--out", str(tmp_path)], capture_output=True, text=True, check=True, timeout=600)
+    for fam in ROUND32:
+        (row,) = [json.loads(x) for x in (tmp_path / f"rows_{fam}.jsonl").read_text().splitlines()]
+        assert "error" not in row and row["bad"] == [] and all(0 < t < 1 for t in row["truth"].values())
+    shares = subprocess.run([sys.executable, script, "--leader-share", "--reps", "3", "--seed", "3"],
+                            capture_output=True, text=True, check=True, timeout=120).stdout.splitlines()
+    assert [x.split()[0] for x in shares] == list(ROUND32)
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import race_blind_check_round32 as r32
+
+    rng = np.random.default_rng(11)
+    f = np.array([r32.F_P / 4, r32.F_P, r32.F])
+    for arm in r32.fam_diverge(rng, 0.2):
+        drawn = np.mean([seed(f) for seed in arm.draw_seeds(rng, 20000)], axis=0)
+        assert drawn == pytest.approx(arm(f), abs=0.01)
+    for arm in r32.fam_horizon(rng, 0.2):
+        early = np.array([r32.F_P / 1e4])  # within every draw's warmup (at least F_P / 200)
+        assert arm.pilot(early) == pytest.approx(arm(early)) and arm.pilot(f[-1:]) != pytest.approx(arm(f[-1:]))
