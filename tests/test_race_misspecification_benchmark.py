@@ -221,3 +221,21 @@ def test_round_32s_blind_families_run_through_the_check_and_their_truths_are_wha
     for arm in r32.fam_horizon(rng, 0.2):
         early = np.array([r32.F_P / 1e4])  # within every draw's warmup (at least F_P / 200)
         assert arm.pilot(early) == pytest.approx(arm(early)) and arm.pilot(f[-1:]) != pytest.approx(arm(f[-1:]))
+
+
+def test_the_error_correlation_diagnostic_reads_the_analysis_draws_and_a_checks_rows(tmp_path):
+    """benchmarks/race_error_correlation.py: on one repetition, the replicates' and the errors' correlations are
+    correlations; on a check's rows it reads the family's fitted recommendations (at most one a repetition)."""
+    import subprocess
+
+    script = str(ROOT / "benchmarks" / "race_error_correlation.py")
+    out = subprocess.run([sys.executable, script, "--families", "ratecross", "--reps", "2", "--replicates", "20"],
+                         capture_output=True, text=True, check=True, timeout=300).stdout.splitlines()
+    name, reps, *values = out[1].split()
+    assert name == "ratecross" and int(reps) == 2 and all(-1 <= float(v) <= 1 for v in values)
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "race_blind_check.py"), "--families", "ceiling",
+                    "--reps", "3", "--replicates", "20", "--seed", "5", "--out", str(tmp_path)],
+                   capture_output=True, text=True, check=True, timeout=300)
+    rows = subprocess.run([sys.executable, script, "--rows", str(tmp_path), "--rho", "0", "0.9"],
+                          capture_output=True, text=True, check=True, timeout=60).stdout.splitlines()
+    assert rows[1].split()[0] == "ceiling" and 1 <= int(rows[1].split()[1]) <= 3
