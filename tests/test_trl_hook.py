@@ -153,6 +153,17 @@ def test_the_budget_stops_the_script_and_it_resumes_with_its_ledger(tiny, tmp_pa
     assert s["stop"]["reason"] == "budget" and s["flops"]["total"] <= budget
     assert s["flops"]["total"] + s["stop"]["bound_flops"] > budget  # it stopped only because the next might not fit
     assert meter.decision.stop and meter.ledger.spent == s["flops"]["total"]
+    logs = {p.name: p.read_bytes() for p in (tmp_path / "run").glob("*.jsonl")}
+    forgot = tmp_path / "forgot.py"  # the usual script's call: trainer.train(), the checkpoint not passed
+    forgot.write_text(EXAMPLE.read_text().replace("trainer.train(resume_from_checkpoint=True if args.resume else None)",
+                                                  "trainer.train()"))
+    spec = importlib.util.spec_from_file_location("trl_grpo_forgot", forgot)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    with pytest.raises(UserError, match="the trainer starts at step 0 although checkpoint-"):
+        script.main(["--model", str(tiny / "policy"), "--output-dir", str(tmp_path / "trl"), "--out",
+                     str(tmp_path / "run"), *COMMON, "--attn", "eager", "--budget", str(2 * budget), "--resume"])
+    assert {p.name: p.read_bytes() for p in (tmp_path / "run").glob("*.jsonl")} == logs  # nothing written
     _, more = _run(tiny, tmp_path, *COMMON, "--attn", "eager", "--budget", str(2 * budget), "--resume")
     assert more.rounds == json.loads((tmp_path / "run" / "summary.json").read_text())["steps"]
     r = _summary(tmp_path / "run")

@@ -39,6 +39,7 @@ import torch
 from transformers import TrainerCallback
 
 from flopplan.budget import Budget
+from flopplan.engines.trl import last_complete_checkpoint
 from flopplan.engines.trl_meter import TRLMeter, longest_prompts
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
 from flopplan.errors import UserError
@@ -153,6 +154,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     m.summary_fields = {"conventions": read.conventions, "device": str(trainer.accelerator.device),
                         "dtype": read.conventions["dtype"]}
     m.owns_folder = writes and config is None
+    m.resuming = resume
     m.scratch = None if writes else scratch
     _attach(trainer, m)
     return m
@@ -318,6 +320,14 @@ class FlopBudgetCallback(TrainerCallback):
         return _evaluations_before_next_round(args, global_step) if self.meter.eval_rows else 0
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if self.meter.resuming and not state.global_step:
+            last = last_complete_checkpoint(args.output_dir)
+            if last is not None:  # the ledger would go on while the model starts over: two histories in one run
+                if self.meter.owns_folder and self.meter.folder is not None:
+                    self.meter.folder.unlock()  # nothing was written: the right call may follow in this process
+                raise UserError(f"the meter resumes this run but the trainer starts at step 0 although {last.name} "
+                                "holds its last checkpoint: call trainer.train(resume_from_checkpoint=...) (a race "
+                                "pilot: spec.resume_from_checkpoint)")
         if state.global_step:  # resumed: continue the ledger saved with the checkpoint
             self.meter.load(Path(args.output_dir) / f"checkpoint-{state.global_step}")
             folder = self.meter.folder

@@ -80,6 +80,7 @@ class TRLMeter:
         self.summary_fields: dict[str, Any] = {}  # what the run summary says besides the ledger (conventions...)
         self.accuracy_metric: str | None = None  # a logged metric that is the run's accuracy (flopplan train's)
         self.owns_folder = False  # the meter locked the run folder (and unlocks it when training ends)
+        self.resuming = False  # meter(resume=True): the run continues its last checkpoint
         self.scratch: Any = None  # a temporary folder with the models' configs where no run folder holds them
         self.raise_on_ctrl_c = True  # trainer.train() raises KeyboardInterrupt after a Ctrl-C's checkpoint (a
         #                              caller that reports the stop itself, flopplan train, sets it False)
