@@ -138,6 +138,23 @@ def test_a_bad_pilot_is_one_line_and_keeps_its_folder(tmp_path, body, fragment):
     assert json.loads((tmp_path / "race" / "pilot_command.json").read_text())["command"].endswith("pilot_script.py")
 
 
+def test_a_pilot_that_ran_past_its_budget_is_refused_again_when_the_race_is_run_again(tmp_path):
+    """A script that metered with a larger budget than the spec's is refused when it ends; read again by the next
+    ``race run`` (or ``race analyze``), its larger run must not pass for a finished rung, nor for the next rungs it
+    reaches: refused in one line each time, the folder kept."""
+    body = ("import json, os\nfrom flopplan.race import pilot\nspec = pilot()\n"  # ran to 3x the rung, charged 2x
+            "FLOPS = dict.fromkeys(('rollout', 'learning', 'feedback', 'evaluation'), 0)\n"
+            "FLOPS.update(learning=2 * spec.budget, total=2 * spec.budget)\n"
+            "json.dump({'flopplan_run_version': 1, 'model': 'm', 'reward': 'rule', 'steps': 9,\n"
+            " 'budget_flops': 3 * spec.budget, 'stop': {'stop': True, 'reason': 'budget', 'message': 'budget'},\n"
+            " 'flops': FLOPS, 'useful_flops': FLOPS}, open(os.path.join(spec.folder, 'summary.json'), 'w'))\n")
+    _design(tmp_path / "race")
+    one_line_error(cli("race", "run", str(tmp_path / "race"), "--json", "--pilot", _script(tmp_path, body)),
+                   "ignored its budget")
+    for command in (("race", "run", str(tmp_path / "race"), "--json"), ("race", "analyze", str(tmp_path / "race"))):
+        one_line_error(cli(*command), "ignored its budget")
+
+
 def test_a_pilot_command_cannot_change_once_pilots_ran_nor_join_a_builtin_race(tmp_path):
     _design(tmp_path / "race")
     ran = tmp_path / "race" / "pilots" / "a" / "seed0"

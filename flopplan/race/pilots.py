@@ -21,6 +21,7 @@ from flopplan.race.design import PILOTS, RaceDesign
 from flopplan.race.persistence import names_reward_model
 from flopplan.race.pilot_data import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.results import ArmInfo
+from flopplan.race.script import SPEC_FILE, load_spec
 from flopplan.runfile import EVALUATIONS, LEDGER, SUMMARY, EvalRecord, RunSummary, load_evaluations, load_summary
 
 
@@ -114,7 +115,22 @@ def pilot_done(folder: Path, budget: int) -> bool:
         return False
     summary = load_summary(folder)
     reached = summary.budget_flops or 0
+    _check_script_budget(folder, summary)
     return reached > budget or (ended(summary) and reached >= budget)
+
+
+def _check_script_budget(folder: Path, summary: RunSummary) -> None:
+    """A script pilot (its ``pilot.json``) that ran to more than the budget it was given, or charged more, is refused
+    whenever it is read, not only when its process ends: read as done, it would count for every rung its larger
+    run reaches and its arm would race on more FLOPs than the others. A run killed while continuing to a larger
+    budget (the spec's; its summary still the smaller one's) is not finished, and not refused."""
+    if not (folder / SPEC_FILE).is_file():
+        return
+    given = load_spec(folder / SPEC_FILE).budget
+    if (summary.budget_flops or 0) > given or summary.charged > given:
+        raise UserError(f"the pilot in {str(folder)!r} ignored its budget: it ran to {summary.budget_flops} and "
+                        f"charged {summary.charged:,} FLOPs against the {given:,} it was given (meter it with "
+                        "spec.meter): delete that folder and run the race again")
 
 
 def arm_done(design: RaceDesign, folder: Path, arm: str, rung: int) -> bool:
