@@ -268,3 +268,27 @@ def test_a_tie_holds_across_a_rounding_midpoint_and_in_the_runners_order_of_unfi
     assert with_unfitted(["fitted"], {"fitted": Trend(a, a)}, {"unfitted": b}, 1) == ["fitted"]
     assert with_unfitted(["fitted"], {"fitted": Trend(a, a)}, {"unfitted": b + 1e-9}, 1) == ["unfitted", "fitted"]
     assert with_unfitted([], {}, {"z": a, "y": b, "x": 0.1}, 3) == ["y", "z", "x"]  # a tie by name
+
+
+def test_an_arm_whose_pilots_stopped_short_of_the_rung_is_read_at_its_last_evaluation_and_named():
+    """A TRL script's own evaluation loop can cost more than the design priced, so its pilots stop well short of
+    their rung (0.51 of it in a review's race). Its reward observed "at the rung" (within 80-105 % of it) is then
+    missing: the naive pick and the promotion read it at its last evaluation instead of leaving it out (the
+    promotion read it as 0 and sent on an arm that had shown less), and the analysis names the arm."""
+    from flopplan.race.checks import observed_at_rung
+    from flopplan.race.runner import with_unfitted
+
+    rng = np.random.default_rng(5)
+    eta = rng.standard_normal(200)
+    inp = race([(info("full", group_size=8), pilots(rng, eta, "full", a=0.45)),
+                (info("short", group_size=16), pilots(rng, eta, "short", reach=F_PILOT / 2, a=0.8))])
+    target = analyze(inp, n_replicates=REPS).target("math")
+    curves = {c.arm: c for c in target.curves}
+    assert curves["short"].observed_at_rungs[-1] is None  # nothing within 80-105 % of the top rung
+    last = observed_at_rung(curves["short"], -1)
+    assert last is not None and last > observed_at_rung(curves["full"], -1)
+    assert target.recommendation.naive_arm == "short"
+    assert any(w.startswith("short: its pilots stopped at 50% of the top rung") for w in target.warnings)
+    assert not any(w.startswith("full: its pilots stopped") for w in target.warnings)
+    assert with_unfitted([], {}, {"short": last, "full": 0.0}, 1) == ["short"]
+    assert with_unfitted([], {}, {"anon": None, "full": 0.0}, 1) == ["full"]  # nothing seen goes last, not as 0

@@ -307,7 +307,7 @@ def _fit_warnings(states: list[_ArmState], at_f: BudgetResult) -> list[str]:
 
 def _naive(inp: RaceInput, curves: dict[str, ArmCurve], survived: dict[str, bool]) -> tuple[str, float] | None:
     """The naive pick (:func:`checks.naive_pick`) of the survivors' observed rewards at the top rung."""
-    return checks.naive_pick([(a.name, curves[a.name].observed_at_rungs[-1]) for a in inp.arms
+    return checks.naive_pick([(a.name, checks.observed_at_rung(curves[a.name], -1)) for a in inp.arms
                               if a.name in curves and survived[a.name] and curves[a.name].observed_at_rungs])
 
 
@@ -392,6 +392,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
                           upfront=upfront, largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
 
     if not states:  # no curve to extrapolate: the naive pick, as what it shows
+        warnings += checks.short_pilots([c for a, c in curves.items() if survived.get(a)], budgets[-2], upfront)
         nothing = BudgetResult(label="target", flops=f_target, predictions=(), decision=decide([], level))
         rec = recommend(name, nothing, upfront, float(inp.budget_flops - inp.pilot_flops), "no arm could be fitted",
                         observed_best(), level, naive=_naive(inp, curves, survived))
@@ -426,6 +427,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
     warnings += g_warnings(budget_results, g_of)
     at_f = budget_results[-1]
     warnings += _fit_warnings(states, at_f)
+    warnings += checks.short_pilots([c for a, c in curves.items() if survived.get(a)], budgets[-2], upfront)
     naive = _naive(inp, curves, survived)
     unpredicted = naive is not None and all(p.arm != naive[0] for p in at_f.predictions)
     observed = observed_best() if at_f.decision.best is None or at_f.decision.top_unidentified or unpredicted else None

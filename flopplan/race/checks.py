@@ -20,7 +20,7 @@ from flopplan.errors import UserError
 from flopplan.race.bootstrap import bootstrap_interval
 from flopplan.race.curves import A_MAX, CurveFit, PowerLawFit, fit_curve, fit_power_law, monotone_envelope
 from flopplan.race.pilot_data import ArmPilots, EvalPoint
-from flopplan.race.results import EnvelopeResult, Observation, PowerLawCheck
+from flopplan.race.results import ArmCurve, EnvelopeResult, Observation, PowerLawCheck
 
 FloatArray = NDArray[np.float64]
 DROP_Z = 3.0  # a drop below the running best larger than DROP_Z standard errors fails the envelope check
@@ -107,6 +107,36 @@ def observed_near(arm: ArmPilots, budget: float) -> float | None:
         if near:
             vals.append(float(near[-1].scores.mean()))
     return float(np.mean(vals)) if vals else None
+
+
+def observed_at_rung(curve: ArmCurve, rung: int) -> float | None:
+    """The reward an arm that ran ``rung`` showed there: observed near the rung's budget (``observed_at_rungs``),
+    or, where its pilots stopped below 0.8 of it (evaluations that cost more than the design priced, as a TRL
+    script's own evaluation loop can), the mean over seeds of each seed's last evaluation: what the rung's FLOPs
+    bought it. Read as 0 before, such an arm lost the promotion to any arm that had shown a reward. Only for an arm
+    known to have run the rung (the promotion's arms, the top rung's survivors): an arm set aside earlier has no
+    evaluation near a later rung either."""
+    seen = curve.observed_at_rungs[rung] if -len(curve.observed_at_rungs) <= rung < len(curve.observed_at_rungs) \
+        else None
+    if seen is not None:
+        return seen
+    last: dict[str, Observation] = {}
+    for o in curve.observations:
+        if o.flops > 0 and (o.seed not in last or o.flops >= last[o.seed].flops):
+            last[o.seed] = o
+    return float(np.mean([o.reward for o in last.values()])) if last else None
+
+
+def short_pilots(curves: Sequence[ArmCurve], rung_budget: float, upfront: Mapping[str, float]) -> list[str]:
+    """A warning per arm among ``curves`` whose pilots stopped below 0.8 of the top rung's training FLOPs, the
+    reward read at their last evaluation (:func:`observed_at_rung`)."""
+    out = []
+    for c in curves:
+        if c.observed_at_rungs and c.observed_at_rungs[-1] is None and c.observations and c.max_flops > 0:
+            share = c.max_flops / (rung_budget - upfront.get(c.arm, 0.0))
+            out.append(f"{c.arm}: its pilots stopped at {share:.0%} of the top rung's training FLOPs (their "
+                       "evaluations cost more than designed?): its observed reward is read at its last evaluation")
+    return out
 
 
 TIE = 1e-12

@@ -46,7 +46,7 @@ from flopplan.planner import plan
 from flopplan.race import promotion
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.axes import knob_options
-from flopplan.race.checks import above, by_reward
+from flopplan.race.checks import above, by_reward, observed_at_rung
 from flopplan.race.design import RaceDesign, pilots_fit_the_cap
 from flopplan.race.pilots import (
     allow_children,
@@ -144,7 +144,7 @@ def promote(design: RaceDesign, folder: Path, history: Sequence[Sequence[str]],
     curves = {c.arm: c for c in result.curves}
     trends = {p.arm: promotion.trend(curves[p.arm].observations, p.ledger_flops) for p in preds}
     ranked = promotion.keep(preds, design.keep[rung + 1], trends)
-    observed = {c.arm: c.observed_at_rungs[rung] for c in result.curves if c.arm not in {p.arm for p in preds}}
+    observed = {c.arm: observed_at_rung(c, rung) for c in result.curves if c.arm not in {p.arm for p in preds}}
     kept = with_unfitted(ranked, trends, observed, design.keep[rung + 1])
     promoted = kept[:_affordable(design, history, kept)]
     return {"rung": rung, "rule": PROMOTION_RULE, "target": target, "promoted": promoted,
@@ -162,7 +162,7 @@ def with_unfitted(ranked: list[str], trends: dict[str, promotion.Trend | None], 
     that have no curve (``observed``: their reward observed at the rung): the best of those goes on first when it
     shows more than every fitted arm (an arm at a pass rate of 1 from step 0 has no curve to fit, and the best
     observed arm goes on whatever its curve); the others fill the halving's count when the fitted arms do not."""
-    unfitted = by_reward({a: r or 0.0 for a, r in observed.items()})  # by the reward observed, a tie by name
+    unfitted = by_reward({a: -1.0 if r is None else r for a, r in observed.items()})  # none seen: last
     shown = [t.observed for t in trends.values() if t is not None]
     lead = observed[unfitted[0]] if unfitted else None
     if lead is not None and above(lead, max(shown, default=-1.0)):  # more than a tie (checks.TIE)
