@@ -5,6 +5,7 @@ worker killed mid-rung (it shares that module's Ray cluster)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -75,6 +76,10 @@ def test_a_warmup_given_as_a_share_of_max_steps_is_refused_and_one_in_steps_is_k
         spec.apply(config)
     with pytest.raises(UserError, match=r"warmup_ratio=0\.05 is a share"):
         spec.apply({"warmup_ratio": 0.05})
+    with pytest.raises(UserError, match=r"warmup_steps=0\.1 is a share"):  # an arm's setting (a hand-made manifest)
+        dataclasses.replace(spec, settings={"warmup_steps": 0.1}).apply({})
+    one_line_error(cli("race", "design", *DESIGN, "--axis", "warmup_steps=0,0.1", "--out", str(tmp_path / "axis")),
+                   "--axis warmup_steps=0.1: warmup_steps=0.1 is a share of max_steps")
     kept = spec.apply(GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, report_to="none",
                                  warmup_steps=20))
     assert kept.warmup_steps == 20 and kept.get_warmup_steps(kept.max_steps) == 20

@@ -51,6 +51,13 @@ def _fits(value: Any, hint: Any) -> bool:
 def check_grpo_values(field: str, values: tuple[Any, ...]) -> None:
     """Raise one line when the installed TRL's GRPOConfig cannot take one of ``values`` for ``field`` (module
     docstring); nothing when TRL is not installed."""
+    from flopplan.race.script import check_warmup
+
+    for value in values:  # a share of max_steps, which a pilot sets to 10^7 (whatever TRL is installed)
+        try:
+            check_warmup({field: value})
+        except UserError as exc:
+            raise UserError(f"--axis {field}={value}: {exc}") from None
     if importlib.util.find_spec("trl") is None:
         return
     from trl import GRPOConfig

@@ -93,8 +93,9 @@ class PilotSpec:
         """``config`` (a ``GRPOConfig``, or a dict of its keyword arguments) with :meth:`overrides`: a new
         ``GRPOConfig`` (or dict). A field the config does not have is refused with one line."""
         if isinstance(config, dict):
-            _check_warmup(config)
-            return {**config, **self.overrides(int(os.environ.get("WORLD_SIZE", "1")))}
+            merged = {**config, **self.overrides(int(os.environ.get("WORLD_SIZE", "1")))}
+            check_warmup(merged)
+            return merged
         if not dataclasses.is_dataclass(config) or isinstance(config, type):
             raise UserError(f"spec.apply takes a GRPOConfig or a dict of its fields, not {type(config).__name__}")
         names = {f.name for f in dataclasses.fields(config) if f.init}
@@ -104,7 +105,7 @@ class PilotSpec:
             raise UserError(f"{type(config).__name__} has no field {unknown[0]!r}: this TRL cannot run the arm's "
                             "settings")
         fields = {name: getattr(config, name) for name in names}
-        _check_warmup(fields)
+        check_warmup({**fields, **changes})  # the script's warmup, or an axis's (--axis warmup_steps=...)
         if "steps_per_generation" in changes:
             fields["generation_batch_size"] = None
         for old, new in ALIASES.items():  # a rebuilt config reads the new name first
@@ -161,7 +162,7 @@ def pilot() -> PilotSpec | None:
     return load_spec(path) if path else None
 
 
-def _check_warmup(fields: dict[str, Any]) -> None:
+def check_warmup(fields: dict[str, Any]) -> None:
     """A warmup given as a share of ``max_steps`` is refused: a pilot runs with :data:`MAX_STEPS`, so
     ``warmup_steps=0.1`` (transformers' ratio form, below 1) or ``warmup_ratio=0.1`` (older releases) would hold
     the learning rate near 0 for 10^6 steps, every pilot would learn almost nothing, and the race would rank arms
