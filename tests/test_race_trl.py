@@ -86,6 +86,26 @@ def test_a_warmup_given_as_a_share_of_max_steps_is_refused_and_one_in_steps_is_k
 
 
 @pytest.mark.slow  # imports TRL (about 13 s)
+def test_spec_apply_gives_the_same_config_from_a_dict_as_from_a_grpoconfig(tmp_path):
+    """The guide offers both forms: a script's dict of GRPOConfig fields with its own generation batch was turned into
+    a dict TRL refuses ("'generation_batch_size' and 'steps_per_generation' can not be both configured"), while the
+    same fields as a GRPOConfig were taken."""
+    from trl import GRPOConfig
+
+    from flopplan.race.user_pilot import write_spec
+
+    design = _design(tmp_path / "race")
+    arm = design.arms[0]
+    spec = write_spec(design, tmp_path / "race", arm.name, 0, 0, arm.pilot_budget(design, 0), tmp_path / "run")
+    own = {"output_dir": str(tmp_path / "out"), "use_cpu": True, "bf16": False, "report_to": "none",
+           "generation_batch_size": 16, "learning_rate": 3e-4}
+    from_dict, from_config = GRPOConfig(**spec.apply(dict(own))), spec.apply(GRPOConfig(**own))
+    for name in ("steps_per_generation", "generation_batch_size", "per_device_train_batch_size", "num_generations",
+                 "max_steps", "save_steps", "eval_steps", "learning_rate", "output_dir"):
+        assert getattr(from_dict, name) == getattr(from_config, name), name
+
+
+@pytest.mark.slow  # imports TRL (about 13 s)
 def test_a_pilot_whose_eval_dataset_has_one_prompt_is_refused_before_it_trains(tmp_path):
     """The analysis resamples the evaluation prompts and refuses one; the pilot refuses it when it is metered, not
     after every pilot of the race has run. (A stand-in trainer: only the fields ``meter`` reads before training.)"""

@@ -91,28 +91,34 @@ class PilotSpec:
 
     def apply(self, config: Any) -> Any:
         """``config`` (a ``GRPOConfig``, or a dict of its keyword arguments) with :meth:`overrides`: a new
-        ``GRPOConfig`` (or dict). A field the config does not have is refused with one line."""
+        ``GRPOConfig`` (or dict), the same fields either way. A field a ``GRPOConfig`` does not have is refused with
+        one line (a dict is not checked: its ``GRPOConfig`` refuses it); a generation batch the script set gives way
+        to the arm's ``steps_per_generation`` (TRL refuses both); a warmup given as a share of ``max_steps`` is
+        refused (:func:`check_warmup`)."""
         if isinstance(config, dict):
-            merged = {**config, **self.overrides(int(os.environ.get("WORLD_SIZE", "1")))}
-            check_warmup(merged)
-            return merged
-        if not dataclasses.is_dataclass(config) or isinstance(config, type):
+            fields, names = dict(config), None
+            changes = self.overrides(int(os.environ.get("WORLD_SIZE", "1")))
+        elif dataclasses.is_dataclass(config) and not isinstance(config, type):
+            names = {f.name for f in dataclasses.fields(config) if f.init}
+            changes = self.overrides(int(getattr(config, "world_size", 1)))
+            unknown = sorted(set(changes) - names)
+            if unknown:
+                raise UserError(f"{type(config).__name__} has no field {unknown[0]!r}: this TRL cannot run the arm's "
+                                "settings")
+            fields = {name: getattr(config, name) for name in names}
+        else:
             raise UserError(f"spec.apply takes a GRPOConfig or a dict of its fields, not {type(config).__name__}")
-        names = {f.name for f in dataclasses.fields(config) if f.init}
-        changes = self.overrides(int(getattr(config, "world_size", 1)))
-        unknown = sorted(set(changes) - names)
-        if unknown:
-            raise UserError(f"{type(config).__name__} has no field {unknown[0]!r}: this TRL cannot run the arm's "
-                            "settings")
-        fields = {name: getattr(config, name) for name in names}
-        check_warmup({**fields, **changes})  # the script's warmup, or an axis's (--axis warmup_steps=...)
         if "steps_per_generation" in changes:
             fields["generation_batch_size"] = None
         for old, new in ALIASES.items():  # a rebuilt config reads the new name first
-            if old in changes and new in names:
+            if old in changes and (new in names if names is not None else new in fields):
                 changes[new] = changes[old]
+        merged = {**fields, **changes}
+        check_warmup(merged)  # the script's warmup, or an axis's (--axis warmup_steps=...)
+        if names is None:
+            return merged
         rebuilt: Any = type(config)
-        return rebuilt(**{**fields, **changes})
+        return rebuilt(**merged)
 
     def meter(self, trainer: Any, *, score: str | None = None, correct: float = 1.0, **options: Any) -> Any:
         """Meter ``trainer`` for this pilot: :func:`flopplan.trl.meter` with the rung's budget, the pilot's run
