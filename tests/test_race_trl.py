@@ -163,6 +163,21 @@ def test_a_bad_pilot_is_one_line_and_keeps_its_folder(tmp_path, body, fragment):
     assert json.loads((tmp_path / "race" / "pilot_command.json").read_text())["command"].endswith("pilot_script.py")
 
 
+def test_a_pilot_command_that_cannot_start_is_one_line_and_a_corrected_one_is_taken(tmp_path):
+    """The command runs without a shell: a program that is not there, a shell-style environment prefix and
+    unbalanced quotes are refused in one line (a traceback before), and with no pilot started the corrected command
+    is taken."""
+    _design(tmp_path / "race")
+    race = str(tmp_path / "race")
+    one_line_error(cli("race", "run", race, "--json", "--pilot", "no-such-program-flopplan x.py"),
+                   "cannot start 'no-such-program-flopplan'")
+    one_line_error(cli("race", "run", race, "--json", "--pilot", "OMP_NUM_THREADS=1 python x.py"),
+                   "is an environment setting, and the pilot command runs without a shell")
+    one_line_error(cli("race", "run", race, "--json", "--pilot", "python 'x.py"), "cannot be split")
+    body = "import sys\nprint('ran', file=sys.stderr)\nsys.exit(5)\n"
+    one_line_error(cli("race", "run", race, "--json", "--pilot", _script(tmp_path, body)), "failed (exit 5): ran")
+
+
 def test_a_pilot_that_ran_past_its_budget_is_refused_again_when_the_race_is_run_again(tmp_path):
     """A script that metered with a larger budget than the spec's is refused when it ends; read again by the next
     ``race run`` (or ``race analyze``), its larger run must not pass for a finished rung, nor for the next rungs it

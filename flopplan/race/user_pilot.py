@@ -43,6 +43,10 @@ def record_command(folder: Path, command: str | None) -> str | None:
         raise UserError(f"this race's pilots run {recorded!r} ({path}): give the same --pilot, or none")
     if not command.strip():
         raise UserError("--pilot needs a command (e.g. 'python train_grpo.py')")
+    try:
+        shlex.split(command)  # how it is run: without a shell
+    except ValueError as exc:
+        raise UserError(f"--pilot {command!r} cannot be split into a program and its arguments: {exc}") from None
     if started:
         raise UserError("this race's pilots run on flopplan's trainer already: a --pilot command needs a new race")
     design = RaceDesign.load(folder)
@@ -123,9 +127,16 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
     spec = write_spec(design, folder, task.arm, task.seed, task.rung, task.budget, task.folder)
     env = {**os.environ, PILOT_ENV: str(Path(spec.folder) / SPEC_FILE), "OMP_NUM_THREADS": str(threads),
            "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
+    argv = shlex.split(command)
     with open(log_path, "ab") as log, open(task.folder / TAIL_FILE, "ab") as errors:
-        returncode = run_child(shlex.split(command), task.folder, stdout=log, stderr=errors, env=env,
-                               cwd=_cwd(folder))
+        try:
+            returncode = run_child(argv, task.folder, stdout=log, stderr=errors, env=env, cwd=_cwd(folder))
+        except OSError as exc:  # the program is not there, or cannot be run: no process started
+            setting = "=" in argv[0] and argv[0].split("=", 1)[0].isidentifier()
+            hint = (f": {argv[0]!r} is an environment setting, and the pilot command runs without a shell (set it "
+                    f"before `flopplan race run`, or write 'env {argv[0]} ...')" if setting else
+                    f": {exc.strerror or exc}")
+            raise UserError(f"the pilot command {command!r} cannot start {argv[0]!r}{hint}") from None
     what = f"pilot {task.arm} seed {task.seed}" + (f" (rung {task.rung + 1})" if task.rung >= 0 else " (validation)")
     if returncode != 0:
         tail = (task.folder / TAIL_FILE).read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
