@@ -146,6 +146,23 @@ def test_flop_neutral_axes_reach_a_script_pilot_as_grpoconfig_fields(tmp_path):
         write_spec(RaceDesign.load(knob), knob, arm.name, 0, 0, 1, tmp_path / "k")
 
 
+def test_a_reward_weights_axis_reaches_a_script_as_numbers_and_the_builtin_trainer_checks_its_count(tmp_path):
+    """A script has its own reward functions: two weights per arm are designed (they were refused against the
+    built-in trainer's one function), reach the pilot as a list of numbers (they reached it as the text '1.0', which
+    TRL read as 3 weights), and the built-in trainer refuses the count before any pilot starts."""
+    from flopplan.race.user_pilot import script_overrides, write_spec
+
+    race = tmp_path / "race"
+    one_model = [a if a != "tiny-s,tiny" else "tiny-s" for a in DESIGN]
+    cli("race", "design", *one_model, "--axis", "reward_weights=1+0,0.2+1", "--out", str(race), check=True)
+    design = RaceDesign.load(race)
+    assert sorted(script_overrides(a)["reward_weights"] for a in design.arms) == [[0.2, 1.0], [1.0, 0.0]]
+    spec = write_spec(design, race, design.arms[0].name, 0, 0, 1, tmp_path / "run")
+    assert spec.apply({})["reward_weights"] in ([0.2, 1.0], [1.0, 0.0])
+    one_line_error(cli("race", "run", str(race), "--json"), "on flopplan's trainer: --reward-weights has 2 weights")
+    assert not (race / "pilots").exists()
+
+
 @pytest.mark.parametrize("body, fragment", [
     ("import sys\nprint('boom', file=sys.stderr)\nsys.exit(3)\n", "failed (exit 3): boom"),
     ("pass\n", "without a run folder"),

@@ -476,6 +476,9 @@ def _arm_of(base: Recipe, grid: Grid, values: dict[str, Any], evaluation_flops: 
     if knobs:
         from flopplan.train.config import TrainConfig
 
-        TrainConfig(recipe=recipe, out_dir="arm", max_steps=1, random_init=True, **knob_values(knobs))
+        given = knob_values(knobs)  # the weights read as numbers here; how many: a script pilot has its own
+        if "reward_funcs" not in given:  # reward functions, and race run checks the built-in trainer's
+            given.pop("reward_weights", None)
+        TrainConfig(recipe=recipe, out_dir="arm", max_steps=1, random_init=True, **given)
     return Arm(arm_name(axes, grid.axes), axes, recipe, (), int(evaluation_flops(recipe, grid.targets)),
                grid.upfront.get(str(axes["reward"]), 0), knobs, {k: axes[k] for k in values if kinds.get(k) == "grpo"})

@@ -45,7 +45,7 @@ from flopplan.planfile import PlanEntry, PlanFile
 from flopplan.planner import plan
 from flopplan.race import promotion
 from flopplan.race.analysis import RaceInput, analyze
-from flopplan.race.axes import knob_options
+from flopplan.race.axes import knob_options, knob_values
 from flopplan.race.checks import above, by_reward, observed_at_rung
 from flopplan.race.design import RaceDesign, pilots_fit_the_cap
 from flopplan.race.pilots import (
@@ -313,10 +313,26 @@ def run_race(folder: str | Path, *, jobs: int = 1, shard: tuple[int, int] = (0, 
         name, value = next(iter(trl_only.grpo.items()))
         raise UserError(f"arm {trl_only.name} sets GRPOConfig {name}={value}, which flopplan's trainer does not "
                         "have: such an axis needs pilots that run TRL (race run --pilot COMMAND)")
+    if recorded_command(folder) is None:
+        _check_builtin_knobs(design)
     threads = max(1, (cores or os.cpu_count() or 1) // jobs)
     with folder_lock(folder / ".locks" / f"shard-{index}-of-{count}", "race shard"):  # one runner per shard
         execute = executor(design, folder) if executor else local_pool(design, folder, jobs, threads)
         return _run_rungs(design, folder, execute, shard, log, progress)
+
+
+def _check_builtin_knobs(design: RaceDesign) -> None:
+    """Every arm's knobs as flopplan's trainer takes them, before any pilot starts: the design checked them as a
+    script pilot's too, where the reward weights count the script's own reward functions."""
+    from flopplan.train.config import TrainConfig
+
+    for arm in design.arms:
+        if arm.knobs:
+            try:
+                TrainConfig(recipe=arm.recipe, out_dir="arm", max_steps=1, random_init=True,
+                            **knob_values(arm.knobs))
+            except UserError as exc:
+                raise UserError(f"arm {arm.name} on flopplan's trainer: {exc}") from None
 
 
 def _run_rungs(design: RaceDesign, folder: Path, execute: Executor, shard: tuple[int, int],

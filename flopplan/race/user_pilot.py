@@ -83,7 +83,8 @@ def script_overrides(arm: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for knob, value in arm.knobs.items():
         if knob in field_of:
-            out[field_of[knob]] = LOSS_TYPES[value] if field_of[knob] == "loss_type" else value
+            out[field_of[knob]] = (LOSS_TYPES[value] if field_of[knob] == "loss_type" else
+                                   [float(w) for w in str(value).split("+")] if knob == "reward_weights" else value)
         elif knob != "lora_alpha":
             raise UserError(f"arm {arm.name} varies --{knob.replace('_', '-')}, a knob of flopplan's trainer that "
                             "a TRL script pilot has no GRPOConfig field for: vary a GRPOConfig field instead")
