@@ -106,9 +106,11 @@ def test_spec_apply_gives_the_same_config_from_a_dict_as_from_a_grpoconfig(tmp_p
 
 
 @pytest.mark.slow  # imports TRL (about 13 s)
-def test_a_pilot_whose_eval_dataset_has_one_prompt_is_refused_before_it_trains(tmp_path):
-    """The analysis resamples the evaluation prompts and refuses one; the pilot refuses it when it is metered, not
-    after every pilot of the race has run. (A stand-in trainer: only the fields ``meter`` reads before training.)"""
+def test_a_pilot_whose_eval_dataset_is_not_the_designs_is_refused_before_it_trains(tmp_path):
+    """The analysis resamples the evaluation prompts and refuses one; an evaluation set of another size than the
+    design's was priced wrong (64 prompts where 16 were designed ate a pilot's training FLOPs, or left none for a
+    round) and a dict of sets is not one target's. The pilot refuses each when it is metered, not after every pilot
+    of the race has run. (A stand-in trainer: only the fields ``meter`` reads before training.)"""
     from types import SimpleNamespace
 
     from flopplan.race.user_pilot import write_spec
@@ -119,6 +121,12 @@ def test_a_pilot_whose_eval_dataset_has_one_prompt_is_refused_before_it_trains(t
     trainer = SimpleNamespace(accelerator=SimpleNamespace(num_processes=1), args=SimpleNamespace(**spec.overrides()),
                               eval_dataset=[{"prompt": "1+1="}])
     with pytest.raises(UserError, match="eval_dataset has 1 prompt"):
+        spec.meter(trainer)
+    trainer.eval_dataset = [{"prompt": f"{i}+1="} for i in range(64)]
+    with pytest.raises(UserError, match=r"eval_dataset has 64 prompts, the race's evaluations 16 .*--eval-prompts 64"):
+        spec.meter(trainer)
+    trainer.eval_dataset = {"arith": [{"prompt": f"{i}+1="} for i in range(16)]}
+    with pytest.raises(UserError, match="one eval_dataset"):
         spec.meter(trainer)
 
 

@@ -108,14 +108,15 @@ def main(argv: list[str] | None = None) -> None:
 
     spec = flopplan.race.pilot()  # flopplan 2/3: the pilot's spec, None when run on its own
     data = Path(args.data_dir)
-    write_task(data, 256, args.eval_rows)
+    eval_rows = spec.eval_prompts if spec and spec.eval_prompts else args.eval_rows  # as the race designed them
+    write_task(data, 256, eval_rows)
     train = load_dataset("parquet", data_files=str(data / "train.parquet"), split="train")
     test = load_dataset("parquet", data_files=str(data / "test.parquet"), split="train")
     model = local_model(spec.model if spec else args.model, Path(args.models_dir))
     config = GRPOConfig(
         output_dir=args.output_dir, per_device_train_batch_size=16, num_generations=4, max_completion_length=2,
         learning_rate=3e-3, lr_scheduler_type="constant", logging_steps=1, max_steps=args.max_steps,
-        num_generations_eval=1, per_device_eval_batch_size=args.eval_rows, report_to="none", use_cpu=True,
+        num_generations_eval=1, per_device_eval_batch_size=eval_rows, report_to="none", use_cpu=True,
         bf16=False, disable_tqdm=True,
     )
     if spec:

@@ -64,6 +64,7 @@ class PilotSpec:
     reward: str
     recipe: Recipe
     settings: dict[str, Any] = field(default_factory=dict)  # the arm's FLOP-neutral GRPOConfig fields (axes)
+    eval_prompts: int | None = None  # the prompts of an evaluation, as designed (None: a spec written before)
 
     @property
     def resume_from_checkpoint(self) -> str | None:
@@ -139,8 +140,16 @@ class PilotSpec:
         evaluation = getattr(trainer, "eval_dataset", None)
         if evaluation is None:
             raise UserError("a pilot evaluates on the trainer's eval_dataset: give GRPOTrainer an eval_dataset")
-        if not isinstance(evaluation, dict) and hasattr(evaluation, "__len__"):  # now, not after every pilot ran
+        if isinstance(evaluation, dict):
+            raise UserError("a pilot evaluates on one eval_dataset (the race's target), not a dict of "
+                            f"{len(evaluation)}: give GRPOTrainer that one")
+        if hasattr(evaluation, "__len__"):  # now, not after every pilot ran
             check_prompts(len(evaluation), "the trainer's eval_dataset has")
+            designed = self.eval_prompts
+            if designed is not None and len(evaluation) != designed:  # priced so, and every arm evaluates on them
+                raise UserError(f"the trainer's eval_dataset has {len(evaluation)} prompts, the race's evaluations "
+                                f"{designed} (race design --eval-prompts; spec.eval_prompts): give the pilot "
+                                f"{designed}, or design the race with --eval-prompts {len(evaluation)}")
         options.setdefault("lost_outside_budget", True)  # as a built-in pilot: a resumed pilot runs its rounds
         metered = meter(trainer, budget=self.budget, out=self.folder, resume=self.resume, **options)
         evaluate_at_points(trainer, metered, self.eval_points, self.target, score=score, correct=correct)

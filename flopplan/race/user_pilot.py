@@ -108,7 +108,8 @@ def write_spec(design: RaceDesign, folder: Path, arm_name: str, seed: int, rung:
                      str(run / "checkpoints"), (run / CONFIG).is_file(), design.fit_targets[0], tuple(points),
                      str(arm.axes.get("policy", recipe.policy_spec.name)), {k: v for k, v in kwargs.items()
                                                                             if k not in ("peft", "reward_funcs")},
-                     _peft(kwargs.get("peft"), arm.knobs), str(recipe.reward), recipe, script_overrides(arm))
+                     _peft(kwargs.get("peft"), arm.knobs), str(recipe.reward), recipe, script_overrides(arm),
+                     arm.recipe.eval_prompts)
     run.mkdir(parents=True, exist_ok=True)
     spec.save()
     return spec
