@@ -203,6 +203,18 @@ def test_a_pilot_command_that_cannot_start_is_one_line_and_a_corrected_one_is_ta
     one_line_error(cli("race", "run", race, "--json", "--pilot", _script(tmp_path, body)), "failed (exit 5): ran")
 
 
+def test_after_a_pilot_fails_no_other_pilot_starts(tmp_path):
+    """The local pool's worker had taken the next pilot when the first failed, and the runner waited for it to run
+    its whole rung before it reported the failure. Now no other pilot starts once one has failed."""
+    body = ("import sys\nfrom pathlib import Path\nfrom flopplan.race import pilot\nspec = pilot()\n"
+            "Path(spec.folder, 'started').write_text('')\nsys.exit(4)\n")
+    design = _design(tmp_path / "race")
+    one_line_error(cli("race", "run", str(tmp_path / "race"), "--json", "--pilot", _script(tmp_path, body)),
+                   "failed (exit 4)")
+    started = [a.name for a in design.arms if (tmp_path / "race" / "pilots" / a.name / "seed0" / "started").exists()]
+    assert len(started) == 1
+
+
 def test_a_pilot_that_ran_past_its_budget_is_refused_again_when_the_race_is_run_again(tmp_path):
     """A script that metered with a larger budget than the spec's is refused when it ends; read again by the next
     ``race run`` (or ``race analyze``), its larger run must not pass for a finished rung, nor for the next rungs it

@@ -284,8 +284,9 @@ def local_pool(design: RaceDesign, folder: Path, jobs: int, threads: int) -> Exe
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             try:
                 yield from pool.map(lambda t: run_pilot(design, folder, t, threads), tasks)
-            except KeyboardInterrupt:  # the pilots stop after their current phase, then the pool is shut down
-                interrupt_children()
+            except BaseException:  # Ctrl-C, or a pilot failed: the others stop after their current phase (resumed
+                interrupt_children()  # by the next race run) and no other starts, then the pool is shut down
+                pool.shutdown(wait=True, cancel_futures=True)
                 raise
 
     return execute
