@@ -215,6 +215,19 @@ def test_after_a_pilot_fails_no_other_pilot_starts(tmp_path):
     assert len(started) == 1
 
 
+def test_a_pilot_that_trains_without_the_meter_is_stopped_not_left_to_run_its_ten_million_steps(tmp_path):
+    """spec.apply sets max_steps 10^7 and the meter's budget ends the run: a script that applies the config but
+    never calls spec.meter trained on for as long as anyone let it (12 minutes and 1766 steps in a review, against
+    about 10). TRL's first checkpoint beside a run folder the meter never wrote stops it, in one line. (The script
+    stands in for that trainer: it writes the checkpoint folder and keeps running; run to its end, it would leave
+    no run folder, a refusal of another kind.)"""
+    body = ("import time\nfrom pathlib import Path\nfrom flopplan.race import pilot\nspec = pilot()\n"
+            "Path(spec.output_dir, 'checkpoint-1').mkdir(parents=True)\ntime.sleep(120)\n")
+    _design(tmp_path / "race")
+    one_line_error(cli("race", "run", str(tmp_path / "race"), "--json", "--pilot", _script(tmp_path, body)),
+                   "trains without the meter")
+
+
 def test_a_pilot_that_ran_past_its_budget_is_refused_again_when_the_race_is_run_again(tmp_path):
     """A script that metered with a larger budget than the spec's is refused when it ends; read again by the next
     ``race run`` (or ``race analyze``), its larger run must not pass for a finished rung, nor for the next rungs it

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +45,20 @@ _RUNNING_LOCK = threading.Lock()
 _INTERRUPTED = threading.Event()
 
 
-def run_child(command: list[str], folder: Path | None = None, **kwargs: Any) -> int:
+WATCH_SECONDS = 5.0
+"""How often :func:`run_child` asks its ``watch`` whether the pilot must be stopped."""
+
+
+def run_child(command: list[str], folder: Path | None = None, watch: Callable[[], str | None] | None = None,
+              **kwargs: Any) -> int:
     """Run a pilot's process (``subprocess.Popen``'s ``kwargs``) to its end, dying with the runner
     (:func:`set_parent_death_signal`), and return its exit code; 130, without starting it, once the runner was
     interrupted (:func:`interrupt_children`: a pilot whose thread had taken its task before the interrupt would
     otherwise start after it and run its whole rung). A Ctrl-C of the runner while it waits here (in the main
     thread) is passed on as by :func:`interrupt_children`; ``folder``: the pilot's run folder, whose writer is
-    the process the SIGINT goes to (:func:`_interrupted_process`)."""
+    the process the SIGINT goes to (:func:`_interrupted_process`); ``watch``: asked every :data:`WATCH_SECONDS`
+    while the pilot runs, a message from it ends the pilot (SIGTERM, then SIGKILL after 30 s) and is raised as
+    a UserError."""
     with _RUNNING_LOCK:  # started under the lock: an interrupt either finds it running or keeps it from starting
         if _INTERRUPTED.is_set():
             return 130
@@ -58,6 +66,19 @@ def run_child(command: list[str], folder: Path | None = None, **kwargs: Any) -> 
         _RUNNING[proc] = folder
     try:
         try:
+            while watch is not None:
+                try:
+                    return proc.wait(timeout=WATCH_SECONDS)
+                except subprocess.TimeoutExpired:
+                    message = watch()
+                    if message is not None:
+                        proc.terminate()
+                        try:
+                            proc.wait(timeout=30)
+                        except subprocess.TimeoutExpired:
+                            proc.kill()
+                            proc.wait()
+                        raise UserError(message) from None
             return proc.wait()
         except KeyboardInterrupt:
             interrupt_children()

@@ -130,16 +130,17 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
     env = {**os.environ, PILOT_ENV: str(Path(spec.folder) / SPEC_FILE), "OMP_NUM_THREADS": str(threads),
            "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
     argv = shlex.split(command)
+    what = f"pilot {task.arm} seed {task.seed}" + (f" (rung {task.rung + 1})" if task.rung >= 0 else " (validation)")
     with open(log_path, "ab") as log, open(task.folder / TAIL_FILE, "ab") as errors:
         try:
-            returncode = run_child(argv, task.folder, stdout=log, stderr=errors, env=env, cwd=_cwd(folder))
+            returncode = run_child(argv, task.folder, watch=lambda: _unmetered(task.folder, spec, what),
+                                   stdout=log, stderr=errors, env=env, cwd=_cwd(folder))
         except OSError as exc:  # the program is not there, or cannot be run: no process started
             setting = "=" in argv[0] and argv[0].split("=", 1)[0].isidentifier()
             hint = (f": {argv[0]!r} is an environment setting, and the pilot command runs without a shell (set it "
                     f"before `flopplan race run`, or write 'env {argv[0]} ...')" if setting else
                     f": {exc.strerror or exc}")
             raise UserError(f"the pilot command {command!r} cannot start {argv[0]!r}{hint}") from None
-    what = f"pilot {task.arm} seed {task.seed}" + (f" (rung {task.rung + 1})" if task.rung >= 0 else " (validation)")
     if returncode != 0:
         tail = (task.folder / TAIL_FILE).read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
         raise UserError(f"{what} failed (exit {returncode}): {tail[0]} (stderr: {task.folder / TAIL_FILE})")
@@ -151,6 +152,16 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
         raise UserError(f"{what} ignored its budget: it ran to {summary.budget_flops} and charged "
                         f"{summary.charged:,} FLOPs against the rung's {task.budget:,} (meter it with spec.meter)")
     return task
+
+
+def _unmetered(run: Path, spec: PilotSpec, what: str) -> str | None:
+    """Why a running script pilot must be stopped: it trains without the meter (a TRL checkpoint in its
+    ``output_dir`` while its run folder has no configuration, which the meter writes when it is attached), so
+    nothing ends it at its budget and ``max_steps`` 10^7 would run on for days."""
+    if (run / CONFIG).is_file() or not any(Path(spec.output_dir).glob("checkpoint-*")):
+        return None
+    return (f"{what} trains without the meter (a TRL checkpoint in {spec.output_dir} and no run folder): stopped; "
+            "call spec.meter(trainer) before trainer.train()")
 
 
 def continue_script_pilot(pilot: Path, run: Path, points: tuple[int, ...]) -> None:
