@@ -337,3 +337,17 @@ def test_a_script_race_stopped_by_ctrl_c_mid_round_resumes_its_pilot_with_nothin
         assert s["stop"]["reason"] == "budget" and s["steps"] > rounds[p] and s["lost_flops"] == 0, p
         steps = [m["step"] for m in map(json.loads, (p / "metrics.jsonl").read_text().splitlines())]
         assert steps == list(range(0, s["steps"] + 1))  # step 0: the baseline evaluation
+
+
+def test_a_failed_pilot_is_named_by_its_signal_and_its_last_line_that_is_not_a_progress_bar(tmp_path):
+    """A review's pilot, killed, was reported as "failed (exit -15): Writing model shards: 100%|...": the signal by
+    name, and the last line that says something."""
+    from flopplan.race.pilots import failure
+
+    log = tmp_path / "pilot.log"
+    log.write_text("Traceback ...\nRuntimeError: reward server timed out\n"
+                   "Writing model shards:  50%|#####     | 1/2\rWriting model shards: 100%|##########| 2/2\n")
+    assert failure(-15, log) == "killed by SIGTERM): RuntimeError: reward server timed out"
+    assert failure(3, tmp_path / "missing.log") == "exit 3): (no output)"
+    log.write_text("Loading: 100%|##########| 2/2\n")  # nothing but a bar: the bar, rather than nothing
+    assert failure(1, log) == "exit 1): Loading: 100%|##########| 2/2"

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from flopplan.errors import UserError
+from flopplan.race.pilots import failure
 from flopplan.recipe import Recipe
 from flopplan.runfile import load_reward_model_card
 
@@ -89,8 +90,7 @@ def train_reward_model(folder: Path, grid: DemoGrid, echo: Callable[[str], None]
     with open(log, "ab") as out:
         done = subprocess.run(command, stdout=out, stderr=out, env=dict(os.environ), check=False)
     if done.returncode != 0:
-        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-        raise UserError(f"the reward model's training failed (exit {done.returncode}): {tail[0]} (log: {log})")
+        raise UserError(f"the reward model's training failed ({failure(done.returncode, log)} (log: {log})")
     card = load_reward_model_card(path)
     echo(f"reward model: {card.params:,} parameters, held-out agreement with the rule "
          f"{card.agreement['accuracy']:.3f}, {card.upfront_flops:.3g} FLOPs to train and check (charged upfront)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -44,6 +45,22 @@ _RUNNING: dict[subprocess.Popen[bytes], Path | None] = {}  # each running pilot'
 _RUNNING_LOCK = threading.Lock()
 _INTERRUPTED = threading.Event()
 
+
+def failure(returncode: int, log: Path) -> str:
+    """How a child process ended, for a one-line refusal: its exit code (a signal by name) and the last line of its
+    log that is not a progress bar's (tqdm redraws its bar with carriage returns: "Writing model shards: 100%|...")."""
+    how = f"exit {returncode}"
+    if returncode < 0:
+        with contextlib.suppress(ValueError):
+            how = f"killed by {signal.Signals(-returncode).name}"
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    lines = [x.strip() for line in text.splitlines() for x in line.split("\r") if x.strip()]
+    words = [x for x in lines if not PROGRESS_BAR.search(x)] or lines
+    return f"{how}): {words[-1] if words else '(no output)'}"
+
+
+PROGRESS_BAR = re.compile(r"\d+%\|")
+"""A tqdm progress bar's percentage and left edge."""
 
 WATCH_SECONDS = 5.0
 """How often :func:`run_child` asks its ``watch`` whether the pilot must be stopped."""

@@ -51,6 +51,7 @@ from flopplan.race.design import RaceDesign, pilots_fit_the_cap
 from flopplan.race.pilots import (
     allow_children,
     arm_done,
+    failure,
     interrupt_children,
     pilot_done,
     pilot_folder,
@@ -271,9 +272,7 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -
     with open(log_path, "ab") as log:
         returncode = run_child(command, stdout=log, stderr=log, env=env)
     if returncode != 0:
-        tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-        raise UserError(f"pilot {task.arm} seed {task.seed} failed (exit {returncode}): {tail[0]} "
-                        f"(log: {log_path})")
+        raise UserError(f"pilot {task.arm} seed {task.seed} failed ({failure(returncode, log_path)} (log: {log_path})")
     return task
 
 

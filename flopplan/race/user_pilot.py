@@ -21,7 +21,7 @@ from typing import Any
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, folder_lock, read_json
 from flopplan.race.design import RaceDesign, training_only
-from flopplan.race.pilots import run_child
+from flopplan.race.pilots import failure, run_child
 from flopplan.race.script import PILOT_ENV, SPEC_FILE, PilotSpec, load_spec
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
 
@@ -142,8 +142,8 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
                     f": {exc.strerror or exc}")
             raise UserError(f"the pilot command {command!r} cannot start {argv[0]!r}{hint}") from None
     if returncode != 0:
-        tail = (task.folder / TAIL_FILE).read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-        raise UserError(f"{what} failed (exit {returncode}): {tail[0]} (stderr: {task.folder / TAIL_FILE})")
+        raise UserError(f"{what} failed ({failure(returncode, task.folder / TAIL_FILE)} (stderr: "
+                        f"{task.folder / TAIL_FILE})")
     if not (task.folder / SUMMARY).is_file():
         raise UserError(f"{what} exited without a run folder ({task.folder / SUMMARY} missing): the script must "
                         "meter its trainer with spec.meter(trainer)")
