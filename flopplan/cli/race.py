@@ -261,8 +261,14 @@ def run(race_dir: str, backend: str, jobs: int | None, shard: str, address: str 
         executor = ray_executor(RayOptions(address, 1.0 if pilot_cpus is None else pilot_cpus, pilot_gpus or 0.0))
     elif address is not None or pilot_cpus is not None or pilot_gpus is not None:
         fail("--address, --pilot-cpus and --pilot-gpus are the ray backend's (--backend ray)")
-    result = run_race(race_dir, jobs=1 if jobs is None else jobs, shard=_shard(shard), executor=executor, pilot=pilot,
-                      log=(lambda text: None) if as_json else (lambda text: click.echo(text, err=True)))
+    say = (lambda text: None) if as_json else (lambda text: click.echo(text, err=True))
+    try:
+        result = run_race(race_dir, jobs=1 if jobs is None else jobs, shard=_shard(shard), executor=executor,
+                          pilot=pilot, log=say)
+    except KeyboardInterrupt:
+        click.echo("flopplan: interrupted: the running pilots stopped after their round with a checkpoint; "
+                   f"`flopplan race run {race_dir}` continues the race", err=True)
+        raise SystemExit(130) from None
     if as_json:
         echo_json(result)
     elif result["complete"]:
