@@ -203,16 +203,23 @@ def test_a_pilot_command_that_cannot_start_is_one_line_and_a_corrected_one_is_ta
     one_line_error(cli("race", "run", race, "--json", "--pilot", _script(tmp_path, body)), "failed (exit 5): ran")
 
 
-def test_after_a_pilot_fails_no_other_pilot_starts(tmp_path):
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_after_a_pilot_fails_no_other_pilot_starts(tmp_path, jobs):
     """The local pool's worker had taken the next pilot when the first failed, and the runner waited for it to run
-    its whole rung before it reported the failure. Now no other pilot starts once one has failed."""
-    body = ("import sys\nfrom pathlib import Path\nfrom flopplan.race import pilot\nspec = pilot()\n"
-            "Path(spec.folder, 'started').write_text('')\nsys.exit(4)\n")
-    design = _design(tmp_path / "race")
-    one_line_error(cli("race", "run", str(tmp_path / "race"), "--json", "--pilot", _script(tmp_path, body)),
-                   "failed (exit 4)")
-    started = [a.name for a in design.arms if (tmp_path / "race" / "pilots" / a.name / "seed0" / "started").exists()]
-    assert len(started) == 1
+    its whole rung before it reported the failure; with two jobs, a failure behind a pilot still running went
+    unseen while the pool started the rest. Now no pilot starts once one has failed, the running one stops (as on
+    Ctrl-C), and the failure reported is the one that happened. (Four pilots: two arms, two seeds, each failing at
+    once; with two jobs the first would run for two minutes.)"""
+    body = ("import sys, time\nfrom pathlib import Path\nfrom flopplan.race import pilot\nspec = pilot()\n"
+            "Path(spec.folder, 'started').write_text('')\n"
+            f"first = {jobs} == 2 and spec.arm == 'tiny-s.G4.mu1.rule' and spec.seed == 0\n"
+            "time.sleep(120 if first else 0)\nsys.exit(3 if first else 4)\n")
+    two_seeds = [{"1": "2", "1e10": "4e10"}.get(a, a) for a in DESIGN]
+    cli("race", "design", *two_seeds, "--out", str(tmp_path / "race"), check=True)
+    one_line_error(cli("race", "run", str(tmp_path / "race"), "--json", "--jobs", jobs, "--pilot",
+                       _script(tmp_path, body)), "failed (exit 4)")
+    started = list((tmp_path / "race" / "pilots").glob("*/seed*/started"))
+    assert len(started) == int(jobs)  # the pilots running when the first failure came, and no other
 
 
 def test_a_pilot_that_trains_without_the_meter_is_stopped_not_left_to_run_its_ten_million_steps(tmp_path):
@@ -347,7 +354,7 @@ def test_a_failed_pilot_is_named_by_its_signal_and_its_last_line_that_is_not_a_p
     log = tmp_path / "pilot.log"
     log.write_text("Traceback ...\nRuntimeError: reward server timed out\n"
                    "Writing model shards:  50%|#####     | 1/2\rWriting model shards: 100%|##########| 2/2\n")
-    assert failure(-15, log) == "killed by SIGTERM): RuntimeError: reward server timed out"
-    assert failure(3, tmp_path / "missing.log") == "exit 3): (no output)"
+    assert failure(-15, log) == ("killed by SIGTERM", "RuntimeError: reward server timed out")
+    assert failure(3, tmp_path / "missing.log") == ("exit 3", "(no output)")
     log.write_text("Loading: 100%|##########| 2/2\n")  # nothing but a bar: the bar, rather than nothing
-    assert failure(1, log) == "exit 1): Loading: 100%|##########| 2/2"
+    assert failure(1, log) == ("exit 1", "Loading: 100%|##########| 2/2")

@@ -90,7 +90,8 @@ def train_reward_model(folder: Path, grid: DemoGrid, echo: Callable[[str], None]
     with open(log, "ab") as out:
         done = subprocess.run(command, stdout=out, stderr=out, env=dict(os.environ), check=False)
     if done.returncode != 0:
-        raise UserError(f"the reward model's training failed ({failure(done.returncode, log)} (log: {log})")
+        how, last = failure(done.returncode, log)
+        raise UserError(f"the reward model's training failed ({how}): {last} (log: {log})")
     card = load_reward_model_card(path)
     echo(f"reward model: {card.params:,} parameters, held-out agreement with the rule "
          f"{card.agreement['accuracy']:.3f}, {card.upfront_flops:.3g} FLOPs to train and check (charged upfront)")

@@ -46,8 +46,8 @@ _RUNNING_LOCK = threading.Lock()
 _INTERRUPTED = threading.Event()
 
 
-def failure(returncode: int, log: Path) -> str:
-    """How a child process ended, for a one-line refusal: its exit code (a signal by name) and the last line of its
+def failure(returncode: int, log: Path) -> tuple[str, str]:
+    """How a child process ended, for a one-line refusal: its exit code (a signal by name), and the last line of its
     log that is not a progress bar's (tqdm redraws its bar with carriage returns: "Writing model shards: 100%|...")."""
     how = f"exit {returncode}"
     if returncode < 0:
@@ -56,7 +56,7 @@ def failure(returncode: int, log: Path) -> str:
     text = log.read_text(errors="replace") if log.is_file() else ""
     lines = [x.strip() for line in text.splitlines() for x in line.split("\r") if x.strip()]
     words = [x for x in lines if not PROGRESS_BAR.search(x)] or lines
-    return f"{how}): {words[-1] if words else '(no output)'}"
+    return how, words[-1] if words else "(no output)"
 
 
 PROGRESS_BAR = re.compile(r"\d+%\|")

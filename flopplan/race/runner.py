@@ -31,7 +31,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -272,17 +272,27 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -
     with open(log_path, "ab") as log:
         returncode = run_child(command, stdout=log, stderr=log, env=env)
     if returncode != 0:
-        raise UserError(f"pilot {task.arm} seed {task.seed} failed ({failure(returncode, log_path)} (log: {log_path})")
+        how, last = failure(returncode, log_path)
+        raise UserError(f"pilot {task.arm} seed {task.seed} failed ({how}): {last} (log: {log_path})")
     return task
 
 
 def local_pool(design: RaceDesign, folder: Path, jobs: int, threads: int) -> Executor:
     """``jobs`` pilots at a time in processes of this machine, ``threads`` threads each."""
+    def attempt(task: PilotTask) -> PilotTask:
+        try:
+            return run_pilot(design, folder, task, threads)
+        except BaseException:  # from the pilot's own thread, before it can take another task: no other starts
+            interrupt_children()
+            raise
+
     def execute(tasks: list[PilotTask]) -> Iterator[PilotTask]:
         allow_children()
         with ThreadPoolExecutor(max_workers=jobs) as pool:
+            running = [pool.submit(attempt, t) for t in tasks]
             try:
-                yield from pool.map(lambda t: run_pilot(design, folder, t, threads), tasks)
+                for done in as_completed(running):  # the first failure as it happens, whichever pilot it is
+                    yield done.result()
             except BaseException:  # Ctrl-C, or a pilot failed: the others stop after their current phase (resumed
                 interrupt_children()  # by the next race run) and no other starts, then the pool is shut down
                 pool.shutdown(wait=True, cancel_futures=True)

@@ -142,8 +142,8 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
                     f": {exc.strerror or exc}")
             raise UserError(f"the pilot command {command!r} cannot start {argv[0]!r}{hint}") from None
     if returncode != 0:
-        raise UserError(f"{what} failed ({failure(returncode, task.folder / TAIL_FILE)} (stderr: "
-                        f"{task.folder / TAIL_FILE})")
+        how, last = failure(returncode, task.folder / TAIL_FILE)
+        raise UserError(f"{what} failed ({how}): {last} (stderr: {task.folder / TAIL_FILE})")
     if not (task.folder / SUMMARY).is_file():
         raise UserError(f"{what} exited without a run folder ({task.folder / SUMMARY} missing): the script must "
                         "meter its trainer with spec.meter(trainer)")
