@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from race_inputs import F_PILOT, REPS, TRUTH, info, pilots, race
+from race_inputs import F_PILOT, REPS, RUNGS, TRUTH, info, pilots, race
 
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.checks import naive_pick, tie_order
@@ -290,5 +290,9 @@ def test_an_arm_whose_pilots_stopped_short_of_the_rung_is_read_at_its_last_evalu
     assert target.recommendation.naive_arm == "short"
     assert any(w.startswith("short: its pilots stopped at 50% of the top rung") for w in target.warnings)
     assert not any(w.startswith("full: its pilots stopped") for w in target.warnings)
+    midway = race([(info("a", group_size=8), pilots(rng, eta, "a", reach=RUNGS[0], a=0.45)),
+                   (info("b", group_size=16), pilots(rng, eta, "b", reach=RUNGS[0], a=0.8))], reached={"a": 0, "b": 0})
+    early = analyze(midway, n_replicates=REPS).target("math")  # a race analysed after its first rung: not short
+    assert early.recommendation.naive_arm is None and not any("stopped at" in w for w in early.warnings)
     assert with_unfitted([], {}, {"short": last, "full": 0.0}, 1) == ["short"]
     assert with_unfitted([], {}, {"anon": None, "full": 0.0}, 1) == ["full"]  # nothing seen goes last, not as 0

@@ -306,8 +306,11 @@ def _fit_warnings(states: list[_ArmState], at_f: BudgetResult) -> list[str]:
 
 
 def _naive(inp: RaceInput, curves: dict[str, ArmCurve], survived: dict[str, bool]) -> tuple[str, float] | None:
-    """The naive pick (:func:`checks.naive_pick`) of the survivors' observed rewards at the top rung."""
-    return checks.naive_pick([(a.name, checks.observed_at_rung(curves[a.name], -1)) for a in inp.arms
+    """The naive pick (:func:`checks.naive_pick`) of the survivors' observed rewards at the top rung (an arm that
+    ran it but stopped short read at its last evaluation; midway through a race, no arm has run it)."""
+    top = len(inp.rung_budgets) - 1
+    return checks.naive_pick([(a.name, checks.observed_at_rung(curves[a.name], -1) if inp.reached.get(a.name) == top
+                               else curves[a.name].observed_at_rungs[-1]) for a in inp.arms
                               if a.name in curves and survived[a.name] and curves[a.name].observed_at_rungs])
 
 
@@ -379,8 +382,9 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
         except NUMERIC as exc:
             curves[info.name] = _observed_only(info, present[info.name], inp.rung_budgets,
                                                f"not fitted: {str(exc) or type(exc).__name__}", True)
-    warnings = [*stopped, *(f"{c.arm}: {c.reason}" for c in curves.values())]
     upfront = {a.name: a.upfront_flops for a in inp.arms}
+    warnings = [*stopped, *(f"{c.arm}: {c.reason}" for c in curves.values()), *checks.short_pilots(
+        [present[n] for n in present if inp.reached.get(n) == len(inp.rung_budgets) - 1], budgets[-2], upfront)]
 
     def observed_best() -> checks.ObservedBest | None:  # "best observed": the survivors' rewards at their largest pilot
         survivors = [present[n] for n in present if survived[n]]
@@ -392,7 +396,6 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
                           upfront=upfront, largest={a: inp.rung_budgets[r] for a, r in inp.reached.items()})
 
     if not states:  # no curve to extrapolate: the naive pick, as what it shows
-        warnings += checks.short_pilots([c for a, c in curves.items() if survived.get(a)], budgets[-2], upfront)
         nothing = BudgetResult(label="target", flops=f_target, predictions=(), decision=decide([], level))
         rec = recommend(name, nothing, upfront, float(inp.budget_flops - inp.pilot_flops), "no arm could be fitted",
                         observed_best(), level, naive=_naive(inp, curves, survived))
@@ -427,7 +430,6 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
     warnings += g_warnings(budget_results, g_of)
     at_f = budget_results[-1]
     warnings += _fit_warnings(states, at_f)
-    warnings += checks.short_pilots([c for a, c in curves.items() if survived.get(a)], budgets[-2], upfront)
     naive = _naive(inp, curves, survived)
     unpredicted = naive is not None and all(p.arm != naive[0] for p in at_f.predictions)
     observed = observed_best() if at_f.decision.best is None or at_f.decision.top_unidentified or unpredicted else None

@@ -127,15 +127,16 @@ def observed_at_rung(curve: ArmCurve, rung: int) -> float | None:
     return float(np.mean([o.reward for o in last.values()])) if last else None
 
 
-def short_pilots(curves: Sequence[ArmCurve], rung_budget: float, upfront: Mapping[str, float]) -> list[str]:
-    """A warning per arm among ``curves`` whose pilots stopped below 0.8 of the top rung's training FLOPs, the
-    reward read at their last evaluation (:func:`observed_at_rung`)."""
+def short_pilots(arms: Sequence[ArmPilots], rung_budget: float, upfront: Mapping[str, float]) -> list[str]:
+    """A warning per arm of ``arms`` (those that ran the top rung) whose pilots stopped below 0.8 of its training
+    FLOPs: its reward is read at its last evaluation (:func:`observed_at_rung`)."""
     out = []
-    for c in curves:
-        if c.observed_at_rungs and c.observed_at_rungs[-1] is None and c.observations and c.max_flops > 0:
-            share = c.max_flops / (rung_budget - upfront.get(c.arm, 0.0))
-            out.append(f"{c.arm}: its pilots stopped at {share:.0%} of the top rung's training FLOPs (their "
-                       "evaluations cost more than designed?): its observed reward is read at its last evaluation")
+    for arm in arms:
+        budget = rung_budget - upfront.get(arm.name, 0.0)
+        if observed_near(arm, budget) is None and max_flops(arm) > 0:
+            out.append(f"{arm.name}: its pilots stopped at {max_flops(arm) / budget:.0%} of the top rung's training "
+                       "FLOPs (their evaluations cost more than designed?): its observed reward is read at its last "
+                       "evaluation")
     return out
 
 
