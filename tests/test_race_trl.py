@@ -358,3 +358,38 @@ def test_a_failed_pilot_is_named_by_its_signal_and_its_last_line_that_is_not_a_p
     assert failure(3, tmp_path / "missing.log") == ("exit 3", "(no output)")
     log.write_text("Loading: 100%|##########| 2/2\n")  # nothing but a bar: the bar, rather than nothing
     assert failure(1, log) == ("exit 1", "Loading: 100%|##########| 2/2")
+
+
+def test_the_watch_stops_a_resumed_pilot_whose_new_checkpoint_has_no_ledger_and_nothing_else(tmp_path):
+    """A pilot resumed or continued already has its run folder, so a script that dropped spec.meter shows only in
+    the checkpoints it writes: TRL's state without the meter's ledger (saved right after it), seen twice. A
+    checkpoint of the metered run, or one a kill left half-written before this pilot started, never stops it."""
+    import os
+
+    from flopplan.engines.trl import LEDGER_FILE
+    from flopplan.race.user_pilot import _Unmetered, write_spec
+
+    design = _design(tmp_path / "race")
+    run = tmp_path / "run"
+    spec = write_spec(design, tmp_path / "race", design.arms[0].name, 0, 1, 10**9, run)
+    (run / "config.json").write_text("{}")
+    metered, stale = Path(spec.output_dir, "checkpoint-2"), Path(spec.output_dir, "checkpoint-3")
+    for folder in (metered, stale):
+        folder.mkdir(parents=True)
+        (folder / "trainer_state.json").write_text("{}")
+    (metered / LEDGER_FILE).write_text("{}")
+    os.utime(stale / "trainer_state.json", (1, 1))  # before the pilot started
+    watch = _Unmetered(run, spec, "pilot p")
+    assert watch() is None and watch() is None
+    fresh = Path(spec.output_dir, "checkpoint-4")
+    fresh.mkdir()
+    (fresh / "trainer_state.json").write_text("{}")
+    assert watch() is None  # the meter may be saving its ledger this moment
+    (fresh / LEDGER_FILE).write_text("{}")
+    assert watch() is None  # it was
+    unmetered = Path(spec.output_dir, "checkpoint-6")
+    unmetered.mkdir()
+    (unmetered / "trainer_state.json").write_text("{}")
+    assert watch() is None
+    said = watch()
+    assert said is not None and said.startswith("pilot p trains without the meter (checkpoint-6 has TRL's state")

@@ -266,8 +266,8 @@ def run(race_dir: str, backend: str, jobs: int | None, shard: str, address: str 
         result = run_race(race_dir, jobs=1 if jobs is None else jobs, shard=_shard(shard), executor=executor,
                           pilot=pilot, log=say)
     except KeyboardInterrupt:
-        click.echo("flopplan: interrupted: the running pilots stopped after their round with a checkpoint; "
-                   f"`flopplan race run {race_dir}` continues the race", err=True)
+        click.echo(f"flopplan: interrupted: `flopplan race run {race_dir}` continues the race (a pilot of the local "
+                   "pool stops after its round, with a checkpoint)", err=True)
         raise SystemExit(130) from None
     if as_json:
         echo_json(result)

@@ -249,3 +249,13 @@ def arm_name(axes: dict[str, Any], extra: tuple[Axis, ...]) -> str:
 
     name = f"{safe(axes['policy'])}.G{axes['group_size']}.mu{axes['iterations']}.{safe(axes['reward'])}"
     return name + "".join(part(axis) for axis in extra)
+
+
+def check_knobs(recipe: Recipe, knobs: dict[str, Any], *, builtin: bool) -> None:
+    """An arm's knobs as ``flopplan train`` takes them (one line when it does not). ``builtin``: the pilots run on
+    flopplan's trainer; else they may be a script's, whose reward weights count its own reward functions (the
+    weights are still read as numbers)."""
+    given = knob_values(knobs)
+    if not builtin and "reward_funcs" not in given:
+        given.pop("reward_weights", None)
+    TrainConfig(recipe=recipe, out_dir="arm", max_steps=1, random_init=True, **given)

@@ -35,7 +35,7 @@ from flopplan.errors import UserError, check_int, first_problem, is_int, is_numb
 from flopplan.fileio import atomic_write_json, read_json
 from flopplan.planfile import PlanEntry
 from flopplan.planner import plan
-from flopplan.race.axes import CLASSIC, Axis, arm_name, knob_values, label
+from flopplan.race.axes import CLASSIC, Axis, arm_name, check_knobs, label
 from flopplan.race.design_notes import horizon_note, one_seed_note
 from flopplan.race.pilot_data import MIN_PROMPTS
 from flopplan.race.seed_pooling import ONE_SEED_SD, is_seed_sd
@@ -474,11 +474,7 @@ def _arm_of(base: Recipe, grid: Grid, values: dict[str, Any], evaluation_flops: 
                         f"more than the whole budget ({eng(budget_flops)})")
     knobs = {k: axes[k] for k in values if kinds.get(k) == "knob"}
     if knobs:
-        from flopplan.train.config import TrainConfig
-
-        given = knob_values(knobs)  # the weights read as numbers here; how many: a script pilot has its own
-        if "reward_funcs" not in given:  # reward functions, and race run checks the built-in trainer's
-            given.pop("reward_weights", None)
-        TrainConfig(recipe=recipe, out_dir="arm", max_steps=1, random_init=True, **given)
+        check_knobs(recipe, knobs, builtin=False)  # race run checks the built-in trainer's when its pilots run there
     return Arm(arm_name(axes, grid.axes), axes, recipe, (), int(evaluation_flops(recipe, grid.targets)),
                grid.upfront.get(str(axes["reward"]), 0), knobs, {k: axes[k] for k in values if kinds.get(k) == "grpo"})
+

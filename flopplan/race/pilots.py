@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 
 from flopplan.errors import UserError
-from flopplan.fileio import lock_holder_pid, proc_stat, read_step_log
+from flopplan.fileio import lock_holder_pid, proc_stat, read_json, read_step_log
 from flopplan.race.analysis import RaceInput
 from flopplan.race.design import PILOTS, RaceDesign
 from flopplan.race.persistence import names_reward_model
 from flopplan.race.pilot_data import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.results import ArmInfo
-from flopplan.race.script import SPEC_FILE, load_spec
+from flopplan.race.script import SPEC_FILE
 from flopplan.runfile import EVALUATIONS, LEDGER, SUMMARY, EvalRecord, RunSummary, load_evaluations, load_summary
 
 
@@ -164,11 +164,18 @@ def _check_script_budget(folder: Path, summary: RunSummary) -> None:
     budget (the spec's; its summary still the smaller one's) is not finished, and not refused."""
     if not (folder / SPEC_FILE).is_file():
         return
-    given = load_spec(folder / SPEC_FILE).budget
-    if (summary.budget_flops or 0) > given or summary.charged > given:
-        raise UserError(f"the pilot in {str(folder)!r} ignored its budget: it ran to {summary.budget_flops} and "
-                        f"charged {summary.charged:,} FLOPs against the {given:,} it was given (meter it with "
-                        "spec.meter): delete that folder and run the race again")
+    data = read_json(folder / SPEC_FILE, "pilot spec")  # its budget only: read on every check
+    given = data.get("budget") if isinstance(data, dict) else None
+    if isinstance(given, int) and ((summary.budget_flops or 0) > given or summary.charged > given):
+        raise ignored_budget("the pilot", folder, summary, given)
+
+
+def ignored_budget(what: str, folder: Path, summary: RunSummary, given: int) -> UserError:
+    """The refusal of a script pilot whose run does not carry the budget it was given (:func:`_check_script_budget`,
+    and :func:`flopplan.race.user_pilot.run_script_pilot` when its process ends)."""
+    return UserError(f"{what} ignored its budget: it ran to {summary.budget_flops} and charged {summary.charged:,} "
+                     f"FLOPs against the {given:,} it was given (meter it with spec.meter): delete {str(folder)!r} "
+                     "and run the race again")
 
 
 def arm_done(design: RaceDesign, folder: Path, arm: str, rung: int) -> bool:

@@ -45,7 +45,7 @@ from flopplan.planfile import PlanEntry, PlanFile
 from flopplan.planner import plan
 from flopplan.race import promotion
 from flopplan.race.analysis import RaceInput, analyze
-from flopplan.race.axes import knob_options, knob_values
+from flopplan.race.axes import check_knobs, knob_options
 from flopplan.race.checks import above, by_reward, observed_at_rung
 from flopplan.race.design import RaceDesign, pilots_fit_the_cap
 from flopplan.race.pilots import (
@@ -332,15 +332,11 @@ def run_race(folder: str | Path, *, jobs: int = 1, shard: tuple[int, int] = (0, 
 
 
 def _check_builtin_knobs(design: RaceDesign) -> None:
-    """Every arm's knobs as flopplan's trainer takes them, before any pilot starts: the design checked them as a
-    script pilot's too, where the reward weights count the script's own reward functions."""
-    from flopplan.train.config import TrainConfig
-
+    """Every arm's knobs as flopplan's trainer takes them, before any pilot starts (:func:`check_knobs`)."""
     for arm in design.arms:
         if arm.knobs:
             try:
-                TrainConfig(recipe=arm.recipe, out_dir="arm", max_steps=1, random_init=True,
-                            **knob_values(arm.knobs))
+                check_knobs(arm.recipe, arm.knobs, builtin=True)
             except UserError as exc:
                 raise UserError(f"arm {arm.name} on flopplan's trainer: {exc}") from None
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, folder_lock, read_json
 from flopplan.race.design import RaceDesign, training_only
-from flopplan.race.pilots import failure, run_child
+from flopplan.race.pilots import failure, ignored_budget, run_child
 from flopplan.race.script import PILOT_ENV, SPEC_FILE, PilotSpec, load_spec
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
 
@@ -129,12 +130,15 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
     spec = write_spec(design, folder, task.arm, task.seed, task.rung, task.budget, task.folder)
     env = {**os.environ, PILOT_ENV: str(Path(spec.folder) / SPEC_FILE), "OMP_NUM_THREADS": str(threads),
            "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
-    argv = shlex.split(command)
+    argv, cwd = shlex.split(command), _cwd(folder)
+    if not Path(cwd).is_dir():
+        raise UserError(f"the pilot command runs in {cwd!r}, where `race run --pilot` was first given, and that folder "
+                        "is not here: run the race from a machine that has it")
     what = f"pilot {task.arm} seed {task.seed}" + (f" (rung {task.rung + 1})" if task.rung >= 0 else " (validation)")
     with open(log_path, "ab") as log, open(task.folder / TAIL_FILE, "ab") as errors:
         try:
-            returncode = run_child(argv, task.folder, watch=lambda: _unmetered(task.folder, spec, what),
-                                   stdout=log, stderr=errors, env=env, cwd=_cwd(folder))
+            returncode = run_child(argv, task.folder, watch=_Unmetered(task.folder, spec, what),
+                                   stdout=log, stderr=errors, env=env, cwd=cwd)
         except OSError as exc:  # the program is not there, or cannot be run: no process started
             setting = "=" in argv[0] and argv[0].split("=", 1)[0].isidentifier()
             hint = (f": {argv[0]!r} is an environment setting, and the pilot command runs without a shell (set it "
@@ -149,19 +153,35 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
                         "meter its trainer with spec.meter(trainer)")
     summary = load_summary(task.folder)
     if summary.budget_flops != task.budget or summary.charged > task.budget:
-        raise UserError(f"{what} ignored its budget: it ran to {summary.budget_flops} and charged "
-                        f"{summary.charged:,} FLOPs against the rung's {task.budget:,} (meter it with spec.meter)")
+        raise ignored_budget(what, task.folder, summary, task.budget)
     return task
 
 
-def _unmetered(run: Path, spec: PilotSpec, what: str) -> str | None:
-    """Why a running script pilot must be stopped: it trains without the meter (a TRL checkpoint in its
-    ``output_dir`` while its run folder has no configuration, which the meter writes when it is attached), so
-    nothing ends it at its budget and ``max_steps`` 10^7 would run on for days."""
-    if (run / CONFIG).is_file() or not any(Path(spec.output_dir).glob("checkpoint-*")):
-        return None
-    return (f"{what} trains without the meter (a TRL checkpoint in {spec.output_dir} and no run folder): stopped; "
-            "call spec.meter(trainer) before trainer.train()")
+class _Unmetered:
+    """Asked while a script pilot runs (:func:`flopplan.race.pilots.run_child`'s ``watch``): why it must be stopped,
+    or None. It trains without the meter, so nothing ends it at its budget and ``max_steps`` 10^7 would run on for
+    days, when a TRL checkpoint appears while its run folder has no configuration (which the meter writes when it
+    is attached), or, in a pilot resumed or continued, when a checkpoint written since it started still has no
+    ledger (the meter saves its ledger into every checkpoint, right after TRL's state) when asked again."""
+
+    def __init__(self, run: Path, spec: PilotSpec, what: str) -> None:
+        from flopplan.engines.trl import LEDGER_FILE
+
+        self.run, self.checkpoints, self.what, self.ledger = run, Path(spec.output_dir), what, LEDGER_FILE
+        self.started = time.time()
+        self.suspects: set[Path] = set()
+
+    def __call__(self) -> str | None:
+        if not (self.run / CONFIG).is_file():
+            found = any(self.checkpoints.glob("checkpoint-*"))
+            return self._say(f"a TRL checkpoint in {self.checkpoints} and no run folder") if found else None
+        new = {c for c in self.checkpoints.glob("checkpoint-*") if (c / "trainer_state.json").is_file()
+               and not (c / self.ledger).is_file() and (c / "trainer_state.json").stat().st_mtime >= self.started}
+        seen, self.suspects = new & self.suspects, new
+        return self._say(f"{sorted(seen)[0].name} has TRL's state and no ledger") if seen else None
+
+    def _say(self, why: str) -> str:
+        return f"{self.what} trains without the meter ({why}): stopped; call spec.meter(trainer) before trainer.train()"
 
 
 def continue_script_pilot(pilot: Path, run: Path, points: tuple[int, ...]) -> None:
