@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # race_blind_check and
 
 import numpy as np
 import race_blind_check as rbc
-import race_blind_check_round31 as r31  # noqa: F401  (registers round 31's families first: keys and streams)
+import race_blind_check_round31 as r31  # registers round 31's families first (keys and streams); its schedule
 from scipy.special import expit
 
 F_P, F, N_ARMS = rbc.F_P, rbc.F, rbc.N_ARMS
@@ -90,16 +90,8 @@ def _softcap(r, cap, w=0.02):
 
 # ---- 2. LR schedule tied to the run's length ----------------------------------------------------------------------
 def _lr_u(f, fw, H, lmin):
-    """Linear warmup to fw, cosine decay from 1 to lmin over [fw, H], then lmin: (lr(f), u(f) = int_0^f lr)."""
-    f = _f(f)
-    H = max(H, 1.5 * fw)
-    L = H - fw
-    x = np.clip((f - fw) / L, 0.0, 1.0)
-    lr = np.where(f < fw, f / fw, np.where(f <= H, lmin + (1 - lmin) * 0.5 * (1 + np.cos(np.pi * x)), lmin))
-    fc = np.clip(f, fw, H) - fw
-    u_cos = lmin * fc + (1 - lmin) * 0.5 * (fc + L / np.pi * np.sin(np.pi * fc / L))
-    u = np.where(f < fw, f * f / (2 * fw), fw / 2 + u_cos + lmin * np.maximum(f - H, 0.0))
-    return lr, u
+    """Round 31's warmup and cosine decay to lmin at H ((lr(f), its integral u(f))), H at least 1.5 fw."""
+    return r31._lr_progress(f, fw, max(H, 1.5 * fw), lmin)
 
 
 class HorizonRun:

@@ -164,22 +164,29 @@ def test_the_blind_check_runs_every_family_and_resumes_after_its_rows(tmp_path):
 ROUND31 = ("lrsched", "entropy", "hetero", "loglin", "stairs")  # benchmarks/race_blind_check_round31.py's
 
 
+def _runs_through(script: str, families: tuple[str, ...], tmp_path) -> None:
+    """One repetition of each of a blind check's ``families`` through the check's protocol: no analysis error, no
+    malformed number, truths inside (0, 1); its leader share runs on the truths alone, family by family."""
+    import json
+    import subprocess
+
+    path = str(ROOT / "benchmarks" / script)
+    subprocess.run([sys.executable, path, "--families", *families, "--reps", "1", "--replicates", "20", "--seed",
+                    "3", "--out", str(tmp_path)], capture_output=True, text=True, check=True, timeout=600)
+    for fam in families:
+        (row,) = [json.loads(x) for x in (tmp_path / f"rows_{fam}.jsonl").read_text().splitlines()]
+        assert "error" not in row and row["bad"] == [] and all(0 < t < 1 for t in row["truth"].values())
+    shares = subprocess.run([sys.executable, path, "--leader-share", "--reps", "3", "--seed", "3"],
+                            capture_output=True, text=True, check=True, timeout=120).stdout.splitlines()
+    assert [x.split()[0] for x in shares] == list(families)
+
+
 def test_round_31s_blind_families_run_through_the_check_and_their_truths_are_their_seeds_mean(tmp_path, monkeypatch):
     """benchmarks/race_blind_check_round31.py: one repetition per family through the check's protocol, no analysis
     error and no malformed number; the leader share runs on the truths alone; a family whose seeds differ (hetero)
     states as its truth the mean its seeds draw."""
-    import json
-    import subprocess
 
-    script = str(ROOT / "benchmarks" / "race_blind_check_round31.py")
-    subprocess.run([sys.executable, script, "--families", *ROUND31, "--reps", "1", "--replicates", "20", "--seed",
-                    "3", "--out", str(tmp_path)], capture_output=True, text=True, check=True, timeout=600)
-    for fam in ROUND31:
-        (row,) = [json.loads(x) for x in (tmp_path / f"rows_{fam}.jsonl").read_text().splitlines()]
-        assert "error" not in row and row["bad"] == [] and all(0 < t < 1 for t in row["truth"].values())
-    shares = subprocess.run([sys.executable, script, "--leader-share", "--reps", "3", "--seed", "3"],
-                            capture_output=True, text=True, check=True, timeout=120).stdout.splitlines()
-    assert [x.split()[0] for x in shares] == list(ROUND31)
+    _runs_through("race_blind_check_round31.py", ROUND31, tmp_path)
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     import race_blind_check_round31 as r31
 
@@ -198,18 +205,8 @@ def test_round_32s_blind_families_run_through_the_check_and_their_truths_are_wha
     error and no malformed number; the leader share runs on the truths alone; the seeds that diverge state as their
     truth the mean their seeds draw; the horizon family's pilots are the run planned to F_P, its truth the run
     planned to F (the same warmup, then apart)."""
-    import json
-    import subprocess
 
-    script = str(ROOT / "benchmarks" / "race_blind_check_round32.py")
-    subprocess.run([sys.executable, script, "--families", *ROUND32, "--reps", "1", "--replicates", "20", "--seed",
-                    "3", "--out", str(tmp_path)], capture_output=True, text=True, check=True, timeout=600)
-    for fam in ROUND32:
-        (row,) = [json.loads(x) for x in (tmp_path / f"rows_{fam}.jsonl").read_text().splitlines()]
-        assert "error" not in row and row["bad"] == [] and all(0 < t < 1 for t in row["truth"].values())
-    shares = subprocess.run([sys.executable, script, "--leader-share", "--reps", "3", "--seed", "3"],
-                            capture_output=True, text=True, check=True, timeout=120).stdout.splitlines()
-    assert [x.split()[0] for x in shares] == list(ROUND32)
+    _runs_through("race_blind_check_round32.py", ROUND32, tmp_path)
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     import race_blind_check_round32 as r32
 
