@@ -208,8 +208,8 @@ def test_after_a_pilot_fails_no_other_pilot_starts(tmp_path, jobs):
     """The local pool's worker had taken the next pilot when the first failed, and the runner waited for it to run
     its whole rung before it reported the failure; with two jobs, a failure behind a pilot still running went
     unseen while the pool started the rest. Now no pilot starts once one has failed, the running one stops (as on
-    Ctrl-C), and the failure reported is the one that happened. (Four pilots: two arms, two seeds, each failing at
-    once; with two jobs the first would run for two minutes.)"""
+    Ctrl-C), and the failure reported is the one that happened, not the stop it caused. (Four pilots: two arms, two
+    seeds, each failing at once; with two jobs the first would run for two minutes.)"""
     body = ("import sys, time\nfrom pathlib import Path\nfrom flopplan.race import pilot\nspec = pilot()\n"
             "Path(spec.folder, 'started').write_text('')\n"
             f"first = {jobs} == 2 and spec.arm == 'tiny-s.G4.mu1.rule' and spec.seed == 0\n"
@@ -219,7 +219,8 @@ def test_after_a_pilot_fails_no_other_pilot_starts(tmp_path, jobs):
     one_line_error(cli("race", "run", str(tmp_path / "race"), "--json", "--jobs", jobs, "--pilot",
                        _script(tmp_path, body)), "failed (exit 4)")
     started = list((tmp_path / "race" / "pilots").glob("*/seed*/started"))
-    assert len(started) == int(jobs)  # the pilots running when the first failure came, and no other
+    assert 1 <= len(started) <= int(jobs)  # the pilots running when the first failure came (the first of two may
+    #                                        be stopped before it gets that far), and no other
 
 
 def test_a_pilot_that_trains_without_the_meter_is_stopped_not_left_to_run_its_ten_million_steps(tmp_path):

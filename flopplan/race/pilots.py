@@ -140,6 +140,11 @@ def interrupt_children() -> None:
             os.kill(_interrupted_process(proc, folder), signal.SIGINT)
 
 
+def children_stopped() -> bool:
+    """Whether :func:`interrupt_children` has stopped the pilots (a Ctrl-C, or another pilot's failure)."""
+    return _INTERRUPTED.is_set()
+
+
 def allow_children() -> None:
     """Let :func:`run_child` start pilots again (a new ``race run`` or ``race validate`` in this process)."""
     _INTERRUPTED.clear()

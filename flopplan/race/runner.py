@@ -51,6 +51,7 @@ from flopplan.race.design import RaceDesign, pilots_fit_the_cap
 from flopplan.race.pilots import (
     allow_children,
     arm_done,
+    children_stopped,
     failure,
     interrupt_children,
     pilot_done,
@@ -282,7 +283,9 @@ def local_pool(design: RaceDesign, folder: Path, jobs: int, threads: int) -> Exe
     def attempt(task: PilotTask) -> PilotTask:
         try:
             return run_pilot(design, folder, task, threads)
-        except BaseException:  # from the pilot's own thread, before it can take another task: no other starts
+        except BaseException as exc:  # from the pilot's own thread, before it can take another task: none starts
+            if children_stopped():  # stopped (or kept from starting) for another pilot's failure or a Ctrl-C
+                raise _Stopped(str(exc)) from None
             interrupt_children()
             raise
 
@@ -293,12 +296,20 @@ def local_pool(design: RaceDesign, folder: Path, jobs: int, threads: int) -> Exe
             try:
                 for done in as_completed(running):  # the first failure as it happens, whichever pilot it is
                     yield done.result()
-            except BaseException:  # Ctrl-C, or a pilot failed: the others stop after their current phase (resumed
-                interrupt_children()  # by the next race run) and no other starts, then the pool is shut down
+            except BaseException as exc:  # Ctrl-C, or a pilot failed: the others stop after their current phase
+                interrupt_children()  # (resumed by the next race run) and no other starts; the pool is shut down
                 pool.shutdown(wait=True, cancel_futures=True)
+                failed = [f.exception() for f in running if not f.cancelled() and f.exception() is not None]
+                cause = next((e for e in failed if not isinstance(e, _Stopped)), None)
+                if isinstance(exc, _Stopped) and cause is not None:  # the failure that stopped it, not its stop
+                    raise cause from None
                 raise
 
     return execute
+
+
+class _Stopped(UserError):
+    """A pilot the local pool stopped, or kept from starting, because another failed (or Ctrl-C was pressed)."""
 
 
 def run_race(folder: str | Path, *, jobs: int = 1, shard: tuple[int, int] = (0, 1),
