@@ -110,6 +110,10 @@ class RaceInput:
     trained_rewards: dict[str, str] = field(default_factory=dict)
     one_seed_sd: float = ONE_SEED_SD  # the seed sd assumed for an arm of one seed (flopplan.race.seed_pooling)
 
+    def ran_top(self, arm: str) -> bool:
+        """The arm's pilots ran the design's top rung (midway through a race, no arm has)."""
+        return self.reached.get(arm) == len(self.rung_budgets) - 1
+
     def __post_init__(self) -> None:
         names = [a.name for a in self.arms]
         if not names or len(set(names)) != len(names):
@@ -308,8 +312,7 @@ def _fit_warnings(states: list[_ArmState], at_f: BudgetResult) -> list[str]:
 def _naive(inp: RaceInput, curves: dict[str, ArmCurve], survived: dict[str, bool]) -> tuple[str, float] | None:
     """The naive pick (:func:`checks.naive_pick`) of the survivors' observed rewards at the top rung (an arm that
     ran it but stopped short read at its last evaluation; midway through a race, no arm has run it)."""
-    top = len(inp.rung_budgets) - 1
-    return checks.naive_pick([(a.name, checks.observed_at_rung(curves[a.name], -1) if inp.reached.get(a.name) == top
+    return checks.naive_pick([(a.name, checks.observed_at_rung(curves[a.name], -1) if inp.ran_top(a.name)
                                else curves[a.name].observed_at_rungs[-1]) for a in inp.arms
                               if a.name in curves and survived[a.name] and curves[a.name].observed_at_rungs])
 
@@ -384,7 +387,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
                                                f"not fitted: {str(exc) or type(exc).__name__}", True)
     upfront = {a.name: a.upfront_flops for a in inp.arms}
     warnings = [*stopped, *(f"{c.arm}: {c.reason}" for c in curves.values()), *checks.short_pilots(
-        [present[n] for n in present if inp.reached.get(n) == len(inp.rung_budgets) - 1], budgets[-2], upfront)]
+        [present[n] for n in present if inp.ran_top(n)], budgets[-2], upfront)]
 
     def observed_best() -> checks.ObservedBest | None:  # "best observed": the survivors' rewards at their largest pilot
         survivors = [present[n] for n in present if survived[n]]
