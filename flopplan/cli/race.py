@@ -141,8 +141,10 @@ def _given_axes(axes: tuple[str, ...], models: tuple[str, ...], group_sizes: tup
     ``--axis``; empty where neither gives one) and the other axes."""
     from flopplan.race.axes import CLASSIC, parse_axis
 
-    given = {"policy": tuple(names_option(models, "--models")), "group_size": _ints(group_sizes, "--group-sizes"),
-             "iterations": _ints(mus, "--mus"), "reward": tuple(names_option(rewards, "--rewards"))}
+    given = {"policy": tuple(names_option(models, SHORTHAND["policy"])),
+             "group_size": _ints(group_sizes, SHORTHAND["group_size"]),
+             "iterations": _ints(mus, SHORTHAND["iterations"]),
+             "reward": tuple(names_option(rewards, SHORTHAND["reward"]))}
     extra = []
     for text in axes:
         axis = parse_axis(text)
@@ -157,18 +159,19 @@ def _given_axes(axes: tuple[str, ...], models: tuple[str, ...], group_sizes: tup
 
 DEFAULT_GRID = {"policy": ("tiny-s", "tiny", "tiny-l"), "group_size": (8, 16), "iterations": (1,), "reward": ("rule",)}
 """The classic axes' values of ``race design`` without an axis."""
+SHORTHAND = {"policy": "--models", "group_size": "--group-sizes", "iterations": "--mus", "reward": "--rewards"}
+"""The option that gives each classic axis's values."""
 
 
 def _refuse_a_replaced_recipe_value(recipe_file: str, recipe: Recipe, given: dict[str, tuple[Any, ...]]) -> None:
     """Without any axis, the default grid replaces a recipe file's policy, group size, passes and reward: refused
     where the file's value (``recipe``) is not among the default grid's (a recipe of qwen2.5-7b would race the tiny
     models)."""
-    shorthand = {"policy": "--models", "group_size": "--group-sizes", "iterations": "--mus", "reward": "--rewards"}
     for name, default in DEFAULT_GRID.items():
         value = str(getattr(recipe, name))
         if not given[name] and value not in map(str, default):
             raise UserError(f"{recipe_file} sets {name} {value}, which the default grid would replace with "
-                            f"{','.join(map(str, default))}: give the values to race ({shorthand[name]} {value}, "
+                            f"{','.join(map(str, default))}: give the values to race ({SHORTHAND[name]} {value}, "
                             f"or more)")
 
 
