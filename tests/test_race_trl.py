@@ -22,9 +22,10 @@ from flopplan.race.design import RaceDesign
 EXAMPLE = ROOT / "examples" / "race_trl" / "train_grpo.py"
 DESIGN = ("--budget", "1e10", "--pilot-fraction", "0.5", "--models", "tiny-s,tiny", "--group-sizes", "4",
           "--prompts-per-step", "4", "--prompt-len", "9", "--completion-len", "2", "--full", "--logprob-head", "fused",
-          "--seeds", "1", "--rungs", "2", "--room", "1", "--evals", "2", "--eval-prompts", "16", "--eval-targets",
-          "heldout", "--fit-targets", "heldout")
-"""The example's race: tiny-s and tiny (G 4, 4 prompts a round), one seed, two rungs."""
+          "--seeds", "1", "--rungs", "2", "--room", "1", "--evals", "2", "--eval-prompts", "16", "--eval-loop", "trl",
+          "--eval-targets", "heldout", "--fit-targets", "heldout")
+"""The example's race: tiny-s and tiny (G 4, 4 prompts a round), one seed, two rungs, evaluations priced as TRL's
+evaluation loop (one completion per prompt)."""
 
 
 def _design(folder: Path) -> RaceDesign:
@@ -128,6 +129,63 @@ def test_a_pilot_whose_eval_dataset_is_not_the_designs_is_refused_before_it_trai
     trainer.eval_dataset = {"arith": [{"prompt": f"{i}+1="} for i in range(16)]}
     with pytest.raises(UserError, match="one eval_dataset"):
         spec.meter(trainer)
+
+
+@pytest.mark.slow  # imports TRL (about 13 s)
+def test_a_script_race_prices_trls_evaluation_loop_and_its_pilots_sample_what_was_priced(tmp_path):
+    """--eval-loop trl prices each evaluation as TRL's loop runs it (G_eval sampled completions per prompt, the
+    scoring passes, the loss forward): more than flopplan's greedy pass, by the design's own pricing of both; the
+    manifest records it (an older manifest reads as flopplan's); a pilot's spec sets num_generations_eval, and a
+    trainer that samples another count is refused. The example race trains the steps its rungs were planned for
+    (test_a_script_race_stopped_by_ctrl_c_mid_round_resumes_its_pilot_with_nothing_lost)."""
+    from types import SimpleNamespace
+
+    from flopplan.race.design import MANIFEST
+    from flopplan.race.user_pilot import write_spec
+
+    trl = _design(tmp_path / "trl")
+    greedy = cli("race", "design", *DESIGN, "--eval-loop", "flopplan", "--out", str(tmp_path / "greedy"), check=True)
+    assert greedy.returncode == 0
+    flopplan = RaceDesign.load(tmp_path / "greedy")
+    assert (trl.eval_loop, trl.eval_generations, flopplan.eval_loop, flopplan.eval_generations) == ("trl", 1,
+                                                                                                   "flopplan", 0)
+    for a, b in zip(trl.arms, flopplan.arms, strict=True):  # the same prompts: sampling + scoring + loss > greedy
+        assert a.eval_flops > b.eval_flops > 0, a.name
+    four = cli("race", "design", *DESIGN, "--eval-generations", "4", "--budget", "4e10",  # (they cost more)
+               "--out", str(tmp_path / "four"), check=True)
+    assert four.returncode == 0
+    assert all(f.eval_flops > a.eval_flops for f, a in zip(RaceDesign.load(tmp_path / "four").arms, trl.arms,
+                                                             strict=True))
+    old = json.loads((tmp_path / "greedy" / MANIFEST).read_text())
+    for key in ("eval_loop", "eval_generations"):
+        del old[key]
+    old["race_manifest_version"] = 3
+    assert RaceDesign.from_data(old, "m").eval_loop == "flopplan"
+
+    arm = trl.arms[0]
+    spec = write_spec(trl, tmp_path / "trl", arm.name, 0, 0, arm.pilot_budget(trl, 0), tmp_path / "run")
+    assert spec.eval_generations == 1 and spec.apply({})["num_generations_eval"] == 1
+    trainer = SimpleNamespace(accelerator=SimpleNamespace(num_processes=1),
+                              args=SimpleNamespace(**{**spec.overrides(), "num_generations_eval": 4}),
+                              eval_dataset=[{"prompt": f"{i}+1="} for i in range(16)])
+    with pytest.raises(UserError, match="num_generations_eval is 4, the pilot's 1"):
+        spec.meter(trainer)
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (("--eval-loop", "flopplan", "--eval-generations", "2"), "--eval-generations is for TRL's evaluation loop"),
+    (("--eval-targets", "heldout,long"), "one --eval-targets, not heldout,long"),
+    (("--eval-generations", "0"), "--eval-generations"),
+])
+def test_a_script_races_evaluation_is_refused_where_it_cannot_be_priced(tmp_path, args, fragment):
+    one_line_error(cli("race", "design", *DESIGN, *args, "--out", str(tmp_path / "race")), fragment)
+    assert not (tmp_path / "race").exists()
+
+
+def test_a_race_priced_for_trls_evaluation_loop_runs_only_as_a_script(tmp_path):
+    _design(tmp_path / "race")
+    one_line_error(cli("race", "run", str(tmp_path / "race")), "--eval-loop trl")
+    assert not (tmp_path / "race" / "pilots").exists()
 
 
 def test_flop_neutral_axes_reach_a_script_pilot_as_grpoconfig_fields(tmp_path):
@@ -259,7 +317,8 @@ def test_a_pilot_command_cannot_change_once_pilots_ran_nor_join_a_builtin_race(t
     ran.mkdir(parents=True)
     (ran / "config.json").write_text("{}")
     one_line_error(cli("race", "run", str(tmp_path / "race"), "--pilot", "python x.py"), "flopplan's trainer")
-    cli("race", "design", *DESIGN[:-4], "--budget", "4e10", "--out", str(tmp_path / "two"), check=True)  # 2 targets
+    cli("race", "design", *DESIGN[:-4], "--eval-loop", "flopplan", "--budget", "4e10", "--out", str(tmp_path / "two"),
+        check=True)  # 2 targets
     one_line_error(cli("race", "run", str(tmp_path / "two"), "--pilot", "python x.py"), "one target")
 
 
@@ -345,6 +404,9 @@ def test_a_script_race_stopped_by_ctrl_c_mid_round_resumes_its_pilot_with_nothin
         assert s["stop"]["reason"] == "budget" and s["steps"] > rounds[p] and s["lost_flops"] == 0, p
         steps = [m["step"] for m in map(json.loads, (p / "metrics.jsonl").read_text().splitlines())]
         assert steps == list(range(0, s["steps"] + 1))  # step 0: the baseline evaluation
+    for p in pilots:  # each pilot bought the rounds its rung was planned for: TRL's evaluations were priced as run
+        rung = json.loads((p / "pilot.json").read_text())["rung"]
+        assert json.loads((p / "summary.json").read_text())["steps"] == design.arm(p.parent.name).rungs[rung].steps
 
 
 def test_a_failed_pilot_is_named_by_its_signal_and_its_last_line_that_is_not_a_progress_bar(tmp_path):

@@ -73,7 +73,15 @@ def race(ctx: click.Context) -> None:
                    "over R0 the analysis assumes, relative to the gain (0.05: ScaleRL's seed spread).")
 @click.option("--eval-prompts", "eval_prompts_per_target", default=100, show_default=True, type=int,
               help="Prompts per evaluation target (a fixed set, the same for every arm and seed).")
-@click.option("--eval-targets", default="heldout,long", show_default=True, help="Evaluation targets.")
+@click.option("--eval-targets", default=None, help="Evaluation targets [default: heldout,long; with --eval-loop "
+              "trl: heldout].")
+@click.option("--eval-loop", type=click.Choice(["flopplan", "trl"]), default="flopplan", show_default=True,
+              help="How the pilots evaluate, and so what each evaluation is priced at: flopplan's greedy pass over "
+                   "each target (built-in pilots) or TRL's evaluation loop on the script's one eval_dataset (race "
+                   "run --pilot: sampled completions, scored, and the loss forward).")
+@click.option("--eval-generations", type=int, default=None,
+              help="With --eval-loop trl: completions per evaluation prompt (num_generations_eval; spec.apply sets "
+                   "it) [default: 1].")
 @click.option("--fit-targets", default="heldout", show_default=True,
               help="The targets the decisions use; the others are held out (reported, never fitted).")
 @click.option("--rungs", default=3, show_default=True, type=int, help="Rungs of the pilot-budget ladder.")
@@ -89,7 +97,8 @@ def race(ctx: click.Context) -> None:
 def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ...], models: tuple[str, ...],
            group_sizes: tuple[str, ...], mus: tuple[str, ...], rewards: tuple[str, ...],
            reward_model_path: str | None, seeds: int, seed_sd: float,
-           eval_prompts_per_target: int, eval_targets: str, fit_targets: str, rungs: int, eta: int, room: float,
+           eval_prompts_per_target: int, eval_targets: str | None, eval_loop: str, eval_generations: int | None,
+           fit_targets: str, rungs: int, eta: int, room: float,
            evals: int, recipe_file: str | None, as_json: bool, **recipe_opts: Any) -> None:
     """Write the race's manifest: every arm of the grid, the ladder of pilot budgets and what each rung buys."""
     from flopplan.race.design import MANIFEST, PILOTS, design_race
@@ -112,8 +121,12 @@ def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ..
     base = build_recipe(None, recipe_opts, start, evaluates=True,  # the pilots evaluate at FLOP points
                         arms=_arm_fields(values, extra))
     shorthands = _shorthands(base, values, extra)
-    grid = replace(_grid(shorthands, seeds, eval_targets, fit_targets, rungs, eta, evals, reward_model_path,
-                         eval_prompts_per_target, room), one_seed_sd=seed_sd)
+    if eval_generations is not None and eval_loop != "trl":
+        fail("--eval-generations is for TRL's evaluation loop (num_generations_eval): give --eval-loop trl")
+    targets = eval_targets if eval_targets is not None else "heldout" if eval_loop == "trl" else "heldout,long"
+    grid = replace(_grid(shorthands, seeds, targets, fit_targets, rungs, eta, evals, reward_model_path,
+                         eval_prompts_per_target, room), one_seed_sd=seed_sd, eval_loop=eval_loop,
+                   eval_generations=(1 if eval_generations is None else eval_generations) if eval_loop == "trl" else 0)
     model = None if reward_model_path is None else str(Path(reward_model_path).resolve())  # pilots run anywhere
     result = design_race(base, grid, total, pilot_fraction, evaluation_flops=_evaluation_flops, command=command_line(),
                          reward_model_path=model)

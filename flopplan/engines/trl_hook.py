@@ -317,7 +317,12 @@ class FlopBudgetCallback(TrainerCallback):
             if accelerator.num_processes > 1 else tensor
 
     def _reserve(self, args: Any, global_step: int) -> int:
-        return _evaluations_before_next_round(args, global_step) if self.meter.eval_rows else 0
+        if not self.meter.eval_rows:
+            return 0
+        due = self.meter.boundary_evaluation
+        if due is not None:  # the next round's evaluation, and this boundary's where it runs (FlopPoints decides)
+            return 1 + bool(due())
+        return _evaluations_before_next_round(args, global_step)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if self.meter.resuming and not state.global_step:

@@ -32,21 +32,25 @@ import torch
 
 from flopplan.cost import worst_case_round
 from flopplan.engines.trl import LEDGER_FILE, TRLRun, mfu
+from flopplan.engines.trl_evaluation import (
+    SCORING,
+    as_evaluation,
+    evaluation_bound,
+    loss_forward,
+    round_passes,
+)
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, read_json
 from flopplan.guard import Guard
 from flopplan.ledger import Ledger, PhaseCharge, charge, ran, unit_of
 from flopplan.measure.meter import BLIND_SPOTS, FlopMeter
-from flopplan.passes import BUCKET_OF, BUCKETS, STEP_PHASES, RoundLengths, RoundShape, step_passes
+from flopplan.passes import BUCKET_OF, BUCKETS, STEP_PHASES
 from flopplan.recipe import Recipe
 from flopplan.runfile import RunSummary
 
 UNITS = (*dict.fromkeys(unit_of(phase) for phase in STEP_PHASES), "eval")
 """The units of a round, each charging its phases (:func:`flopplan.ledger.unit_of`)."""
 PHASES_OF = {unit: tuple(phase for phase in BUCKET_OF if unit_of(phase) == unit) for unit in UNITS}
-EVAL_PHASE_OF = {"rollout.prefill": "eval.prefill", "rollout.decode": "eval.decode", "old_logprobs": "eval.forward",
-                 "reference": "eval.forward", "reward": "eval.reward"}
-"""The evaluation phase a training phase's pass is charged to when TRL's evaluation loop runs it."""
 LEDGER_VERSION = 1
 """The layout of :data:`LEDGER_FILE` (its ``flopplan_trl_ledger_version`` key)."""
 
@@ -62,7 +66,7 @@ class TRLMeter:
         self.recipe, self.run, self.folder, self.rank = recipe, run, folder, rank
         self.spec = recipe.policy_spec
         # which phases a round runs, with which adapters, training and head: each unit is charged as its pass
-        self.passes = {p.phase: p for p in step_passes(RoundShape.of(recipe), RoundLengths.of(recipe))}
+        self.passes = round_passes(recipe)
         self.measure, self.peak_flops = measure, peak_flops
         self.eval_rows, self.eval_batch = eval_rows, eval_batch  # an evaluation's rows over all processes (0: off)
         self.ledger = Ledger(budget_flops, charge_lost=charge_lost)
@@ -81,6 +85,8 @@ class TRLMeter:
         self.accuracy_metric: str | None = None  # a logged metric that is the run's accuracy (flopplan train's)
         self.owns_folder = False  # the meter locked the run folder (and unlocks it when training ends)
         self.resuming = False  # meter(resume=True): the run continues its last checkpoint
+        self.boundary_evaluation: Any = None  # () -> whether the evaluation at this round boundary runs, where a
+        #                                       callback picks the boundaries that evaluate (FlopPoints); None: TRL's
         self.scratch: Any = None  # a temporary folder with the models' configs where no run folder holds them
         self.raise_on_ctrl_c = True  # trainer.train() raises KeyboardInterrupt after a Ctrl-C's checkpoint (a
         #                              caller that reports the stop itself, flopplan train, sets it False)
@@ -102,7 +108,7 @@ class TRLMeter:
 
     def _template(self, phase: str, evaluation: bool) -> Any:
         template = self.passes[phase]
-        return replace(template, phase=EVAL_PHASE_OF[phase]) if evaluation else template
+        return as_evaluation(template) if evaluation else template
 
     # -- what ran (this process) ----------------------------------------------------------------------------------
     def record_generation(self, prompt_ids: list[list[int]], completion_ids: list[list[int]], group: int,
@@ -149,10 +155,8 @@ class TRLMeter:
             target["passes"].append(ran(self._loss_template(), lengths, width))
 
     def _loss_template(self) -> Any:
-        """The no-grad loss forward of TRL's ``prediction_step``: the update's pass without the backward."""
-        update = self.passes["update"]
-        assert update.training is not None
-        return replace(update, phase="eval.forward", training=None, lora=update.training.lora, repeats=1)
+        """The no-grad loss forward of TRL's ``prediction_step`` (:func:`loss_forward`)."""
+        return loss_forward(self.passes)
 
     def record_micro_step(self, inputs: dict[str, Any]) -> None:
         """One update micro-step: ``bs`` rows at the round's padded widths."""
@@ -192,7 +196,7 @@ class TRLMeter:
     @property
     def scoring_order(self) -> list[str]:
         """The no-grad scoring passes of a round, in the order they run (old log-probs, then the reference)."""
-        return [phase for phase in ("old_logprobs", "reference") if phase in self.passes]
+        return [phase for phase in SCORING if phase in self.passes]
 
     def scoring_unit(self) -> str:
         """The unit of a no-grad scoring call: each scoring pass once, in :attr:`scoring_order`."""
@@ -290,18 +294,12 @@ class TRLMeter:
 
     def evaluation_bound(self) -> int:
         """The guard's bound of one evaluation (0 without): every row at the evaluation data's longest prompt and
-        every completion at the maximum length, the reward model as in :meth:`next_round_bound`."""
+        every completion at the maximum length, the reward model as in :meth:`next_round_bound`
+        (:func:`flopplan.engines.trl_evaluation.evaluation_bound`)."""
         if not self.eval_rows:
             return 0
-        prompt, completion = max(self.eval_prompt_max, 1), self.recipe.completion_len.max
-        rows = [(prompt, completion)] * self.eval_rows
-        passes = [ran(self._template(phase, True), rows, (prompt, completion))
-                  for phase in ("rollout.prefill", "rollout.decode", *self.scoring_order)]
-        passes.append(ran(self._loss_template(), rows, (prompt, completion)))
-        if "reward" in self.passes:
-            read = max(self.reward_prompt_max, prompt) + completion + self.reward_extra
-            passes.append(ran(self._template("reward", True), [(read, 0)] * self.eval_rows, (read, 0)))
-        return charge(*passes, unit="eval").executed_total
+        return evaluation_bound(self.recipe, self.eval_rows, max(self.eval_prompt_max, 1), passes=self.passes,
+                                reward_prompt=self.reward_prompt_max, reward_extra=self.reward_extra)
 
     def fits_next_round(self, evaluations: int = 1) -> bool:
         """Whether the next round fits with ``evaluations`` evaluations kept in reserve (when evaluating)."""

@@ -2,15 +2,15 @@
 user's script: :meth:`flopplan.race.script.PilotSpec.meter`).
 
 TRL's ``eval_strategy="steps"`` with ``eval_steps`` one round asks for an evaluation at every round boundary;
-:class:`FlopPoints` (a callback after the meter's) keeps only those after the first round whose training FLOPs
-(the ledger without the evaluation bucket) reach each point, and the one after the last round (the meter stopped
-training, or TRL's ``max_steps`` did). Each evaluation is metered by the meter (its own bucket, with two
-evaluations' worst case in reserve at each boundary, as ``eval_steps`` of one round asks) and scored per
-evaluation prompt: the rewards TRL's ``_calculate_rewards`` returns while evaluating (gathered over processes)
-are read for one reward function, each prompt scores 1 when the mean over its completions reaches ``correct``,
-and rank 0 appends one :class:`~flopplan.runfile.EvalRecord` line to the run folder's ``evaluations.jsonl``, the
-prompts in the ``eval_dataset``'s order (TRL shuffles them by seed; pilots pair prompt by prompt). A kill drops
-the line with the rounds after the checkpoint, as the meter trims its logs.
+:class:`FlopPoints` (a callback after the meter's) keeps only those after the first round whose training FLOPs (the
+ledger without the evaluation bucket) reach each point, and the one after the last round (the meter stopped
+training, or TRL's ``max_steps`` did). Each evaluation is metered by the meter (its own bucket; at each boundary the
+guard keeps in reserve the worst case of the evaluations that will run: the next round's, and this boundary's where
+a point was reached) and scored per evaluation prompt: the rewards TRL's ``_calculate_rewards`` returns while
+evaluating (gathered over processes) are read for one reward function, each prompt scores 1 when the mean over its
+completions reaches ``correct``, and rank 0 appends one :class:`~flopplan.runfile.EvalRecord` line to the run
+folder's ``evaluations.jsonl``, the prompts in the ``eval_dataset``'s order (TRL shuffles them by seed; pilots pair
+prompt by prompt). A kill drops the line with the rounds after the checkpoint, as the meter trims its logs.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ def evaluate_at_points(trainer: Any, meter: Any, points: Sequence[int], target: 
 
     trainer._calculate_rewards = calculate_rewards
     trainer.add_callback(callback)
+    meter.boundary_evaluation = callback.due  # the guard keeps in reserve only the evaluations that will run
     return callback
 
 
@@ -78,12 +79,16 @@ class FlopPoints(TrainerCallback):
         self.reached = training_flops(self.meter.ledger)  # resumed: the ledger the meter loaded
         return control
 
+    def due(self) -> bool:
+        """Whether a point was reached since the last round boundary: the evaluation at this boundary runs (asked
+        by the meter's guard, after the round's commit and before this callback's :meth:`on_step_end`)."""
+        return any(self.reached < point <= training_flops(self.meter.ledger) for point in self.points)
+
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if state.global_step % self.meter.run.optimizer_steps_per_round:
             return control
-        now = training_flops(self.meter.ledger)
-        due = any(self.reached < point <= now for point in self.points)
-        self.reached = now
+        due = self.due()
+        self.reached = training_flops(self.meter.ledger)
         # the last evaluation of a run that ends here; not of one Ctrl-C stops (it goes on when resumed, as an
         # uninterrupted run would, with the evaluations at its points)
         ending = control.should_training_stop and self.meter.decision.reason != "interrupted"

@@ -37,15 +37,15 @@ from flopplan.planfile import PlanEntry
 from flopplan.planner import plan
 from flopplan.race.axes import CLASSIC, Axis, arm_name, check_knobs, label
 from flopplan.race.design_notes import horizon_note, one_seed_note
-from flopplan.race.pilot_data import MIN_PROMPTS
+from flopplan.race.grid import EVAL_LOOPS, Grid, room_ladder
 from flopplan.race.seed_pooling import ONE_SEED_SD, is_seed_sd
-from flopplan.recipe import Recipe, RewardSystem, refuse_group_of_one
+from flopplan.recipe import Recipe, RewardSystem
 from flopplan.units import eng
 
 MANIFEST = "manifest.json"
 PILOTS = "pilots"  # the folder of a race's pilots (flopplan.race.pilots.pilot_folder)
-MANIFEST_VERSION = 3
-READABLE = (1, 2, MANIFEST_VERSION)
+MANIFEST_VERSION = 4
+READABLE = (1, 2, 3, MANIFEST_VERSION)  # version 4: eval_loop, eval_generations (before: flopplan's)
 """Version 1 (before any axis): no ``axes``, arms without ``knobs`` or ``grpo``: read as that. Versions 1-2
 (before the room for extra arms): no ``room``: read as room = keep, the halving's count and no more."""
 MIN_STEPS = 3
@@ -116,6 +116,8 @@ class RaceDesign:
     axes: tuple[Axis, ...] = ()  # beyond the classic four (every arm records those)
     room: tuple[int, ...] = ()  # the most arms per rung the budget pays for (room_ladder; manifests before v3: keep)
     one_seed_sd: float = ONE_SEED_SD  # the seed sd the analysis assumes for an arm of one seed (--seed-sd)
+    eval_loop: str = "flopplan"  # what each evaluation was priced as (EVAL_LOOPS; --eval-loop)
+    eval_generations: int = 0  # trl: completions per evaluation prompt (num_generations_eval); flopplan: 0
 
     def evals_within(self, rung: int) -> int:
         return sum(1 for point in self.eval_points if point <= self.rung_flops[rung])
@@ -153,6 +155,7 @@ class RaceDesign:
                 "eval_points": list(self.eval_points), "worst_case_flops": self.worst_case_flops,
                 "pilot_cap": self.pilot_cap, "reward_model_path": self.reward_model_path,
                 "notes": list(self.notes), "axes": [a.to_data() for a in self.axes], "one_seed_sd": self.one_seed_sd,
+                "eval_loop": self.eval_loop, "eval_generations": self.eval_generations,
                 "arms": [a.to_data() for a in self.arms]}
 
     def save(self, folder: str | Path) -> Path:
@@ -179,7 +182,8 @@ class RaceDesign:
                 data.get("reward_model_path"), tuple(map(str, data.get("notes") or ())),
                 str(data.get("flopplan_version", "")),
                 tuple(Axis.from_data(a, f"{where}, axis {i + 1}") for i, a in enumerate(data.get("axes") or ())),
-                tuple(lists["room"]), data.get("one_seed_sd", ONE_SEED_SD))
+                tuple(lists["room"]), data.get("one_seed_sd", ONE_SEED_SD), data.get("eval_loop", "flopplan"),
+                data.get("eval_generations", 0))
         except (KeyError, TypeError, ValueError):
             raise UserError(f"{where} is malformed: rerun `flopplan race design`") from None
         if len(design.rung_flops) != len(design.keep) or len(design.room) != len(design.keep) or any(
@@ -226,6 +230,8 @@ def _manifest_problem(d: RaceDesign) -> str:
          "an arm's name names its pilots' folder: not empty, '.', '..', nor holding a path separator"),
         (bool(d.eval_points) and all(x > 0 for x in d.eval_points), "eval_points must be positive and not empty"),
         (is_seed_sd(d.one_seed_sd), "one_seed_sd must be a number above 0 and at most 1"),
+        (d.eval_loop in EVAL_LOOPS and is_int(d.eval_generations) and (d.eval_generations >= 1) == (
+            d.eval_loop == "trl"), "eval_loop must be flopplan (eval_generations 0) or trl (eval_generations >= 1)"),
         (all(a.eval_flops >= 0 for a in d.arms), "an arm's eval_flops (one evaluation's worst case) must be >= 0"),
         (d.reward_model_path is None or (isinstance(d.reward_model_path, str) and bool(d.reward_model_path)),
          "reward_model_path must be a path (text) or null"),
@@ -261,76 +267,6 @@ def orm_rewards(rewards: tuple[str, ...] | list[str]) -> list[str]:
     """The reward values of a grid that are outcome reward models as the recipe reads them (``orm:x``, ``ORM:x``):
     the arms a trained reward model's upfront FLOPs are charged to (``Grid.upfront``)."""
     return [r for r in rewards if RewardSystem.parse(r).kind == "orm"]
-
-
-MAX_SEEDS, MAX_RUNGS, MAX_EVALS = 1000, 60, 10_000
-"""The most seeds per pilot, rungs and evaluation points a design takes: a pilot grid, not a sweep (60 rungs at
-eta 2 already span 2^60 in budget, past the planner's 1e30 FLOPs)."""
-
-
-@dataclass(frozen=True)
-class Grid:
-    """What a design is asked for: the axes' values (the classic four, and ``axes`` beyond them), the seeds and
-    targets, the ladder's shape."""
-
-    policies: tuple[str, ...]
-    group_sizes: tuple[int, ...]
-    iterations: tuple[int, ...]
-    rewards: tuple[str, ...]
-    seeds: int = 3
-    targets: tuple[str, ...] = ("heldout",)
-    fit_targets: tuple[str, ...] = ()
-    rungs: int = 3
-    eta: int = 2
-    room: float = 2.0  # a rung's budget pays for up to room x its halving's count, rounded down (the first: every arm)
-    evals: int = 8
-    eval_prompts: int = 100
-    upfront: dict[str, int] = field(default_factory=dict)  # reward system -> its upfront training FLOPs
-    first_seed: int = 0  # the seeds are first_seed, first_seed + 1, ... (independent repetitions of a race)
-    axes: tuple[Axis, ...] = ()
-    one_seed_sd: float = ONE_SEED_SD  # --seed-sd: assumed for an arm of one seed (flopplan.race.seed_pooling)
-    round_micro_batch: bool = True
-    """Unless the base recipe sets a micro-batch: one scoring/update forward per round (every arm's rollouts at
-    once), or the largest that divides a generation and an optimizer batch set below that. Small policies on CPU
-    spend most of an update in per-micro-batch overheads otherwise (tiny-s, 8 x 4 rollouts: 10.4 s of update for
-    20 steps in micro-batches of G, 1.1 s in one)."""
-
-    def check(self) -> None:
-        for name in ("policies", "group_sizes", "iterations", "rewards", "targets"):
-            if not getattr(self, name):
-                raise UserError(f"the grid is empty: give at least one value for {name.replace('_', ' ')}")
-        for name, most in (("seeds", MAX_SEEDS), ("rungs", MAX_RUNGS), ("evals", MAX_EVALS)):
-            check_int(f"--{name}", getattr(self, name), 1, most)  # beyond these, tuples of them filled the memory
-        check_int("--eval-prompts", self.eval_prompts, MIN_PROMPTS)  # the analysis resamples them
-        check_int("--eta", self.eta, 2)
-        for g in self.group_sizes:
-            refuse_group_of_one(g, "race")
-        if not (is_number(self.room) and 1 <= self.room <= 1e6):
-            raise UserError(f"--room must be a number from 1 (the halving's count only) to 1e6, not {self.room!r}")
-        check_int("first seed", self.first_seed, 0)
-        if not is_seed_sd(self.one_seed_sd):
-            raise UserError(f"--seed-sd must be a relative sd above 0 and at most 1 (0.05: 5 % of the gain), not "
-                            f"{self.one_seed_sd!r}")
-        unknown = [t for t in self.fit_targets if t not in self.targets]
-        if unknown:
-            raise UserError(f"fit target {unknown[0]!r} is not an evaluation target ({', '.join(self.targets)}): "
-                            "give --fit-targets among --eval-targets")
-        names = [*CLASSIC, *(a.name for a in self.axes)]
-        twice = [n for n in names if names.count(n) > 1]
-        if twice:
-            raise UserError(f"the axis {twice[0]} is given twice")
-        empty = [a.name for a in self.axes if not a.values]
-        if empty:
-            raise UserError(f"the grid is empty: give at least one value for {empty[0]}")
-
-
-def room_ladder(keep: list[int] | tuple[int, ...], room: float) -> tuple[int, ...]:
-    """The most arms each rung may take: every arm at the first, then min(the rung before's, floor(room x keep_r)),
-    never fewer than keep_r."""
-    out = [keep[0]]
-    for count in keep[1:]:
-        out.append(min(out[-1], max(count, math.floor(room * count + 1e-9))))
-    return tuple(out)
 
 
 def training_only(recipe: Recipe) -> Recipe:
@@ -373,7 +309,8 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
                           tuple(range(grid.first_seed, grid.first_seed + grid.seeds)), grid.targets,
                           grid.fit_targets or grid.targets[:1],
                           _log_points(low, ladder[-1], grid.evals), arms, command, reward_model_path,
-                          axes=grid.axes, room=room, one_seed_sd=float(grid.one_seed_sd))
+                          axes=grid.axes, room=room, one_seed_sd=float(grid.one_seed_sd), eval_loop=grid.eval_loop,
+                          eval_generations=grid.eval_generations)
 
     span = grid.eta ** (grid.rungs - 1)  # the top rung over the first
 
@@ -475,6 +412,12 @@ def _arm_of(base: Recipe, grid: Grid, values: dict[str, Any], evaluation_flops: 
     knobs = {k: axes[k] for k in values if kinds.get(k) == "knob"}
     if knobs:
         check_knobs(recipe, knobs, builtin=False)  # race run checks the built-in trainer's when its pilots run there
-    return Arm(arm_name(axes, grid.axes), axes, recipe, (), int(evaluation_flops(recipe, grid.targets)),
+    if grid.eval_loop == "trl":  # a script pilot's: TRL's loop on its one eval_dataset
+        from flopplan.engines.trl_evaluation import designed_evaluation_flops
+
+        evaluation = designed_evaluation_flops(recipe, grid.eval_generations)
+    else:
+        evaluation = int(evaluation_flops(recipe, grid.targets))
+    return Arm(arm_name(axes, grid.axes), axes, recipe, (), evaluation,
                grid.upfront.get(str(axes["reward"]), 0), knobs, {k: axes[k] for k in values if kinds.get(k) == "grpo"})
 

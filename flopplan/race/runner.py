@@ -336,6 +336,13 @@ def run_race(folder: str | Path, *, jobs: int = 1, shard: tuple[int, int] = (0, 
                         "have: such an axis needs pilots that run TRL (race run --pilot COMMAND)")
     if recorded_command(folder) is None:
         _check_builtin_knobs(design)
+        if design.eval_loop == "trl":
+            raise UserError("the race was designed for TRL's evaluation loop (race design --eval-loop trl): its "
+                            "pilots are your script's (race run --pilot COMMAND)")
+    elif design.eval_loop != "trl":
+        log("note: the design priced each evaluation as flopplan's greedy pass; TRL's evaluation loop samples, "
+            "scores and runs the loss forward, so the pilots may stop short of their rungs (design with --eval-loop "
+            "trl to price it)")
     threads = max(1, (cores or os.cpu_count() or 1) // jobs)
     with folder_lock(folder / ".locks" / f"shard-{index}-of-{count}", "race shard"):  # one runner per shard
         execute = executor(design, folder) if executor else local_pool(design, folder, jobs, threads)

@@ -65,6 +65,8 @@ class PilotSpec:
     recipe: Recipe
     settings: dict[str, Any] = field(default_factory=dict)  # the arm's FLOP-neutral GRPOConfig fields (axes)
     eval_prompts: int | None = None  # the prompts of an evaluation, as designed (None: a spec written before)
+    eval_generations: int | None = None  # completions per evaluation prompt, as designed (race design --eval-loop
+    #                                      trl; None: the design priced flopplan's evaluation, or a spec before)
 
     @property
     def resume_from_checkpoint(self) -> str | None:
@@ -79,8 +81,8 @@ class PilotSpec:
     def overrides(self, world_size: int = 1) -> dict[str, Any]:
         """The ``GRPOConfig`` fields a pilot runs with: the arm's (its batch for ``world_size`` processes) and the
         protocol's: its checkpoint folder and seed, a checkpoint and a possible evaluation at every round boundary
-        (the meter decides which evaluations run), the baseline evaluation unless resuming, and ``max_steps``
-        beyond the budget."""
+        (the meter decides which evaluations run), the baseline evaluation unless resuming, ``max_steps`` beyond the
+        budget, and, where the design priced TRL's evaluation loop, its ``num_generations_eval``."""
         from flopplan.engines.trl import grpo_config_kwargs
 
         arm = {k: v for k, v in grpo_config_kwargs(self.recipe, world_size=world_size).items()
@@ -88,7 +90,8 @@ class PilotSpec:
         per_round = arm["steps_per_generation"] * arm["num_iterations"] // arm["gradient_accumulation_steps"]
         return {**arm, **self.settings, "output_dir": self.output_dir, "seed": self.seed, "max_steps": MAX_STEPS,
                 "save_strategy": "steps", "save_steps": per_round, "save_total_limit": 2,
-                "eval_strategy": "steps", "eval_steps": per_round, "eval_on_start": not self.resume}
+                "eval_strategy": "steps", "eval_steps": per_round, "eval_on_start": not self.resume,
+                **({"num_generations_eval": self.eval_generations} if self.eval_generations else {})}
 
     def apply(self, config: Any) -> Any:
         """``config`` (a ``GRPOConfig``, or a dict of its keyword arguments) with :meth:`overrides`: a new

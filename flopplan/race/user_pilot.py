@@ -110,7 +110,7 @@ def write_spec(design: RaceDesign, folder: Path, arm_name: str, seed: int, rung:
                      str(arm.axes.get("policy", recipe.policy_spec.name)), {k: v for k, v in kwargs.items()
                                                                             if k not in ("peft", "reward_funcs")},
                      _peft(kwargs.get("peft"), arm.knobs), str(recipe.reward), recipe, script_overrides(arm),
-                     arm.recipe.eval_prompts)
+                     arm.recipe.eval_prompts, design.eval_generations or None)
     run.mkdir(parents=True, exist_ok=True)
     spec.save()
     return spec
