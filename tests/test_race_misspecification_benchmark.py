@@ -220,6 +220,36 @@ def test_round_32s_blind_families_run_through_the_check_and_their_truths_are_wha
         assert arm.pilot(early) == pytest.approx(arm(early)) and arm.pilot(f[-1:]) != pytest.approx(arm(f[-1:]))
 
 
+ROUND33 = ("klbind", "format", "passk", "hardonset", "overlong")  # benchmarks/race_blind_check_round33.py's
+
+
+def test_round_33s_blind_families_run_through_the_check_and_their_truths_are_what_they_say(tmp_path, monkeypatch):
+    """benchmarks/race_blind_check_round33.py: one repetition per family through the check's protocol, no analysis
+    error and no malformed number; the leader share runs on the truths alone; the families whose seeds differ (the
+    format found and the hard prompts started at a seed's own FLOP) state as their truth the mean their seeds draw;
+    the KL-bound arms stop at their Lambert-W equilibrium."""
+
+    _runs_through("race_blind_check_round33.py", ROUND33, tmp_path)
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import race_blind_check_round33 as r33
+
+    rng = np.random.default_rng(13)
+    f = np.array([r33.F_P / 16, r33.F_P / 4, r33.F_P, r33.F])
+    for arm in [*r33.fam_format(rng, 0.2), *r33.fam_hardonset(rng, 0.2)]:
+        drawn = np.array([seed(f) for seed in arm.draw_seeds(rng, 4000)])
+        se = drawn.std(axis=0) / np.sqrt(len(drawn))
+        assert np.all(np.abs(drawn.mean(axis=0) - arm(f)) <= 4.5 * se + 1e-4)
+    from scipy.integrate import solve_ivp
+
+    for arm in r33.fam_klbind(rng, 0.2):
+        b, k, xs, a = arm.kl
+        flow = solve_ivp(lambda s, x, b=b: np.exp(-x) - b * x, (0, k * f[-1]), [0.0], t_eval=k * f, rtol=1e-10,
+                         atol=1e-12)
+        assert arm(f) == pytest.approx(0.2 + a * -np.expm1(-flow.y[0]), abs=1e-5)  # the table's inversion is the flow
+        assert np.exp(-xs) == pytest.approx(b * xs)  # x* = W(1/b), the level the penalty holds the arm to
+        assert arm(np.array([1e3 / k]))[0] == pytest.approx(0.2 + a * (1 - b * xs))
+
+
 def test_the_error_correlation_diagnostic_reads_the_analysis_draws_and_a_checks_rows(tmp_path):
     """benchmarks/race_error_correlation.py: on one repetition, the replicates' and the errors' correlations are
     correlations; on a check's rows it reads the family's fitted recommendations (at most one a repetition)."""
