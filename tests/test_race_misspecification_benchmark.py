@@ -266,3 +266,33 @@ def test_the_error_correlation_diagnostic_reads_the_analysis_draws_and_a_checks_
     rows = subprocess.run([sys.executable, script, "--rows", str(tmp_path), "--rho", "0", "0.9"],
                           capture_output=True, text=True, check=True, timeout=60).stdout.splitlines()
     assert rows[1].split()[0] == "ceiling" and 1 <= int(rows[1].split()[1]) <= 3
+
+
+def test_the_reliability_table_bins_stated_p_best_against_hits_and_reads_every_family(tmp_path, monkeypatch, capsys):
+    """benchmarks/race_pbest_reliability.py: rows of two families, in which a stated 0.95 was right 6 times of 10
+    and a stated 0.35 3 times of 10 (an unfitted recommendation and one without a P(best) left out): the bins show
+    those hit rates with an exact interval that holds them, and per family stated - right."""
+    import json
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import race_pbest_reliability as rel
+
+    def row(p, hit, **extra):
+        return json.dumps({"mode": "fitted", "p_best": p, "p_best_anchored": p, "p_best_curves": p and p / 2,
+                           "confidence": "cannot tell", "hit": hit, **extra})
+
+    (tmp_path / "rows_high.jsonl").write_text("\n".join(
+        [row(0.95, i < 6) for i in range(10)] + [row(0.95, True, mode="best observed"), row(None, True)]) + "\n")
+    (tmp_path / "rows_low.jsonl").write_text("\n".join(row(0.35, i < 3) for i in range(10)) + "\n")
+    high = rel.read_family(tmp_path / "rows_high.jsonl", 100)
+    assert len(high["hit"]) == 10 and high["hit"].mean() == 0.6
+    bins = {round(low, 1): (n, mean, rate, lo, hi) for low, _, n, mean, rate, lo, hi in
+            rel.reliability(np.r_[high["stated"], np.full(10, 0.35)], np.r_[high["hit"], np.arange(10) < 3])}
+    assert set(bins) == {0.3, 0.9} and bins[0.9][:3] == pytest.approx((10, 0.95, 0.6))
+    assert bins[0.3][:3] == pytest.approx((10, 0.35, 0.3))
+    assert bins[0.9][3] < 0.6 < bins[0.9][4] < 0.95  # the exact interval holds the rate, not the stated 0.95
+    monkeypatch.setattr(sys, "argv", ["race_pbest_reliability.py", str(tmp_path)])
+    rel.main()
+    out = capsys.readouterr().out
+    assert "2 families, 20 fitted recommendations" in out and "+0.350" in out and "+0.050" in out
+    assert "stated: 1 of 2 families more than 0.10 off" in out
