@@ -58,6 +58,11 @@ def _make_folder(given: Path, target: Path) -> None:
         raise UserError(f"cannot write {str(given)!r}: it is a link to {str(target)!r}, whose folder does not exist")
 
 
+TEMPORARY = ".*.tmp"
+"""The name pattern of what a kill during :func:`atomic_write_text` leaves beside its file (never read; a copy of a
+folder leaves it out)."""
+
+
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename (see the module
     docstring for links and special files); ``-`` writes to standard output."""

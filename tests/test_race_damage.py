@@ -120,6 +120,30 @@ def test_validate_refuses_a_stale_analysis_an_unfinished_race_and_a_pilot_withou
     one_line_error(cli("race", "validate", str(bare)), "has no checkpoint to continue")
     assert _files(bare) == before
 
+    edited = _copy(straight, tmp_path, "edited")  # race.json's F is not the race's: it gave a run 7.7x F
+    shutil.rmtree(edited / "validation")
+    data = json.loads((edited / "race.json").read_text())
+    (edited / "race.json").write_text(json.dumps({**data, "budget_flops": data["budget_flops"] * 8}))
+    one_line_error(cli("race", "validate", str(edited)), "race.json's budget")
+    assert not (edited / "validation").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("race")
+def test_the_validating_runs_copy_of_its_pilot_leaves_out_what_a_kill_left_half_written(races, tmp_path):  # noqa: F811
+    """A kill during an atomic write leaves ``.NAME.XXXX.tmp`` beside the file; the copy the validating run
+    continues is made without it (a review found one copied into the validating run's checkpoints)."""
+    from flopplan.race.validate import continue_pilot
+
+    straight, _, _ = races
+    arm = next(r.arm for r in load_analysis(straight / "race.json").recommendations if r.arm)
+    pilot = _copy(straight, tmp_path, "copy") / "pilots" / str(arm) / f"seed{RaceDesign.load(straight).seeds[0]}"
+    (pilot / "checkpoints" / ".latest.wqdcouma.tmp").write_text("half")
+    (pilot / ".summary.json.x1.tmp").write_text("half")
+    continue_pilot(pilot, tmp_path / "run", (1,))
+    assert (tmp_path / "run" / "checkpoints").is_dir() and (tmp_path / "run" / "summary.json").is_file()
+    assert not list((tmp_path / "run").rglob("*.tmp"))
+
 
 CHILD = """
 import signal, sys, time

@@ -181,12 +181,13 @@ def test_the_spread_between_arms_is_drawn_from_its_posterior_the_same_way_each_t
     assert np.all(_tau_draws(np.array([0.2, 0.2]), np.zeros(2), 5) == 0.0)  # nothing to spread: no spread
 
 
-def _rec(arm: str | None = "a", p_best: float | None = 0.9, horizon: float = 50.0, mode: str = "fitted"
-         ) -> Recommendation:
+def _rec(arm: str | None = "a", p_best: float | None = 0.9, horizon: float = 50.0, mode: str = "fitted",
+         extrapolation: float | None = None) -> Recommendation:
     return Recommendation(target="math", arm=arm, mode=mode, confidence="high", reasons=(), flops=1e20, at_flops=1e20,
                           reward=0.5, lo=0.4, hi=0.6, gain=0.3, gain_lo=0.2, gain_hi=0.4, p_best=p_best,
-                          runner_up=None, margin=None, margin_lo=None, margin_hi=None, extrapolation=None,
-                          regime="undecided", upfront_flops=0, budget_left_flops=1e20, interval="", horizon=horizon)
+                          runner_up=None, margin=None, margin_lo=None, margin_hi=None,
+                          extrapolation=extrapolation, regime="undecided", upfront_flops=0, budget_left_flops=1e20,
+                          interval="", horizon=horizon)
 
 
 def test_the_horizon_caveat_starts_past_the_horizon_the_p_best_was_checked_at():
@@ -196,6 +197,11 @@ def test_the_horizon_caveat_starts_past_the_horizon_the_p_best_was_checked_at():
     assert line.startswith(f"a: F is {edge * 1.01:.1f}x its largest pilot") and "P(best) of 0.90" in line
     assert horizon_caveat(_rec(arm=None)) == [] and horizon_caveat(_rec(p_best=None)) == []
     assert horizon_caveat(_rec(mode="best observed")) == []  # no forecast, nothing to qualify
+    # read as the analysis extrapolates: F over the training FLOPs it read, not over a ledger that also holds
+    # evaluations or, midway through a race, a rung the analysis does not read yet (a review's 8.1x against 17.0x)
+    (line,) = horizon_caveat(_rec(horizon=edge, extrapolation=17.0))
+    assert line.startswith("a: F is 17.0x its largest pilot")
+    assert horizon_caveat(_rec(horizon=8.1, extrapolation=edge)) == []
 
 
 def test_the_prompts_caveat_starts_below_the_prompts_the_analysis_was_checked_at():

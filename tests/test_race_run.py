@@ -243,6 +243,8 @@ def test_the_demo_reports_curves_regimes_the_recommendation_holdout_and_validati
         before = (pilot / name).read_text().splitlines()
         assert (run / name).read_text().splitlines()[:len(before)] == before
     assert validation["budget_flops"] == start["flops"]["total"] + design.budget_flops - spent - card["upfront_flops"]
+    # what race.json says is left for the validating run is what it was given (the reward model's training too)
+    assert race["budget_left_flops"] == rec["budget_left_flops"] == validation["budget_flops"] - start["flops"]["total"]
     # the pilots' cost: what was not continued (the reward model too, when the arm does not use it), the horizon
     ledgers = [json.loads((p / "summary.json").read_text())["flops"]["total"]
                for p in sorted(pilot.parent.glob("seed*"))]

@@ -332,7 +332,12 @@ def validate(race_dir: str, as_json: bool) -> None:
     path = Path(race_dir) / "race.json"
     if not path.is_file():
         fail(f"{race_dir!r} has no race.json: run `flopplan race analyze {race_dir}` first")
-    out = run_validation(race_dir, load_analysis(path))
+    try:
+        out = run_validation(race_dir, load_analysis(path), command=command_line())
+    except KeyboardInterrupt:
+        click.echo(f"flopplan: interrupted: `flopplan race validate {race_dir}` continues the validating run (from "
+                   "its last checkpoint)", err=True)
+        raise SystemExit(130) from None
     if as_json:
         echo_json(out)
         return

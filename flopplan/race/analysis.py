@@ -41,7 +41,7 @@ from flopplan.race.bootstrap import BootstrapResult, bootstrap_interval, paired_
 from flopplan.race.curves import CurveFit
 from flopplan.race.design import is_ladder
 from flopplan.race.families import ArmSample
-from flopplan.race.overhead import pilot_cost
+from flopplan.race.overhead import budget_left, pilot_cost
 from flopplan.race.pilot_data import ArmPilots, PilotData
 from flopplan.race.regime import AXES, UNDECIDED_P, Candidate, anchored_pick, decide, g_warnings, recommend, rules
 from flopplan.race.results import (
@@ -436,8 +436,8 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
     naive = _naive(inp, curves, survived)
     unpredicted = naive is not None and all(p.arm != naive[0] for p in at_f.predictions)
     observed = observed_best() if at_f.decision.best is None or at_f.decision.top_unidentified or unpredicted else None
-    rec = recommend(name, at_f, upfront, float(inp.budget_flops - inp.pilot_flops), method, observed, level,
-                    naive=naive, rung_cost=_rung_cost(inp, curves))
+    rec = recommend(name, at_f, upfront, budget_left(inp.budget_flops, inp.pilot_flops, inp.arms), method, observed,
+                    level, naive=naive, rung_cost=_rung_cost(inp, curves))
     last_cols = [col[f] for f in last]
     among, if_stopped, lead = _among_finalists(rec, at_f, states, ens, at_cols, last_cols, res.samples, grid)
     if lead is not None and not regime.separated_the_other_way(at_f, rec.arm, lead.arm):  # a move, or why not
@@ -493,7 +493,7 @@ def analyze(inp: RaceInput, *, n_replicates: int = 500, level: float = 0.9, seed
     return RaceAnalysis(race_version=RACE_VERSION, flopplan_version=__version__, command=inp.command,
                         budget_flops=float(inp.budget_flops), rung_budgets=tuple(float(r) for r in inp.rung_budgets),
                         pilot_flops=inp.pilot_flops, pilot_share=inp.pilot_flops / float(inp.budget_flops),
-                        budget_left_flops=float(inp.budget_flops - inp.pilot_flops), level=level,
+                        budget_left_flops=budget_left(inp.budget_flops, inp.pilot_flops, inp.arms), level=level,
                         n_replicates=n_replicates, seed=seed, axes=varying, arms=records,
                         fitted_targets=tuple(inp.fitted_targets), targets=tuple(targets), rules=rules(level),
                         statement=STATEMENT, not_covered=f"{COVERED} {NOT_SHOWN}")

@@ -10,10 +10,17 @@ far the prediction at F extrapolates.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from flopplan.race.results import Recommendation
+
+
+def budget_left(budget_flops: float, pilot_flops: int, arms: Iterable[Any]) -> float:
+    """What the validating run may spend: F less the pilots' ledgers and a learned reward model's training when the
+    race trained one (the largest of ``arms``' ``upfront_flops``: one reward model serves every arm naming it)."""
+    return float(budget_flops - pilot_flops - max((a.upfront_flops for a in arms), default=0))
 
 
 def pilot_cost(rec: Recommendation, *, budget_flops: float, pilot_flops: int, spend: Mapping[str, Sequence[int]],

@@ -271,18 +271,22 @@ def climb_caveat(rec: Recommendation | None, at_f: BudgetResult, curves: dict[st
 
 
 def horizon_caveat(rec: Recommendation) -> list[str]:
-    """What the stated P(best) of a fitted recommendation does not show when F is far beyond the pick's largest
-    pilot: the anchored forecast was measured against simulated truths of 15 curve shapes
-    (benchmarks/race_misspecification.py, 200 repetitions per shape and seed; docs/results.md, round 10) at F = 2x
-    the largest pilot, where it was within 0.10 of how often the pick was the best finalist on 12 of them (the
-    stated P(best) since round 30, on 49 of 58 shapes and geometries there); at 4x and
-    8x it was off by up to 0.43 (too high where straight rises in F stop at unseen ceilings, too low where sigmoids
-    saturate and where arms tie at a pass rate of 1). Beyond :data:`MEASURED_HORIZON` (with
+    """What the stated P(best) of a fitted recommendation does not show when F is far beyond the pick's largest pilot,
+    read as the analysis extrapolates (its ``extrapolation``: F over the largest training FLOPs it read the arm at,
+    as the simulations' F / F_P; race.json's ``horizon`` divides by the pilot's whole ledger, which may also hold
+    evaluations and, midway through a race, a rung the analysis does not read yet): the anchored forecast was
+    measured against simulated truths of 15 curve shapes (benchmarks/race_misspecification.py, 200 repetitions per
+    shape and seed; docs/results.md, round 10) at F = 2x the largest pilot, where it was within 0.10 of how often the
+    pick was the best finalist on 12 of them (the stated P(best) since round 30, on 49 of 58 shapes and geometries
+    there); at 4x and 8x it was off by up to 0.43 (too high where straight rises in F stop at unseen ceilings, too
+    low where sigmoids saturate and where arms tie at a pass rate of 1). Beyond :data:`MEASURED_HORIZON` (with
     :data:`HORIZON_SLACK`) the caveat says so; the number stays, as a reading of how strongly the pilots favour the
-    arm, not as a probability."""
-    if rec.mode != "fitted" or rec.arm is None or rec.p_best is None or rec.horizon <= MEASURED_HORIZON * HORIZON_SLACK:
+    arm, not as a probability.
+    """
+    far = rec.extrapolation if rec.extrapolation is not None else rec.horizon
+    if rec.mode != "fitted" or rec.arm is None or rec.p_best is None or far <= MEASURED_HORIZON * HORIZON_SLACK:
         return []
-    return [f"{rec.arm}: F is {rec.horizon:.1f}x its largest pilot; the P(best) of {rec.p_best:.2f} was checked "
+    return [f"{rec.arm}: F is {far:.1f}x its largest pilot; the P(best) of {rec.p_best:.2f} was checked "
             f"against simulated truths only at {MEASURED_HORIZON:g}x (within 0.10 of how often the pick was right on "
             "most curve shapes there; the anchored forecast was off by up to 0.43 at 4x-8x: docs/results.md). Read it "
             "as how strongly the pilots favour the arm, not as the chance that it is best at F"]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from flopplan.errors import UserError
-from flopplan.fileio import atomic_write_json, folder_lock, read_json
+from flopplan.fileio import TEMPORARY, atomic_write_json, folder_lock, read_json
 from flopplan.race.design import RaceDesign, training_only
 from flopplan.race.pilots import failure, ignored_budget, run_child
 from flopplan.race.script import PILOT_ENV, SPEC_FILE, PilotSpec, load_spec
@@ -193,7 +193,7 @@ def continue_script_pilot(pilot: Path, run: Path, points: tuple[int, ...]) -> No
     aside = run.with_name(f".{run.name}.copy")
     shutil.rmtree(aside, ignore_errors=True)
     with folder_lock(pilot, "pilot run folder"):
-        shutil.copytree(pilot, aside, ignore=shutil.ignore_patterns(".lock", TAIL_FILE))
+        shutil.copytree(pilot, aside, ignore=shutil.ignore_patterns(".lock", TAIL_FILE, TEMPORARY))
     spec = load_spec(aside / SPEC_FILE)
     data = {**spec.to_data(), "eval_points": list(points)}
     atomic_write_json(aside / SPEC_FILE, data)

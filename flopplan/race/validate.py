@@ -29,10 +29,11 @@ from typing import Any
 import numpy as np
 
 from flopplan.errors import UserError
-from flopplan.fileio import atomic_write_json, atomic_write_text, folder_lock
+from flopplan.fileio import TEMPORARY, atomic_write_json, atomic_write_text, folder_lock
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.collect import race_input, unfinished_rung
 from flopplan.race.design import RaceDesign
+from flopplan.race.overhead import budget_left
 from flopplan.race.pilot_data import ArmPilots, EvalPoint, SeedRun
 from flopplan.race.pilots import allow_children, pilot_done, pilot_folder
 from flopplan.race.results import ArmPrediction, RaceAnalysis
@@ -99,15 +100,18 @@ def predicted_at(inp: RaceInput, analysis: RaceAnalysis, arm: str, target: str, 
 
 
 def validation_budget(design: RaceDesign, analysis: RaceAnalysis) -> int:
-    """What the pilots (and the learned reward model's training, when the race trained one) left of F."""
-    upfront = max((a.upfront_flops for a in design.arms), default=0)
-    return int(analysis.budget_flops - analysis.pilot_flops - upfront)
+    """What the pilots (and the learned reward model's training, when the race trained one) left of F
+    (:func:`flopplan.race.overhead.budget_left`, which race.json's ``budget_left_flops`` states)."""
+    return int(budget_left(design.budget_flops, analysis.pilot_flops, design.arms))
 
 
 def _check_current(design: RaceDesign, folder: Path, analysis: RaceAnalysis, inp: RaceInput) -> None:
     """Refuse a validating run the budget would not cover: one planned from an analysis (race.json) older than the
     pilots' ledgers (``inp``: the pilots as they are now), or before every rung of the race has finished (the
     pilots still to run would spend what the validating run was given)."""
+    if analysis.budget_flops != design.budget_flops:  # a hand edit, or another race's analysis
+        raise UserError(f"race.json's budget ({analysis.budget_flops:,.0f} FLOPs) is not the manifest's "
+                        f"({design.budget_flops:,}): run `flopplan race analyze` again, then validate")
     rung = unfinished_rung(design, folder)
     if rung is not None:
         raise UserError(f"the race in {str(folder)!r} has not finished rung {rung + 1} of {len(design.rung_flops)}: "
@@ -129,8 +133,10 @@ def _has_checkpoint(pilot: Path, script: bool) -> bool:
     return RunFolder(pilot).has_checkpoint_files()
 
 
-def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | None = None) -> dict[str, Any]:
-    """Run (or continue) the validating run of the first fitted target's recommendation and check it."""
+def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | None = None,
+                   command: str = "") -> dict[str, Any]:
+    """Run (or continue) the validating run of the first fitted target's recommendation and check it; ``command``:
+    the one that runs it (recorded; the analysis's when empty)."""
     folder = Path(folder)
     design = RaceDesign.load(folder)
     recs = [r for r in analysis.recommendations if r.arm]
@@ -186,7 +192,7 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | N
         else:
             checks.append(TargetCheck(target, False, last.accuracy, last.train_flops, None, None, None, None, best,
                                       start))
-    out = {"validation_version": VALIDATION_VERSION, "command": analysis.command, "arm": arm.name,
+    out = {"validation_version": VALIDATION_VERSION, "command": command or analysis.command, "arm": arm.name,
            "recommended_for": rec.target, "confidence": rec.confidence, "regime": rec.regime,
            "budget_flops": budget, "spent_flops": summary.flops["total"], "within_budget": summary.within_budget,
            "seed": seed, "continued": {"pilot": os.path.relpath(pilot, folder), "steps": origin.steps,
@@ -211,7 +217,7 @@ def continue_pilot(pilot: Path, run: Path, points: tuple[int, ...]) -> None:
     aside = run.with_name(f".{run.name}.copy")
     shutil.rmtree(aside, ignore_errors=True)
     with folder_lock(pilot, "pilot run folder"):
-        shutil.copytree(pilot, aside, ignore=shutil.ignore_patterns(".lock"))
+        shutil.copytree(pilot, aside, ignore=shutil.ignore_patterns(".lock", TEMPORARY))
     copy = RunFolder(aside)
     copy.write_config(replace_config(copy.read_config(), out_dir=str(run), eval_at_flops=points))
     shutil.rmtree(run, ignore_errors=True)
