@@ -70,3 +70,15 @@ def test_trend_is_the_last_slope_in_ln_f_carried_to_the_budget():
     assert single == Trend(0.4, 0.4)  # one evaluation: slope 0
     assert trend([Observation("0", 0.0, 0.1)], 1e20) is None
     assert trend(obs, 1e18).reach == pytest.approx(0.3)  # a budget below the pilots: nothing ahead
+
+
+def test_arms_the_pilots_cannot_tell_apart_to_the_fits_residue_take_the_room():
+    """Four arms that scored 0 on every prompt: the fits read them at 8.4e-11 and 7.7e-11, which is no evidence
+    either way; the room the design paid for keeps them all, not the first two by name."""
+    preds = [pred(a, r, r, r, p_best=pb) for a, r, pb in
+             (("beta0.0.t0.7", 8.43e-11, 0.5), ("beta0.0.t1.0", 8.43e-11, 0.5), ("beta0.04.t0.7", 7.74e-11, 0.0),
+              ("beta0.04.t1.0", 7.74e-11, 0.0))]
+    trends = {p.arm: Trend(0.0, 0.0) for p in preds}
+    assert sorted(keep(preds, 2, trends, limit=4)) == sorted(p.arm for p in preds)
+    apart = [pred("a", 0.5, 0.45, 0.55, p_best=1.0), pred("b", 0.3, 0.25, 0.45 - 2e-9, p_best=0.0)]
+    assert keep(apart, 1, {"a": Trend(0.5, 0.5), "b": Trend(0.3, 0.3)}, limit=2) == ["a"]  # beyond it: ruled out

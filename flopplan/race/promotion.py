@@ -39,6 +39,10 @@ from flopplan.race.checks import by_reward
 from flopplan.race.results import ArmPrediction, Observation
 
 P_OPEN = 0.05
+FIT_RESIDUE = 1e-9
+"""How far below the leader's lower bound an arm's upper bound or reach may fall and still reach it: what the fits
+leave where the pilots do not vary (arms that scored 0 on every prompt were read at 7.7e-11 and 8.4e-11, and the
+room the design paid for went to the first by name)."""
 """The least share of the replicates in which an arm beyond the halving's count must be the best at F to go on."""
 
 
@@ -94,7 +98,8 @@ def keep(predictions: Sequence[ArmPrediction], n_keep: int, trends: Mapping[str,
     out = [first, *rest[:n_keep - 1]]
     by_prediction = ranked(predictions)
     leader = ([p for p in by_prediction if p.comparable] or by_prediction)[0]
-    open_ = [p for p in predictions if p.arm not in out and p.hi >= leader.lo
-             and (p.p_best >= P_OPEN or seen[p.arm].reach >= leader.lo)]
+    floor = leader.lo - FIT_RESIDUE
+    open_ = [p for p in predictions if p.arm not in out and p.hi >= floor
+             and (p.p_best >= P_OPEN or seen[p.arm].reach >= floor)]
     out += [p.arm for p in sorted(open_, key=lambda p: (-p.p_best, -p.hi, p.arm))]
     return out if limit is None else out[:limit]
