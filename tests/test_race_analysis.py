@@ -212,7 +212,8 @@ def test_a_p_best_far_beyond_the_pilots_says_it_was_not_checked_there(size_race)
     rec = far.recommendation
     assert rec.mode == "fitted" and rec.horizon == pytest.approx(16.0)
     caveat = [w for w in far.warnings if "x its largest pilot" in w]
-    assert len(caveat) == 1 and caveat[0].startswith(f"{rec.arm}: F is 16.0x its largest pilot")
+    assert rec.extrapolation == pytest.approx(16.0, rel=0.02)  # over the training FLOPs the analysis read
+    assert len(caveat) == 1 and caveat[0].startswith(f"{rec.arm}: F is {rec.extrapolation:.1f}x its largest pilot")
     assert f"P(best) of {rec.p_best:.2f}" in caveat[0]
 
 
@@ -457,6 +458,31 @@ def test_a_barely_learning_arm_never_stops_the_analysis(size_race):
     assert an.recommendations[0].arm == "strong" and len(t.budgets[-1].predictions) == 3
 
 
+def test_an_arm_whose_pilots_never_moved_is_not_bounded_by_them(size_race):
+    """An arm that scored 0 on every prompt at every evaluation: every curve family reads it flat to F and the
+    bootstrap has nothing to resample, so its interval at F was [0, 0] at any horizon and the other arm's P(best)
+    1.000 over it (a review's LoRA race). Now its interval runs to 1, it is not comparable (left out of the P(best),
+    and said so), and it is not usable; an arm whose pilots vary as little but do vary is read as before."""
+    inp, before = size_race
+    zeros = tuple(SeedRun(s, tuple(EvalPoint(f, np.zeros(200)) for f in (0.0, 1e19, 2e19, 4e19, 8e19)))
+                  for s in range(3))
+    arms = (*inp.arms, info("still", policy="3B", params=3_000_000_000))
+    data = PilotData((*inp.targets["math"].arms, ArmPilots("still", zeros)))
+    an = analyze(replace(inp, arms=arms, targets={"math": data}, reached=inp.reached | {"still": 0}), n_replicates=50)
+    t = an.target("math")
+    still = next(p for p in t.budgets[-1].predictions if p.arm == "still")
+    assert (still.lo, still.hi, still.usable, still.comparable, still.p_best) == (0.0, 1.0, False, False, 0.0)
+    assert still.gain_hi == pytest.approx(1.0 - (still.reward - still.gain)) and "never moved" in still.note
+    assert any(w.startswith("still: its pilots never moved") for w in t.warnings)
+    assert an.recommendations[0].arm == before.recommendations[0].arm == "strong"
+    one = tuple(SeedRun(s, tuple(EvalPoint(f, (np.arange(200) < (1 if f == 8e19 else 0)).astype(float))
+                                 for f in (0.0, 1e19, 2e19, 4e19, 8e19))) for s in range(3))
+    moved = analyze(replace(inp, arms=arms, targets={"math": PilotData((*inp.targets["math"].arms,
+                                                                        ArmPilots("still", one)))},
+                            reached=inp.reached | {"still": 0}), n_replicates=50).target("math")
+    assert next(p for p in moved.budgets[-1].predictions if p.arm == "still").note == ""
+
+
 # ---------------------------------------------------------------- synthetic-truth acceptance
 
 
@@ -519,9 +545,9 @@ def test_leaving_out_the_holdout_changes_no_prediction():
 
 
 def test_an_arm_no_replicate_puts_first_is_not_named_in_a_tie_though_it_reaches_a_lower_bound_of_0():
-    """An arm at 0 everywhere (interval [0, ~1e-37]) beside two arms that cannot be told apart: once the leader's
-    interval reaches 0, the arm at 0 reaches its lower bound too, yet no replicate puts it first; the tie (and the
-    price of one more rung for it) names the two only."""
+    """An arm at 0 everywhere beside two arms that cannot be told apart: its pilots never moved, so its interval
+    runs to 1 (its curves read [0, ~1e-37]) and it is not comparable; it reaches the leader's lower bound, yet no
+    replicate puts it first; the tie (and the price of one more rung for it) names the two only."""
     from flopplan.race.regime import tied_arms
 
     rng = np.random.default_rng(1)
@@ -532,7 +558,7 @@ def test_an_arm_no_replicate_puts_first_is_not_named_in_a_tie_though_it_reaches_
     pairs = [(info("g8", group_size=8), low), (info("g16", group_size=16), high), (info("g4", group_size=4), zero)]
     at_f = analyze(race(pairs), n_replicates=REPS).target("math").budgets[-1]
     by_arm = {p.arm: p for p in at_f.predictions}
-    assert by_arm["g4"].hi < 1e-20 and by_arm["g4"].p_best == 0.0 and by_arm["g4"].comparable
+    assert by_arm["g4"].hi == 1.0 and by_arm["g4"].p_best == 0.0 and not by_arm["g4"].comparable
     lead = at_f.decision.best
     assert set(tied_arms(at_f, lead)) == {"g8", "g16"}
     wide = replace(at_f, predictions=tuple(replace(p, lo=0.0) if p.arm == lead else p for p in at_f.predictions))

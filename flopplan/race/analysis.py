@@ -253,12 +253,8 @@ def _curve(st: _ArmState, res: BootstrapResult, ens: ensemble.EnsembleResult, ba
                     predicted_at_budget=checks.read_at(af.fit, at), without_first=st.without_first,
                     without_first_reason=st.without_first_reason, power_law=st.power_law,
                     power_law_reason=st.power_law_reason,
-                    band=Band(flops=_floats(band), point=_floats(pts), lo=_floats(iv[:, 0]), hi=_floats(iv[:, 1])),
+                    band=Band(*(tuple(map(float, v)) for v in (band, pts, iv[:, 0], iv[:, 1]))),
                     ensemble=ens.fits[st.k])
-
-
-def _floats(values: FloatArray) -> tuple[float, ...]:
-    return tuple(float(v) for v in values)
 
 
 def _at_budget(label: str, budget: float, states: list[_ArmState], ens: ensemble.EnsembleResult,
@@ -277,14 +273,15 @@ def _at_budget(label: str, budget: float, states: list[_ArmState], ens: ensemble
         lo, hi = min(lo, point), max(hi, point)
         g_lo, g_hi = bootstrap_interval(reps - r0_reps, point - r0, level)
         g_lo, g_hi = min(g_lo, point - r0), max(g_hi, point - r0)
-        set_aside = ledger <= 0
-        note = ("the upfront FLOPs exceed the budget" if ledger <= 0 else
+        set_aside, still = ledger <= 0, checks.unmoved(st.arm)  # still: nothing bounds it where its pilots stop
+        note = ("the upfront FLOPs exceed the budget" if ledger <= 0 else checks.UNMOVED if still else
                 "non-monotone (fails the envelope check)" if not st.monotone else "")
         share = (info.split.get("feedback", 0.0) * ledger + info.upfront_flops) / budget if ledger > 0 else 1.0
-        comparable = st.monotone and not set_aside
+        comparable = st.monotone and not set_aside and not still
         cands.append(Candidate(info.name, info.axes, info.params, share, point, reps, not note, note, st.noise,
                                comparable, in_play=not set_aside))
-        preds.append(ArmPrediction(arm=info.name, ledger_flops=ledger, reward=point, lo=float(lo), hi=float(hi),
+        hi, g_hi = (1.0, 1.0 - r0) if still else (float(hi), float(g_hi))  # unmoved: to a pass rate's most
+        preds.append(ArmPrediction(arm=info.name, ledger_flops=ledger, reward=point, lo=float(lo), hi=hi,
                                    gain=point - r0, gain_lo=float(g_lo), gain_hi=float(g_hi), p_best=0.0,
                                    extrapolation=ledger / st.max_flops, usable=not note, comparable=comparable,
                                    note=note,
@@ -303,7 +300,9 @@ def _fit_warnings(states: list[_ArmState], at_f: BudgetResult) -> list[str]:
             out.append(f"{p.arm}: R at the target budget moves from {p.reward:.3f} to {wf.predicted_at_budget:.3f} "
                        "without the first evaluation points (more than half the interval's width)")
         check = st.power_law
-        if check is not None and check.law.sse < check.scalerl_sse:
+        if checks.unmoved(st.arm):
+            out.append(f"{p.arm}: {checks.UNMOVED}")
+        elif check is not None and check.law.sse < check.scalerl_sse:
             out.append(f"{p.arm}: the power law fits its points better than the ScaleRL curve (SSE "
                        f"{check.law.sse:.4g} vs {check.scalerl_sse:.4g}): the run may not have bent yet")
     return out

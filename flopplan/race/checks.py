@@ -166,6 +166,19 @@ def by_reward(rewards: Mapping[str, float]) -> list[str]:
     return [names[i] for i in tie_order([rewards[n] for n in names])]
 
 
+UNMOVED = ("its pilots never moved (every prompt scored the same at every evaluation of every seed): nothing bounds "
+           "its reward at the budget, and a take-off after the pilots is not ruled out; its interval there runs to 1, "
+           "and the P(best) leaves it out")
+
+
+def unmoved(arm: ArmPilots) -> bool:
+    """Whether every score of every evaluation of ``arm``'s pilots is one value (0 on every prompt, say): the curve
+    families all read it as flat to the budget and the bootstrap has nothing to resample, so its interval would be
+    [x, x] however far the budget lies (:data:`UNMOVED` says what the analysis does instead)."""
+    scores = [p.scores for run in arm.runs for p in run.points]
+    return bool(scores) and all(np.all(s == scores[0][0]) for s in scores)
+
+
 def naive_pick(seen: Sequence[tuple[str, float | None]]) -> tuple[str, float] | None:
     """The naive pick: of the arms' observed seed-mean rewards at the top rung (in arm order; None: not observed
     there), the best, a tie (:data:`TIE`) going to the first arm (round 31's check found two arms at 232 of 600
