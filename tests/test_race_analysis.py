@@ -483,6 +483,21 @@ def test_an_arm_whose_pilots_never_moved_is_not_bounded_by_them(size_race):
     assert next(p for p in moved.budgets[-1].predictions if p.arm == "still").note == ""
 
 
+def test_pilots_too_short_to_hold_a_point_out_say_their_interval_is_not_calibrated_on_them(size_race):
+    """The model average weighs its families and calibrates its interval on held-out evaluation positions, and holds
+    none out below 5 (race design --evals 2 gives the top rung 4 or 5): the analysis now says so per arm, where
+    race.json's method alone described weights and a calibration it had not made (a review)."""
+    inp, full = size_race
+    assert not [w for w in full.target("math").warnings if "too few to hold one out" in w]  # 6 positions
+    short = PilotData(tuple(ArmPilots(a.name, tuple(SeedRun(r.seed, r.points[:4]) for r in a.runs))
+                            for a in inp.targets["math"].arms))
+    t = analyze(replace(inp, targets={"math": short}), n_replicates=50).target("math")
+    few = [w for w in t.warnings if "too few to hold one out" in w]
+    assert sorted(w.split(":")[0] for w in few) == ["strong", "weak"]
+    assert all("evaluated at 4 positions" in w for w in few)
+    assert all(c.ensemble is not None and c.ensemble.held_out == 0 for c in t.curves)
+
+
 # ---------------------------------------------------------------- synthetic-truth acceptance
 
 

@@ -55,7 +55,7 @@ def test_the_design_says_when_its_horizon_is_beyond_where_p_best_was_checked():
     def horizon_of(grid: Grid, phi: float) -> tuple[float, str]:
         design = design_race(_base(), grid, 10**13, phi, evaluation_flops=_eval_flops)
         top = max(a.pilot_budget(design, len(design.keep) - 1) for a in design.arms)
-        note, *others = design.notes
+        note, *others = (n for n in design.notes if not n.startswith("a top-rung pilot evaluates"))
         assert others == ([one_seed_note(0.05)] if grid.seeds == 1 else [])
         return 10**13 / top, note
 
@@ -72,13 +72,27 @@ def test_the_design_says_when_its_horizon_is_beyond_where_p_best_was_checked():
     assert near_note == f"F is {near:.1f}x the largest pilot: predictions at F extrapolate that far"
 
 
+@pytest.mark.parametrize(("evals", "rungs", "positions"), [(2, 2, 4), (3, 2, None), (3, 1, 4), (4, 1, None)])
+def test_the_design_says_when_its_pilots_evaluate_too_rarely_to_hold_a_point_out(evals, rungs, positions):
+    """The analysis holds an evaluation position out only from 5 on (step 0, the --evals points, each rung's end):
+    with fewer, its families are weighted equally and its intervals not calibrated on the pilots' holdout, and the
+    design says so before any pilot runs (--evals 2 with two rungs gave 4; the quick demo's)."""
+    design = design_race(_base(), Grid(("tiny-s",), (4, 8), (1,), ("rule",), seeds=2, rungs=rungs, evals=evals,
+                                       eval_prompts=20), 10**13, 0.3, evaluation_flops=_eval_flops)
+    notes = [n for n in design.notes if n.startswith("a top-rung pilot evaluates")]
+    if positions is None:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and f"about {positions} positions" in notes[0] and "--evals" in notes[0]
+
+
 def test_a_race_sets_the_seed_sd_its_one_seed_arms_assume_and_every_analysis_reads_it(tmp_path):
     """``race design --seed-sd``: the relative seed sd an arm of one seed is assumed to have (where no other arm
     shows one) is the design's, recorded in the manifest and said in the design's note; a manifest without it (before
     the option) reads the default; a value outside [0, 1] is one line, from the CLI and from an edited manifest."""
     grid = Grid(("tiny-s", "tiny"), (4,), (1,), ("rule",), seeds=1, rungs=1, evals=3, eval_prompts=20, one_seed_sd=0.2)
     design = design_race(_base(), grid, 10**13, 0.6, evaluation_flops=_eval_flops)
-    assert design.one_seed_sd == 0.2 and "assumes a seed sd of 20 % of the gain" in design.notes[-1]
+    assert design.one_seed_sd == 0.2 and "assumes a seed sd of 20 % of the gain" in design.notes[1]
     data = design.to_data()
     assert RaceDesign.from_data(json.loads(json.dumps(data)), "m").one_seed_sd == 0.2
     assert RaceDesign.from_data({k: v for k, v in data.items() if k != "one_seed_sd"}, "m").one_seed_sd == 0.05

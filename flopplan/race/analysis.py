@@ -291,23 +291,6 @@ def _at_budget(label: str, budget: float, states: list[_ArmState], ens: ensemble
                                                                      for p in preds), decision=dec)
 
 
-def _fit_warnings(states: list[_ArmState], at_f: BudgetResult) -> list[str]:
-    out = []
-    for st in states:
-        p = next(p for p in at_f.predictions if p.arm == st.info.name)
-        wf = st.without_first
-        if wf is not None and abs(wf.predicted_at_budget - p.reward) > (p.hi - p.lo) / 2:
-            out.append(f"{p.arm}: R at the target budget moves from {p.reward:.3f} to {wf.predicted_at_budget:.3f} "
-                       "without the first evaluation points (more than half the interval's width)")
-        check = st.power_law
-        if checks.unmoved(st.arm):
-            out.append(f"{p.arm}: {checks.UNMOVED}")
-        elif check is not None and check.law.sse < check.scalerl_sse:
-            out.append(f"{p.arm}: the power law fits its points better than the ScaleRL curve (SSE "
-                       f"{check.law.sse:.4g} vs {check.scalerl_sse:.4g}): the run may not have bent yet")
-    return out
-
-
 def _naive(inp: RaceInput, curves: dict[str, ArmCurve], survived: dict[str, bool]) -> tuple[str, float] | None:
     """The naive pick (:func:`checks.naive_pick`) of the survivors' observed rewards at the top rung (an arm that
     ran it but stopped short read at its last evaluation; midway through a race, no arm has run it)."""
@@ -431,7 +414,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
     g_of = {a.name: (float(a.axes["group_size"]) if "group_size" in a.axes else None) for a in inp.arms}
     warnings += g_warnings(budget_results, g_of)
     at_f = budget_results[-1]
-    warnings += _fit_warnings(states, at_f)
+    warnings += checks.fit_warnings([(st.arm, st.without_first, st.power_law, ens.fits[st.k]) for st in states], at_f)
     naive = _naive(inp, curves, survived)
     unpredicted = naive is not None and all(p.arm != naive[0] for p in at_f.predictions)
     observed = observed_best() if at_f.decision.best is None or at_f.decision.top_unidentified or unpredicted else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cmp_to_key
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -177,6 +178,30 @@ def unmoved(arm: ArmPilots) -> bool:
     [x, x] however far the budget lies (:data:`UNMOVED` says what the analysis does instead)."""
     scores = [p.scores for run in arm.runs for p in run.points]
     return bool(scores) and all(np.all(s == scores[0][0]) for s in scores)
+
+
+def fit_warnings(arms: Sequence[tuple[ArmPilots, Any, PowerLawCheck | None, Any]], at_f: Any) -> list[str]:
+    """What the fits of each arm (its pilots, its fit without the first evaluation points, its power-law check and its
+    model average's record, :class:`flopplan.race.results.EnsembleFit`) say its prediction at F (``at_f``, a
+    :class:`flopplan.race.results.BudgetResult`) does not show."""
+    out = []
+    for arm, without_first, check, ensemble in arms:
+        p = next(p for p in at_f.predictions if p.arm == arm.name)
+        if without_first is not None and abs(without_first.predicted_at_budget - p.reward) > (p.hi - p.lo) / 2:
+            out.append(f"{p.arm}: R at the target budget moves from {p.reward:.3f} to "
+                       f"{without_first.predicted_at_budget:.3f} without the first evaluation points (more than half "
+                       "the interval's width)")
+        if unmoved(arm):
+            out.append(f"{p.arm}: {UNMOVED}")
+        elif check is not None and check.law.sse < check.scalerl_sse:
+            out.append(f"{p.arm}: the power law fits its points better than the ScaleRL curve (SSE "
+                       f"{check.law.sse:.4g} vs {check.scalerl_sse:.4g}): the run may not have bent yet")
+        if not ensemble.held_out and not unmoved(arm):
+            positions = max(len(r.points) for r in arm.runs)
+            out.append(f"{p.arm}: its pilots evaluated at {positions} positions, too few to hold one out (5 needed: "
+                       "race design --evals): its curve families are weighted equally and its interval is not "
+                       "calibrated on its pilots' own held-out points")
+    return out
 
 
 def naive_pick(seen: Sequence[tuple[str, float | None]]) -> tuple[str, float] | None:

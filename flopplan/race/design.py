@@ -36,7 +36,7 @@ from flopplan.fileio import atomic_write_json, read_json
 from flopplan.planfile import PlanEntry
 from flopplan.planner import plan
 from flopplan.race.axes import CLASSIC, Axis, arm_name, check_knobs, label
-from flopplan.race.design_notes import horizon_note, one_seed_note
+from flopplan.race.design_notes import holdout_note, horizon_note, one_seed_note
 from flopplan.race.grid import EVAL_LOOPS, Grid, room_ladder
 from flopplan.race.seed_pooling import ONE_SEED_SD, is_seed_sd
 from flopplan.recipe import Recipe, RewardSystem
@@ -343,7 +343,9 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
                         "FLOPs; raise --budget or lower --pilot-fraction")
     top = max(a.pilot_budget(design, len(keep) - 1) for a in design.arms)
     seeds = len(design.seeds)
-    notes = (horizon_note(budget_flops / top, seeds), *([one_seed_note(grid.one_seed_sd)] if seeds == 1 else []))
+    positions = 1 + len({*(p for p in design.eval_points if p <= design.rung_flops[-1]), *design.rung_flops})
+    notes = (horizon_note(budget_flops / top, seeds), *([one_seed_note(grid.one_seed_sd)] if seeds == 1 else []),
+             *filter(None, [holdout_note(positions)]))
     return replace(design, notes=notes)
 
 

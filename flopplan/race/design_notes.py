@@ -36,3 +36,18 @@ def horizon_note(horizon: float, seeds: int = 3) -> str:
             "as how strongly the pilots favour an arm, not as the chance that it is best at F; a larger "
             f"--pilot-fraction, {fewer}, or a steeper ladder (more --rungs, a larger --eta) brings the largest pilot "
             "closer to F")
+
+
+HOLDOUT_POSITIONS = 5  # the fewest evaluation positions from which the model average holds one out (ensemble._holdout)
+
+
+def holdout_note(positions: int) -> str:
+    """What a design whose top-rung pilots evaluate at too few positions leaves the analysis without: a held-out
+    point, so the model average weighs its curve families equally and no split-conformal calibration from the
+    pilots' own holdout widens its intervals. '' when there are enough."""
+    if positions >= HOLDOUT_POSITIONS:
+        return ""
+    return (f"a top-rung pilot evaluates at about {positions} positions (step 0, the --evals points and each rung's "
+            f"end), fewer than the {HOLDOUT_POSITIONS} from which the analysis holds one out: its curve families "
+            "will be weighted equally and its intervals not calibrated on the pilots' own held-out points; more "
+            "--evals gives it them")
