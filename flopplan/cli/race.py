@@ -28,9 +28,19 @@ def race_base() -> Recipe:
                   completion_len=Length.fixed(2), grad_ckpt=False)
 
 
+def _values(values: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """A shorthand axis option's values (repeatable, comma-separated), each given once: a value named twice is
+    refused as ``--axis`` refuses it, since the grid would silently hold one arm where two were asked for."""
+    names = [m.strip() for value in values for m in value.split(",") if m.strip()]
+    twice = [name for i, name in enumerate(names) if name in names[:i]]
+    if twice:
+        raise UserError(f"{what} names a value twice ({twice[0]})")
+    return tuple(names_option(values, what))  # (refusing an option given without a name)
+
+
 def _ints(values: tuple[str, ...], what: str) -> tuple[int, ...]:
     out = []
-    for name in names_option(values, what):
+    for name in _values(values, what):
         if not name.isdigit() or int(name) < 1:
             raise UserError(f"{what} takes positive integers, not {name!r}")
         out.append(int(name))
@@ -130,6 +140,9 @@ def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ..
     model = None if reward_model_path is None else str(Path(reward_model_path).resolve())  # pilots run anywhere
     result = design_race(base, grid, total, pilot_fraction, evaluation_flops=_evaluation_flops, command=command_line(),
                          reward_model_path=model)
+    if len(result.arms) == 1:  # after pricing, so that what else is wrong with the design is said first
+        raise UserError(f"a race compares arms: the grid has one ({result.arms[0].name}); give an axis two values "
+                        "(--models A,B, --group-sizes G1,G2, --axis NAME=V1,V2, ...)")
     result.save(folder)
     if as_json:
         echo_json(result.to_data())
@@ -154,10 +167,10 @@ def _given_axes(axes: tuple[str, ...], models: tuple[str, ...], group_sizes: tup
     ``--axis``; empty where neither gives one) and the other axes."""
     from flopplan.race.axes import CLASSIC, parse_axis
 
-    given = {"policy": tuple(names_option(models, SHORTHAND["policy"])),
+    given = {"policy": _values(models, SHORTHAND["policy"]),
              "group_size": _ints(group_sizes, SHORTHAND["group_size"]),
              "iterations": _ints(mus, SHORTHAND["iterations"]),
-             "reward": tuple(names_option(rewards, SHORTHAND["reward"]))}
+             "reward": _values(rewards, SHORTHAND["reward"])}
     extra = []
     for text in axes:
         axis = parse_axis(text)
