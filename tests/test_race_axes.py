@@ -100,7 +100,20 @@ def test_an_axis_flopplan_cannot_price_or_run_is_one_line(tmp_path, axis, fragme
 
 def test_a_shorthand_and_its_axis_together_are_refused(tmp_path):
     one_line_error(cli("race", "design", *RACE, "--group-sizes", "4", "--axis", "num_generations=8", "--out",
-                       str(tmp_path)), "given twice")
+                       str(tmp_path)), "given twice (--group-sizes and --axis num_generations)")
+
+
+@pytest.mark.parametrize(("axes", "named"), [
+    (("group_size=4,8", "num_generations=4"), "(--axis group_size and --axis num_generations)"),
+    (("lr=1e-3,2e-3", "learning_rate=1e-3"), "(--axis lr and --axis learning_rate)"),
+    (("beta=0,0.1", "beta=0.2"), "(--axis beta twice)"),
+])
+def test_two_axes_of_one_field_are_refused_naming_both(tmp_path, axes, named):
+    """Both came from --axis: the refusal named "--axis num_generations and its shorthand option", which was not
+    given."""
+    argv = [x for axis in axes for x in ("--axis", axis)]
+    one_line_error(cli("race", "design", *RACE, *argv, "--out", str(tmp_path)), f"is given twice {named}")
+    assert not (tmp_path / "manifest.json").exists()
 
 
 @pytest.mark.parametrize(("args", "fragment"), [

@@ -172,13 +172,17 @@ def _given_axes(axes: tuple[str, ...], models: tuple[str, ...], group_sizes: tup
              "iterations": _ints(mus, SHORTHAND["iterations"]),
              "reward": _values(rewards, SHORTHAND["reward"])}
     extra = []
+    given_by: dict[str, str] = {name: SHORTHAND[name] for name, values in given.items() if values}
     for text in axes:
         axis = parse_axis(text)
+        if axis.name in given_by:  # --axis group_size=4,8 --axis num_generations=4, or --group-sizes 4 beside it
+            where = given_by[axis.name]
+            both = f"{where} twice" if where == f"--axis {axis.given}" else f"{where} and --axis {axis.given}"
+            raise UserError(f"the axis {axis.name} is given twice ({both}): give its values once")
+        given_by[axis.name] = f"--axis {axis.given}"
         if axis.name not in CLASSIC:
             extra.append(axis)
             continue
-        if given[axis.name]:
-            raise UserError(f"the axis {axis.name} is given twice (--axis {axis.given} and its shorthand option)")
         given[axis.name] = tuple(str(v) if axis.name in ("policy", "reward") else v for v in axis.values)
     return given, tuple(extra)
 
