@@ -11,7 +11,7 @@ import click
 
 from flopplan.cli import command_line, echo_json, fail, main
 from flopplan.cli.options import build_recipe, names_option, parse_number, recipe_options
-from flopplan.errors import UserError
+from flopplan.errors import UserError, check_int
 from flopplan.recipe import Recipe
 
 RACE_BASE = ("tiny, full fine-tuning, 16 prompts x G, prompt 10, completion 2, no gradient checkpointing, one "
@@ -308,6 +308,11 @@ def run(race_dir: str, backend: str, jobs: int | None, shard: str, address: str 
         click.echo(f"all rungs done; next: flopplan race analyze {race_dir}")
 
 
+MIN_REPLICATES = 10
+"""The fewest bootstrap replicates an analysis takes (flopplan.race.analysis.analyze refuses fewer, naming its
+argument; the option is checked first so that the refusal names the option)."""
+
+
 @race.command()
 @click.argument("race_dir", type=click.Path(file_okay=False))
 @click.option("--replicates", default=500, show_default=True, type=int, help="Bootstrap replicates.")
@@ -320,6 +325,7 @@ def analyze(race_dir: str, replicates: int, no_plots: bool, as_json: bool) -> No
     from flopplan.race.design import RaceDesign
     from flopplan.race.report import write_outputs
 
+    check_int("--replicates", replicates, minimum=MIN_REPLICATES)
     design_ = RaceDesign.load(race_dir)
     result = analyze_race(race_input(design_, race_dir, command_line()), n_replicates=replicates)
     written = write_outputs(result, race_dir, plots=not no_plots)
