@@ -86,3 +86,19 @@ def test_a_table_wider_than_the_console_wraps_arm_names_and_cuts_none(capsys):
     for column in (1, 4):
         joined = "".join(line.split("│")[column + 1].strip() for line in lines)
         assert joined == "".join(row[column] for row in table.rows)
+
+
+def test_latex_notes_are_separate_sentences_escaped_like_the_cells():
+    """``flopplan tables --race`` joined the recommendation's notes with nothing between them ("...by their ledgers
+    tiny-s.G4...: F is 16.7x ..."): each note now ends as a sentence, and is escaped as the cells are."""
+    from flopplan.report.tables import Table, to_latex, to_markdown
+
+    notes = ["pilots spent 44.4 GFLOP = 35.5% of F by their ledgers",
+             "tiny-s.G4.mu1.rule.beta0.0: F is 16.7x its largest pilot. Read it as how strongly the pilots favour it",
+             "heldout: 30 evaluation prompts."]
+    table = Table("RACE recommendation", ["target", "arm"], [["heldout", "tiny-s.G4.mu1.rule.beta0.0"]], notes)
+    footnote = to_latex([table], "cmd").split("\\footnotesize\n", 1)[1].split("\n", 1)[0]
+    assert footnote == ("pilots spent 44.4 GFLOP = 35.5\\% of F by their ledgers. tiny-s.G4.mu1.rule.beta0.0: F is "
+                        "16.7x its largest pilot. Read it as how strongly the pilots favour it. heldout: 30 "
+                        "evaluation prompts.")
+    assert all(f"- {note}\n" in to_markdown([table], "cmd") for note in notes)  # Markdown: one item each
