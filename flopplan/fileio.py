@@ -230,12 +230,19 @@ def read_step_log(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
+def json_error_place(exc: json.JSONDecodeError) -> str:
+    """json's message with where it happened: some of its messages end in "at" (``Unterminated string starting
+    at``, ``Invalid control character at``) and take the place directly."""
+    place = f"line {exc.lineno}, column {exc.colno}"
+    return f"{exc.msg} {place}" if exc.msg.endswith(" at") else f"{exc.msg} at {place}"
+
+
 def read_json(path: str | Path, what: str) -> Any:
     """Read a JSON file flopplan or the user wrote; any problem is a one-line :class:`UserError`."""
     text = read_text(path, what)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UserError(f"{what} {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        raise UserError(f"{what} {str(path)!r} is not valid JSON: {json_error_place(exc)}") from None
     except RecursionError:  # arrays or objects nested deeper than Python's recursion limit (no file of ours)
         raise UserError(f"{what} {str(path)!r} nests its JSON too deeply to read") from None

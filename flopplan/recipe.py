@@ -96,6 +96,12 @@ class RewardSystem:
             return None
         base = resolve(self.model)
         if base.head.kind == "score":
+            labels = base.head.layers[-1].out_features
+            if self.kind == "prm" and labels != 2:
+                raise UserError(f"reward {self}: a PRM needs a two-label (step incorrect, step correct) score head "
+                                f"and {base.name}'s has {labels} label{'s' if labels != 1 else ''}: use "
+                                f"orm:{base.name}, {DEFAULT_PRM}, or a language model such as prm:tiny "
+                                "(which gets the PRM head)")
             return base
         if self.kind == "orm":
             return with_head(base, orm_head(base), f"{base.name}-orm")

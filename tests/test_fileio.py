@@ -144,6 +144,22 @@ def test_json_nested_deeper_than_python_recurses_is_one_line(tmp_path):
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize(("text", "message"), [
+    ('{\n  "arms": ["tiny-s.G4', "Unterminated string starting at line 2, column 12"),  # a truncated race.json
+    ('{"a": "x\ty"}', "Invalid control character at line 1, column 9"),
+    ('{"a": 1 "b": 2}', "Expecting ',' delimiter at line 1, column 9"),
+    ('{"a": }', "Expecting value at line 1, column 7"),
+])
+def test_a_json_error_says_where_in_one_readable_phrase(tmp_path, text, message):
+    """Some of json's messages end in "at" ("Unterminated string starting at"): the place follows them directly,
+    not as "starting at at line"."""
+    path = tmp_path / "race.json"
+    path.write_text(text)
+    with pytest.raises(UserError) as err:
+        read_json(path, "race analysis")
+    assert str(err.value) == f"race analysis {str(path)!r} is not valid JSON: {message}"
+
+
 def test_the_lock_holders_process_id_is_read_back_and_none_once_released(tmp_path):
     assert lock_holder_pid(tmp_path) is None
     with folder_lock(tmp_path, "run folder"):

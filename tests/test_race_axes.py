@@ -100,7 +100,44 @@ def test_an_axis_flopplan_cannot_price_or_run_is_one_line(tmp_path, axis, fragme
 
 def test_a_shorthand_and_its_axis_together_are_refused(tmp_path):
     one_line_error(cli("race", "design", *RACE, "--group-sizes", "4", "--axis", "num_generations=8", "--out",
-                       str(tmp_path)), "given twice")
+                       str(tmp_path)), "given twice (--group-sizes and --axis num_generations)")
+
+
+@pytest.mark.parametrize(("axes", "named"), [
+    (("group_size=4,8", "num_generations=4"), "(--axis group_size and --axis num_generations)"),
+    (("lr=1e-3,2e-3", "learning_rate=1e-3"), "(--axis lr and --axis learning_rate)"),
+    (("beta=0,0.1", "beta=0.2"), "(--axis beta twice)"),
+])
+def test_two_axes_of_one_field_are_refused_naming_both(tmp_path, axes, named):
+    """Both came from --axis: the refusal named "--axis num_generations and its shorthand option", which was not
+    given."""
+    argv = [x for axis in axes for x in ("--axis", axis)]
+    one_line_error(cli("race", "design", *RACE, *argv, "--out", str(tmp_path)), f"is given twice {named}")
+    assert not (tmp_path / "manifest.json").exists()
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (("--group-sizes", "4,4"), "--group-sizes names a value twice (4)"),
+    (("--group-sizes", "4", "--group-sizes", "4,8"), "--group-sizes names a value twice (4)"),
+    (("--models", "tiny-s,tiny-s", "--group-sizes", "4,8"), "--models names a value twice (tiny-s)"),
+    (("--mus", "1,1", "--group-sizes", "4,8"), "--mus names a value twice (1)"),
+    (("--rewards", "rule,rule", "--group-sizes", "4,8"), "--rewards names a value twice (rule)"),
+])
+def test_a_shorthand_option_naming_a_value_twice_is_refused_like_an_axis(tmp_path, args, fragment):
+    """``--group-sizes 4,4`` became one arm ("1 arms x 1 seeds") while ``--axis group_size=4,4`` is refused."""
+    one_line_error(cli("race", "design", *RACE, *args, "--out", str(tmp_path)), fragment)
+    assert not (tmp_path / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ("--group-sizes", "4"),  # the shorthand options' values and the defaults give one arm
+    ("--axis", "learning_rate=1e-3"),  # with an axis, what no axis varies is the base recipe's
+])
+def test_a_grid_of_one_arm_is_refused(tmp_path, args):
+    """One arm has nothing to compare: it was designed, run and recommended with P(best) 1.000."""
+    one_line_error(cli("race", "design", *RACE, *args, "--out", str(tmp_path)),
+                   "a race compares arms: the grid has one (tiny-s.G")
+    assert not (tmp_path / "manifest.json").exists()
 
 
 def test_a_grpo_only_knob_is_designed_but_the_builtin_trainer_refuses_to_run_it(tmp_path):
@@ -185,7 +222,7 @@ def test_an_option_is_read_with_each_arm_and_refused_where_an_axis_varies_its_fi
     a field an axis varies would be replaced by the axis's values in every arm: refused, not dropped."""
     saved = tmp_path / "r.toml"
     cli("plan", "--model", "qwen2.5-0.5b", "--generation-batch", "32", "--save-recipe", str(saved), check=True)
-    cli("race", "design", *RACE, "--budget", "1e17", "--recipe", str(saved), "--models", "tiny-s", "--group-sizes",
+    cli("race", "design", *RACE, "--budget", "1e17", "--recipe", str(saved), "--group-sizes",
         "3,9", "--generation-batch", "3", "--out", str(tmp_path / "a"), check=True)  # the file's lengths cost more
     assert {a.recipe.generation_batch_size for a in RaceDesign.load(tmp_path / "a").arms} == {3}
     one_line_error(cli("race", "design", *RACE, "--axis", "beta=0,0.1", "--beta", "0.5", "--out",

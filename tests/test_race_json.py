@@ -213,6 +213,21 @@ def test_a_version_1_race_json_still_loads_and_reports():
     assert RaceAnalysis.from_data(old.to_data()) == old
 
 
+def test_the_reports_count_rungs_from_one_as_race_run_does_and_race_json_from_zero():
+    """race run says "rung 1 of 2"; report.md said "rung 0" and tables --race's rung column "1" for the same rung.
+    Every text a reader sees now says "rung R of N" from 1; race.json's labels and ``reached`` stay its data."""
+    old = load_analysis(V1 / "race.json")
+    md = render_markdown(old)
+    assert "rung 0" not in md and "Rungs: 1: 25 EFLOP, 2: 100 EFLOP" in md
+    assert "| rung 1 of 2 | 25 EFLOP | size-bound |" in md  # the regimes, budget by budget
+    assert "| large | rung 2 of 2 | 100 EFLOP |" in md and "- rung 2 of 2: policy 1.5B -> 0.5B" in md
+    assert "| large-g16 | 1.5B | 16 | 1,500,000,000 | 50.0% | 30.0% | 20.0% | 12.5 EFLOP | rung 1 of 2 | no |" in md
+    arms = to_markdown(paper_tables(old)["race_arms"], "cmd")
+    assert "| large | 1,500,000,000 |" in arms and "| 2 of 2 |" in arms and "| 1 of 2 |" in arms
+    assert [b.label for b in old.target(old.fitted_targets[0]).budgets][:2] == ["rung 0", "rung 1"]
+    assert {a.info.name: a.reached for a in old.arms}["large-g16"] == 0
+
+
 def test_a_version_1_race_json_holds_the_numbers_of_todays_analysis(monkeypatch):
     """The records changed shape, not numbers: today's analysis of the input behind tests/data/race_v1 equals what
     version 1 recorded, field by field (a change to RACE's statistics must regenerate that fixture, or be held at

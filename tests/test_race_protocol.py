@@ -242,6 +242,13 @@ def test_an_empty_grid_is_refused():
         design_race(_base(), Grid(("tiny",), (), (1,), ("rule",)), 10**12, 0.5, evaluation_flops=_eval_flops)
 
 
+def test_analyze_names_its_option_when_it_refuses_too_few_replicates(tmp_path):
+    """The refusal named the analysis's argument (n_replicates), which the command line does not have; it is checked
+    before the folder is read."""
+    one_line_error(cli("race", "analyze", str(tmp_path), "--replicates", "2"),
+                   "--replicates must be an integer >= 10, not 2")
+
+
 def test_run_refuses_a_bad_shard_and_analyze_waits_for_a_rung(tmp_path):
     cli("race", "design", "--budget", "6e10", "--pilot-fraction", "0.5", "--out", str(tmp_path), *SMALL, check=True)
     one_line_error(cli("race", "run", str(tmp_path), "--shard", "2/2"), "--shard")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from helpers import cli, one_line_error
 from hypothesis import given, settings
 from strategies import recipes
 
@@ -68,6 +69,21 @@ def test_orm_head_and_prm_head():
     prm = RewardSystem.parse("prm:qwen2.5-1.5b").spec()
     assert [(lay.in_features, lay.out_features) for lay in prm.head.layers] == [(1536, 1536), (1536, 2)]
     assert RewardSystem.parse("prm").spec() is REGISTRY["qwen2.5-math-prm-7b"]
+
+
+def test_a_prm_on_a_one_label_score_head_is_refused_before_it_runs(tmp_path):
+    """tiny-rm's score head has one label; a PRM's step reward is the probability of label 1 of two, so a run (or a
+    race's pilot) on prm:tiny-rm would fail inside the reward model's forward. It is refused in one line where the
+    recipe's reward model is read, before any training, and a race design refuses the arm."""
+    with pytest.raises(UserError, match="two-label"):
+        RewardSystem.parse("prm:tiny-rm").spec()
+    one_line_error(cli("train", "--model", "tiny-s", "--reward", "prm:tiny-rm", "--steps", "1", "--out",
+                       str(tmp_path / "t")), "a PRM needs a two-label (step incorrect, step correct) score head")
+    one_line_error(cli("race", "design", "--budget", "1.2e11", "--pilot-fraction", "0.5", "--models", "tiny-s",
+                       "--group-sizes", "4", "--rewards", "rule,prm:tiny-rm", "--seeds", "2", "--rungs", "1",
+                       "--evals", "2", "--eval-prompts", "20", "--out", str(tmp_path / "r")), "use orm:tiny-rm")
+    assert not (tmp_path / "r").exists()
+    assert RewardSystem.parse("prm:tiny").spec().head.layers[-1].out_features == 2  # an LM gets the PRM head
 
 
 @pytest.mark.parametrize(("policy", "changes", "fragment"), [

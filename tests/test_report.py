@@ -66,3 +66,39 @@ def test_tables_record_their_command_and_version():
 
     for name, text in all_tables().items():
         assert "flopplan tables" in text.splitlines()[0] and __version__ in text.splitlines()[0], name
+
+
+def test_a_table_wider_than_the_console_wraps_arm_names_and_cuts_none(capsys):
+    """At 180 columns (any output that is not a terminal) the recommendation table cut its arm names to
+    ``tiny-s.G4.mu1.rule.beta0.0…``, so the winner could not be told from the runner-up. Every cell now wraps:
+    each arm name is found whole in its column once the column's lines are joined."""
+    from flopplan.report.console import print_tables
+    from flopplan.report.tables import Table
+
+    arms = [f"tiny-s.G4.mu1.rule.beta{beta}.temperature{t}" for beta in ("0.0", "0.04") for t in ("0.7", "1.0")]
+    table = Table("RACE recommendation", ["target", "arm", "regime", "P(best)", "runner-up", "margin"])
+    table.rows = [["heldout", arms[0], "temperature-bound", "0.540", arms[1], "0.031 [0.000, 0.960]"],
+                  ["long", arms[2], "temperature-bound", "0.410", arms[3], "0.012 [0.000, 0.500]"]]
+    print_tables([table], width=60)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│")]
+    assert len(lines) > len(table.rows)  # the table is wider than 60 columns: its rows wrapped
+    assert all(len(line) <= 60 for line in lines) and "…" not in "".join(lines)
+    for column in (1, 4):
+        joined = "".join(line.split("│")[column + 1].strip() for line in lines)
+        assert joined == "".join(row[column] for row in table.rows)
+
+
+def test_latex_notes_are_separate_sentences_escaped_like_the_cells():
+    """``flopplan tables --race`` joined the recommendation's notes with nothing between them ("...by their ledgers
+    tiny-s.G4...: F is 16.7x ..."): each note now ends as a sentence, and is escaped as the cells are."""
+    from flopplan.report.tables import Table, to_latex, to_markdown
+
+    notes = ["pilots spent 44.4 GFLOP = 35.5% of F by their ledgers",
+             "tiny-s.G4.mu1.rule.beta0.0: F is 16.7x its largest pilot. Read it as how strongly the pilots favour it",
+             "heldout: 30 evaluation prompts."]
+    table = Table("RACE recommendation", ["target", "arm"], [["heldout", "tiny-s.G4.mu1.rule.beta0.0"]], notes)
+    footnote = to_latex([table], "cmd").split("\\footnotesize\n", 1)[1].split("\n", 1)[0]
+    assert footnote == ("pilots spent 44.4 GFLOP = 35.5\\% of F by their ledgers. tiny-s.G4.mu1.rule.beta0.0: F is "
+                        "16.7x its largest pilot. Read it as how strongly the pilots favour it. heldout: 30 "
+                        "evaluation prompts.")
+    assert all(f"- {note}\n" in to_markdown([table], "cmd") for note in notes)  # Markdown: one item each

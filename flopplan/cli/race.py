@@ -11,7 +11,7 @@ import click
 
 from flopplan.cli import command_line, echo_json, fail, main
 from flopplan.cli.options import build_recipe, names_option, parse_number, recipe_options
-from flopplan.errors import UserError
+from flopplan.errors import UserError, check_int
 from flopplan.recipe import Recipe
 
 RACE_BASE = ("tiny, full fine-tuning, 16 prompts x G, prompt 10, completion 2, no gradient checkpointing, one "
@@ -28,9 +28,19 @@ def race_base() -> Recipe:
                   completion_len=Length.fixed(2), grad_ckpt=False)
 
 
+def _values(values: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """A shorthand axis option's values (repeatable, comma-separated), each given once: a value named twice is
+    refused as ``--axis`` refuses it, since the grid would silently hold one arm where two were asked for."""
+    names = [m.strip() for value in values for m in value.split(",") if m.strip()]
+    twice = [name for i, name in enumerate(names) if name in names[:i]]
+    if twice:
+        raise UserError(f"{what} names a value twice ({twice[0]})")
+    return tuple(names_option(values, what))  # (refusing an option given without a name)
+
+
 def _ints(values: tuple[str, ...], what: str) -> tuple[int, ...]:
     out = []
-    for name in names_option(values, what):
+    for name in _values(values, what):
         if not name.isdigit() or int(name) < 1:
             raise UserError(f"{what} takes positive integers, not {name!r}")
         out.append(int(name))
@@ -130,6 +140,9 @@ def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ..
     model = None if reward_model_path is None else str(Path(reward_model_path).resolve())  # pilots run anywhere
     result = design_race(base, grid, total, pilot_fraction, evaluation_flops=_evaluation_flops, command=command_line(),
                          reward_model_path=model)
+    if len(result.arms) == 1:  # after pricing, so that what else is wrong with the design is said first
+        raise UserError(f"a race compares arms: the grid has one ({result.arms[0].name}); give an axis two values "
+                        "(--models A,B, --group-sizes G1,G2, --axis NAME=V1,V2, ...)")
     result.save(folder)
     if as_json:
         echo_json(result.to_data())
@@ -154,18 +167,22 @@ def _given_axes(axes: tuple[str, ...], models: tuple[str, ...], group_sizes: tup
     ``--axis``; empty where neither gives one) and the other axes."""
     from flopplan.race.axes import CLASSIC, parse_axis
 
-    given = {"policy": tuple(names_option(models, SHORTHAND["policy"])),
+    given = {"policy": _values(models, SHORTHAND["policy"]),
              "group_size": _ints(group_sizes, SHORTHAND["group_size"]),
              "iterations": _ints(mus, SHORTHAND["iterations"]),
-             "reward": tuple(names_option(rewards, SHORTHAND["reward"]))}
+             "reward": _values(rewards, SHORTHAND["reward"])}
     extra = []
+    given_by: dict[str, str] = {name: SHORTHAND[name] for name, values in given.items() if values}
     for text in axes:
         axis = parse_axis(text)
+        if axis.name in given_by:  # --axis group_size=4,8 --axis num_generations=4, or --group-sizes 4 beside it
+            where = given_by[axis.name]
+            both = f"{where} twice" if where == f"--axis {axis.given}" else f"{where} and --axis {axis.given}"
+            raise UserError(f"the axis {axis.name} is given twice ({both}): give its values once")
+        given_by[axis.name] = f"--axis {axis.given}"
         if axis.name not in CLASSIC:
             extra.append(axis)
             continue
-        if given[axis.name]:
-            raise UserError(f"the axis {axis.name} is given twice (--axis {axis.given} and its shorthand option)")
         given[axis.name] = tuple(str(v) if axis.name in ("policy", "reward") else v for v in axis.values)
     return given, tuple(extra)
 
@@ -291,6 +308,11 @@ def run(race_dir: str, backend: str, jobs: int | None, shard: str, address: str 
         click.echo(f"all rungs done; next: flopplan race analyze {race_dir}")
 
 
+MIN_REPLICATES = 10
+"""The fewest bootstrap replicates an analysis takes (flopplan.race.analysis.analyze refuses fewer, naming its
+argument; the option is checked first so that the refusal names the option)."""
+
+
 @race.command()
 @click.argument("race_dir", type=click.Path(file_okay=False))
 @click.option("--replicates", default=500, show_default=True, type=int, help="Bootstrap replicates.")
@@ -303,6 +325,7 @@ def analyze(race_dir: str, replicates: int, no_plots: bool, as_json: bool) -> No
     from flopplan.race.design import RaceDesign
     from flopplan.race.report import write_outputs
 
+    check_int("--replicates", replicates, minimum=MIN_REPLICATES)
     design_ = RaceDesign.load(race_dir)
     result = analyze_race(race_input(design_, race_dir, command_line()), n_replicates=replicates)
     written = write_outputs(result, race_dir, plots=not no_plots)

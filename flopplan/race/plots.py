@@ -101,8 +101,9 @@ def _frontier(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> 
     best[has] = np.nanargmax(stack[:, has], axis=0)
     env = np.where(has, np.nanmax(np.where(np.isnan(stack), -np.inf, stack), axis=0), np.nan)
     ax.plot(x, env, color="black", lw=2.5, alpha=0.35, label="frontier (best usable arm)")
+    rungs = len(analysis.rung_budgets)
     for b in t.budgets:
-        ax.text(b.flops, 0.02, f" {b.label}: {b.decision.regime} ({b.decision.best or '-'})",
+        ax.text(b.flops, 0.02, f" {b.shown(rungs)}: {b.decision.regime} ({b.decision.best or '-'})",
                 transform=ax.get_xaxis_transform(), fontsize=7, ha="right", va="bottom", rotation=90)
     _marks(ax, analysis)
     ax.set_xscale("log")

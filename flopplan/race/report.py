@@ -11,7 +11,7 @@ from pathlib import Path
 from flopplan.fileio import atomic_write_json, atomic_write_text, writable_folder
 from flopplan.race.curves import FIT_METHOD
 from flopplan.race.plots import draw_all
-from flopplan.race.results import ArmCurve, RaceAnalysis, TargetResult
+from flopplan.race.results import ArmCurve, RaceAnalysis, TargetResult, rung_name
 from flopplan.report.tables import Table, provenance, to_markdown
 from flopplan.units import eng
 
@@ -82,26 +82,26 @@ def _recommendations(a: RaceAnalysis) -> tuple[Table, list[str]]:
     return table, notes
 
 
-def _regimes(t: TargetResult, level: float) -> Table:
+def _regimes(t: TargetResult, level: float, rungs: int) -> Table:
     table = Table(f"Regime by budget: {t.name}", ["budget", "FLOPs", "regime", "best", "P(best)", "runner-up",
                                                    f"margin [{level:.0%}]", "noise", "rule that decided it"])
     for b in t.budgets:
         d = b.decision
-        table.rows.append([b.label, eng(b.flops), d.regime, d.best or "-", _p(d.p_best), d.runner_up or "-",
+        table.rows.append([b.shown(rungs), eng(b.flops), d.regime, d.best or "-", _p(d.p_best), d.runner_up or "-",
                            _iv(d.margin, d.margin_lo, d.margin_hi), _r(d.noise), _cell(d.rule)])
-    comps = [f"{b.label}: {c.axis} {c.best_value} -> {c.neighbour_value} ({c.neighbour}) costs {c.cost:.3f} "
+    comps = [f"{b.shown(rungs)}: {c.axis} {c.best_value} -> {c.neighbour_value} ({c.neighbour}) costs {c.cost:.3f} "
              f"({c.names})" for b in t.budgets for c in b.decision.comparisons]
     table.notes = comps or ["no one-axis comparison at any budget"]
     return table
 
 
-def _predictions(t: TargetResult, level: float) -> Table:
+def _predictions(t: TargetResult, level: float, rungs: int) -> Table:
     table = Table(f"Predicted reward per arm and budget: {t.name}",
                   ["arm", "budget", "ledger FLOPs", f"R [{level:.0%}]", f"gain [{level:.0%}]", "P(best)",
                    "extrapolation", "observed", "usable"])
     for b in t.budgets:
         for p in b.predictions:
-            table.rows.append([p.arm, b.label, eng(p.ledger_flops), _iv(p.reward, p.lo, p.hi),
+            table.rows.append([p.arm, b.shown(rungs), eng(p.ledger_flops), _iv(p.reward, p.lo, p.hi),
                                _iv(p.gain, p.gain_lo, p.gain_hi), _p(p.p_best), _x(p.extrapolation),
                                _r(p.observed), "yes" if p.usable else f"no: {p.note}"
                                + ("; still a competitor" if p.comparable and not p.usable else "")])
@@ -165,7 +165,8 @@ def _held_out(a: RaceAnalysis) -> Table | None:
     if not others:
         return None
     table = Table("Held-out evaluation targets (observed only, not fitted)",
-                  ["target", "arm", "seeds", *(f"rung {i} observed" for i in range(len(a.rung_budgets))),
+                  ["target", "arm", "seeds", *(f"{rung_name(i, len(a.rung_budgets))} observed"
+                                              for i in range(len(a.rung_budgets))),
                    "last evaluation"])
     for t in others:
         for c in t.curves:
@@ -186,7 +187,8 @@ def _arms(a: RaceAnalysis) -> Table:
         info = arm.info
         table.rows.append([info.name, *(str(info.axes.get(k, "-")) for k in keys), f"{info.params:,}",
                            *(f"{info.split.get(b, 0.0):.1%}" for b in ("rollout", "learning", "feedback")),
-                           eng(info.upfront_flops), f"rung {arm.reached}", "yes" if arm.survived else "no"])
+                           eng(info.upfront_flops), rung_name(arm.reached, len(a.rung_budgets)),
+                           "yes" if arm.survived else "no"])
     table.notes = [f"varying axes: {', '.join(a.axes) or 'none'}; FLOP shares by bucket from each arm's ledger split"]
     return table
 
@@ -197,14 +199,15 @@ def render_markdown(analysis: RaceAnalysis, plots: list[str] | None = None) -> s
     intro = ["# RACE analysis", "", a.statement, "",
              f"Target budget F = {eng(a.budget_flops)}; the pilots spent {eng(a.pilot_flops)} "
              f"({a.pilot_share:.1%} of F); left for the validating run: {eng(a.budget_left_flops)}. Rungs: "
-             + ", ".join(f"{i}: {eng(r)}" for i, r in enumerate(a.rung_budgets))
+             + ", ".join(f"{i}: {eng(r)}" for i, r in enumerate(a.rung_budgets, 1))
              + f". {len(a.arms)} arms; {a.n_replicates} bootstrap replicates, {a.level:.0%} intervals, seed {a.seed}; "
              f"fitted targets: {', '.join(a.fitted_targets)}.", ""]
     tables = [_recommendations(a)[0]]
     for t in a.targets:
         if not t.fitted:
             continue
-        tables += [_regimes(t, a.level), _predictions(t, a.level), _curves(t), _holdout(t, a.level)[0]]
+        rungs = len(a.rung_budgets)
+        tables += [_regimes(t, a.level, rungs), _predictions(t, a.level, rungs), _curves(t), _holdout(t, a.level)[0]]
         if t.warnings:
             tables.append(Table(f"Warnings: {t.name}", ["warning"], [[_cell(w)] for w in t.warnings]))
     held = _held_out(a)

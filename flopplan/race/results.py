@@ -241,12 +241,23 @@ class Decision:
 
 @dataclass(frozen=True)
 class BudgetResult:
-    """One budget (a rung's or the target's): every fitted arm's prediction there and the decision."""
+    """One budget (a rung's or the target's): every fitted arm's prediction there and the decision. ``label``:
+    ``rung R`` (R counted from 0, as race.json counts rungs) or ``target``; :meth:`shown` is what a reader sees."""
 
     label: str
     flops: float
     predictions: tuple[ArmPrediction, ...]
     decision: Decision
+
+    def shown(self, rungs: int) -> str:
+        """The label as the reports print it, counted as ``race run`` counts rungs: ``rung R of N`` from 1."""
+        index = self.label.removeprefix("rung ")
+        return rung_name(int(index), rungs) if index.isdigit() else self.label
+
+
+def rung_name(index: int, rungs: int) -> str:
+    """Rung ``index`` (from 0, as race.json counts) of ``rungs`` as people read it: ``rung 1 of 2`` for index 0."""
+    return f"rung {index + 1} of {rungs}"
 
 
 @dataclass(frozen=True)

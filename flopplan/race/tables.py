@@ -98,6 +98,7 @@ def arms_at_budget_table(analysis: RaceAnalysis, target: str) -> Table:
     table = Table(f"RACE arms at F = {eng(analysis.budget_flops)} ({target})",
                   ["arm", "params", *analysis.axes, "rollout", "learning", "feedback", "rung", "reward at F",
                    f"{level} interval", "P(best)"])
+    rungs = len(analysis.rung_budgets)
     for arm in analysis.arms:
         info = arm.info
         pred = at_f.get(info.name)
@@ -105,7 +106,7 @@ def arms_at_budget_table(analysis: RaceAnalysis, target: str) -> Table:
                  else ["-", "-", "-"])
         table.rows.append([info.name, f"{info.params:,}", *(str(info.axes.get(a, "-")) for a in analysis.axes),
                            _pct(info.split.get("rollout")), _pct(info.split.get("learning")),
-                           _pct(info.split.get("feedback")), str(arm.reached + 1), *cells])
+                           _pct(info.split.get("feedback")), f"{arm.reached + 1} of {rungs}", *cells])
     return table
 
 

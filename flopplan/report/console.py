@@ -12,21 +12,24 @@ from flopplan.units import count, eng, percent
 FORMATS = ("table", "json", "csv", "markdown", "latex")
 
 
-def console() -> Any:
-    """A rich console; wide enough for the tables when output goes to a file or a pipe."""
+def console(width: int | None = None) -> Any:
+    """A rich console ``width`` characters wide; without one, the terminal's, or 180 when output goes to a file or a
+    pipe."""
     from rich.console import Console
 
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 180)
+    return Console(highlight=False, width=width or (None if sys.stdout.isatty() else 180))
 
 
-def print_tables(tables: list[Table], notes: list[str] | None = None) -> None:
+def print_tables(tables: list[Table], notes: list[str] | None = None, width: int | None = None) -> None:
+    """``tables`` and the ``notes`` under them on the :func:`console` (``width``: its width). A table wider than the
+    console wraps its cells, breaking a value without spaces (an arm name) across lines: no value is cut short."""
     from rich.table import Table as RichTable
 
-    con = console()
+    con = console(width)
     for table in tables:
         rich = RichTable(title=table.title, title_justify="left")
         for name, align in zip(table.columns, table.alignment(), strict=True):
-            rich.add_column(name, justify="right" if align == "r" else "left")
+            rich.add_column(name, justify="right" if align == "r" else "left", overflow="fold")
         for i, row in enumerate(table.rows):
             if i in table.sections:
                 rich.add_section()

@@ -52,6 +52,11 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
 
 
+def _sentence(note: str) -> str:
+    note = note.strip()
+    return note if note.endswith((".", "!", "?")) else note + "."
+
+
 def to_latex(tables: list[Table], command: str) -> str:
     out = [f"% {provenance(command)}", "% Needs \\usepackage{booktabs}.", ""]
     for table in tables:
@@ -67,9 +72,9 @@ def to_latex(tables: list[Table], command: str) -> str:
             out.append(" & ".join(latex_escape(c) for c in row) + " \\\\")
         out.append("\\bottomrule")
         out.append("\\end{tabular}")
-        if table.notes:
+        if table.notes:  # each note a sentence of its own (most end without a full stop)
             out.append("\\par\\smallskip\\footnotesize")
-            out.append(" ".join(latex_escape(n) for n in table.notes))
+            out.append(" ".join(latex_escape(_sentence(n)) for n in table.notes))
         out.append("\\end{table}")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
