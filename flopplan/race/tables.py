@@ -97,7 +97,11 @@ def arms_at_budget_table(analysis: RaceAnalysis, target: str) -> Table:
     at_f = {p.arm: p for p in result.budgets[-1].predictions} if result.budgets else {}
     table = Table(f"RACE arms at F = {eng(analysis.budget_flops)} ({target})",
                   ["arm", "params", *analysis.axes, "rollout", "learning", "feedback", "rung", "reward at F",
-                   f"{level} interval", "P(best)"])
+                   f"{level} interval", "P(best), curves"])
+    table.notes = ["P(best), curves: the share of the calibrated curves' bootstrap draws at F in which the arm is the "
+                   "best comparable arm (the decision's, race.json's predictions at F); the recommendation states its "
+                   "own P(best) among the finalists, from the reward seen at the largest pilot carried by the curves' "
+                   "change (race.json's recommendation)"]
     rungs = len(analysis.rung_budgets)
     for arm in analysis.arms:
         info = arm.info
