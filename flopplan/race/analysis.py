@@ -65,6 +65,7 @@ from flopplan.units import eng
 
 FloatArray = NDArray[np.float64]
 BAND_POINTS = 40
+MIN_REPLICATES = 10  # the fewest bootstrap replicates an analysis takes (race analyze --replicates)
 NO_DATA = "no pilot data for this target"
 R0_FLOPS = 1e-300  # where a replicate's curve is read for its R0* (module docstring, step 2)
 STATEMENT = ("RACE is a diagnostic pilot-grid protocol, not a guarantee of held-out improvement: it fits each arm's "
@@ -449,7 +450,7 @@ def analyze(inp: RaceInput, *, n_replicates: int = 500, level: float = 0.9, seed
     """The analysis of the module docstring; deterministic for a ``seed``. ``holdout=False`` leaves out step 4 (the
     targets then carry no holdout records and no holdout summary): a simulation that only needs the predictions
     saves the refits."""
-    check_int("n_replicates", n_replicates, minimum=10)
+    check_int("n_replicates", n_replicates, minimum=MIN_REPLICATES)
     if not is_number(level) or not 0 < level < 1:
         raise UserError(f"level must be a number between 0 and 1, not {level!r}")
     check_int("seed", seed, minimum=0)
