@@ -494,8 +494,27 @@ def test_pilots_too_short_to_hold_a_point_out_say_their_interval_is_not_calibrat
     t = analyze(replace(inp, targets={"math": short}), n_replicates=50).target("math")
     few = [w for w in t.warnings if "too few to hold one out" in w]
     assert sorted(w.split(":")[0] for w in few) == ["strong", "weak"]
-    assert all("evaluated at 4 positions" in w for w in few)
+    assert all("evaluated at 3 positions after step 0" in w for w in few)  # step 0 and 3 more
     assert all(c.ensemble is not None and c.ensemble.held_out == 0 for c in t.curves)
+
+
+def test_an_arm_whose_reward_model_training_puts_it_beyond_the_top_rung_is_set_aside_there_not_called_short():
+    """At a rung's budget an arm is read at equal FLOPs, its reward model's training included: one whose upfront
+    FLOPs exceed the top rung is set aside there (no observation, not the naive pick). Its pilots ran the whole rung
+    in training FLOPs, so they did not stop short: the demo's reward-model arms were said to have "stopped at -61 %"
+    and were read at their last evaluation as though they had."""
+    rng = np.random.default_rng(3)
+    eta = rng.standard_normal(200)
+    pairs = [(info("rule"), pilots(rng, eta, "rule", a=0.5)),
+             (info("orm", upfront=int(1.5 * F_PILOT)), pilots(rng, eta, "orm", a=0.7))]
+    t = analyze(race(pairs, budget=4 * F_PILOT), n_replicates=REPS).target("math")
+    assert not [w for w in t.warnings if "stopped at" in w]
+    orm = next(c for c in t.curves if c.arm == "orm")
+    assert orm.observed_at_rungs[-1] is None and orm.max_flops >= 0.8 * F_PILOT
+    assert t.recommendation.naive_arm == "rule"
+    short = ArmPilots("rule", tuple(SeedRun(r.seed, r.points[:-2]) for r in pairs[0][1].runs))  # stopped at ~F_P/4
+    t = analyze(race([(pairs[0][0], short), pairs[1]], budget=4 * F_PILOT), n_replicates=REPS).target("math")
+    assert [w.split(":")[0] for w in t.warnings if "stopped at" in w] == ["rule"]
 
 
 # ---------------------------------------------------------------- synthetic-truth acceptance

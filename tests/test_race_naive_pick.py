@@ -285,8 +285,8 @@ def test_an_arm_whose_pilots_stopped_short_of_the_rung_is_read_at_its_last_evalu
     target = analyze(inp, n_replicates=REPS).target("math")
     curves = {c.arm: c for c in target.curves}
     assert curves["short"].observed_at_rungs[-1] is None  # nothing within 80-105 % of the top rung
-    last = observed_at_rung(curves["short"], -1)
-    assert last is not None and last > observed_at_rung(curves["full"], -1)
+    last = observed_at_rung(curves["short"], -1, RUNGS[-1])
+    assert last is not None and last > observed_at_rung(curves["full"], -1, RUNGS[-1])
     assert target.recommendation.naive_arm == "short"
     assert any(w.startswith("short: its pilots stopped at 50% of the top rung") for w in target.warnings)
     assert not any(w.startswith("full: its pilots stopped") for w in target.warnings)

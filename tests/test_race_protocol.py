@@ -72,11 +72,12 @@ def test_the_design_says_when_its_horizon_is_beyond_where_p_best_was_checked():
     assert near_note == f"F is {near:.1f}x the largest pilot: predictions at F extrapolate that far"
 
 
-@pytest.mark.parametrize(("evals", "rungs", "positions"), [(2, 2, 4), (3, 2, None), (3, 1, 4), (4, 1, None)])
+@pytest.mark.parametrize(("evals", "rungs", "positions"), [(2, 2, 3), (3, 2, 4), (4, 2, None), (3, 1, 3),
+                                                            (5, 1, None)])
 def test_the_design_says_when_its_pilots_evaluate_too_rarely_to_hold_a_point_out(evals, rungs, positions):
-    """The analysis holds an evaluation position out only from 5 on (step 0, the --evals points, each rung's end):
-    with fewer, its families are weighted equally and its intervals not calibrated on the pilots' holdout, and the
-    design says so before any pilot runs (--evals 2 with two rungs gave 4; the quick demo's)."""
+    """The analysis holds an evaluation position out only from 5 on (after step 0: the --evals points, each rung's
+    end): with fewer, its families are weighted equally and its intervals not calibrated on the pilots' holdout, and
+    the design says so before any pilot runs (--evals 2 with two rungs gives 3; the quick demo's)."""
     design = design_race(_base(), Grid(("tiny-s",), (4, 8), (1,), ("rule",), seeds=2, rungs=rungs, evals=evals,
                                        eval_prompts=20), 10**13, 0.3, evaluation_flops=_eval_flops)
     notes = [n for n in design.notes if n.startswith("a top-rung pilot evaluates")]

@@ -295,7 +295,8 @@ def _at_budget(label: str, budget: float, states: list[_ArmState], ens: ensemble
 def _naive(inp: RaceInput, curves: dict[str, ArmCurve], survived: dict[str, bool]) -> tuple[str, float] | None:
     """The naive pick (:func:`checks.naive_pick`) of the survivors' observed rewards at the top rung (an arm that
     ran it but stopped short read at its last evaluation; midway through a race, no arm has run it)."""
-    return checks.naive_pick([(a.name, checks.observed_at_rung(curves[a.name], -1) if inp.ran_top(a.name)
+    return checks.naive_pick([(a.name, checks.observed_at_rung(curves[a.name], -1, inp.rung_budgets[-1])
+                               if inp.ran_top(a.name)
                                else curves[a.name].observed_at_rungs[-1]) for a in inp.arms
                               if a.name in curves and survived[a.name] and curves[a.name].observed_at_rungs])
 
@@ -370,7 +371,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
                                                f"not fitted: {str(exc) or type(exc).__name__}", True)
     upfront = {a.name: a.upfront_flops for a in inp.arms}
     warnings = [*stopped, *(f"{c.arm}: {c.reason}" for c in curves.values()), *checks.short_pilots(
-        [present[n] for n in present if inp.ran_top(n)], budgets[-2], upfront)]
+        [present[n] for n in present if inp.ran_top(n)], budgets[-2])]
 
     def observed_best() -> checks.ObservedBest | None:  # "best observed": the survivors' rewards at their largest pilot
         survivors = [present[n] for n in present if survived[n]]

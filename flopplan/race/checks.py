@@ -110,16 +110,17 @@ def observed_near(arm: ArmPilots, budget: float) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def observed_at_rung(curve: ArmCurve, rung: int) -> float | None:
-    """The reward an arm that ran ``rung`` showed there: observed near the rung's budget (``observed_at_rungs``),
-    or, where its pilots stopped below 0.8 of it (evaluations that cost more than the design priced, as a TRL
-    script's own evaluation loop can), the mean over seeds of each seed's last evaluation: what the rung's FLOPs
-    bought it. Read as 0 before, such an arm lost the promotion to any arm that had shown a reward. Only for an arm
-    known to have run the rung (the promotion's arms, the top rung's survivors): an arm set aside earlier has no
-    evaluation near a later rung either."""
+def observed_at_rung(curve: ArmCurve, rung: int, rung_flops: float) -> float | None:
+    """The reward an arm that ran ``rung`` (of ``rung_flops`` training FLOPs) showed there: observed near the rung's
+    budget (``observed_at_rungs``: at equal FLOPs, a learned reward model's training included, so None for an arm
+    whose upfront FLOPs put it beyond the rung), or, where its pilots stopped below 0.8 of the rung's training FLOPs
+    (evaluations that cost more than the design priced, as a TRL script's own evaluation loop can), the mean over
+    seeds of each seed's last evaluation: what the rung's FLOPs bought it. Read as 0 before, such an arm lost the
+    promotion to any arm that had shown a reward. Only for an arm known to have run the rung (the promotion's arms,
+    the top rung's survivors): an arm set aside earlier has no evaluation near a later rung either."""
     seen = curve.observed_at_rungs[rung] if -len(curve.observed_at_rungs) <= rung < len(curve.observed_at_rungs) \
         else None
-    if seen is not None:
+    if seen is not None or curve.max_flops >= NEAR[0] * rung_flops:  # seen, or ran its rung and is read at F - u
         return seen
     last: dict[str, Observation] = {}
     for o in curve.observations:
@@ -128,17 +129,12 @@ def observed_at_rung(curve: ArmCurve, rung: int) -> float | None:
     return float(np.mean([o.reward for o in last.values()])) if last else None
 
 
-def short_pilots(arms: Sequence[ArmPilots], rung_budget: float, upfront: Mapping[str, float]) -> list[str]:
-    """A warning per arm of ``arms`` (those that ran the top rung) whose pilots stopped below 0.8 of its training
-    FLOPs: its reward is read at its last evaluation (:func:`observed_at_rung`)."""
-    out = []
-    for arm in arms:
-        budget = rung_budget - upfront.get(arm.name, 0.0)
-        if observed_near(arm, budget) is None and max_flops(arm) > 0:
-            out.append(f"{arm.name}: its pilots stopped at {max_flops(arm) / budget:.0%} of the top rung's training "
-                       "FLOPs (their evaluations cost more than designed?): its observed reward is read at its last "
-                       "evaluation")
-    return out
+def short_pilots(arms: Sequence[ArmPilots], rung_flops: float) -> list[str]:
+    """A warning per arm of ``arms`` (those that ran the top rung, of ``rung_flops`` training FLOPs) whose pilots
+    stopped below 0.8 of it: its reward is read at its last evaluation (:func:`observed_at_rung`)."""
+    return [f"{arm.name}: its pilots stopped at {max_flops(arm) / rung_flops:.0%} of the top rung's training FLOPs "
+            "(their evaluations cost more than designed?): its observed reward is read at its last evaluation"
+            for arm in arms if 0 < max_flops(arm) < NEAR[0] * rung_flops]
 
 
 TIE = 1e-12
@@ -197,10 +193,10 @@ def fit_warnings(arms: Sequence[tuple[ArmPilots, Any, PowerLawCheck | None, Any]
             out.append(f"{p.arm}: the power law fits its points better than the ScaleRL curve (SSE "
                        f"{check.law.sse:.4g} vs {check.scalerl_sse:.4g}): the run may not have bent yet")
         if not ensemble.held_out and not unmoved(arm):
-            positions = max(len(r.points) for r in arm.runs)
-            out.append(f"{p.arm}: its pilots evaluated at {positions} positions, too few to hold one out (5 needed: "
-                       "race design --evals): its curve families are weighted equally and its interval is not "
-                       "calibrated on its pilots' own held-out points")
+            positions = max(sum(1 for q in r.points if q.flops > 0) for r in arm.runs)
+            out.append(f"{p.arm}: its pilots evaluated at {positions} positions after step 0, too few to hold one out "
+                       "(5 needed: race design --evals): its curve families are weighted equally and its interval is "
+                       "not calibrated on its pilots' own held-out points")
     return out
 
 

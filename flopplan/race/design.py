@@ -343,7 +343,7 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
                         "FLOPs; raise --budget or lower --pilot-fraction")
     top = max(a.pilot_budget(design, len(keep) - 1) for a in design.arms)
     seeds = len(design.seeds)
-    positions = 1 + len({*(p for p in design.eval_points if p <= design.rung_flops[-1]), *design.rung_flops})
+    positions = len({*(p for p in design.eval_points if p <= design.rung_flops[-1]), *design.rung_flops})
     notes = (horizon_note(budget_flops / top, seeds), *([one_seed_note(grid.one_seed_sd)] if seeds == 1 else []),
              *filter(None, [holdout_note(positions)]))
     return replace(design, notes=notes)

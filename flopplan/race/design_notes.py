@@ -38,7 +38,7 @@ def horizon_note(horizon: float, seeds: int = 3) -> str:
             "closer to F")
 
 
-HOLDOUT_POSITIONS = 5  # the fewest evaluation positions from which the model average holds one out (ensemble._holdout)
+HOLDOUT_POSITIONS = 5  # the fewest evaluation positions after step 0 from which the model average holds one out
 
 
 def holdout_note(positions: int) -> str:
@@ -47,7 +47,7 @@ def holdout_note(positions: int) -> str:
     pilots' own holdout widens its intervals. '' when there are enough."""
     if positions >= HOLDOUT_POSITIONS:
         return ""
-    return (f"a top-rung pilot evaluates at about {positions} positions (step 0, the --evals points and each rung's "
-            f"end), fewer than the {HOLDOUT_POSITIONS} from which the analysis holds one out: its curve families "
-            "will be weighted equally and its intervals not calibrated on the pilots' own held-out points; more "
-            "--evals gives it them")
+    return (f"a top-rung pilot evaluates at about {positions} positions after step 0 (the --evals points and each "
+            f"rung's end), fewer than the {HOLDOUT_POSITIONS} from which the analysis holds one out: its curve "
+            "families will be weighted equally and its intervals not calibrated on the pilots' own held-out points; "
+            "more --evals gives it them")

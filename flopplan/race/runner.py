@@ -146,7 +146,8 @@ def promote(design: RaceDesign, folder: Path, history: Sequence[Sequence[str]],
     curves = {c.arm: c for c in result.curves}
     trends = {p.arm: promotion.trend(curves[p.arm].observations, p.ledger_flops) for p in preds}
     ranked = promotion.keep(preds, design.keep[rung + 1], trends)
-    observed = {c.arm: observed_at_rung(c, rung) for c in result.curves if c.arm not in {p.arm for p in preds}}
+    observed = {c.arm: observed_at_rung(c, rung, design.rung_flops[rung]) for c in result.curves
+                if c.arm not in {p.arm for p in preds}}
     kept = with_unfitted(ranked, trends, observed, design.keep[rung + 1])
     promoted = kept[:_affordable(design, history, kept)]
     return {"rung": rung, "rule": PROMOTION_RULE, "target": target, "promoted": promoted,
