@@ -133,7 +133,9 @@ def short_pilots(arms: Sequence[ArmPilots], rung_flops: float) -> list[str]:
     """A warning per arm of ``arms`` (those that ran the top rung, of ``rung_flops`` training FLOPs) whose pilots
     stopped below 0.8 of it: its reward is read at its last evaluation (:func:`observed_at_rung`)."""
     return [f"{arm.name}: its pilots stopped at {max_flops(arm) / rung_flops:.0%} of the top rung's training FLOPs "
-            "(their evaluations cost more than designed?): its observed reward is read at its last evaluation"
+            "(the budget guard stops a pilot before a round whose worst case, its evaluations included, no longer "
+            "fits; a TRL script's evaluations can cost more than designed): its observed reward is read at its last "
+            "evaluation"
             for arm in arms if 0 < max_flops(arm) < NEAR[0] * rung_flops]
 
 
