@@ -322,24 +322,30 @@ def truth_check(families, reps, seed, n_mc):
               f"{worst_abs:.4f} ({worst:.2f} standard errors)")
 
 
-if __name__ == "__main__":
+def run_cli(mine, default_seed, leader_share_of, truth_check_of):
+    """The command line of a blind check's script: --leader-share and --truth-check (with their own --families,
+    --reps, --seed, --mc), else the harness's flags on ``mine``'s families by default."""
     ap = argparse.ArgumentParser(add_help=False)
     ap.add_argument("--leader-share", action="store_true")
     ap.add_argument("--truth-check", action="store_true")
-    mine, rest = ap.parse_known_args()
-    if mine.leader_share or mine.truth_check:
+    flags, rest = ap.parse_known_args()
+    if flags.leader_share or flags.truth_check:
         ap2 = argparse.ArgumentParser()
-        ap2.add_argument("--families", nargs="*", default=list(MINE), choices=list(rbc.FAMILIES))
-        ap2.add_argument("--reps", type=int, default=100 if mine.leader_share else 20)
-        ap2.add_argument("--seed", type=int, default=6262)
+        ap2.add_argument("--families", nargs="*", default=list(mine), choices=list(rbc.FAMILIES))
+        ap2.add_argument("--reps", type=int, default=100 if flags.leader_share else 20)
+        ap2.add_argument("--seed", type=int, default=default_seed)
         ap2.add_argument("--mc", type=int, default=20000)
         a, _ = ap2.parse_known_args(rest)
-        if mine.leader_share:
-            leader_share(a.families, a.reps, a.seed)
+        if flags.leader_share:
+            leader_share_of(a.families, a.reps, a.seed)
         else:
-            truth_check(a.families, a.reps, a.seed, a.mc)
+            truth_check_of(a.families, a.reps, a.seed, a.mc)
     else:
         if "--families" not in rest:
-            rest += ["--families", *MINE]
+            rest += ["--families", *mine]
         sys.argv = [sys.argv[0], *rest]
         rbc.main()
+
+
+if __name__ == "__main__":
+    run_cli(MINE, 6262, leader_share, truth_check)

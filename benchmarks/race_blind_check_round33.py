@@ -29,7 +29,6 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -315,23 +314,4 @@ def truth_check(families, reps, seed, n_mc):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(add_help=False)
-    ap.add_argument("--leader-share", action="store_true")
-    ap.add_argument("--truth-check", action="store_true")
-    mine, rest = ap.parse_known_args()
-    if mine.leader_share or mine.truth_check:
-        ap2 = argparse.ArgumentParser()
-        ap2.add_argument("--families", nargs="*", default=list(MINE), choices=list(rbc.FAMILIES))
-        ap2.add_argument("--reps", type=int, default=100 if mine.leader_share else 20)
-        ap2.add_argument("--seed", type=int, default=7373)
-        ap2.add_argument("--mc", type=int, default=20000)
-        a, _ = ap2.parse_known_args(rest)
-        if mine.leader_share:
-            leader_share(a.families, a.reps, a.seed)
-        else:
-            truth_check(a.families, a.reps, a.seed, a.mc)
-    else:
-        if "--families" not in rest:
-            rest += ["--families", *MINE]
-        sys.argv = [sys.argv[0], *rest]
-        rbc.main()
+    r32.run_cli(MINE, 7373, leader_share, truth_check)
