@@ -188,6 +188,42 @@ def test_a_race_priced_for_trls_evaluation_loop_runs_only_as_a_script(tmp_path):
     assert not (tmp_path / "race" / "pilots").exists()
 
 
+@pytest.mark.slow  # imports TRL (about 13 s)
+def test_a_script_that_ignores_the_arms_lora_is_refused_before_it_trains_another_arm(tmp_path):
+    """The example script built GRPOTrainer without spec.peft: the LoRA arm's pilot trained full fine-tuning, its
+    ledger that arm's, 22 of the 27 steps the design planned for LoRA (a review of held-out axes). A trainer whose
+    model carries another LoRA rank than the arm's, or none where the arm has one, or one where the arm is full
+    fine-tuning, is refused when metered. (A stand-in trainer: only the fields ``meter`` reads before training.)"""
+    from types import SimpleNamespace
+
+    from peft import LoraConfig
+
+    from flopplan.race.user_pilot import write_spec
+
+    one_model = [a if a != "tiny-s,tiny" else "tiny-s" for a in DESIGN if a != "--full"]
+    cli("race", "design", *one_model, "--axis", "lora_rank=4,full", "--out", str(tmp_path / "race"), check=True)
+    design = RaceDesign.load(tmp_path / "race")
+    lora, full = (next(a for a in design.arms if a.name.endswith(end)) for end in ("rank4", "rank-full"))
+    evals = [{"prompt": f"{i}+1="} for i in range(16)]
+
+    def trainer_for(arm: object, model: object) -> tuple[object, object]:
+        spec = write_spec(design, tmp_path / "race", arm.name, 0, 0, arm.pilot_budget(design, 0),  # type: ignore
+                          tmp_path / arm.name)  # type: ignore[attr-defined]
+        return spec, SimpleNamespace(accelerator=SimpleNamespace(num_processes=1), model=model,
+                                     args=SimpleNamespace(**spec.overrides()), eval_dataset=evals)
+
+    spec, trainer = trainer_for(lora, SimpleNamespace())
+    assert spec.peft is not None and spec.peft["r"] == 4
+    with pytest.raises(UserError, match=r"no adapters \(full fine-tuning\); the arm trains LoRA rank 4 .*peft_config"):
+        spec.meter(trainer)
+    spec, trainer = trainer_for(lora, SimpleNamespace(peft_config={"default": LoraConfig(r=8)}))
+    with pytest.raises(UserError, match="has LoRA rank 8; the arm trains LoRA rank 4"):
+        spec.meter(trainer)
+    spec, trainer = trainer_for(full, SimpleNamespace(peft_config={"default": LoraConfig(r=4)}))
+    with pytest.raises(UserError, match=r"has LoRA rank 4; the arm trains full fine-tuning"):
+        spec.meter(trainer)
+
+
 def test_flop_neutral_axes_reach_a_script_pilot_as_grpoconfig_fields(tmp_path):
     """--axis learning_rate and --axis top_p (a GRPOConfig-only field) vary the arms of a script race: each pilot's
     spec sets them; a built-in trainer's knob TRL has no field for is refused for a script pilot."""

@@ -125,8 +125,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.reward_model:
         rewards.append(AutoModelForSequenceClassification.from_pretrained(
             local_model(args.reward_model, Path(args.models_dir)), num_labels=1))
+    peft = None
+    if spec and spec.peft:  # the arm trains LoRA adapters (race design --axis lora_rank=...)
+        from peft import LoraConfig
+
+        peft = LoraConfig(**spec.peft)
     trainer = GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model), reward_funcs=rewards,
+        model=AutoModelForCausalLM.from_pretrained(model), reward_funcs=rewards, peft_config=peft,
         args=config, train_dataset=train, eval_dataset=test, processing_class=AutoTokenizer.from_pretrained(model),
     )
     if spec:

@@ -72,7 +72,7 @@ def _write_config(model: Any, folder: Path, name: str) -> str:
     return str(path)
 
 
-def _lora(model: Any) -> tuple[int | None, tuple[str, ...] | None]:
+def policy_lora(model: Any) -> tuple[int | None, tuple[str, ...] | None]:
     """The policy's LoRA rank and targets, from the peft config the trainer wrapped it with (None: full)."""
     configs = getattr(model, "peft_config", None)
     if not configs:
@@ -163,7 +163,7 @@ def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
         getattr(_base(model), "is_gradient_checkpointing", False))
     accelerator = trainer.accelerator
     world, rank = int(accelerator.num_processes), int(accelerator.process_index)
-    rank_lora, targets = _lora(model)
+    rank_lora, targets = policy_lora(model)
     if rank_lora is not None:
         fields["peft"] = {"r": rank_lora, "target_modules": list(targets) if isinstance(targets, tuple)
                           else targets}

@@ -130,7 +130,8 @@ class PilotSpec:
         evaluation prompt scores 1 when the mean of the reward function named ``score``, by default the first,
         over its completions is at least ``correct``). ``options``: :func:`flopplan.trl.meter`'s others (work a kill
         lost is recorded outside the budget unless ``lost_outside_budget=False``). The
-        trainer must have been built with :meth:`apply`'s config (a field it lacks is refused, naming it)."""
+        trainer must have been built with :meth:`apply`'s config (a field it lacks is refused, naming it) and train
+        the arm's LoRA rank, or full fine-tuning (``peft``: a script that ignored it trained another arm)."""
         from flopplan.engines.trl_points import evaluate_at_points
         from flopplan.trl import meter
 
@@ -140,6 +141,14 @@ class PilotSpec:
             if str(getattr(have, "value", have)) != str(value):
                 raise UserError(f"the trainer's GRPOConfig {name} is {have!r}, the pilot's {value!r}: build it from "
                                 "spec.apply(config)")
+        from flopplan.engines.trl_trainer import policy_lora
+
+        rank, arm_rank = policy_lora(getattr(trainer, "model", None))[0], self.recipe.lora_rank
+        if rank != arm_rank:  # the script ignored spec.peft (or adds its own): its pilot trains another arm
+            have = f"LoRA rank {rank}" if rank is not None else "no adapters (full fine-tuning)"
+            want = (f"LoRA rank {arm_rank} (spec.peft: pass peft_config=LoraConfig(**spec.peft) to GRPOTrainer)"
+                    if arm_rank is not None else "full fine-tuning (spec.peft is None)")
+            raise UserError(f"the trainer's model has {have}; the arm trains {want}")
         evaluation = getattr(trainer, "eval_dataset", None)
         if evaluation is None:
             raise UserError("a pilot evaluates on the trainer's eval_dataset: give GRPOTrainer an eval_dataset")
