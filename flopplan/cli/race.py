@@ -131,12 +131,11 @@ def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ..
     base = build_recipe(None, recipe_opts, start, evaluates=True,  # the pilots evaluate at FLOP points
                         arms=_arm_fields(values, extra))
     shorthands = _shorthands(base, values, extra)
-    if eval_generations is not None and eval_loop != "trl":
-        fail("--eval-generations is for TRL's evaluation loop (num_generations_eval): give --eval-loop trl")
     targets = eval_targets if eval_targets is not None else "heldout" if eval_loop == "trl" else "heldout,long"
+    generations = eval_generations if eval_generations is not None else 1 if eval_loop == "trl" else 0
     grid = replace(_grid(shorthands, seeds, targets, fit_targets, rungs, eta, evals, reward_model_path,
                          eval_prompts_per_target, room), one_seed_sd=seed_sd, eval_loop=eval_loop,
-                   eval_generations=(1 if eval_generations is None else eval_generations) if eval_loop == "trl" else 0)
+                   eval_generations=generations)  # Grid.check refuses what does not go together
     model = None if reward_model_path is None else str(Path(reward_model_path).resolve())  # pilots run anywhere
     result = design_race(base, grid, total, pilot_fraction, evaluation_flops=_evaluation_flops, command=command_line(),
                          reward_model_path=model)

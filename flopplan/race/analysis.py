@@ -206,6 +206,7 @@ class _ArmState:
     monotone: bool = True
     identified: bool = False
     max_flops: float = 0.0
+    still: bool = False  # its pilots never moved (checks.unmoved): nothing bounds it beyond them
 
 
 NUMERIC = (UserError, ArithmeticError, ValueError, np.linalg.LinAlgError)  # a fit that fails: reported, not raised
@@ -224,7 +225,7 @@ def _prepare(info: ArmInfo, arm: ArmPilots, at: float) -> _ArmState:
         law, law_reason = checks.power_law(arm, fit, at), ""
     except NUMERIC as exc:
         law, law_reason = None, str(exc) or type(exc).__name__
-    return _ArmState(info, arm, fit, reading, without_reason, law, law_reason)
+    return _ArmState(info, arm, fit, reading, without_reason, law, law_reason, still=checks.unmoved(arm))
 
 
 def _curve(st: _ArmState, res: BootstrapResult, ens: ensemble.EnsembleResult, band: FloatArray,
@@ -274,7 +275,7 @@ def _at_budget(label: str, budget: float, states: list[_ArmState], ens: ensemble
         lo, hi = min(lo, point), max(hi, point)
         g_lo, g_hi = bootstrap_interval(reps - r0_reps, point - r0, level)
         g_lo, g_hi = min(g_lo, point - r0), max(g_hi, point - r0)
-        set_aside, still = ledger <= 0, checks.unmoved(st.arm)  # still: nothing bounds it where its pilots stop
+        set_aside, still = ledger <= 0, st.still
         note = ("the upfront FLOPs exceed the budget" if ledger <= 0 else checks.UNMOVED if still else
                 "non-monotone (fails the envelope check)" if not st.monotone else "")
         share = (info.split.get("feedback", 0.0) * ledger + info.upfront_flops) / budget if ledger > 0 else 1.0
@@ -384,7 +385,8 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
 
     if not states:  # no curve to extrapolate: the naive pick, as what it shows
         nothing = BudgetResult(label="target", flops=f_target, predictions=(), decision=decide([], level))
-        rec = recommend(name, nothing, upfront, float(inp.budget_flops - inp.pilot_flops), "no arm could be fitted",
+        rec = recommend(name, nothing, upfront, budget_left(inp.budget_flops, inp.pilot_flops, inp.arms),
+                        "no arm could be fitted",
                         observed_best(), level, naive=_naive(inp, curves, survived))
         return TargetResult(name=name, fitted=True, n_prompts=data.n_prompts,
                             curves=tuple(curves[a.name] for a in inp.arms), budgets=(), recommendation=costed(rec),
@@ -416,7 +418,8 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
     g_of = {a.name: (float(a.axes["group_size"]) if "group_size" in a.axes else None) for a in inp.arms}
     warnings += g_warnings(budget_results, g_of)
     at_f = budget_results[-1]
-    warnings += checks.fit_warnings([(st.arm, st.without_first, st.power_law, ens.fits[st.k]) for st in states], at_f)
+    warnings += checks.fit_warnings([(st.arm, st.still, st.without_first, st.power_law, ens.fits[st.k])
+                                     for st in states], at_f)
     naive = _naive(inp, curves, survived)
     unpredicted = naive is not None and all(p.arm != naive[0] for p in at_f.predictions)
     observed = observed_best() if at_f.decision.best is None or at_f.decision.top_unidentified or unpredicted else None

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 from flopplan.errors import UserError
 from flopplan.race.bootstrap import bootstrap_interval
 from flopplan.race.curves import A_MAX, CurveFit, PowerLawFit, fit_curve, fit_power_law, monotone_envelope
+from flopplan.race.design_notes import HOLDOUT_POSITIONS
 from flopplan.race.pilot_data import ArmPilots, EvalPoint
 from flopplan.race.results import ArmCurve, EnvelopeResult, Observation, PowerLawCheck
 
@@ -120,13 +121,19 @@ def observed_at_rung(curve: ArmCurve, rung: int, rung_flops: float) -> float | N
     the top rung's survivors): an arm set aside earlier has no evaluation near a later rung either."""
     seen = curve.observed_at_rungs[rung] if -len(curve.observed_at_rungs) <= rung < len(curve.observed_at_rungs) \
         else None
-    if seen is not None or curve.max_flops >= NEAR[0] * rung_flops:  # seen, or ran its rung and is read at F - u
+    if seen is not None or not stopped_short(curve.max_flops, rung_flops):  # a full rung is read at equal FLOPs
         return seen
     last: dict[str, Observation] = {}
     for o in curve.observations:
         if o.flops > 0 and (o.seed not in last or o.flops >= last[o.seed].flops):
             last[o.seed] = o
     return float(np.mean([o.reward for o in last.values()])) if last else None
+
+
+def stopped_short(largest: float, rung_flops: float) -> bool:
+    """Whether pilots whose last evaluation was at ``largest`` training FLOPs stopped below 0.8 of their rung's
+    ``rung_flops`` (the lower end of :data:`NEAR`), having evaluated beyond step 0."""
+    return 0 < largest < NEAR[0] * rung_flops
 
 
 def short_pilots(arms: Sequence[ArmPilots], rung_flops: float) -> list[str]:
@@ -136,7 +143,7 @@ def short_pilots(arms: Sequence[ArmPilots], rung_flops: float) -> list[str]:
             "(the budget guard stops a pilot before a round whose worst case, its evaluations included, no longer "
             "fits; a TRL script's evaluations can cost more than designed): its observed reward is read at its last "
             "evaluation"
-            for arm in arms if 0 < max_flops(arm) < NEAR[0] * rung_flops]
+            for arm in arms if stopped_short(max_flops(arm), rung_flops)]
 
 
 TIE = 1e-12
@@ -178,27 +185,27 @@ def unmoved(arm: ArmPilots) -> bool:
     return bool(scores) and all(np.all(s == scores[0][0]) for s in scores)
 
 
-def fit_warnings(arms: Sequence[tuple[ArmPilots, Any, PowerLawCheck | None, Any]], at_f: Any) -> list[str]:
-    """What the fits of each arm (its pilots, its fit without the first evaluation points, its power-law check and its
-    model average's record, :class:`flopplan.race.results.EnsembleFit`) say its prediction at F (``at_f``, a
-    :class:`flopplan.race.results.BudgetResult`) does not show."""
+def fit_warnings(arms: Sequence[tuple[ArmPilots, bool, Any, PowerLawCheck | None, Any]], at_f: Any) -> list[str]:
+    """What the fits of each arm (its pilots, whether they never moved (:func:`unmoved`), its fit without the first
+    evaluation points, its power-law check and its model average's record, :class:`flopplan.race.results.
+    EnsembleFit`) say its prediction at F (``at_f``, a :class:`flopplan.race.results.BudgetResult`) does not show."""
     out = []
-    for arm, without_first, check, ensemble in arms:
+    for arm, still, without_first, check, ensemble in arms:
         p = next(p for p in at_f.predictions if p.arm == arm.name)
         if without_first is not None and abs(without_first.predicted_at_budget - p.reward) > (p.hi - p.lo) / 2:
             out.append(f"{p.arm}: R at the target budget moves from {p.reward:.3f} to "
                        f"{without_first.predicted_at_budget:.3f} without the first evaluation points (more than half "
                        "the interval's width)")
-        if unmoved(arm):
+        if still:
             out.append(f"{p.arm}: {UNMOVED}")
         elif check is not None and check.law.sse < check.scalerl_sse:
             out.append(f"{p.arm}: the power law fits its points better than the ScaleRL curve (SSE "
                        f"{check.law.sse:.4g} vs {check.scalerl_sse:.4g}): the run may not have bent yet")
-        if not ensemble.held_out and not unmoved(arm):
+        if not ensemble.held_out and not still:
             positions = max(sum(1 for q in r.points if q.flops > 0) for r in arm.runs)
             out.append(f"{p.arm}: its pilots evaluated at {positions} positions after step 0, too few to hold one out "
-                       "(5 needed: race design --evals): its curve families are weighted equally and its interval is "
-                       "not calibrated on its pilots' own held-out points")
+                       f"({HOLDOUT_POSITIONS} needed: race design --evals): its curve families are weighted equally "
+                       "and its interval is not calibrated on its pilots' own held-out points")
     return out
 
 

@@ -39,6 +39,7 @@ def horizon_note(horizon: float, seeds: int = 3) -> str:
 
 
 HOLDOUT_POSITIONS = 5  # the fewest evaluation positions after step 0 from which the model average holds one out
+#                        (flopplan.race.ensemble; two from HOLDOUT_POSITIONS + 2)
 
 
 def holdout_note(positions: int) -> str:

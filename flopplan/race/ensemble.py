@@ -44,6 +44,7 @@ from numpy.typing import NDArray
 from flopplan.errors import UserError
 from flopplan.race import acceleration, fall
 from flopplan.race.curves import default_grids, fit_curve_batch
+from flopplan.race.design_notes import HOLDOUT_POSITIONS
 from flopplan.race.families import EVERY_FAMILY, FALL_FAMILY, FAMILIES, ArmSample, FamilyFit, fit_families
 
 FloatArray = NDArray[np.float64]
@@ -135,7 +136,7 @@ def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None], falling: bool
     w0 = sample.w[0]
     valid_pos = (w0 > 0).any(axis=0)
     n_pos = int(valid_pos.sum())
-    n_hold = 2 if n_pos >= 7 else 1 if n_pos >= 5 else 0
+    n_hold = 2 if n_pos >= HOLDOUT_POSITIONS + 2 else 1 if n_pos >= HOLDOUT_POSITIONS else 0
     fitted = [m for m in ALL_FAMILIES if m == SCALERL or fits.get(m) is not None]
     if n_hold == 0:
         return _Arm(fits, {m: 1.0 / len(fitted) for m in fitted}, dict.fromkeys(fitted), [], 0, 0.0)

@@ -39,11 +39,11 @@ from flopplan.race.checks import by_reward
 from flopplan.race.results import ArmPrediction, Observation
 
 P_OPEN = 0.05
+"""The least share of the replicates in which an arm beyond the halving's count must be the best at F to go on."""
 FIT_RESIDUE = 1e-9
 """How far below the leader's lower bound an arm's upper bound or reach may fall and still reach it: what the fits
 leave where the pilots do not vary (arms that scored 0 on every prompt were read at 7.7e-11 and 8.4e-11, and the
 room the design paid for went to the first by name)."""
-"""The least share of the replicates in which an arm beyond the halving's count must be the best at F to go on."""
 
 
 @dataclass(frozen=True)
