@@ -195,6 +195,15 @@ _HX, _HW = np.polynomial.hermite_e.hermegauss(30)
 _HW = _HW / _HW.sum()
 
 
+def register(families, who):
+    """Add a later check's ``families`` after those already registered (their keys, and so their random streams, come
+    after); a key already taken is refused, naming ``who``."""
+    taken = set(families) & set(FAMILIES)
+    if taken:
+        raise ValueError(f"{who}: family {sorted(taken)[0]!r} is taken")
+    FAMILIES.update(families)
+
+
 def truth_at(curve, f):
     """Expected reward at f over the seed distribution (gain mean 1; timing shift exp(SHIFT_SD N))."""
     return float((curve(f * np.exp(SHIFT_SD * _HX)) * _HW).sum())

@@ -183,7 +183,7 @@ def fam_stairs(rng, r0):
 
 MINE = {"lrsched": fam_lrsched, "entropy": fam_entropy, "hetero": fam_hetero, "loglin": fam_loglin,
         "stairs": fam_stairs}
-rbc.FAMILIES.update(MINE)
+rbc.register(MINE, "round 31")
 
 
 def leader_share(families, reps, seed):

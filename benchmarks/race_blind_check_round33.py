@@ -268,8 +268,7 @@ def fam_overlong(rng, r0):
 
 MINE = {"klbind": fam_klbind, "format": fam_format, "passk": fam_passk, "hardonset": fam_hardonset,
         "overlong": fam_overlong}
-assert not set(MINE) & set(rbc.FAMILIES), "a key of round 33 is taken"
-rbc.FAMILIES.update(MINE)
+rbc.register(MINE, "round 33")
 
 
 def leader_share(families, reps, seed):
@@ -280,37 +279,9 @@ def leader_share(families, reps, seed):
 
 
 def truth_check(families, reps, seed, n_mc):
-    """Monte Carlo of the truth at F as the harness's simulate draws it (a seed's timing shift exp(SHIFT_SD N) and gain
-    1 + GAIN_SD N, and for per-seed families the curve draw_seeds gives it) against rbc.truth_at: the largest
-    |MC - stated| in units of the MC standard error and absolute, and the mean squared z (about 1 when the stated
-    truths are the expectation), over `reps` draws of each family and its 4 arms."""
-    for fam in families:
-        idx = list(rbc.FAMILIES).index(fam)
-        zs, worst_abs, per_seed = [], 0.0, False
-        for rep in range(reps):
-            rng = np.random.default_rng([seed, idx, rep])
-            r0 = rng.uniform(0.1, 0.3)
-            curves = rbc.FAMILIES[fam](rng, r0)
-            mc_rng = np.random.default_rng([seed, idx, rep, 99])
-            for c in curves:
-                shift = np.exp(rbc.SHIFT_SD * mc_rng.standard_normal(n_mc))
-                gain = 1 + rbc.GAIN_SD * mc_rng.standard_normal(n_mc)
-                if hasattr(c, "draw_seeds"):
-                    per_seed = True
-                    per = c.draw_seeds(mc_rng, n_mc)
-                    mean = np.array([per[i](F * shift[i]) for i in range(n_mc)], dtype=float)
-                else:
-                    mean = c(F * shift)
-                v = r0 + (mean - r0) * gain
-                est, se = v.mean(), v.std(ddof=1) / np.sqrt(n_mc)
-                stated = rbc.truth_at(c, F)
-                zs.append((est - stated) / max(se, 1e-12))
-                worst_abs = max(worst_abs, abs(est - stated))
-        zs = np.array(zs)
-        kind = "per-seed draws" if per_seed else "no per-seed draws: the harness's shift and gain only"
-        print(f"{fam:<10} truth check over {reps} draws x {N_ARMS} arms, {n_mc} MC seeds each ({kind}): largest "
-              f"|MC - stated| {worst_abs:.4f} ({np.abs(zs).max():.2f} standard errors); mean z {zs.mean():+.2f}, "
-              f"mean z^2 {np.mean(zs**2):.2f}")
+    """Monte Carlo of the stated truths at F (round 32's check: the largest |MC - stated|, in standard errors and
+    absolute, and the mean squared z)."""
+    r32.truth_check(families, reps, seed, n_mc)
 
 
 if __name__ == "__main__":
