@@ -22,10 +22,11 @@ from flopplan.race.design import RaceDesign
 EXAMPLE = ROOT / "examples" / "race_trl" / "train_grpo.py"
 DESIGN = ("--budget", "1e10", "--pilot-fraction", "0.5", "--models", "tiny-s,tiny", "--group-sizes", "4",
           "--prompts-per-step", "4", "--prompt-len", "9", "--completion-len", "2", "--full", "--logprob-head", "fused",
+          "--attention-kernel", "sdpa",
           "--seeds", "1", "--rungs", "2", "--room", "1", "--evals", "2", "--eval-prompts", "16", "--eval-loop", "trl",
           "--eval-targets", "heldout", "--fit-targets", "heldout")
 """The example's race: tiny-s and tiny (G 4, 4 prompts a round), one seed, two rungs, evaluations priced as TRL's
-evaluation loop (one completion per prompt)."""
+evaluation loop (one completion per prompt), attention as the script's policy runs it (transformers' SDPA)."""
 
 
 def _design(folder: Path) -> RaceDesign:
@@ -222,6 +223,72 @@ def test_a_script_that_ignores_the_arms_lora_is_refused_before_it_trains_another
     spec, trainer = trainer_for(full, SimpleNamespace(peft_config={"default": LoraConfig(r=4)}))
     with pytest.raises(UserError, match=r"has LoRA rank 4; the arm trains full fine-tuning"):
         spec.meter(trainer)
+
+
+@pytest.mark.slow  # trains a reward model (about 10 s)
+def test_an_orm_arms_pilot_spec_names_the_reward_model_the_design_trained(tmp_path):
+    """An ``orm:`` arm of a script race scores with the reward model given at design (``--reward-model-path``): its
+    pilot's spec carries the folder (absolute, so the script may run anywhere) for the script to load; a ``rule``
+    arm's carries none (its rewards are the script's own)."""
+    from flopplan.race.script import load_spec
+    from flopplan.race.user_pilot import write_spec
+
+    one_model = [a if a != "tiny-s,tiny" else "tiny-s" for a in DESIGN]
+    cli("reward-model", "train", "--out", str(tmp_path / "rm"), "--samples", "64", "--held-out", "32", "--validation",
+        "32", "--steps", "2", "--batch", "8", "--target-agreement", "none", check=True)
+    cli("race", "design", *one_model, "--budget", "2e10", "--rewards", "rule,orm:tiny-rm", "--reward-model-path",
+        str(tmp_path / "rm"), "--out", str(tmp_path / "race"), check=True)
+    design = RaceDesign.load(tmp_path / "race")
+    specs = {arm.axes["reward"]: write_spec(design, tmp_path / "race", arm.name, 0, 0, arm.pilot_budget(design, 0),
+                                            tmp_path / arm.name) for arm in design.arms}
+    assert set(specs) == {"rule", "orm:tiny-rm"}
+    assert specs["orm:tiny-rm"].reward_model == str((tmp_path / "rm").resolve()) and specs["rule"].reward_model is None
+    assert load_spec(tmp_path / design.arms[1].name / "pilot.json") == specs[design.arms[1].axes["reward"]]
+
+
+@pytest.mark.slow  # imports TRL (about 13 s)
+def test_a_trainer_that_runs_another_round_than_the_arm_was_priced_for_is_refused(tmp_path):
+    """The example script loads its policy with transformers' default attention (SDPA), whose backward recomputes
+    the scores (2.5x the forward, not eager's 2x): a race priced with eager attention charged every update 495,616
+    FLOPs more than planned and its LoRA pilot stopped a step short of its rung (a held-out axis). A real
+    GRPOTrainer that runs another attention kernel, or another model, than its arm was priced with is refused
+    before it trains, naming what to change; the one that runs the priced round passes."""
+    import importlib.util
+
+    from datasets import load_dataset
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+
+    from flopplan.race.user_pilot import write_spec
+
+    loaded = importlib.util.spec_from_file_location("race_trl_example", EXAMPLE)
+    example = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(example)  # type: ignore[union-attr]
+    eager = [a if a != "sdpa" else "eager" for a in DESIGN]
+    cli("race", "design", *eager, "--out", str(tmp_path / "race"), check=True)
+    design = RaceDesign.load(tmp_path / "race")
+    arm = next(a for a in design.arms if a.axes["policy"] == "tiny-s")
+    spec = write_spec(design, tmp_path / "race", arm.name, 0, 0, arm.pilot_budget(design, 0), tmp_path / "run")
+    example.write_task(tmp_path / "data", 32, 16)
+    data = {name: load_dataset("parquet", data_files=str(tmp_path / "data" / f"{name}.parquet"), split="train")
+            for name in ("train", "test")}
+
+    def trainer(model: str, attention: str) -> object:
+        folder = example.local_model(model, tmp_path / "models")
+        config = spec.apply(GRPOConfig(output_dir=str(tmp_path / "trl"), per_device_train_batch_size=16,
+                                       num_generations=4, max_completion_length=2, report_to="none", use_cpu=True,
+                                       bf16=False))
+        return GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(folder, attn_implementation=attention),
+                           reward_funcs=[example.accuracy_reward], args=config, train_dataset=data["train"],
+                           eval_dataset=data["test"])
+
+    with pytest.raises(UserError, match=r"attention_kernel 'sdpa' \(attn_implementation 'sdpa'\), the race priced "
+                                        r"'eager'; design the race with --attention-kernel sdpa .* "
+                                        r"attn_implementation='eager'"):
+        spec.check_round(trainer("tiny-s", "sdpa"))
+    with pytest.raises(UserError, match="its policy_spec is another model than the arm's; load the arm's model"):
+        spec.check_round(trainer("tiny", "eager"))
+    spec.check_round(trainer("tiny-s", "eager"))  # the round the arm was priced for
 
 
 def test_flop_neutral_axes_reach_a_script_pilot_as_grpoconfig_fields(tmp_path):

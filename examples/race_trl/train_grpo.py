@@ -122,9 +122,12 @@ def main(argv: list[str] | None = None) -> None:
     if spec:
         config = spec.apply(config)  # the arm's GRPOConfig fields, its seed, checkpoints and evaluations
     rewards = [accuracy_reward, format_reward]
-    if args.reward_model:
+    reward_model = args.reward_model
+    if spec and spec.reward.startswith("orm:"):  # the arm scores with a reward model (race design --rewards)
+        reward_model = spec.reward_model or spec.reward.removeprefix("orm:")  # its trained folder, or the registry
+    if reward_model:
         rewards.append(AutoModelForSequenceClassification.from_pretrained(
-            local_model(args.reward_model, Path(args.models_dir)), num_labels=1))
+            local_model(reward_model, Path(args.models_dir)), num_labels=1))
     peft = None
     if spec and spec.peft:  # the arm trains LoRA adapters (race design --axis lora_rank=...)
         from peft import LoraConfig

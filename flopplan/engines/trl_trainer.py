@@ -205,14 +205,24 @@ def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
     return TrainerRecipe(recipe, run, rank, evaluation, conventions, tuple(notes))
 
 
-def check_explicit(explicit: Recipe, read: Recipe) -> None:
-    """An explicit recipe must describe what the trainer runs: the first field that differs is named."""
-    for name in COMPARED:
+def first_difference(explicit: Recipe, read: Recipe, skip: tuple[str, ...] = ()) -> tuple[str, Any, Any] | None:
+    """The first :data:`COMPARED` field (but ``skip``) on which ``explicit`` differs from the recipe read from a
+    trainer, with its value in each (the model specs compared without their names); None when they describe the same
+    round."""
+    for name in (n for n in COMPARED if n not in skip):
         mine, theirs = getattr(explicit, name), getattr(read, name)
         if name in ("policy_spec", "reward_spec"):
             mine = None if mine is None else dataclasses.replace(mine, name="", source="")
             theirs = None if theirs is None else dataclasses.replace(theirs, name="", source="")
         if mine != theirs:
-            shown = "the trainer's model differs" if name.endswith("_spec") else f"{mine!r} != {theirs!r} (trainer)"
-            raise UserError(f"the recipe given does not match the trainer: {name} {shown}")
+            return name, mine, theirs
+    return None
 
+
+def check_explicit(explicit: Recipe, read: Recipe) -> None:
+    """An explicit recipe must describe what the trainer runs: the first field that differs is named."""
+    difference = first_difference(explicit, read)
+    if difference is not None:
+        name, mine, theirs = difference
+        shown = "the trainer's model differs" if name.endswith("_spec") else f"{mine!r} != {theirs!r} (trainer)"
+        raise UserError(f"the recipe given does not match the trainer: {name} {shown}")

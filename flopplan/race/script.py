@@ -45,7 +45,8 @@ ALIASES = {"gradient_checkpointing": "activation_checkpointing"}
 class PilotSpec:
     """What a pilot must know (``pilot.json``). ``model``: the arm's policy as designed (a registry name, a model id
     or a folder; the script loads it); ``peft``: ``LoraConfig`` fields or None (full fine-tuning); ``reward``: the
-    arm's reward system (``rule``: the script's own reward functions)."""
+    arm's reward system (``rule``: the script's own reward functions; ``orm:ARCH``: a reward model the script adds
+    to its ``reward_funcs``, from the folder ``reward_model`` where the design trained one)."""
 
     race: str
     arm: str
@@ -67,6 +68,7 @@ class PilotSpec:
     eval_prompts: int | None = None  # the prompts of an evaluation, as designed (None: a spec written before)
     eval_generations: int | None = None  # completions per evaluation prompt, as designed (race design --eval-loop
     #                                      trl; None: the design priced flopplan's evaluation, or a spec before)
+    reward_model: str | None = None  # an orm arm's trained reward model (race design --reward-model-path): a folder
 
     @property
     def resume_from_checkpoint(self) -> str | None:
@@ -162,10 +164,46 @@ class PilotSpec:
                 raise UserError(f"the trainer's eval_dataset has {len(evaluation)} prompts, the race's evaluations "
                                 f"{designed} (race design --eval-prompts; spec.eval_prompts): give the pilot "
                                 f"{designed}, or design the race with --eval-prompts {len(evaluation)}")
+        self.check_round(trainer)
         options.setdefault("lost_outside_budget", True)  # as a built-in pilot: a resumed pilot runs its rounds
         metered = meter(trainer, budget=self.budget, out=self.folder, resume=self.resume, **options)
         evaluate_at_points(trainer, metered, self.eval_points, self.target, score=score, correct=correct)
         return metered
+
+    def check_round(self, trainer: Any) -> None:
+        """The trainer must run the round the design priced for the arm (:data:`~flopplan.engines.trl_trainer.
+        COMPARED`): a pilot whose script loads another model, or runs another attention kernel (transformers' SDPA
+        where the race priced eager attention), would be charged another round's FLOPs than its rung was sized in,
+        and stop short of it; refused in one line that says what to change. The reward model is compared only for an
+        ``orm:`` arm."""
+        import tempfile
+
+        from flopplan.engines.trl_trainer import first_difference, read_trainer
+
+        with tempfile.TemporaryDirectory(prefix="flopplan-pilot-") as scratch:  # the model's config, read in it
+            read = read_trainer(trainer, Path(scratch), 1)
+            # a ``rule`` arm's rewards are the script's own functions, a reward model among them included (charged
+            # as it runs, and named by the learned-reward caveat): only an ``orm:`` arm names the model to run
+            own = ("reward_spec",) if self.recipe.reward.kind == "rule" else ()
+            difference = first_difference(self.recipe, read.recipe, skip=own)
+        if difference is None:
+            return
+        name, priced, runs = difference
+        if name == "attention_kernel":
+            impl = read.conventions["attn_implementation"]
+            fix = (f"design the race with --attention-kernel {runs} (the kernel of attn_implementation {impl!r}), or "
+                   f"load the policy with attn_implementation={'eager' if priced == 'eager' else 'sdpa'!r}")
+            shown = f"{runs!r} (attn_implementation {impl!r}), the race priced {priced!r}"
+        elif name.endswith("_spec"):
+            fix = f"load the arm's model ({'spec.model' if name == 'policy_spec' else 'its reward model'})"
+            shown = "is another model than the arm's"
+        else:
+            flag = {f.name: f.metadata.get("option") for f in dataclasses.fields(Recipe)}.get(name)
+            setting = f" ({flag} {runs})" if flag and isinstance(runs, str) else ""
+            fix = f"build the trainer from spec.apply(config), or design the race with the script's setting{setting}"
+            shown = f"{runs!r}, the race priced {priced!r}"
+        raise UserError(f"the trainer does not run the round the race priced for {self.arm}: its {name} {shown}; "
+                        f"{fix}")
 
     def to_data(self) -> dict[str, Any]:
         return serial.write(SPEC_LAYOUT, self)

@@ -92,6 +92,14 @@ def script_overrides(arm: Any) -> dict[str, Any]:
     return {**out, **arm.grpo}
 
 
+def _reward_model(design: RaceDesign, folder: Path, recipe: Any) -> str | None:
+    """The trained reward model an ``orm:`` arm scores with (``race design --reward-model-path``, absolute), None
+    for a ``rule`` arm (the script's own rewards) or where the design names none (the script loads the arm's)."""
+    if recipe.reward.kind != "orm" or not design.reward_model_path:
+        return None
+    return str((folder / design.reward_model_path).resolve())
+
+
 def write_spec(design: RaceDesign, folder: Path, arm_name: str, seed: int, rung: int, budget: int,
                run: Path) -> PilotSpec:
     """The spec of a pilot at ``rung`` in run folder ``run`` (the validating run: rung -1, its evaluation points
@@ -110,7 +118,7 @@ def write_spec(design: RaceDesign, folder: Path, arm_name: str, seed: int, rung:
                      str(arm.axes.get("policy", recipe.policy_spec.name)), {k: v for k, v in kwargs.items()
                                                                             if k not in ("peft", "reward_funcs")},
                      _peft(kwargs.get("peft"), arm.knobs), str(recipe.reward), recipe, script_overrides(arm),
-                     arm.recipe.eval_prompts, design.eval_generations or None)
+                     arm.recipe.eval_prompts, design.eval_generations or None, _reward_model(design, folder, recipe))
     run.mkdir(parents=True, exist_ok=True)
     spec.save()
     return spec
