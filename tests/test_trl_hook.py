@@ -404,3 +404,29 @@ def test_the_budget_stops_checkpoint_is_saved_under_save_strategy_best_whatever_
     steps = run.state.global_step
     assert s["stop"]["reason"] == "budget" and 2 <= steps < 40 and metered.decision.stop
     assert (tmp_path / "trl" / f"checkpoint-{steps}" / "flopplan_ledger.json").is_file()
+
+
+def test_a_recipe_matches_a_trainers_when_their_models_compute_the_same_passes(tmp_path):
+    """The round check compares the models as far as they set FLOPs: Qwen2.5-Math-1.5B's context (4,096 tokens) and
+    RoPE base (10,000) beside Qwen2.5-1.5B's architecture are the same round; another vocabulary (a resized
+    embedding) is not, nor is another attention kernel; ``skip`` leaves a field out."""
+    from flopplan.engines.trl_trainer import first_difference
+    from flopplan.hf_config import to_hf_config
+    from flopplan.recipe import Recipe
+
+    base = Recipe(policy="qwen2.5-1.5b")
+
+    def saved(name: str, **changes: object) -> Recipe:
+        path = tmp_path / name / "config.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps({**to_hf_config(base.policy_spec), **changes}))
+        return base.with_(policy=str(path))
+
+    math = saved("math", max_position_embeddings=4096, rope_theta=10000.0)
+    assert (math.policy_spec.max_position_embeddings, math.policy_spec.rope_theta) == (4096, 10000.0)
+    assert first_difference(base, math) is None
+    resized = saved("resized", vocab_size=base.policy_spec.vocab_size + 1)
+    name, mine, theirs = first_difference(base, resized)
+    assert name == "policy_spec" and mine.vocab_size + 1 == theirs.vocab_size
+    assert first_difference(base, base.with_(attention_kernel="sdpa")) == ("attention_kernel", "eager", "sdpa")
+    assert first_difference(base, base.with_(attention_kernel="sdpa"), skip=("attention_kernel",)) is None
