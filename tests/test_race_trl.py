@@ -225,6 +225,43 @@ def test_a_script_that_ignores_the_arms_lora_is_refused_before_it_trains_another
         spec.meter(trainer)
 
 
+@pytest.mark.slow  # imports TRL (about 13 s)
+def test_a_race_designed_for_two_processes_writes_its_specs_and_evaluates_the_rows_it_priced(tmp_path, monkeypatch):
+    """A design whose generation batch is half the round's rollouts (--generation-batch 8 of 16) is a race for 2
+    processes: its pilots' specs are written (race run refused them, computing the arm's GRPOConfig on one process).
+    On 2 processes the example's evaluation batch (16 a process) made accelerate repeat the 16 designed rows to 32,
+    charged twice the price, and its pilots stopped short: spec.apply sets the largest batch that repeats none, and
+    a trainer that still would is refused."""
+    from types import SimpleNamespace
+
+    from flopplan.engines.trl import implied_world_size
+    from flopplan.race.user_pilot import write_spec
+
+    two = [*DESIGN, "--generation-batch", "8", "--micro-batch", "8"]
+    cli("race", "design", *two, "--out", str(tmp_path / "race"), check=True)
+    design = RaceDesign.load(tmp_path / "race")
+    arm = design.arms[0]
+    assert implied_world_size(arm.recipe) == 2 and implied_world_size(_design(tmp_path / "one").arms[0].recipe) == 1
+    spec = write_spec(design, tmp_path / "race", arm.name, 0, 0, arm.pilot_budget(design, 0), tmp_path / "run")
+    assert spec.grpo["per_device_train_batch_size"] == 8 and spec.evaluation_rows() == 16
+    assert [spec.evaluation_batch(b, w) for b, w in ((16, 2), (8, 2), (5, 2), (16, 1), (3, 1))] == [8, None, 4, None, 2]
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert spec.apply({"per_device_eval_batch_size": 16})["per_device_eval_batch_size"] == 8
+    assert spec.apply({"per_device_eval_batch_size": 4})["per_device_eval_batch_size"] == 4  # repeats none: kept
+    trainer = SimpleNamespace(accelerator=SimpleNamespace(num_processes=2), eval_dataset=[{"prompt": "1+1="}] * 16,
+                              args=SimpleNamespace(**{**spec.overrides(2), "per_device_eval_batch_size": 16}))
+    with pytest.raises(UserError, match=r"evaluation of 16 rows in batches of 16 on 2 processes repeats rows .* "
+                                        r"set per_device_eval_batch_size to 8"):
+        spec.meter(trainer)
+    cli("race", "design", *two, "--eval-prompts", "15", "--out", str(tmp_path / "odd"), check=True)
+    odd = RaceDesign.load(tmp_path / "odd")
+    spec = write_spec(odd, tmp_path / "odd", odd.arms[0].name, 0, 0, odd.arms[0].pilot_budget(odd, 0), tmp_path / "o")
+    trainer.eval_dataset = trainer.eval_dataset[:15]
+    trainer.args = SimpleNamespace(**{**spec.overrides(2), "per_device_eval_batch_size": 16})
+    with pytest.raises(UserError, match="design the race with --eval-prompts a multiple of 2"):
+        spec.meter(trainer)
+
+
 @pytest.mark.slow  # trains a reward model (about 10 s)
 def test_an_orm_arms_pilot_spec_names_the_reward_model_the_design_trained(tmp_path):
     """An ``orm:`` arm of a script race scores with the reward model given at design (``--reward-model-path``): its
@@ -524,6 +561,14 @@ def test_a_failed_pilot_is_named_by_its_signal_and_its_last_line_that_is_not_a_p
     assert failure(3, tmp_path / "missing.log") == ("exit 3", "(no output)")
     log.write_text("Loading: 100%|##########| 2/2\n")  # nothing but a bar: the bar, rather than nothing
     assert failure(1, log) == ("exit 1", "Loading: 100%|##########| 2/2")
+    # torchrun: each rank's refusal, then the launcher's report framed by rules of "="
+    refusal = "the plan generates in calls of 16 rollouts; on 2 processes TRL generates 8 per process"
+    log.write_text("".join(f"[rank{r}]:     raise UserError(...)\n[rank{r}]: flopplan.errors.UserError: {refusal}\n"
+                           for r in (0, 1)) + "torch...ChildFailedError:\n" + "=" * 60 + "\nRoot Cause:\n" + "=" * 60
+                  + "\n")
+    assert failure(1, log) == ("exit 1", refusal)
+    log.write_text("ChildFailedError\n" + "=" * 60 + "\n")
+    assert failure(1, log) == ("exit 1", "ChildFailedError")
 
 
 def test_the_watch_stops_a_resumed_pilot_whose_new_checkpoint_has_no_ledger_and_nothing_else(tmp_path):

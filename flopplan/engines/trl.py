@@ -365,6 +365,15 @@ def recipe_from_trl(config: dict[str, Any], *, model: str | None = None, prompt_
     return recipe, run, notes
 
 
+def implied_world_size(recipe: Recipe) -> int:
+    """The processes a recipe's round implies on TRL: with HF generation each process generates its share of the
+    round's rollouts in one call, so a generation batch of a share (``--generation-batch 8`` of 16 rollouts) is 2
+    processes; 1 for vLLM (its scheduler sets no batch) or where the batch does not divide the round (refused by
+    :func:`grpo_config_kwargs`)."""
+    rollouts, batch = recipe.rollouts_per_step, recipe.generation_batch_size
+    return rollouts // batch if recipe.engine == "hf" and rollouts % batch == 0 else 1
+
+
 def grpo_config_kwargs(recipe: Recipe, *, world_size: int = 1, steps: int | None = None) -> dict[str, Any]:
     """GRPOConfig keyword arguments (and ``peft``/``reward_funcs`` entries) that run ``recipe`` on ``world_size``
     processes for ``steps`` rounds; what TRL cannot run as planned is refused, naming the field."""
@@ -388,12 +397,13 @@ def grpo_config_kwargs(recipe: Recipe, *, world_size: int = 1, steps: int | None
     per_process = rollouts // world_size
     if r.engine == "hf" and r.generation_batch_size != per_process:
         raise UserError(f"the plan generates in calls of {r.generation_batch_size} rollouts; on {world_size} "
-                        f"process{'es' if world_size > 1 else ''} TRL generates {per_process} per process: plan with "
-                        f"--generation-batch {per_process}")
+                        f"process{'es' if world_size > 1 else ''} TRL generates {per_process} per process: plan (or "
+                        f"design the race) with --generation-batch {per_process}")
     bs = r.micro_batch_size
     if per_process % bs or r.optimizer_batch_size % (bs * world_size):
         raise UserError(f"micro_batch {bs} must divide the {per_process} rollouts of each process and an optimizer "
-                        f"batch of {r.optimizer_batch_size} over {world_size} processes")
+                        f"batch of {r.optimizer_batch_size} over {world_size} processes (plan, or design the race, "
+                        "with another --micro-batch)")
     spg, ga = per_process // bs, r.optimizer_batch_size // (bs * world_size)
     run = TRLRun(bs, ga, spg, r.iterations, r.group_size, world_size, r.engine == "vllm",
                  "server" if r.prefix_sharing else "colocate", True)

@@ -47,16 +47,26 @@ _INTERRUPTED = threading.Event()
 
 
 def failure(returncode: int, log: Path) -> tuple[str, str]:
-    """How a child process ended, for a one-line refusal: its exit code (a signal by name), and the last line of its
-    log that is not a progress bar's (tqdm redraws its bar with carriage returns: "Writing model shards: 100%|...")."""
+    """How a child process ended, for a one-line refusal: its exit code (a signal by name), and flopplan's last
+    refusal in its log (a pilot's ``spec.apply`` or ``spec.meter`` refused the trainer: under torchrun every rank
+    prints it, ``[rank0]:``-prefixed, before the launcher's own report), else the last line that says something:
+    not a progress bar's (tqdm redraws its bar with carriage returns: "Writing model shards: 100%|...") nor a rule
+    of ``=`` or ``-``."""
     how = f"exit {returncode}"
     if returncode < 0:
         with contextlib.suppress(ValueError):
             how = f"killed by {signal.Signals(-returncode).name}"
     text = log.read_text(errors="replace") if log.is_file() else ""
     lines = [x.strip() for line in text.splitlines() for x in line.split("\r") if x.strip()]
-    words = [x for x in lines if not PROGRESS_BAR.search(x)] or lines
+    refusals = [x.split(REFUSAL, 1)[1].strip() for x in lines if REFUSAL in x]
+    if refusals:
+        return how, refusals[-1]
+    words = [x for x in lines if not PROGRESS_BAR.search(x) and x.strip("=-")] or lines
     return how, words[-1] if words else "(no output)"
+
+
+REFUSAL = "flopplan.errors.UserError:"
+"""How a traceback names flopplan's one-line refusal of bad input."""
 
 
 PROGRESS_BAR = re.compile(r"\d+%\|")

@@ -10,9 +10,11 @@ TRL's evaluation loop), then calls ``trainer.train(resume_from_checkpoint=spec.r
 Conventions: ``budget`` is the pilot's FLOP budget at its rung (training plus its evaluations, as a built-in
 pilot's); ``eval_points`` are training FLOPs (evaluations excluded) after which the pilot evaluates, besides step 0
 and the step it stops after; ``rung`` -1 is the validating run. ``grpo`` holds the ``GRPOConfig`` fields of the
-arm's recipe on one process (:func:`flopplan.engines.trl.grpo_config_kwargs`), ``settings`` the GRPOConfig fields
-its FLOP-neutral axes set (learning rate, loss type, ...: :mod:`flopplan.race.axes`); :meth:`PilotSpec.apply` adds
-the protocol's fields (:meth:`PilotSpec.overrides`) and recomputes the batch for the script's world size.
+arm's recipe on the processes its generation batch implies, one unless designed with a share of the round's rollouts
+(:func:`flopplan.engines.trl.grpo_config_kwargs`, :func:`~flopplan.engines.trl.implied_world_size`), ``settings``
+the GRPOConfig fields its FLOP-neutral axes set (learning rate, loss type, ...: :mod:`flopplan.race.axes`);
+:meth:`PilotSpec.apply` adds the protocol's fields (:meth:`PilotSpec.overrides`) and recomputes the batch for the
+script's world size.
 """
 
 from __future__ import annotations
@@ -99,14 +101,17 @@ class PilotSpec:
         """``config`` (a ``GRPOConfig``, or a dict of its keyword arguments) with :meth:`overrides`: a new
         ``GRPOConfig`` (or dict), the same fields either way. A field a ``GRPOConfig`` does not have is refused with
         one line (a dict is not checked: its ``GRPOConfig`` refuses it); a generation batch the script set gives way
-        to the arm's ``steps_per_generation`` (TRL refuses both); a warmup given as a share of ``max_steps`` is
-        refused (:func:`check_warmup`)."""
+        to the arm's ``steps_per_generation`` (TRL refuses both); a per-process evaluation batch that would repeat
+        rows gives way to :meth:`evaluation_batch`'s; a warmup given as a share of ``max_steps`` is refused
+        (:func:`check_warmup`)."""
         if isinstance(config, dict):
             fields, names = dict(config), None
-            changes = self.overrides(int(os.environ.get("WORLD_SIZE", "1")))
+            world = int(os.environ.get("WORLD_SIZE", "1"))
+            changes = self.overrides(world)
         elif dataclasses.is_dataclass(config) and not isinstance(config, type):
             names = {f.name for f in dataclasses.fields(config) if f.init}
-            changes = self.overrides(int(getattr(config, "world_size", 1)))
+            world = int(getattr(config, "world_size", 1))
+            changes = self.overrides(world)
             unknown = sorted(set(changes) - names)
             if unknown:
                 raise UserError(f"{type(config).__name__} has no field {unknown[0]!r}: this TRL cannot run the arm's "
@@ -120,11 +125,34 @@ class PilotSpec:
             if old in changes and (new in names if names is not None else new in fields):
                 changes[new] = changes[old]
         merged = {**fields, **changes}
+        batch = self.evaluation_batch(merged.get("per_device_eval_batch_size"), world)
+        if batch is not None:
+            merged["per_device_eval_batch_size"] = batch
         check_warmup(merged)  # the script's warmup, or an axis's (--axis warmup_steps=...)
         if names is None:
             return merged
         rebuilt: Any = type(config)
         return rebuilt(**merged)
+
+    def evaluation_rows(self) -> int | None:
+        """The rows of one evaluation as designed (prompts x completions each), None where the design does not say
+        (flopplan's greedy pass priced, or a spec written before)."""
+        return self.eval_prompts * self.eval_generations if self.eval_prompts and self.eval_generations else None
+
+    def evaluation_batch(self, batch: Any, world: int) -> int | None:
+        """A per-process evaluation batch with which TRL's evaluation runs the designed rows and no more, where the
+        script's (``batch``) would not: accelerate repeats rows to fill the last global batch (``batch`` x
+        ``world`` processes), which evaluates and charges more than the design priced (16 rows on 2 processes in
+        batches of 16: 32). The largest batch not above the script's that divides each process's rows and whose
+        global batch TRL's sampler splits into groups of ``num_generations_eval``; None where nothing needs
+        changing, or nothing fits (the meter then refuses the trainer)."""
+        rows = self.evaluation_rows()
+        if rows is None or not isinstance(batch, int) or batch < 1 or world < 1 or rows % (batch * world) == 0 \
+                or rows % world:
+            return None
+        share, generations = rows // world, int(self.eval_generations or 1)
+        fits = [d for d in range(min(batch, share), 0, -1) if share % d == 0 and (d * world) % generations == 0]
+        return fits[0] if fits else None
 
     def meter(self, trainer: Any, *, score: str | None = None, correct: float = 1.0, **options: Any) -> Any:
         """Meter ``trainer`` for this pilot: :func:`flopplan.trl.meter` with the rung's budget, the pilot's run
@@ -164,6 +192,15 @@ class PilotSpec:
                 raise UserError(f"the trainer's eval_dataset has {len(evaluation)} prompts, the race's evaluations "
                                 f"{designed} (race design --eval-prompts; spec.eval_prompts): give the pilot "
                                 f"{designed}, or design the race with --eval-prompts {len(evaluation)}")
+        rows, world = self.evaluation_rows(), int(trainer.accelerator.num_processes)
+        batch = int(getattr(trainer.args, "per_device_eval_batch_size", 1) or 1)
+        if rows is not None and rows % (batch * world):  # accelerate would repeat rows to even the batches
+            fit = self.evaluation_batch(batch, world)
+            raise UserError(f"TRL's evaluation of {rows} rows in batches of {batch} on {world} process"
+                            f"{'es' if world > 1 else ''} repeats rows to fill its last batch, beyond the rows the "
+                            "race priced: " + (f"set per_device_eval_batch_size to {fit} (spec.apply does)" if fit else
+                                          f"design the race with --eval-prompts a multiple of {world}" if rows % world
+                                          else f"set per_device_eval_batch_size to a divisor of {rows // world}"))
         self.check_round(trainer)
         options.setdefault("lost_outside_budget", True)  # as a built-in pilot: a resumed pilot runs its rounds
         metered = meter(trainer, budget=self.budget, out=self.folder, resume=self.resume, **options)

@@ -106,9 +106,9 @@ def write_spec(design: RaceDesign, folder: Path, arm_name: str, seed: int, rung:
     those :func:`continue_script_pilot` wrote)."""
     arm = design.arm(arm_name)
     recipe = training_only(arm.recipe)
-    from flopplan.engines.trl import grpo_config_kwargs
+    from flopplan.engines.trl import grpo_config_kwargs, implied_world_size
 
-    kwargs = grpo_config_kwargs(recipe)
+    kwargs = grpo_config_kwargs(recipe, world_size=implied_world_size(recipe))  # spec.apply: the script's world
     points = design.eval_points
     if rung < 0 and (run / SPEC_FILE).is_file():
         points = load_spec(run / SPEC_FILE).eval_points
