@@ -52,10 +52,16 @@ TRAIN_REFUSED = {
 
 
 @pytest.mark.parametrize("case", sorted(TRAIN_REFUSED))
-def test_a_run_that_cannot_work_is_refused_before_it_starts(tmp_path, case):
+def test_a_run_that_cannot_work_is_refused_before_it_starts_and_leaves_no_folder(tmp_path, case):
+    """Refused before any work: the folder it would have made is not left behind (a budget without a step left one
+    with the run's empty logs and configuration, and any refusal its lock file), and an empty folder given stays
+    empty."""
     pytest.importorskip("torch")
     long = tmp_path / "long.jsonl"
     long.write_text(json.dumps({"prompt": "1" * 2000, "answer": "1"}) + "\n")
     args = [str(long) if a == "LONG" else a for a in TRAIN_REFUSED[case][0]]
     one_line_error(cli("train", "--out", str(tmp_path / "run"), *args, "--no-progress"), TRAIN_REFUSED[case][1])
-    assert not (tmp_path / "run" / "checkpoints").exists()
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "empty").mkdir()
+    one_line_error(cli("train", "--out", str(tmp_path / "empty"), *args, "--no-progress"), TRAIN_REFUSED[case][1])
+    assert not list((tmp_path / "empty").iterdir())

@@ -81,6 +81,15 @@ class RunFolder:
                                 f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): "
                                 "use an empty or new folder")
 
+    def clear_lock(self, made: bool) -> None:
+        """Where the folder holds nothing but its lock file (a run refused after locking it), remove the lock file,
+        and the folder too when the run ``made`` it; anything else stays."""
+        with contextlib.suppress(OSError):
+            if [p.name for p in self.path.iterdir()] == [".lock"]:
+                (self.path / ".lock").unlink()
+                if made:
+                    self.path.rmdir()
+
     def create(self, config: TrainConfig | dict[str, Any]) -> None:
         """A new run folder (checked again under the lock), with empty logs and the run's configuration."""
         self.check_new()

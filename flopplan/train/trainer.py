@@ -83,11 +83,14 @@ class Trainer:
             raise UserError(f"nothing to resume in {str(self.folder.path)!r}: no such folder")
         if not resume:
             self.folder.check_new()  # before the lock file goes into a folder that is not a run's
+        made = not self.folder.path.exists()
         self.folder.lock()  # one writer per run folder, from before anything is read or written
         try:
             self._set_up(config, resume, progress)
         except BaseException:
             self.folder.unlock()
+            if not resume:  # refused before it wrote anything: no lock file left, nor the folder it made for it
+                self.folder.clear_lock(made)
             raise
 
     def _set_up(self, config: TrainConfig, resume: bool, progress: bool) -> None:
@@ -166,6 +169,8 @@ class Trainer:
         """A new run; ``resume`` of one killed before its first checkpoint starts it again from its configuration
         (nothing to continue from), charging what the logs record as done, as lost."""
         lost = self.folder.lost_after(-1) if resume else 0
+        if not resume:  # refused before the folder holds the run's files
+            self._refuse_a_budget_without_a_step(fresh=True)
         self.folder.create(self.config)
         if resume:
             self.notes.append("no checkpoint yet: the run starts again")
@@ -381,15 +386,16 @@ class Trainer:
         finally:
             self.folder.unlock()
 
-    def _refuse_a_budget_without_a_step(self) -> None:
+    def _refuse_a_budget_without_a_step(self, fresh: bool = False) -> None:
         """A fresh run whose budget cannot pay for its first step (and the baseline evaluation before it) is
-        refused before any work, with what that step could cost, as the planner refuses such a plan."""
+        refused before any work, with what that step could cost, as the planner refuses such a plan; ``fresh``: a
+        new run, checked before its folder is written (no baseline done)."""
         budget = self.config.budget_flops
         if budget is None or self.step > 0:
             return
         first = self._next_step_worst(self.prompts_at(self.data_position))
         baseline = self.eval_worst if self.recipe.eval_every is not None and self.recipe.eval_at_start and \
-            not self._baseline_done() else 0
+            (fresh or not self._baseline_done()) else 0
         if first + baseline > self.ledger.remaining:
             extra = f" plus {baseline:,} for the baseline evaluation" if baseline else ""
             raise UserError(f"the budget ({budget:,} FLOPs) buys no step: the first could cost up to {first:,} FLOPs"
