@@ -71,7 +71,7 @@ def _rung_two_under_way(folder: Path):
     def ready() -> bool:
         for arm in _promoted(folder):
             for metrics in (folder / "pilots" / arm).glob("seed*/metrics.jsonl"):
-                log = folder / "logs" / f"{arm}.{metrics.parent.name}.rung1.log"
+                log = folder / "logs" / f"{arm}.{metrics.parent.name}.rung2.log"
                 if not log.exists():
                     continue
                 lines = len(metrics.read_text().splitlines())
@@ -94,7 +94,7 @@ def _done_pilots(design: RaceDesign, folder: Path, rung: int) -> dict[str, int]:
     """The pilots finished at ``rung``, with the runs that rung's log holds (a rerun of one would start another)."""
     out = {}
     for name, seed in design.pilots():
-        log = f"{name}.seed{seed}.rung{rung}.log"
+        log = f"{name}.seed{seed}.rung{rung + 1}.log"  # (rungs 0-based here, 1-based in the names)
         if pilot_done(pilot_folder(folder, name, seed), design.arm(name).pilot_budget(design, rung)):
             out[log] = _run_starts(folder / "logs" / log)
     return out

@@ -263,7 +263,7 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -
     if task.rung >= 0 and pilot_done(task.folder, task.budget):  # the process waited for finished it
         return task
     _clear_unstarted(task)
-    what = f"rung{task.rung}" if task.rung >= 0 else "validation"
+    what = f"rung{task.rung + 1}" if task.rung >= 0 else "validation"  # rungs counted from 1, as the runner says
     log_path = folder / "logs" / f"{task.arm}.seed{task.seed}.{what}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     if recorded_command(folder) is not None:  # the user's script (flopplan.race.user_pilot)
