@@ -61,8 +61,8 @@ def test_the_design_says_when_its_horizon_is_beyond_where_p_best_was_checked():
 
     far, far_note = horizon_of(Grid(("tiny-s", "tiny"), (4, 8), (1,), ("rule",), seeds=2, evals=3,
                                     eval_prompts=20), 0.3)
-    near, near_note = horizon_of(Grid(("tiny-s",), (4,), (1,), ("rule",), seeds=1, rungs=1, evals=3,
-                                      eval_prompts=20), 0.6)
+    near, near_note = horizon_of(Grid(("tiny-s",), (4, 8), (1,), ("rule",), seeds=1, rungs=1, evals=3,
+                                      eval_prompts=20), 0.9)
     assert far > MEASURED_HORIZON * HORIZON_SLACK >= near
     assert far_note.startswith(f"F is {far:.1f}x the largest pilot") and "how strongly" in far_note
     assert "--pilot-fraction" in far_note and "--rungs" in far_note and "seeds" not in far_note  # two seeds
@@ -85,6 +85,13 @@ def test_the_design_says_when_its_pilots_evaluate_too_rarely_to_hold_a_point_out
         assert notes == []
     else:
         assert len(notes) == 1 and f"about {positions} positions" in notes[0] and "--evals" in notes[0]
+
+
+def test_the_library_refuses_a_grid_of_one_arm_as_the_cli_does():
+    """design_race (the library) designed a race of one arm, which the CLI alone refused: nothing to compare."""
+    with pytest.raises(UserError, match=r"a race compares arms: the grid has one \(tiny-s\.G4"):
+        design_race(_base(), Grid(("tiny-s",), (4,), (1,), ("rule",), seeds=2), 10**13, 0.3,
+                    evaluation_flops=_eval_flops)
 
 
 def test_a_race_sets_the_seed_sd_its_one_seed_arms_assume_and_every_analysis_reads_it(tmp_path):

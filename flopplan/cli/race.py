@@ -139,9 +139,6 @@ def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ..
     model = None if reward_model_path is None else str(Path(reward_model_path).resolve())  # pilots run anywhere
     result = design_race(base, grid, total, pilot_fraction, evaluation_flops=_evaluation_flops, command=command_line(),
                          reward_model_path=model)
-    if len(result.arms) == 1:  # after pricing, so that what else is wrong with the design is said first
-        raise UserError(f"a race compares arms: the grid has one ({result.arms[0].name}); give an axis two values "
-                        "(--models A,B, --group-sizes G1,G2, --axis NAME=V1,V2, ...)")
     result.save(folder)
     if as_json:
         echo_json(result.to_data())

@@ -341,6 +341,9 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
         raise UserError(f"the budget leaves no validating run: F = {budget_flops:.3g} less the pilots' "
                         f"{cap:.3g} and the reward model's {max(grid.upfront.values(), default=0):.3g} upfront "
                         "FLOPs; raise --budget or lower --pilot-fraction")
+    if len(design.arms) == 1:  # after pricing, so that what else is wrong with the design is said first
+        raise UserError(f"a race compares arms: the grid has one ({design.arms[0].name}); give an axis two values "
+                        "(--models A,B, --group-sizes G1,G2, --axis NAME=V1,V2, ...)")
     top = max(a.pilot_budget(design, len(keep) - 1) for a in design.arms)
     seeds = len(design.seeds)
     positions = len({*(p for p in design.eval_points if p <= design.rung_flops[-1]), *design.rung_flops})
