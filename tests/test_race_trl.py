@@ -477,6 +477,32 @@ def in_progress(pilot: Path) -> bool:
 
 
 @pytest.mark.slow
+def test_a_pilot_whose_rounds_cost_less_than_priced_keeps_its_rungs_last_evaluation(tmp_path):
+    """Rounds that cost less than priced (here the script's prompts are shorter than the 12 tokens designed; in
+    general completions that end early, or evaluations below their worst case) let a rung train past its planned
+    training FLOPs, within its budget. The analysis cut each pilot's evaluations at those FLOPs: it dropped the
+    rung's last one and warned that the pilot "stopped at 48%" of the top rung (a review's own script). Every
+    evaluation within the rung's budget is read."""
+    race = tmp_path / "race"
+    longer = [*DESIGN[:DESIGN.index("--prompt-len") + 1], "12", *DESIGN[DESIGN.index("--prompt-len") + 2:]]
+    cli("race", "design", *longer, "--budget", "1.5e10", "--out", str(race), check=True)
+    pilot = (f"{shlex.quote(sys.executable)} {shlex.quote(str(EXAMPLE))} --data-dir {shlex.quote(str(tmp_path / 'd'))}"
+             f" --models-dir {shlex.quote(str(tmp_path / 'models'))}")
+    cli("race", "run", str(race), "--pilot", pilot, check=True)
+    cli("race", "analyze", str(race), "--no-plots", check=True)
+    design = RaceDesign.load(race)
+    target = json.loads((race / "race.json").read_text())["targets"][0]
+    assert len(target["curves"]) == len(design.arms)
+    for curve in target["curves"]:
+        pilot = race / "pilots" / curve["arm"] / "seed0"
+        rung = json.loads((pilot / "pilot.json").read_text())["rung"]  # the last rung it ran
+        last = json.loads((pilot / "evaluations.jsonl").read_text().splitlines()[-1])
+        assert last["train_flops"] > design.rung_flops[rung]  # the case: trained past the rung's planned FLOPs
+        assert curve["max_flops"] == last["train_flops"]  # and read there
+    assert not [w for w in target["warnings"] if "stopped at" in w]
+
+
+@pytest.mark.slow
 def test_a_script_whose_rewards_hold_a_reward_model_gets_the_learned_reward_caveat(tmp_path):
     """The example race, each pilot also scoring with a reward model (``--reward-model``), under a design whose
     reward axis says ``rule`` (the script's own rewards): the pilots' ledgers charge the reward model's forwards

@@ -223,18 +223,28 @@ def pilot_spending(design: RaceDesign, folder: Path) -> dict[str, int]:
     return out
 
 
+def within_rung(records: list[EvalRecord], budget: int) -> list[EvalRecord]:
+    """A pilot's evaluations made within a rung's ``budget`` (:meth:`~flopplan.race.design.Arm.pilot_budget`:
+    its training and evaluations, which the rung's run never passes): all of the rung's, however much training they
+    bought. Rounds or evaluations that cost less than priced (completions that end early, a script's shorter
+    prompts) let a rung train past its planned training FLOPs; cut there, its last evaluation was dropped and the
+    pilot read as stopped short. A pilot continued to its next rung evaluates beyond the budget (but where the
+    first rounds of the next rung happen to fit within it: then what the rung's FLOPs bought)."""
+    return [r for r in records if r.flops <= budget]
+
+
 def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], command: str) -> RaceInput:
     """The analysis's input from the pilots of the arms in ``reached`` (arm -> the rung all its seeds finished),
-    each pilot's evaluations read up to that rung's budget, so a pilot already running its next rung does not
-    change it. ``pilot_spend`` holds each arm's pilots' ledgers in seed order (the first is the one a validating
-    run continues), ``trained_rewards`` the reward a pilot's ledger recorded where it disagrees with the design's
-    (each pilot's summary read once for both)."""
+    each pilot's evaluations read up to that rung's budget (:func:`within_rung`), so a pilot already running its
+    next rung does not change it. ``pilot_spend`` holds each arm's pilots' ledgers in seed order (the first is the
+    one a validating run continues), ``trained_rewards`` the reward a pilot's ledger recorded where it disagrees
+    with the design's (each pilot's summary read once for both)."""
     targets: dict[str, list[ArmPilots]] = {t: [] for t in design.targets}
     infos, spend, trained = [], {}, {}
     for arm in design.arms:
         if arm.name not in reached:
             continue
-        limit = design.rung_flops[reached[arm.name]]
+        limit = arm.pilot_budget(design, reached[arm.name])
         runs: dict[str, list[SeedRun]] = {t: [] for t in design.targets}
         folders = [pilot_folder(folder, arm.name, s) for s in design.seeds]
         summaries = [load_summary(p) if (p / SUMMARY).is_file() else None for p in folders]  # None: not written yet
@@ -245,10 +255,10 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
                 _check_whole(path, records, summary.steps)
             for target in design.targets:
                 points = tuple(EvalPoint(float(r.train_flops), np.asarray(r.scores, dtype=float))
-                               for r in records if r.target == target and r.train_flops <= limit)
+                               for r in within_rung(records, limit) if r.target == target)
                 if not points:
-                    within = f" within its rung's {limit:.3g} training FLOPs" if any(r.target == target
-                                                                                      for r in records) else ""
+                    within = f" within its rung's budget of {limit:.3g} FLOPs" if any(r.target == target
+                                                                                       for r in records) else ""
                     raise UserError(f"pilot {arm.name} seed {seed} has no evaluation on {target!r}{within}")
                 runs[target].append(SeedRun(seed, points))
         for target in design.targets:

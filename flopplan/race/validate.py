@@ -35,7 +35,7 @@ from flopplan.race.collect import race_input, unfinished_rung
 from flopplan.race.design import RaceDesign
 from flopplan.race.overhead import budget_left
 from flopplan.race.pilot_data import ArmPilots, EvalPoint, SeedRun
-from flopplan.race.pilots import allow_children, pilot_done, pilot_folder
+from flopplan.race.pilots import allow_children, pilot_done, pilot_folder, within_rung
 from flopplan.race.results import ArmPrediction, RaceAnalysis
 from flopplan.race.runner import PilotTask, run_pilot
 from flopplan.race.user_pilot import continue_script_pilot, recorded_command
@@ -68,11 +68,13 @@ class TargetCheck:
         return dict(self.__dict__)
 
 
-def _arm_data(design: RaceDesign, folder: Path, arm: str, target: str, limit: float) -> ArmPilots:
+def _arm_data(design: RaceDesign, folder: Path, arm: str, target: str) -> ArmPilots:
+    """An arm's pilots on ``target``: every evaluation within its top rung's budget (:func:`within_rung`)."""
+    budget = design.arm(arm).pilot_budget(design, len(design.rung_flops) - 1)
     runs = []
     for seed in design.seeds:
-        records = [r for r in load_evaluations(pilot_folder(folder, arm, seed))
-                   if r.target == target and r.train_flops <= limit]
+        records = [r for r in within_rung(load_evaluations(pilot_folder(folder, arm, seed)), budget)
+                   if r.target == target]
         runs.append(SeedRun(seed, tuple(EvalPoint(float(r.train_flops), np.asarray(r.scores, dtype=float))
                                         for r in records)))
     return ArmPilots(arm, tuple(runs))
@@ -170,13 +172,12 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | N
         run_pilot(design, folder, PilotTask(arm.name, seed, -1, budget, run), cores or 2)
     records = load_evaluations(run)
     summary = load_summary(run)
-    top = max(design.rung_flops)
-    fitted = _arm_data(design, folder, arm.name, design.fit_targets[0], top)
+    fitted = _arm_data(design, folder, arm.name, design.fit_targets[0])
     pilot_max = max((p.flops for r in fitted.runs for p in r.points), default=0.0)
     checks = []
     for target in design.targets:
         last = _last(records, target)
-        pilots = _arm_data(design, folder, arm.name, target, top)
+        pilots = _arm_data(design, folder, arm.name, target)
         ends = [run.points[-1] for run in pilots.runs if run.points]
         starts = [run.points[0] for run in pilots.runs if run.points and run.points[0].flops == 0]
         best = float(np.mean([p.scores.mean() for p in ends])) if ends else None
