@@ -386,6 +386,33 @@ def test_a_bad_pilot_is_one_line_and_keeps_its_folder(tmp_path, body, fragment):
     assert json.loads((tmp_path / "race" / "pilot_command.json").read_text())["command"].endswith("pilot_script.py")
 
 
+def test_kill_int_stops_a_runner_started_with_sigint_ignored(tmp_path):
+    """A non-interactive shell starts its background jobs with SIGINT ignored (``flopplan race run DIR &`` in a
+    script), and Python then installs no handler: ``kill -INT`` of the runner did nothing, its pilot ran on to the
+    end of its rung and the race to its next (a review). The runner takes SIGINT: it passes it on to its pilot
+    and stops, saying how to continue."""
+    import signal
+    import time
+
+    _design(tmp_path / "race")
+    log = tmp_path / "pilot.txt"
+    body = ("import signal, sys, time\n"
+            f"def stop(signum, frame):\n    open({str(log)!r}, 'a').write('SIGINT\\n')\n    sys.exit(130)\n"
+            f"signal.signal(signal.SIGINT, stop)\nopen({str(log)!r}, 'a').write('ready\\n')\ntime.sleep(60)\n")
+    command = [sys.executable, "-m", "flopplan", "race", "run", str(tmp_path / "race"), "--pilot",
+               _script(tmp_path, body)]
+    runner = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    deadline = time.monotonic() + 60
+    while not (log.is_file() and "ready" in log.read_text()):
+        assert time.monotonic() < deadline and runner.poll() is None, runner.communicate()
+        time.sleep(0.1)
+    runner.send_signal(signal.SIGINT)
+    _, err = runner.communicate(timeout=60)
+    assert runner.returncode == 130, err.decode()
+    assert "interrupted: `flopplan race run" in err.decode() and log.read_text().count("SIGINT") == 1
+
+
 def test_a_pilot_command_that_cannot_start_is_one_line_and_a_corrected_one_is_taken(tmp_path):
     """The command runs without a shell: a program that is not there, a shell-style environment prefix and
     unbalanced quotes are refused in one line (a traceback before), and with no pilot started the corrected command
@@ -482,12 +509,16 @@ def test_a_pilot_whose_rounds_cost_less_than_priced_keeps_its_rungs_last_evaluat
     general completions that end early, or evaluations below their worst case) let a rung train past its planned
     training FLOPs, within its budget. The analysis cut each pilot's evaluations at those FLOPs: it dropped the
     rung's last one and warned that the pilot "stopped at 48%" of the top rung (a review's own script). Every
-    evaluation within the rung's budget is read."""
+    evaluation within the rung's budget is read. The pilots here also exit 1 once trained, as a process killed or
+    crashing in its teardown does: a pilot that finished its rung is done (the race stopped at it)."""
     race = tmp_path / "race"
     longer = [*DESIGN[:DESIGN.index("--prompt-len") + 1], "12", *DESIGN[DESIGN.index("--prompt-len") + 2:]]
     cli("race", "design", *longer, "--budget", "1.5e10", "--out", str(race), check=True)
-    pilot = (f"{shlex.quote(sys.executable)} {shlex.quote(str(EXAMPLE))} --data-dir {shlex.quote(str(tmp_path / 'd'))}"
-             f" --models-dir {shlex.quote(str(tmp_path / 'models'))}")
+    crash = tmp_path / "crash_after.py"
+    crash.write_text("import os, runpy, sys\nsys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')"
+                     "\nos._exit(1)\n")
+    pilot = (f"{shlex.quote(sys.executable)} {shlex.quote(str(crash))} {shlex.quote(str(EXAMPLE))} --data-dir "
+             f"{shlex.quote(str(tmp_path / 'd'))} --models-dir {shlex.quote(str(tmp_path / 'models'))}")
     cli("race", "run", str(race), "--pilot", pilot, check=True)
     cli("race", "analyze", str(race), "--no-plots", check=True)
     design = RaceDesign.load(race)
@@ -595,6 +626,10 @@ def test_a_failed_pilot_is_named_by_its_signal_and_its_last_line_that_is_not_a_p
     assert failure(1, log) == ("exit 1", refusal)
     log.write_text("ChildFailedError\n" + "=" * 60 + "\n")
     assert failure(1, log) == ("exit 1", "ChildFailedError")
+    # a pilot killed after a warning (a review's kill -9): the line before it, not the warning's source line
+    log.write_text("step 3 done\n/x/transformers/utils/generic.py:1014: FutureWarning: `x` is deprecated\n"
+                   "  warnings.warn(\n")
+    assert failure(-9, log) == ("killed by SIGKILL", "step 3 done")
 
 
 def test_the_watch_stops_a_resumed_pilot_whose_new_checkpoint_has_no_ledger_and_nothing_else(tmp_path):

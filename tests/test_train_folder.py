@@ -65,3 +65,20 @@ def test_a_run_that_cannot_work_is_refused_before_it_starts_and_leaves_no_folder
     (tmp_path / "empty").mkdir()
     one_line_error(cli("train", "--out", str(tmp_path / "empty"), *args, "--no-progress"), TRAIN_REFUSED[case][1])
     assert not list((tmp_path / "empty").iterdir())
+
+
+def test_a_trl_runs_work_in_progress_is_recorded_under_the_steps_it_belongs_to(tmp_path):
+    """The TRL meter records what ran since the last logged line: a committed round not yet logged (step 10) and the
+    units of the next round (11). Both went under step 11, so a kill's record named a round that never ran as the
+    one lost; each is its own step's record now, and the lost work counts both, not the logged step 9."""
+    from flopplan.train.runfolder import RunFolder
+
+    folder = RunFolder(tmp_path / "run")
+    folder.begin({"engine": "trl"})
+    charge = {"unit": "rollout", "executed": {"rollout.prefill": 100}, "useful": {"rollout.prefill": 100}}
+    (tmp_path / "run" / "ledger.jsonl").write_text(json.dumps({"step": 9, "charges": [charge]}) + "\n")
+    update = {"unit": "update", "executed": {"update": 30}, "useful": {"update": 30}}
+    folder.set_progress([(10, [charge, update]), (11, [charge]), (12, [])])
+    records = [json.loads(line) for line in (tmp_path / "run" / "progress.jsonl").read_text().splitlines()]
+    assert [(r["step"], len(r["charges"]), r["partial"]) for r in records] == [(10, 2, True), (11, 1, True)]
+    assert folder.lost_after(9) == 230 and folder.lost_after(8) == 330

@@ -278,6 +278,7 @@ def run(race_dir: str, backend: str, jobs: int | None, shard: str, address: str 
     """Run (or continue, after a kill) every rung's pilots, on the built-in trainer or as your script (--pilot),
     in local processes or as Ray tasks; each pilot is an ordinary run folder."""
     from flopplan.race.design import RaceDesign
+    from flopplan.race.pilots import take_ctrl_c
     from flopplan.race.runner import run_race
 
     executor = None
@@ -291,6 +292,7 @@ def run(race_dir: str, backend: str, jobs: int | None, shard: str, address: str 
     elif address is not None or pilot_cpus is not None or pilot_gpus is not None:
         fail("--address, --pilot-cpus and --pilot-gpus are the ray backend's (--backend ray)")
     say = (lambda text: None) if as_json else (lambda text: click.echo(text, err=True))
+    take_ctrl_c()
     try:
         result = run_race(race_dir, jobs=1 if jobs is None else jobs, shard=_shard(shard), executor=executor,
                           pilot=pilot, log=say)
@@ -341,12 +343,14 @@ def _print_recommendations(result: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print validation.json.")
 def validate(race_dir: str, as_json: bool) -> None:
     """Continue the recommended arm's pilot with the budget the pilots left and set predicted beside observed."""
+    from flopplan.race.pilots import take_ctrl_c
     from flopplan.race.results import load_analysis
     from flopplan.race.validate import run_validation
 
     path = Path(race_dir) / "race.json"
     if not path.is_file():
         fail(f"{race_dir!r} has no race.json: run `flopplan race analyze {race_dir}` first")
+    take_ctrl_c()
     try:
         out = run_validation(race_dir, load_analysis(path), command=command_line())
     except KeyboardInterrupt:

@@ -410,14 +410,13 @@ class StepLog(TrainerCallback):
         self.progress()
 
     def progress(self) -> None:
-        """What ran since the last line written: the committed round not yet written and the units of the round
-        and evaluation in progress (this process's: on several processes, rank 0's share), as the run folder's
-        step in progress, so a kill leaves a record of the work it lost (cleared when the next line is written).
-        """
-        charges = list(self.pending["charges"]) if self.pending else []
-        charges += [c.to_data() for evaluation in (False, True)
-                    for c in self.meter.local_charges(evaluation).values()]
-        self.folder.set_progress(self.meter.rounds + 1, charges)
+        """What ran since the last line written: the committed round not yet written (under its own step) and the
+        units of the round and evaluation in progress (this process's: on several processes, rank 0's share; under
+        the next step), as the run folder's steps in progress, so a kill leaves a record of the work it lost
+        (cleared when the next line is written)."""
+        done = [(self.pending["step"], list(self.pending["charges"]))] if self.pending else []  # committed, unwritten
+        running = [c.to_data() for evaluation in (False, True) for c in self.meter.local_charges(evaluation).values()]
+        self.folder.set_progress([*done, (self.meter.rounds + 1, running)])
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> Any:
         if self.pending is not None:

@@ -50,8 +50,8 @@ def failure(returncode: int, log: Path) -> tuple[str, str]:
     """How a child process ended, for a one-line refusal: its exit code (a signal by name), and flopplan's last
     refusal in its log (a pilot's ``spec.apply`` or ``spec.meter`` refused the trainer: under torchrun every rank
     prints it, ``[rank0]:``-prefixed, before the launcher's own report), else the last line that says something:
-    not a progress bar's (tqdm redraws its bar with carriage returns: "Writing model shards: 100%|...") nor a rule
-    of ``=`` or ``-``."""
+    not a progress bar's (tqdm redraws its bar with carriage returns: "Writing model shards: 100%|..."), a warning's
+    (:data:`WARNING`) nor a rule of ``=`` or ``-``."""
     how = f"exit {returncode}"
     if returncode < 0:
         with contextlib.suppress(ValueError):
@@ -61,12 +61,15 @@ def failure(returncode: int, log: Path) -> tuple[str, str]:
     refusals = [x.split(REFUSAL, 1)[1].strip() for x in lines if REFUSAL in x]
     if refusals:
         return how, refusals[-1]
-    words = [x for x in lines if not PROGRESS_BAR.search(x) and x.strip("=-")] or lines
+    words = [x for x in lines if not (PROGRESS_BAR.search(x) or WARNING.search(x)) and x.strip("=-")] or lines
     return how, words[-1] if words else "(no output)"
 
 
 REFUSAL = "flopplan.errors.UserError:"
 """How a traceback names flopplan's one-line refusal of bad input."""
+WARNING = re.compile(r"^warnings\.warn\(|^\S+\.py:\d+: \w*Warning: ")
+"""A Python warning's two lines on stderr: ``path.py:12: FutureWarning: ...`` and its source line (often
+``warnings.warn(``); a pilot killed after one would be reported by it."""
 
 
 PROGRESS_BAR = re.compile(r"\d+%\|")
@@ -148,6 +151,15 @@ def interrupt_children() -> None:
     for proc, folder in running:
         with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
             os.kill(_interrupted_process(proc, folder), signal.SIGINT)
+
+
+def take_ctrl_c() -> None:
+    """Let a SIGINT interrupt this runner (a KeyboardInterrupt, then :func:`interrupt_children`) where it started
+    with SIGINT ignored: a non-interactive shell starts its background jobs so (``flopplan race run DIR &`` in a
+    script), and Python then never installs its handler, so ``kill -INT`` of the runner did nothing and its pilots
+    ran on to the end of their rungs and the race to its next rung. Only from the main thread."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def children_stopped() -> bool:

@@ -273,7 +273,7 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -
            "OPENBLAS_NUM_THREADS": str(threads)}
     with open(log_path, "ab") as log:
         returncode = run_child(command, stdout=log, stderr=log, env=env)
-    if returncode != 0:
+    if returncode != 0 and not pilot_done(task.folder, task.budget):  # (a pilot killed in its teardown is done)
         how, last = failure(returncode, log_path)
         raise UserError(f"pilot {task.arm} seed {task.seed} failed ({how}): {last} (log: {log_path})")
     return task

@@ -22,7 +22,7 @@ from typing import Any
 from flopplan.errors import UserError
 from flopplan.fileio import TEMPORARY, atomic_write_json, folder_lock, read_json
 from flopplan.race.design import RaceDesign, training_only
-from flopplan.race.pilots import failure, ignored_budget, run_child
+from flopplan.race.pilots import failure, ignored_budget, pilot_done, run_child
 from flopplan.race.script import PILOT_ENV, SPEC_FILE, PilotSpec, load_spec
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
 
@@ -153,7 +153,7 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
                     f"before `flopplan race run`, or write 'env {argv[0]} ...')" if setting else
                     f": {exc.strerror or exc}")
             raise UserError(f"the pilot command {command!r} cannot start {argv[0]!r}{hint}") from None
-    if returncode != 0:
+    if returncode != 0 and not pilot_done(task.folder, task.budget):  # (a pilot killed in its teardown is done)
         how, last = failure(returncode, task.folder / TAIL_FILE)
         raise UserError(f"{what} failed ({how}): {last} (stderr: {task.folder / TAIL_FILE})")
     if not (task.folder / SUMMARY).is_file():

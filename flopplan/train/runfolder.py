@@ -148,11 +148,12 @@ class RunFolder:
         with open(self.path / PROGRESS, "a") as handle:
             handle.write(json.dumps({"step": step, "partial": True, "charges": [charge]}) + "\n")
 
-    def set_progress(self, step: int, charges: list[dict[str, Any]]) -> None:
-        """The step in progress as one record of everything it ran so far (replaced atomically; for an engine
-        that knows a step's work as a whole, not unit by unit)."""
-        line = json.dumps({"step": step, "partial": True, "charges": charges}) + "\n" if charges else ""
-        atomic_write_text(self.path / PROGRESS, line)
+    def set_progress(self, steps: Sequence[tuple[int, list[dict[str, Any]]]]) -> None:
+        """The work done since the last step logged, one record per step (its number, everything it ran so far),
+        replaced atomically: for an engine that knows a step's work as a whole, not unit by unit."""
+        lines = "".join(json.dumps({"step": step, "partial": True, "charges": charges}) + "\n"
+                        for step, charges in steps if charges)
+        atomic_write_text(self.path / PROGRESS, lines)
 
     def clear_progress(self) -> None:
         atomic_write_text(self.path / PROGRESS, "")
