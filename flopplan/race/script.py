@@ -233,7 +233,10 @@ class PilotSpec:
             shown = f"{runs!r} (attn_implementation {impl!r}), the race priced {priced!r}"
         elif name.endswith("_spec"):
             fix = f"load the arm's model ({'spec.model' if name == 'policy_spec' else 'its reward model'})"
-            shown = "is another model than the arm's"
+            fields = [f"{f.name} {getattr(runs, f.name)!r} (the arm's {getattr(priced, f.name)!r})"
+                      for f in dataclasses.fields(priced) if getattr(priced, f.name) != getattr(runs, f.name)] \
+                if priced is not None and runs is not None else []
+            shown = "is another model than the arm's" + (f": {', '.join(fields[:3])}" if fields else "")
         else:
             flag = {f.name: f.metadata.get("option") for f in dataclasses.fields(Recipe)}.get(name)
             setting = f" ({flag} {runs})" if flag and isinstance(runs, str) else ""
