@@ -373,8 +373,10 @@ def demo(out_dir: str, quick: bool, jobs: int) -> None:
     """design -> run -> analyze -> validate on the built-in task, end to end, on the local CPU (run it again after
     a kill: it continues)."""
     from flopplan.race.demo import run_demo
+    from flopplan.race.pilots import take_ctrl_c
     from flopplan.race.validate import render
 
+    take_ctrl_c()
     result = run_demo(out_dir, quick=quick, jobs=jobs, base=race_base(), command=command_line(),
                       echo=lambda text: click.echo(text, err=True))
     _print_recommendations(result["analysis"])
