@@ -319,9 +319,9 @@ def test_a_trainer_that_runs_another_round_than_the_arm_was_priced_for_is_refuse
                            reward_funcs=[example.accuracy_reward], args=config, train_dataset=data["train"],
                            eval_dataset=data["test"])
 
-    with pytest.raises(UserError, match=r"attention_kernel 'sdpa' \(attn_implementation 'sdpa'\), the race priced "
-                                        r"'eager'; design the race with --attention-kernel sdpa .* "
-                                        r"attn_implementation='eager'"):
+    with pytest.raises(UserError, match=r"attention_kernel 'sdpa' \(attn_implementation 'sdpa'\), the arm's "
+                                        r"'eager'; design the race with --attention-kernel sdpa, or load the policy "
+                                        r"with attn_implementation='eager'"):
         spec.check_round(trainer("tiny-s", "sdpa"))
     with pytest.raises(UserError, match=r"its policy_spec is another model than the arm's: hidden_size \d+ \(the "
                                         r"arm's \d+\).*; load the arm's model"):

@@ -122,7 +122,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         prompt_max, reward_prompt_max, eval_prompt_max = longest_prompts(trainer, evaluation)
         read = read_trainer(trainer, Path(scratch.name), prompt_max)
         if recipe is not None:
-            check_explicit(recipe, read.recipe)
+            check_explicit(recipe, read)
         flops = budget_flops(budget, read.recipe, profile, price_per_hour)
         _check_boundaries(trainer.args, read.run.optimizer_steps_per_round, read.eval_generations is not None)
         if not resume:  # a budget that buys no round is refused here, not when training starts

@@ -227,10 +227,25 @@ def first_difference(explicit: Recipe, read: Recipe, skip: tuple[str, ...] = ())
     return None
 
 
-def check_explicit(explicit: Recipe, read: Recipe) -> None:
+def describe_difference(name: str, priced: Any, runs: Any, conventions: dict[str, Any],
+                        whose: str = "the recipe's") -> str:
+    """A :func:`first_difference` in words: the trainer's value, then the recipe's (``whose``); a model by the fields
+    that set its FLOPs, the attention kernel with the implementation the trainer's policy runs (``conventions``:
+    :class:`TrainerRecipe`'s)."""
+    if name == "attention_kernel":
+        return (f"attention_kernel {runs!r} (attn_implementation {conventions.get('attn_implementation')!r}), "
+                f"{whose} {priced!r}")
+    if name.endswith("_spec"):
+        fields = [f"{f.name} {getattr(runs, f.name)!r} ({whose} {getattr(priced, f.name)!r})"
+                  for f in dataclasses.fields(priced) if getattr(priced, f.name) != getattr(runs, f.name)] \
+            if priced is not None and runs is not None else []
+        return f"{name} is another model than {whose}" + (f": {', '.join(fields[:3])}" if fields else "")
+    return f"{name} {runs!r}, {whose} {priced!r}"
+
+
+def check_explicit(explicit: Recipe, read: TrainerRecipe) -> None:
     """An explicit recipe must describe what the trainer runs: the first field that differs is named."""
-    difference = first_difference(explicit, read)
+    difference = first_difference(explicit, read.recipe)
     if difference is not None:
-        name, mine, theirs = difference
-        shown = "the trainer's model differs" if name.endswith("_spec") else f"{mine!r} != {theirs!r} (trainer)"
-        raise UserError(f"the recipe given does not match the trainer: {name} {shown}")
+        raise UserError("the recipe given does not match the trainer: its "
+                        + describe_difference(*difference, read.conventions))

@@ -215,7 +215,7 @@ class PilotSpec:
         ``orm:`` arm."""
         import tempfile
 
-        from flopplan.engines.trl_trainer import first_difference, read_trainer
+        from flopplan.engines.trl_trainer import describe_difference, first_difference, read_trainer
 
         with tempfile.TemporaryDirectory(prefix="flopplan-pilot-") as scratch:  # the model's config, read in it
             read = read_trainer(trainer, Path(scratch), 1)
@@ -227,23 +227,16 @@ class PilotSpec:
             return
         name, priced, runs = difference
         if name == "attention_kernel":
-            impl = read.conventions["attn_implementation"]
-            fix = (f"design the race with --attention-kernel {runs} (the kernel of attn_implementation {impl!r}), or "
-                   f"load the policy with attn_implementation={'eager' if priced == 'eager' else 'sdpa'!r}")
-            shown = f"{runs!r} (attn_implementation {impl!r}), the race priced {priced!r}"
+            fix = (f"design the race with --attention-kernel {runs}, or load the policy with "
+                   f"attn_implementation={'eager' if priced == 'eager' else 'sdpa'!r}")
         elif name.endswith("_spec"):
             fix = f"load the arm's model ({'spec.model' if name == 'policy_spec' else 'its reward model'})"
-            fields = [f"{f.name} {getattr(runs, f.name)!r} (the arm's {getattr(priced, f.name)!r})"
-                      for f in dataclasses.fields(priced) if getattr(priced, f.name) != getattr(runs, f.name)] \
-                if priced is not None and runs is not None else []
-            shown = "is another model than the arm's" + (f": {', '.join(fields[:3])}" if fields else "")
         else:
             flag = {f.name: f.metadata.get("option") for f in dataclasses.fields(Recipe)}.get(name)
             setting = f" ({flag} {runs})" if flag and isinstance(runs, str) else ""
             fix = f"build the trainer from spec.apply(config), or design the race with the script's setting{setting}"
-            shown = f"{runs!r}, the race priced {priced!r}"
-        raise UserError(f"the trainer does not run the round the race priced for {self.arm}: its {name} {shown}; "
-                        f"{fix}")
+        shown = describe_difference(name, priced, runs, read.conventions, whose="the arm's")
+        raise UserError(f"the trainer does not run the round the race priced for {self.arm}: its {shown}; {fix}")
 
     def to_data(self) -> dict[str, Any]:
         return serial.write(SPEC_LAYOUT, self)
