@@ -329,6 +329,27 @@ def test_a_trainer_that_runs_another_round_than_the_arm_was_priced_for_is_refuse
     spec.check_round(trainer("tiny-s", "eager"))  # the round the arm was priced for
 
 
+@pytest.mark.parametrize("flag, length, dataset", [("--prompt-len", "8", "train_dataset"),
+                                                    ("--eval-prompt-len", "7", "eval_dataset")])
+def test_a_script_whose_prompts_are_longer_than_the_race_priced_is_refused_at_its_first_pilot(
+        tmp_path, flag, length, dataset):
+    """The example's prompts are 9 tokens once TRL applies the chat template. A race priced at shorter prompts
+    charges every round more than its rung was sized in: the meter keeps the next round's worst case at the data's
+    longest prompt in reserve, so each pilot stops short of its planned steps (read by the analysis as an arm that
+    stopped early). Refused before training, in one line naming the length to design with; the race at 9 runs
+    (every other test here)."""
+    race = tmp_path / "race"
+    cut = [*DESIGN[:DESIGN.index("--prompt-len") + 1], length if flag == "--prompt-len" else "9",
+           *DESIGN[DESIGN.index("--prompt-len") + 2:]]
+    cli("race", "design", *cut, *((flag, length) if flag != "--prompt-len" else ()), "--out", str(race), check=True)
+    pilot = (f"{shlex.quote(sys.executable)} {shlex.quote(str(EXAMPLE))} --data-dir {shlex.quote(str(tmp_path / 'd'))}"
+             f" --models-dir {shlex.quote(str(tmp_path / 'models'))}")
+    line = one_line_error(cli("race", "run", str(race), "--json", "--pilot", pilot),
+                          f"the trainer's {dataset} has prompts of up to 9 tokens")
+    assert f"the race priced at most {length} ({flag}): design the race with {flag} 9" in line
+    assert not list(race.glob("pilots/*/seed0/ledger.jsonl"))  # nothing trained
+
+
 def test_flop_neutral_axes_reach_a_script_pilot_as_grpoconfig_fields(tmp_path):
     """--axis learning_rate and --axis top_p (a GRPOConfig-only field) vary the arms of a script race: each pilot's
     spec sets them; a built-in trainer's knob TRL has no field for is refused for a script pilot."""

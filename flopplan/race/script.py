@@ -202,6 +202,7 @@ class PilotSpec:
                                           f"design the race with --eval-prompts a multiple of {world}" if rows % world
                                           else f"set per_device_eval_batch_size to a divisor of {rows // world}"))
         self.check_round(trainer)
+        self.check_lengths(trainer)
         options.setdefault("lost_outside_budget", True)  # as a built-in pilot: a resumed pilot runs its rounds
         metered = meter(trainer, budget=self.budget, out=self.folder, resume=self.resume, **options)
         evaluate_at_points(trainer, metered, self.eval_points, self.target, score=score, correct=correct)
@@ -237,6 +238,24 @@ class PilotSpec:
             fix = f"build the trainer from spec.apply(config), or design the race with the script's setting{setting}"
         shown = describe_difference(name, priced, runs, read.conventions, whose="the arm's")
         raise UserError(f"the trainer does not run the round the race priced for {self.arm}: its {shown}; {fix}")
+
+    def check_lengths(self, trainer: Any) -> None:
+        """The trainer's prompts must fit the lengths the design priced: the longest training prompt within
+        ``--prompt-len``'s maximum and the longest evaluation prompt within ``--eval-prompt-len``'s, as TRL tokenizes
+        them (its chat template included; TRL 1.16 truncates no prompt). The meter keeps the worst case of the next
+        round in reserve at the data's longest prompt, so a pilot whose prompts are longer than priced stops short of
+        the steps its rung was planned for, and the analysis reads it as an arm that stopped early; refused in one
+        line, naming the length to design with."""
+        from flopplan.engines.trl_meter import longest_prompts
+
+        train, _, evaluation = longest_prompts(trainer, True)
+        for what, found, priced, flag in (
+                ("train_dataset", train, self.recipe.prompt_len.max, "--prompt-len"),
+                ("eval_dataset", evaluation, self.recipe.evaluation_prompt_len.max, "--eval-prompt-len")):
+            if found > priced:
+                raise UserError(f"the trainer's {what} has prompts of up to {found} tokens as TRL tokenizes them "
+                                f"(its chat template included), the race priced at most {priced} ({flag}): design "
+                                f"the race with {flag} {found} (or MEAN:{found}), or shorten the prompts")
 
     def to_data(self) -> dict[str, Any]:
         return serial.write(SPEC_LAYOUT, self)
