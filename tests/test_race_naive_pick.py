@@ -13,8 +13,9 @@ from race_inputs import F_PILOT, REPS, RUNGS, TRUTH, info, pilots, race
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.checks import naive_pick, tie_order
 from flopplan.race.curves import scalerl_curve, synthetic_scores
+from flopplan.race.naive import naive_fields, naive_stands
 from flopplan.race.pilot_data import ArmPilots
-from flopplan.race.regime import _naive_fields, _naive_stands, separated_the_other_way
+from flopplan.race.regime import separated_the_other_way
 from flopplan.race.report import render_markdown, write_outputs
 from flopplan.race.results import ArmPrediction, BudgetResult, load_analysis
 from flopplan.race.validate import predicted_at
@@ -162,9 +163,9 @@ def test_an_unfitted_naive_pick_gives_way_to_a_lower_bound_above_what_it_shows()
     steady = ArmPrediction("steady", 2e20, 0.6, 0.5, 0.7, 0.5, 0.5, 0.7, 0.0, 2.0, True, True, "", None)
     at_f = BudgetResult("target", 2e20, (steady,), None)  # type: ignore[arg-type]  # the rule reads predictions only
     for tied in (False, True):
-        assert "has no prediction" in _naive_stands(at_f, steady, ("flat", 0.55), 0.9, tied)  # type: ignore[operator]
-        assert _naive_stands(at_f, steady, ("flat", 0.45), 0.9, tied) is None
-        assert _naive_stands(at_f, steady, ("steady", 0.65), 0.9, tied) is None
+        assert "has no prediction" in naive_stands(at_f, steady, ("flat", 0.55), 0.9, tied)  # type: ignore[operator]
+        assert naive_stands(at_f, steady, ("flat", 0.45), 0.9, tied) is None
+        assert naive_stands(at_f, steady, ("steady", 0.65), 0.9, tied) is None
 
 
 def test_a_move_is_refused_only_where_the_calibrated_intervals_put_the_pick_above_the_challenger():
@@ -193,17 +194,17 @@ def test_the_naive_pick_gives_way_only_to_a_lower_bound_above_its_upper_bound_or
 
     steady = pred("steady", 0.50, True)
     fallen, seen = pred("fallen", 0.3, False), ("fallen", 0.55)
-    assert "fails the envelope check" in _naive_stands(at_f(steady, fallen), steady, seen, 0.9, False)  # type: ignore[operator]
-    assert _naive_stands(at_f(steady, fallen), steady, ("fallen", 0.45), 0.9, False) is None
+    assert "fails the envelope check" in naive_stands(at_f(steady, fallen), steady, seen, 0.9, False)  # type: ignore[operator]
+    assert naive_stands(at_f(steady, fallen), steady, ("fallen", 0.45), 0.9, False) is None
     overlapping = pred("fallen", 0.35, True)  # [0.35, 0.55] against steady's [0.50, 0.70]
-    assert "overlaps" in _naive_stands(at_f(steady, overlapping), steady, seen, 0.9, False)  # type: ignore[operator]
+    assert "overlaps" in naive_stands(at_f(steady, overlapping), steady, seen, 0.9, False)  # type: ignore[operator]
     apart = pred("fallen", 0.25, True)  # [0.25, 0.45]: below steady's lower bound
-    assert _naive_stands(at_f(steady, apart), steady, seen, 0.9, False) is None
-    assert "do not overturn" in _naive_stands(at_f(steady, apart), steady, seen, 0.9, True)  # type: ignore[operator]
+    assert naive_stands(at_f(steady, apart), steady, seen, 0.9, False) is None
+    assert "do not overturn" in naive_stands(at_f(steady, apart), steady, seen, 0.9, True)  # type: ignore[operator]
     # no prediction for it (no curve): it stays unless steady's lower bound passes what it shows (the test below)
-    assert _naive_stands(at_f(steady), steady, ("fallen", 0.45), 0.9, False) is None
-    assert _naive_stands(at_f(steady), steady, ("steady", 0.55), 0.9, False) is None
-    note = _naive_fields("steady", at_f(steady, fallen), ("fallen", 0.45))["naive_note"]
+    assert naive_stands(at_f(steady), steady, ("fallen", 0.45), 0.9, False) is None
+    assert naive_stands(at_f(steady), steady, ("steady", 0.55), 0.9, False) is None
+    note = naive_fields("steady", at_f(steady, fallen), ("fallen", 0.45))["naive_note"]
     assert "fell back" in note and "0.500" in note and "cross" not in note
 
 

@@ -41,6 +41,7 @@ from flopplan.race.bootstrap import BootstrapResult, bootstrap_interval, paired_
 from flopplan.race.curves import CurveFit
 from flopplan.race.design import is_ladder
 from flopplan.race.families import ArmSample
+from flopplan.race.naive import eliminated_pick
 from flopplan.race.overhead import budget_left, pilot_cost
 from flopplan.race.pilot_data import ArmPilots, PilotData
 from flopplan.race.regime import AXES, UNDECIDED_P, Candidate, anchored_pick, decide, g_warnings, recommend, rules
@@ -283,9 +284,12 @@ def _at_budget(label: str, budget: float, states: list[_ArmState], ens: ensemble
         cands.append(Candidate(info.name, info.axes, info.params, share, point, reps, not note, note, st.noise,
                                comparable, in_play=not set_aside))
         hi, g_hi = (1.0, 1.0 - r0) if still else (float(hi), float(g_hi))  # unmoved: to a pass rate's most
-        preds.append(ArmPrediction(arm=info.name, ledger_flops=ledger, reward=point, lo=float(lo), hi=hi,
+        # an arm whose upfront FLOPs use up the budget trains none of it: read at its start (ledger 0), never at a
+        # negative ledger (a review found -4e20 FLOPs and -3.99x in race.json and the report)
+        preds.append(ArmPrediction(arm=info.name, ledger_flops=max(ledger, 0.0), reward=point, lo=float(lo), hi=hi,
                                    gain=point - r0, gain_lo=float(g_lo), gain_hi=float(g_hi), p_best=0.0,
-                                   extrapolation=ledger / st.max_flops, usable=not note, comparable=comparable,
+                                   extrapolation=max(ledger, 0.0) / st.max_flops, usable=not note,
+                                   comparable=comparable,
                                    note=note,
                                    observed=checks.observed_near(st.arm, ledger) if ledger > 0 else None))
     dec = decide(cands, level)
@@ -373,6 +377,9 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
     upfront = {a.name: a.upfront_flops for a in inp.arms}
     warnings = [*stopped, *(f"{c.arm}: {c.reason}" for c in curves.values()), *checks.short_pilots(
         [present[n] for n in present if inp.ran_top(n)], budgets[-2])]
+    warnings += [f"{a.name}: its upfront FLOPs ({eng(a.upfront_flops)}) use up the target budget ({eng(f_target)}): "
+                 "it cannot train at F, and its predictions are read at its start" for a in inp.arms
+                 if a.upfront_flops >= f_target]
 
     def observed_best() -> checks.ObservedBest | None:  # "best observed": the survivors' rewards at their largest pilot
         survivors = [present[n] for n in present if survived[n]]
@@ -434,6 +441,9 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
         else:
             warnings += persistence.held_back_caveat(rec, lead, UNDECIDED_P)
     recommendation = costed(among)
+    if recommendation.arm is not None and not survived.get(recommendation.arm, True):
+        recommendation = eliminated_pick(recommendation, at_f, inp.reached[recommendation.arm], len(inp.rung_budgets),
+                                         curves[recommendation.arm].max_flops or budgets[-2])
     warnings += persistence.climb_caveat(recommendation, at_f, curves, survived, if_stopped)
     warnings += persistence.learned_reward_caveat(recommendation, inp.arms,
                                                   persistence.pool(recommendation, at_f, survived), inp.trained_rewards)

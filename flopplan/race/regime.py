@@ -72,6 +72,7 @@ from numpy.typing import NDArray
 from flopplan.race.bootstrap import bootstrap_interval, p_best
 from flopplan.race.checks import ObservedBest, tie_order
 from flopplan.race.design import AXES
+from flopplan.race.naive import naive_fields, naive_stands
 from flopplan.race.persistence import Challenger
 from flopplan.race.promotion import P_OPEN
 from flopplan.race.results import ArmPrediction, AxisComparison, BudgetResult, Decision, Recommendation
@@ -281,31 +282,6 @@ def g_warnings(budgets: Sequence[BudgetResult], group_size: dict[str, float | No
     return out
 
 
-def _naive_fields(arm: str | None, at_f: BudgetResult, naive: tuple[str, float] | None) -> dict[str, Any]:
-    """The naive pick beside RACE's, and why RACE differs from it when it does."""
-    if naive is None:
-        return {"naive_arm": None, "naive_reward": None, "naive_note": "no survivor was observed at the top rung"}
-    name, seen = naive
-    out: dict[str, Any] = {"naive_arm": name, "naive_reward": seen, "naive_note": ""}
-    if arm is None or arm == name:
-        return out
-    preds = {p.arm: p for p in at_f.predictions}
-    mine, theirs = preds.get(arm), preds.get(name)
-    if mine is None or theirs is None:
-        out["naive_note"] = f"{name} has no prediction at {eng(at_f.flops)}: RACE picks among the fitted arms"
-        return out
-    if not theirs.comparable:  # the naive pick fell back in its pilots (:func:`_naive_stands`)
-        out["naive_note"] = (f"the naive pick {name} shows the best reward at the largest pilot ({seen:.3f}) but fell "
-                             f"back below its running best there ({theirs.note}), and {arm}'s lower bound at "
-                             f"{eng(at_f.flops)}, {mine.lo:.3f} (predicted {mine.reward:.3f}), is above that reward")
-        return out
-    out["naive_note"] = (f"the naive pick {name} shows the best reward at the largest pilot ({seen:.3f}), but "
-                         f"{arm} is predicted {mine.reward:.3f} [{mine.lo:.3f}, {mine.hi:.3f}] at {eng(at_f.flops)} "
-                         f"against {theirs.reward:.3f} [{theirs.lo:.3f}, {theirs.hi:.3f}]: their curves cross "
-                         "before the budget, and the intervals do not overlap")
-    return out
-
-
 def tied_arms(at_f: BudgetResult, best: str) -> tuple[str, ...]:
     """The comparable arms the evidence cannot separate from ``best`` at the budget, best first: its runner-up and
     every arm whose upper bound reaches its lower bound and that is best in at least ``P_OPEN`` of the replicates
@@ -337,7 +313,7 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
                                   margin=None, margin_lo=None, margin_hi=None, extrapolation=None, upfront_flops=0,
                                   interval=interval)
         rec = _best_observed(common, observed, upfront, why, level)
-        return replace(rec, **_naive_fields(rec.arm, at_f, naive))
+        return replace(rec, **naive_fields(rec.arm, at_f, naive))
     arm = decision.best
     pred: ArmPrediction = next(p for p in at_f.predictions if p.arm == arm)
     reasons = []
@@ -359,11 +335,11 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
     confidence = "cannot tell" if tied else "low" if reasons else "high"
     p_arm, runner, margin = decision.p_best, decision.runner_up, decision.margin
     m_lo, m_hi = decision.margin_lo, decision.margin_hi
-    stands = _naive_stands(at_f, pred, naive, level, bool(tied))
+    stands = naive_stands(at_f, pred, naive, level, bool(tied))
     theirs = next((p for p in at_f.predictions if p.arm == naive[0]), None) if naive is not None else None
     if stands is not None and naive is not None and theirs is None and observed is not None:
         rec = _best_observed(common, observed, upfront, stands, level, arm=naive[0])  # no curve: what it shows
-        return replace(rec, **_naive_fields(rec.arm, at_f, naive))
+        return replace(rec, **naive_fields(rec.arm, at_f, naive))
     if stands is not None and naive is not None and theirs is not None:
         reasons.insert(1 if tied else 0, stands)  # tied: after the "cannot tell" reason, which names the tie
         confidence = "cannot tell" if tied else "low"
@@ -374,7 +350,7 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
                           hi=pred.hi, gain=pred.gain, gain_lo=pred.gain_lo, gain_hi=pred.gain_hi,
                           p_best=p_arm, runner_up=runner, margin=margin, margin_lo=m_lo, margin_hi=m_hi,
                           extrapolation=pred.extrapolation, upfront_flops=upfront.get(arm, 0), interval=interval,
-                          tied=tied, separate_flops=separate, **_naive_fields(arm, at_f, naive))
+                          tied=tied, separate_flops=separate, **naive_fields(arm, at_f, naive))
 
 
 def separated_the_other_way(at_f: BudgetResult, pick: str | None, arm: str) -> bool:
@@ -420,7 +396,7 @@ def anchored_pick(rec: Recommendation, at_f: BudgetResult, lead: Challenger, upf
     if pred.extrapolation > EXTRAPOLATION_LIMIT * EXTRAPOLATION_TOL:
         reasons.append(f"{pred.extrapolation:.2f}x extrapolation beyond the arm's largest pilot FLOPs (beyond "
                        f"~{EXTRAPOLATION_LIMIT:g}x)")
-    fields = _naive_fields(arm, at_f, naive)
+    fields = naive_fields(arm, at_f, naive)
     if naive is not None and naive[0] != arm:
         fields["naive_note"] = (f"the naive pick {naive[0]} shows the best reward at the largest pilot "
                                 f"({naive[1]:.3f}), but the curves' change from there to {eng(f)} carries {arm} past "
@@ -429,45 +405,6 @@ def anchored_pick(rec: Recommendation, at_f: BudgetResult, lead: Challenger, upf
                    reward=pred.reward, lo=pred.lo, hi=pred.hi, gain=pred.gain, gain_lo=pred.gain_lo,
                    gain_hi=pred.gain_hi, p_best=p, runner_up=rec.arm, margin=None, margin_lo=None, margin_hi=None,
                    extrapolation=pred.extrapolation, upfront_flops=upfront.get(arm, 0), **fields)
-
-
-def _naive_stands(at_f: BudgetResult, pred: ArmPrediction, naive: tuple[str, float] | None, level: float,
-                  tied: bool) -> str | None:
-    """Why the naive pick stays the recommendation although the curves put ``pred`` first (None: the evidence
-    overturns it, or there is no other naive pick). With no prediction at the budget (its curve was not fitted: flat,
-    or at a pass rate of 1 from step 0) it stays unless ``pred``'s lower bound there is above the reward it shows at
-    the largest pilot: what is not fitted is not ruled out. When the curves cannot tell the top arms apart
-    (``tied``) it always stays. Otherwise the curves overturn the arm seen best at the largest pilot only when
-    ``pred``'s lower bound at the budget is above the naive pick's upper bound there (their intervals do not
-    overlap), or, when the naive pick fails the envelope check (its curve is not trusted), above the reward it shows
-    at the largest pilot."""
-    if naive is None or naive[0] == pred.arm:
-        return None
-    theirs = next((p for p in at_f.predictions if p.arm == naive[0]), None)
-    name, seen = naive
-    if theirs is None:
-        if pred.lo > seen:
-            return None
-        return (f"{name}, the best observed at the largest pilot ({seen:.3f}), has no prediction at "
-                f"{eng(at_f.flops)} (its curve was not fitted), and {pred.arm}, the best usable arm, has "
-                f"{pred.lo:.3f} as the lower bound of its interval there, which does not reach that reward: the arm "
-                "seen best is recommended on what it shows")
-    if tied:  # the curves cannot separate them: the arm seen best at the largest pilot is the lower-variance call
-        return (f"{name}, the best observed at the largest pilot, is recommended: the predictions at "
-                f"{eng(at_f.flops)} do not overturn it")
-    if not theirs.comparable:
-        if pred.lo > seen:
-            return None
-        return (f"{name}, the best observed at the largest pilot ({seen:.3f}), is recommended although it fell back "
-                f"below its running best (fails the envelope check): {pred.arm}, the best comparable arm, has "
-                f"{pred.lo:.3f} as the lower bound of its interval at {eng(at_f.flops)}, which does not reach that "
-                "reward")
-    if pred.lo > theirs.hi:
-        return None
-    return (f"{name}, the best observed at the largest pilot ({seen:.3f}), is recommended: {pred.arm} is predicted "
-            f"higher at {eng(at_f.flops)}, {pred.reward:.3f} [{pred.lo:.3f}, {pred.hi:.3f}], but its {level:.0%} "
-            f"interval overlaps {name}'s [{theirs.lo:.3f}, {theirs.hi:.3f}]; the curves overturn the arm seen best "
-            "only when the intervals at the budget do not overlap")
 
 
 def _best_observed(common: dict[str, Any], obs: ObservedBest, upfront: dict[str, int], why: str, level: float,

@@ -55,12 +55,17 @@ def _recommendations(a: RaceAnalysis) -> tuple[Table, list[str]]:
             budgets = a.target(r.target).budgets
             decided = budgets[-1].decision.p_best_of.get(r.arm or "") if budgets else None
             pooled = r.confidence == "cannot tell" and r.p_best_anchored is not None
-            notes.append(f"{r.target}: P(best) {r.p_best:.2f} among the finalists (the comparable arms that reached "
+            finalist = any(arm.info.name == r.arm and arm.survived for arm in a.arms)
+            among = ("among the finalists" if finalist else
+                     f"among {r.arm} (eliminated by the halving, read at its own largest pilot) and the finalists")
+            seen = (f"seen best there: {r.p_best_seen:.2f}" if finalist else
+                    f"not seen there: {r.arm} did not run the top rung")
+            notes.append(f"{r.target}: P(best) {r.p_best:.2f} {among} (the comparable arms that reached "
                          "the top rung): " + (f"as the evidence cannot tell, the mean of the anchored forecast's "
                                               f"{r.p_best_anchored:.2f} and the curves' own among the same arms, "
                                               f"{r.p_best_curves:.2f}; the anchored: " if pooled else "") +
                          f"the reward seen at the largest pilot carried to {eng(r.flops)} by the "
-                         f"curves' change (seen best there: {r.p_best_seen:.2f}" + (
+                         f"curves' change ({seen}" + (
                              ")" if pooled else f"; the curves alone at {eng(r.flops)}: {r.p_best_curves:.2f})") + (
                              f"; among every comparable arm, the eliminated ones' wide intervals included (what "
                              f"'cannot tell' reads): {decided:.2f}" if decided is not None else "")
