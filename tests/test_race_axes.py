@@ -186,7 +186,7 @@ def test_a_grpo_only_value_trl_cannot_take_is_refused_when_the_race_is_designed(
     assert parse_axis("top_p=0.9,1.0").values == (0.9, 1.0)
     assert parse_axis("lr_scheduler_type=cosine,constant").kind == "grpo"
     for text, says in [("top_p=0.9,fast", "top_p is float, not str"), ("top_k=0.5", "top_k is int, not float"),
-                       ("generation_kwargs=3", "dict | str | None, not int"), ("delta=null", "null is none"),
+                       ("model_init_kwargs=3", "dict[str, Any] | str | None, not int"), ("delta=null", "null is none"),
                        ("optim=adamw_torch,bogus", "GRPOConfig refuses it: bogus is not a valid OptimizerNames")]:
         with pytest.raises(UserError, match=re.escape(says)) as info:
             parse_axis(text)

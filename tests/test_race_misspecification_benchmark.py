@@ -250,6 +250,32 @@ def test_round_33s_blind_families_run_through_the_check_and_their_truths_are_wha
         assert arm(np.array([1e3 / k]))[0] == pytest.approx(0.2 + a * (1 - b * xs))
 
 
+ROUND34 = ("entstall", "noisyver", "sftdip", "volatile", "spikes")  # benchmarks/race_blind_check_round34.py's
+
+
+def test_round_34s_blind_families_run_through_the_check_and_their_truths_are_what_they_say(tmp_path, monkeypatch):
+    """benchmarks/race_blind_check_round34.py: one repetition per family through the check's protocol, no analysis
+    error and no malformed number; the leader share runs on the truths alone; the families whose seeds differ (the
+    entropy each seed keeps, its swings, its spikes) state as their truth the mean their seeds draw; the noisy
+    verifier's arms stop at the cap where their signal falls to the pull; spikes' closed form is its quadrature."""
+
+    _runs_through("race_blind_check_round34.py", ROUND34, tmp_path)
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import race_blind_check_round34 as r34
+
+    rng = np.random.default_rng(17)
+    f = np.array([r34.F_P / 16, r34.F_P / 4, r34.F_P, r34.F])
+    for arm in [*r34.fam_entropy(rng, 0.2), *r34.fam_volatile(rng, 0.2), *r34.fam_spikes(rng, 0.2)]:
+        drawn = np.array([seed(f) for seed in arm.draw_seeds(rng, 4000)])
+        se = drawn.std(axis=0) / np.sqrt(len(drawn))
+        assert np.all(np.abs(drawn.mean(axis=0) - arm(f)) <= 4.5 * se + 1e-4)
+    for arm in r34.fam_spikes(rng, 0.2):
+        assert arm.intensity_integral(2.0) == pytest.approx(arm.intensity_integral_quad(2.0), rel=1e-8)
+    for arm in r34.fam_noisyver(rng, 0.2):
+        assert arm.rate(arm.cap()) == pytest.approx(0.0, abs=1e-9)  # psi(b*) = rho: the cap is where it stops
+        assert arm.progress(np.array([r34.X_MAX * r34.F_P]))[0] == pytest.approx(arm.cap(), abs=1e-6)
+
+
 def test_the_error_correlation_diagnostic_reads_the_analysis_draws_and_a_checks_rows(tmp_path):
     """benchmarks/race_error_correlation.py: on one repetition, the replicates' and the errors' correlations are
     correlations; on a check's rows it reads the family's fitted recommendations (at most one a repetition)."""

@@ -82,3 +82,29 @@ def test_a_trl_runs_work_in_progress_is_recorded_under_the_steps_it_belongs_to(t
     records = [json.loads(line) for line in (tmp_path / "run" / "progress.jsonl").read_text().splitlines()]
     assert [(r["step"], len(r["charges"]), r["partial"]) for r in records] == [(10, 2, True), (11, 1, True)]
     assert folder.lost_after(9) == 230 and folder.lost_after(8) == 330
+
+
+def test_a_metered_trl_runs_folder_is_reused_only_where_no_round_committed(tmp_path):
+    """A TRL script metered into a folder keeps its models' configs in ``trl/``: a script that failed in its first
+    round, run again with the same ``out``, was refused as a folder holding "files that are not a flopplan run
+    (trl)" (a review). It is reused now; a folder whose run committed rounds, or finished, is not (its checkpoints
+    are TRL's, in the script's output_dir, so the folder alone cannot say the run cannot resume)."""
+    from flopplan.errors import UserError
+    from flopplan.train.runfolder import RunFolder
+
+    folder = RunFolder(tmp_path / "run")
+    folder.begin({"engine": "trl"})
+    (tmp_path / "run" / "trl" / "models" / "policy").mkdir(parents=True)
+    folder.check_new()  # failed before a round committed: nothing to keep
+    charge = {"unit": "rollout", "executed": {"rollout.prefill": 100}, "useful": {"rollout.prefill": 100}}
+    (tmp_path / "run" / "ledger.jsonl").write_text(json.dumps({"step": 1, "charges": [charge]}) + "\n")
+    with pytest.raises(UserError, match=r"already holds a metered TRL run \(1 round in its ledger\): resume it"):
+        folder.check_new()
+    (tmp_path / "run" / "ledger.jsonl").write_text("")
+    (tmp_path / "run" / "summary.json").write_text("{}")
+    with pytest.raises(UserError, match=r"already holds a metered TRL run \(finished\)"):
+        folder.check_new()
+    (tmp_path / "run" / "stray.txt").write_text("")
+    (tmp_path / "run" / "summary.json").unlink()
+    with pytest.raises(UserError, match=r"the run folder .* holds files that are not a flopplan run \(stray.txt\)"):
+        folder.check_new()

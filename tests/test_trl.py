@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,32 @@ def test_fields_flopplan_cannot_price_are_refused_by_name():
     _, _, notes = recipe_from_trl({**base, "learning_rate": 1e-5, "num_generatons": 2}, model="tiny",
                                   prompt_len=Length.fixed(8))
     assert notes and "num_generatons" in notes[0] and "learning_rate" not in notes[0]
+
+
+@pytest.mark.parametrize(("field", "value", "fragment"), [
+    ("generation_kwargs", {"num_beams": 2}, "'num_beams': flopplan does not price it (TRL samples one sequence"),
+    ("generation_kwargs", {"use_cache": False}, "use_cache: flopplan prices KV-cached generation"),
+    ("generation_kwargs", {"eos_token_id": 3}, "'eos_token_id': flopplan does not price it (TRL cuts"),
+    ("generation_kwargs", {"max_new_tokens": 24}, "'max_new_tokens': flopplan does not price it (set max_comp"),
+    ("generation_kwargs", {"assistant_model": "draft"}, "'assistant_model': flopplan does not price it"),
+    ("generation_kwargs", '{"num_beams": 2}', "'num_beams'"),
+    ("generation_kwargs", {"cache_implementation": "static"}, "generation_kwargs cache_implementation 'static'"),
+    ("cache_implementation", "static", "GRPOConfig cache_implementation 'static'"),
+])
+def test_generation_settings_that_change_what_a_rollout_computes_are_refused(field, value, fragment):
+    """TRL merges generation_kwargs over its own generation config: beams, an uncached or static-cache decode and
+    another EOS ran more than the meter charged, and max_new_tokens ran past the guard's bound, silently (a review).
+    Sampling settings compute the same passes and are read past."""
+    base = {"num_generations": 4, "per_device_train_batch_size": 4}
+    with pytest.raises(UserError, match=re.escape(fragment)) as caught:
+        recipe_from_trl({**base, field: value}, model="tiny", prompt_len=Length.fixed(8))
+    assert "\n" not in str(caught.value)
+    sampled = {"temperature": 0.7, "top_p": 0.9, "min_p": 0.05, "repetition_penalty": 1.1, "min_new_tokens": 2,
+               "use_cache": True, "cache_implementation": "dynamic"}
+    plain, _, _ = recipe_from_trl(base, model="tiny", prompt_len=Length.fixed(8))
+    read, _, notes = recipe_from_trl({**base, "generation_kwargs": sampled, "cache_implementation": "dynamic"},
+                                     model="tiny", prompt_len=Length.fixed(8))
+    assert read == plain and not notes
 
 
 def test_phi3_fused_lora_names_are_read_where_the_policy_is_a_phi3():

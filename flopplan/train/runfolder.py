@@ -36,7 +36,8 @@ from flopplan.train.config import TrainConfig
 PROGRESS = "progress.jsonl"
 """The units of the step in progress, each logged as it ends (cleared when the step commits): what a kill lost."""
 RUN_FILES = frozenset({CONFIG, METRICS, LEDGER, EVALUATIONS, SUMMARY, PROGRESS, "report.png", "checkpoints",
-                       "pilot.json", "pilot.log"})  # the last two: a RACE pilot's spec and stderr (race/user_pilot)
+                       "pilot.json", "pilot.log", "trl"})
+# pilot.*: a RACE pilot's spec and stderr (race/user_pilot); trl: a metered TRL run's model configs and TRL's work
 LOGS = (METRICS, LEDGER, EVALUATIONS)
 """The step logs, appended step by step and trimmed back to the checkpoint on resume."""
 
@@ -72,14 +73,33 @@ class RunFolder:
         if self.path.is_dir():
             if self.has_checkpoint_files():
                 raise UserError(f"{where!r} already holds a run: use --resume or another --out")
+            metered = self._metered_trl_rounds()  # its checkpoints are TRL's, in the script's output_dir
+            if metered:
+                raise UserError(f"{where!r} already holds a metered TRL run ({metered}): resume it "
+                                "(meter(..., resume=True), flopplan train --resume) or give another folder")
             others = sorted(p.name for p in self.path.iterdir()
                             if p.name not in RUN_FILES and not p.name.startswith("."))
             if (self.path / CONFIG).exists() and not _is_run_config(self.path / CONFIG):
                 others.append(CONFIG)  # e.g. a model folder
             if others:
-                raise UserError(f"--out {where!r} holds files that are not a flopplan run "
+                raise UserError(f"the run folder {where!r} holds files that are not a flopplan run "
                                 f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): "
                                 "use an empty or new folder")
+
+    def _metered_trl_rounds(self) -> str:
+        """What a metered TRL run in this folder did (its rounds in the ledger, or that it finished); "" when
+        none did: a run that failed before its first round committed leaves nothing to keep."""
+        config = self.path / CONFIG
+        try:
+            engine = json.loads(config.read_text(encoding="utf-8")).get("engine") if config.is_file() else None
+        except (OSError, ValueError, AttributeError):
+            return ""
+        if engine != "trl":
+            return ""
+        rounds = sum(1 for line in _lines(self.path / LEDGER))
+        if rounds:
+            return f"{rounds} round{'s' if rounds > 1 else ''} in its ledger"
+        return "finished" if (self.path / SUMMARY).exists() else ""
 
     def clear_lock(self, made: bool) -> None:
         """Where the folder holds nothing but its lock file (a run refused after locking it), remove the lock file,
@@ -231,3 +251,11 @@ def _is_run_config(path: Path) -> bool:
         return "flopplan_version" in json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, TypeError):
         return False
+
+
+def _lines(path: Path) -> list[str]:
+    """The non-blank lines of a text file (none where it cannot be read)."""
+    try:
+        return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError):
+        return []
