@@ -25,7 +25,7 @@ class EvalPoint:
         scores = np.asarray(self.scores, dtype=float)
         if scores.ndim != 1 or scores.size == 0 or not np.all((scores >= 0) & (scores <= 1)):  # NaN fails too
             raise UserError("EvalPoint.scores must be a non-empty 1-D array of pass rates in [0, 1] (a reward on "
-                            "another scale: score 1 where it reaches a threshold, ScriptPilot.meter(correct=...))")
+                            "another scale: score 1 where it reaches a threshold, PilotSpec.meter(correct=...))")
         if not (np.isfinite(self.flops) and self.flops >= 0):
             raise UserError("EvalPoint.flops must be finite and >= 0")
         object.__setattr__(self, "scores", scores)
