@@ -30,6 +30,19 @@ METRICS = "metrics.jsonl"
 LEDGER = "ledger.jsonl"
 CONFIG = "config.json"
 EVALUATIONS = "evaluations.jsonl"
+TRL_LEDGER = "flopplan_ledger.json"
+"""The TRL meter's ledger, saved in each TRL checkpoint folder so that a resumed run continues it."""
+
+
+def last_complete_checkpoint(output_dir: str | Path) -> Path | None:
+    """The newest ``checkpoint-N`` folder of a TRL run that was written to the end: TRL's own state
+    (``trainer_state.json``, written after the weights and optimizer) and the meter's ledger are both there. A kill
+    during a save leaves a newer, partial folder, which ``resume_from_checkpoint=True`` would pick and fail on."""
+    found = [p for p in Path(output_dir).glob("checkpoint-*") if p.name.split("-", 1)[1].isdigit()]
+    for folder in sorted(found, key=lambda p: int(p.name.split("-", 1)[1]), reverse=True):
+        if (folder / "trainer_state.json").is_file() and (folder / TRL_LEDGER).is_file():
+            return folder
+    return None
 
 
 _COUNT = serial.spec(check=serial.NON_NEGATIVE)

@@ -310,14 +310,21 @@ def test_an_eliminated_arm_that_leads_at_f_is_recommended_as_what_it_is():
     pairs = [(info("early", group_size=4), pilots(rng, eta, "early", reach=RUNGS[0], a=0.9, f_mid=F_PILOT / 20)),
              *((info(n, group_size=g), pilots(rng, eta, n, a=a, f_mid=f)) for n, g, a, f in (
                  ("g8", 8, 0.55, F_PILOT / 8), ("g16", 16, 0.6, F_PILOT / 4), ("g32", 32, 0.65, F_PILOT / 2)))]
-    an = analyze(race(pairs, reached={"early": 0, "g8": 1, "g16": 1, "g32": 1}), n_replicates=REPS)
+    inp = race(pairs, reached={"early": 0, "g8": 1, "g16": 1, "g32": 1})
+    an = analyze(inp, n_replicates=REPS)
     rec = an.target("math").recommendation
     assert rec.arm == "early" and rec.naive_arm != "early"
-    assert any(r.startswith("early was eliminated by the halving after rung 1 of 2") for r in rec.reasons)
-    assert "cross" not in rec.naive_note and "where early did not run" in rec.naive_note
+    extrapolation = next(p for p in an.target("math").budgets[-1].predictions if p.arm == "early").extrapolation
+    assert any(r.startswith("early was eliminated by the halving after rung 1 of 2: it is read on its pilots so far")
+               and f"{extrapolation:.1f}x before" in r for r in rec.reasons)
+    assert "cross" not in rec.naive_note and "where early did not run (eliminated after rung 1)" in rec.naive_note
     text = render_markdown(an)
-    assert "among early (eliminated by the halving, read at its own largest pilot) and the finalists" in text
-    assert "not seen there: early did not run the top rung" in text and "seen best there" not in text
+    assert "among early (it did not reach the finalists' rung: read at its own largest pilot) and the finalists" in text
+    assert "not seen there: early did not run that rung" in text and "seen best there" not in text
+    # midway through a race an arm promoted past rung 1 whose pilots are still running is not called eliminated
+    rec = analyze(replace(inp, running=frozenset({"early"})), n_replicates=REPS).target("math").recommendation
+    assert any("early was promoted past rung 1 of 2 and its pilots there are still running" in r for r in rec.reasons)
+    assert not any("eliminated" in r for r in rec.reasons) and "(still running)" in rec.naive_note
 
 
 def test_a_non_monotone_top_arm_makes_the_budget_unstable():

@@ -23,7 +23,7 @@ from flopplan.race.design import MANIFEST, RaceDesign
 from flopplan.race.pilots import pilot_done, pilot_folder
 from flopplan.race.promotion import P_OPEN
 from flopplan.race.results import load_analysis
-from flopplan.race.runner import recorded_promotions
+from flopplan.race.runner import recorded_promotions, rung_arms
 from flopplan.race.validate import predicted_at
 
 
@@ -287,6 +287,12 @@ def test_the_analysis_input_carries_a_reward_the_pilots_trained_on_that_the_desi
     data = json.loads(summary.read_text())
     summary.write_text(json.dumps({**data, "reward": "orm:tiny-rm"}))
     assert race_input(design, copy).trained_rewards == {arm.name: "orm:tiny-rm"}
+    # a promoted arm whose rung-2 pilot has not finished is running there, not eliminated (what a recommendation of
+    # it says: naive.eliminated_pick); a finished race has none
+    assert race_input(design, straight).running == frozenset()
+    promoted = rung_arms(design, copy)[1][0]
+    (pilot_folder(copy, promoted, design.seeds[0]) / "summary.json").unlink()
+    assert race_input(design, copy).running == frozenset({promoted})
 
 
 @pytest.mark.slow

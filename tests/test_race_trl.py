@@ -660,8 +660,8 @@ def test_the_watch_stops_a_resumed_pilot_whose_new_checkpoint_has_no_ledger_and_
     checkpoint of the metered run, or one a kill left half-written before this pilot started, never stops it."""
     import os
 
-    from flopplan.engines.trl import LEDGER_FILE
     from flopplan.race.user_pilot import _Unmetered, write_spec
+    from flopplan.runfile import TRL_LEDGER as LEDGER_FILE
 
     design = _design(tmp_path / "race")
     run = tmp_path / "run"

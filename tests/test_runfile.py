@@ -12,7 +12,7 @@ from helpers import ROOT
 
 from flopplan.errors import UserError
 from flopplan.fileio import read_step_log
-from flopplan.runfile import EVALUATIONS, load_evaluations, load_reward_model_card
+from flopplan.runfile import EVALUATIONS, TRL_LEDGER, last_complete_checkpoint, load_evaluations, load_reward_model_card
 
 
 def test_a_missing_card_is_one_user_error(tmp_path):
@@ -60,3 +60,17 @@ def test_a_complete_line_that_is_not_an_evaluation_is_refused_with_its_step(tmp_
     with pytest.raises(UserError, match=fragment) as caught:
         load_evaluations(tmp_path)
     assert "step 2" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_resume_takes_the_newest_checkpoint_written_to_the_end(tmp_path):
+    """A kill during a save leaves a newer checkpoint folder without TRL's state or the meter's ledger: a resume
+    (``flopplan train --engine trl --resume``, a RACE script pilot) takes the newest complete one instead."""
+    assert last_complete_checkpoint(tmp_path) is None
+    for step, files in ((4, ("trainer_state.json", TRL_LEDGER)), (8, ("trainer_state.json", TRL_LEDGER)),
+                        (12, ("model.safetensors",)), (16, (TRL_LEDGER,)), (20, ("trainer_state.json",))):
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        for name in files:
+            (folder / name).write_text("{}")
+    (tmp_path / "checkpoint-tmp").mkdir()  # not a step
+    assert last_complete_checkpoint(tmp_path) == tmp_path / "checkpoint-8"

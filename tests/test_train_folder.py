@@ -84,27 +84,43 @@ def test_a_trl_runs_work_in_progress_is_recorded_under_the_steps_it_belongs_to(t
     assert folder.lost_after(9) == 230 and folder.lost_after(8) == 330
 
 
-def test_a_metered_trl_runs_folder_is_reused_only_where_no_round_committed(tmp_path):
+def test_a_metered_trl_runs_folder_is_reused_unless_its_run_can_resume_or_finished(tmp_path):
     """A TRL script metered into a folder keeps its models' configs in ``trl/``: a script that failed in its first
     round, run again with the same ``out``, was refused as a folder holding "files that are not a flopplan run
-    (trl)" (a review). It is reused now; a folder whose run committed rounds, or finished, is not (its checkpoints
-    are TRL's, in the script's output_dir, so the folder alone cannot say the run cannot resume)."""
+    (trl)" (a review). It is reused where nothing can be resumed, as a built-in run before its first checkpoint; a
+    folder whose run left a complete TRL checkpoint (in the script's output_dir, which its configuration names, or
+    in ``trl/``, ``flopplan train --engine trl``'s), or that finished, is not."""
     from flopplan.errors import UserError
+    from flopplan.runfile import TRL_LEDGER
     from flopplan.train.runfolder import RunFolder
 
     folder = RunFolder(tmp_path / "run")
-    folder.begin({"engine": "trl"})
+    output = tmp_path / "script-output"
+    folder.begin({"engine": "trl", "grpo_config": {"output_dir": str(output)}})
     (tmp_path / "run" / "trl" / "models" / "policy").mkdir(parents=True)
-    folder.check_new()  # failed before a round committed: nothing to keep
     charge = {"unit": "rollout", "executed": {"rollout.prefill": 100}, "useful": {"rollout.prefill": 100}}
     (tmp_path / "run" / "ledger.jsonl").write_text(json.dumps({"step": 1, "charges": [charge]}) + "\n")
-    with pytest.raises(UserError, match=r"already holds a metered TRL run \(1 round in its ledger\): resume it"):
+    (output / "checkpoint-2").mkdir(parents=True)  # a save a kill cut short: nothing to resume
+    (output / "checkpoint-2" / TRL_LEDGER).write_text("{}")
+    folder.check_new()
+    (output / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    with pytest.raises(UserError, match=r"already holds a metered TRL run with a checkpoint \(.*checkpoint-2\): "
+                                        r"resume it"):
         folder.check_new()
-    (tmp_path / "run" / "ledger.jsonl").write_text("")
+    own = tmp_path / "run" / "trl" / "checkpoint-4"  # flopplan train --engine trl's own
+    own.mkdir()
+    for name in ("trainer_state.json", TRL_LEDGER):
+        (own / name).write_text("{}")
+    with pytest.raises(UserError, match=r"checkpoint-4\): resume it"):
+        folder.check_new()
+    for path in (own, output / "checkpoint-2"):
+        for file in path.iterdir():
+            file.unlink()
+        path.rmdir()
     (tmp_path / "run" / "summary.json").write_text("{}")
-    with pytest.raises(UserError, match=r"already holds a metered TRL run \(finished\)"):
+    with pytest.raises(UserError, match=r"already holds a finished metered TRL run: give another folder"):
         folder.check_new()
-    (tmp_path / "run" / "stray.txt").write_text("")
     (tmp_path / "run" / "summary.json").unlink()
+    (tmp_path / "run" / "stray.txt").write_text("")
     with pytest.raises(UserError, match=r"the run folder .* holds files that are not a flopplan run \(stray.txt\)"):
         folder.check_new()

@@ -120,7 +120,7 @@ def test_fields_flopplan_cannot_price_are_refused_by_name():
 @pytest.mark.parametrize(("field", "value", "fragment"), [
     ("generation_kwargs", {"num_beams": 2}, "'num_beams': flopplan does not price it (TRL samples one sequence"),
     ("generation_kwargs", {"use_cache": False}, "use_cache: flopplan prices KV-cached generation"),
-    ("generation_kwargs", {"eos_token_id": 3}, "'eos_token_id': flopplan does not price it (TRL cuts"),
+    ("generation_kwargs", {"eos_token_id": 3}, "'eos_token_id': flopplan does not price it (TRL stops and cuts"),
     ("generation_kwargs", {"max_new_tokens": 24}, "'max_new_tokens': flopplan does not price it (set max_comp"),
     ("generation_kwargs", {"assistant_model": "draft"}, "'assistant_model': flopplan does not price it"),
     ("generation_kwargs", '{"num_beams": 2}', "'num_beams'"),
@@ -138,9 +138,39 @@ def test_generation_settings_that_change_what_a_rollout_computes_are_refused(fie
     sampled = {"temperature": 0.7, "top_p": 0.9, "min_p": 0.05, "repetition_penalty": 1.1, "min_new_tokens": 2,
                "use_cache": True, "cache_implementation": "dynamic"}
     plain, _, _ = recipe_from_trl(base, model="tiny", prompt_len=Length.fixed(8))
-    read, _, notes = recipe_from_trl({**base, "generation_kwargs": sampled, "cache_implementation": "dynamic"},
+    read, _, notes = recipe_from_trl({**base, "generation_kwargs": sampled, "cache_implementation": "offloaded"},
                                      model="tiny", prompt_len=Length.fixed(8))
     assert read == plain and not notes
+
+
+def test_with_vllm_generation_kwargs_are_vllms_sampling_params():
+    """With use_vllm TRL passes generation_kwargs to vLLM's SamplingParams, and its cache_implementation is not
+    used: vLLM's logit and stop settings are read past (the meter charges the ids vLLM returned), what changes the
+    sequences or their limit is refused (a review found vLLM's seed and penalties refused as HF keys)."""
+    base = {"num_generations": 4, "per_device_train_batch_size": 4, "use_vllm": True}
+    neutral = {"seed": 1, "presence_penalty": 0.5, "frequency_penalty": 0.2, "min_tokens": 2, "stop": ["\n\n"],
+               "logit_bias": {"3": -1.0}}
+    recipe_from_trl({**base, "generation_kwargs": neutral, "cache_implementation": "static"}, model="tiny",
+                    prompt_len=Length.fixed(8))
+    for key, value in (("n", 2), ("max_tokens", 64), ("prompt_logprobs", 1)):
+        with pytest.raises(UserError, match=f"generation_kwargs '{key}': flopplan does not price it with vLLM"):
+            recipe_from_trl({**base, "generation_kwargs": {key: value}}, model="tiny", prompt_len=Length.fixed(8))
+
+
+def test_a_policys_own_generation_config_that_changes_what_generate_computes_is_refused():
+    """transformers fills every generation setting TRL leaves unset from the policy's generation_config: a model
+    saved with num_beams 3 ran 3 beams a row under TRL while the meter charged one (a review). What TRL sets itself,
+    or the script's generation_kwargs, overrides the model's."""
+    from flopplan.engines.trl_generation import check_model_generation
+
+    for settings, fragment in (({"num_beams": 3}, "num_beams 3"), ({"use_cache": False}, "use_cache False"),
+                               ({"num_return_sequences": 2}, "num_return_sequences 2"),
+                               ({"cache_implementation": "static"}, "cache_implementation 'static'")):
+        with pytest.raises(UserError, match=re.escape(f"the policy's generation_config sets {fragment}")):
+            check_model_generation(settings, set(), None)
+    check_model_generation({"num_beams": 3}, {"num_beams"}, None)  # the script's generation_kwargs override it
+    check_model_generation({"cache_implementation": "static"}, set(), "dynamic")  # GRPOConfig's replaces it
+    check_model_generation({"max_length": 32768, "eos_token_id": 2, "top_p": 0.8, "num_beams": 1}, set(), None)
 
 
 def test_phi3_fused_lora_names_are_read_where_the_policy_is_a_phi3():
@@ -397,19 +427,3 @@ def test_trl_evaluation_is_metered_into_the_evaluation_bucket(tmp_path):
     assert s["conventions"]["attention_kernel"] in ("eager", "sdpa") and all(
         c["shapes"]["attention_kernel"] == s["conventions"]["attention_kernel"]
         for line in lines for c in line["charges"] if c["unit"] == "update")
-
-
-def test_a_resume_takes_the_newest_checkpoint_written_to_the_end(tmp_path):
-    """A kill during a save leaves a newer checkpoint folder without TRL's state or the meter's ledger: a resume
-    (``flopplan train --engine trl --resume``, a RACE script pilot) takes the newest complete one instead."""
-    from flopplan.engines.trl import LEDGER_FILE, last_complete_checkpoint
-
-    assert last_complete_checkpoint(tmp_path) is None
-    for step, files in ((4, ("trainer_state.json", LEDGER_FILE)), (8, ("trainer_state.json", LEDGER_FILE)),
-                        (12, ("model.safetensors",)), (16, (LEDGER_FILE,)), (20, ("trainer_state.json",))):
-        folder = tmp_path / f"checkpoint-{step}"
-        folder.mkdir()
-        for name in files:
-            (folder / name).write_text("{}")
-    (tmp_path / "checkpoint-tmp").mkdir()  # not a step
-    assert last_complete_checkpoint(tmp_path) == tmp_path / "checkpoint-8"

@@ -266,7 +266,7 @@ def _trainers(tiny: Path, tmp_path: Path):
 @pytest.mark.slow
 def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
     from peft import LoraConfig
-    from transformers import AutoModelForSequenceClassification
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
     from flopplan.recipe import Recipe
     from flopplan.trl import meter
@@ -284,6 +284,11 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
         with pytest.raises(UserError, match=fragment) as caught:
             meter(made(), out=out)
         assert "\n" not in str(caught.value) and not out.exists()
+    beams = AutoModelForCausalLM.from_pretrained(str(tiny / "policy"))
+    beams.generation_config.num_beams = 3  # TRL's generate inherits it: 3 beams a row, charged as one (a review)
+    with pytest.raises(UserError, match="the policy's generation_config sets num_beams 3") as caught:
+        meter(trainer(model=beams), out=out)
+    assert "\n" not in str(caught.value) and not out.exists()
     plain = trainer(peft_config=LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
     with pytest.raises(UserError, match="lora_rank"):
         meter(plain, out=out, recipe=Recipe(policy="tiny", lora_rank=8, prompts_per_step=2, group_size=4))

@@ -17,13 +17,13 @@ several rounds is refused, naming the field. The log-prob head follows the TRL v
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from flopplan.arch import split_targets
+from flopplan.engines.trl_generation import check_generation
 from flopplan.errors import UserError, is_int, is_number
 from flopplan.lengths import Length
 from flopplan.passes import old_logprobs_run
@@ -58,16 +58,6 @@ NO_FLOPS = frozenset({
 })
 """Fields that change what is learned or logged, not what a round computes: read past (mask_truncated_completions
 shifts only the fused-compact head's rows, by the truncated completions)."""
-SAMPLING_KWARGS = frozenset({
-    "temperature", "top_p", "top_k", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff", "repetition_penalty",
-    "do_sample", "min_new_tokens", "no_repeat_ngram_size", "bad_words_ids", "suppress_tokens",
-    "begin_suppress_tokens", "sequence_bias", "renormalize_logits", "remove_invalid_values", "pad_token_id",
-    "bos_token_id", "top_n_sigma",
-})
-"""``generation_kwargs`` keys that choose among the next token's logits, or force a minimum length that the meter
-reads from the ids returned: the same forward passes. Any other key can change what ``generate`` computes (beams,
-the KV cache, where it stops, how long it may run, speculative decoding, classifier-free guidance): refused, as
-TRL merges ``generation_kwargs`` over its own generation config (TRL 1.16, ``GRPOTrainer.__init__``)."""
 LOSS_TYPES = {"token": "dapo", "sequence": "grpo"}
 """flopplan's loss aggregation (TrainLoss.aggregation) and the TRL loss_type that averages the same way."""
 PRICED = frozenset({k for k in GRPO_DEFAULTS} - NO_FLOPS)
@@ -95,7 +85,6 @@ def read_training_args(path: str) -> dict[str, Any]:
     """The fields of a ``training_args.bin`` (transformers saves its TrainingArguments with ``torch.save``: a
     pickle, read only from a file you trust), read when torch is installed."""
     import importlib.util
-    from pathlib import Path
 
     from flopplan.errors import first_line
 
@@ -321,42 +310,6 @@ def _reward(reward_funcs: Any) -> RewardSystem:
     return RewardSystem("orm", models[0]) if models else RewardSystem("rule")
 
 
-def _check_generation(config: dict[str, Any]) -> None:
-    """Refuse generation settings that change what a rollout computes: a cache other than the dynamic one (a static
-    cache attends over its whole preallocated length at every step), and ``generation_kwargs`` keys outside
-    :data:`SAMPLING_KWARGS` (a review found beams, ``use_cache=False`` and another ``eos_token_id`` charged below
-    what ran, and ``max_new_tokens`` past the guard's bound, which is ``max_completion_length``)."""
-    cache = config.get("cache_implementation")
-    if cache not in (None, "dynamic"):
-        raise UserError(f"GRPOConfig cache_implementation {cache!r}: flopplan prices generation with the dynamic KV "
-                        "cache (None), whose decode steps attend over the tokens so far")
-    extra = config.get("generation_kwargs")
-    if extra is None:
-        return
-    if isinstance(extra, str):  # a JSON string, as TRL's command line takes it
-        try:
-            extra = json.loads(extra)
-        except ValueError:
-            raise UserError(f"GRPOConfig generation_kwargs {extra!r} is not a JSON object") from None
-    if not isinstance(extra, dict):
-        raise UserError(f"GRPOConfig generation_kwargs must be an object, not {type(extra).__name__}")
-    cache = extra.get("cache_implementation")
-    if cache not in (None, "dynamic"):
-        raise UserError(f"GRPOConfig generation_kwargs cache_implementation {cache!r}: flopplan prices generation "
-                        "with the dynamic KV cache")
-    if extra.get("use_cache", True) is not True:
-        raise UserError("GRPOConfig generation_kwargs use_cache: flopplan prices KV-cached generation; without the "
-                        "cache every step recomputes the whole prefix")
-    for key in sorted(extra):
-        if key in SAMPLING_KWARGS or key in ("cache_implementation", "use_cache"):
-            continue
-        hint = {"max_new_tokens": "set max_completion_length instead", "max_length": "set max_completion_length "
-                "instead", "eos_token_id": "TRL cuts completions at the tokenizer's EOS, so generation would run "
-                "past where the meter reads it", "num_beams": "TRL samples one sequence per row"}.get(key, "it can "
-                "change what generate computes")
-        raise UserError(f"GRPOConfig generation_kwargs {key!r}: flopplan does not price it ({hint})")
-
-
 def recipe_from_trl(config: dict[str, Any], *, model: str | None = None, prompt_len: Length | None = None,
                     completion_len: Length | None = None, world_size: int = 1, device: str = "cuda",
                     trl_version: str | None = None) -> tuple[Recipe, TRLRun, list[str]]:
@@ -376,7 +329,7 @@ def recipe_from_trl(config: dict[str, Any], *, model: str | None = None, prompt_
         raise UserError(f"GRPOConfig eval_strategy {_field(config, 'eval_strategy')!r}: an evaluation's FLOPs depend "
                         "on the eval dataset (its rows and prompt lengths), which the config does not hold: price "
                         "the training with eval_strategy no")
-    _check_generation(config)
+    check_generation(config)
     kwargs = config.get("gradient_checkpointing_kwargs") or {}
     if not isinstance(kwargs, dict) or kwargs.get("use_reentrant"):
         raise UserError("GRPOConfig gradient_checkpointing_kwargs: flopplan prices non-reentrant checkpointing "
@@ -490,18 +443,3 @@ def mfu(flops: float, seconds: float, peak_flops: float | None) -> float | None:
     if not peak_flops or seconds <= 0 or not math.isfinite(seconds):
         return None
     return flops / seconds / peak_flops
-
-
-LEDGER_FILE = "flopplan_ledger.json"
-"""The meter's ledger, saved in each TRL checkpoint folder so that a resumed run continues it."""
-
-
-def last_complete_checkpoint(output_dir: str | Path) -> Path | None:
-    """The newest ``checkpoint-N`` folder of a TRL run that was written to the end: TRL's own state
-    (``trainer_state.json``, written after the weights and optimizer) and the meter's ledger are both there. A kill
-    during a save leaves a newer, partial folder, which ``resume_from_checkpoint=True`` would pick and fail on."""
-    found = [p for p in Path(output_dir).glob("checkpoint-*") if p.name.split("-", 1)[1].isdigit()]
-    for folder in sorted(found, key=lambda p: int(p.name.split("-", 1)[1]), reverse=True):
-        if (folder / "trainer_state.json").is_file() and (folder / LEDGER_FILE).is_file():
-            return folder
-    return None

@@ -39,13 +39,13 @@ import torch
 from transformers import TrainerCallback
 
 from flopplan.budget import Budget
-from flopplan.engines.trl import last_complete_checkpoint
 from flopplan.engines.trl_meter import TRLMeter, longest_prompts
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
 from flopplan.errors import UserError
 from flopplan.guard import metrics_line
 from flopplan.measure.timer import ProcessClock
 from flopplan.recipe import Recipe
+from flopplan.runfile import last_complete_checkpoint
 from flopplan.train.config import TrainConfig
 from flopplan.train.interrupt import CtrlC
 from flopplan.train.runfolder import RunFolder

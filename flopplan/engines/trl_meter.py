@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from flopplan.cost import worst_case_round
-from flopplan.engines.trl import LEDGER_FILE, TRLRun, mfu
+from flopplan.engines.trl import TRLRun, mfu
 from flopplan.engines.trl_evaluation import (
     SCORING,
     as_evaluation,
@@ -46,6 +46,7 @@ from flopplan.ledger import Ledger, PhaseCharge, charge, ran, unit_of
 from flopplan.measure.meter import BLIND_SPOTS, FlopMeter
 from flopplan.passes import BUCKET_OF, BUCKETS, STEP_PHASES
 from flopplan.recipe import Recipe
+from flopplan.runfile import TRL_LEDGER as LEDGER_FILE
 from flopplan.runfile import RunSummary
 
 UNITS = (*dict.fromkeys(unit_of(phase) for phase in STEP_PHASES), "eval")

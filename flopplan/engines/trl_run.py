@@ -23,7 +23,6 @@ from flopplan.engines.trl import (
     TRLRun,
     evaluation_kwargs,
     grpo_config_kwargs,
-    last_complete_checkpoint,
     trl_run,
     without_evaluation,
 )
@@ -38,7 +37,7 @@ from flopplan.hardware import DATASHEETS
 from flopplan.measure.device import DevicePolicy
 from flopplan.measure.models import build_model
 from flopplan.projections import lora_modules
-from flopplan.runfile import PlanReference, RunSummary
+from flopplan.runfile import PlanReference, RunSummary, last_complete_checkpoint
 from flopplan.train.config import TrainConfig
 from flopplan.train.runfolder import RunFolder
 from flopplan.train.targets import task_split

@@ -20,6 +20,7 @@ from torch import nn
 
 from flopplan.arch import spec_from_config
 from flopplan.engines.trl import GRPO_DEFAULTS, TRLRun, installed_trl_version, recipe_from_trl
+from flopplan.engines.trl_generation import check_model_generation
 from flopplan.errors import UserError
 from flopplan.lengths import Length
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS
@@ -172,6 +173,11 @@ def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
     policy = _write_config(model, folder, "policy")
     if rewards:
         fields["reward_funcs"] = [_write_config(rewards[0], folder, "reward")]
+    gen = getattr(_base(model), "generation_config", None)
+    if gen is not None and not args.use_vllm:  # vLLM samples with SamplingParams, not the model's config
+        extra = args.generation_kwargs
+        overridden = set(json.loads(extra) if isinstance(extra, str) else extra or {})
+        check_model_generation(gen.to_diff_dict(), overridden, args.cache_implementation)
     impl, kernel = attention_kernel(model)
     if rewards:
         reward_impl, _ = attention_kernel(rewards[0])

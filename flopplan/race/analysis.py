@@ -98,7 +98,8 @@ class RaceInput:
     in seed order (``pilot_spend``: the recommendation's pilot cost, :mod:`flopplan.race.overhead`), the reward
     system an arm's pilots trained on where its ledgers and its design disagree on whether a reward model is trained
     on (``trained_rewards``), and the relative seed sd assumed for an arm of one seed where no other arm shows one
-    (``one_seed_sd``, the design's ``--seed-sd``)."""
+    (``one_seed_sd``, the design's ``--seed-sd``); ``running``: the arms the promotions sent to a rung they have not
+    finished (midway through a race: not eliminated, not yet read there)."""
 
     arms: tuple[ArmInfo, ...]
     targets: dict[str, PilotData]
@@ -111,6 +112,7 @@ class RaceInput:
     pilot_spend: dict[str, tuple[int, ...]] = field(default_factory=dict)
     trained_rewards: dict[str, str] = field(default_factory=dict)
     one_seed_sd: float = ONE_SEED_SD  # the seed sd assumed for an arm of one seed (flopplan.race.seed_pooling)
+    running: frozenset[str] = frozenset()  # arms promoted past the rung they finished, their pilots still running
 
     def ran_top(self, arm: str) -> bool:
         """The arm's pilots ran the design's top rung (midway through a race, no arm has)."""
@@ -443,7 +445,8 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
     recommendation = costed(among)
     if recommendation.arm is not None and not survived.get(recommendation.arm, True):
         recommendation = eliminated_pick(recommendation, at_f, inp.reached[recommendation.arm], len(inp.rung_budgets),
-                                         curves[recommendation.arm].max_flops or budgets[-2])
+                                         curves[recommendation.arm].max_flops or budgets[-2],
+                                         running=recommendation.arm in inp.running)
     warnings += persistence.climb_caveat(recommendation, at_f, curves, survived, if_stopped)
     warnings += persistence.learned_reward_caveat(recommendation, inp.arms,
                                                   persistence.pool(recommendation, at_f, survived), inp.trained_rewards)

@@ -49,4 +49,6 @@ def race_input(design: RaceDesign, folder: str | Path, command: str = "") -> Rac
                         f"{'have' if len(behind) > 1 else 'has'} not finished the first rung ({', '.join(behind[:3])}"
                         f"{', ...' if len(behind) > 3 else ''}: pilots missing or still running): RACE compares "
                         "every arm of the design, so finish them first (`flopplan race run`, every shard)")
-    return pilot_input(design, folder, {k: v for k, v in reached.items() if v >= 0}, command)
+    sent = {name: rung for rung, names in enumerate(rung_arms(design, folder)) for name in names}  # its last
+    running = frozenset(name for name, rung in sent.items() if reached.get(name, -1) < rung)
+    return pilot_input(design, folder, {k: v for k, v in reached.items() if v >= 0}, command, running)

@@ -26,8 +26,8 @@ mixture upward: tried, it left the 90 % intervals of arms saturated before the p
 those of crossing curves 0.85 (docs/results.md, round 7).
 
 Predictions are clipped to [0, 1] (a pass rate). A family needs more distinct evaluation positions (FLOPs more than
-10 % apart) than it has free values (coefficients + the shape value; :data:`MIN_POSITIONS`); with fewer it is not
-fitted.
+~10 % beyond a position's first: :func:`distinct_positions`) than it has free values (coefficients + the shape
+value; :data:`MIN_POSITIONS`); with fewer it is not fitted.
 """
 
 from __future__ import annotations
@@ -104,13 +104,19 @@ def _grid(family: str, positions: FloatArray) -> FloatArray:
 
 
 def distinct_positions(u: FloatArray) -> FloatArray:
-    """The distinct evaluation positions among u values: sorted, a new position wherever the gap exceeds 0.1 (seeds
-    evaluate at FLOPs within a few % of each other); each position's mean u."""
+    """The distinct evaluation positions among u values (ln FLOPs): sorted, a new position wherever a value lies more
+    than 0.1 beyond the first of the current one (seeds evaluate at FLOPs within a few % of each other); each
+    position's mean u. Anchored at each position's first value, not chained from neighbour to neighbour: points each
+    within 10 % of the next (an evaluation every step) are many positions, not one (a review: 45 points over 50x
+    had read as a single position)."""
     s = np.sort(u)
     if s.size == 0:
         return s
-    groups = np.split(s, np.flatnonzero(np.diff(s) > 0.1) + 1)
-    return np.array([g.mean() for g in groups])
+    starts = [0]
+    for i in range(1, s.size):
+        if s[i] - s[starts[-1]] > 0.1:
+            starts.append(i)
+    return np.array([g.mean() for g in np.split(s, starts[1:])])
 
 
 @dataclass(frozen=True, eq=False)

@@ -76,21 +76,27 @@ def naive_stands(at_f: BudgetResult, pred: ArmPrediction, naive: tuple[str, floa
             "only when the intervals at the budget do not overlap")
 
 
-def eliminated_pick(rec: Recommendation, at_f: BudgetResult, rung: int, rungs: int, largest: float) -> Recommendation:
-    """A recommendation of an arm the halving eliminated after rung ``rung`` (0-based, of ``rungs``; its pilots
-    stopped at ``largest`` ledger FLOPs): said in its reasons, and the naive pick's note says what RACE read (its
-    own curve from its own pilots), not that the curves cross, which no pilot showed (it never ran beside the naive
-    pick at the top rung). An eliminated arm can lead at F: the halving keeps arms by their bounds at F after each
-    rung, and the analysis reads every arm again on all its pilots."""
+def eliminated_pick(rec: Recommendation, at_f: BudgetResult, rung: int, rungs: int, largest: float, *,
+                    running: bool = False) -> Recommendation:
+    """A recommendation of an arm that did not reach the highest rung any arm reached: the halving eliminated it
+    after rung ``rung`` (0-based, of ``rungs``), or (``running``, midway through a race) it was promoted and its
+    pilots of the next rung are still running; its pilots so far stopped at ``largest`` ledger FLOPs. Said in its
+    reasons, and the naive pick's note says what RACE read (its own curve from its own pilots), not that the curves
+    cross, which no pilot showed (it never ran beside the naive pick at the highest rung). An eliminated arm can
+    lead at F: the halving keeps arms by their bounds at F after each rung, and the analysis reads every arm again
+    on all its pilots."""
     arm = str(rec.arm)
-    why = (f"{arm} was eliminated by the halving after rung {rung + 1} of {rungs}: it is read on its own pilots, "
-           f"which stopped at {eng(largest)}, {at_f.flops / largest:.1f}x before {eng(at_f.flops)}; no arm that ran "
-           "the top rung was seen beside it there")
-    fields: dict[str, Any] = {"reasons": (*rec.reasons, why)}
     pred = next((p for p in at_f.predictions if p.arm == arm), None)
+    ahead = f"{pred.extrapolation:.1f}x before" if pred is not None else "before"
+    how = (f"{arm} was promoted past rung {rung + 1} of {rungs} and its pilots there are still running" if running
+           else f"{arm} was eliminated by the halving after rung {rung + 1} of {rungs}")
+    why = (f"{how}: it is read on its pilots so far, which stopped at {eng(largest)}, {ahead} {eng(at_f.flops)}; no "
+           "arm that ran the highest rung was seen beside it there")
+    fields: dict[str, Any] = {"reasons": (*rec.reasons, why)}
     if rec.naive_arm is not None and rec.naive_arm != arm and pred is not None:
         fields["naive_note"] = (f"the naive pick {rec.naive_arm} shows the best reward at the largest pilot "
-                                f"({rec.naive_reward:.3f}), where {arm} did not run (eliminated after rung {rung + 1});"
-                                f" its own pilots' curve predicts it {pred.reward:.3f} [{pred.lo:.3f}, {pred.hi:.3f}]"
-                                f" at {eng(at_f.flops)}")
+                                f"({rec.naive_reward:.3f}), where {arm} did not run ("
+                                + ("still running" if running else f"eliminated after rung {rung + 1}")
+                                + f"); its own pilots' curve predicts it {pred.reward:.3f} [{pred.lo:.3f}, "
+                                  f"{pred.hi:.3f}] at {eng(at_f.flops)}")
     return replace(rec, **fields)

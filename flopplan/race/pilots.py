@@ -245,12 +245,13 @@ def within_rung(records: list[EvalRecord], budget: int) -> list[EvalRecord]:
     return [r for r in records if r.flops <= budget]
 
 
-def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], command: str) -> RaceInput:
+def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], command: str,
+                running: frozenset[str] = frozenset()) -> RaceInput:
     """The analysis's input from the pilots of the arms in ``reached`` (arm -> the rung all its seeds finished),
     each pilot's evaluations read up to that rung's budget (:func:`within_rung`), so a pilot already running its
     next rung does not change it. ``pilot_spend`` holds each arm's pilots' ledgers in seed order (the first is the
     one a validating run continues), ``trained_rewards`` the reward a pilot's ledger recorded where it disagrees
-    with the design's (each pilot's summary read once for both)."""
+    with the design's (each pilot's summary read once for both); ``running``: :attr:`RaceInput.running`."""
     targets: dict[str, list[ArmPilots]] = {t: [] for t in design.targets}
     infos, spend, trained = [], {}, {}
     for arm in design.arms:
@@ -285,7 +286,7 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
                      fitted_targets=design.fit_targets, budget_flops=float(design.budget_flops),
                      rung_budgets=tuple(float(b) for b in design.rung_flops), reached=dict(reached),
                      pilot_flops=pilot_spending(design, folder)["total"], command=command or design.command,
-                     pilot_spend=spend, trained_rewards=trained, one_seed_sd=design.one_seed_sd)
+                     pilot_spend=spend, trained_rewards=trained, one_seed_sd=design.one_seed_sd, running=running)
 
 
 def _check_whole(path: Path, records: list[EvalRecord], steps: int) -> None:

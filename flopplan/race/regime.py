@@ -97,7 +97,7 @@ def rules(level: float) -> tuple[str, ...]:
         "each arm is read at B - upfront (a learned reward model's training FLOPs are charged at every budget), "
         "by the model average over curve families with its calibrated interval; set aside at B: an arm whose "
         "upfront FLOPs exceed B; comparable and usable (it may be named best): not set aside, its curve was fitted "
-        "(>= 3 distinct positive evaluation FLOPs) and it passes the monotone-envelope check (no drop below its "
+        "(>= 3 positive evaluation FLOPs ~10 % apart) and it passes the monotone-envelope check (no drop below its "
         "running best reward larger than 3 standard errors of the drop); arms eliminated by the halving and arms "
         "whose ScaleRL A is unidentified stay in play with their wide intervals.",
         "unstable: the arm with the highest predicted reward at B among the fitted arms not set aside is not usable "

@@ -57,9 +57,10 @@ def _recommendations(a: RaceAnalysis) -> tuple[Table, list[str]]:
             pooled = r.confidence == "cannot tell" and r.p_best_anchored is not None
             finalist = any(arm.info.name == r.arm and arm.survived for arm in a.arms)
             among = ("among the finalists" if finalist else
-                     f"among {r.arm} (eliminated by the halving, read at its own largest pilot) and the finalists")
+                     f"among {r.arm} (it did not reach the finalists' rung: read at its own largest pilot) and the "
+                     "finalists")
             seen = (f"seen best there: {r.p_best_seen:.2f}" if finalist else
-                    f"not seen there: {r.arm} did not run the top rung")
+                    f"not seen there: {r.arm} did not run that rung")
             notes.append(f"{r.target}: P(best) {r.p_best:.2f} {among} (the comparable arms that reached "
                          "the top rung): " + (f"as the evidence cannot tell, the mean of the anchored forecast's "
                                               f"{r.p_best_anchored:.2f} and the curves' own among the same arms, "

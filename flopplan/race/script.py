@@ -77,7 +77,7 @@ class PilotSpec:
         """What to pass to ``trainer.train(resume_from_checkpoint=...)`` when continuing this pilot: its newest
         checkpoint written to the end (a kill during a save leaves a newer, partial one); None for a new pilot, or
         when no checkpoint was completed (the pilot starts over)."""
-        from flopplan.engines.trl import last_complete_checkpoint
+        from flopplan.runfile import last_complete_checkpoint
 
         last = last_complete_checkpoint(self.output_dir) if self.resume else None
         return None if last is None else str(last)

@@ -173,7 +173,7 @@ class _Unmetered:
     ledger (the meter saves its ledger into every checkpoint, right after TRL's state) when asked again."""
 
     def __init__(self, run: Path, spec: PilotSpec, what: str) -> None:
-        from flopplan.engines.trl import LEDGER_FILE
+        from flopplan.runfile import TRL_LEDGER as LEDGER_FILE
 
         self.run, self.checkpoints, self.what, self.ledger = run, Path(spec.output_dir), what, LEDGER_FILE
         self.started = time.time()

@@ -127,7 +127,7 @@ def _has_checkpoint(pilot: Path, script: bool) -> bool:
     """Whether the pilot in ``pilot`` left a checkpoint its validating run can resume: a TRL checkpoint written to
     the end (a script pilot), or a checkpoint file of flopplan's trainer."""
     if script:
-        from flopplan.engines.trl import last_complete_checkpoint
+        from flopplan.runfile import last_complete_checkpoint
 
         return last_complete_checkpoint(pilot / "checkpoints") is not None
     from flopplan.train.runfolder import RunFolder

@@ -29,6 +29,7 @@ from flopplan.runfile import (
     SUMMARY,
     LedgerRecord,
     RunSummary,
+    last_complete_checkpoint,
     read_ledger,
 )
 from flopplan.train.config import TrainConfig
@@ -73,10 +74,9 @@ class RunFolder:
         if self.path.is_dir():
             if self.has_checkpoint_files():
                 raise UserError(f"{where!r} already holds a run: use --resume or another --out")
-            metered = self._metered_trl_rounds()  # its checkpoints are TRL's, in the script's output_dir
+            metered = self._metered_trl_run()
             if metered:
-                raise UserError(f"{where!r} already holds a metered TRL run ({metered}): resume it "
-                                "(meter(..., resume=True), flopplan train --resume) or give another folder")
+                raise UserError(f"{where!r} already holds {metered}")
             others = sorted(p.name for p in self.path.iterdir()
                             if p.name not in RUN_FILES and not p.name.startswith("."))
             if (self.path / CONFIG).exists() and not _is_run_config(self.path / CONFIG):
@@ -86,20 +86,25 @@ class RunFolder:
                                 f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): "
                                 "use an empty or new folder")
 
-    def _metered_trl_rounds(self) -> str:
-        """What a metered TRL run in this folder did (its rounds in the ledger, or that it finished); "" when
-        none did: a run that failed before its first round committed leaves nothing to keep."""
-        config = self.path / CONFIG
+    def _metered_trl_run(self) -> str:
+        """Why a new run must not take this folder from a metered TRL run ("" where it may): one that can be resumed
+        (a complete TRL checkpoint in the script's ``output_dir``, which the folder's configuration names, or in
+        ``trl/``, where ``flopplan train --engine trl`` keeps them), or one that finished. A run that failed or was
+        killed before its first checkpoint leaves nothing to resume, as a built-in run before its first checkpoint."""
         try:
-            engine = json.loads(config.read_text(encoding="utf-8")).get("engine") if config.is_file() else None
-        except (OSError, ValueError, AttributeError):
+            data = json.loads((self.path / CONFIG).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
             return ""
-        if engine != "trl":
+        if not isinstance(data, dict) or data.get("engine") != "trl":
             return ""
-        rounds = sum(1 for line in _lines(self.path / LEDGER))
-        if rounds:
-            return f"{rounds} round{'s' if rounds > 1 else ''} in its ledger"
-        return "finished" if (self.path / SUMMARY).exists() else ""
+        grpo = data.get("grpo_config")
+        places = [self.path / "trl", *([Path(grpo["output_dir"])] if isinstance(grpo, dict) and isinstance(
+            grpo.get("output_dir"), str) else [])]
+        found = next((c for c in map(last_complete_checkpoint, places) if c is not None), None)
+        if found is not None:
+            return (f"a metered TRL run with a checkpoint ({found}): resume it (meter(..., resume=True) and "
+                    "trainer.train(resume_from_checkpoint=True); flopplan train --resume) or give another folder")
+        return "a finished metered TRL run: give another folder" if (self.path / SUMMARY).exists() else ""
 
     def clear_lock(self, made: bool) -> None:
         """Where the folder holds nothing but its lock file (a run refused after locking it), remove the lock file,
@@ -251,11 +256,3 @@ def _is_run_config(path: Path) -> bool:
         return "flopplan_version" in json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, TypeError):
         return False
-
-
-def _lines(path: Path) -> list[str]:
-    """The non-blank lines of a text file (none where it cannot be read)."""
-    try:
-        return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError):
-        return []
