@@ -154,6 +154,15 @@ def test_the_budget_stops_the_script_and_it_resumes_with_its_ledger(tiny, tmp_pa
     assert s["flops"]["total"] + s["stop"]["bound_flops"] > budget  # it stopped only because the next might not fit
     assert meter.decision.stop and meter.ledger.spent == s["flops"]["total"]
     logs = {p.name: p.read_bytes() for p in (tmp_path / "run").glob("*.jsonl")}
+    # killed after its final checkpoint, before its summary: resumed at the same budget, it runs no round (the
+    # Trainer runs one before it reads should_training_stop; a Ray retry of a race pilot overran its budget so)
+    (tmp_path / "run" / "summary.json").unlink()
+    _, same = _run(tiny, tmp_path, *COMMON, "--attn", "eager", "--budget", str(budget), "--resume")
+    again = _summary(tmp_path / "run")
+    assert same.rounds == s["steps"] == again["steps"] and again["flops"]["total"] == s["flops"]["total"] <= budget
+    assert again["stop"]["reason"] == "budget"
+    assert {p.name: p.read_bytes() for p in (tmp_path / "run").glob("metrics.jsonl")} == {
+        "metrics.jsonl": logs["metrics.jsonl"]}
     forgot = tmp_path / "forgot.py"  # the usual script's call: trainer.train(), the checkpoint not passed
     forgot.write_text(EXAMPLE.read_text().replace("trainer.train(resume_from_checkpoint=True if args.resume else None)",
                                                   "trainer.train()"))

@@ -272,7 +272,12 @@ def _stops_on_ctrl_c(train: Any, meter: TRLMeter, callback: FlopBudgetCallback) 
             callback.stopped = False
         main = threading.current_thread() is threading.main_thread()
         with ctrl_c.handling() if main else contextlib.nullcontext():
-            result = train(*args, **kwargs)
+            try:
+                result = train(*args, **kwargs)
+            except _NoRoundFits:  # the run was over at its checkpoint: end it as it ended (its summary written)
+                trainer = callback.trainer
+                trainer.callback_handler.on_train_end(trainer.args, trainer.state, trainer.control)
+                return None
         if ctrl_c.requested and meter.raise_on_ctrl_c:  # the script stops, however the run ended
             raise KeyboardInterrupt(meter.decision.message)
         return result
@@ -297,6 +302,10 @@ def _check_first_round(meter: TRLMeter, args: Any) -> None:
     if not meter.fits_next_round(reserve if args.eval_on_start else min(reserve, 1)):
         raise UserError(f"the budget ({meter.ledger.budget_flops:,} FLOPs) buys no round: "
                         f"{meter.guard.decision.message}")
+
+
+class _NoRoundFits(Exception):
+    """Raised at ``on_train_begin`` of a resumed run whose next round does not fit its budget."""
 
 
 class FlopBudgetCallback(TrainerCallback):
@@ -347,8 +356,10 @@ class FlopBudgetCallback(TrainerCallback):
                     folder.trim(self.meter.rounds)
         if self.meter.rounds == 0:
             _check_first_round(self.meter, args)
-        else:
-            self.meter.fits_next_round(min(self._reserve(args, 0), 1))
+        elif not self.meter.fits_next_round(min(self._reserve(args, 0), 1)):
+            # resumed from the checkpoint its budget stopped it at (killed before its summary was written): the
+            # Trainer runs a step before it reads should_training_stop, and that round would overrun the budget
+            raise _NoRoundFits
         return control
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
