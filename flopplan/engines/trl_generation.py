@@ -35,6 +35,7 @@ CACHES = (None, "dynamic", "offloaded")
 """KV caches whose decode steps attend over the tokens so far (offloaded: the same passes, the cache kept on the CPU);
 a static or sliding-window cache attends over its whole preallocated length."""
 
+
 def check_generation(config: dict[str, Any]) -> None:
     """Refuse generation settings that change what a rollout computes (a review found beams, ``use_cache=False`` and
     another ``eos_token_id`` charged below what ran, and ``max_new_tokens`` past the guard's bound, which is
@@ -42,10 +43,8 @@ def check_generation(config: dict[str, Any]) -> None:
     keys outside :data:`SAMPLING_KWARGS`; with vLLM keys outside :data:`VLLM_SAMPLING_KWARGS` (TRL passes them to
     its ``SamplingParams``; ``cache_implementation`` is not used there)."""
     vllm = config.get("use_vllm") is True
-    cache = config.get("cache_implementation")
-    if not vllm and cache not in CACHES:
-        raise UserError(f"GRPOConfig cache_implementation {cache!r}: flopplan prices generation with a KV cache whose "
-                        "decode steps attend over the tokens so far (None, dynamic or offloaded)")
+    if not vllm:
+        check_generate_settings({"cache_implementation": config.get("cache_implementation")}, "GRPOConfig")
     extra = config.get("generation_kwargs")
     if extra is None:
         return

@@ -103,9 +103,11 @@ def _described(trainer: Any, read: Any, flops: int | None) -> dict[str, Any]:
 def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, profile: Any = None,
           price_per_hour: float | None = None, recipe: Recipe | None = None, measure: bool = False,
           peak_flops: float | None = None, resume: bool = False, config: TrainConfig | None = None,
-          lost_outside_budget: bool = False) -> TRLMeter:
+          lost_outside_budget: bool = False, check_prompts: Any = None) -> TRLMeter:
     """Meter ``trainer`` (a ``GRPOTrainer`` or a subclass, before ``trainer.train()``); see :func:`flopplan.trl.meter`
-    for the arguments. ``config``: the run configuration written to ``out`` (``flopplan train`` passes its own)."""
+    for the arguments. ``config``: the run configuration written to ``out`` (``flopplan train`` passes its own);
+    ``check_prompts(train, evaluation)``: called with the data's longest prompts in tokens before anything is written
+    (a race pilot refuses prompts longer than its race priced)."""
     if getattr(trainer, "flopplan_meter", None) is not None:
         raise UserError("this trainer is metered already")
     if trainer.state.global_step:
@@ -120,6 +122,8 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     try:  # validate first: nothing written yet
         evaluation = read_trainer(trainer, Path(scratch.name), 1).eval_generations is not None
         prompt_max, reward_prompt_max, eval_prompt_max = longest_prompts(trainer, evaluation)
+        if check_prompts is not None:
+            check_prompts(prompt_max, eval_prompt_max)
         read = read_trainer(trainer, Path(scratch.name), prompt_max)
         if recipe is not None:
             check_explicit(recipe, read)

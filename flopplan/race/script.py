@@ -162,8 +162,8 @@ class PilotSpec:
         lost is recorded outside the budget unless ``lost_outside_budget=False``). The
         trainer must have been built with :meth:`apply`'s config (a field it lacks is refused, naming it) and train
         the arm's LoRA rank, or full fine-tuning (``peft``: a script that ignored it trained another arm)."""
+        from flopplan.engines.trl_hook import meter
         from flopplan.engines.trl_points import evaluate_at_points
-        from flopplan.trl import meter
 
         expected = self.overrides(int(trainer.accelerator.num_processes))
         for name, value in expected.items():
@@ -202,9 +202,9 @@ class PilotSpec:
                                           f"design the race with --eval-prompts a multiple of {world}" if rows % world
                                           else f"set per_device_eval_batch_size to a divisor of {rows // world}"))
         self.check_round(trainer)
-        self.check_lengths(trainer)
         options.setdefault("lost_outside_budget", True)  # as a built-in pilot: a resumed pilot runs its rounds
-        metered = meter(trainer, budget=self.budget, out=self.folder, resume=self.resume, **options)
+        metered = meter(trainer, budget=self.budget, out=self.folder, resume=self.resume,
+                        check_prompts=self.check_lengths, **options)
         evaluate_at_points(trainer, metered, self.eval_points, self.target, score=score, correct=correct)
         return metered
 
@@ -239,16 +239,14 @@ class PilotSpec:
         shown = describe_difference(name, priced, runs, read.conventions, whose="the arm's")
         raise UserError(f"the trainer does not run the round the race priced for {self.arm}: its {shown}; {fix}")
 
-    def check_lengths(self, trainer: Any) -> None:
-        """The trainer's prompts must fit the lengths the design priced: the longest training prompt within
-        ``--prompt-len``'s maximum and the longest evaluation prompt within ``--eval-prompt-len``'s, as TRL tokenizes
-        them (its chat template included; TRL 1.16 truncates no prompt). The meter keeps the worst case of the next
-        round in reserve at the data's longest prompt, so a pilot whose prompts are longer than priced stops short of
-        the steps its rung was planned for, and the analysis reads it as an arm that stopped early; refused in one
-        line, naming the length to design with."""
-        from flopplan.engines.trl_meter import longest_prompts
-
-        train, _, evaluation = longest_prompts(trainer, True)
+    def check_lengths(self, train: int, evaluation: int) -> None:
+        """The trainer's prompts must fit the lengths the design priced: its longest training prompt (``train``
+        tokens, as TRL tokenizes them: its chat template included; TRL 1.16 truncates no prompt) within
+        ``--prompt-len``'s maximum and its longest evaluation prompt within ``--eval-prompt-len``'s. The meter keeps the
+        worst case of the next round in reserve at the data's longest prompt, so a pilot whose prompts are longer than
+        priced stops short of the steps its rung was planned for, and the analysis reads it as an arm that stopped
+        early; refused in one line, naming the length to design with (the meter calls this with the lengths it read,
+        before it writes anything)."""
         for what, found, priced, flag in (
                 ("train_dataset", train, self.recipe.prompt_len.max, "--prompt-len"),
                 ("eval_dataset", evaluation, self.recipe.evaluation_prompt_len.max, "--eval-prompt-len")):
