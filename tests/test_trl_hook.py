@@ -181,6 +181,43 @@ def test_the_budget_stops_the_script_and_it_resumes_with_its_ledger(tiny, tmp_pa
         list(range(1, r["steps"] + 1))
 
 
+def test_a_run_killed_before_its_first_checkpoint_starts_again_and_charges_what_was_lost(tiny, tmp_path):
+    """meter(resume=True) with no complete checkpoint (the run was killed before its first was written to the end;
+    a race pilot resumed so): the run starts again from step 0, its logs start empty (no step twice), and what the
+    killed attempts spent is lost work, charged; a second such kill adds to it, and lost work that leaves no round
+    ends the run on its budget with its summary."""
+    budget = 1_600_000_000
+    _, meter = _run(tiny, tmp_path, *COMMON, "--attn", "eager", "--budget", str(budget))
+    assert meter.notes == []  # rounds of 2 optimizer steps: TRL's token count checked where a round ends
+    run = tmp_path / "run"
+    first, first_steps = _summary(run)["flops"]["total"], _summary(run)["steps"]
+    restarted = tmp_path / "restarted.py"  # as a race pilot with no checkpoint: trainer.train() from step 0
+    restarted.write_text(EXAMPLE.read_text().replace(
+        "trainer.train(resume_from_checkpoint=True if args.resume else None)", "trainer.train()"))
+    spec = importlib.util.spec_from_file_location("trl_grpo_restarted", restarted)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    def killed_and_resumed() -> dict:
+        for checkpoint in (tmp_path / "trl").glob("checkpoint-*"):  # as if the kill came before any was complete
+            (checkpoint / "trainer_state.json").unlink()
+        (run / "summary.json").unlink()
+        _, meter = script.main(["--model", str(tiny / "policy"), "--output-dir", str(tmp_path / "trl"), "--out",
+                                str(run), *COMMON, "--attn", "eager", "--budget", str(3 * budget), "--resume"])
+        assert meter.notes[0] == "no checkpoint yet: the run starts again" and len(meter.notes) == 2, meter.notes
+        return _summary(run)
+
+    again = killed_and_resumed()
+    assert again["lost_flops"] == first and again["lost_charged"] and again["engine_checks"]["num_tokens"]["equal"]
+    assert again["flops"]["total"] + first <= 3 * budget and again["steps"] > first_steps
+    for log in ("ledger.jsonl", "metrics.jsonl"):
+        assert [json.loads(line)["step"] for line in (run / log).read_text().splitlines()] == \
+            list(range(1, again["steps"] + 1)), log
+    last = killed_and_resumed()  # killed again before a checkpoint: the first attempt's loss is not forgotten
+    assert last["lost_flops"] == first + again["flops"]["total"] > 3 * budget - first
+    assert last["steps"] == 0 and last["stop"]["reason"] == "budget" and (run / "ledger.jsonl").read_text() == ""
+
+
 def _interrupted_in_round_2(command: list[str], run: Path, rank: str | None = None) -> str:
     """:func:`helpers.sigint_in_round_2`, checking that the script ended with KeyboardInterrupt; its stderr."""
     code, err = sigint_in_round_2(command, run, rank)

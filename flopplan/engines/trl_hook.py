@@ -42,10 +42,11 @@ from flopplan.budget import Budget
 from flopplan.engines.trl_meter import TRLMeter, longest_prompts
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
 from flopplan.errors import UserError
+from flopplan.fileio import atomic_write_json, read_json
 from flopplan.guard import metrics_line
 from flopplan.measure.timer import ProcessClock
 from flopplan.recipe import Recipe
-from flopplan.runfile import last_complete_checkpoint
+from flopplan.runfile import TRL_RESTART_LOST, last_complete_checkpoint
 from flopplan.train.config import TrainConfig
 from flopplan.train.interrupt import CtrlC
 from flopplan.train.runfolder import RunFolder
@@ -215,7 +216,8 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
             committed = meter.commit_evaluation(callback.reduce)
             for observer in callback.on_evaluation:
                 observer(committed)
-        meter.check_tokens(trainer.state.num_input_tokens_seen)  # TRL's num_tokens (gathered over processes)
+        if not trainer.state.global_step % meter.run.optimizer_steps_per_round:  # within a round TRL has counted
+            meter.check_tokens(trainer.state.num_input_tokens_seen)  # its tokens, the meter at its end (num_tokens)
         logs.update(meter.log_figures())
         return log(logs, *args, **kwargs)
 
@@ -302,14 +304,19 @@ def _evaluations_before_next_round(args: Any, global_step: int) -> int:
 def _check_first_round(meter: TRLMeter, args: Any) -> None:
     """Refuse a budget that buys no first round (with the baseline evaluation and the next in reserve, when
     evaluating)."""
-    reserve = _evaluations_before_next_round(args, 0) if meter.eval_rows else 0
-    if not meter.fits_next_round(reserve if args.eval_on_start else min(reserve, 1)):
+    if not _first_round_fits(meter, args):
         raise UserError(f"the budget ({meter.ledger.budget_flops:,} FLOPs) buys no round: "
                         f"{meter.guard.decision.message}")
 
 
+def _first_round_fits(meter: TRLMeter, args: Any) -> bool:
+    reserve = _evaluations_before_next_round(args, 0) if meter.eval_rows else 0
+    return meter.fits_next_round(reserve if args.eval_on_start else min(reserve, 1))
+
+
 class _NoRoundFits(Exception):
-    """Raised at ``on_train_begin`` of a resumed run whose next round does not fit its budget."""
+    """Raised at ``on_train_begin`` of a resumed run whose next round does not fit its budget (what it spent, lost
+    work included)."""
 
 
 class FlopBudgetCallback(TrainerCallback):
@@ -346,6 +353,8 @@ class FlopBudgetCallback(TrainerCallback):
                 raise UserError(f"the meter resumes this run but the trainer starts at step 0 although {last.name} "
                                 "holds its last checkpoint: call trainer.train(resume_from_checkpoint=...) (a race "
                                 "pilot: spec.resume_from_checkpoint)")
+            if self.meter.folder is not None:
+                self._start_over(self.meter.folder)
         if state.global_step:  # resumed: continue the ledger saved with the checkpoint
             self.meter.load(Path(args.output_dir) / f"checkpoint-{state.global_step}")
             folder = self.meter.folder
@@ -358,13 +367,38 @@ class FlopBudgetCallback(TrainerCallback):
                 self.trainer.accelerator.wait_for_everyone()
                 if state.is_world_process_zero:
                     folder.trim(self.meter.rounds)
-        if self.meter.rounds == 0:
+        if self.meter.rounds == 0 and not self.meter.ledger.lost:
             _check_first_round(self.meter, args)
-        elif not self.meter.fits_next_round(min(self._reserve(args, 0), 1)):
-            # resumed from the checkpoint its budget stopped it at (killed before its summary was written): the
-            # Trainer runs a step before it reads should_training_stop, and that round would overrun the budget
+        elif not (_first_round_fits(self.meter, args) if self.meter.rounds == 0 else
+                  self.meter.fits_next_round(min(self._reserve(args, 0), 1))):
+            # resumed from the checkpoint its budget stopped it at (killed before its summary was written), or
+            # started again after lost work that leaves no round: the run is over (the Trainer runs a step before
+            # it reads should_training_stop, and that round would overrun the budget)
             raise _NoRoundFits
         return control
+
+    def _start_over(self, folder: Any) -> None:
+        """A resumed run with no checkpoint to continue (killed before its first was complete) starts again from
+        step 0, as ``flopplan train --resume`` does: what its logs record (and what earlier such attempts lost,
+        :data:`~flopplan.runfile.TRL_RESTART_LOST`) was spent and is lost; the logs start empty again, so that the
+        new attempt's steps do not follow the lost ones'."""
+        record = folder.path / TRL_RESTART_LOST
+        kept = read_json(record, "flopplan restart record") if record.is_file() else {"lost_flops": 0}
+        before = kept.get("lost_flops") if isinstance(kept, dict) else None
+        if not isinstance(before, int) or isinstance(before, bool) or before < 0:
+            if self.meter.owns_folder:
+                folder.unlock()
+            raise UserError(f"{str(record)!r} is not a flopplan restart record (restore it, or start a new run)")
+        lost = before + folder.lost_after(-1)
+        self.meter.ledger.lost += lost
+        self.meter.notes.append("no checkpoint yet: the run starts again")
+        if lost:
+            how = "charged" if self.meter.ledger.charge_lost else "recorded, not charged"
+            self.meter.notes.append(f"{lost:,} FLOPs done before the kill were lost and are {how}")
+        self.trainer.accelerator.wait_for_everyone()
+        if self.trainer.state.is_world_process_zero:
+            atomic_write_json(record, {"lost_flops": lost})  # first: a kill between the two loses nothing
+            folder.trim(-1)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if state.global_step % self.meter.run.optimizer_steps_per_round:

@@ -85,8 +85,9 @@ class PilotSpec:
     def overrides(self, world_size: int = 1) -> dict[str, Any]:
         """The ``GRPOConfig`` fields a pilot runs with: the arm's (its batch for ``world_size`` processes) and the
         protocol's: its checkpoint folder and seed, a checkpoint and a possible evaluation at every round boundary
-        (the meter decides which evaluations run), the baseline evaluation unless resuming, ``max_steps`` beyond the
-        budget, and, where the design priced TRL's evaluation loop, its ``num_generations_eval``."""
+        (the meter decides which evaluations run), the baseline evaluation unless continuing a checkpoint (a pilot
+        killed before its first starts again, baseline included), ``max_steps`` beyond the budget, and, where the
+        design priced TRL's evaluation loop, its ``num_generations_eval``."""
         from flopplan.engines.trl import grpo_config_kwargs
 
         arm = {k: v for k, v in grpo_config_kwargs(self.recipe, world_size=world_size).items()
@@ -94,7 +95,7 @@ class PilotSpec:
         per_round = arm["steps_per_generation"] * arm["num_iterations"] // arm["gradient_accumulation_steps"]
         return {**arm, **self.settings, "output_dir": self.output_dir, "seed": self.seed, "max_steps": MAX_STEPS,
                 "save_strategy": "steps", "save_steps": per_round, "save_total_limit": 2,
-                "eval_strategy": "steps", "eval_steps": per_round, "eval_on_start": not self.resume,
+                "eval_strategy": "steps", "eval_steps": per_round, "eval_on_start": self.resume_from_checkpoint is None,
                 **({"num_generations_eval": self.eval_generations} if self.eval_generations else {})}
 
     def apply(self, config: Any) -> Any:

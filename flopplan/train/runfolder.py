@@ -27,6 +27,7 @@ from flopplan.runfile import (
     METRICS,
     RUN_VERSION,
     SUMMARY,
+    TRL_RESTART_LOST,
     LedgerRecord,
     RunSummary,
     last_complete_checkpoint,
@@ -123,6 +124,7 @@ class RunFolder:
     def begin(self, config: TrainConfig | dict[str, Any]) -> None:
         """Empty logs and the run's configuration, in a folder :meth:`check_new` accepted under the lock."""
         writable_folder(self.path, "run folder")
+        (self.path / TRL_RESTART_LOST).unlink(missing_ok=True)  # an earlier run's record (a metered TRL run's)
         if self.checkpoints.is_dir():
             for left in self.checkpoints.glob("*.tmp"):  # a checkpoint a kill cut off before its rename
                 left.unlink(missing_ok=True)
