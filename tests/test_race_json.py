@@ -75,6 +75,28 @@ def test_write_outputs_draws_the_plots(size_race, tmp_path):
     assert "race_frontier_math.png" in (tmp_path / "report.md").read_text()
 
 
+def test_an_analysis_killed_while_writing_leaves_no_race_json_beside_an_older_report(size_race, tmp_path,
+                                                                                     monkeypatch):
+    """A kill (here: the plots fail) after an earlier analysis of the folder: neither its race.json nor its report
+    stays to be read as this one's; race.json, written last, is there only beside its own report."""
+    import flopplan.race.report as report
+
+    _, an = size_race
+    write_outputs(an, tmp_path, plots=False)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "draw_all", killed)
+    with pytest.raises(KeyboardInterrupt):
+        write_outputs(an, tmp_path)
+    assert not (tmp_path / "race.json").exists() and not (tmp_path / "report.md").exists()
+    monkeypatch.setattr(report, "atomic_write_json", killed)
+    with pytest.raises(KeyboardInterrupt):
+        write_outputs(an, tmp_path, plots=False)
+    assert (tmp_path / "report.md").exists() and not (tmp_path / "race.json").exists()
+
+
 def test_a_fitted_recommendation_records_the_anchored_and_both_single_forecasts(size_race):
     _, an = size_race
     rec = an.recommendations[0]

@@ -234,14 +234,18 @@ def render_markdown(analysis: RaceAnalysis, plots: list[str] | None = None) -> s
 
 def write_outputs(analysis: RaceAnalysis, folder: str | Path, *, plots: bool = True) -> list[Path]:
     """Write race.json, report.md and (``plots``) the PNGs into ``folder``, each atomically; returns the paths.
-    The header of each records the command (race.json: its ``command`` key; report.md: its first line)."""
+    The header of each records the command (race.json: its ``command`` key; report.md: its first line). An earlier
+    analysis's race.json and report.md are removed first and race.json is written last, so a kill midway never
+    leaves the two saying different things: race.json (what ``race validate`` reads) is there only when its
+    report is."""
     out = writable_folder(folder, "RACE output folder")
-    written = [atomic_write_json(out / RACE_JSON, analysis.to_data())]
+    for name in (RACE_JSON, REPORT_MD):
+        (out / name).unlink(missing_ok=True)
     drawn: list[Path] = []
     if plots:
         drawn = draw_all(analysis, out)
-    written.append(atomic_write_text(out / REPORT_MD, render_markdown(analysis, [p.name for p in drawn])))
-    return [*written, *drawn]
+    report = atomic_write_text(out / REPORT_MD, render_markdown(analysis, [p.name for p in drawn]))
+    return [atomic_write_json(out / RACE_JSON, analysis.to_data()), report, *drawn]
 
 
 __all__ = ["RACE_JSON", "REPORT_MD", "provenance", "render_markdown", "write_outputs"]
