@@ -181,6 +181,7 @@ def test_the_budget_stops_the_script_and_it_resumes_with_its_ledger(tiny, tmp_pa
         list(range(1, r["steps"] + 1))
 
 
+@pytest.mark.slow
 def test_a_run_killed_before_its_first_checkpoint_starts_again_and_charges_what_was_lost(tiny, tmp_path):
     """meter(resume=True) with no complete checkpoint (the run was killed before its first was written to the end;
     a race pilot resumed so): the run starts again from step 0, its logs start empty (no step twice), and what the
@@ -311,9 +312,11 @@ def _trainers(tiny: Path, tmp_path: Path):
 
 @pytest.mark.slow
 def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
+    from datasets import load_dataset
     from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
+    from flopplan.engines.trl_hook import meter as attach
     from flopplan.recipe import Recipe
     from flopplan.trl import meter
 
@@ -335,6 +338,20 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
     with pytest.raises(UserError, match="the policy's generation_config sets num_beams 3") as caught:
         meter(trainer(model=beams), out=out)
     assert "\n" not in str(caught.value) and not out.exists()
+    _example().write_dataset(tmp_path / "plain.parquet", 16, chat=False)  # a reward model reads plain prompts with
+    plain_data = load_dataset("parquet", data_files=str(tmp_path / "plain.parquet"), split="train")  # its tokenizer
+    reader = AutoTokenizer.from_pretrained(orm)
+    seen = []
+
+    def check_prompts(*lengths):
+        seen.append(lengths)
+        raise UserError("seen")
+
+    with pytest.raises(UserError, match="seen"):
+        attach(trainer(reward_funcs=[AutoModelForSequenceClassification.from_pretrained(orm)],
+                      train_dataset=plain_data), out=out, check_prompts=check_prompts)  # (the hook race pilots use)
+    longest = max(len(reader(text=p, add_special_tokens=False)["input_ids"]) for p in plain_data["prompt"])
+    assert seen[0][2] == longest > 0 and not out.exists()
     plain = trainer(peft_config=LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
     with pytest.raises(UserError, match="lora_rank"):
         meter(plain, out=out, recipe=Recipe(policy="tiny", lora_rank=8, prompts_per_step=2, group_size=4))

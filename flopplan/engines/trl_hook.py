@@ -107,7 +107,8 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
           lost_outside_budget: bool = False, check_prompts: Any = None) -> TRLMeter:
     """Meter ``trainer`` (a ``GRPOTrainer`` or a subclass, before ``trainer.train()``); see :func:`flopplan.trl.meter`
     for the arguments. ``config``: the run configuration written to ``out`` (``flopplan train`` passes its own);
-    ``check_prompts(train, evaluation)``: called with the data's longest prompts in tokens before anything is written
+    ``check_prompts(train, evaluation, reward)``: called with the data's longest prompts in tokens (``reward``: as
+    a reward model's tokenizer reads a plain-text one, 0 without) before anything is written
     (a race pilot refuses prompts longer than its race priced)."""
     if getattr(trainer, "flopplan_meter", None) is not None:
         raise UserError("this trainer is metered already")
@@ -124,7 +125,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         evaluation = read_trainer(trainer, Path(scratch.name), 1).eval_generations is not None
         prompt_max, reward_prompt_max, eval_prompt_max = longest_prompts(trainer, evaluation)
         if check_prompts is not None:
-            check_prompts(prompt_max, eval_prompt_max)
+            check_prompts(prompt_max, eval_prompt_max, reward_prompt_max)
         read = read_trainer(trainer, Path(scratch.name), prompt_max)
         if recipe is not None:
             check_explicit(recipe, read)
