@@ -117,6 +117,59 @@ def test_fields_flopplan_cannot_price_are_refused_by_name():
     assert notes and "num_generatons" in notes[0] and "learning_rate" not in notes[0]
 
 
+@pytest.mark.parametrize("name", ["gradient_checkpointing_kwargs", "activation_checkpointing_kwargs"])
+@pytest.mark.parametrize(("kwargs", "fragment"), [
+    ({"use_reentrant": False, "early_stop": False}, r"\(gradient_checkpointing_kwargs\) early_stop False: flopplan"),
+    ({"every_n_layers": 2}, r"\(gradient_checkpointing_kwargs\) every_n_layers 2: flopplan prices the default"),
+    ({"context_fn": "selective"}, r"\(gradient_checkpointing_kwargs\) context_fn: flopplan prices the default"),
+    ({"use_reentrant": True}, "use_reentrant: flopplan prices non-reentrant"),
+    ([("use_reentrant", False)], "a dict of keywords"),
+])
+def test_checkpointing_keywords_that_change_the_recompute_are_refused(name, kwargs, fragment):
+    """Under either name (transformers 5.25's activation_checkpointing_kwargs, or TRL's deprecated alias)."""
+    base = {"num_generations": 4, "per_device_train_batch_size": 4}
+    with pytest.raises(UserError, match=fragment):
+        recipe_from_trl({**base, name: kwargs}, model="tiny", prompt_len=Length.fixed(8))
+    neutral = {"use_reentrant": False, "preserve_rng_state": False, "determinism_check": "none", "early_stop": True,
+               "every_n_layers": 1, "offload": True}
+    recipe_from_trl({**base, name: neutral}, model="tiny", prompt_len=Length.fixed(8))
+
+
+def test_transformers_new_checkpointing_name_is_read_and_wins_over_the_old():
+    """A config that turns checkpointing off by transformers 5.25's name is priced without it (it was priced with
+    TRL's default on, the field noted as unknown); where both names are set the new one wins, as in
+    TrainingArguments."""
+    base = {"num_generations": 4, "per_device_train_batch_size": 4}
+    for fields, on in (({"activation_checkpointing": False}, False), ({"gradient_checkpointing": False}, False),
+                       ({"activation_checkpointing": True, "gradient_checkpointing": False}, True), ({}, True)):
+        recipe, _, notes = recipe_from_trl({**base, **fields}, model="tiny", prompt_len=Length.fixed(8))
+        assert recipe.grad_ckpt is on and notes == [], fields
+
+
+def test_early_stop_false_reruns_what_the_priced_recompute_skips():
+    """Why early_stop=False is refused and the RNG setting is not: FlopCounterMode over a checkpointed step of a real
+    (tiny, random) Qwen2 counts more FLOPs with early_stop=False (each layer's down projection rerun) and the same
+    with preserve_rng_state=False."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, vocab_size=256, attn_implementation="eager", use_cache=False)
+    counted = {}
+    for name, kwargs in (("default", {"use_reentrant": False}), ("rng", {"use_reentrant": False,
+                                                                          "preserve_rng_state": False}),
+                         ("no early stop", {"use_reentrant": False, "early_stop": False})):
+        model = Qwen2ForCausalLM(config).train()
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        with FlopCounterMode(display=False) as counter:
+            model(input_ids=torch.randint(0, 256, (2, 16))).logits.sum().backward()
+        counted[name] = counter.get_total_flops()
+    assert counted["rng"] == counted["default"]
+    # the down projection's forward, 2 x tokens x intermediate x hidden, once more per layer
+    assert counted["no early stop"] - counted["default"] == 2 * (2 * 32 * 128 * 64)
+
+
 @pytest.mark.parametrize(("field", "value", "fragment"), [
     ("generation_kwargs", {"num_beams": 2}, "'num_beams': flopplan does not price it (TRL samples one sequence"),
     ("generation_kwargs", {"use_cache": False}, "use_cache: flopplan prices KV-cached generation"),

@@ -333,6 +333,14 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
         with pytest.raises(UserError, match=fragment) as caught:
             meter(made(), out=out)
         assert "\n" not in str(caught.value) and not out.exists()
+    from trl import GRPOConfig
+
+    every_other = GRPOConfig(output_dir=str(tmp_path / "trl"), per_device_train_batch_size=8, num_generations=4,
+                             max_completion_length=8, use_cpu=True, report_to="none", max_steps=2,
+                             activation_checkpointing=True, activation_checkpointing_kwargs={"every_n_layers": 2})
+    with pytest.raises(UserError, match="every_n_layers 2: flopplan prices the default recompute") as caught:
+        meter(trainer(args=every_other), out=out)  # transformers 5.25's name, half the layers recomputed
+    assert "\n" not in str(caught.value) and not out.exists()
     beams = AutoModelForCausalLM.from_pretrained(str(tiny / "policy"))
     beams.generation_config.num_beams = 3  # TRL's generate inherits it: 3 beams a row, charged as one (a review)
     with pytest.raises(UserError, match="the policy's generation_config sets num_beams 3") as caught:
