@@ -109,12 +109,14 @@ def test_what_trl_cannot_run_is_refused(changes, fragment):
 def test_fields_flopplan_cannot_price_are_refused_by_name():
     base = {"num_generations": 4, "per_device_train_batch_size": 4}
     for field, value in (("use_liger_kernel", True), ("pad_to_multiple_of", 64), ("eval_strategy", "steps"),
+                         ("use_transformers_paged", True),  # TRL's deprecated alias of continuous batching
                          ("gradient_checkpointing_kwargs", {"use_reentrant": True})):
         with pytest.raises(UserError, match=field):
             recipe_from_trl({**base, field: value}, model="tiny", prompt_len=Length.fixed(8))
-    _, _, notes = recipe_from_trl({**base, "learning_rate": 1e-5, "num_generatons": 2}, model="tiny",
+    _, _, notes = recipe_from_trl({**base, "learning_rate": 1e-5, "num_generatons": 2,
+                                   "vllm_importance_sampling_cap": 3.0}, model="tiny",
                                   prompt_len=Length.fixed(8))
-    assert notes and "num_generatons" in notes[0] and "learning_rate" not in notes[0]
+    assert notes and "num_generatons" in notes[0] and "learning_rate" not in notes[0] and "_cap" not in notes[0]
 
 
 @pytest.mark.parametrize("name", ["gradient_checkpointing_kwargs", "activation_checkpointing_kwargs"])

@@ -55,6 +55,7 @@ NO_FLOPS = frozenset({
     "temperature", "epsilon", "epsilon_high", "scale_rewards", "loss_type", "mask_truncated_completions",
     "vllm_importance_sampling_clip_min", "vllm_importance_sampling_clip_max", "vllm_server_host",
     "vllm_server_port", "vllm_gpu_memory_utilization", "vllm_tensor_parallel_size",
+    "vllm_importance_sampling_cap",  # (TRL's deprecated alias of vllm_importance_sampling_clip_max)
 })
 """Fields that change what is learned or logged, not what a round computes: read past (mask_truncated_completions
 shifts only the fused-compact head's rows, by the truncated completions)."""
@@ -363,7 +364,8 @@ def recipe_from_trl(config: dict[str, Any], *, model: str | None = None, prompt_
         raise UserError("a TRL configuration must be an object of GRPOConfig fields")
     config = resolve_checkpointing(config)
     run = trl_run(config, world_size)
-    for name, bad in (("use_liger_kernel", True), ("use_transformers_continuous_batching", True)):
+    for name, bad in (("use_liger_kernel", True), ("use_transformers_continuous_batching", True),
+                      ("use_transformers_paged", True)):  # (TRL's deprecated alias of the one before)
         if config.get(name) is bad:
             raise UserError(f"GRPOConfig {name}: flopplan does not price that path yet")
     if is_int(config.get("pad_to_multiple_of")):
