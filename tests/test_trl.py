@@ -405,6 +405,13 @@ def test_a_trl_run_stops_at_its_budget_and_resumes_with_its_ledger(tmp_path, pla
     assert more["flops"]["total"] + more["lost_flops"] <= 2 * budget
     assert [m["step"] for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())] == \
         list(range(1, more["steps"] + 1))
+    for checkpoint in (run / "trl").glob("checkpoint-*"):  # as if killed before its first checkpoint was complete
+        (checkpoint / "trainer_state.json").unlink()
+    again = json.loads(cli("train", "--out", str(run), "--resume", "--budget", str(3 * budget), "--json").stdout)
+    assert again["lost_flops"] == more["flops"]["total"] + more["lost_flops"]  # started again, the rest charged
+    assert again["flops"]["total"] + again["lost_flops"] <= 3 * budget and again["steps"] >= 1
+    assert [m["step"] for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())] == \
+        list(range(1, again["steps"] + 1))
 
 
 @pytest.mark.slow

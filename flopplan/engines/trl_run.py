@@ -247,12 +247,10 @@ def _build(config: TrainConfig, folder: RunFolder, resume: bool) -> tuple[Any, A
 
     for quiet in (PrinterCallback, ProgressCallback):  # flopplan prints its own summary
         trainer.remove_callback(quiet)
-    checkpoint = None
-    if resume:
-        last = last_complete_checkpoint(work)
-        if last is None:
-            raise UserError(f"nothing to resume in {str(folder.path)!r}: no complete TRL checkpoint")
-        checkpoint = str(last)
+    # none complete (killed before its first): the run starts again, the meter charging what its logs record as lost,
+    # as the built-in trainer's resume does
+    last = last_complete_checkpoint(work) if resume else None
+    checkpoint = None if last is None else str(last)
     plan = config.plan
     meter.summary_fields.update(
         chance=None if config.dataset else parse_task(config.task).chance, random_init_policy=not config.model_path,
