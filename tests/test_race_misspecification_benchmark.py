@@ -276,6 +276,53 @@ def test_round_34s_blind_families_run_through_the_check_and_their_truths_are_wha
         assert arm.progress(np.array([r34.X_MAX * r34.F_P]))[0] == pytest.approx(arm.cap(), abs=1e-6)
 
 
+ROUND35 = ("gnoise", "stale", "prune", "rmshift", "interfere")  # benchmarks/race_blind_check_round35.py's
+
+
+def test_round_35s_blind_families_run_through_the_check_and_their_truths_are_what_they_say(tmp_path, monkeypatch):
+    """benchmarks/race_blind_check_round35.py: one repetition per family through the check's protocol, no analysis
+    error and no malformed number; the leader share runs on the truths alone; the interference family, whose seeds'
+    other domain takes off at a FLOP of their own, states as its truth the mean its seeds draw; the noise-floor ODE
+    stops at its floor and agrees with the quadrature of dx/dD; the stale arms' Lambert W solves their ODE; the
+    pruning ODE agrees with an independent Radau solve and never empties the pool; the reward model's gold logit is
+    the integral of its rate."""
+
+    _runs_through("race_blind_check_round35.py", ROUND35, tmp_path)
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import race_blind_check_round35 as r35
+    from scipy.integrate import quad
+
+    rng = np.random.default_rng(35)
+    f = np.array([r35.F_P / 16, r35.F_P / 4, r35.F_P, r35.F])
+    for arm in r35.fam_interfere(rng, 0.2):
+        drawn = np.array([seed(f) for seed in arm.draw_seeds(rng, 4000)])
+        se = drawn.std(axis=0) / np.sqrt(len(drawn))
+        assert np.all(np.abs(drawn.mean(axis=0) - arm(f)) <= 4.5 * se + 1e-4)
+        assert arm(f[2:3])[0] == pytest.approx(arm.expect_quad(f[2]), abs=1e-9)
+        assert arm.drag(arm.k * 1.0, arm.t_g) == pytest.approx(arm.drag_quad(arm.k * 1.0, arm.t_g), abs=1e-10)
+    for arm in r35.fam_gnoise(rng, 0.2):
+        assert arm.h(arm.floor) == pytest.approx(0.0, abs=1e-12)  # the noise floor is where it stops
+        assert arm.distance(np.array([r35.X_MAX * r35.F_P]))[0] == pytest.approx(arm.floor, abs=1e-6)
+        mid = 0.5 * (arm.floor + arm.d0)
+        x_mid = quad(lambda u, arm=arm: 1 / (arm.v * arm.h(u)), mid, arm.d0, epsabs=1e-13, epsrel=1e-11)[0]
+        assert arm.distance(np.array([x_mid * r35.F_P]))[0] == pytest.approx(mid, abs=1e-9)
+    floors = [r35.GNoise.floor_of(1.0 * np.sqrt(4 / g), 0.3) for g in r35.GROUPS]
+    assert floors == sorted(floors, reverse=True)  # large groups get under the small groups' floor
+    for arm in r35.fam_stale(rng, 0.2):
+        x = np.array([0.1, 0.5, 1.0, 2.0])
+        u, h = arm.progress(x * r35.F_P), 1e-6
+        du = (arm.progress((x + h) * r35.F_P) - arm.progress((x - h) * r35.F_P)) / (2 * h)
+        assert du == pytest.approx(arm.c * (arm.u_inf - u) / (1 + arm.kappa * u), rel=1e-6)
+        assert arm.progress(np.array([arm.x_of(0.5 * arm.u_inf) * r35.F_P]))[0] == pytest.approx(0.5 * arm.u_inf)
+    for arm in r35.fam_prune(rng, 0.2):
+        xs = np.array([0.25, 1.0, 2.0, 8.0])
+        ref = arm.solve("Radau", 1e-12, 1e-14, t_eval=xs)
+        assert arm(xs * r35.F_P) == pytest.approx(arm.reward_of(ref.y[0]), abs=1e-9)
+        assert np.all(np.isfinite(ref.y)) and arm.sol.status == 0
+    for arm in r35.fam_rmshift(rng, 0.2):
+        assert arm.gold(np.array([2.0 * r35.F_P]))[0] == pytest.approx(arm.gold_quad(2.0), rel=1e-10)
+
+
 def test_the_error_correlation_diagnostic_reads_the_analysis_draws_and_a_checks_rows(tmp_path):
     """benchmarks/race_error_correlation.py: on one repetition, the replicates' and the errors' correlations are
     correlations; on a check's rows it reads the family's fitted recommendations (at most one a repetition)."""
