@@ -32,9 +32,9 @@ CONFIG = "config.json"
 EVALUATIONS = "evaluations.jsonl"
 TRL_LEDGER = "flopplan_ledger.json"
 """The TRL meter's ledger, saved in each TRL checkpoint folder so that a resumed run continues it."""
-TRL_RESTART_LOST = "trl/lost_before_restart.json"
-"""In a metered TRL run's folder: the FLOPs its attempts killed before their first checkpoint spent (the run started
-again from step 0 each time), kept until a checkpoint's ledger holds them, so that a second such kill adds to them."""
+TRL_LOST_WORK = "trl/lost_work.json"
+"""In a metered TRL run's folder: the FLOPs a kill lost since the checkpoint the run last resumed from, kept until
+the resumed run's next checkpoint holds them in its ledger (:mod:`flopplan.engines.trl_resume`)."""
 
 
 def last_complete_checkpoint(output_dir: str | Path) -> Path | None:

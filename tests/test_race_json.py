@@ -95,6 +95,10 @@ def test_an_analysis_killed_while_writing_leaves_no_race_json_beside_an_older_re
     with pytest.raises(KeyboardInterrupt):
         write_outputs(an, tmp_path, plots=False)
     assert (tmp_path / "report.md").exists() and not (tmp_path / "race.json").exists()
+    monkeypatch.undo()
+    (tmp_path / "race.json").mkdir()  # not a file: refused in one line, as any unwritable output
+    with pytest.raises(UserError, match=r"race\.json"):
+        write_outputs(an, tmp_path, plots=False)
 
 
 def test_a_fitted_recommendation_records_the_anchored_and_both_single_forecasts(size_race):

@@ -283,15 +283,18 @@ def test_an_orm_arms_pilot_spec_names_the_reward_model_the_design_trained(tmp_pa
     assert load_spec(tmp_path / design.arms[1].name / "pilot.json") == specs[design.arms[1].axes["reward"]]
     orm, rule = specs["orm:tiny-rm"], specs["rule"]  # a reward model's own tokenizer may read the prompts longer
     priced = orm.recipe.prompt_len.max + orm.recipe.reward_overhead_tokens
-    orm.check_lengths(9, 0, priced)
-    rule.check_lengths(9, 0, priced + 1)  # no reward model: nothing reads them so
+    assert orm.recipe.evaluation_prompt_len.max == orm.recipe.prompt_len.max == 9
+    orm.check_lengths(9, 9, priced, priced)
+    rule.check_lengths(9, 9, priced + 1, priced + 1)  # no reward model: nothing reads them so
     over, allowance = priced + 1 - 9, orm.recipe.reward_overhead_tokens
-    with pytest.raises(UserError, match=rf"the reward model's tokenizer reads the trainer's prompts as up to "
-                                        rf"{priced + 1} tokens, the race priced its reads at most 9 \(--prompt-len\) "
-                                        rf"\+ {allowance} \(--reward-overhead\): design the race with "
-                                        rf"--reward-overhead {over + allowance} \(the {over} tokens over --prompt-len "
-                                        rf"on top of the {allowance} for its template\)"):
-        orm.check_lengths(9, 0, priced + 1)
+    for data, flag, lengths in (("train_dataset", "--prompt-len", (priced + 1, 0)),
+                                ("eval_dataset", "--eval-prompt-len", (0, priced + 1))):
+        with pytest.raises(UserError, match=rf"the reward model's tokenizer reads the trainer's {data} prompts as up "
+                                            rf"to {priced + 1} tokens, the race priced its reads at most 9 "
+                                            rf"\({flag}\) \+ {allowance} \(--reward-overhead\): design the race "
+                                            rf"with --reward-overhead {over + allowance} \(the {over} tokens over "
+                                            rf"{flag} on top of the {allowance} for its template\)"):
+            orm.check_lengths(9, 9, *lengths)
 
 
 @pytest.mark.slow  # imports TRL (about 13 s)

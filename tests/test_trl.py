@@ -20,6 +20,7 @@ from flopplan.cost import step_cost
 from flopplan.engines.trl import (
     GRPO_DEFAULTS,
     NO_FLOPS,
+    check_grpo_config,
     grpo_config_kwargs,
     logprob_head_for,
     recipe_from_trl,
@@ -146,6 +147,9 @@ def test_transformers_new_checkpointing_name_is_read_and_wins_over_the_old():
                        ({"activation_checkpointing": True, "gradient_checkpointing": False}, True), ({}, True)):
         recipe, _, notes = recipe_from_trl({**base, **fields}, model="tiny", prompt_len=Length.fixed(8))
         assert recipe.grad_ckpt is on and notes == [], fields
+    check_grpo_config({"activation_checkpointing": False}, "a file")  # a GRPOConfig field (plan --from-trl)
+    off = {**base, "activation_checkpointing": False, "activation_checkpointing_kwargs": {"every_n_layers": 2}}
+    assert not recipe_from_trl(off, model="tiny", prompt_len=Length.fixed(8))[0].grad_ckpt  # its keywords unused
 
 
 def test_early_stop_false_reruns_what_the_priced_recompute_skips():
@@ -400,15 +404,18 @@ def test_a_trl_run_stops_at_its_budget_and_resumes_with_its_ledger(tmp_path, pla
     builtin = json.loads((planned_run[1] / "summary.json").read_text())
     assert set(s) - {"engine_checks"} <= set(builtin) | {"measured_flops", "measured_by_unit",
                                                          "measured_equals_closed_form"}
+    (checkpoints[-1] / "trainer_state.json").unlink()  # killed while saving its last: resumed from the one before
     more = json.loads(cli("train", "--out", str(run), "--resume", "--budget", str(2 * budget), "--json").stdout)
-    assert more["steps"] > s["steps"] and more["flops"]["total"] > s["flops"]["total"]
+    assert more["steps"] > s["steps"] and more["flops"]["total"] > s["flops"]["total"] and more["lost_flops"] > 0
     assert more["flops"]["total"] + more["lost_flops"] <= 2 * budget
     assert [m["step"] for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())] == \
         list(range(1, more["steps"] + 1))
     for checkpoint in (run / "trl").glob("checkpoint-*"):  # as if killed before its first checkpoint was complete
-        (checkpoint / "trainer_state.json").unlink()
+        (checkpoint / "trainer_state.json").unlink(missing_ok=True)
+    (run / "summary.json").unlink()
     again = json.loads(cli("train", "--out", str(run), "--resume", "--budget", str(3 * budget), "--json").stdout)
-    assert again["lost_flops"] == more["flops"]["total"] + more["lost_flops"]  # started again, the rest charged
+    # started again: what its logs hold and the work an earlier kill lost (kept beside them since) are charged
+    assert again["lost_flops"] == more["flops"]["total"] + more["lost_flops"]
     assert again["flops"]["total"] + again["lost_flops"] <= 3 * budget and again["steps"] >= 1
     assert [m["step"] for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())] == \
         list(range(1, again["steps"] + 1))

@@ -182,13 +182,26 @@ def test_the_budget_stops_the_script_and_it_resumes_with_its_ledger(tiny, tmp_pa
 
 
 @pytest.mark.slow
-def test_a_run_killed_before_its_first_checkpoint_starts_again_and_charges_what_was_lost(tiny, tmp_path):
+def test_a_run_killed_before_its_first_checkpoint_starts_again_and_charges_what_was_lost(tiny, tmp_path,
+                                                                                         monkeypatch):
     """meter(resume=True) with no complete checkpoint (the run was killed before its first was written to the end;
     a race pilot resumed so): the run starts again from step 0, its logs start empty (no step twice), and what the
     killed attempts spent is lost work, charged; a second such kill adds to it, and lost work that leaves no round
-    ends the run on its budget with its summary."""
+    ends the run on its budget with its summary. Each checkpoint's ledger is written before TRL's state, so that a
+    checkpoint is complete before TRL deletes the older ones (save_total_limit 1 would otherwise leave none)."""
+    from transformers import TrainerState
+
+    ledger_first = []
+    save_state = TrainerState.save_to_json
+
+    def saved_after_the_ledger(self, path):
+        ledger_first.append((Path(path).parent / "flopplan_ledger.json").is_file())
+        return save_state(self, path)
+
+    monkeypatch.setattr(TrainerState, "save_to_json", saved_after_the_ledger)
     budget = 1_600_000_000
     _, meter = _run(tiny, tmp_path, *COMMON, "--attn", "eager", "--budget", str(budget))
+    assert ledger_first and all(ledger_first)
     assert meter.notes == []  # rounds of 2 optimizer steps: TRL's token count checked where a round ends
     run = tmp_path / "run"
     first, first_steps = _summary(run)["flops"]["total"], _summary(run)["steps"]
@@ -359,7 +372,7 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
         attach(trainer(reward_funcs=[AutoModelForSequenceClassification.from_pretrained(orm)],
                       train_dataset=plain_data), out=out, check_prompts=check_prompts)  # (the hook race pilots use)
     longest = max(len(reader(text=p, add_special_tokens=False)["input_ids"]) for p in plain_data["prompt"])
-    assert seen[0][2] == longest > 0 and not out.exists()
+    assert seen[0][2] == longest > 0 and seen[0][3] == 0 and not out.exists()  # (no evaluation data)
     plain = trainer(peft_config=LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
     with pytest.raises(UserError, match="lora_rank"):
         meter(plain, out=out, recipe=Recipe(policy="tiny", lora_rank=8, prompts_per_step=2, group_size=4))

@@ -76,7 +76,8 @@ def check_grpo_config(data: dict[str, Any], where: str) -> None:
     model_keys = [k for k in MODEL_CONFIG_KEYS if k in data]
     if model_keys:
         raise UserError(f"{where} is a model's configuration ({model_keys[0]}), not GRPOConfig fields")
-    known = set(GRPO_DEFAULTS) | NO_FLOPS | set(EXTRA_KEYS) | set(BATCH_KEYS) | {"output_dir"}
+    known = set(GRPO_DEFAULTS) | NO_FLOPS | set(EXTRA_KEYS) | set(BATCH_KEYS) | {"output_dir"} | {
+        new for _, new in CHECKPOINT_ALIASES}
     if data and not set(data) & known:
         raise UserError(f"{where} holds no GRPOConfig field (it has {', '.join(sorted(data)[:3])}"
                         f"{', ...' if len(data) > 3 else ''})")
@@ -376,7 +377,8 @@ def recipe_from_trl(config: dict[str, Any], *, model: str | None = None, prompt_
                         "on the eval dataset (its rows and prompt lengths), which the config does not hold: price "
                         "the training with eval_strategy no")
     check_generation(config)
-    check_checkpointing(config.get("gradient_checkpointing_kwargs"))
+    if _field(config, "gradient_checkpointing"):  # (its keywords do nothing without it)
+        check_checkpointing(config.get("gradient_checkpointing_kwargs"))
     policy = model or config.get("model_name_or_path")
     if not isinstance(policy, str) or not policy:
         raise UserError("name the policy: --model NAME|CONFIG (or model_name_or_path in the file)")

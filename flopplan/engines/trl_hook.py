@@ -40,13 +40,13 @@ from transformers import TrainerCallback
 
 from flopplan.budget import Budget
 from flopplan.engines.trl_meter import TRLMeter, longest_prompts
+from flopplan.engines.trl_resume import check_start_over, keep_lost, lost_since
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
 from flopplan.errors import UserError
-from flopplan.fileio import atomic_write_json, read_json
 from flopplan.guard import metrics_line
 from flopplan.measure.timer import ProcessClock
 from flopplan.recipe import Recipe
-from flopplan.runfile import TRL_RESTART_LOST, last_complete_checkpoint
+from flopplan.runfile import last_complete_checkpoint
 from flopplan.train.config import TrainConfig
 from flopplan.train.interrupt import CtrlC
 from flopplan.train.runfolder import RunFolder
@@ -107,8 +107,8 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
           lost_outside_budget: bool = False, check_prompts: Any = None) -> TRLMeter:
     """Meter ``trainer`` (a ``GRPOTrainer`` or a subclass, before ``trainer.train()``); see :func:`flopplan.trl.meter`
     for the arguments. ``config``: the run configuration written to ``out`` (``flopplan train`` passes its own);
-    ``check_prompts(train, evaluation, reward)``: called with the data's longest prompts in tokens (``reward``: as
-    a reward model's tokenizer reads a plain-text one, 0 without) before anything is written
+    ``check_prompts(train, evaluation, reward, eval_reward)``: called with the data's longest prompts in tokens (the
+    last two as a reward model's tokenizer reads plain-text ones, 0 without) before anything is written
     (a race pilot refuses prompts longer than its race priced)."""
     if getattr(trainer, "flopplan_meter", None) is not None:
         raise UserError("this trainer is metered already")
@@ -123,9 +123,10 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     scratch = tempfile.TemporaryDirectory(prefix="flopplan-trl-")
     try:  # validate first: nothing written yet
         evaluation = read_trainer(trainer, Path(scratch.name), 1).eval_generations is not None
-        prompt_max, reward_prompt_max, eval_prompt_max = longest_prompts(trainer, evaluation)
+        lengths = longest_prompts(trainer, evaluation)
+        prompt_max, reward_prompt_max, eval_prompt_max, eval_reward_prompt_max = lengths
         if check_prompts is not None:
-            check_prompts(prompt_max, eval_prompt_max, reward_prompt_max)
+            check_prompts(prompt_max, eval_prompt_max, reward_prompt_max, eval_reward_prompt_max)
         read = read_trainer(trainer, Path(scratch.name), prompt_max)
         if recipe is not None:
             check_explicit(recipe, read)
@@ -134,8 +135,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         if not resume:  # a budget that buys no round is refused here, not when training starts
             probe = TRLMeter(read.recipe, read.run, flops,
                              eval_rows=_evaluation_rows(trainer, read.eval_generations)[0])
-            probe.prompt_max, probe.reward_prompt_max, probe.eval_prompt_max = (
-                prompt_max, reward_prompt_max, eval_prompt_max)
+            probe.prompt_max, probe.reward_prompt_max, probe.eval_prompt_max, probe.eval_reward_prompt_max = lengths
             _check_first_round(probe, trainer.args)
     except BaseException:  # refused: nothing left behind
         scratch.cleanup()
@@ -156,7 +156,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     m = TRLMeter(read.recipe, read.run, flops, folder, measure=measure, peak_flops=peak_flops, rank=read.rank,
                  eval_rows=eval_rows, eval_batch=eval_batch, charge_lost=not lost_outside_budget)
     m.notes += read.notes
-    m.prompt_max, m.reward_prompt_max, m.eval_prompt_max = prompt_max, reward_prompt_max, eval_prompt_max
+    m.prompt_max, m.reward_prompt_max, m.eval_prompt_max, m.eval_reward_prompt_max = lengths
     m.summary_fields = {"conventions": read.conventions, "device": str(trainer.accelerator.device),
                         "dtype": read.conventions["dtype"]}
     m.owns_folder = writes and config is None
@@ -259,12 +259,24 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
             return bool(determine(*args, **kwargs)) or callback.stopped
 
         trainer._determine_best_metric = best_or_stopping
-    if meter.folder is not None and trainer.accelerator.is_main_process:
-        log_callback = StepLog(meter)
+    log_callback = StepLog(meter) if meter.folder is not None and trainer.accelerator.is_main_process else None
+    if log_callback is not None:
         callback.on_commit.append(log_callback.round)
         callback.on_evaluation.append(log_callback.evaluation)
         meter.on_unit.append(log_callback.progress)
         trainer.add_callback(log_callback)
+    save_checkpoint = trainer._save_checkpoint
+
+    @functools.wraps(save_checkpoint)
+    def save_with_ledger(*args: Any, **kwargs: Any) -> Any:
+        if log_callback is not None:
+            log_callback.flush()  # the round's log line before the checkpoint that holds it
+        if trainer.state.is_world_process_zero:  # the ledger before TRL's state: the checkpoint is complete when
+            # that lands, before TRL deletes older ones (save_total_limit), so a kill leaves one to resume
+            meter.save(Path(trainer.args.output_dir) / f"checkpoint-{trainer.state.global_step}")
+        return save_checkpoint(*args, **kwargs)
+
+    trainer._save_checkpoint = save_with_ledger
 
 
 def _stops_on_ctrl_c(train: Any, meter: TRLMeter, callback: FlopBudgetCallback) -> Any:
@@ -274,6 +286,7 @@ def _stops_on_ctrl_c(train: Any, meter: TRLMeter, callback: FlopBudgetCallback) 
     @functools.wraps(train)
     def train_until_ctrl_c(*args: Any, **kwargs: Any) -> Any:
         ctrl_c.requested = False  # a new call (the same trainer resumed in a notebook) starts without a stop
+        callback.resume_from = kwargs.get("resume_from_checkpoint", args[0] if args else None)
         if meter.decision.reason == "interrupted":
             meter.guard.resume()
             callback.stopped = False
@@ -329,6 +342,7 @@ class FlopBudgetCallback(TrainerCallback):
         self.trainer, self.meter = trainer, meter
         self.ctrl_c = CtrlC()  # set by the handler train() runs under (_stops_on_ctrl_c)
         self.stopped = False  # this callback stopped the run and asked for its checkpoint
+        self.resume_from: Any = None  # what trainer.train(resume_from_checkpoint=...) was given
         self.on_commit: list[Any] = []
         self.on_evaluation: list[Any] = []
 
@@ -346,28 +360,35 @@ class FlopBudgetCallback(TrainerCallback):
         return _evaluations_before_next_round(args, global_step)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        folder = self.meter.folder
         if self.meter.resuming and not state.global_step:
             last = last_complete_checkpoint(args.output_dir)
-            if last is not None:  # the ledger would go on while the model starts over: two histories in one run
-                if self.meter.owns_folder and self.meter.folder is not None:
-                    self.meter.folder.unlock()  # nothing was written: the right call may follow in this process
-                raise UserError(f"the meter resumes this run but the trainer starts at step 0 although {last.name} "
-                                "holds its last checkpoint: call trainer.train(resume_from_checkpoint=...) (a race "
-                                "pilot: spec.resume_from_checkpoint)")
-            if self.meter.folder is not None:
-                self._start_over(self.meter.folder)
+            try:
+                if last is not None:  # the ledger would go on while the model starts over: two histories in one run
+                    raise UserError(f"the meter resumes this run but the trainer starts at step 0 although "
+                                    f"{last.name} holds its last checkpoint: call trainer.train("
+                                    "resume_from_checkpoint=...) (a race pilot: spec.resume_from_checkpoint)")
+                if folder is not None:
+                    check_start_over(folder, args.output_dir, self.resume_from)
+            except UserError:
+                if self.meter.owns_folder and folder is not None:
+                    folder.unlock()  # nothing was written: the right call may follow in this process
+                raise
         if state.global_step:  # resumed: continue the ledger saved with the checkpoint
             self.meter.load(Path(args.output_dir) / f"checkpoint-{state.global_step}")
-            folder = self.meter.folder
-            if folder is not None:  # rounds committed after that checkpoint were spent and lost with the process
-                lost = folder.lost_after(self.meter.rounds)
-                self.meter.ledger.lost += lost
-                if lost:
-                    how = "charged" if self.meter.ledger.charge_lost else "recorded, not charged"
-                    self.meter.notes.append(f"{lost:,} FLOPs done after the last checkpoint were lost and are {how}")
-                self.trainer.accelerator.wait_for_everyone()
-                if state.is_world_process_zero:
-                    folder.trim(self.meter.rounds)
+        if folder is not None and (state.global_step or self.meter.resuming):  # trl_resume: what a kill lost
+            lost = lost_since(folder, self.meter.rounds)
+            self.meter.ledger.lost += lost
+            how = "charged" if self.meter.ledger.charge_lost else "recorded, not charged"
+            if not state.global_step:
+                self.meter.notes.append("no checkpoint yet: the run starts again")
+            if lost:
+                self.meter.notes.append(f"{lost:,} FLOPs done after the last checkpoint were lost and are {how}"
+                                        if state.global_step else
+                                        f"{lost:,} FLOPs done before the kill were lost and are {how}")
+            self.trainer.accelerator.wait_for_everyone()  # every process has read the logs
+            if state.is_world_process_zero:
+                keep_lost(folder, self.meter.rounds, lost)
         if self.meter.rounds == 0 and not self.meter.ledger.lost:
             _check_first_round(self.meter, args)
         elif not (_first_round_fits(self.meter, args) if self.meter.rounds == 0 else
@@ -377,29 +398,6 @@ class FlopBudgetCallback(TrainerCallback):
             # it reads should_training_stop, and that round would overrun the budget)
             raise _NoRoundFits
         return control
-
-    def _start_over(self, folder: Any) -> None:
-        """A resumed run with no checkpoint to continue (killed before its first was complete) starts again from
-        step 0, as ``flopplan train --resume`` does: what its logs record (and what earlier such attempts lost,
-        :data:`~flopplan.runfile.TRL_RESTART_LOST`) was spent and is lost; the logs start empty again, so that the
-        new attempt's steps do not follow the lost ones'."""
-        record = folder.path / TRL_RESTART_LOST
-        kept = read_json(record, "flopplan restart record") if record.is_file() else {"lost_flops": 0}
-        before = kept.get("lost_flops") if isinstance(kept, dict) else None
-        if not isinstance(before, int) or isinstance(before, bool) or before < 0:
-            if self.meter.owns_folder:
-                folder.unlock()
-            raise UserError(f"{str(record)!r} is not a flopplan restart record (restore it, or start a new run)")
-        lost = before + folder.lost_after(-1)
-        self.meter.ledger.lost += lost
-        self.meter.notes.append("no checkpoint yet: the run starts again")
-        if lost:
-            how = "charged" if self.meter.ledger.charge_lost else "recorded, not charged"
-            self.meter.notes.append(f"{lost:,} FLOPs done before the kill were lost and are {how}")
-        self.trainer.accelerator.wait_for_everyone()
-        if self.trainer.state.is_world_process_zero:
-            atomic_write_json(record, {"lost_flops": lost})  # first: a kill between the two loses nothing
-            folder.trim(-1)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if state.global_step % self.meter.run.optimizer_steps_per_round:
@@ -423,11 +421,6 @@ class FlopBudgetCallback(TrainerCallback):
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if not self.meter.guard.decision.stop:
             self.meter.guard.stop("steps", f"reached {state.global_step} optimizer steps ({self.meter.rounds} rounds)")
-        return control
-
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        if state.is_world_process_zero:
-            self.meter.save(Path(args.output_dir) / f"checkpoint-{state.global_step}")
         return control
 
 

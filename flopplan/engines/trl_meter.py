@@ -78,7 +78,7 @@ class TRLMeter:
         self.rounds = self.evaluations = 0
         self.tokens = 0  # unpadded prompt + completion tokens over all processes (TRL's num_tokens)
         self.trl_tokens: int | None = None
-        self.prompt_max = self.reward_prompt_max = self.eval_prompt_max = 0
+        self.prompt_max = self.reward_prompt_max = self.eval_prompt_max = self.eval_reward_prompt_max = 0
         self.reward_extra = 0  # tokens a reward model read beyond prompt + completion (re-tokenisation), seen
         self.notes: list[str] = []
         self.on_unit: list[Any] = []  # called after each unit ran and was recorded (the run folder's progress)
@@ -300,7 +300,7 @@ class TRLMeter:
         if not self.eval_rows:
             return 0
         return evaluation_bound(self.recipe, self.eval_rows, max(self.eval_prompt_max, 1), passes=self.passes,
-                                reward_prompt=self.reward_prompt_max, reward_extra=self.reward_extra)
+                                reward_prompt=self.eval_reward_prompt_max, reward_extra=self.reward_extra)
 
     def fits_next_round(self, evaluations: int = 1) -> bool:
         """Whether the next round fits with ``evaluations`` evaluations kept in reserve (when evaluating)."""
@@ -334,7 +334,8 @@ class TRLMeter:
         state = {"flopplan_trl_ledger_version": LEDGER_VERSION, "ledger": self.ledger.to_state(),
                  "rounds": self.rounds, "tokens": self.tokens, "prompt_max": self.prompt_max,
                  "reward_prompt_max": self.reward_prompt_max, "reward_extra": self.reward_extra,
-                 "evaluations": self.evaluations, "eval_prompt_max": self.eval_prompt_max}
+                 "evaluations": self.evaluations, "eval_prompt_max": self.eval_prompt_max,
+                 "eval_reward_prompt_max": self.eval_reward_prompt_max}
         Path(folder).mkdir(parents=True, exist_ok=True)
         atomic_write_json(Path(folder) / LEDGER_FILE, state)
 
@@ -354,6 +355,8 @@ class TRLMeter:
         self.prompt_max, self.reward_prompt_max = state["prompt_max"], state["reward_prompt_max"]
         self.reward_extra = state["reward_extra"]
         self.evaluations, self.eval_prompt_max = state.get("evaluations", 0), state.get("eval_prompt_max", 0)
+        # (a ledger saved before the two were apart bounded both with the larger)
+        self.eval_reward_prompt_max = state.get("eval_reward_prompt_max", self.reward_prompt_max)
 
     def summary(self, **fields: Any) -> RunSummary:
         checks = {"num_tokens": {"trl": self.trl_tokens, "flopplan": self.tokens,
@@ -362,12 +365,13 @@ class TRLMeter:
                                   engine_checks=checks, **fields)
 
 
-def longest_prompts(trainer: Any, evaluation: bool) -> tuple[int, int, int]:
+def longest_prompts(trainer: Any, evaluation: bool) -> tuple[int, int, int, int]:
     """The longest prompt of the training data and (``evaluation``) of the evaluation data, tokenized as TRL
-    tokenizes them (``_tokenize_prompts``), and the longest as a reward model's tokenizer reads one: the guard's
-    bounds before any round has run."""
+    tokenizes them (``_tokenize_prompts``), and of each the longest as a reward model's tokenizer reads a plain-text
+    one (0 for chat prompts, whose template the meter learns as rounds run): the guard's bounds before any round has
+    run. Returns (train, train as the reward model reads it, evaluation, evaluation as the reward model reads it)."""
     found = {"train_dataset": 0, "eval_dataset": 0}
-    reward = 0
+    reward = {"train_dataset": 0, "eval_dataset": 0}
     for attribute in found:
         dataset = getattr(trainer, attribute, None)
         if dataset is None or (attribute == "eval_dataset" and not evaluation):
@@ -381,5 +385,5 @@ def longest_prompts(trainer: Any, evaluation: bool) -> tuple[int, int, int]:
                 if isinstance(module, torch.nn.Module) and tokenizer is not None:
                     for start in range(0, len(prompts), 512):
                         ids = tokenizer(text=prompts[start:start + 512], add_special_tokens=False)["input_ids"]
-                        reward = max([reward, *(len(row) for row in ids)])
-    return found["train_dataset"], reward, found["eval_dataset"]
+                        reward[attribute] = max([reward[attribute], *(len(row) for row in ids)])
+    return found["train_dataset"], reward["train_dataset"], found["eval_dataset"], reward["eval_dataset"]

@@ -240,7 +240,8 @@ def write_outputs(analysis: RaceAnalysis, folder: str | Path, *, plots: bool = T
     report is."""
     out = writable_folder(folder, "RACE output folder")
     for name in (RACE_JSON, REPORT_MD):
-        (out / name).unlink(missing_ok=True)
+        if (out / name).is_file() and not (out / name).is_symlink():  # (anything else: refused when written)
+            (out / name).unlink()
     drawn: list[Path] = []
     if plots:
         drawn = draw_all(analysis, out)

@@ -240,7 +240,7 @@ class PilotSpec:
         shown = describe_difference(name, priced, runs, read.conventions, whose="the arm's")
         raise UserError(f"the trainer does not run the round the race priced for {self.arm}: its {shown}; {fix}")
 
-    def check_lengths(self, train: int, evaluation: int, reward: int = 0) -> None:
+    def check_lengths(self, train: int, evaluation: int, reward: int = 0, eval_reward: int = 0) -> None:
         """The trainer's prompts must fit the lengths the design priced: its longest training prompt (``train``
         tokens, as TRL tokenizes them: its chat template included; TRL 1.16 truncates no prompt) within
         ``--prompt-len``'s maximum and its longest evaluation prompt within ``--eval-prompt-len``'s. The meter keeps the
@@ -248,8 +248,8 @@ class PilotSpec:
         priced stops short of the steps its rung was planned for, and the analysis reads it as an arm that stopped
         early; refused in one line, naming the length to design with (the meter calls this with the lengths it read,
         before it writes anything). So is a reward model whose own tokenizer reads the prompts (``reward`` tokens,
-        the longest) beyond what the design priced its reads at: ``--prompt-len``'s maximum plus
-        ``--reward-overhead``."""
+        the longest training prompt; ``eval_reward``, the longest evaluation prompt) beyond what the design priced
+        its reads at: ``--prompt-len``'s maximum (``--eval-prompt-len``'s) plus ``--reward-overhead``."""
         for what, found, priced, flag in (
                 ("train_dataset", train, self.recipe.prompt_len.max, "--prompt-len"),
                 ("eval_dataset", evaluation, self.recipe.evaluation_prompt_len.max, "--eval-prompt-len")):
@@ -258,13 +258,16 @@ class PilotSpec:
                                 f"(its chat template included), the race priced at most {priced} ({flag}): design "
                                 f"the race with {flag} {found} (or MEAN:{found}), or shorten the prompts")
         r = self.recipe
-        if r.reward_spec is not None and reward > r.prompt_len.max + r.reward_overhead_tokens:
-            raise UserError(f"the reward model's tokenizer reads the trainer's prompts as up to {reward} tokens, the "
-                            f"race priced its reads at most {r.prompt_len.max} (--prompt-len) + "
-                            f"{r.reward_overhead_tokens} (--reward-overhead): design the race with --reward-overhead "
-                            f"{reward - r.prompt_len.max + r.reward_overhead_tokens} (the {reward - r.prompt_len.max} "
-                            f"tokens over --prompt-len on top of the {r.reward_overhead_tokens} for its template), or "
-                            "shorten the prompts")
+        for what, found, priced, flag in (
+                ("train_dataset", reward, int(r.prompt_len.max), "--prompt-len"),
+                ("eval_dataset", eval_reward, int(r.evaluation_prompt_len.max), "--eval-prompt-len")):
+            if r.reward_spec is not None and found > priced + r.reward_overhead_tokens:
+                raise UserError(f"the reward model's tokenizer reads the trainer's {what} prompts as up to {found} "
+                                f"tokens, the race priced its reads at most {priced} ({flag}) + "
+                                f"{r.reward_overhead_tokens} (--reward-overhead): design the race with "
+                                f"--reward-overhead {found - priced + r.reward_overhead_tokens} (the {found - priced} "
+                                f"tokens over {flag} on top of the {r.reward_overhead_tokens} for its template), or "
+                                "shorten the prompts")
 
     def to_data(self) -> dict[str, Any]:
         return serial.write(SPEC_LAYOUT, self)

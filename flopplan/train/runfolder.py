@@ -27,7 +27,7 @@ from flopplan.runfile import (
     METRICS,
     RUN_VERSION,
     SUMMARY,
-    TRL_RESTART_LOST,
+    TRL_LOST_WORK,
     LedgerRecord,
     RunSummary,
     last_complete_checkpoint,
@@ -98,14 +98,23 @@ class RunFolder:
             return ""
         if not isinstance(data, dict) or data.get("engine") != "trl":
             return ""
-        grpo = data.get("grpo_config")
-        places = [self.path / "trl", *([Path(grpo["output_dir"])] if isinstance(grpo, dict) and isinstance(
-            grpo.get("output_dir"), str) else [])]
-        found = next((c for c in map(last_complete_checkpoint, places) if c is not None), None)
+        found = self.trl_checkpoint()
         if found is not None:
             return (f"a metered TRL run with a checkpoint ({found}): resume it (meter(..., resume=True) and "
                     "trainer.train(resume_from_checkpoint=True); flopplan train --resume) or give another folder")
         return "a finished metered TRL run: give another folder" if (self.path / SUMMARY).exists() else ""
+
+    def trl_checkpoint(self) -> Path | None:
+        """The newest complete TRL checkpoint of the metered TRL run in this folder: in the script's ``output_dir``,
+        which the folder's configuration names, or in ``trl/``, where ``flopplan train --engine trl`` keeps them."""
+        try:
+            data = json.loads((self.path / CONFIG).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = None
+        grpo = data.get("grpo_config") if isinstance(data, dict) else None
+        places = [self.path / "trl", *([Path(grpo["output_dir"])] if isinstance(grpo, dict) and isinstance(
+            grpo.get("output_dir"), str) else [])]
+        return next((c for c in map(last_complete_checkpoint, places) if c is not None), None)
 
     def clear_lock(self, made: bool) -> None:
         """Where the folder holds nothing but its lock file (a run refused after locking it), remove the lock file,
@@ -124,7 +133,7 @@ class RunFolder:
     def begin(self, config: TrainConfig | dict[str, Any]) -> None:
         """Empty logs and the run's configuration, in a folder :meth:`check_new` accepted under the lock."""
         writable_folder(self.path, "run folder")
-        (self.path / TRL_RESTART_LOST).unlink(missing_ok=True)  # an earlier run's record (a metered TRL run's)
+        (self.path / TRL_LOST_WORK).unlink(missing_ok=True)  # an earlier run's record (a metered TRL run's)
         if self.checkpoints.is_dir():
             for left in self.checkpoints.glob("*.tmp"):  # a checkpoint a kill cut off before its rename
                 left.unlink(missing_ok=True)

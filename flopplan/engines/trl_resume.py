@@ -1,0 +1,102 @@
+"""What a metered TRL run resumed after a kill had spent and lost, and whether it may start again from step 0.
+
+A kill loses the rounds committed after the checkpoint a run resumes from (and the round in progress): their FLOPs
+were spent, so they are charged as lost work (recorded, not charged, for a race pilot), and the run folder's logs
+are trimmed back to the checkpoint so that no step appears twice. A run killed before its first checkpoint was
+complete has nothing to continue: ``meter(..., resume=True)`` starts it again from step 0, as ``flopplan train
+--resume`` does a built-in run, charging everything its logs record.
+
+The lost FLOPs reach a checkpoint's ledger only when the resumed run saves its next checkpoint; until then they are
+kept in the run folder (:data:`~flopplan.runfile.TRL_LOST_WORK`, with the round it resumed from), so that a second
+kill before that checkpoint adds to them instead of forgetting them. The record is written before the logs are
+trimmed and marked trimmed after: a kill between the two finds the logs already counted.
+
+Starting again is refused where it would throw away what can still be resumed, or a run that ended: a complete
+checkpoint in another place than the trainer's ``output_dir`` (the folder's configuration names where the run
+checkpointed), a finished run's summary, or a ``resume_from_checkpoint`` the trainer could not resume from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flopplan.errors import UserError
+from flopplan.fileio import atomic_write_json, read_json
+from flopplan.runfile import SUMMARY, TRL_LOST_WORK, read_ledger
+from flopplan.train.runfolder import RunFolder
+
+
+@dataclass(frozen=True)
+class LostWork:
+    """The record: ``flops`` lost since the checkpoint of round ``rounds`` (0: the run's start), and whether the
+    logs were trimmed back to it after it was written."""
+
+    flops: int
+    rounds: int
+    trimmed: bool
+
+    def to_data(self) -> dict[str, Any]:
+        return {"lost_flops": self.flops, "rounds": self.rounds, "trimmed": self.trimmed}
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def read_lost_work(folder: RunFolder) -> LostWork | None:
+    path = folder.path / TRL_LOST_WORK
+    if not path.is_file():
+        return None
+    data = read_json(path, "flopplan lost-work record")
+    if not (isinstance(data, dict) and _count(data.get("lost_flops")) and _count(data.get("rounds"))
+            and isinstance(data.get("trimmed"), bool)):
+        raise UserError(f"{str(path)!r} is not a flopplan lost-work record (restore it, or start a new run)")
+    return LostWork(data["lost_flops"], data["rounds"], data["trimmed"])
+
+
+def _cut(rounds: int) -> int:
+    """The last log step a resume from round ``rounds`` keeps: none at all when starting again (the baseline
+    evaluation at step 0 runs again with the run)."""
+    return rounds if rounds else -1
+
+
+def lost_since(folder: RunFolder, rounds: int) -> int:
+    """The FLOPs spent and lost since the checkpoint of round ``rounds`` (0: since the run's start): what the logs
+    record after it, plus what an earlier resume from a round no earlier kept in the record (a checkpoint saved after
+    that resume holds it in its ledger). Every process reads the same files and so gets the same figure."""
+    record = read_lost_work(folder)
+    logged = folder.lost_after(_cut(rounds))
+    if record is None or record.rounds < rounds:
+        return logged
+    if not record.trimmed:  # killed between the record and the trim: the logs after its round are in it already
+        return record.flops + logged - folder.lost_after(_cut(record.rounds))
+    return record.flops + logged
+
+
+def keep_lost(folder: RunFolder, rounds: int, lost: int) -> None:
+    """Record ``lost`` (from :func:`lost_since`) and trim the logs back to round ``rounds`` (rank 0 alone, after
+    every process has read them)."""
+    path = folder.path / TRL_LOST_WORK
+    atomic_write_json(path, LostWork(lost, rounds, False).to_data())
+    folder.trim(_cut(rounds))
+    atomic_write_json(path, LostWork(lost, rounds, True).to_data())
+
+
+def check_start_over(folder: RunFolder, output_dir: str | Path, resume_from: Any) -> None:
+    """Refuse to start a resumed run again from step 0 where that would discard a run that can still be resumed or
+    that ended (see the module docstring); ``resume_from``: what ``trainer.train`` was given."""
+    where = str(folder.path)
+    if resume_from not in (None, False):
+        raise UserError(f"trainer.train(resume_from_checkpoint={resume_from!r}) started at step 0: that is not a "
+                        "complete checkpoint of this run (TRL's trainer_state.json and flopplan's ledger); pass "
+                        "the last complete one (flopplan.runfile.last_complete_checkpoint), or None to start the "
+                        "run again")
+    found = folder.trl_checkpoint()
+    if found is not None and found.parent.resolve() != Path(output_dir).resolve():
+        raise UserError(f"the run in {where!r} has a complete checkpoint, {found}, outside this trainer's "
+                        f"output_dir ({output_dir}): resume from it with output_dir {str(found.parent)!r}")
+    if (folder.path / SUMMARY).exists() and read_ledger(folder.path, partial=False):
+        raise UserError(f"the run in {where!r} finished (its summary.json) and left no complete checkpoint in "
+                        f"{output_dir} to continue: nothing to resume; start a new run in another folder")
