@@ -373,6 +373,9 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
                       train_dataset=plain_data), out=out, check_prompts=check_prompts)  # (the hook race pilots use)
     longest = max(len(reader(text=p, add_special_tokens=False)["input_ids"]) for p in plain_data["prompt"])
     assert seen[0][2] == longest > 0 and seen[0][3] == 0 and not out.exists()  # (no evaluation data)
+    with pytest.raises(UserError, match=r"nothing to resume in .*never': no config\.json"):
+        meter(trainer(), out=tmp_path / "never", resume=True)  # a folder no run ever wrote
+    assert not (tmp_path / "never").exists()
     plain = trainer(peft_config=LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
     with pytest.raises(UserError, match="lora_rank"):
         meter(plain, out=out, recipe=Recipe(policy="tiny", lora_rank=8, prompts_per_step=2, group_size=4))

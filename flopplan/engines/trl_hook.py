@@ -46,7 +46,7 @@ from flopplan.errors import UserError
 from flopplan.guard import metrics_line
 from flopplan.measure.timer import ProcessClock
 from flopplan.recipe import Recipe
-from flopplan.runfile import last_complete_checkpoint
+from flopplan.runfile import CONFIG, last_complete_checkpoint
 from flopplan.train.config import TrainConfig
 from flopplan.train.interrupt import CtrlC
 from flopplan.train.runfolder import RunFolder
@@ -118,6 +118,8 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     folder = RunFolder(out) if out is not None else None
     if folder is not None and rank0 and not resume and config is None:
         folder.check_new()
+    if folder is not None and resume and config is None and not (folder.path / CONFIG).is_file():
+        raise UserError(f"nothing to resume in {str(folder.path)!r}: no {CONFIG} (start the run without resume)")
     # the models' configs, which the recipe names, go into a folder that lives as long as the meter (removed when it
     # is collected or Python exits) unless this process writes them into the run folder
     scratch = tempfile.TemporaryDirectory(prefix="flopplan-trl-")
