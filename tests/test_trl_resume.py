@@ -32,40 +32,70 @@ def test_a_second_kill_before_the_next_checkpoint_adds_to_the_work_the_first_los
     folder = _folder(tmp_path)
     for step, flops in enumerate((10, 20, 30, 300, 400), start=1):
         _round(folder, step, flops)
-    assert lost_since(folder, 3) == 700
-    keep_lost(folder, 3, 700)
+    assert lost_since(folder, 6, 3) == 700  # (rounds of 2 optimizer steps: round 3's checkpoint is checkpoint-6)
+    keep_lost(folder, 6, 3, 700)
     assert [json.loads(line)["step"] for line in (folder.path / "ledger.jsonl").read_text().splitlines()] == [1, 2, 3]
     _round(folder, 4, 40)
-    assert lost_since(folder, 3) == 740
-    keep_lost(folder, 3, 740)
+    assert lost_since(folder, 6, 3) == 740
+    keep_lost(folder, 6, 3, 740)
     _round(folder, 4, 41)
     _round(folder, 5, 50)
-    assert lost_since(folder, 4) == 50  # the checkpoint of round 4 was saved after the record: its ledger holds it
-    assert lost_since(folder, 0) == 740 + 10 + 20 + 30 + 41 + 50  # started again: all of it, the record included
+    assert lost_since(folder, 8, 4) == 50  # round 4's checkpoint was saved after the record: its ledger holds it
+    assert lost_since(folder, 0, 0) == 740 + 10 + 20 + 30 + 41 + 50  # started again: all of it, the record too
 
 
 def test_a_kill_between_the_record_and_the_trim_counts_the_logs_once(tmp_path):
     folder = _folder(tmp_path)
     for step, flops in enumerate((10, 20, 300), start=1):
         _round(folder, step, flops)
-    lost = lost_since(folder, 2)
-    (folder.path / TRL_LOST_WORK).parent.mkdir()
-    (folder.path / TRL_LOST_WORK).write_text(json.dumps({"lost_flops": lost, "rounds": 2, "trimmed": False}))
-    assert lost == 300 and lost_since(folder, 2) == 300  # the logs not trimmed yet: their round 3 is in the record
-    assert lost_since(folder, 0) == 330  # (from an older point: what the record holds and the rounds before it)
-    keep_lost(folder, 2, 300)
-    assert read_lost_work(folder).trimmed and lost_since(folder, 2) == 300
+    lost = lost_since(folder, 4, 2)
+
+    def killed(cut):
+        raise KeyboardInterrupt
+
+    trim, folder.trim = folder.trim, killed
+    with pytest.raises(KeyboardInterrupt):
+        keep_lost(folder, 4, 2, lost)  # killed after the record, before the logs were trimmed
+    folder.trim = trim
+    assert not read_lost_work(folder).trimmed
+    assert lost == 300 and lost_since(folder, 4, 2) == 300  # the logs not trimmed yet: their round 3 is in the record
+    assert lost_since(folder, 0, 0) == 330  # (from an older point: what the record holds and the rounds before it)
+    keep_lost(folder, 4, 2, 300)
+    assert read_lost_work(folder).trimmed and lost_since(folder, 4, 2) == 300
 
 
 def test_a_new_run_in_the_folder_forgets_an_earlier_runs_record(tmp_path):
     folder = _folder(tmp_path)
     _round(folder, 1, 10)
-    keep_lost(folder, 0, 10)
+    keep_lost(folder, 0, 0, 10)
     folder.begin({"engine": "trl"})
-    assert read_lost_work(folder) is None and lost_since(folder, 0) == 0
-    (folder.path / TRL_LOST_WORK).write_text('{"lost_flops": -1, "rounds": 0, "trimmed": true}')
+    assert read_lost_work(folder) is None and lost_since(folder, 0, 0) == 0
+    (folder.path / TRL_LOST_WORK).write_text('{"lost_flops": -1, "step": 0, "rounds": 0, "trimmed": true}')
     with pytest.raises(UserError, match="is not a flopplan lost-work record"):
-        lost_since(folder, 0)
+        lost_since(folder, 0, 0)
+
+
+def test_a_checkpoint_within_the_first_round_is_not_the_runs_start(tmp_path):
+    """Started again (the baseline evaluation at log step 0 and round 1 lost: 15), then a checkpoint saved within
+    round 1 (checkpoint-1, max_steps off a round's boundary: it holds 0 rounds and the new baseline): a resume from it
+    counts only what came after, not the record again nor the baseline its ledger holds (a review found both counted
+    when the record was keyed by rounds)."""
+    folder = _folder(tmp_path)
+    _round(folder, 0, 5)
+    _round(folder, 1, 10)
+    assert lost_since(folder, 0, 0) == 15  # the baseline run again with the run: lost too
+    keep_lost(folder, 0, 0, 15)
+    _round(folder, 0, 5)
+    _round(folder, 1, 12)  # after checkpoint-1
+    assert lost_since(folder, 1, 0) == 12
+
+
+def test_a_step_logged_twice_is_lost_twice(tmp_path):
+    """Two lines of one step (a baseline evaluation run again by a resumed run) were both spent."""
+    folder = _folder(tmp_path)
+    for step, flops in ((0, 5), (1, 10), (2, 20), (2, 7)):
+        _round(folder, step, flops)
+    assert folder.lost_after(1) == 27 and folder.lost_after(-1) == 42
 
 
 def test_starting_again_is_refused_where_a_run_can_be_resumed_or_finished(tmp_path):
@@ -87,3 +117,5 @@ def test_starting_again_is_refused_where_a_run_can_be_resumed_or_finished(tmp_pa
     (folder.path / "summary.json").write_text("{}")
     with pytest.raises(UserError, match=r"finished .* and left no complete checkpoint .* nothing to resume"):
         check_start_over(folder, output, None)
+    folder.trim(-1)  # a run started again whose lost work left no round: it ended on its budget, its logs empty
+    check_start_over(folder, output, None)

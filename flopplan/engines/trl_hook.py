@@ -379,7 +379,7 @@ class FlopBudgetCallback(TrainerCallback):
         if state.global_step:  # resumed: continue the ledger saved with the checkpoint
             self.meter.load(Path(args.output_dir) / f"checkpoint-{state.global_step}")
         if folder is not None and (state.global_step or self.meter.resuming):  # trl_resume: what a kill lost
-            lost = lost_since(folder, self.meter.rounds)
+            lost = lost_since(folder, state.global_step, self.meter.rounds)
             self.meter.ledger.lost += lost
             how = "charged" if self.meter.ledger.charge_lost else "recorded, not charged"
             if not state.global_step:
@@ -390,7 +390,7 @@ class FlopBudgetCallback(TrainerCallback):
                                         f"{lost:,} FLOPs done before the kill were lost and are {how}")
             self.trainer.accelerator.wait_for_everyone()  # every process has read the logs
             if state.is_world_process_zero:
-                keep_lost(folder, self.meter.rounds, lost)
+                keep_lost(folder, state.global_step, self.meter.rounds, lost)
         if self.meter.rounds == 0 and not self.meter.ledger.lost:
             _check_first_round(self.meter, args)
         elif not (_first_round_fits(self.meter, args) if self.meter.rounds == 0 else

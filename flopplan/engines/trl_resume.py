@@ -30,15 +30,18 @@ from flopplan.train.runfolder import RunFolder
 
 @dataclass(frozen=True)
 class LostWork:
-    """The record: ``flops`` lost since the checkpoint of round ``rounds`` (0: the run's start), and whether the
-    logs were trimmed back to it after it was written."""
+    """The record: ``flops`` lost since the checkpoint of optimizer step ``step`` (0: the run's start, no checkpoint),
+    whose ledger holds ``rounds`` rounds (the logs' steps), and whether the logs were trimmed back to it after it was
+    written. A checkpoint is named by its optimizer step: one saved within a round (``max_steps`` or an epoch's end
+    off a round's boundary) holds the rounds before it, so rounds alone do not tell it from the run's start."""
 
     flops: int
+    step: int
     rounds: int
     trimmed: bool
 
     def to_data(self) -> dict[str, Any]:
-        return {"lost_flops": self.flops, "rounds": self.rounds, "trimmed": self.trimmed}
+        return {"lost_flops": self.flops, "step": self.step, "rounds": self.rounds, "trimmed": self.trimmed}
 
 
 def _count(value: Any) -> bool:
@@ -50,38 +53,39 @@ def read_lost_work(folder: RunFolder) -> LostWork | None:
     if not path.is_file():
         return None
     data = read_json(path, "flopplan lost-work record")
-    if not (isinstance(data, dict) and _count(data.get("lost_flops")) and _count(data.get("rounds"))
+    if not (isinstance(data, dict) and all(_count(data.get(k)) for k in ("lost_flops", "step", "rounds"))
             and isinstance(data.get("trimmed"), bool)):
         raise UserError(f"{str(path)!r} is not a flopplan lost-work record (restore it, or start a new run)")
-    return LostWork(data["lost_flops"], data["rounds"], data["trimmed"])
+    return LostWork(data["lost_flops"], data["step"], data["rounds"], data["trimmed"])
 
 
-def _cut(rounds: int) -> int:
-    """The last log step a resume from round ``rounds`` keeps: none at all when starting again (the baseline
-    evaluation at step 0 runs again with the run)."""
-    return rounds if rounds else -1
+def _cut(step: int, rounds: int) -> int:
+    """The last log step a resume from the checkpoint of optimizer step ``step`` (holding ``rounds`` rounds) keeps:
+    none at all when starting again (step 0: the baseline evaluation at log step 0 runs again with the run)."""
+    return rounds if step else -1
 
 
-def lost_since(folder: RunFolder, rounds: int) -> int:
-    """The FLOPs spent and lost since the checkpoint of round ``rounds`` (0: since the run's start): what the logs
-    record after it, plus what an earlier resume from a round no earlier kept in the record (a checkpoint saved after
-    that resume holds it in its ledger). Every process reads the same files and so gets the same figure."""
+def lost_since(folder: RunFolder, step: int, rounds: int) -> int:
+    """The FLOPs spent and lost since the checkpoint of optimizer step ``step`` (0: since the run's start), which
+    holds ``rounds`` rounds: what the logs record after it, plus what an earlier resume from a checkpoint no later
+    kept in the record (a checkpoint saved after that resume holds it in its ledger). Every process reads the same
+    files and so gets the same figure."""
     record = read_lost_work(folder)
-    logged = folder.lost_after(_cut(rounds))
-    if record is None or record.rounds < rounds:
+    logged = folder.lost_after(_cut(step, rounds))
+    if record is None or record.step < step:
         return logged
-    if not record.trimmed:  # killed between the record and the trim: the logs after its round are in it already
-        return record.flops + logged - folder.lost_after(_cut(record.rounds))
+    if not record.trimmed:  # killed between the record and the trim: the logs after its point are in it already
+        return record.flops + logged - folder.lost_after(_cut(record.step, record.rounds))
     return record.flops + logged
 
 
-def keep_lost(folder: RunFolder, rounds: int, lost: int) -> None:
-    """Record ``lost`` (from :func:`lost_since`) and trim the logs back to round ``rounds`` (rank 0 alone, after
-    every process has read them)."""
+def keep_lost(folder: RunFolder, step: int, rounds: int, lost: int) -> None:
+    """Record ``lost`` (from :func:`lost_since`) and trim the logs back to the checkpoint of optimizer step ``step``
+    (rank 0 alone, after every process has read them)."""
     path = folder.path / TRL_LOST_WORK
-    atomic_write_json(path, LostWork(lost, rounds, False).to_data())
-    folder.trim(_cut(rounds))
-    atomic_write_json(path, LostWork(lost, rounds, True).to_data())
+    atomic_write_json(path, LostWork(lost, step, rounds, False).to_data())
+    folder.trim(_cut(step, rounds))
+    atomic_write_json(path, LostWork(lost, step, rounds, True).to_data())
 
 
 def check_start_over(folder: RunFolder, output_dir: str | Path, resume_from: Any) -> None:

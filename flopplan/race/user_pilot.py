@@ -170,7 +170,7 @@ class _Unmetered:
     or None. It trains without the meter, so nothing ends it at its budget and ``max_steps`` 10^7 would run on for
     days, when a TRL checkpoint appears while its run folder has no configuration (which the meter writes when it
     is attached), or, in a pilot resumed or continued, when a checkpoint written since it started still has no
-    ledger (the meter saves its ledger into every checkpoint, right after TRL's state) when asked again."""
+    ledger (the meter saves its ledger into every checkpoint, before TRL's state) when asked again."""
 
     def __init__(self, run: Path, spec: PilotSpec, what: str) -> None:
         from flopplan.runfile import TRL_LEDGER as LEDGER_FILE

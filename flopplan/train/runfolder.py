@@ -197,14 +197,15 @@ class RunFolder:
     def lost_after(self, step: int) -> int:
         """Executed FLOPs the logs record after the checkpoint of ``step``: steps committed after it, and the units
         of the step in progress, all done and lost with the process."""
-        committed = {r.step: r.executed_flops for r in read_ledger(self.path, partial=False)}
-        full = {s: flops for s, flops in committed.items() if s > step}
+        records = read_ledger(self.path, partial=False)  # every line: a step logged twice was run twice
+        committed = {r.step for r in records}
+        full = sum(r.executed_flops for r in records if r.step > step)
         in_progress = 0
         for line in read_step_log(self.path / PROGRESS):  # units of a step that never committed
             record = LedgerRecord.from_data(line)
             if record is not None and record.step not in committed:
                 in_progress += record.executed_flops
-        return sum(full.values()) + in_progress
+        return full + in_progress
 
     def check_history(self, step: int, baseline: bool) -> None:
         """The logs must hold every step up to the checkpoint's (and the baseline evaluation when one was done):
