@@ -32,6 +32,9 @@ CONFIG = "config.json"
 EVALUATIONS = "evaluations.jsonl"
 TRL_LEDGER = "flopplan_ledger.json"
 """The TRL meter's ledger, saved in each TRL checkpoint folder so that a resumed run continues it."""
+TRL_ABANDONED = "flopplan_ledger.abandoned.json"
+"""The ledger of a TRL checkpoint newer than the one a run resumed from, renamed so (its history was abandoned): no
+longer complete, so no resume picks it."""
 TRL_LOST_WORK = "trl/lost_work.json"
 """In a metered TRL run's folder: the FLOPs a kill lost since the checkpoint the run last resumed from, kept until
 the resumed run's next checkpoint holds them in its ledger (:mod:`flopplan.engines.trl_resume`)."""

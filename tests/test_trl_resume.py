@@ -119,3 +119,30 @@ def test_starting_again_is_refused_where_a_run_can_be_resumed_or_finished(tmp_pa
         check_start_over(folder, output, None)
     folder.trim(-1)  # a run started again whose lost work left no round: it ended on its budget, its logs empty
     check_start_over(folder, output, None)
+
+
+def test_a_resume_from_an_older_checkpoint_leaves_the_newer_ones_behind(tmp_path):
+    """Checkpoints 3 and 6 complete, killed after round 7; the user resumes from checkpoint-3 (rounds of one
+    optimizer step here): rounds 4-7 are lost, and checkpoint-6, a history now abandoned, loses its ledger so that
+    no later resume picks it. Killed again after rounds 4 and 5 of the new history: the newest complete checkpoint
+    is 3 again, and everything since it is lost, the first history's rounds included (a review found checkpoint-6
+    picked and 7,090 FLOPs forgotten)."""
+    from flopplan.engines.trl_resume import abandon_newer
+    from flopplan.runfile import TRL_ABANDONED, last_complete_checkpoint
+
+    output = tmp_path / "trl-output"
+    folder = _folder(tmp_path, output)
+    for step, flops in enumerate((1, 2, 3, 1000, 2000, 3000, 4000), start=1):
+        _round(folder, step, flops)
+    for step in (3, 6):
+        (output / f"checkpoint-{step}").mkdir(parents=True)
+        for name in ("trainer_state.json", TRL_LEDGER):
+            (output / f"checkpoint-{step}" / name).write_text("{}")
+    assert lost_since(folder, 3, 3) == 10_000
+    keep_lost(folder, 3, 3, 10_000)
+    assert abandon_newer(output, 3) == ["checkpoint-6"] and abandon_newer(output, 3) == []
+    assert (output / "checkpoint-6" / TRL_ABANDONED).is_file() and last_complete_checkpoint(output).name == \
+        "checkpoint-3"
+    _round(folder, 4, 40)
+    _round(folder, 5, 50)
+    assert lost_since(folder, 3, 3) == 10_090

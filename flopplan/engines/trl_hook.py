@@ -40,7 +40,7 @@ from transformers import TrainerCallback
 
 from flopplan.budget import Budget
 from flopplan.engines.trl_meter import TRLMeter, longest_prompts
-from flopplan.engines.trl_resume import check_start_over, keep_lost, lost_since
+from flopplan.engines.trl_resume import abandon_newer, check_start_over, keep_lost, lost_since
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
 from flopplan.errors import UserError
 from flopplan.guard import metrics_line
@@ -391,6 +391,9 @@ class FlopBudgetCallback(TrainerCallback):
             self.trainer.accelerator.wait_for_everyone()  # every process has read the logs
             if state.is_world_process_zero:
                 keep_lost(folder, state.global_step, self.meter.rounds, lost)
+                left = abandon_newer(args.output_dir, state.global_step) if state.global_step else []
+                if left:
+                    self.meter.notes.append(f"{', '.join(left)}: left behind (resumed from an older checkpoint)")
         if self.meter.rounds == 0 and not self.meter.ledger.lost:
             _check_first_round(self.meter, args)
         elif not (_first_round_fits(self.meter, args) if self.meter.rounds == 0 else

@@ -24,7 +24,7 @@ from typing import Any
 
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, read_json
-from flopplan.runfile import SUMMARY, TRL_LOST_WORK, read_ledger
+from flopplan.runfile import SUMMARY, TRL_ABANDONED, TRL_LEDGER, TRL_LOST_WORK, read_ledger
 from flopplan.train.runfolder import RunFolder
 
 
@@ -86,6 +86,20 @@ def keep_lost(folder: RunFolder, step: int, rounds: int, lost: int) -> None:
     atomic_write_json(path, LostWork(lost, step, rounds, False).to_data())
     folder.trim(_cut(step, rounds))
     atomic_write_json(path, LostWork(lost, step, rounds, True).to_data())
+
+
+def abandon_newer(output_dir: str | Path, step: int) -> list[str]:
+    """A run resumed from the checkpoint of optimizer step ``step`` while newer complete ones remain (the user chose
+    an older one) abandons their history: their ledgers are renamed (:data:`~flopplan.runfile.TRL_ABANDONED`), so
+    that no later resume continues a history whose work since ``step`` was charged as lost, and forgets what this
+    one spends (rank 0). Returns their names."""
+    left = []
+    for folder in sorted(Path(output_dir).glob("checkpoint-*")):
+        number = folder.name.split("-", 1)[1]
+        if number.isdigit() and int(number) > step and (folder / TRL_LEDGER).is_file():
+            (folder / TRL_LEDGER).replace(folder / TRL_ABANDONED)
+            left.append(folder.name)
+    return left
 
 
 def check_start_over(folder: RunFolder, output_dir: str | Path, resume_from: Any) -> None:
