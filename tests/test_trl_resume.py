@@ -146,3 +146,9 @@ def test_a_resume_from_an_older_checkpoint_leaves_the_newer_ones_behind(tmp_path
     _round(folder, 4, 40)
     _round(folder, 5, 50)
     assert lost_since(folder, 3, 3) == 10_090
+    pytest.importorskip("torch")
+    from flopplan.engines.trl_meter import TRLMeter
+
+    with pytest.raises(UserError, match=r"checkpoint-6' was left behind when this run resumed from an older "
+                                        r"checkpoint: resume from its newest complete one"):
+        TRLMeter.load(object.__new__(TRLMeter), output / "checkpoint-6")  # (what resume_from_checkpoint=True picks)
