@@ -40,12 +40,18 @@ TRL_LOST_WORK = "trl/lost_work.json"
 the resumed run's next checkpoint holds them in its ledger (:mod:`flopplan.engines.trl_resume`)."""
 
 
+def trl_checkpoints(output_dir: str | Path) -> list[tuple[int, Path]]:
+    """A TRL run's ``checkpoint-N`` folders with their optimizer step N, oldest first (by N, not by name)."""
+    found = [(int(p.name.split("-", 1)[1]), p) for p in Path(output_dir).glob("checkpoint-*")
+             if p.name.split("-", 1)[1].isdigit()]
+    return sorted(found, key=lambda item: item[0])
+
+
 def last_complete_checkpoint(output_dir: str | Path) -> Path | None:
     """The newest ``checkpoint-N`` folder of a TRL run that was written to the end: TRL's own state
     (``trainer_state.json``, written after the weights and optimizer) and the meter's ledger are both there. A kill
     during a save leaves a newer, partial folder, which ``resume_from_checkpoint=True`` would pick and fail on."""
-    found = [p for p in Path(output_dir).glob("checkpoint-*") if p.name.split("-", 1)[1].isdigit()]
-    for folder in sorted(found, key=lambda p: int(p.name.split("-", 1)[1]), reverse=True):
+    for _, folder in reversed(trl_checkpoints(output_dir)):
         if (folder / "trainer_state.json").is_file() and (folder / TRL_LEDGER).is_file():
             return folder
     return None

@@ -29,6 +29,7 @@ from flopplan.engines.trl import (
 from flopplan.errors import UserError
 from flopplan.lengths import Length
 from flopplan.recipe import Recipe, RewardSystem
+from flopplan.runfile import trl_checkpoints
 
 PROMPT = 9  # the built-in task's prompts: "6 3 1 1 >" (no BOS with the character tokenizer TRL gets)
 
@@ -398,7 +399,7 @@ def test_a_trl_run_stops_at_its_budget_and_resumes_with_its_ledger(tmp_path, pla
     assert s["stop"]["reason"] == "budget" and s["stop"]["round"] == s["steps"] + 1
     bound = s["stop"]["bound_flops"]
     assert s["flops"]["total"] + bound > budget  # it stopped only because the next round might not fit
-    checkpoints = sorted((run / "trl").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    checkpoints = [path for _, path in trl_checkpoints(run / "trl")]  # by step (checkpoint-10 after checkpoint-9)
     assert checkpoints and json.loads((checkpoints[-1] / "flopplan_ledger.json").read_text())[
         "flopplan_trl_ledger_version"] == 1  # versioned, written atomically
     builtin = json.loads((planned_run[1] / "summary.json").read_text())

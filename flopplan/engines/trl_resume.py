@@ -7,7 +7,7 @@ complete has nothing to continue: ``meter(..., resume=True)`` starts it again fr
 --resume`` does a built-in run, charging everything its logs record.
 
 The lost FLOPs reach a checkpoint's ledger only when the resumed run saves its next checkpoint; until then they are
-kept in the run folder (:data:`~flopplan.runfile.TRL_LOST_WORK`, with the round it resumed from), so that a second
+kept in the run folder (:data:`~flopplan.runfile.TRL_LOST_WORK`, with the checkpoint it resumed from), so that a second
 kill before that checkpoint adds to them instead of forgetting them. The record is written before the logs are
 trimmed and marked trimmed after: a kill between the two finds the logs already counted.
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, read_json
-from flopplan.runfile import SUMMARY, TRL_ABANDONED, TRL_LEDGER, TRL_LOST_WORK, read_ledger
+from flopplan.runfile import SUMMARY, TRL_ABANDONED, TRL_LEDGER, TRL_LOST_WORK, read_ledger, trl_checkpoints
 from flopplan.train.runfolder import RunFolder
 
 
@@ -94,9 +94,8 @@ def abandon_newer(output_dir: str | Path, step: int) -> list[str]:
     that no later resume continues a history whose work since ``step`` was charged as lost, and forgets what this
     one spends (rank 0). Returns their names."""
     left = []
-    for folder in sorted(Path(output_dir).glob("checkpoint-*")):
-        number = folder.name.split("-", 1)[1]
-        if number.isdigit() and int(number) > step and (folder / TRL_LEDGER).is_file():
+    for number, folder in trl_checkpoints(output_dir):
+        if number > step and (folder / TRL_LEDGER).is_file():
             (folder / TRL_LEDGER).replace(folder / TRL_ABANDONED)
             left.append(folder.name)
     return left
@@ -111,8 +110,8 @@ def check_start_over(folder: RunFolder, output_dir: str | Path, resume_from: Any
                         "complete checkpoint of this run (TRL's trainer_state.json and flopplan's ledger); pass "
                         "the last complete one (flopplan.runfile.last_complete_checkpoint), or None to start the "
                         "run again")
-    found = folder.trl_checkpoint()
-    if found is not None and found.parent.resolve() != Path(output_dir).resolve():
+    found = folder.trl_checkpoint()  # (one in the trainer's own output_dir is refused before: resume from it)
+    if found is not None:
         raise UserError(f"the run in {where!r} has a complete checkpoint, {found}, outside this trainer's "
                         f"output_dir ({output_dir}): resume from it with output_dir {str(found.parent)!r}")
     if (folder.path / SUMMARY).exists() and read_ledger(folder.path, partial=False):
