@@ -4,6 +4,7 @@ that need root; the time model's tiny recipe and profiles."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -107,24 +108,36 @@ def one_line_error(result: Result | subprocess.CompletedProcess, fragment: str =
 
 
 def kill_group_when(proc: subprocess.Popen, ready: Any, timeout: float = 600) -> None:
-    """SIGKILL ``proc`` and its children (its process group: start it with ``start_new_session=True``) once
-    ``ready()`` holds. The group is stopped (SIGSTOP) before the check is repeated, so nothing can move on between
-    the check and the kill."""
+    """SIGKILL ``proc`` and its children (its process group: start it with ``start_new_session=True``; and every
+    descendant, which a launcher such as torchrun may start in groups of their own) once ``ready()`` holds. They
+    are stopped (SIGSTOP) before the check is repeated, so nothing can move on between the check and the kill; the
+    call returns when every one is gone."""
     import signal
     import time
+
+    import psutil  # accelerate's dependency
+
+    def send(sig: int) -> list[psutil.Process]:
+        family = psutil.Process(proc.pid).children(recursive=True)
+        os.killpg(proc.pid, sig)
+        for child in family:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.send_signal(sig)
+        return family
 
     deadline = time.monotonic() + timeout
     while True:
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else "ended"
         assert time.monotonic() < deadline, "the kill point never came"
         if ready():
-            os.killpg(proc.pid, signal.SIGSTOP)
+            send(signal.SIGSTOP)
             if ready():
                 break
-            os.killpg(proc.pid, signal.SIGCONT)
+            send(signal.SIGCONT)
         time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)
+    family = send(signal.SIGKILL)
     proc.wait()
+    psutil.wait_procs(family, timeout=60)
 
 
 def sigint_in_round_2(command: list[str], run: Path, rank: str | None = None) -> tuple[int, str]:

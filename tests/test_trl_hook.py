@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, cli, sigint_in_round_2
+from helpers import ROOT, cli, kill_group_when, sigint_in_round_2
 
 from flopplan.errors import UserError
 
@@ -302,6 +302,48 @@ def test_ctrl_c_on_one_of_two_processes_stops_both_after_the_same_round_with_its
     s = _summary(run)
     assert s["stop"]["reason"] == "interrupted" and 2 <= s["steps"] < 200
     assert (trl / f"checkpoint-{2 * s['steps']}" / "flopplan_ledger.json").is_file()
+
+
+def _executed(path: Path, after: int, skip: set[int] = frozenset()) -> tuple[int, set[int]]:
+    """Executed FLOPs of a step log's lines of steps after ``after`` and not in ``skip``, read from the JSON as
+    written; and the steps seen."""
+    lines = [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
+    lines = [x for x in lines if x["step"] > after and x["step"] not in skip]
+    return sum(v for x in lines for c in x["charges"] for v in c["executed"].values()), {x["step"] for x in lines}
+
+
+@pytest.mark.slow
+def test_a_kill_mid_round_on_two_processes_loses_both_processes_shares(tiny, tmp_path):
+    """torchrun, 2 CPU processes, killed (SIGKILL to both) mid-round once rank 1 has run a unit of it: a process
+    knows only its own share of a round until the round commits, and rank 0's share alone was on disk, so the
+    resumed run charged half the round in progress. Resumed from the last checkpoint, the lost work is every
+    line after it plus both processes' shares, read here from the files the kill left."""
+    run, trl = tmp_path / "run", tmp_path / "trl"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(EXAMPLE),
+               "--model", str(tiny / "policy"), "--output-dir", str(trl), "--out", str(run), *COMMON,
+               "--batch-size", "4", "--attn", "sdpa"]
+    proc = subprocess.Popen([*command, "--max-steps", "400"], cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+    def both_shares_on_disk() -> bool:
+        committed = _executed(run / "ledger.jsonl", 0)[1]
+        return bool(committed) and all(_executed(run / name, 0, committed)[0] > 0
+                                       for name in ("progress.jsonl", "progress.rank1.jsonl"))
+
+    kill_group_when(proc, both_shares_on_disk)
+    checkpoints = sorted(int(c.name.split("-")[1]) for c in trl.glob("checkpoint-*")
+                         if (c / "trainer_state.json").is_file() and (c / "flopplan_ledger.json").is_file())
+    rounds = checkpoints[-1] // 2  # rounds of 2 optimizer steps (--num-iterations 2)
+    logged, steps = _executed(run / "ledger.jsonl", rounds)
+    rank0, _ = _executed(run / "progress.jsonl", rounds, steps)
+    rank1, _ = _executed(run / "progress.rank1.jsonl", rounds, steps)
+    assert rank0 > 0 and rank1 > 0
+    resumed = subprocess.run([*command, "--max-steps", str(2 * rounds + 2), "--resume"], capture_output=True,
+                             text=True, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    s = _summary(run)
+    assert s["lost_flops"] == logged + rank0 + rank1 and s["steps"] == rounds + 1
+    assert not list(run.glob("progress.rank*.jsonl")) or _executed(run / "progress.rank1.jsonl", rounds + 1)[0] == 0
 
 
 def _trainers(tiny: Path, tmp_path: Path):

@@ -152,3 +152,26 @@ def test_a_resume_from_an_older_checkpoint_leaves_the_newer_ones_behind(tmp_path
     with pytest.raises(UserError, match=r"checkpoint-6' was left behind when this run resumed from an older "
                                         r"checkpoint: resume from its newest complete one"):
         TRLMeter.load(object.__new__(TRLMeter), output / "checkpoint-6")  # (what resume_from_checkpoint=True picks)
+
+
+def test_every_processs_share_of_the_round_in_progress_is_lost_work(tmp_path):
+    """Under torchrun each process knows only its own share of the round in progress (the processes sum it when
+    the round commits). Rank 0's share alone was on disk, so a kill mid-round on 2 processes charged half of what
+    was lost. Each process now keeps its share (rank r: progress.rank{r}.jsonl); a share of a round the ledger
+    holds counts no more, and a trim, or a new run in the folder, drops every share."""
+    folder = _folder(tmp_path)
+    _round(folder, 1, 10)
+    charge = {"unit": "rollout", "executed": {"rollout.prefill": 7}, "useful": {"rollout.prefill": 7}}
+    folder.set_progress([(2, [charge])])
+    folder.set_progress([(2, [charge, charge])], rank=1)
+    folder.set_progress([(1, [charge])], rank=3)  # round 1's share, written before the round committed
+    assert (folder.path / "progress.rank1.jsonl").is_file()
+    assert folder.lost_after(1) == 7 + 14 and lost_since(folder, 0, 0) == 10 + 7 + 14
+    keep_lost(folder, 0, 0, 31)
+    assert not list(folder.path.glob("progress.rank*")) and lost_since(folder, 0, 0) == 31
+    folder.set_progress([(1, [charge])], rank=2)
+    folder.begin({"engine": "trl"})
+    assert not list(folder.path.glob("progress.rank*")) and folder.lost_after(-1) == 0
+    folder.set_progress([(1, [charge])], rank=2)
+    folder.set_progress([(1, [charge])])
+    folder.check_new()  # no checkpoint, nothing but a run's files: a new run may take the folder

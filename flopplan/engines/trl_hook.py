@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import tempfile
 import threading
 from pathlib import Path
@@ -41,10 +40,9 @@ from transformers import TrainerCallback
 from flopplan.budget import Budget
 from flopplan.engines.trl_meter import TRLMeter, longest_prompts
 from flopplan.engines.trl_resume import abandon_newer, check_start_over, keep_lost, lost_since
+from flopplan.engines.trl_steplog import attach_step_log
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
 from flopplan.errors import UserError
-from flopplan.guard import metrics_line
-from flopplan.measure.timer import ProcessClock
 from flopplan.recipe import Recipe
 from flopplan.runfile import CONFIG, last_complete_checkpoint
 from flopplan.train.config import TrainConfig
@@ -261,12 +259,7 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
             return bool(determine(*args, **kwargs)) or callback.stopped
 
         trainer._determine_best_metric = best_or_stopping
-    log_callback = StepLog(meter) if meter.folder is not None and trainer.accelerator.is_main_process else None
-    if log_callback is not None:
-        callback.on_commit.append(log_callback.round)
-        callback.on_evaluation.append(log_callback.evaluation)
-        meter.on_unit.append(log_callback.progress)
-        trainer.add_callback(log_callback)
+    log_callback = attach_step_log(trainer, meter, callback)
     save_checkpoint = trainer._save_checkpoint
 
     @functools.wraps(save_checkpoint)
@@ -394,6 +387,7 @@ class FlopBudgetCallback(TrainerCallback):
                 left = abandon_newer(args.output_dir, state.global_step) if state.global_step else []
                 if left:
                     self.meter.notes.append(f"{', '.join(left)}: left behind (resumed from an older checkpoint)")
+            self.trainer.accelerator.wait_for_everyone()  # the logs trimmed before any process logs its share
         if self.meter.rounds == 0 and not self.meter.ledger.lost:
             _check_first_round(self.meter, args)
         elif not (_first_round_fits(self.meter, args) if self.meter.rounds == 0 else
@@ -427,73 +421,3 @@ class FlopBudgetCallback(TrainerCallback):
         if not self.meter.guard.decision.stop:
             self.meter.guard.stop("steps", f"reached {state.global_step} optimizer steps ({self.meter.rounds} rounds)")
         return control
-
-
-class StepLog(TrainerCallback):
-    """The run folder's step log (rank 0): a committed round's ledger and metrics line (with TRL's logged metrics
-    and an evaluation run at that boundary), written when the next step begins, at a save and at the end; the
-    summary at the end."""
-
-    def __init__(self, meter: TRLMeter) -> None:
-        self.meter, self.folder = meter, meter.folder
-        self.clock = ProcessClock()  # the clock fields every engine's metrics lines carry
-        self.pending: dict[str, Any] | None = None
-
-    def _line(self) -> dict[str, Any]:
-        if self.pending is None:
-            self.pending = {"step": self.meter.rounds, "charges": [], "metrics": {}, "flops": {}}
-        return self.pending
-
-    def round(self, committed: list[Any]) -> None:
-        self.flush()
-        line = self._line()
-        line["charges"] += [c.to_data() for c in committed]
-        line["flops"] = self.meter.last_flops
-        self.progress()
-
-    def evaluation(self, committed: list[Any]) -> None:
-        line = self._line()
-        line["charges"] += [c.to_data() for c in committed]
-        line["flops"] = self.meter.last_flops
-        self.progress()
-
-    def progress(self) -> None:
-        """What ran since the last line written: the committed round not yet written (under its own step) and the
-        units of the round and evaluation in progress (this process's: on several processes, rank 0's share; under
-        the next step), as the run folder's steps in progress, so a kill leaves a record of the work it lost
-        (cleared when the next line is written)."""
-        done = [(self.pending["step"], list(self.pending["charges"]))] if self.pending else []  # committed, unwritten
-        running = [c.to_data() for evaluation in (False, True) for c in self.meter.local_charges(evaluation).values()]
-        self.folder.set_progress([*done, (self.meter.rounds + 1, running)])
-
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> Any:
-        if self.pending is not None:
-            self.pending["metrics"].update({k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))
-                                            and math.isfinite(v) and not k.startswith("flops/")})
-        return control
-
-    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        self.flush()
-        return control
-
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        self.flush()
-        return control
-
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        self.flush()
-        self.folder.write_summary(self.meter.summary(**self.meter.summary_fields))
-        if self.meter.owns_folder:
-            self.folder.unlock()
-        return control
-
-    def flush(self) -> None:
-        line, self.pending = self.pending, None
-        if line is None:
-            return
-        metrics = dict(line["metrics"])
-        accuracy = self.meter.accuracy_metric
-        if accuracy in metrics:
-            metrics.setdefault("accuracy", metrics[accuracy])
-        record = metrics_line(line["step"], metrics, line["flops"], self.clock.line(torch.get_num_threads()))
-        self.folder.append(line["step"], line["charges"], record)

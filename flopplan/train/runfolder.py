@@ -37,6 +37,9 @@ from flopplan.train.config import TrainConfig
 
 PROGRESS = "progress.jsonl"
 """The units of the step in progress, each logged as it ends (cleared when the step commits): what a kill lost."""
+RANK_PROGRESS = "progress.rank{rank}.jsonl"
+"""The same for process ``rank`` > 0 of a metered TRL run: each process's own share of the round in progress (a
+round's work is known whole only when the processes reduce it at its end), so a kill loses no process's share."""
 RUN_FILES = frozenset({CONFIG, METRICS, LEDGER, EVALUATIONS, SUMMARY, PROGRESS, "report.png", "checkpoints",
                        "pilot.json", "pilot.log", "trl"})
 # pilot.*: a RACE pilot's spec and stderr (race/user_pilot); trl: a metered TRL run's model configs and TRL's work
@@ -79,7 +82,7 @@ class RunFolder:
             if metered:
                 raise UserError(f"{where!r} already holds {metered}")
             others = sorted(p.name for p in self.path.iterdir()
-                            if p.name not in RUN_FILES and not p.name.startswith("."))
+                            if p.name not in RUN_FILES and not p.name.startswith(".") and not _rank_progress(p.name))
             if (self.path / CONFIG).exists() and not _is_run_config(self.path / CONFIG):
                 others.append(CONFIG)  # e.g. a model folder
             if others:
@@ -139,6 +142,7 @@ class RunFolder:
                 left.unlink(missing_ok=True)
         for name in LOGS:
             atomic_write_text(self.path / name, "")
+        self.drop_progress()  # an earlier run's step in progress is not this run's lost work
         self.write_config(config)
 
     def has_checkpoint_files(self) -> bool:
@@ -184,15 +188,26 @@ class RunFolder:
         with open(self.path / PROGRESS, "a") as handle:
             handle.write(json.dumps({"step": step, "partial": True, "charges": [charge]}) + "\n")
 
-    def set_progress(self, steps: Sequence[tuple[int, list[dict[str, Any]]]]) -> None:
+    def set_progress(self, steps: Sequence[tuple[int, list[dict[str, Any]]]], rank: int = 0) -> None:
         """The work done since the last step logged, one record per step (its number, everything it ran so far),
-        replaced atomically: for an engine that knows a step's work as a whole, not unit by unit."""
+        replaced atomically: for an engine that knows a step's work as a whole, not unit by unit. Process ``rank``
+        > 0 writes its own share (:data:`RANK_PROGRESS`); a record of a step the ledger holds counts no more."""
         lines = "".join(json.dumps({"step": step, "partial": True, "charges": charges}) + "\n"
                         for step, charges in steps if charges)
-        atomic_write_text(self.path / PROGRESS, lines)
+        atomic_write_text(self.path / (RANK_PROGRESS.format(rank=rank) if rank else PROGRESS), lines)
 
     def clear_progress(self) -> None:
         atomic_write_text(self.path / PROGRESS, "")
+
+    def drop_progress(self) -> None:
+        """Clear the step in progress, every process's share."""
+        self.clear_progress()
+        for path in self._progress_files()[1:]:
+            path.unlink(missing_ok=True)
+
+    def _progress_files(self) -> list[Path]:
+        return [self.path / PROGRESS, *sorted(p for p in self.path.glob("progress.rank*.jsonl")
+                                              if _rank_progress(p.name))]
 
     def lost_after(self, step: int) -> int:
         """Executed FLOPs the logs record after the checkpoint of ``step``: steps committed after it, and the units
@@ -201,10 +216,11 @@ class RunFolder:
         committed = {r.step for r in records}
         full = sum(r.executed_flops for r in records if r.step > step)
         in_progress = 0
-        for line in read_step_log(self.path / PROGRESS):  # units of a step that never committed
-            record = LedgerRecord.from_data(line)
-            if record is not None and record.step not in committed:
-                in_progress += record.executed_flops
+        for path in self._progress_files():  # units of a step that never committed, every process's share
+            for line in read_step_log(path):
+                record = LedgerRecord.from_data(line)
+                if record is not None and record.step not in committed:
+                    in_progress += record.executed_flops
         return full + in_progress
 
     def check_history(self, step: int, baseline: bool) -> None:
@@ -237,11 +253,11 @@ class RunFolder:
 
     def trim(self, step: int) -> None:
         """Drop log lines of steps after ``step`` (done after the checkpoint, before a crash), a line a kill cut
-        short, and the step in progress."""
+        short, and the step in progress (every process's share)."""
         for name in LOGS:
             kept = [line for line in read_step_log(self.path / name) if line["step"] <= step]
             atomic_write_text(self.path / name, "".join(json.dumps(line) + "\n" for line in kept))
-        self.clear_progress()
+        self.drop_progress()
 
     def metrics(self) -> list[dict[str, Any]]:
         return read_step_log(self.path / METRICS)
@@ -268,3 +284,9 @@ def _is_run_config(path: Path) -> bool:
         return "flopplan_version" in json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, TypeError):
         return False
+
+
+def _rank_progress(name: str) -> bool:
+    """Whether ``name`` is a process's progress file (:data:`RANK_PROGRESS`)."""
+    middle = name.removeprefix("progress.rank").removesuffix(".jsonl")
+    return name.startswith("progress.rank") and name.endswith(".jsonl") and middle.isdigit() and middle != "0"
