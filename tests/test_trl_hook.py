@@ -366,6 +366,48 @@ def _trainers(tiny: Path, tmp_path: Path):
 
 
 @pytest.mark.slow
+def test_a_reward_models_read_of_chat_prompts_is_known_before_training(tiny, tmp_path):
+    """A race script pilot is refused before it trains when a reward model reads the prompts longer than the design
+    priced (``PilotSpec.check_lengths``). With chat prompts the read was given as 0 (the meter learns a template as
+    rounds run), so an ``orm:`` pilot whose reward model's template outgrew ``--reward-overhead`` trained and
+    stopped short of its rung. The read is now known first, and equals what the reward model executed: each row's
+    tokens are its prompt's read (the reward model's template over the messages and an empty assistant turn) plus
+    its completion's text, as TRL decodes and the reward tokenizer reads it."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from flopplan.engines.trl_hook import meter as attach
+    from flopplan.engines.trl_meter import reward_template_lengths
+
+    orm = str(tiny / "orm")
+    reward_tokenizer = AutoTokenizer.from_pretrained(orm)
+    reward_tokenizer.chat_template = "{% for m in messages %}>{{ m['content'] }}>{% endfor %}"  # 2 tokens a turn
+    model = AutoModelForSequenceClassification.from_pretrained(orm, num_labels=1)
+    trainer = _trainers(tiny, tmp_path)(reward_funcs=[_example().accuracy_reward, model],
+                                        reward_processing_classes=[None, reward_tokenizer])
+    checked, reads, rows = [], [], []
+    attach(trainer, check_prompts=lambda *lengths: checked.append(lengths))
+    trainer.reward_funcs[1].register_forward_pre_hook(
+        lambda module, args, kwargs: reads.extend(kwargs["attention_mask"].sum(1).tolist()), with_kwargs=True)
+    score = trainer._generate_and_score_completions
+
+    def scored(inputs):
+        out = score(inputs)
+        texts = trainer.processing_class.batch_decode([ids[mask.bool()] for ids, mask in
+                                                       zip(out["completion_ids"], out["completion_mask"], strict=True)],
+                                                      skip_special_tokens=True)
+        rows.extend(zip([x["prompt"] for x in inputs], texts, strict=True))
+        return out
+
+    trainer._generate_and_score_completions = scored
+    trainer.train()
+    prompts = list(trainer.train_dataset["prompt"])
+    assert checked[0][2] == max(reward_template_lengths(trainer, prompts)) == checked[0][0] + 4
+    expected = [t + len(reward_tokenizer(text=c, add_special_tokens=False)["input_ids"]) for t, c in
+                zip(reward_template_lengths(trainer, [p for p, _ in rows]), (c for _, c in rows), strict=True)]
+    assert len(reads) == len(rows) > 0 and reads == expected
+
+
+@pytest.mark.slow
 def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
     from datasets import load_dataset
     from peft import LoraConfig
@@ -422,6 +464,11 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
     with pytest.raises(UserError, match="lora_rank"):
         meter(plain, out=out, recipe=Recipe(policy="tiny", lora_rank=8, prompts_per_step=2, group_size=4))
     assert not out.exists()
+    searched = trainer()  # transformers' hyperparameter_search trains the one trainer once per trial
+    meter(searched)
+    with pytest.raises(UserError, match=r"^trainer.hyperparameter_search trains one run per trial") as caught:
+        searched.train(trial={"learning_rate": 1e-4})  # (what its optuna and ray backends call)
+    assert "\n" not in str(caught.value) and searched.state.global_step == 0
 
 
 @pytest.mark.slow

@@ -38,7 +38,7 @@ import torch
 from transformers import TrainerCallback
 
 from flopplan.budget import Budget
-from flopplan.engines.trl_meter import TRLMeter, longest_prompts
+from flopplan.engines.trl_meter import TRLMeter, longest_prompts, reward_chat_reads
 from flopplan.engines.trl_resume import abandon_newer, check_start_over, keep_lost, lost_since
 from flopplan.engines.trl_steplog import attach_step_log
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
@@ -125,8 +125,10 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         evaluation = read_trainer(trainer, Path(scratch.name), 1).eval_generations is not None
         lengths = longest_prompts(trainer, evaluation)
         prompt_max, reward_prompt_max, eval_prompt_max, eval_reward_prompt_max = lengths
-        if check_prompts is not None:
-            check_prompts(prompt_max, eval_prompt_max, reward_prompt_max, eval_reward_prompt_max)
+        if check_prompts is not None:  # the reward models' reads of chat prompts too (the guard learns those)
+            chat, eval_chat = reward_chat_reads(trainer, evaluation)
+            check_prompts(prompt_max, eval_prompt_max, max(reward_prompt_max, chat),
+                          max(eval_reward_prompt_max, eval_chat))
         read = read_trainer(trainer, Path(scratch.name), prompt_max)
         if recipe is not None:
             check_explicit(recipe, read)
@@ -280,6 +282,11 @@ def _stops_on_ctrl_c(train: Any, meter: TRLMeter, callback: FlopBudgetCallback) 
 
     @functools.wraps(train)
     def train_until_ctrl_c(*args: Any, **kwargs: Any) -> Any:
+        trial = kwargs.get("trial", args[1] if len(args) > 1 else None)
+        if trial is not None or getattr(callback.trainer, "hp_search_backend", None) is not None:
+            raise UserError("trainer.hyperparameter_search trains one run per trial with this trainer, and a meter "
+                            "meters one run: meter a trainer per trial (each with its own out and budget), or "
+                            "compare the trials' settings with flopplan race")
         ctrl_c.requested = False  # a new call (the same trainer resumed in a notebook) starts without a stop
         callback.resume_from = kwargs.get("resume_from_checkpoint", args[0] if args else None)
         if meter.decision.reason == "interrupted":

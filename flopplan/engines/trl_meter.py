@@ -371,8 +371,9 @@ class TRLMeter:
 def longest_prompts(trainer: Any, evaluation: bool) -> tuple[int, int, int, int]:
     """The longest prompt of the training data and (``evaluation``) of the evaluation data, tokenized as TRL
     tokenizes them (``_tokenize_prompts``), and of each the longest as a reward model's tokenizer reads a plain-text
-    one (0 for chat prompts, whose template the meter learns as rounds run): the guard's bounds before any round has
-    run. Returns (train, train as the reward model reads it, evaluation, evaluation as the reward model reads it)."""
+    one (0 for chat prompts: the guard learns the reward models' templates as rounds run, and a race pilot's length
+    check reads them first, :func:`reward_chat_reads`): the guard's bounds before any round has run. Returns
+    (train, train as the reward model reads it, evaluation, evaluation as the reward model reads it)."""
     found = {"train_dataset": 0, "eval_dataset": 0}
     reward = {"train_dataset": 0, "eval_dataset": 0}
     for attribute in found:
@@ -390,3 +391,35 @@ def longest_prompts(trainer: Any, evaluation: bool) -> tuple[int, int, int, int]
                         ids = tokenizer(text=prompts[start:start + 512], add_special_tokens=False)["input_ids"]
                         reward[attribute] = max([reward[attribute], *(len(row) for row in ids)])
     return found["train_dataset"], reward["train_dataset"], found["eval_dataset"], reward["eval_dataset"]
+
+
+def reward_template_lengths(trainer: Any, prompts: list[Any]) -> list[int]:
+    """Chat ``prompts`` as the trainer's reward models read them, each the longest over its reward models (0
+    without one): TRL's ``_calculate_rewards`` lays each row out with the reward model's own chat template over the
+    prompt's messages and the completion as an assistant turn, and tokenizes that text; with an empty completion
+    that is the row's read less its completion's tokens (the template's own tokens included)."""
+    from trl.data_utils import apply_chat_template
+
+    kwargs = getattr(trainer, "chat_template_kwargs", None) or {}
+    out = [0] * len(prompts)
+    for module, tokenizer in zip(trainer.reward_funcs, trainer.reward_processing_classes, strict=True):
+        if not isinstance(module, torch.nn.Module) or tokenizer is None:
+            continue
+        texts = [apply_chat_template({"messages": [*p, {"role": "assistant", "content": ""}]}, tokenizer,
+                                     **kwargs)["text"] for p in prompts]
+        lengths = [len(row) for start in range(0, len(texts), 512)
+                   for row in tokenizer(text=texts[start:start + 512], add_special_tokens=False)["input_ids"]]
+        out = [max(a, b) for a, b in zip(out, lengths, strict=True)]
+    return out
+
+
+def reward_chat_reads(trainer: Any, evaluation: bool) -> tuple[int, int]:
+    """The longest chat prompt of the training data and (``evaluation``) of the evaluation data as the reward models
+    read it (:func:`reward_template_lengths`); 0 for plain-text prompts (:func:`longest_prompts` reads those)."""
+    found = []
+    for attribute in ("train_dataset", "eval_dataset"):
+        dataset = getattr(trainer, attribute, None)
+        prompts = [] if dataset is None or (attribute == "eval_dataset" and not evaluation) else list(dataset["prompt"])
+        found.append(max(reward_template_lengths(trainer, prompts), default=0)
+                     if prompts and not isinstance(prompts[0], str) else 0)
+    return found[0], found[1]
