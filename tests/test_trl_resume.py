@@ -175,3 +175,38 @@ def test_every_processs_share_of_the_round_in_progress_is_lost_work(tmp_path):
     folder.set_progress([(1, [charge])], rank=2)
     folder.set_progress([(1, [charge])])
     folder.check_new()  # no checkpoint, nothing but a run's files: a new run may take the folder
+
+
+def _share(flops: int) -> list[dict]:
+    return [{"unit": "rollout", "executed": {"rollout.prefill": flops}, "useful": {"rollout.prefill": flops}}]
+
+
+def test_a_kill_at_a_commit_counts_each_share_once_whichever_process_wrote_first(tmp_path):
+    """At a commit the processes sum their shares, then rank 0 writes the sum as its pending line and each other
+    process goes on; nothing orders their writes (a review). Rank 1's share written before the commit counted
+    beside rank 0's summed line (170 for a round of 100), or was emptied before rank 0 had written it (30). Each
+    line now carries the process's commit count: a share written before a commit rank 0 has written after is
+    summed there; a share stays on disk after the commit until its process's next commit. Lines as the meter
+    writes them (tests/test_trl_hook.py runs the processes): rank 0's round and evaluation in progress under the
+    next step, rank 1's evaluation under the step whose line it commits into."""
+    folder = _folder(tmp_path)
+    _round(folder, 1, 100)  # round 1 committed and logged: 1 commit
+    folder.set_progress([(2, _share(30), 1)])
+    folder.set_progress([(2, _share(70), 1), (1, [], 1)], rank=1)
+    assert folder.lost_after(1) == 100  # mid-round 2: both shares
+    folder.set_progress([(2, _share(100), 2), (3, [], 2)])  # round 2 committed (2 commits): rank 0 wrote first
+    assert folder.lost_after(1) == 100
+    folder.set_progress([(2, _share(30), 1)])  # or rank 1 ran a unit of the evaluation before rank 0 wrote
+    folder.set_progress([(2, _share(70), 1), (3, [], 2), (2, _share(4), 2)], rank=1)
+    assert folder.lost_after(1) == 30 + 70 + 4
+    folder.set_progress([(2, _share(100), 2), (3, _share(6), 2)])  # rank 0 wrote, and ran its evaluation unit
+    assert folder.lost_after(1) == 110
+    folder.set_progress([(2, _share(110), 3), (3, [], 3)])  # the evaluation committed (3), in step 2's line
+    assert folder.lost_after(1) == 110
+    folder.set_progress([(2, _share(100), 2), (3, _share(6), 2)])  # or rank 1 ran a unit of round 3 first
+    folder.set_progress([(2, _share(4), 2), (3, _share(5), 3), (2, [], 3)], rank=1)
+    assert folder.lost_after(1) == 115
+    folder.set_progress([(2, _share(110), 3), (3, [], 3)])
+    assert folder.lost_after(1) == 115
+    folder.append(2, _share(110), {"step": 2})  # step 2's line logged: rank 0's progress cleared
+    assert folder.lost_after(1) == 115 and folder.lost_after(2) == 5

@@ -282,8 +282,9 @@ def _stops_on_ctrl_c(train: Any, meter: TRLMeter, callback: FlopBudgetCallback) 
 
     @functools.wraps(train)
     def train_until_ctrl_c(*args: Any, **kwargs: Any) -> Any:
-        trial = kwargs.get("trial", args[1] if len(args) > 1 else None)
-        if trial is not None or getattr(callback.trainer, "hp_search_backend", None) is not None:
+        if kwargs.get("trial", args[1] if len(args) > 1 else None) is not None:  # every backend passes its trial
+            if meter.owns_folder and meter.folder is not None:
+                meter.folder.unlock()  # nothing was written: another trainer may meter into it in this process
             raise UserError("trainer.hyperparameter_search trains one run per trial with this trainer, and a meter "
                             "meters one run: meter a trainer per trial (each with its own out and budget), or "
                             "compare the trials' settings with flopplan race")

@@ -398,6 +398,7 @@ def reward_template_lengths(trainer: Any, prompts: list[Any]) -> list[int]:
     without one): TRL's ``_calculate_rewards`` lays each row out with the reward model's own chat template over the
     prompt's messages and the completion as an assistant turn, and tokenizes that text; with an empty completion
     that is the row's read less its completion's tokens (the template's own tokens included)."""
+    from jinja2 import TemplateError
     from trl.data_utils import apply_chat_template
 
     kwargs = getattr(trainer, "chat_template_kwargs", None) or {}
@@ -405,8 +406,13 @@ def reward_template_lengths(trainer: Any, prompts: list[Any]) -> list[int]:
     for module, tokenizer in zip(trainer.reward_funcs, trainer.reward_processing_classes, strict=True):
         if not isinstance(module, torch.nn.Module) or tokenizer is None:
             continue
-        texts = [apply_chat_template({"messages": [*p, {"role": "assistant", "content": ""}]}, tokenizer,
-                                     **kwargs)["text"] for p in prompts]
+        try:
+            texts = [apply_chat_template({"messages": [*p, {"role": "assistant", "content": ""}]}, tokenizer,
+                                         **kwargs)["text"] for p in prompts]
+        except (ValueError, TemplateError) as exc:  # as TRL's reward call would fail at the first round
+            why = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise UserError(f"the reward model {type(module).__name__}'s tokenizer cannot lay out the chat prompts "
+                            f"with a completion, as TRL's reward call does ({why}): give it a chat template") from None
         lengths = [len(row) for start in range(0, len(texts), 512)
                    for row in tokenizer(text=texts[start:start + 512], add_special_tokens=False)["input_ids"]]
         out = [max(a, b) for a, b in zip(out, lengths, strict=True)]

@@ -45,18 +45,33 @@ def attach_step_log(trainer: Any, meter: TRLMeter, budget_callback: Any) -> Step
 
 class RankProgress:
     """Process ``rank``'s (> 0) share of the round and evaluation in progress, as the run folder's
-    ``progress.rank{rank}.jsonl``, rewritten as each unit ends and emptied when the processes commit it."""
+    ``progress.rank{rank}.jsonl``, rewritten as each unit ends: the round's share under the round's step, an
+    evaluation's under the step whose line it commits into (the round before it). Each line carries the process's
+    commit count (:func:`commits`); after a commit the share written before it stays on disk, with its count, until
+    the next commit replaces it, since rank 0 may not yet have written the summed line that holds it, and
+    :meth:`~flopplan.train.runfolder.RunFolder.lost_after` reads a share as summed once rank 0 has written after
+    more commits than the share had seen (or once the ledger holds its step)."""
 
     def __init__(self, meter: TRLMeter, rank: int) -> None:
         assert meter.folder is not None and rank > 0
         self.meter, self.folder, self.rank = meter, meter.folder, rank
+        self.previous: list[tuple[int, list[dict[str, Any]], int]] = []  # the share as written before the commit
+        self.current: list[tuple[int, list[dict[str, Any]], int]] = []
 
     def progress(self) -> None:
-        running = [c.to_data() for evaluation in (False, True) for c in self.meter.local_charges(evaluation).values()]
-        self.folder.set_progress([(self.meter.rounds + 1, running)], rank=self.rank)
+        m, count = self.meter, commits(self.meter)
+        self.current = [(m.rounds + 1, [c.to_data() for c in m.local_charges(False).values()], count),
+                        (m.rounds, [c.to_data() for c in m.local_charges(True).values()], count)]
+        self.folder.set_progress([*self.previous, *self.current], rank=self.rank)
 
     def committed(self, _: list[Any]) -> None:
-        self.progress()  # what committed is rank 0's to log; what remains in progress here (nothing, as a rule)
+        self.previous, self.current = self.current, []  # written at this process's next unit, beside its next share
+
+
+def commits(meter: TRLMeter) -> int:
+    """The reductions a process has committed (rounds and evaluations): the same on every process at the same
+    point, so a share written with fewer than rank 0's latest line is summed in rank 0's lines."""
+    return meter.rounds + meter.evaluations
 
 
 class StepLog(TrainerCallback):
@@ -92,9 +107,10 @@ class StepLog(TrainerCallback):
         units of the round and evaluation in progress (this process's: on several processes, rank 0's share; under
         the next step), as the run folder's steps in progress, so a kill leaves a record of the work it lost
         (cleared when the next line is written)."""
-        done = [(self.pending["step"], list(self.pending["charges"]))] if self.pending else []  # committed, unwritten
+        count = commits(self.meter)
+        done = [(self.pending["step"], list(self.pending["charges"]), count)] if self.pending else []  # unwritten
         running = [c.to_data() for evaluation in (False, True) for c in self.meter.local_charges(evaluation).values()]
-        self.folder.set_progress([*done, (self.meter.rounds + 1, running)])
+        self.folder.set_progress([*done, (self.meter.rounds + 1, running, count)])
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> Any:
         if self.pending is not None:

@@ -188,12 +188,14 @@ class RunFolder:
         with open(self.path / PROGRESS, "a") as handle:
             handle.write(json.dumps({"step": step, "partial": True, "charges": [charge]}) + "\n")
 
-    def set_progress(self, steps: Sequence[tuple[int, list[dict[str, Any]]]], rank: int = 0) -> None:
-        """The work done since the last step logged, one record per step (its number, everything it ran so far),
-        replaced atomically: for an engine that knows a step's work as a whole, not unit by unit. Process ``rank``
-        > 0 writes its own share (:data:`RANK_PROGRESS`); a record of a step the ledger holds counts no more."""
-        lines = "".join(json.dumps({"step": step, "partial": True, "charges": charges}) + "\n"
-                        for step, charges in steps if charges)
+    def set_progress(self, steps: Sequence[tuple[Any, ...]], rank: int = 0) -> None:
+        """The work done since the last step logged, one record per step: (its number, everything it ran so far)
+        or, from a metered TRL run, (number, charges, the process's commit count when it wrote them); replaced
+        atomically: for an engine that knows a step's work as a whole, not unit by unit. Process ``rank`` > 0
+        writes its own share (:data:`RANK_PROGRESS`); see :meth:`lost_after` for when a share counts."""
+        lines = "".join(json.dumps({"step": step, "partial": True, "charges": charges,
+                                    **({"commits": tag[0]} if tag else {})}) + "\n"
+                        for step, charges, *tag in steps if charges)
         atomic_write_text(self.path / (RANK_PROGRESS.format(rank=rank) if rank else PROGRESS), lines)
 
     def clear_progress(self) -> None:
@@ -211,13 +213,20 @@ class RunFolder:
 
     def lost_after(self, step: int) -> int:
         """Executed FLOPs the logs record after the checkpoint of ``step``: steps committed after it, and the units
-        of the step in progress, all done and lost with the process."""
+        of the step in progress, all done and lost with the process. On several processes (a metered TRL run) a
+        process's share counts until the ledger holds its step, or rank 0 has written its lines after more commits
+        than the share had seen (the summed round or evaluation in them holds it)."""
         records = read_ledger(self.path, partial=False)  # every line: a step logged twice was run twice
         committed = {r.step for r in records}
         full = sum(r.executed_flops for r in records if r.step > step)
+        shares = [read_step_log(path) for path in self._progress_files()]  # rank 0's, then the other processes'
+        seen = max((line["commits"] for line in shares[0] if isinstance(line.get("commits"), int)), default=None)
         in_progress = 0
-        for path in self._progress_files():  # units of a step that never committed, every process's share
-            for line in read_step_log(path):
+        for rank0, lines in zip([True] + [False] * (len(shares) - 1), shares, strict=True):
+            for line in lines:  # units of a step that never committed, every process's share
+                written = line.pop("commits", None)
+                if not rank0 and seen is not None and isinstance(written, int) and written < seen:
+                    continue  # written before a commit rank 0 has written since: summed in rank 0's lines
                 record = LedgerRecord.from_data(line)
                 if record is not None and record.step not in committed:
                     in_progress += record.executed_flops
