@@ -405,6 +405,9 @@ def test_a_reward_models_read_of_chat_prompts_is_known_before_training(tiny, tmp
     expected = [t + len(reward_tokenizer(text=c, add_special_tokens=False)["input_ids"]) for t, c in
                 zip(reward_template_lengths(trainer, [p for p, _ in rows]), (c for _, c in rows), strict=True)]
     assert len(reads) == len(rows) > 0 and reads == expected
+    reward_tokenizer.chat_template = None  # TRL's reward call would fail at the first round: refused in one line
+    with pytest.raises(UserError, match=r"tokenizer cannot lay out the chat prompts .*: give it a chat template$"):
+        reward_template_lengths(trainer, prompts)
 
 
 @pytest.mark.slow
