@@ -590,6 +590,42 @@ def test_the_budget_stops_checkpoint_is_saved_under_save_strategy_best_whatever_
     assert (tmp_path / "trl" / f"checkpoint-{steps}" / "flopplan_ledger.json").is_file()
 
 
+@pytest.mark.slow
+def test_a_dict_of_evaluation_datasets_is_metered_each_in_its_loop(tiny, tmp_path):
+    """transformers evaluates a dict of evaluation datasets one after the other at each evaluation (metrics under
+    each name); the meter read ``eval_dataset["prompt"]`` and failed with a traceback. Each dataset is now read, an
+    evaluation's worst case is the sum of each dataset's (its rows rounded up to the dataloader's batches), and
+    every unit equals FlopCounterMode's count."""
+    from datasets import load_dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from flopplan.trl import meter
+
+    example = _example()
+    example.write_dataset(tmp_path / "data.parquet", 24, chat=True)
+    data = load_dataset("parquet", data_files=str(tmp_path / "data.parquet"), split="train")
+    args = GRPOConfig(output_dir=str(tmp_path / "trl"), per_device_train_batch_size=8, num_generations=4,
+                      max_completion_length=8, use_cpu=True, report_to="none", max_steps=2, eval_strategy="steps",
+                      eval_steps=1, per_device_eval_batch_size=8)
+
+    def trainer(evaluation):
+        return GRPOTrainer(model=str(tiny / "policy"), reward_funcs=[example.accuracy_reward], args=args,
+                           train_dataset=data, eval_dataset=evaluation)
+
+    parts = {"short": data.select(range(8)), "odd": data.select(range(8, 13))}
+    bounds = [meter(trainer(part)).evaluation_bound() for part in parts.values()]
+    run = trainer(parts)
+    metered = meter(run, out=tmp_path / "run", measure=True)
+    run.train()
+    s = _summary(tmp_path / "run")
+    _exact(s)
+    assert metered.eval_rows == 8 * 4 + 24 and metered.evaluation_bound() == sum(bounds)  # 5 x 4 rows: 3 batches
+    assert s["steps"] == 2 and metered.evaluations == 2 * 2  # both datasets at both boundaries
+    for line in map(json.loads, (tmp_path / "run" / "ledger.jsonl").read_text().splitlines()):
+        spent = sum(v for c in line["charges"] if c["unit"] == "eval" for v in c["executed"].values())
+        assert 0 < spent <= sum(bounds)
+
+
 def test_a_recipe_matches_a_trainers_when_their_models_compute_the_same_passes(tmp_path):
     """The round check compares the models as far as they set FLOPs: Qwen2.5-Math-1.5B's context (4,096 tokens) and
     RoPE base (10,000) beside Qwen2.5-1.5B's architecture are the same round; another vocabulary (a resized

@@ -38,7 +38,7 @@ import torch
 from transformers import TrainerCallback
 
 from flopplan.budget import Budget
-from flopplan.engines.trl_meter import TRLMeter, longest_prompts, reward_chat_reads
+from flopplan.engines.trl_meter import TRLMeter, eval_datasets, longest_prompts, reward_chat_reads
 from flopplan.engines.trl_resume import abandon_newer, check_start_over, keep_lost, lost_since
 from flopplan.engines.trl_steplog import attach_step_log
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
@@ -69,12 +69,12 @@ def budget_flops(budget: Any, recipe: Recipe, profile: Any = None, price_per_hou
 
 
 def _evaluation_rows(trainer: Any, generations: int | None) -> tuple[int, int]:
-    """An evaluation's rows over all processes (the dataloader's even batches round up) and a process's batch."""
+    """An evaluation's rows over all processes (the dataloader's even batches round up; a dict of evaluation
+    datasets, each in its own loop) and a process's batch."""
     if generations is None:
         return 0, 1
     batch, world = int(trainer.args.per_device_eval_batch_size), int(trainer.accelerator.num_processes)
-    rows = len(trainer.eval_dataset) * generations
-    return -(-rows // (batch * world)) * batch * world, batch
+    return sum(-(-len(d) * generations // (batch * world)) * batch * world for d in eval_datasets(trainer)), batch
 
 
 def _check_boundaries(args: Any, per_round: int, evaluation: bool) -> None:

@@ -368,6 +368,22 @@ class TRLMeter:
                                   engine_checks=checks, **fields)
 
 
+def eval_datasets(trainer: Any) -> list[Any]:
+    """The trainer's evaluation datasets: its ``eval_dataset``, or each of a dict of them (transformers evaluates
+    each in turn at an evaluation, logging each under its name)."""
+    dataset = getattr(trainer, "eval_dataset", None)
+    return [] if dataset is None else list(dataset.values()) if isinstance(dataset, dict) else [dataset]
+
+
+def _prompt_sets(trainer: Any, attribute: str, evaluation: bool) -> list[list[Any]]:
+    """The prompts of the training data (``attribute`` "train_dataset") or, when ``evaluation``, of each evaluation
+    dataset."""
+    if attribute == "eval_dataset":
+        return [list(d["prompt"]) for d in eval_datasets(trainer)] if evaluation else []
+    dataset = getattr(trainer, attribute, None)
+    return [] if dataset is None else [list(dataset["prompt"])]
+
+
 def longest_prompts(trainer: Any, evaluation: bool) -> tuple[int, int, int, int]:
     """The longest prompt of the training data and (``evaluation``) of the evaluation data, tokenized as TRL
     tokenizes them (``_tokenize_prompts``), and of each the longest as a reward model's tokenizer reads a plain-text
@@ -377,14 +393,12 @@ def longest_prompts(trainer: Any, evaluation: bool) -> tuple[int, int, int, int]
     found = {"train_dataset": 0, "eval_dataset": 0}
     reward = {"train_dataset": 0, "eval_dataset": 0}
     for attribute in found:
-        dataset = getattr(trainer, attribute, None)
-        if dataset is None or (attribute == "eval_dataset" and not evaluation):
-            continue
-        prompts = list(dataset["prompt"])
-        for start in range(0, len(prompts), 512):
-            ids, _, _ = trainer._tokenize_prompts(prompts[start:start + 512])
-            found[attribute] = max([found[attribute], *(len(row) for row in ids)])
-        if isinstance(prompts[0], str):
+        for prompts in _prompt_sets(trainer, attribute, evaluation):
+            for start in range(0, len(prompts), 512):
+                ids, _, _ = trainer._tokenize_prompts(prompts[start:start + 512])
+                found[attribute] = max([found[attribute], *(len(row) for row in ids)])
+            if not prompts or not isinstance(prompts[0], str):
+                continue
             for module, tokenizer in zip(trainer.reward_funcs, trainer.reward_processing_classes, strict=True):
                 if isinstance(module, torch.nn.Module) and tokenizer is not None:
                     for start in range(0, len(prompts), 512):
@@ -424,8 +438,7 @@ def reward_chat_reads(trainer: Any, evaluation: bool) -> tuple[int, int]:
     read it (:func:`reward_template_lengths`); 0 for plain-text prompts (:func:`longest_prompts` reads those)."""
     found = []
     for attribute in ("train_dataset", "eval_dataset"):
-        dataset = getattr(trainer, attribute, None)
-        prompts = [] if dataset is None or (attribute == "eval_dataset" and not evaluation) else list(dataset["prompt"])
-        found.append(max(reward_template_lengths(trainer, prompts), default=0)
-                     if prompts and not isinstance(prompts[0], str) else 0)
+        chats = [p for prompts in _prompt_sets(trainer, attribute, evaluation)
+                 if prompts and not isinstance(prompts[0], str) for p in prompts]
+        found.append(max(reward_template_lengths(trainer, chats), default=0))
     return found[0], found[1]
