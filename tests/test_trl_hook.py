@@ -467,6 +467,13 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
     with pytest.raises(UserError, match="lora_rank"):
         meter(plain, out=out, recipe=Recipe(policy="tiny", lora_rank=8, prompts_per_step=2, group_size=4))
     assert not out.exists()
+    stream = load_dataset("parquet", data_files=str(tmp_path / "data.parquet"), split="train").to_iterable_dataset()
+    streamed = trainer(train_dataset=stream, args=GRPOConfig(
+        output_dir=str(tmp_path / "trl"), per_device_train_batch_size=8, num_generations=4, max_completion_length=8,
+        use_cpu=True, report_to="none", max_steps=2))  # (TRL takes a stream with max_steps)
+    with pytest.raises(UserError, match=r"^the trainer's train_dataset is an IterableDataset \(streamed\)") as caught:
+        meter(streamed, out=out)
+    assert "\n" not in str(caught.value) and not out.exists()
     searched = trainer()  # transformers' hyperparameter_search trains the one trainer once per trial
     meter(searched)
     with pytest.raises(UserError, match=r"^trainer.hyperparameter_search trains one run per trial") as caught:

@@ -378,10 +378,19 @@ def eval_datasets(trainer: Any) -> list[Any]:
 def _prompt_sets(trainer: Any, attribute: str, evaluation: bool) -> list[list[Any]]:
     """The prompts of the training data (``attribute`` "train_dataset") or, when ``evaluation``, of each evaluation
     dataset."""
+    from datasets import IterableDataset
+
     if attribute == "eval_dataset":
-        return [list(d["prompt"]) for d in eval_datasets(trainer)] if evaluation else []
-    dataset = getattr(trainer, attribute, None)
-    return [] if dataset is None else [list(dataset["prompt"])]
+        datasets = eval_datasets(trainer) if evaluation else []
+    else:
+        dataset = getattr(trainer, attribute, None)
+        datasets = [] if dataset is None else [dataset]
+    for dataset in datasets:
+        if isinstance(dataset, IterableDataset):
+            raise UserError(f"the trainer's {attribute} is an IterableDataset (streamed): the meter bounds a round by "
+                            "the data's longest prompt, read before training (TRL truncates no prompt); give it a "
+                            "Dataset (e.g. Dataset.from_list(list(stream.take(n))))")
+    return [list(d["prompt"]) for d in datasets]
 
 
 def longest_prompts(trainer: Any, evaluation: bool) -> tuple[int, int, int, int]:
