@@ -95,25 +95,27 @@ class RunFolder:
         (a complete TRL checkpoint in the script's ``output_dir``, which the folder's configuration names, or in
         ``trl/``, where ``flopplan train --engine trl`` keeps them), or one that finished. A run that failed or was
         killed before its first checkpoint leaves nothing to resume, as a built-in run before its first checkpoint."""
-        try:
-            data = json.loads((self.path / CONFIG).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return ""
+        data = self._config_data()
         if not isinstance(data, dict) or data.get("engine") != "trl":
             return ""
-        found = self.trl_checkpoint()
+        found = self.trl_checkpoint(data)
         if found is not None:
             return (f"a metered TRL run with a checkpoint ({found}): resume it (meter(..., resume=True) and "
                     "trainer.train(resume_from_checkpoint=True); flopplan train --resume) or give another folder")
         return "a finished metered TRL run: give another folder" if (self.path / SUMMARY).exists() else ""
 
-    def trl_checkpoint(self) -> Path | None:
-        """The newest complete TRL checkpoint of the metered TRL run in this folder: in the script's ``output_dir``,
-        which the folder's configuration names, or in ``trl/``, where ``flopplan train --engine trl`` keeps them."""
+    def _config_data(self) -> Any:
+        """The folder's configuration as JSON (None where it cannot be read)."""
         try:
-            data = json.loads((self.path / CONFIG).read_text(encoding="utf-8"))
+            return json.loads((self.path / CONFIG).read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            data = None
+            return None
+
+    def trl_checkpoint(self, config: Any = None) -> Path | None:
+        """The newest complete TRL checkpoint of the metered TRL run in this folder: in the script's ``output_dir``,
+        which the folder's configuration (``config``: read here when None) names, or in ``trl/``, where ``flopplan
+        train --engine trl`` keeps them."""
+        data = self._config_data() if config is None else config
         grpo = data.get("grpo_config") if isinstance(data, dict) else None
         places = [self.path / "trl", *([Path(grpo["output_dir"])] if isinstance(grpo, dict) and isinstance(
             grpo.get("output_dir"), str) else [])]
