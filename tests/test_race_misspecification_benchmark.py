@@ -323,6 +323,59 @@ def test_round_35s_blind_families_run_through_the_check_and_their_truths_are_wha
         assert arm.gold(np.array([2.0 * r35.F_P]))[0] == pytest.approx(arm.gold_quad(2.0), rel=1e-10)
 
 
+ROUND36 = ("curric", "lenpen", "refema", "offguide", "mismatch")  # benchmarks/race_blind_check_round36.py's
+
+
+def test_round_36s_blind_families_run_through_the_check_and_their_truths_are_what_they_say(tmp_path, monkeypatch):
+    """benchmarks/race_blind_check_round36.py: one repetition per family through the check's protocol, no analysis
+    error and no malformed number; the leader share runs on the truths alone; the mismatch family, whose seeds carry
+    a bias of their own, states as its truth the mean its seeds draw (and the quadrature over the seeds); its seed
+    logit solves its ODE; the curriculum's schedule integral is the quadrature of the schedule, and the switch falls
+    at FLOPs in proportion to the group; the length penalty's Lambert W inverts the FLOPs of its steps; the moving
+    reference's closed form is the matrix exponential; the off-policy guidance's exponential solves its ODE."""
+
+    _runs_through("race_blind_check_round36.py", ROUND36, tmp_path)
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import race_blind_check_round36 as r36
+
+    rng = np.random.default_rng(36)
+    f = np.array([r36.F_P / 16, r36.F_P / 4, r36.F_P, r36.F])
+    for arm in r36.fam_mismatch(rng, 0.2):
+        drawn = np.array([seed(f) for seed in arm.draw_seeds(rng, 4000)])
+        se = drawn.std(axis=0) / np.sqrt(len(drawn))
+        assert np.all(np.abs(drawn.mean(axis=0) - arm(f)) <= 4.5 * se + 1e-4)
+        assert arm(f[2:3])[0] == pytest.approx(arm.expect_quad(f[2]), abs=1e-10)
+        taus = 4 * np.array([0.25, 1.0, 2.0]) / arm.g
+        ref = arm.solve(arm.bmu, taus)
+        assert arm.theta(taus, arm.bmu) == pytest.approx(ref.y[0], abs=1e-10)
+    for r0 in (0.12, 0.27):
+        arms = r36.fam_curric(rng, r0)
+        for arm in arms:
+            assert arm(np.array([0.0]))[0] == pytest.approx(r0, abs=1e-12)
+            for tau in (0.5 * arm.t_sw, arm.t_sw, 3 * arm.t_sw):
+                assert arm.hard_steps(tau) == pytest.approx(arm.hard_steps_quad(tau), abs=1e-12)
+        # the switch is a fixed step: half-way at x = t_sw G / 4 for every arm
+        assert all(arm.hard_steps(arm.t_sw) == pytest.approx(arms[0].hard_steps(arms[0].t_sw)) for arm in arms)
+    for arm in r36.fam_lenpen(rng, 0.2):
+        for tau in (0.01, 0.3, 2.0, 10.0):
+            x = float(arm.x_of(tau))
+            assert x == pytest.approx(arm.x_of_quad(tau), rel=1e-12)
+            assert arm.steps(np.array([x * r36.F_P]))[0] == pytest.approx(tau, rel=1e-11)
+    floors = [r36.LenPen(float(g), 0.5, 0.3, 0.4, 0.2, 2.0, 0.1, 3.0, 1.0, -1.0, 0.8).l_g for g in r36.GROUPS]
+    assert floors == sorted(floors, reverse=True)  # large groups end with shorter answers
+    for arm in r36.fam_refema(rng, 0.2):
+        assert arm.l2 < arm.l1 < 0
+        for tau in (0.05, 0.5, 3.0):
+            assert np.array(arm.state(tau)) == pytest.approx(arm.state_expm(tau), abs=1e-11)
+    for arm in r36.fam_offguide(rng, 0.2):
+        xs = np.array([0.1, 1.0, 2.0, 8.0])
+        assert arm.theta(xs) == pytest.approx(arm.solve(xs).y[0], abs=1e-10)
+    arms = r36.fam_offguide(np.random.default_rng(1), 0.2)
+    below = arms[0].th_e < arms[0].th_star
+    eq = [a.th_eq for a in arms]
+    assert eq == (sorted(eq) if below else sorted(eq, reverse=True))  # the expert's pull is strongest in g4
+
+
 def test_the_error_correlation_diagnostic_reads_the_analysis_draws_and_a_checks_rows(tmp_path):
     """benchmarks/race_error_correlation.py: on one repetition, the replicates' and the errors' correlations are
     correlations; on a check's rows it reads the family's fitted recommendations (at most one a repetition)."""
