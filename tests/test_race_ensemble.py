@@ -114,24 +114,3 @@ def test_a_held_out_miss_within_the_observation_noise_scores_zero():
     assert all(s > 0 for s in calm.scores) and loud.scores == (0.0, 0.0)
     assert out.scale == max(calm.scores)  # 4 scores: the largest
 
-
-def test_where_every_held_out_miss_is_within_its_noise_the_scale_is_that_noise_not_zero():
-    """Two arms whose held-out misses (0.01) are all within their observed means' noise (sd about 0.03) score 0
-    each, and the conformal quantile of zeros left the interval beyond the pilots the bootstrap's alone. The scale
-    is then the same quantile of the noise per unit of ln F, sqrt(v) / ln(F_h / F_in), computed here from the draws
-    (4 scores at 90 %: the largest)."""
-    u = np.log(F / F[-1])
-    line = 0.5 + 0.04 * u
-    line[-2:] += 0.01
-    arms = [sample(line, k=200, sd=0.05, seed=seed) for seed in (0, 1)]
-    grid = np.array([1e-300, 5e19, 4e20])
-    sl_points = np.tile(np.array([0.2, 0.48, 0.54]), (2, 1))
-    sl_reps = np.repeat(sl_points[:, :, None], 200, axis=2)
-    out = model_average(arms, sl_points, sl_reps, grid, [1e20, 1e20], [2, 2], 0.9, np.random.default_rng(0))
-    assert all(f.scores == (0.0, 0.0) for f in out.fits)
-    dist = np.log(F[-2:] / F[-3])  # the two held-out positions, refitted up to the third last
-    noise = [np.sqrt(a.y[1:, :, -2:].mean(axis=1).var(axis=0)) / dist for a in arms]
-    assert out.scale == pytest.approx(float(np.max(noise)), rel=1e-12) and out.scale > 0.02
-    lo, hi = np.quantile(out.replicates[0, 2], [0.05, 0.95])
-    mlo, mhi = np.quantile(out.mixtures[0, 2], [0.05, 0.95])
-    assert hi - lo > mhi - mlo  # beyond the pilots: wider than the bootstrap's mixture

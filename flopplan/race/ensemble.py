@@ -24,15 +24,11 @@ Per arm (:func:`model_average`):
    prompts covered 0.98 where 3 seeds and 200 prompts covered 0.97: docs/results.md, round 18). Their split-
    conformal quantile q (the ceil((n + 1) level)-th smallest of n scores, the largest when that exceeds n) is the
    half-width, per unit of ln F, of what the pilots' own curves did beyond a fit: at ledger FLOPs B beyond the
-   arm's pilots, e = q ln(B / F_max). Where the quantile falls on a miss within its observation's noise (a score
-   of 0: every miss, with fewer than 10 scores at 90 %), the holdout cannot tell an error up to that noise from
-   none, so q is the same quantile of the noise itself, sqrt(v) / ln(F_h / F_in), rather than 0 (which left the
-   bootstrap's width alone beyond the pilots: 4 of round 35's 2,000 predictions, docs/results.md). e is added to
-   the mixture's half-width h in quadrature (sqrt(h^2 + e^2): the error beyond the pilots and the sampling and
-   family spread as independent parts) by stretching the replicates about the point by sqrt(1 + (e / h)^2)
-   (P(best) then sees the same width), then clipped to [0, 1] (a pass rate). Taking the larger of h and e instead
-   left 78-79 % coverage where a second rise or a late rise starts after the pilots
-   (benchmarks/race_misspecification.py; docs/results.md).
+   arm's pilots, e = q ln(B / F_max). It is added to the mixture's half-width h in quadrature (sqrt(h^2 + e^2):
+   the error beyond the pilots and the sampling and family spread as independent parts) by stretching the
+   replicates about the point by sqrt(1 + (e / h)^2) (P(best) then sees the same width), then clipped to [0, 1]
+   (a pass rate). Taking the larger of h and e instead left 78-79 % coverage where a second rise or a late
+   rise starts after the pilots (benchmarks/race_misspecification.py; docs/results.md).
 5. Acceleration: for an arm whose last pilots still bend up in ln F, the upper end of the calibrated interval
    beyond the pilots is raised to what a rise that keeps accelerating (a power of F from R0) reaches there
    (:mod:`flopplan.race.acceleration`: the test, the reach, and why the point and the mixture stay).
@@ -98,7 +94,6 @@ class _Arm:
     scores: list[float]
     n_hold: int
     tau: float
-    limits: list[float]  # per score: the held-out mean's noise sd per unit of ln F (the least miss a score sees)
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,7 +139,7 @@ def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None], falling: bool
     n_hold = 2 if n_pos >= HOLDOUT_POSITIONS + 2 else 1 if n_pos >= HOLDOUT_POSITIONS else 0
     fitted = [m for m in ALL_FAMILIES if m == SCALERL or fits.get(m) is not None]
     if n_hold == 0:
-        return _Arm(fits, {m: 1.0 / len(fitted) for m in fitted}, dict.fromkeys(fitted), [], 0, 0.0, [])
+        return _Arm(fits, {m: 1.0 / len(fitted) for m in fitted}, dict.fromkeys(fitted), [], 0, 0.0)
     idx = np.flatnonzero(valid_pos)
     keep = np.zeros(w0.shape[1], dtype=bool)
     keep[idx[:-n_hold]] = True
@@ -170,7 +165,6 @@ def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None], falling: bool
     total = sum(raw.values())
     weights = {m: v / total for m, v in raw.items()}
     scores: list[float] = []
-    limits: list[float] = []
     if preds:
         norm = sum(weights[m] for m in preds)
         avg = sum(weights[m] * p for m, p in preds.items()) / norm
@@ -178,9 +172,8 @@ def _holdout(sample: ArmSample, fits: dict[str, FamilyFit | None], falling: bool
         dist = np.log(seed_mean(f_hold, w_hold) / f_in)
         beyond = np.sqrt(np.maximum((observed - avg) ** 2 - noise2, 0.0))  # the miss beyond the observation's noise
         scores = (beyond / np.maximum(dist, 1e-9)).tolist()
-        limits = (np.sqrt(noise2) / np.maximum(dist, 1e-9)).tolist()  # the noise, per unit of ln F (see step 4)
     rmse: dict[str, float | None] = {m: (float(np.sqrt(mse[m])) if m in mse else None) for m in fitted}
-    return _Arm(fits, weights, rmse, scores, n_hold, float(np.sqrt(tau2)), limits)
+    return _Arm(fits, weights, rmse, scores, n_hold, float(np.sqrt(tau2)))
 
 
 def conformal_scale(scores: list[float], level: float) -> float:
@@ -226,8 +219,6 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
         arms.append(_holdout(sample, fits, falling))
     all_scores = [s for a in arms for s in a.scores]
     scale = conformal_scale(all_scores, level)
-    if all_scores and scale == 0.0:  # the quantile is a miss within its noise: no smaller than that noise, not 0
-        scale = conformal_scale([x for a in arms for x in a.limits], level)
     n_arms, m, k = scalerl_reps.shape
     points, reps, mixtures, records = np.empty((n_arms, m)), np.empty((n_arms, m, k)), np.empty((n_arms, m, k)), []
     alpha = 1.0 - level
@@ -269,8 +260,7 @@ def model_average(samples: list[ArmSample], scalerl_points: FloatArray, scalerl_
               "paired bootstrap draws, weights 1 / (held-out MSE + tau^2) from refits without the last 1-2 evaluation "
               f"positions; {level:.0%} percentile interval of the mixture, its half-width combined in quadrature "
               f"with the split-conformal q ln(B / largest pilot FLOPs), q = {scale:.4f} from {len(all_scores)} "
-              "held-out scores of the target's arms (each the miss beyond its observed mean's bootstrap sd; "
-              "where that quantile is a miss within the sd, the same quantile of the sd); "
+              "held-out scores of the target's arms (each the miss beyond its observed mean's bootstrap sd); "
               "for an arm whose last 4 positions bend up in ln F in >= "
               f"{level:.0%} of the draws, the upper end beyond its pilots raised to the {1 - (1 - level) / 2:.0%} "
               "percentile of a power-of-F rise fitted to the same draws where that is higher")
