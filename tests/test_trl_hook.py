@@ -633,6 +633,41 @@ def test_a_dict_of_evaluation_datasets_is_metered_each_in_its_loop(tiny, tmp_pat
         assert 0 < spent <= sum(bounds)
 
 
+@pytest.mark.slow
+def test_a_resumed_script_does_not_evaluate_again_at_the_step_it_resumed(tiny, tmp_path):
+    """transformers runs ``eval_on_start`` at every ``train`` call: a user's script resumed from a checkpoint
+    evaluated again at that step, into a second log line for a step the logs held, which a kill before the next
+    checkpoint left neither kept nor charged (a review). The meter turns it off on resume, as ``flopplan train
+    --engine trl`` does, and says so; the resumed run logs each step once and its evaluations once."""
+    from datasets import load_dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from flopplan.trl import meter
+
+    example = _example()
+    example.write_dataset(tmp_path / "data.parquet", 24, chat=True)
+    data = load_dataset("parquet", data_files=str(tmp_path / "data.parquet"), split="train")
+
+    def trainer(steps):
+        args = GRPOConfig(output_dir=str(tmp_path / "trl"), per_device_train_batch_size=8, num_generations=4,
+                          max_completion_length=8, use_cpu=True, report_to="none", max_steps=steps,
+                          eval_strategy="steps", eval_steps=1, eval_on_start=True, save_steps=1,
+                          per_device_eval_batch_size=8)
+        return GRPOTrainer(model=str(tiny / "policy"), reward_funcs=[example.accuracy_reward], args=args,
+                           train_dataset=data, eval_dataset=data.select(range(8)))
+
+    first = trainer(1)
+    meter(first, out=tmp_path / "run")
+    first.train()
+    again = trainer(2)
+    resumed = meter(again, out=tmp_path / "run", resume=True)
+    again.train(resume_from_checkpoint=True)
+    assert "eval_on_start skipped: the run resumed at optimizer step 1, a step its logs hold" in resumed.notes
+    assert not again.args.eval_on_start and resumed.evaluations == 1 + 2  # the baseline and one a round
+    steps = [json.loads(x)["step"] for x in (tmp_path / "run" / "ledger.jsonl").read_text().splitlines()]
+    assert steps == [0, 1, 2] and _summary(tmp_path / "run")["lost_flops"] == 0
+
+
 def test_a_recipe_matches_a_trainers_when_their_models_compute_the_same_passes(tmp_path):
     """The round check compares the models as far as they set FLOPs: Qwen2.5-Math-1.5B's context (4,096 tokens) and
     RoPE base (10,000) beside Qwen2.5-1.5B's architecture are the same round; another vocabulary (a resized

@@ -379,6 +379,11 @@ class FlopBudgetCallback(TrainerCallback):
                 raise
         if state.global_step:  # resumed: continue the ledger saved with the checkpoint
             self.meter.load(Path(args.output_dir) / f"checkpoint-{state.global_step}")
+            if args.eval_on_start:  # (read by transformers after this) as flopplan train --engine trl does: an
+                args.eval_on_start = False  # evaluation at a logged step goes into a second line for it, which a
+                self.meter.notes.append(  # later resume from that step's checkpoint would neither keep nor charge
+                    f"eval_on_start skipped: the run resumed at optimizer step {state.global_step}, a step its logs "
+                    "hold")
         if folder is not None and (state.global_step or self.meter.resuming):  # trl_resume: what a kill lost
             lost = lost_since(folder, state.global_step, self.meter.rounds)
             self.meter.ledger.lost += lost
