@@ -228,6 +228,11 @@ class LedgerRecord:
     charges: tuple[dict[str, Any], ...] = field(metadata=serial.spec(read=_charges, write=list))
     # a unit of the step in progress (progress.jsonl), before the step commits
     partial: bool = field(default=False, metadata=serial.spec(omit=True))
+    # a metered TRL run's: the commits (rounds and evaluations, each summed over the processes) made when the line
+    # was written, and for a line in progress whether its charges are committed already (rank 0's summed line, not
+    # yet logged); see flopplan.train.runfolder.RunFolder.lost_after
+    commits: int | None = field(default=None, metadata=serial.spec(omit=True))
+    done: bool = field(default=False, metadata=serial.spec(omit=True))
 
     @property
     def executed_flops(self) -> int:

@@ -668,6 +668,53 @@ def test_a_resumed_script_does_not_evaluate_again_at_the_step_it_resumed(tiny, t
     assert steps == [0, 1, 2] and _summary(tmp_path / "run")["lost_flops"] == 0
 
 
+@pytest.mark.slow
+def test_an_evaluation_at_an_epochs_end_after_the_stops_checkpoint_is_lost_work_at_a_kill(tiny, tmp_path):
+    """eval_strategy="epoch" and a stop mid-epoch (here max_steps): the stop's checkpoint is saved at its step,
+    then transformers evaluates at the epoch's end, into a second log line for that step that no checkpoint holds
+    (a review). Killed then, the resumed run charged none of it (the step is the checkpoint's). Lines carry the
+    commit count now: the resume charges that evaluation as lost, exactly what the kill left on disk."""
+    from datasets import load_dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from flopplan.trl import meter
+
+    example = _example()
+    example.write_dataset(tmp_path / "data.parquet", 24, chat=True)
+    data = load_dataset("parquet", data_files=str(tmp_path / "data.parquet"), split="train")
+
+    class Killed(Exception):
+        pass
+
+    class KillAfterEvaluating(TrainerCallback):
+        def on_evaluate(self, args, state, control, **kwargs):
+            raise Killed  # the evaluation committed (its log line ran), nothing after it
+
+    def trainer(steps, *callbacks):
+        args = GRPOConfig(output_dir=str(tmp_path / "trl"), per_device_train_batch_size=8, num_generations=4,
+                          max_completion_length=8, use_cpu=True, report_to="none", max_steps=steps,
+                          eval_strategy="epoch", save_strategy="steps", save_steps=1, per_device_eval_batch_size=8)
+        return GRPOTrainer(model=str(tiny / "policy"), reward_funcs=[example.accuracy_reward], args=args,
+                           train_dataset=data, eval_dataset=data.select(range(8)), callbacks=list(callbacks))
+
+    first = trainer(2, KillAfterEvaluating())
+    metered = meter(first, out=tmp_path / "run")
+    with pytest.raises(Killed):
+        first.train()
+    metered.folder.unlock()  # (the process would have died with its lock)
+    run = tmp_path / "run"
+    progress = [json.loads(x) for x in (run / "progress.jsonl").read_text().splitlines()]
+    evaluation = sum(v for line in progress for c in line["charges"] if c["unit"] == "eval"
+                     for v in c["executed"].values())
+    assert evaluation > 0 and [json.loads(x)["step"] for x in (run / "ledger.jsonl").read_text().splitlines()] == [1, 2]
+    again = trainer(3)
+    meter(again, out=run, resume=True)
+    again.train(resume_from_checkpoint=True)
+    s = _summary(run)
+    assert s["lost_flops"] == evaluation and s["steps"] == 3 and s["lost_charged"]
+
+
 def test_a_recipe_matches_a_trainers_when_their_models_compute_the_same_passes(tmp_path):
     """The round check compares the models as far as they set FLOPs: Qwen2.5-Math-1.5B's context (4,096 tokens) and
     RoPE base (10,000) beside Qwen2.5-1.5B's architecture are the same round; another vocabulary (a resized

@@ -50,7 +50,7 @@ def test_a_kill_between_the_record_and_the_trim_counts_the_logs_once(tmp_path):
         _round(folder, step, flops)
     lost = lost_since(folder, 4, 2)
 
-    def killed(cut):
+    def killed(*cut):
         raise KeyboardInterrupt
 
     trim, folder.trim = folder.trim, killed
@@ -183,30 +183,46 @@ def _share(flops: int) -> list[dict]:
 
 def test_a_kill_at_a_commit_counts_each_share_once_whichever_process_wrote_first(tmp_path):
     """At a commit the processes sum their shares, then rank 0 writes the sum as its pending line and each other
-    process goes on; nothing orders their writes (a review). Rank 1's share written before the commit counted
-    beside rank 0's summed line (170 for a round of 100), or was emptied before rank 0 had written it (30). Each
-    line now carries the process's commit count: a share written before a commit rank 0 has written after is
-    summed there; a share stays on disk after the commit until its process's next commit. Lines as the meter
-    writes them (tests/test_trl_hook.py runs the processes): rank 0's round and evaluation in progress under the
-    next step, rank 1's evaluation under the step whose line it commits into."""
+    process goes on; nothing orders their writes (a review): rank 1's share written before the commit counted
+    beside rank 0's summed line (170 for a round of 100), or was emptied before rank 0 had written it (30). Lines
+    now carry the commit count (rounds and evaluations), as the meter writes them: a share holds the charges of
+    the next commit, rank 0's pending line (done) those of its own count, and a logged line its count."""
     folder = _folder(tmp_path)
-    _round(folder, 1, 100)  # round 1 committed and logged: 1 commit
+    folder.append(1, _share(100), {"step": 1}, commits=1)  # round 1 logged (1 commit)
     folder.set_progress([(2, _share(30), 1)])
-    folder.set_progress([(2, _share(70), 1), (1, [], 1)], rank=1)
-    assert folder.lost_after(1) == 100  # mid-round 2: both shares
-    folder.set_progress([(2, _share(100), 2), (3, [], 2)])  # round 2 committed (2 commits): rank 0 wrote first
-    assert folder.lost_after(1) == 100
+    folder.set_progress([(2, _share(70), 1)], rank=1)
+    assert folder.lost_after(1, 1) == 100  # mid-round 2: both shares
+    folder.set_progress([(2, _share(100), 2, True), (3, [], 2)])  # round 2 committed (2): rank 0 wrote first
+    assert folder.lost_after(1, 1) == 100
     folder.set_progress([(2, _share(30), 1)])  # or rank 1 ran a unit of the evaluation before rank 0 wrote
-    folder.set_progress([(2, _share(70), 1), (3, [], 2), (2, _share(4), 2)], rank=1)
-    assert folder.lost_after(1) == 30 + 70 + 4
-    folder.set_progress([(2, _share(100), 2), (3, _share(6), 2)])  # rank 0 wrote, and ran its evaluation unit
-    assert folder.lost_after(1) == 110
-    folder.set_progress([(2, _share(110), 3), (3, [], 3)])  # the evaluation committed (3), in step 2's line
-    assert folder.lost_after(1) == 110
-    folder.set_progress([(2, _share(100), 2), (3, _share(6), 2)])  # or rank 1 ran a unit of round 3 first
-    folder.set_progress([(2, _share(4), 2), (3, _share(5), 3), (2, [], 3)], rank=1)
-    assert folder.lost_after(1) == 115
-    folder.set_progress([(2, _share(110), 3), (3, [], 3)])
-    assert folder.lost_after(1) == 115
-    folder.append(2, _share(110), {"step": 2})  # step 2's line logged: rank 0's progress cleared
-    assert folder.lost_after(1) == 115 and folder.lost_after(2) == 5
+    folder.set_progress([(2, _share(70), 1), (2, _share(4), 2)], rank=1)
+    assert folder.lost_after(1, 1) == 30 + 70 + 4
+    folder.set_progress([(2, _share(100), 2, True), (3, _share(6), 2)])  # rank 0 wrote, ran its evaluation unit
+    assert folder.lost_after(1, 1) == 110
+    folder.set_progress([(2, _share(110), 3, True), (3, [], 3)])  # the evaluation committed (3), in step 2's line
+    assert folder.lost_after(1, 1) == 110
+    folder.append(2, _share(110), {"step": 2}, commits=3)  # step 2's line logged: rank 0's progress cleared
+    assert folder.lost_after(1, 1) == 110 and folder.lost_after(2, 3) == 0
+
+
+def test_an_evaluation_after_its_rounds_line_is_lost_work_until_a_checkpoint_holds_it(tmp_path):
+    """An evaluation can run after its round's line was logged and checkpointed (an epoch's end after a stop's
+    checkpoint mid-epoch; a review): it goes into a second line for the same step. By step it was in no
+    checkpoint, yet neither counted (the step is at the checkpoint) nor trimmed; by commit count it is after the
+    checkpoint's, so a kill charges it, and the trim drops it with its metrics line."""
+    folder = _folder(tmp_path)
+    folder.append(1, _share(100), {"step": 1}, commits=1)
+    folder.append(2, _share(110), {"step": 2}, commits=3)  # checkpoint-4 saved here: 2 rounds, 3 commits
+    folder.set_progress([(3, _share(9), 3)])  # the epoch's evaluation running, on both processes
+    folder.set_progress([(2, _share(8), 3)], rank=1)
+    assert folder.lost_after(2, 3) == 17
+    folder.set_progress([(2, _share(17), 4, True), (3, [], 4)])
+    assert folder.lost_after(2, 3) == 17
+    folder.append(2, _share(17), {"step": 2, "eval_accuracy": 0.5}, commits=4)
+    assert folder.lost_after(2, 3) == 17 and folder.lost_after(2) == 0  # (by step alone, as before: not counted)
+    assert lost_since(folder, 4, 2, 3) == 17
+    keep_lost(folder, 4, 2, 17, 3)
+    lines = [json.loads(x) for x in (folder.path / "ledger.jsonl").read_text().splitlines()]
+    metrics = [json.loads(x) for x in (folder.path / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == [1, 2] and metrics == [{"step": 1}, {"step": 2}]
+    assert read_lost_work(folder).commits == 3 and lost_since(folder, 4, 2, 3) == 17

@@ -385,7 +385,8 @@ class FlopBudgetCallback(TrainerCallback):
                     f"eval_on_start skipped: the run resumed at optimizer step {state.global_step}, a step its logs "
                     "hold")
         if folder is not None and (state.global_step or self.meter.resuming):  # trl_resume: what a kill lost
-            lost = lost_since(folder, state.global_step, self.meter.rounds)
+            count = self.meter.rounds + self.meter.evaluations  # the checkpoint's (0 from the start)
+            lost = lost_since(folder, state.global_step, self.meter.rounds, count)
             self.meter.ledger.lost += lost
             how = "charged" if self.meter.ledger.charge_lost else "recorded, not charged"
             if not state.global_step:
@@ -396,7 +397,7 @@ class FlopBudgetCallback(TrainerCallback):
                                         f"{lost:,} FLOPs done before the kill were lost and are {how}")
             self.trainer.accelerator.wait_for_everyone()  # every process has read the logs
             if state.is_world_process_zero:
-                keep_lost(folder, state.global_step, self.meter.rounds, lost)
+                keep_lost(folder, state.global_step, self.meter.rounds, lost, count)
                 left = abandon_newer(args.output_dir, state.global_step) if state.global_step else []
                 if left:
                     self.meter.notes.append(f"{', '.join(left)}: left behind (resumed from an older checkpoint)")

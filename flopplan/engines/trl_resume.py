@@ -39,9 +39,11 @@ class LostWork:
     step: int
     rounds: int
     trimmed: bool
+    commits: int | None = None  # the checkpoint's commit count (RunFolder.lost_after; None: a record without it)
 
     def to_data(self) -> dict[str, Any]:
-        return {"lost_flops": self.flops, "step": self.step, "rounds": self.rounds, "trimmed": self.trimmed}
+        return {"lost_flops": self.flops, "step": self.step, "rounds": self.rounds, "trimmed": self.trimmed,
+                **({"commits": self.commits} if self.commits is not None else {})}
 
 
 def _count(value: Any) -> bool:
@@ -54,9 +56,9 @@ def read_lost_work(folder: RunFolder) -> LostWork | None:
         return None
     data = read_json(path, "flopplan lost-work record")
     if not (isinstance(data, dict) and all(_count(data.get(k)) for k in ("lost_flops", "step", "rounds"))
-            and isinstance(data.get("trimmed"), bool)):
+            and isinstance(data.get("trimmed"), bool) and (data.get("commits") is None or _count(data["commits"]))):
         raise UserError(f"{str(path)!r} is not a flopplan lost-work record (restore it, or start a new run)")
-    return LostWork(data["lost_flops"], data["step"], data["rounds"], data["trimmed"])
+    return LostWork(data["lost_flops"], data["step"], data["rounds"], data["trimmed"], data.get("commits"))
 
 
 def _cut(step: int, rounds: int) -> int:
@@ -65,27 +67,28 @@ def _cut(step: int, rounds: int) -> int:
     return rounds if step else -1
 
 
-def lost_since(folder: RunFolder, step: int, rounds: int) -> int:
+def lost_since(folder: RunFolder, step: int, rounds: int, commits: int | None = None) -> int:
     """The FLOPs spent and lost since the checkpoint of optimizer step ``step`` (0: since the run's start), which
-    holds ``rounds`` rounds: what the logs record after it, plus what an earlier resume from a checkpoint no later
-    kept in the record (a checkpoint saved after that resume holds it in its ledger). Every process reads the same
-    files and so gets the same figure."""
+    holds ``rounds`` rounds and ``commits`` commits (rounds and evaluations: what the logs' lines are placed by,
+    :meth:`~flopplan.train.runfolder.RunFolder.lost_after`; 0 from the start): what the logs record after it, plus
+    what an earlier resume from a checkpoint no later kept in the record (a checkpoint saved after that resume holds
+    it in its ledger). Every process reads the same files and so gets the same figure."""
     record = read_lost_work(folder)
-    logged = folder.lost_after(_cut(step, rounds))
+    logged = folder.lost_after(_cut(step, rounds), commits)
     if record is None or record.step < step:
         return logged
     if not record.trimmed:  # killed between the record and the trim: the logs after its point are in it already
-        return record.flops + logged - folder.lost_after(_cut(record.step, record.rounds))
+        return record.flops + logged - folder.lost_after(_cut(record.step, record.rounds), record.commits)
     return record.flops + logged
 
 
-def keep_lost(folder: RunFolder, step: int, rounds: int, lost: int) -> None:
+def keep_lost(folder: RunFolder, step: int, rounds: int, lost: int, commits: int | None = None) -> None:
     """Record ``lost`` (from :func:`lost_since`) and trim the logs back to the checkpoint of optimizer step ``step``
-    (rank 0 alone, after every process has read them)."""
+    (``commits`` as there; rank 0 alone, after every process has read them)."""
     path = folder.path / TRL_LOST_WORK
-    atomic_write_json(path, LostWork(lost, step, rounds, False).to_data())
-    folder.trim(_cut(step, rounds))
-    atomic_write_json(path, LostWork(lost, step, rounds, True).to_data())
+    atomic_write_json(path, LostWork(lost, step, rounds, False, commits).to_data())
+    folder.trim(_cut(step, rounds), commits)
+    atomic_write_json(path, LostWork(lost, step, rounds, True, commits).to_data())
 
 
 def abandon_newer(output_dir: str | Path, step: int) -> list[str]:

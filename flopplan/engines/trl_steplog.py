@@ -108,7 +108,7 @@ class StepLog(TrainerCallback):
         the next step), as the run folder's steps in progress, so a kill leaves a record of the work it lost
         (cleared when the next line is written)."""
         count = commits(self.meter)
-        done = [(self.pending["step"], list(self.pending["charges"]), count)] if self.pending else []  # unwritten
+        done = [(self.pending["step"], list(self.pending["charges"]), count, True)] if self.pending else []
         running = [c.to_data() for evaluation in (False, True) for c in self.meter.local_charges(evaluation).values()]
         self.folder.set_progress([*done, (self.meter.rounds + 1, running, count)])
 
@@ -142,4 +142,4 @@ class StepLog(TrainerCallback):
         if accuracy in metrics:
             metrics.setdefault("accuracy", metrics[accuracy])
         record = metrics_line(line["step"], metrics, line["flops"], self.clock.line(torch.get_num_threads()))
-        self.folder.append(line["step"], line["charges"], record)
+        self.folder.append(line["step"], line["charges"], record, commits=commits(self.meter))

@@ -173,11 +173,13 @@ class RunFolder:
             raise UserError(f"{str(path)!r} is not a flopplan run config ({exc})") from None
 
     def append(self, step: int, charges: list[dict[str, Any]], metrics_line: dict[str, Any],
-               evaluations: Sequence[dict[str, Any]] = ()) -> None:
+               evaluations: Sequence[dict[str, Any]] = (), commits: int | None = None) -> None:
         """One step's ledger, evaluation and metrics lines (each a whole line: a kill leaves at most one cut
-        short, and resume trims every log back to its checkpoint), then the step in progress is cleared."""
+        short, and resume trims every log back to its checkpoint), then the step in progress is cleared.
+        ``commits``: a metered TRL run's commit count when the line is written (:meth:`lost_after`)."""
         with open(self.path / LEDGER, "a") as handle:
-            handle.write(json.dumps({"step": step, "charges": charges}) + "\n")
+            handle.write(json.dumps({"step": step, "charges": charges,
+                                     **({"commits": commits} if commits is not None else {})}) + "\n")
         if evaluations:
             with open(self.path / EVALUATIONS, "a") as handle:
                 handle.write("".join(json.dumps(line) + "\n" for line in evaluations))
@@ -192,13 +194,15 @@ class RunFolder:
 
     def set_progress(self, steps: Sequence[tuple[Any, ...]], rank: int = 0) -> None:
         """The work done since the last step logged, one record per step: (its number, everything it ran so far)
-        or, from a metered TRL run, (number, charges, the process's commit count when it wrote them); replaced
-        atomically: for an engine that knows a step's work as a whole, not unit by unit. Process ``rank`` > 0
-        writes its own share (:data:`RANK_PROGRESS`); see :meth:`lost_after` for when a share counts."""
-        lines = "".join(json.dumps({"step": step, "partial": True, "charges": charges,
-                                    **({"commits": tag[0]} if tag else {})}) + "\n"
-                        for step, charges, *tag in steps if charges)
-        atomic_write_text(self.path / (RANK_PROGRESS.format(rank=rank) if rank else PROGRESS), lines)
+        or, from a metered TRL run, (number, charges, the process's commit count when it wrote them, whether they
+        are committed already); replaced atomically: for an engine that knows a step's work as a whole, not unit by
+        unit. Process ``rank`` > 0 writes its own share (:data:`RANK_PROGRESS`); see :meth:`lost_after`."""
+        lines = []
+        for step, charges, *tag in steps:
+            if charges:
+                extra = {"commits": tag[0], **({"done": True} if tag[1:] and tag[1] else {})} if tag else {}
+                lines.append(json.dumps({"step": step, "partial": True, "charges": charges, **extra}) + "\n")
+        atomic_write_text(self.path / (RANK_PROGRESS.format(rank=rank) if rank else PROGRESS), "".join(lines))
 
     def clear_progress(self) -> None:
         atomic_write_text(self.path / PROGRESS, "")
@@ -213,25 +217,37 @@ class RunFolder:
         return [self.path / PROGRESS, *sorted(p for p in self.path.glob("progress.rank*.jsonl")
                                               if _rank_progress(p.name))]
 
-    def lost_after(self, step: int) -> int:
-        """Executed FLOPs the logs record after the checkpoint of ``step``: steps committed after it, and the units
-        of the step in progress, all done and lost with the process. On several processes (a metered TRL run) a
-        process's share counts until the ledger holds its step, or rank 0 has written its lines after more commits
-        than the share had seen (the summed round or evaluation in them holds it)."""
+    def lost_after(self, step: int, commits: int | None = None) -> int:
+        """Executed FLOPs the logs record after the checkpoint of ``step``: lines logged after it, and the units of
+        the step in progress, all done and lost with the process.
+
+        A metered TRL run's lines carry its commit count (rounds and evaluations, each summed over the processes
+        when it ends; the same on every process), and ``commits`` is its checkpoint's: a logged line is after the
+        checkpoint when its count is higher (an evaluation run after its round's line was logged, at an epoch's end
+        or on resume, is a second line for that step, so the step does not tell), and a line in progress holds
+        the charges of commit k (its count, or the next one for charges not committed yet), which are logged once
+        a logged line's count reaches k. On several processes each keeps its own share of the work in progress
+        (:data:`RANK_PROGRESS`); a share counts until then, or until rank 0 has written after commit k (its summed
+        line not yet logged holds the share). Lines without a count (the built-in trainer's) go by step."""
         records = read_ledger(self.path, partial=False)  # every line: a step logged twice was run twice
-        committed = {r.step for r in records}
-        full = sum(r.executed_flops for r in records if r.step > step)
-        shares = [read_step_log(path) for path in self._progress_files()]  # rank 0's, then the other processes'
-        seen = max((line["commits"] for line in shares[0] if isinstance(line.get("commits"), int)), default=None)
+        logged = max((r.commits for r in records if r.commits is not None), default=None)
+        full = sum(r.executed_flops for r in records
+                   if (r.commits > commits if commits is not None and r.commits is not None else r.step > step))
+        steps = {r.step for r in records}
+        shares = [[LedgerRecord.from_data(line) for line in read_step_log(path)] for path in self._progress_files()]
+        seen = max((r.commits for r in shares[0] if r is not None and r.commits is not None), default=None)
         in_progress = 0
         for rank0, lines in zip([True] + [False] * (len(shares) - 1), shares, strict=True):
-            for line in lines:  # units of a step that never committed, every process's share
-                written = line.pop("commits", None)
-                if not rank0 and seen is not None and isinstance(written, int) and written < seen:
-                    continue  # written before a commit rank 0 has written since: summed in rank 0's lines
-                record = LedgerRecord.from_data(line)
-                if record is not None and record.step not in committed:
-                    in_progress += record.executed_flops
+            for r in lines:
+                if r is None:
+                    continue
+                if r.commits is None:  # units by step (the built-in trainer's)
+                    in_progress += r.executed_flops if r.step not in steps else 0
+                    continue
+                k = r.commits if r.done else r.commits + 1  # the commit that holds these charges
+                if (logged is not None and k <= logged) or (not rank0 and seen is not None and k <= seen):
+                    continue  # logged, or in rank 0's summed line
+                in_progress += r.executed_flops
         return full + in_progress
 
     def check_history(self, step: int, baseline: bool) -> None:
@@ -262,10 +278,20 @@ class RunFolder:
                             f"{'s' if len(missing) > 1 else ''} of step{'s' if len(missing) > 1 else ''} "
                             f"{_ranges(missing)} (restore it, or start a new run)")
 
-    def trim(self, step: int) -> None:
+    def trim(self, step: int, commits: int | None = None) -> None:
         """Drop log lines of steps after ``step`` (done after the checkpoint, before a crash), a line a kill cut
-        short, and the step in progress (every process's share)."""
-        for name in LOGS:
+        short, and the step in progress (every process's share). With ``commits`` (a metered TRL run's checkpoint:
+        :meth:`lost_after`), the ledger lines whose count is higher go, and the metrics lines written with them (one
+        each, in the same order)."""
+        ledger = read_step_log(self.path / LEDGER)
+        by_count = commits is not None and any(isinstance(line.get("commits"), int) for line in ledger)
+        if by_count:  # (counts only grow down the ledger: the lines kept are its first ones)
+            kept = [line for line in ledger if not (isinstance(line.get("commits"), int) and line["commits"] > commits)]
+            metrics = read_step_log(self.path / METRICS)[:len(kept)]
+            for name, lines in ((LEDGER, kept), (METRICS, metrics)):
+                atomic_write_text(self.path / name, "".join(json.dumps(line) + "\n" for line in lines))
+        names = [n for n in LOGS if n not in (LEDGER, METRICS)] if by_count else LOGS
+        for name in names:
             kept = [line for line in read_step_log(self.path / name) if line["step"] <= step]
             atomic_write_text(self.path / name, "".join(json.dumps(line) + "\n" for line in kept))
         self.drop_progress()
