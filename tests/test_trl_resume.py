@@ -226,3 +226,20 @@ def test_an_evaluation_after_its_rounds_line_is_lost_work_until_a_checkpoint_hol
     metrics = [json.loads(x) for x in (folder.path / "metrics.jsonl").read_text().splitlines()]
     assert [x["step"] for x in lines] == [1, 2] and metrics == [{"step": 1}, {"step": 2}]
     assert read_lost_work(folder).commits == 3 and lost_since(folder, 4, 2, 3) == 17
+
+
+def test_a_folder_an_older_flopplan_wrote_is_trimmed_by_step_where_its_lines_have_no_count(tmp_path):
+    """Lines 1-3 written before lines carried counts, resumed by this flopplan from round 3's checkpoint (count 3),
+    which logs round 4 (count 4); then resumed from round 1's checkpoint (count 1): the lines without a count after
+    round 1 go by step (a review: they were kept, and a later kill charged their 50 FLOPs twice)."""
+    folder = _folder(tmp_path)
+    for step, flops in ((1, 10), (2, 20), (3, 30)):
+        _round(folder, step, flops)
+    keep_lost(folder, 6, 3, lost_since(folder, 6, 3, 3), 3)
+    folder.append(4, _share(40), {"step": 4}, commits=4)
+    lost = lost_since(folder, 2, 1, 1)
+    assert lost == 20 + 30 + 40
+    keep_lost(folder, 2, 1, lost, 1)
+    assert [json.loads(x)["step"] for x in (folder.path / "ledger.jsonl").read_text().splitlines()] == [1]
+    folder.append(2, _share(21), {"step": 2}, commits=2)
+    assert lost_since(folder, 2, 1, 1) == 90 + 21

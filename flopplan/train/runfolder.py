@@ -286,7 +286,8 @@ class RunFolder:
         ledger = read_step_log(self.path / LEDGER)
         by_count = commits is not None and any(isinstance(line.get("commits"), int) for line in ledger)
         if by_count:  # (counts only grow down the ledger: the lines kept are its first ones)
-            kept = [line for line in ledger if not (isinstance(line.get("commits"), int) and line["commits"] > commits)]
+            kept = [line for line in ledger if (line["commits"] <= commits if isinstance(line.get("commits"), int)
+                                                else line["step"] <= step)]  # (a line an older flopplan wrote)
             metrics = read_step_log(self.path / METRICS)[:len(kept)]
             for name, lines in ((LEDGER, kept), (METRICS, metrics)):
                 atomic_write_text(self.path / name, "".join(json.dumps(line) + "\n" for line in lines))
