@@ -6,7 +6,9 @@ Until a round commits, its work is known only process by process (the processes 
 every process keeps its own share of the round in progress on disk as each unit ends (rank 0 in
 ``progress.jsonl``, rank r in ``progress.rank{r}.jsonl``: :meth:`flopplan.train.runfolder.RunFolder.set_progress`);
 a kill mid-round loses every process's share, and a resume charges them all
-(:meth:`~flopplan.train.runfolder.RunFolder.lost_after`). A process whose run folder is not the one rank 0 writes
+(:meth:`~flopplan.train.runfolder.RunFolder.lost_after`, which places every line by the commit count it carries:
+an evaluation can be logged after its round's line, as a second line for the same step). A process whose run
+folder is not the one rank 0 writes
 (several nodes without a shared file system) leaves its share where rank 0 cannot read it: that share is then
 missing from the lost work.
 """
@@ -50,7 +52,7 @@ class RankProgress:
     commit count (:func:`commits`); after a commit the share written before it stays on disk, with its count, until
     the next commit replaces it, since rank 0 may not yet have written the summed line that holds it, and
     :meth:`~flopplan.train.runfolder.RunFolder.lost_after` reads a share as summed once rank 0 has written after
-    more commits than the share had seen (or once the ledger holds its step)."""
+    the commit that holds it, or once a logged line's count reaches that commit."""
 
     def __init__(self, meter: TRLMeter, rank: int) -> None:
         assert meter.folder is not None and rank > 0
