@@ -385,7 +385,7 @@ class FlopBudgetCallback(TrainerCallback):
                     f"eval_on_start skipped: the run resumed at optimizer step {state.global_step}, a step its logs "
                     "hold")
         if folder is not None and (state.global_step or self.meter.resuming):  # trl_resume: what a kill lost
-            count = self.meter.rounds + self.meter.evaluations  # the checkpoint's (0 from the start)
+            count = self.meter.commits  # the checkpoint's (0 from the start)
             lost = lost_since(folder, state.global_step, self.meter.rounds, count)
             self.meter.ledger.lost += lost
             how = "charged" if self.meter.ledger.charge_lost else "recorded, not charged"

@@ -195,6 +195,13 @@ class TRLMeter:
                 target["blind"][unit][name] += flops
 
     @property
+    def commits(self) -> int:
+        """The reductions committed so far (rounds and evaluations, each summed over the processes): the same on
+        every process at the same point; the run folder places its lines by it
+        (:meth:`~flopplan.train.runfolder.RunFolder.lost_after`)."""
+        return self.rounds + self.evaluations
+
+    @property
     def scoring_order(self) -> list[str]:
         """The no-grad scoring passes of a round, in the order they run (old log-probs, then the reference)."""
         return [phase for phase in SCORING if phase in self.passes]

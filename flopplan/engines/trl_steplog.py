@@ -48,11 +48,11 @@ def attach_step_log(trainer: Any, meter: TRLMeter, budget_callback: Any) -> Step
 class RankProgress:
     """Process ``rank``'s (> 0) share of the round and evaluation in progress, as the run folder's
     ``progress.rank{rank}.jsonl``, rewritten as each unit ends: the round's share under the round's step, an
-    evaluation's under the step whose line it commits into (the round before it). Each line carries the process's
-    commit count (:func:`commits`); after a commit the share written before it stays on disk, with its count, until
-    the next commit replaces it, since rank 0 may not yet have written the summed line that holds it, and
-    :meth:`~flopplan.train.runfolder.RunFolder.lost_after` reads a share as summed once rank 0 has written after
-    the commit that holds it, or once a logged line's count reaches that commit."""
+    evaluation's under the step whose line it commits into (the round before it). Each line carries the
+    process's commit count (:attr:`TRLMeter.commits`); after a commit the share written before it stays on disk,
+    with its count, until the next commit replaces it, since rank 0 may not yet have written the summed line that
+    holds it, and :meth:`~flopplan.train.runfolder.RunFolder.lost_after` reads a share as summed once rank 0 has
+    written after the commit that holds it, or once a logged line's count reaches that commit."""
 
     def __init__(self, meter: TRLMeter, rank: int) -> None:
         assert meter.folder is not None and rank > 0
@@ -61,19 +61,13 @@ class RankProgress:
         self.current: list[tuple[int, list[dict[str, Any]], int]] = []
 
     def progress(self) -> None:
-        m, count = self.meter, commits(self.meter)
+        m, count = self.meter, self.meter.commits
         self.current = [(m.rounds + 1, [c.to_data() for c in m.local_charges(False).values()], count),
                         (m.rounds, [c.to_data() for c in m.local_charges(True).values()], count)]
         self.folder.set_progress([*self.previous, *self.current], rank=self.rank)
 
     def committed(self, _: list[Any]) -> None:
         self.previous, self.current = self.current, []  # written at this process's next unit, beside its next share
-
-
-def commits(meter: TRLMeter) -> int:
-    """The reductions a process has committed (rounds and evaluations): the same on every process at the same
-    point, so a share written with fewer than rank 0's latest line is summed in rank 0's lines."""
-    return meter.rounds + meter.evaluations
 
 
 class StepLog(TrainerCallback):
@@ -109,7 +103,7 @@ class StepLog(TrainerCallback):
         units of the round and evaluation in progress (this process's: on several processes, rank 0's share; under
         the next step), as the run folder's steps in progress, so a kill leaves a record of the work it lost
         (cleared when the next line is written)."""
-        count = commits(self.meter)
+        count = self.meter.commits
         done = [(self.pending["step"], list(self.pending["charges"]), count, True)] if self.pending else []
         running = [c.to_data() for evaluation in (False, True) for c in self.meter.local_charges(evaluation).values()]
         self.folder.set_progress([*done, (self.meter.rounds + 1, running, count)])
@@ -144,4 +138,4 @@ class StepLog(TrainerCallback):
         if accuracy in metrics:
             metrics.setdefault("accuracy", metrics[accuracy])
         record = metrics_line(line["step"], metrics, line["flops"], self.clock.line(torch.get_num_threads()))
-        self.folder.append(line["step"], line["charges"], record, commits=commits(self.meter))
+        self.folder.append(line["step"], line["charges"], record, commits=self.meter.commits)
