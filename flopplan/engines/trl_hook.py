@@ -38,7 +38,7 @@ import torch
 from transformers import TrainerCallback
 
 from flopplan.budget import Budget
-from flopplan.engines.trl_meter import TRLMeter, eval_datasets, longest_prompts, reward_chat_reads
+from flopplan.engines.trl_meter import TRLMeter, eval_datasets, longest_prompts, prompt_sets, reward_chat_reads
 from flopplan.engines.trl_resume import abandon_newer, check_start_over, keep_lost, lost_since
 from flopplan.engines.trl_steplog import attach_step_log
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
@@ -123,10 +123,11 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     scratch = tempfile.TemporaryDirectory(prefix="flopplan-trl-")
     try:  # validate first: nothing written yet
         evaluation = read_trainer(trainer, Path(scratch.name), 1).eval_generations is not None
-        lengths = longest_prompts(trainer, evaluation)
+        sets = prompt_sets(trainer, evaluation)
+        lengths = longest_prompts(trainer, sets)
         prompt_max, reward_prompt_max, eval_prompt_max, eval_reward_prompt_max = lengths
         if check_prompts is not None:  # the reward models' reads of chat prompts too (the guard learns those)
-            chat, eval_chat = reward_chat_reads(trainer, evaluation)
+            chat, eval_chat = reward_chat_reads(trainer, sets)
             check_prompts(prompt_max, eval_prompt_max, max(reward_prompt_max, chat),
                           max(eval_reward_prompt_max, eval_chat))
         read = read_trainer(trainer, Path(scratch.name), prompt_max)

@@ -382,44 +382,54 @@ def eval_datasets(trainer: Any) -> list[Any]:
     return [] if dataset is None else list(dataset.values()) if isinstance(dataset, dict) else [dataset]
 
 
-def _prompt_sets(trainer: Any, attribute: str, evaluation: bool) -> list[list[Any]]:
-    """The prompts of the training data (``attribute`` "train_dataset") or, when ``evaluation``, of each evaluation
-    dataset."""
+PromptSets = dict[str, list[list[Any]]]
+"""The prompts of the training data and of each evaluation dataset, under ``train_dataset`` and ``eval_dataset``."""
+
+
+def prompt_sets(trainer: Any, evaluation: bool) -> PromptSets:
+    """The trainer's prompts, read once for :func:`longest_prompts` and :func:`reward_chat_reads`: the training
+    data's and, when ``evaluation``, each evaluation dataset's. A streamed dataset is refused."""
     from datasets import IterableDataset
 
-    if attribute == "eval_dataset":
-        datasets = eval_datasets(trainer) if evaluation else []
-    else:
-        dataset = getattr(trainer, attribute, None)
-        datasets = [] if dataset is None else [dataset]
-    for dataset in datasets:
-        if isinstance(dataset, IterableDataset):
+    train = getattr(trainer, "train_dataset", None)
+    found = {"train_dataset": [] if train is None else [train],
+             "eval_dataset": eval_datasets(trainer) if evaluation else []}
+    for attribute, datasets in found.items():
+        if any(isinstance(d, IterableDataset) for d in datasets):
             raise UserError(f"the trainer's {attribute} is an IterableDataset (streamed): the meter bounds a round by "
                             "the data's longest prompt, read before training (TRL truncates no prompt); give it a "
                             "Dataset (e.g. Dataset.from_list(list(stream.take(n))))")
-    return [list(d["prompt"]) for d in datasets]
+    return {attribute: [list(d["prompt"]) for d in datasets] for attribute, datasets in found.items()}
 
 
-def longest_prompts(trainer: Any, evaluation: bool) -> tuple[int, int, int, int]:
-    """The longest prompt of the training data and (``evaluation``) of the evaluation data, tokenized as TRL
-    tokenizes them (``_tokenize_prompts``), and of each the longest as a reward model's tokenizer reads a plain-text
-    one (0 for chat prompts: the guard learns the reward models' templates as rounds run, and a race pilot's length
-    check reads them first, :func:`reward_chat_reads`): the guard's bounds before any round has run. Returns
-    (train, train as the reward model reads it, evaluation, evaluation as the reward model reads it)."""
+def _token_lengths(encode: Any, texts: list[Any]) -> list[int]:
+    """Each text's token count under ``encode`` (a batch of texts -> their ids), in batches of 512."""
+    return [len(row) for start in range(0, len(texts), 512) for row in encode(texts[start:start + 512])]
+
+
+def _reward_models(trainer: Any) -> list[tuple[Any, Any]]:
+    """The trainer's reward models (not functions) with their tokenizers."""
+    return [(module, tokenizer) for module, tokenizer in
+            zip(trainer.reward_funcs, trainer.reward_processing_classes, strict=True)
+            if isinstance(module, torch.nn.Module) and tokenizer is not None]
+
+
+def longest_prompts(trainer: Any, sets: PromptSets) -> tuple[int, int, int, int]:
+    """The longest prompt of the training data and of the evaluation data (``sets``, :func:`prompt_sets`),
+    tokenized as TRL tokenizes them (``_tokenize_prompts``), and of each the longest as a reward model's tokenizer
+    reads a plain-text one (0 for chat prompts: the guard learns the reward models' templates as rounds run, and a
+    race pilot's length check reads them first, :func:`reward_chat_reads`): the guard's bounds before any round has
+    run. Returns (train, train as the reward model reads it, evaluation, evaluation as the reward model reads it)."""
     found = {"train_dataset": 0, "eval_dataset": 0}
     reward = {"train_dataset": 0, "eval_dataset": 0}
     for attribute in found:
-        for prompts in _prompt_sets(trainer, attribute, evaluation):
-            for start in range(0, len(prompts), 512):
-                ids, _, _ = trainer._tokenize_prompts(prompts[start:start + 512])
-                found[attribute] = max([found[attribute], *(len(row) for row in ids)])
-            if not prompts or not isinstance(prompts[0], str):
-                continue
-            for module, tokenizer in zip(trainer.reward_funcs, trainer.reward_processing_classes, strict=True):
-                if isinstance(module, torch.nn.Module) and tokenizer is not None:
-                    for start in range(0, len(prompts), 512):
-                        ids = tokenizer(text=prompts[start:start + 512], add_special_tokens=False)["input_ids"]
-                        reward[attribute] = max([reward[attribute], *(len(row) for row in ids)])
+        for prompts in sets[attribute]:
+            found[attribute] = max([found[attribute],
+                                    *_token_lengths(lambda b: trainer._tokenize_prompts(b)[0], prompts)])
+            if prompts and isinstance(prompts[0], str):
+                for _, tokenizer in _reward_models(trainer):
+                    reward[attribute] = max([reward[attribute], *_token_lengths(
+                        lambda b, t=tokenizer: t(text=b, add_special_tokens=False)["input_ids"], prompts)])
     return found["train_dataset"], reward["train_dataset"], found["eval_dataset"], reward["eval_dataset"]
 
 
@@ -433,9 +443,7 @@ def reward_template_lengths(trainer: Any, prompts: list[Any]) -> list[int]:
 
     kwargs = getattr(trainer, "chat_template_kwargs", None) or {}
     out = [0] * len(prompts)
-    for module, tokenizer in zip(trainer.reward_funcs, trainer.reward_processing_classes, strict=True):
-        if not isinstance(module, torch.nn.Module) or tokenizer is None:
-            continue
+    for module, tokenizer in _reward_models(trainer):
         try:
             texts = [apply_chat_template({"messages": [*p, {"role": "assistant", "content": ""}]}, tokenizer,
                                          **kwargs)["text"] for p in prompts]
@@ -443,18 +451,16 @@ def reward_template_lengths(trainer: Any, prompts: list[Any]) -> list[int]:
             why = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise UserError(f"the reward model {type(module).__name__}'s tokenizer cannot lay out the chat prompts "
                             f"with a completion, as TRL's reward call does ({why}): give it a chat template") from None
-        lengths = [len(row) for start in range(0, len(texts), 512)
-                   for row in tokenizer(text=texts[start:start + 512], add_special_tokens=False)["input_ids"]]
+        lengths = _token_lengths(lambda b, t=tokenizer: t(text=b, add_special_tokens=False)["input_ids"], texts)
         out = [max(a, b) for a, b in zip(out, lengths, strict=True)]
     return out
 
 
-def reward_chat_reads(trainer: Any, evaluation: bool) -> tuple[int, int]:
-    """The longest chat prompt of the training data and (``evaluation``) of the evaluation data as the reward models
+def reward_chat_reads(trainer: Any, sets: PromptSets) -> tuple[int, int]:
+    """The longest chat prompt of the training data and of the evaluation data (``sets``) as the reward models
     read it (:func:`reward_template_lengths`); 0 for plain-text prompts (:func:`longest_prompts` reads those)."""
     found = []
     for attribute in ("train_dataset", "eval_dataset"):
-        chats = [p for prompts in _prompt_sets(trainer, attribute, evaluation)
-                 if prompts and not isinstance(prompts[0], str) for p in prompts]
+        chats = [p for prompts in sets[attribute] if prompts and not isinstance(prompts[0], str) for p in prompts]
         found.append(max(reward_template_lengths(trainer, chats), default=0))
     return found[0], found[1]
