@@ -214,7 +214,7 @@ class RunFolder:
             path.unlink(missing_ok=True)
 
     def _progress_files(self) -> list[Path]:
-        return [self.path / PROGRESS, *sorted(p for p in self.path.glob("progress.rank*.jsonl")
+        return [self.path / PROGRESS, *sorted(p for p in self.path.glob(RANK_PROGRESS.format(rank="*"))
                                               if _rank_progress(p.name))]
 
     def lost_after(self, step: int, commits: int | None = None) -> int:
@@ -237,7 +237,7 @@ class RunFolder:
         shares = [[LedgerRecord.from_data(line) for line in read_step_log(path)] for path in self._progress_files()]
         seen = max((r.commits for r in shares[0] if r is not None and r.commits is not None), default=None)
         in_progress = 0
-        for rank0, lines in zip([True] + [False] * (len(shares) - 1), shares, strict=True):
+        for rank, lines in enumerate(shares):  # rank 0's file first
             for r in lines:
                 if r is None:
                     continue
@@ -245,7 +245,7 @@ class RunFolder:
                     in_progress += r.executed_flops if r.step not in steps else 0
                     continue
                 k = r.commits if r.done else r.commits + 1  # the commit that holds these charges
-                if (logged is not None and k <= logged) or (not rank0 and seen is not None and k <= seen):
+                if (logged is not None and k <= logged) or (rank and seen is not None and k <= seen):
                     continue  # logged, or in rank 0's summed line
                 in_progress += r.executed_flops
         return full + in_progress
@@ -326,5 +326,6 @@ def _is_run_config(path: Path) -> bool:
 
 def _rank_progress(name: str) -> bool:
     """Whether ``name`` is a process's progress file (:data:`RANK_PROGRESS`)."""
-    middle = name.removeprefix("progress.rank").removesuffix(".jsonl")
-    return name.startswith("progress.rank") and name.endswith(".jsonl") and middle.isdigit() and middle != "0"
+    head, _, tail = RANK_PROGRESS.partition("{rank}")
+    middle = name.removeprefix(head).removesuffix(tail)
+    return name == head + middle + tail and middle.isdigit() and middle != "0"
