@@ -329,25 +329,37 @@ def _exactness(fam, reps, seed):
                                                 / np.sqrt(2 * np.pi))
                     ref = quad(dens, -12, 12, epsabs=1e-13, epsrel=1e-11)[0]
                     worst = max(worst or 0.0, abs(float(c(x * F_P)) - ref))
-            if hasattr(c, "draw_seeds"):
-                vals = np.array([s(grid) for s in c.draw_seeds(np.random.default_rng([seed, idx, rep, 7]), 200)])
-            else:
-                vals = c(grid)
+            vals = grid_values(c, grid, seed, idx, rep)
             lo, hi = min(lo, float(vals.min())), max(hi, float(vals.max()))
     return worst, lo, hi
+
+
+def grid_values(c, grid, seed, idx, rep):
+    """A curve's values on an exactness check's grid: 200 of its seeds' curves where its seeds differ
+    (``draw_seeds``), else its own (the range the check prints)."""
+    if hasattr(c, "draw_seeds"):
+        return np.array([s(grid) for s in c.draw_seeds(np.random.default_rng([seed, idx, rep, 7]), 200)])
+    return c(grid)
+
+
+def report_exactness(families, mine, exactness, reps, seed, what, curves="curves"):
+    """Print each of ``mine``'s ``families``' exactness check (``exactness(fam, reps, seed)``: the largest
+    difference from an independent quadrature or solver, None where none is needed, and the curves' range)."""
+    for fam in families:
+        if fam not in mine:
+            continue
+        worst, lo, hi = exactness(fam, reps, seed)
+        shown = "none needed (closed form)" if worst is None else f"{worst:.2e}"
+        print(f"{fam:<10} exactness: largest |{what}| {shown}; {curves} on the grid (shift up to e^0.6) in "
+              f"[{lo:.3f}, {hi:.3f}]")
 
 
 def truth_check(families, reps, seed, n_mc):
     """Round 32's Monte Carlo of the stated truths at F (seeds drawn as the harness draws them), then each family's
     own exactness check (_exactness)."""
     r32.truth_check(families, reps, seed, n_mc)
-    for fam in families:
-        if fam not in MINE:
-            continue
-        worst, lo, hi = _exactness(fam, reps, seed)
-        what = "none needed (closed form)" if worst is None else f"{worst:.2e}"
-        print(f"{fam:<10} exactness: largest |closed form or ODE - independent quadrature| {what}; "
-              f"per-seed curves on the grid (shift up to e^0.6) in [{lo:.3f}, {hi:.3f}]")
+    report_exactness(families, MINE, _exactness, reps, seed, "closed form or ODE - independent quadrature",
+                     "per-seed curves")
 
 
 if __name__ == "__main__":

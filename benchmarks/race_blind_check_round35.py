@@ -388,10 +388,7 @@ def _exactness(fam, reps, seed):
                     for t in (0.5 * c.t_g, c.t_g, 2 * c.t_g):
                         worst = max(worst, abs(float(c.drag(c.k * x, t)) - c.drag_quad(c.k * x, t)))
                     worst = max(worst, abs(float(c(x * F_P)) - c.expect_quad(x * F_P)))
-            if hasattr(c, "draw_seeds"):
-                vals = np.array([s(grid) for s in c.draw_seeds(np.random.default_rng([seed, idx, rep, 7]), 200)])
-            else:
-                vals = c(grid)
+            vals = r34.grid_values(c, grid, seed, idx, rep)
             lo, hi = min(lo, float(vals.min())), max(hi, float(vals.max()))
     return worst, lo, hi
 
@@ -400,12 +397,8 @@ def truth_check(families, reps, seed, n_mc):
     """Round 32's Monte Carlo of the stated truths at F (seeds drawn as the harness draws them), then each family's
     own exactness check (_exactness)."""
     r32.truth_check(families, reps, seed, n_mc)
-    for fam in families:
-        if fam not in MINE:
-            continue
-        worst, lo, hi = _exactness(fam, reps, seed)
-        print(f"{fam:<10} exactness: largest |closed form or ODE - independent quadrature or solver| {worst:.2e}; "
-              f"curves on the grid (shift up to e^0.6) in [{lo:.3f}, {hi:.3f}]")
+    r34.report_exactness(families, MINE, _exactness, reps, seed,
+                         "closed form or ODE - independent quadrature or solver")
 
 
 if __name__ == "__main__":

@@ -97,6 +97,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # race_blind_check and
 import numpy as np
 import race_blind_check as rbc
 import race_blind_check_round32 as r32
+import race_blind_check_round34 as r34
 import race_blind_check_round35 as r35  # registers rounds 31-35's families first (keys and streams)
 from scipy.integrate import quad, solve_ivp
 from scipy.linalg import expm
@@ -401,10 +402,7 @@ def _exactness(fam, reps, seed):
                     worst = max(worst, float(np.abs(c.theta(taus, b) - ref.y[0]).max()))
                 for x in xs:
                     worst = max(worst, abs(float(c(x * F_P)) - c.expect_quad(x * F_P)))
-            if hasattr(c, "draw_seeds"):
-                vals = np.array([s(grid) for s in c.draw_seeds(np.random.default_rng([seed, idx, rep, 7]), 200)])
-            else:
-                vals = c(grid)
+            vals = r34.grid_values(c, grid, seed, idx, rep)
             lo, hi = min(lo, float(vals.min())), max(hi, float(vals.max()))
     return worst, lo, hi
 
@@ -413,12 +411,7 @@ def truth_check(families, reps, seed, n_mc):
     """Round 32's Monte Carlo of the stated truths at F (seeds drawn as the harness draws them), then each family's
     own exactness check (_exactness)."""
     r32.truth_check(families, reps, seed, n_mc)
-    for fam in families:
-        if fam not in MINE:
-            continue
-        worst, lo, hi = _exactness(fam, reps, seed)
-        print(f"{fam:<10} exactness: largest |closed form - independent quadrature or solver| {worst:.2e}; "
-              f"curves on the grid (shift up to e^0.6) in [{lo:.3f}, {hi:.3f}]")
+    r34.report_exactness(families, MINE, _exactness, reps, seed, "closed form - independent quadrature or solver")
 
 
 if __name__ == "__main__":

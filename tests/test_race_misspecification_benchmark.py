@@ -223,6 +223,14 @@ def test_round_32s_blind_families_run_through_the_check_and_their_truths_are_wha
 ROUND33 = ("klbind", "format", "passk", "hardonset", "overlong")  # benchmarks/race_blind_check_round33.py's
 
 
+def _seeds_average_to_the_truth(arm, f, rng) -> None:
+    """A family whose seeds differ states as its truth the mean its seeds draw: 4,000 seeds' mean within 4.5
+    standard errors (plus 1e-4) at the FLOPs ``f``."""
+    drawn = np.array([seed(f) for seed in arm.draw_seeds(rng, 4000)])
+    se = drawn.std(axis=0) / np.sqrt(len(drawn))
+    assert np.all(np.abs(drawn.mean(axis=0) - arm(f)) <= 4.5 * se + 1e-4)
+
+
 def test_round_33s_blind_families_run_through_the_check_and_their_truths_are_what_they_say(tmp_path, monkeypatch):
     """benchmarks/race_blind_check_round33.py: one repetition per family through the check's protocol, no analysis
     error and no malformed number; the leader share runs on the truths alone; the families whose seeds differ (the
@@ -236,9 +244,7 @@ def test_round_33s_blind_families_run_through_the_check_and_their_truths_are_wha
     rng = np.random.default_rng(13)
     f = np.array([r33.F_P / 16, r33.F_P / 4, r33.F_P, r33.F])
     for arm in [*r33.fam_format(rng, 0.2), *r33.fam_hardonset(rng, 0.2)]:
-        drawn = np.array([seed(f) for seed in arm.draw_seeds(rng, 4000)])
-        se = drawn.std(axis=0) / np.sqrt(len(drawn))
-        assert np.all(np.abs(drawn.mean(axis=0) - arm(f)) <= 4.5 * se + 1e-4)
+        _seeds_average_to_the_truth(arm, f, rng)
     from scipy.integrate import solve_ivp
 
     for arm in r33.fam_klbind(rng, 0.2):
@@ -266,9 +272,7 @@ def test_round_34s_blind_families_run_through_the_check_and_their_truths_are_wha
     rng = np.random.default_rng(17)
     f = np.array([r34.F_P / 16, r34.F_P / 4, r34.F_P, r34.F])
     for arm in [*r34.fam_entropy(rng, 0.2), *r34.fam_volatile(rng, 0.2), *r34.fam_spikes(rng, 0.2)]:
-        drawn = np.array([seed(f) for seed in arm.draw_seeds(rng, 4000)])
-        se = drawn.std(axis=0) / np.sqrt(len(drawn))
-        assert np.all(np.abs(drawn.mean(axis=0) - arm(f)) <= 4.5 * se + 1e-4)
+        _seeds_average_to_the_truth(arm, f, rng)
     for arm in r34.fam_spikes(rng, 0.2):
         assert arm.intensity_integral(2.0) == pytest.approx(arm.intensity_integral_quad(2.0), rel=1e-8)
     for arm in r34.fam_noisyver(rng, 0.2):
@@ -295,9 +299,7 @@ def test_round_35s_blind_families_run_through_the_check_and_their_truths_are_wha
     rng = np.random.default_rng(35)
     f = np.array([r35.F_P / 16, r35.F_P / 4, r35.F_P, r35.F])
     for arm in r35.fam_interfere(rng, 0.2):
-        drawn = np.array([seed(f) for seed in arm.draw_seeds(rng, 4000)])
-        se = drawn.std(axis=0) / np.sqrt(len(drawn))
-        assert np.all(np.abs(drawn.mean(axis=0) - arm(f)) <= 4.5 * se + 1e-4)
+        _seeds_average_to_the_truth(arm, f, rng)
         assert arm(f[2:3])[0] == pytest.approx(arm.expect_quad(f[2]), abs=1e-9)
         assert arm.drag(arm.k * 1.0, arm.t_g) == pytest.approx(arm.drag_quad(arm.k * 1.0, arm.t_g), abs=1e-10)
     for arm in r35.fam_gnoise(rng, 0.2):
@@ -341,9 +343,7 @@ def test_round_36s_blind_families_run_through_the_check_and_their_truths_are_wha
     rng = np.random.default_rng(36)
     f = np.array([r36.F_P / 16, r36.F_P / 4, r36.F_P, r36.F])
     for arm in r36.fam_mismatch(rng, 0.2):
-        drawn = np.array([seed(f) for seed in arm.draw_seeds(rng, 4000)])
-        se = drawn.std(axis=0) / np.sqrt(len(drawn))
-        assert np.all(np.abs(drawn.mean(axis=0) - arm(f)) <= 4.5 * se + 1e-4)
+        _seeds_average_to_the_truth(arm, f, rng)
         assert arm(f[2:3])[0] == pytest.approx(arm.expect_quad(f[2]), abs=1e-10)
         taus = 4 * np.array([0.25, 1.0, 2.0]) / arm.g
         ref = arm.solve(arm.bmu, taus)
