@@ -250,22 +250,19 @@ class PilotSpec:
         before it writes anything). So is a reward model whose own tokenizer reads the prompts (``reward`` tokens,
         the longest training prompt; ``eval_reward``, the longest evaluation prompt) beyond what the design priced
         its reads at: ``--prompt-len``'s maximum (``--eval-prompt-len``'s) plus ``--reward-overhead``."""
-        for what, found, priced, flag in (
-                ("train_dataset", train, self.recipe.prompt_len.max, "--prompt-len"),
-                ("eval_dataset", evaluation, self.recipe.evaluation_prompt_len.max, "--eval-prompt-len")):
+        r = self.recipe
+        for what, found, read, priced, flag in (
+                ("train_dataset", train, reward, int(r.prompt_len.max), "--prompt-len"),
+                ("eval_dataset", evaluation, eval_reward, int(r.evaluation_prompt_len.max), "--eval-prompt-len")):
             if found > priced:
                 raise UserError(f"the trainer's {what} has prompts of up to {found} tokens as TRL tokenizes them "
                                 f"(its chat template included), the race priced at most {priced} ({flag}): design "
                                 f"the race with {flag} {found} (or MEAN:{found}), or shorten the prompts")
-        r = self.recipe
-        for what, found, priced, flag in (
-                ("train_dataset", reward, int(r.prompt_len.max), "--prompt-len"),
-                ("eval_dataset", eval_reward, int(r.evaluation_prompt_len.max), "--eval-prompt-len")):
-            if r.reward_spec is not None and found > priced + r.reward_overhead_tokens:
-                raise UserError(f"the reward model's tokenizer reads the trainer's {what} prompts as up to {found} "
+            if r.reward_spec is not None and read > priced + r.reward_overhead_tokens:
+                raise UserError(f"the reward model's tokenizer reads the trainer's {what} prompts as up to {read} "
                                 f"tokens, the race priced its reads at most {priced} ({flag}) + "
                                 f"{r.reward_overhead_tokens} (--reward-overhead): design the race with "
-                                f"--reward-overhead {found - priced + r.reward_overhead_tokens} (the {found - priced} "
+                                f"--reward-overhead {read - priced + r.reward_overhead_tokens} (the {read - priced} "
                                 f"tokens over {flag} on top of the {r.reward_overhead_tokens} for its template), or "
                                 "shorten the prompts")
 
