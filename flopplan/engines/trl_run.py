@@ -117,16 +117,12 @@ def _datasets(config: TrainConfig) -> tuple[list[dict[str, Any]], list[dict[str,
     return train_rows, [{"prompt": p.prompt, "answer": p.answer} for p in test] if held else None
 
 
-def grpo_config(config: TrainConfig, run: TRLRun, work: Path, policy: DevicePolicy, continues: bool = False) -> Any:
-    """``continues``: the run continues a checkpoint, whose baseline evaluation is in its logs already (transformers
-    runs ``eval_on_start`` at every ``train`` call)."""
+def grpo_config(config: TrainConfig, run: TRLRun, work: Path, policy: DevicePolicy) -> Any:
     from trl import GRPOConfig
 
     r = config.recipe
     kwargs = grpo_config_kwargs(without_evaluation(r), world_size=run.world, steps=config.max_steps)
     kwargs.update(evaluation_kwargs(r, run))  # TRL's evaluation loop, metered into the evaluation bucket
-    if continues and "eval_on_start" in kwargs:
-        kwargs["eval_on_start"] = False
     for key in EXTRA_KEYS:
         kwargs.pop(key, None)
     rounds_per_checkpoint = config.checkpoint_every or 10
@@ -216,8 +212,8 @@ def _build(config: TrainConfig, folder: RunFolder, resume: bool) -> tuple[Any, A
     kwargs = grpo_config_kwargs(without_evaluation(r), world_size=world_size(), steps=config.max_steps)
     run = trl_run({k: v for k, v in kwargs.items() if k not in EXTRA_KEYS}, world_size())
     train_rows, eval_rows = _datasets(config)
-    continues = resume and last_complete_checkpoint(work) is not None
-    args = grpo_config(config, run, work, policy, continues)  # sets up the processes (accelerate's state)
+    args = grpo_config(config, run, work, policy)  # sets up the processes (accelerate's state; a resumed run's
+    # eval_on_start is turned off by the meter, whose checkpoint holds that baseline)
     from accelerate import PartialState
 
     state = PartialState()
