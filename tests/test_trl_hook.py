@@ -367,25 +367,40 @@ def _trainers(tiny: Path, tmp_path: Path):
 
 @pytest.mark.slow
 def test_a_reward_models_read_of_chat_prompts_is_known_before_training(tiny, tmp_path):
-    """A race script pilot is refused before it trains when a reward model reads the prompts longer than the design
-    priced (``PilotSpec.check_lengths``). With chat prompts the read was given as 0 (the meter learns a template as
-    rounds run), so an ``orm:`` pilot whose reward model's template outgrew ``--reward-overhead`` trained and
-    stopped short of its rung. The read is now known first, and equals what the reward model executed: each row's
-    tokens are its prompt's read (the reward model's template over the messages and an empty assistant turn) plus
-    its completion's text, as TRL decodes and the reward tokenizer reads it."""
+    """A reward model reads chat prompts through its own chat template, which can be longer than the policy's (here
+    by a preamble of 60 tokens). That read was given as 0 before training, so the guard bounded the first round at
+    the policy's prompt read (332,947,456 FLOPs here, against the 669,306,880 the round executed: a budget between
+    the two was overspent) and learned the template afterwards as tokens read beyond prompt and completion; and a
+    race pilot's length check let through a reward model that outgrew ``--reward-overhead``. The read is now known
+    first, for every prompt of the data, and equals what the reward model executed: each row's tokens are its
+    prompt's read (the reward model's template over the messages and an empty assistant turn) plus its
+    completion's text, as TRL decodes and the reward tokenizer reads it. The guard's bound holds every round
+    (681,205,760), and what it learns beyond the prompt's read is the completion's retokenisation alone (0 with
+    one tokenizer), so the template is not counted twice."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from flopplan.engines.trl_hook import meter as attach
-    from flopplan.engines.trl_meter import reward_template_lengths
+    from flopplan.engines.trl_prompts import reward_prompt_reads
 
     orm = str(tiny / "orm")
     reward_tokenizer = AutoTokenizer.from_pretrained(orm)
-    reward_tokenizer.chat_template = "{% for m in messages %}>{{ m['content'] }}>{% endfor %}"  # 2 tokens a turn
+    preamble = "0123456789" * 6  # 60 tokens of the character tokenizer (its letters and spaces read as none)
+    reward_tokenizer.chat_template = preamble + "{% for m in messages %}>{{ m['content'] }}>{% endfor %}"
     model = AutoModelForSequenceClassification.from_pretrained(orm, num_labels=1)
     trainer = _trainers(tiny, tmp_path)(reward_funcs=[_example().accuracy_reward, model],
                                         reward_processing_classes=[None, reward_tokenizer])
     checked, reads, rows = [], [], []
-    attach(trainer, check_prompts=lambda *lengths: checked.append(lengths))
+    metered = attach(trainer, check_prompts=lambda *lengths: checked.append(lengths))
+    bounds, executed = [metered.next_round_bound()], []
+    commit = metered.commit
+
+    def committed(reduce):
+        out = commit(reduce)
+        executed.append(metered.last_round_flops)
+        bounds.append(metered.next_round_bound())
+        return out
+
+    metered.commit = committed
     trainer.reward_funcs[1].register_forward_pre_hook(
         lambda module, args, kwargs: reads.extend(kwargs["attention_mask"].sum(1).tolist()), with_kwargs=True)
     score = trainer._generate_and_score_completions
@@ -401,13 +416,16 @@ def test_a_reward_models_read_of_chat_prompts_is_known_before_training(tiny, tmp
     trainer._generate_and_score_completions = scored
     trainer.train()
     prompts = list(trainer.train_dataset["prompt"])
-    assert checked[0][2] == max(reward_template_lengths(trainer, prompts)) == checked[0][0] + 4
+    assert checked[0][2] == metered.reward_prompt_max == max(reward_prompt_reads(trainer, prompts)) \
+        >= checked[0][0] + len(preamble)
     expected = [t + len(reward_tokenizer(text=c, add_special_tokens=False)["input_ids"]) for t, c in
-                zip(reward_template_lengths(trainer, [p for p, _ in rows]), (c for _, c in rows), strict=True)]
+                zip(reward_prompt_reads(trainer, [p for p, _ in rows]), (c for _, c in rows), strict=True)]
     assert len(reads) == len(rows) > 0 and reads == expected
+    assert len(executed) == 2 and all(0 < e <= b for e, b in zip(executed, bounds, strict=False))
+    assert metered.reward_extra == 0  # one tokenizer: nothing read beyond the prompt's read and the completion
     reward_tokenizer.chat_template = None  # TRL's reward call would fail at the first round: refused in one line
     with pytest.raises(UserError, match=r"tokenizer cannot lay out the chat prompts .*: give it a chat template$"):
-        reward_template_lengths(trainer, prompts)
+        reward_prompt_reads(trainer, prompts)
 
 
 @pytest.mark.slow

@@ -38,7 +38,8 @@ import torch
 from transformers import TrainerCallback
 
 from flopplan.budget import Budget
-from flopplan.engines.trl_meter import TRLMeter, eval_datasets, longest_prompts, prompt_sets, reward_chat_reads
+from flopplan.engines.trl_meter import TRLMeter
+from flopplan.engines.trl_prompts import eval_datasets, longest_prompts, prompt_sets, reward_models, reward_prompt_reads
 from flopplan.engines.trl_resume import abandon_newer, check_start_over, keep_lost, lost_since
 from flopplan.engines.trl_steplog import attach_step_log
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
@@ -106,8 +107,8 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     """Meter ``trainer`` (a ``GRPOTrainer`` or a subclass, before ``trainer.train()``); see :func:`flopplan.trl.meter`
     for the arguments. ``config``: the run configuration written to ``out`` (``flopplan train`` passes its own);
     ``check_prompts(train, evaluation, reward, eval_reward)``: called with the data's longest prompts in tokens (the
-    last two as a reward model's tokenizer reads plain-text ones, 0 without) before anything is written
-    (a race pilot refuses prompts longer than its race priced)."""
+    last two as the reward model reads them, 0 without one) before anything is written (a race pilot refuses prompts
+    longer than its race priced)."""
     if getattr(trainer, "flopplan_meter", None) is not None:
         raise UserError("this trainer is metered already")
     if trainer.state.global_step:
@@ -126,10 +127,8 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         sets = prompt_sets(trainer, evaluation)
         lengths = longest_prompts(trainer, sets)
         prompt_max, reward_prompt_max, eval_prompt_max, eval_reward_prompt_max = lengths
-        if check_prompts is not None:  # the reward models' reads of chat prompts too (the guard learns those)
-            chat, eval_chat = reward_chat_reads(trainer, sets)
-            check_prompts(prompt_max, eval_prompt_max, max(reward_prompt_max, chat),
-                          max(eval_reward_prompt_max, eval_chat))
+        if check_prompts is not None:
+            check_prompts(prompt_max, eval_prompt_max, reward_prompt_max, eval_reward_prompt_max)
         read = read_trainer(trainer, Path(scratch.name), prompt_max)
         if recipe is not None:
             check_explicit(recipe, read)
@@ -231,7 +230,17 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
         own = mask.sum(1).tolist() if mask is not None else [ids.shape[1]] * ids.shape[0]
         meter.record_reward(ids.shape[0], ids.shape[1], own, evaluation=not training())
 
+    calculate = trainer._calculate_rewards
+
+    @functools.wraps(calculate)
+    def calculate_rewards(inputs: Any, prompts: list[Any], *args: Any, **kwargs: Any) -> Any:
+        if models:  # each row's prompt as the reward model reads it: what it reads beyond is learned per row
+            meter.record_reward_prompts(reward_prompt_reads(trainer, prompts), evaluation=not training())
+        return calculate(inputs, prompts, *args, **kwargs)
+
+    models = reward_models(trainer)
     trainer._generate_single_turn = generate_single_turn
+    trainer._calculate_rewards = calculate_rewards
     trainer._generate_and_score_completions = generate_and_score
     trainer._prepare_inputs = prepare_inputs
     trainer.log = log_with_flops

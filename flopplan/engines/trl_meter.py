@@ -105,7 +105,7 @@ class TRLMeter:
     def _empty() -> dict[str, Any]:
         return {"charges": {}, "passes": [], "update": [], "measured": dict.fromkeys(UNITS, 0),
                 "blind": {unit: dict.fromkeys(BLIND_SPOTS, 0) for unit in UNITS},
-                "seconds": dict.fromkeys(UNITS, 0.0), "reward": [], "lengths": [], "tokens": 0}
+                "seconds": dict.fromkeys(UNITS, 0.0), "reward": [], "reward_prompts": [], "lengths": [], "tokens": 0}
 
     def _template(self, phase: str, evaluation: bool) -> Any:
         template = self.passes[phase]
@@ -168,7 +168,13 @@ class TRLMeter:
         self.round["update"].append(ran(self.passes["update"], lengths, (p, k)))
 
     def record_reward(self, rows: int, width: int, own: list[int], evaluation: bool = False) -> None:
+        """One reward-model call: its rows, its padded width and each row's own tokens."""
         (self.evaluation if evaluation else self.round)["reward"].append((rows, width, own))
+
+    def record_reward_prompts(self, reads: list[int], evaluation: bool = False) -> None:
+        """One ``_calculate_rewards`` call: each row's prompt as the reward model reads it
+        (:func:`flopplan.engines.trl_prompts.reward_prompt_reads`), in the rows' order."""
+        (self.evaluation if evaluation else self.round)["reward_prompts"].extend(reads)
 
     def ran_unit(self) -> None:
         """A unit has run and been recorded: tell the observers (:attr:`on_unit`)."""
@@ -217,7 +223,11 @@ class TRLMeter:
     def _reward_passes(self, target: dict[str, Any], evaluation: bool) -> list[Any]:
         template = self._template("reward", evaluation)
         own = [t for _, _, lengths in target["reward"] for t in lengths]
-        excess = [t - (p + k) for t, (p, k) in zip(own, target["lengths"], strict=False)]
+        prompts = target["reward_prompts"] if len(target["reward_prompts"]) == len(own) else \
+            [p for p, _ in target["lengths"]]  # (a reward call the hook did not see: the policy's prompt, as before)
+        # what the reward model read beyond its prompt's read and the policy's completion tokens: the completion
+        # tokenized again by its own tokenizer (the prompt's read is known for every prompt before training)
+        excess = [t - (p + k) for t, p, (_, k) in zip(own, prompts, target["lengths"], strict=False)]
         self.reward_extra = max([self.reward_extra, *excess])
         return [ran(template, [(t, 0) for t in lengths], (width, 0)) for _, width, lengths in target["reward"]]
 
@@ -362,105 +372,19 @@ class TRLMeter:
         self.ledger = self.guard.ledger = Ledger.from_state(state["ledger"])
         self.ledger.budget_flops, self.ledger.charge_lost = budget, charge_lost
         self.rounds, self.tokens = state["rounds"], state["tokens"]
-        self.prompt_max, self.reward_prompt_max = state["prompt_max"], state["reward_prompt_max"]
+        # the longest prompts: what the checkpoint saw or what the data holds, whichever is longer (a ledger saved
+        # before the reward model's read of chat prompts was known has 0 for it)
+        self.prompt_max = max(self.prompt_max, state["prompt_max"])
+        self.reward_prompt_max = max(self.reward_prompt_max, state["reward_prompt_max"])
         self.reward_extra = state["reward_extra"]
-        self.evaluations, self.eval_prompt_max = state.get("evaluations", 0), state.get("eval_prompt_max", 0)
+        self.evaluations = state.get("evaluations", 0)
+        self.eval_prompt_max = max(self.eval_prompt_max, state.get("eval_prompt_max", 0))
         # (a ledger saved before the two were apart bounded both with the larger)
-        self.eval_reward_prompt_max = state.get("eval_reward_prompt_max", self.reward_prompt_max)
+        self.eval_reward_prompt_max = max(self.eval_reward_prompt_max,
+                                          state.get("eval_reward_prompt_max", state["reward_prompt_max"]))
 
     def summary(self, **fields: Any) -> RunSummary:
         checks = {"num_tokens": {"trl": self.trl_tokens, "flopplan": self.tokens,
                                  "equal": self.trl_tokens == self.tokens}} if self.trl_tokens is not None else {}
         return self.guard.summary(model=self.spec.name, reward=str(self.recipe.reward), engine="trl",
                                   engine_checks=checks, **fields)
-
-
-def eval_datasets(trainer: Any) -> list[Any]:
-    """The trainer's evaluation datasets: its ``eval_dataset``, or each of a dict of them (transformers evaluates
-    each in turn at an evaluation, logging each under its name)."""
-    dataset = getattr(trainer, "eval_dataset", None)
-    return [] if dataset is None else list(dataset.values()) if isinstance(dataset, dict) else [dataset]
-
-
-PromptSets = dict[str, list[list[Any]]]
-"""The prompts of the training data and of each evaluation dataset, under ``train_dataset`` and ``eval_dataset``."""
-
-
-def prompt_sets(trainer: Any, evaluation: bool) -> PromptSets:
-    """The trainer's prompts, read once for :func:`longest_prompts` and :func:`reward_chat_reads`: the training
-    data's and, when ``evaluation``, each evaluation dataset's. A streamed dataset is refused."""
-    from datasets import IterableDataset
-
-    train = getattr(trainer, "train_dataset", None)
-    found = {"train_dataset": [] if train is None else [train],
-             "eval_dataset": eval_datasets(trainer) if evaluation else []}
-    for attribute, datasets in found.items():
-        if any(isinstance(d, IterableDataset) for d in datasets):
-            raise UserError(f"the trainer's {attribute} is an IterableDataset (streamed): the meter bounds a round by "
-                            "the data's longest prompt, read before training (TRL truncates no prompt); give it a "
-                            "Dataset (e.g. Dataset.from_list(list(stream.take(n))))")
-    return {attribute: [list(d["prompt"]) for d in datasets] for attribute, datasets in found.items()}
-
-
-def _token_lengths(encode: Any, texts: list[Any]) -> list[int]:
-    """Each text's token count under ``encode`` (a batch of texts -> their ids), in batches of 512."""
-    return [len(row) for start in range(0, len(texts), 512) for row in encode(texts[start:start + 512])]
-
-
-def _reward_models(trainer: Any) -> list[tuple[Any, Any]]:
-    """The trainer's reward models (not functions) with their tokenizers."""
-    return [(module, tokenizer) for module, tokenizer in
-            zip(trainer.reward_funcs, trainer.reward_processing_classes, strict=True)
-            if isinstance(module, torch.nn.Module) and tokenizer is not None]
-
-
-def longest_prompts(trainer: Any, sets: PromptSets) -> tuple[int, int, int, int]:
-    """The longest prompt of the training data and of the evaluation data (``sets``, :func:`prompt_sets`),
-    tokenized as TRL tokenizes them (``_tokenize_prompts``), and of each the longest as a reward model's tokenizer
-    reads a plain-text one (0 for chat prompts: the guard learns the reward models' templates as rounds run, and a
-    race pilot's length check reads them first, :func:`reward_chat_reads`): the guard's bounds before any round has
-    run. Returns (train, train as the reward model reads it, evaluation, evaluation as the reward model reads it)."""
-    found = {"train_dataset": 0, "eval_dataset": 0}
-    reward = {"train_dataset": 0, "eval_dataset": 0}
-    for attribute in found:
-        for prompts in sets[attribute]:
-            found[attribute] = max([found[attribute],
-                                    *_token_lengths(lambda b: trainer._tokenize_prompts(b)[0], prompts)])
-            if prompts and isinstance(prompts[0], str):
-                for _, tokenizer in _reward_models(trainer):
-                    reward[attribute] = max([reward[attribute], *_token_lengths(
-                        lambda b, t=tokenizer: t(text=b, add_special_tokens=False)["input_ids"], prompts)])
-    return found["train_dataset"], reward["train_dataset"], found["eval_dataset"], reward["eval_dataset"]
-
-
-def reward_template_lengths(trainer: Any, prompts: list[Any]) -> list[int]:
-    """Chat ``prompts`` as the trainer's reward models read them, each the longest over its reward models (0
-    without one): TRL's ``_calculate_rewards`` lays each row out with the reward model's own chat template over the
-    prompt's messages and the completion as an assistant turn, and tokenizes that text; with an empty completion
-    that is the row's read less its completion's tokens (the template's own tokens included)."""
-    from jinja2 import TemplateError
-    from trl.data_utils import apply_chat_template
-
-    kwargs = getattr(trainer, "chat_template_kwargs", None) or {}
-    out = [0] * len(prompts)
-    for module, tokenizer in _reward_models(trainer):
-        try:
-            texts = [apply_chat_template({"messages": [*p, {"role": "assistant", "content": ""}]}, tokenizer,
-                                         **kwargs)["text"] for p in prompts]
-        except (ValueError, TemplateError) as exc:  # as TRL's reward call would fail at the first round
-            why = (str(exc).splitlines() or [type(exc).__name__])[0]
-            raise UserError(f"the reward model {type(module).__name__}'s tokenizer cannot lay out the chat prompts "
-                            f"with a completion, as TRL's reward call does ({why}): give it a chat template") from None
-        lengths = _token_lengths(lambda b, t=tokenizer: t(text=b, add_special_tokens=False)["input_ids"], texts)
-        out = [max(a, b) for a, b in zip(out, lengths, strict=True)]
-    return out
-
-
-def reward_chat_reads(trainer: Any, sets: PromptSets) -> tuple[int, int]:
-    """The longest chat prompt of the training data and of the evaluation data (``sets``) as the reward models
-    read it (:func:`reward_template_lengths`); 0 for plain-text prompts (:func:`longest_prompts` reads those)."""
-    found = []
-    for attribute in ("train_dataset", "eval_dataset"):
-        chats = [p for prompts in sets[attribute] if prompts and not isinstance(prompts[0], str) for p in prompts]
-        found.append(max(reward_template_lengths(trainer, chats), default=0))
-    return found[0], found[1]

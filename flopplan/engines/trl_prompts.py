@@ -1,0 +1,103 @@
+"""The prompts a metered GRPOTrainer will read, in tokens, before it trains: the longest prompt of the training and
+evaluation data as the policy reads it and as the reward model reads it. They are the budget guard's bounds before
+any round has run (:meth:`flopplan.engines.trl_meter.TRLMeter.next_round_bound`) and a race pilot's length check.
+
+A reward model reads each row the way TRL's ``_calculate_rewards`` lays it out: a plain-text prompt and completion
+joined and tokenized by the reward model's tokenizer; a conversational prompt with the completion as an assistant
+turn, through the reward model's own chat template. The prompt's part of that read is known before training
+(:func:`reward_prompt_reads`); the completion's, tokenized again by another tokenizer, is learned as rounds run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from flopplan.errors import UserError
+
+
+def eval_datasets(trainer: Any) -> list[Any]:
+    """The trainer's evaluation datasets: its ``eval_dataset``, or each of a dict of them (transformers evaluates
+    each in turn at an evaluation, logging each under its name)."""
+    dataset = getattr(trainer, "eval_dataset", None)
+    return [] if dataset is None else list(dataset.values()) if isinstance(dataset, dict) else [dataset]
+
+
+PromptSets = dict[str, list[list[Any]]]
+"""The prompts of the training data and of each evaluation dataset, under ``train_dataset`` and ``eval_dataset``."""
+
+
+def prompt_sets(trainer: Any, evaluation: bool) -> PromptSets:
+    """The trainer's prompts, read once for :func:`longest_prompts`: the training data's and, when ``evaluation``,
+    each evaluation dataset's. A streamed dataset is refused."""
+    from datasets import IterableDataset
+
+    train = getattr(trainer, "train_dataset", None)
+    found = {"train_dataset": [] if train is None else [train],
+             "eval_dataset": eval_datasets(trainer) if evaluation else []}
+    for attribute, datasets in found.items():
+        if any(isinstance(d, IterableDataset) for d in datasets):
+            raise UserError(f"the trainer's {attribute} is an IterableDataset (streamed): the meter bounds a round by "
+                            "the data's longest prompt, read before training (TRL truncates no prompt); give it a "
+                            "Dataset (e.g. Dataset.from_list(list(stream.take(n))))")
+    return {attribute: [list(d["prompt"]) for d in datasets] for attribute, datasets in found.items()}
+
+
+def _token_lengths(encode: Any, texts: list[Any]) -> list[int]:
+    """Each text's token count under ``encode`` (a batch of texts -> their ids), in batches of 512."""
+    return [len(row) for start in range(0, len(texts), 512) for row in encode(texts[start:start + 512])]
+
+
+def reward_models(trainer: Any) -> list[tuple[Any, Any]]:
+    """The trainer's reward models (not functions) with their tokenizers."""
+    return [(module, tokenizer) for module, tokenizer in
+            zip(trainer.reward_funcs, trainer.reward_processing_classes, strict=True)
+            if isinstance(module, torch.nn.Module) and tokenizer is not None]
+
+
+def reward_prompt_reads(trainer: Any, prompts: list[Any]) -> list[int]:
+    """Each prompt as the trainer's reward models read it, the longest over its reward models (0 without one): a
+    plain-text prompt tokenized by the reward model's tokenizer; a conversational one laid out with the reward
+    model's chat template over its messages and an empty assistant turn, as TRL's ``_calculate_rewards`` lays out
+    the row with its completion (so the read of a row is this plus its completion's tokens, the template's own
+    tokens included)."""
+    from jinja2 import TemplateError
+    from trl.data_utils import apply_chat_template
+
+    kwargs = getattr(trainer, "chat_template_kwargs", None) or {}
+    out = [0] * len(prompts)
+    if not prompts:
+        return out
+    for module, tokenizer in reward_models(trainer):
+        texts = prompts
+        if not isinstance(prompts[0], str):
+            try:
+                texts = [apply_chat_template({"messages": [*p, {"role": "assistant", "content": ""}]}, tokenizer,
+                                             **kwargs)["text"] for p in prompts]
+            except (ValueError, TemplateError) as exc:  # as TRL's reward call would fail at the first round
+                why = (str(exc).splitlines() or [type(exc).__name__])[0]
+                raise UserError(f"the reward model {type(module).__name__}'s tokenizer cannot lay out the chat "
+                                f"prompts with a completion, as TRL's reward call does ({why}): give it a chat "
+                                "template") from None
+        lengths = _token_lengths(lambda b, t=tokenizer: t(text=b, add_special_tokens=False)["input_ids"], texts)
+        out = [max(a, b) for a, b in zip(out, lengths, strict=True)]
+    return out
+
+
+def longest_prompts(trainer: Any, sets: PromptSets) -> tuple[int, int, int, int]:
+    """The longest prompt of the training data and of the evaluation data (``sets``, :func:`prompt_sets`),
+    tokenized as TRL tokenizes them (``_tokenize_prompts``), and of each the longest as the reward models read it
+    (:func:`reward_prompt_reads`): the guard's bounds before any round has run. Returns (train, train as the
+    reward model reads it, evaluation, evaluation as the reward model reads it)."""
+    found = {"train_dataset": 0, "eval_dataset": 0}
+    reward = {"train_dataset": 0, "eval_dataset": 0}
+    for attribute in found:
+        for prompts in sets[attribute]:
+            found[attribute] = max([found[attribute],
+                                    *_token_lengths(lambda b: trainer._tokenize_prompts(b)[0], prompts)])
+            reward[attribute] = max([reward[attribute], *reward_prompt_reads(trainer, prompts)])
+    return found["train_dataset"], reward["train_dataset"], found["eval_dataset"], reward["eval_dataset"]
+
+
+__all__ = ["PromptSets", "eval_datasets", "longest_prompts", "prompt_sets", "reward_models", "reward_prompt_reads"]
