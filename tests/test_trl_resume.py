@@ -243,3 +243,31 @@ def test_a_folder_an_older_flopplan_wrote_is_trimmed_by_step_where_its_lines_hav
     assert [json.loads(x)["step"] for x in (folder.path / "ledger.jsonl").read_text().splitlines()] == [1]
     folder.append(2, _share(21), {"step": 2}, commits=2)
     assert lost_since(folder, 2, 1, 1) == 90 + 21
+
+
+def test_a_line_written_mid_round_leaves_the_rounds_units_so_far_in_progress(tmp_path):
+    """An evaluation at an epoch's end that is not a round's end commits mid-round, into a line for the round
+    before; the step log writes that line when the next optimizer step begins. Writing it cleared rank 0's record
+    of the round under way, so a kill before the round's next unit ended left the round's units so far out of the
+    lost work (17 counted of 42 here). The line now leaves them in progress, under the next step."""
+    pytest.importorskip("transformers")
+    from types import SimpleNamespace
+
+    from flopplan.engines.trl_steplog import StepLog
+
+    folder = _folder(tmp_path)
+    folder.append(1, _share(100), {"step": 1}, commits=1)
+    folder.append(2, _share(100), {"step": 2}, commits=2)  # the checkpoint of round 2 (2 commits)
+    running = {"rollout": SimpleNamespace(to_data=lambda: _share(25)[0])}  # round 3's units so far (rank 0)
+    meter = SimpleNamespace(folder=folder, rounds=2, commits=2, last_flops={}, accuracy_metric="accuracy",
+                            local_charges=lambda evaluation: {} if evaluation else running)
+    log = StepLog(meter)
+    log.progress()
+    assert folder.lost_after(2, 2) == 25
+    meter.commits = 3  # the epoch's evaluation commits mid-round, into step 2's line
+    log.evaluation([SimpleNamespace(to_data=lambda: _share(17)[0])])
+    assert folder.lost_after(2, 2) == 17 + 25
+    log.on_step_begin(None, None, "control")  # the next optimizer step of round 3 begins: the line is written
+    assert [json.loads(line)["commits"] for line in (folder.path / "ledger.jsonl").read_text().splitlines()] \
+        == [1, 2, 3]
+    assert folder.lost_after(2, 2) == 17 + 25

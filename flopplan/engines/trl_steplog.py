@@ -105,8 +105,12 @@ class StepLog(TrainerCallback):
         (cleared when the next line is written)."""
         count = self.meter.commits
         done = [(self.pending["step"], list(self.pending["charges"]), count, True)] if self.pending else []
+        self.folder.set_progress([*done, self._running()])
+
+    def _running(self) -> tuple[int, list[dict[str, Any]], int]:
+        """This process's share of the round and evaluation in progress, under the next step."""
         running = [c.to_data() for evaluation in (False, True) for c in self.meter.local_charges(evaluation).values()]
-        self.folder.set_progress([*done, (self.meter.rounds + 1, running, count)])
+        return self.meter.rounds + 1, running, self.meter.commits
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> Any:
         if self.pending is not None:
@@ -138,4 +142,7 @@ class StepLog(TrainerCallback):
         if accuracy in metrics:
             metrics.setdefault("accuracy", metrics[accuracy])
         record = metrics_line(line["step"], metrics, line["flops"], self.clock.line(torch.get_num_threads()))
-        self.folder.append(line["step"], line["charges"], record, commits=self.meter.commits)
+        # what has run since stays on disk: a line written mid-round (an evaluation at an epoch's end that is not a
+        # round's) leaves the round's units so far in progress, where clearing them lost them until the next unit
+        self.folder.append(line["step"], line["charges"], record, commits=self.meter.commits,
+                           progress=[self._running()])

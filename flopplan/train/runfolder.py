@@ -173,10 +173,13 @@ class RunFolder:
             raise UserError(f"{str(path)!r} is not a flopplan run config ({exc})") from None
 
     def append(self, step: int, charges: list[dict[str, Any]], metrics_line: dict[str, Any],
-               evaluations: Sequence[dict[str, Any]] = (), commits: int | None = None) -> None:
+               evaluations: Sequence[dict[str, Any]] = (), commits: int | None = None,
+               progress: Sequence[tuple[Any, ...]] = ()) -> None:
         """One step's ledger, evaluation and metrics lines (each a whole line: a kill leaves at most one cut
-        short, and resume trims every log back to its checkpoint), then the step in progress is cleared.
-        ``commits``: a metered TRL run's commit count when the line is written (:meth:`lost_after`)."""
+        short, and resume trims every log back to its checkpoint), then the step in progress is cleared, or
+        replaced by ``progress`` (:meth:`set_progress`'s records: what has run since, such as a TRL round under
+        way when an evaluation's line is written mid-round). ``commits``: a metered TRL run's commit count when the
+        line is written (:meth:`lost_after`)."""
         with open(self.path / LEDGER, "a") as handle:
             handle.write(json.dumps({"step": step, "charges": charges,
                                      **({"commits": commits} if commits is not None else {})}) + "\n")
@@ -185,7 +188,7 @@ class RunFolder:
                 handle.write("".join(json.dumps(line) + "\n" for line in evaluations))
         with open(self.path / METRICS, "a") as handle:
             handle.write(json.dumps(metrics_line) + "\n")
-        self.clear_progress()
+        self.set_progress(progress)
 
     def append_partial(self, step: int, charge: dict[str, Any]) -> None:
         """A unit of the step in progress, as soon as it ran: a kill mid-step leaves a record of the work lost."""
