@@ -248,26 +248,41 @@ def test_a_folder_an_older_flopplan_wrote_is_trimmed_by_step_where_its_lines_hav
 def test_a_line_written_mid_round_leaves_the_rounds_units_so_far_in_progress(tmp_path):
     """An evaluation at an epoch's end that is not a round's end commits mid-round, into a line for the round
     before; the step log writes that line when the next optimizer step begins. Writing it cleared rank 0's record
-    of the round under way, so a kill before the round's next unit ended left the round's units so far out of the
-    lost work (17 counted of 42 here). The line now leaves them in progress, under the next step."""
+    of the round under way, and rank 1 kept its share of that round under the commit count from before the
+    evaluation, which read as summed in the evaluation's commit: a kill before each process's next unit ended left
+    the round's units so far out of the lost work (34 counted of 84 here, two processes; 59 with rank 0's kept).
+    Both now keep them in progress, rank 1 under the new count."""
     pytest.importorskip("transformers")
     from types import SimpleNamespace
 
-    from flopplan.engines.trl_steplog import StepLog
+    from flopplan.engines.trl_steplog import RankProgress, StepLog
+
+    def charge(flops):
+        return SimpleNamespace(to_data=lambda: _share(flops)[0])
 
     folder = _folder(tmp_path)
-    folder.append(1, _share(100), {"step": 1}, commits=1)
-    folder.append(2, _share(100), {"step": 2}, commits=2)  # the checkpoint of round 2 (2 commits)
-    running = {"rollout": SimpleNamespace(to_data=lambda: _share(25)[0])}  # round 3's units so far (rank 0)
-    meter = SimpleNamespace(folder=folder, rounds=2, commits=2, last_flops={}, accuracy_metric="accuracy",
-                            local_charges=lambda evaluation: {} if evaluation else running)
-    log = StepLog(meter)
-    log.progress()
-    assert folder.lost_after(2, 2) == 25
-    meter.commits = 3  # the epoch's evaluation commits mid-round, into step 2's line
-    log.evaluation([SimpleNamespace(to_data=lambda: _share(17)[0])])
-    assert folder.lost_after(2, 2) == 17 + 25
+    folder.append(1, _share(200), {"step": 1}, commits=1)
+    folder.append(2, _share(200), {"step": 2}, commits=2)  # the checkpoint of round 2 (2 commits)
+    ran = [{"round": {}, "eval": {}} for _ in range(2)]  # each process's units since its last commit
+    meters = [SimpleNamespace(folder=folder, rounds=2, commits=2, last_flops={}, accuracy_metric="accuracy",
+                              local_charges=lambda evaluation, r=r: r["eval"] if evaluation else r["round"])
+              for r in ran]
+    log, share = StepLog(meters[0]), RankProgress(meters[1], 1)
+    for r, written in zip(ran, (log.progress, share.progress), strict=True):
+        r["round"] = {"rollout": charge(25)}  # round 3's first units, 25 FLOPs on each process
+        written()
+        r["eval"] = {"eval": charge(17)}  # the epoch's evaluation, 17 on each
+        written()
+    assert folder.lost_after(2, 2) == 50 + 34
+    for m, r in zip(meters, ran, strict=True):  # the evaluation commits (3) on both processes
+        m.commits, r["eval"] = 3, {}
+    share.evaluation_committed([])
+    log.evaluation([charge(34)])  # into step 2's line, which rank 0 holds until the next step begins
+    assert folder.lost_after(2, 2) == 34 + 50
     log.on_step_begin(None, None, "control")  # the next optimizer step of round 3 begins: the line is written
     assert [json.loads(line)["commits"] for line in (folder.path / "ledger.jsonl").read_text().splitlines()] \
         == [1, 2, 3]
-    assert folder.lost_after(2, 2) == 17 + 25
+    assert folder.lost_after(2, 2) == 34 + 50
+    ran[1]["round"] = {"rollout": charge(40)}  # rank 1's next unit of round 3 ends
+    share.progress()
+    assert folder.lost_after(2, 2) == 34 + 25 + 40

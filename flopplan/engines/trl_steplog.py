@@ -34,8 +34,8 @@ def attach_step_log(trainer: Any, meter: TRLMeter, budget_callback: Any) -> Step
     if not trainer.accelerator.is_main_process:
         share = RankProgress(meter, trainer.accelerator.process_index)
         meter.on_unit.append(share.progress)
-        budget_callback.on_commit.append(share.committed)
-        budget_callback.on_evaluation.append(share.committed)
+        budget_callback.on_commit.append(share.round_committed)
+        budget_callback.on_evaluation.append(share.evaluation_committed)
         return None
     log = StepLog(meter)
     budget_callback.on_commit.append(log.round)
@@ -49,10 +49,11 @@ class RankProgress:
     """Process ``rank``'s (> 0) share of the round and evaluation in progress, as the run folder's
     ``progress.rank{rank}.jsonl``, rewritten as each unit ends: the round's share under the round's step, an
     evaluation's under the step whose line it commits into (the round before it). Each line carries the
-    process's commit count (:attr:`TRLMeter.commits`); after a commit the share written before it stays on disk,
-    with its count, until the next commit replaces it, since rank 0 may not yet have written the summed line that
-    holds it, and :meth:`~flopplan.train.runfolder.RunFolder.lost_after` reads a share as summed once rank 0 has
-    written after the commit that holds it, or once a logged line's count reaches that commit."""
+    process's commit count (:attr:`TRLMeter.commits`); after a commit the share it summed stays on disk, with its
+    count, until the next commit replaces it, since rank 0 may not yet have written the summed line that holds it,
+    and :meth:`~flopplan.train.runfolder.RunFolder.lost_after` reads a share as summed once rank 0 has written after
+    the commit that holds it, or once a logged line's count reaches that commit. The share the commit did not sum
+    (the round under way, when an evaluation commits mid-round) is written again at once under the new count."""
 
     def __init__(self, meter: TRLMeter, rank: int) -> None:
         assert meter.folder is not None and rank > 0
@@ -66,8 +67,18 @@ class RankProgress:
                         (m.rounds, [c.to_data() for c in m.local_charges(True).values()], count)]
         self.folder.set_progress([*self.previous, *self.current], rank=self.rank)
 
-    def committed(self, _: list[Any]) -> None:
-        self.previous, self.current = self.current, []  # written at this process's next unit, beside its next share
+    def round_committed(self, _: list[Any]) -> None:
+        self._committed(0)
+
+    def evaluation_committed(self, _: list[Any]) -> None:
+        self._committed(1)
+
+    def _committed(self, summed: int) -> None:
+        """The share at ``summed`` in :attr:`current` (0: the round's, 1: the evaluation's) was summed: it stays on
+        disk under its count; the other is written again under the new count (it belongs to a later commit: left
+        under the old one, it read as summed in this commit until this process's next unit ended)."""
+        self.previous = self.current[summed:summed + 1]
+        self.progress()
 
 
 class StepLog(TrainerCallback):
