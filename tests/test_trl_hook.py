@@ -346,16 +346,23 @@ def test_a_kill_mid_round_on_two_processes_loses_both_processes_shares(tiny, tmp
     assert not list(run.glob("progress.rank*.jsonl")) or _executed(run / "progress.rank1.jsonl", rounds + 1)[0] == 0
 
 
+def _grpo_args(tmp_path: Path, **changes):
+    """:func:`_trainers`' GRPOConfig (2 steps of 8 rows, 4 generations, 8 completion tokens), with changes."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(**{"output_dir": str(tmp_path / "trl"), "per_device_train_batch_size": 8, "num_generations": 4,
+                         "max_completion_length": 8, "use_cpu": True, "report_to": "none", "max_steps": 2, **changes})
+
+
 def _trainers(tiny: Path, tmp_path: Path):
     """A maker of GRPOTrainers of the tiny policy on 16 chat rows of the example's data (2 steps), with changes."""
     from datasets import load_dataset
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     example = _example()
     example.write_dataset(tmp_path / "data.parquet", 16, chat=True)
     data = load_dataset("parquet", data_files=str(tmp_path / "data.parquet"), split="train")
-    args = GRPOConfig(output_dir=str(tmp_path / "trl"), per_device_train_batch_size=8, num_generations=4,
-                      max_completion_length=8, use_cpu=True, report_to="none", max_steps=2)
+    args = _grpo_args(tmp_path)
 
     def trainer(**changes):
         kwargs = {"model": str(tiny / "policy"), "reward_funcs": [example.accuracy_reward], "args": args,
@@ -428,6 +435,49 @@ def test_a_reward_models_read_of_chat_prompts_is_known_before_training(tiny, tmp
         reward_prompt_reads(trainer, prompts)
 
 
+def test_checkpoints_and_evaluations_inside_a_round_are_refused_whatever_transformers_calls_the_strategy():
+    """transformers 5 gives ``save_strategy`` and ``eval_strategy`` as str enums whose ``str()`` is the member's
+    name (``SaveStrategy.STEPS``): the check read ``str(strategy).endswith("steps")``, never true, so an evaluation
+    every optimizer step of 2-step rounds was accepted, and the guard, keeping in reserve the evaluations at round
+    boundaries only, let such a run spend 157,341,696 FLOPs of a 120,000,000 budget (a held-out user's script)."""
+    pytest.importorskip("trl")
+    from trl import GRPOConfig
+
+    from flopplan.engines.trl_hook import _check_boundaries
+
+    def config(**changes):
+        return GRPOConfig(output_dir="unused", use_cpu=True, report_to="none", **changes)
+
+    with pytest.raises(UserError, match=r"^GRPOConfig eval_steps \(1\) must be a multiple of the 2 optimizer steps"):
+        _check_boundaries(config(eval_strategy="steps", eval_steps=1), 2, True)
+    with pytest.raises(UserError, match=r"^GRPOConfig save_steps \(3\) must be a multiple of the 2 optimizer steps"):
+        _check_boundaries(config(save_strategy="steps", save_steps=3), 2, False)
+    _check_boundaries(config(eval_strategy="steps", eval_steps=4, save_steps=6), 2, True)  # boundaries: accepted
+    _check_boundaries(config(eval_strategy="steps", eval_steps=1), 2, False)  # no evaluation data: none runs
+
+
+@pytest.mark.slow
+def test_a_run_that_ends_inside_a_round_charges_what_that_round_ran(tiny, tmp_path):
+    """A round of 2 optimizer steps (steps_per_generation 2) and max_steps 3: TRL generates the second round and
+    runs one of its updates, and the meter, which commits at round boundaries, charged none of it (a held-out
+    script: 43 % of what ran), while its num_tokens check, made at boundaries only, still read equal. The round in
+    progress at the end is now charged (measured equal to the closed form), and TRL's token count is checked at
+    the end."""
+    from flopplan.trl import meter
+
+    trainer = _trainers(tiny, tmp_path)(args=_grpo_args(tmp_path, steps_per_generation=2, max_steps=3))
+    metered = meter(trainer, out=tmp_path / "run", measure=True)
+    trainer.train()
+    s = _summary(tmp_path / "run")
+    _exact(s)
+    assert metered.tokens == trainer.state.num_input_tokens_seen > 0 and s["steps"] == 2
+    lines = [json.loads(x) for x in (tmp_path / "run" / "ledger.jsonl").read_text().splitlines()]
+    by_unit = [{c["unit"]: sum(c["executed"].values()) for c in line["charges"]} for line in lines]
+    assert [line["step"] for line in lines] == [1, 2]
+    assert by_unit[1]["rollout"] == by_unit[0]["rollout"] > 0 and 2 * by_unit[1]["update"] == by_unit[0]["update"]
+    assert any("ended after 1 of its 2 optimizer steps" in note for note in metered.notes)
+
+
 @pytest.mark.slow
 def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
     from datasets import load_dataset
@@ -481,6 +531,15 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
     with pytest.raises(UserError, match=r"nothing to resume in .*never': no config\.json"):
         meter(trainer(), out=tmp_path / "never", resume=True)  # a folder no run ever wrote
     assert not (tmp_path / "never").exists()
+    from flopplan.projections import LORA_TARGETS
+
+    # peft writes "all-linear" out as every linear layer's full name: priced as every projection (it was refused);
+    # full names that leave a layer out are refused
+    every = meter(trainer(peft_config=LoraConfig(r=4, target_modules="all-linear")))
+    assert every.recipe.lora_rank == 4 and set(every.recipe.lora_targets) == set(LORA_TARGETS)
+    with pytest.raises(UserError, match=r"^peft target_modules: q_proj on 1 of the 2 layers") as caught:
+        meter(trainer(peft_config=LoraConfig(r=4, target_modules=["model.layers.0.self_attn.q_proj"])), out=out)
+    assert "\n" not in str(caught.value) and not out.exists()
     plain = trainer(peft_config=LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
     with pytest.raises(UserError, match="lora_rank"):
         meter(plain, out=out, recipe=Recipe(policy="tiny", lora_rank=8, prompts_per_step=2, group_size=4))

@@ -84,7 +84,8 @@ def _check_boundaries(args: Any, per_round: int, evaluation: bool) -> None:
     for name, strategy, steps in (("save_steps", args.save_strategy, args.save_steps),
                                   ("eval_steps", args.eval_strategy if evaluation else "no",
                                    args.eval_steps or args.logging_steps)):
-        if str(strategy).endswith("steps") and (steps < 1 or int(steps) % per_round):
+        if strategy == "steps" and (steps < 1 or int(steps) % per_round):  # (transformers' str enums: str() of
+            # SaveStrategy.STEPS is "SaveStrategy.STEPS", which missed these checks; == compares the values)
             raise UserError(f"GRPOConfig {name} ({steps}) must be a multiple of the {per_round} optimizer steps a "
                             "round takes")
 
@@ -442,6 +443,20 @@ class FlopBudgetCallback(TrainerCallback):
         return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        per_round = self.meter.run.optimizer_steps_per_round
+        done = state.global_step % per_round
+        if int(self.reduce(torch.tensor(int(self.meter.round_under_way())))):  # (every process: the same answer)
+            # training ended inside a round (max_steps or the last epoch's end off a round's boundary, or a callback
+            # that stopped it): its generation and the updates that ran are charged as a round of their own (the
+            # guard admitted the whole round), and TRL's token count, logged at its last step, checked against it
+            committed = self.meter.commit(self.reduce)
+            for observer in self.on_commit:
+                observer(committed)
+            self.meter.check_tokens(state.num_input_tokens_seen)
+            self.meter.notes.append(f"the last round ended after {done} of its {per_round} optimizer steps: its "
+                                    "generation and the updates that ran are charged")
         if not self.meter.guard.decision.stop:
-            self.meter.guard.stop("steps", f"reached {state.global_step} optimizer steps ({self.meter.rounds} rounds)")
+            how = f"reached {state.global_step} optimizer steps" if state.global_step >= state.max_steps else \
+                f"stopped by the trainer at optimizer step {state.global_step} of {state.max_steps} (a callback)"
+            self.meter.guard.stop("steps", f"{how} ({self.meter.rounds} rounds)")
         return control

@@ -167,6 +167,11 @@ class TRLMeter:
         lengths = list(zip(inputs["prompt_mask"].sum(1).tolist(), mask.sum(1).tolist(), strict=True))
         self.round["update"].append(ran(self.passes["update"], lengths, (p, k)))
 
+    def round_under_way(self) -> bool:
+        """Whether any unit of a round has run on this process since its last commit."""
+        r = self.round
+        return bool(r["passes"] or r["charges"] or r["update"] or r["reward"])
+
     def record_reward(self, rows: int, width: int, own: list[int], evaluation: bool = False) -> None:
         """One reward-model call: its rows, its padded width and each row's own tokens."""
         (self.evaluation if evaluation else self.round)["reward"].append((rows, width, own))
