@@ -90,10 +90,31 @@ def policy_lora(model: Any) -> tuple[int | None, tuple[str, ...] | None]:
         if value not in (priced, None) and not (isinstance(value, (set, frozenset, list, tuple, dict)) and not value):
             raise UserError(f"peft {name}={value!r}: flopplan prices LoRA of one rank on every layer's projections")
     targets = config.target_modules
+    if isinstance(targets, (set, frozenset, list, tuple)) and any("." in t for t in targets):
+        targets = _layer_targets(targets, _architecture(model).num_layers)
     order = {name: i for i, name in enumerate(LORA_TARGETS)}  # flopplan's order; unknown names refused later
     names = tuple(sorted(targets, key=lambda t: (order.get(t, len(order)), t))) \
         if isinstance(targets, (set, list, tuple)) else targets
     return int(config.r), names
+
+
+def _layer_targets(names: Any, layers: int) -> set[str]:
+    """Full module names (peft writes ``target_modules="all-linear"`` out as every linear layer's:
+    ``model.layers.0.mlp.down_proj``, ...) as the projection names they adapt, when each projection is adapted on
+    every one of the ``layers`` decoder layers (flopplan prices LoRA of one rank on every layer's projections)."""
+    found: dict[str, set[int]] = {}
+    for name in names:
+        parts = name.split(".")
+        index = next((parts[i + 1] for i, part in enumerate(parts[:-2]) if part == "layers" and parts[i + 1].isdigit()),
+                     None)
+        if index is None:
+            raise UserError(f"peft target_modules {name!r}: flopplan prices LoRA on the decoder layers' projections")
+        found.setdefault(parts[-1], set()).add(int(index))
+    for projection, on in sorted(found.items()):
+        if len(on) != layers:
+            raise UserError(f"peft target_modules: {projection} on {len(on)} of the {layers} layers; flopplan prices "
+                            "LoRA on every layer's projections")
+    return set(found)
 
 
 def _reward_models(funcs: list[Any]) -> list[nn.Module]:
