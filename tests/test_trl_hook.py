@@ -430,6 +430,7 @@ def test_a_reward_models_read_of_chat_prompts_is_known_before_training(tiny, tmp
     assert len(reads) == len(rows) > 0 and reads == expected
     assert len(executed) == 2 and all(0 < e <= b for e, b in zip(executed, bounds, strict=False))
     assert metered.reward_extra == 0  # one tokenizer: nothing read beyond the prompt's read and the completion
+    assert not any("tokenizer is not the policy's" in note for note in metered.notes)
     reward_tokenizer.chat_template = None  # TRL's reward call would fail at the first round: refused in one line
     with pytest.raises(UserError, match=r"tokenizer cannot lay out the chat prompts .*: give it a chat template$"):
         reward_prompt_reads(trainer, prompts)
@@ -528,6 +529,10 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
                       train_dataset=plain_data), out=out, check_prompts=check_prompts)  # (the hook race pilots use)
     longest = max(len(reader(text=p, add_special_tokens=False)["input_ids"]) for p in plain_data["prompt"])
     assert seen[0][2] == longest > 0 and seen[0][3] == 0 and not out.exists()  # (no evaluation data)
+    reader.add_tokens(["<think>"])  # a reward tokenizer that is not the policy's: the meter says what it learns
+    noted = meter(trainer(reward_funcs=[AutoModelForSequenceClassification.from_pretrained(orm)],
+                          reward_processing_classes=[reader]))
+    assert any(note.startswith("the reward model's tokenizer is not the policy's") for note in noted.notes)
     with pytest.raises(UserError, match=r"nothing to resume in .*never': no config\.json"):
         meter(trainer(), out=tmp_path / "never", resume=True)  # a folder no run ever wrote
     assert not (tmp_path / "never").exists()

@@ -78,6 +78,17 @@ def _evaluation_rows(trainer: Any, generations: int | None) -> tuple[int, int]:
     return sum(-(-len(d) * generations // (batch * world)) * batch * world for d in eval_datasets(trainer)), batch
 
 
+def _retokenising(trainer: Any) -> list[str]:
+    """A note when a reward model's tokenizer is not the policy's: it reads each completion's decoded text in its
+    own tokens, which the guard learns as rounds run (docs/guide/trl.md, "What the meter does not see")."""
+    policy = getattr(trainer.processing_class, "get_vocab", None)
+    if policy is None or all(tokenizer.get_vocab() == policy() for _, tokenizer in reward_models(trainer)):
+        return []
+    return ["the reward model's tokenizer is not the policy's: the guard learns how many tokens it reads a "
+            "completion in as rounds run, so a first round, or one with completions it splits worse than any "
+            "before, can run beyond the guard's bound by that difference"]
+
+
 def _check_boundaries(args: Any, per_round: int, evaluation: bool) -> None:
     """Checkpoints and evaluations at round boundaries: a checkpoint inside a round cannot be resumed without
     losing its rollouts, and the guard keeps evaluations in reserve at the boundaries."""
@@ -158,7 +169,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     eval_rows, eval_batch = _evaluation_rows(trainer, read.eval_generations)
     m = TRLMeter(read.recipe, read.run, flops, folder, measure=measure, peak_flops=peak_flops, rank=read.rank,
                  eval_rows=eval_rows, eval_batch=eval_batch, charge_lost=not lost_outside_budget)
-    m.notes += read.notes
+    m.notes += [*read.notes, *_retokenising(trainer)]
     m.prompt_max, m.reward_prompt_max, m.eval_prompt_max, m.eval_reward_prompt_max = lengths
     m.summary_fields = {"conventions": read.conventions, "device": str(trainer.accelerator.device),
                         "dtype": read.conventions["dtype"]}
