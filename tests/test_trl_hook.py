@@ -77,6 +77,7 @@ def _exact(summary: dict) -> None:
     for unit, values in summary["measured_by_unit"].items():
         assert values["measured"] == values["closed_form"] > 0, unit
     assert summary["engine_checks"]["num_tokens"]["equal"] is True
+    assert summary["engine_checks"]["outside_units"] == {"flops": 0, "none": True}  # nothing ran uncharged
 
 
 SCENARIOS = {
@@ -477,6 +478,40 @@ def test_a_run_that_ends_inside_a_round_charges_what_that_round_ran(tiny, tmp_pa
     assert [line["step"] for line in lines] == [1, 2]
     assert by_unit[1]["rollout"] == by_unit[0]["rollout"] > 0 and 2 * by_unit[1]["update"] == by_unit[0]["update"]
     assert any("ended after 1 of its 2 optimizer steps" in note for note in metered.notes)
+
+
+@pytest.mark.slow
+def test_measuring_counts_what_a_subclass_runs_outside_the_charged_units(tiny, tmp_path):
+    """A GRPOTrainer subclass that runs work of its own in ``compute_loss`` (a diagnostic forward, here a 64 x 64
+    matmul: 2 x 64^3 FLOPs a call) was neither charged nor seen by ``measure=True``, which counted only the calls
+    the meter wraps (a held-out user's script: 122,726,400 FLOPs, 18 % of the run). Measuring now counts TRL's
+    whole training and prediction steps too, and reports what ran outside the units."""
+    import torch
+    from datasets import load_dataset
+    from trl import GRPOTrainer
+
+    from flopplan.trl import meter
+
+    calls = []
+
+    class Diagnosing(GRPOTrainer):
+        def compute_loss(self, *args, **kwargs):
+            with torch.no_grad():
+                torch.ones(64, 64) @ torch.ones(64, 64)
+            calls.append(1)
+            return super().compute_loss(*args, **kwargs)
+
+    example = _example()
+    example.write_dataset(tmp_path / "data.parquet", 16, chat=True)
+    data = load_dataset("parquet", data_files=str(tmp_path / "data.parquet"), split="train")
+    trainer = Diagnosing(model=str(tiny / "policy"), reward_funcs=[example.accuracy_reward], args=_grpo_args(tmp_path),
+                         train_dataset=data)
+    metered = meter(trainer, out=tmp_path / "run", measure=True)
+    trainer.train()
+    s = _summary(tmp_path / "run")
+    assert s["measured_equals_closed_form"] is True  # the units themselves are exact
+    assert len(calls) == 2 and s["engine_checks"]["outside_units"] == {"flops": 2 * 64**3 * 2, "none": False}
+    assert any(note.startswith(f"{2 * 64**3 * 2:,} FLOPs ran in TRL's steps outside") for note in metered.notes)
 
 
 @pytest.mark.slow

@@ -180,6 +180,16 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     return m
 
 
+def _watched(meter: TRLMeter, step: Any) -> Any:
+    """``step`` (TRL's training or prediction step) counted whole when measuring (:meth:`TRLMeter.watching`)."""
+    @functools.wraps(step)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with meter.watching():
+            return step(*args, **kwargs)
+
+    return run
+
+
 def _timed(meter: TRLMeter, trainer: Any, fn: Any, unit: Any) -> Any:
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -253,6 +263,8 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
     models = reward_models(trainer)
     trainer._generate_single_turn = generate_single_turn
     trainer._calculate_rewards = calculate_rewards
+    for name in ("training_step", "prediction_step") if meter.measure else ():
+        setattr(trainer, name, _watched(meter, getattr(trainer, name)))
     trainer._generate_and_score_completions = generate_and_score
     trainer._prepare_inputs = prepare_inputs
     trainer.log = log_with_flops
@@ -466,6 +478,11 @@ class FlopBudgetCallback(TrainerCallback):
             self.meter.check_tokens(state.num_input_tokens_seen)
             self.meter.notes.append(f"the last round ended after {done} of its {per_round} optimizer steps: its "
                                     "generation and the updates that ran are charged")
+        if self.meter.measure:  # what ran outside the charged units, over every process
+            outside = self.meter.outside_units_total = int(self.reduce(torch.tensor(self.meter.outside_units)))
+            if outside:
+                self.meter.notes.append(f"{outside:,} FLOPs ran in TRL's steps outside the units the meter charges "
+                                        "(a subclass's own model calls?): not in the ledger")
         if not self.meter.guard.decision.stop:
             how = f"reached {state.global_step} optimizer steps" if state.global_step >= state.max_steps else \
                 f"stopped by the trainer at optimizer step {state.global_step} of {state.max_steps} (a callback)"

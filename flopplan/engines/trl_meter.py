@@ -92,6 +92,10 @@ class TRLMeter:
         self.raise_on_ctrl_c = True  # trainer.train() raises KeyboardInterrupt after a Ctrl-C's checkpoint (a
         #                              caller that reports the stop itself, flopplan train, sets it False)
         self.last_round_flops = 0
+        self.outside_units = 0  # when measuring: what FlopMeter counted in TRL's steps outside the units on this
+        #                         process (work the meter does not charge: a subclass's own model calls)
+        self.outside_units_total: int | None = None  # the latter over every process, at the end (None: unmeasured)
+        self._whole: FlopMeter | None = None  # the meter of the TRL step under way (paused inside a unit)
         self._started = time.perf_counter()
         self._round_seconds = 0.0
         self._scoring_calls = 0
@@ -194,8 +198,15 @@ class TRLMeter:
             torch.cuda.synchronize()
         start = time.perf_counter()
         meter = FlopMeter() if self.measure else contextlib.nullcontext()
-        with meter:
-            yield
+        whole = self._whole
+        if whole is not None:
+            whole.paused += 1
+        try:
+            with meter:
+                yield
+        finally:
+            if whole is not None:
+                whole.paused -= 1
         if sync:
             torch.cuda.synchronize()
         target = self.evaluation if unit == "eval" else self.round
@@ -204,6 +215,22 @@ class TRLMeter:
             target["measured"][unit] += meter.total
             for name, flops in meter.blind.items():
                 target["blind"][unit][name] += flops
+
+    @contextlib.contextmanager
+    def watching(self) -> Any:
+        """When measuring, count a whole TRL step (``training_step``, ``prediction_step``) with FlopMeter too: what
+        it ran outside the units inside it (that meter paused while one runs) is work the meter does not charge
+        (:attr:`outside_units`)."""
+        if not self.measure:
+            yield
+            return
+        with FlopMeter() as whole:
+            self._whole = whole
+            try:
+                yield
+            finally:
+                self._whole = None
+        self.outside_units += whole.executed
 
     @property
     def commits(self) -> int:
@@ -389,7 +416,10 @@ class TRLMeter:
                                           state.get("eval_reward_prompt_max", state["reward_prompt_max"]))
 
     def summary(self, **fields: Any) -> RunSummary:
-        checks = {"num_tokens": {"trl": self.trl_tokens, "flopplan": self.tokens,
-                                 "equal": self.trl_tokens == self.tokens}} if self.trl_tokens is not None else {}
+        checks: dict[str, Any] = {"num_tokens": {"trl": self.trl_tokens, "flopplan": self.tokens,
+                                                 "equal": self.trl_tokens == self.tokens}} \
+            if self.trl_tokens is not None else {}
+        if self.outside_units_total is not None:  # FlopCounterMode over TRL's whole steps against their units
+            checks["outside_units"] = {"flops": self.outside_units_total, "none": self.outside_units_total == 0}
         return self.guard.summary(model=self.spec.name, reward=str(self.recipe.reward), engine="trl",
                                   engine_checks=checks, **fields)

@@ -98,6 +98,8 @@ class FlopMeter(TorchDispatchMode):
         self.total = 0
         self.blind = dict.fromkeys(BLIND_SPOTS, 0)  # FLOPs FlopCounterMode does not count, by blind spot
         self.by_op: dict[Any, int] = {}
+        self.paused = 0  # > 0: ops run uncounted (an inner meter counts them: nested, both would, and this one
+        #                  would count an inner meter's replays of decompositions on meta tensors as well)
 
     def get_total_flops(self) -> int:  # the name FlopCounterMode uses
         return self.total
@@ -128,6 +130,8 @@ class FlopMeter(TorchDispatchMode):
         if func in _METADATA:
             return NotImplemented
         out = func(*args, **kwargs)  # the op's own kernel, as without the meter
+        if self.paused:
+            return out
         if not (_has_decomposition(func) and self._count_decomposition(func, args, kwargs)):
             self._add(func, args, kwargs, out)
         return out
