@@ -295,11 +295,15 @@ def test_two_processes_agree(tiny, tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_on_one_of_two_processes_stops_both_after_the_same_round_with_its_checkpoint(tiny, tmp_path):
     """torchrun, 2 CPU processes: a SIGINT to rank 1 alone reaches rank 0 through the round's reduction, so both
-    stop after the same round (a checkpoint needs both) and the summary rank 0 writes says interrupted."""
+    stop after the same round (a checkpoint needs both), the summary rank 0 writes says interrupted, and both
+    scripts end with KeyboardInterrupt (rank 0's went on as if the run were done: a review)."""
     run, trl = tmp_path / "run", tmp_path / "trl"
-    _interrupted_in_round_2([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                             str(EXAMPLE), "--model", str(tiny / "policy"), "--output-dir", str(trl), "--out",
-                             str(run), *COMMON, "--batch-size", "4", "--attn", "sdpa", "--max-steps", "400"], run, "1")
+    err = _interrupted_in_round_2([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+                                   "2", str(EXAMPLE), "--model", str(tiny / "policy"), "--output-dir", str(trl),
+                                   "--out", str(run), *COMMON, "--batch-size", "4", "--attn", "sdpa", "--max-steps",
+                                   "400"], run, "1")
+    for rank in (0, 1):  # every process's script stops (rank 0's train() had returned as if the run were done)
+        assert f"[rank{rank}]: KeyboardInterrupt: interrupted after round" in err, err[-3000:]
     s = _summary(run)
     assert s["stop"]["reason"] == "interrupted" and 2 <= s["steps"] < 200
     assert (trl / f"checkpoint-{2 * s['steps']}" / "flopplan_ledger.json").is_file()
@@ -464,10 +468,13 @@ def test_a_run_that_ends_inside_a_round_charges_what_that_round_ran(tiny, tmp_pa
     runs one of its updates, and the meter, which commits at round boundaries, charged none of it (a held-out
     script: 43 % of what ran), while its num_tokens check, made at boundaries only, still read equal. The round in
     progress at the end is now charged (measured equal to the closed form), and TRL's token count is checked at
-    the end."""
+    the end. It is charged at the last step's end, before the final checkpoint is saved and the step logged (a
+    review: charged at the training's end, the checkpoint lacked it, so a resume from it charged the round as lost
+    work and its token check read 364 against 278), so a resume from that checkpoint loses nothing."""
     from flopplan.trl import meter
 
-    trainer = _trainers(tiny, tmp_path)(args=_grpo_args(tmp_path, steps_per_generation=2, max_steps=3))
+    make = _trainers(tiny, tmp_path)
+    trainer = make(args=_grpo_args(tmp_path, steps_per_generation=2, max_steps=3))
     metered = meter(trainer, out=tmp_path / "run", measure=True)
     trainer.train()
     s = _summary(tmp_path / "run")
@@ -478,6 +485,15 @@ def test_a_run_that_ends_inside_a_round_charges_what_that_round_ran(tiny, tmp_pa
     assert [line["step"] for line in lines] == [1, 2]
     assert by_unit[1]["rollout"] == by_unit[0]["rollout"] > 0 and 2 * by_unit[1]["update"] == by_unit[0]["update"]
     assert any("ended after 1 of its 2 optimizer steps" in note for note in metered.notes)
+    saved = json.loads((tmp_path / "trl" / "checkpoint-3" / "flopplan_ledger.json").read_text())
+    assert saved["rounds"] == 2 and saved["tokens"] == metered.tokens  # the final checkpoint holds the round
+    assert trainer.state.log_history[-1]["flops/total"] == s["flops"]["total"]  # what TRL's logs (report_to) got
+    resumed = make(args=_grpo_args(tmp_path, steps_per_generation=2, max_steps=5))
+    meter(resumed, out=tmp_path / "run", measure=True, resume=True)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "trl" / "checkpoint-3"))
+    after = _summary(tmp_path / "run")
+    _exact(after)
+    assert after["lost_flops"] == 0 and after["flops"]["total"] > s["flops"]["total"]
 
 
 @pytest.mark.slow
@@ -512,6 +528,11 @@ def test_measuring_counts_what_a_subclass_runs_outside_the_charged_units(tiny, t
     assert s["measured_equals_closed_form"] is True  # the units themselves are exact
     assert len(calls) == 2 and s["engine_checks"]["outside_units"] == {"flops": 2 * 64**3 * 2, "none": False}
     assert any(note.startswith(f"{2 * 64**3 * 2:,} FLOPs ran in TRL's steps outside") for note in metered.notes)
+    resumed = Diagnosing(model=str(tiny / "policy"), reward_funcs=[example.accuracy_reward],
+                         args=_grpo_args(tmp_path, max_steps=4), train_dataset=data)
+    meter(resumed, out=tmp_path / "run", measure=True, resume=True)  # the figure is the run's, resumes included
+    resumed.train(resume_from_checkpoint=str(tmp_path / "trl" / "checkpoint-2"))
+    assert len(calls) == 4 and _summary(tmp_path / "run")["engine_checks"]["outside_units"]["flops"] == 4 * 2 * 64**3
 
 
 @pytest.mark.slow

@@ -39,7 +39,14 @@ from transformers import TrainerCallback
 
 from flopplan.budget import Budget
 from flopplan.engines.trl_meter import TRLMeter
-from flopplan.engines.trl_prompts import eval_datasets, longest_prompts, prompt_sets, reward_models, reward_prompt_reads
+from flopplan.engines.trl_prompts import (
+    eval_datasets,
+    longest_prompts,
+    prompt_sets,
+    retokenising,
+    reward_models,
+    reward_prompt_reads,
+)
 from flopplan.engines.trl_resume import abandon_newer, check_start_over, keep_lost, lost_since
 from flopplan.engines.trl_steplog import attach_step_log
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
@@ -76,17 +83,6 @@ def _evaluation_rows(trainer: Any, generations: int | None) -> tuple[int, int]:
         return 0, 1
     batch, world = int(trainer.args.per_device_eval_batch_size), int(trainer.accelerator.num_processes)
     return sum(-(-len(d) * generations // (batch * world)) * batch * world for d in eval_datasets(trainer)), batch
-
-
-def _retokenising(trainer: Any) -> list[str]:
-    """A note when a reward model's tokenizer is not the policy's: it reads each completion's decoded text in its
-    own tokens, which the guard learns as rounds run (docs/guide/trl.md, "What the meter does not see")."""
-    policy = getattr(trainer.processing_class, "get_vocab", None)
-    if policy is None or all(tokenizer.get_vocab() == policy() for _, tokenizer in reward_models(trainer)):
-        return []
-    return ["the reward model's tokenizer is not the policy's: the guard learns how many tokens it reads a "
-            "completion in as rounds run, so a first round, or one with completions it splits worse than any "
-            "before, can run beyond the guard's bound by that difference"]
 
 
 def _check_boundaries(args: Any, per_round: int, evaluation: bool) -> None:
@@ -169,7 +165,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     eval_rows, eval_batch = _evaluation_rows(trainer, read.eval_generations)
     m = TRLMeter(read.recipe, read.run, flops, folder, measure=measure, peak_flops=peak_flops, rank=read.rank,
                  eval_rows=eval_rows, eval_batch=eval_batch, charge_lost=not lost_outside_budget)
-    m.notes += [*read.notes, *_retokenising(trainer)]
+    m.notes += [*read.notes, *retokenising(trainer)]
     m.prompt_max, m.reward_prompt_max, m.eval_prompt_max, m.eval_reward_prompt_max = lengths
     m.summary_fields = {"conventions": read.conventions, "device": str(trainer.accelerator.device),
                         "dtype": read.conventions["dtype"]}
@@ -322,7 +318,8 @@ def _stops_on_ctrl_c(train: Any, meter: TRLMeter, callback: FlopBudgetCallback) 
             raise UserError("trainer.hyperparameter_search trains one run per trial with this trainer, and a meter "
                             "meters one run: meter a trainer per trial (each with its own out and budget), or "
                             "compare the trials' settings with flopplan race")
-        ctrl_c.requested = False  # a new call (the same trainer resumed in a notebook) starts without a stop
+        ctrl_c.requested = callback.ctrl_c_anywhere = False  # a new call (the same trainer resumed in a notebook)
+        # starts without a stop
         callback.resume_from = kwargs.get("resume_from_checkpoint", args[0] if args else None)
         if meter.decision.reason == "interrupted":
             meter.guard.resume()
@@ -335,7 +332,8 @@ def _stops_on_ctrl_c(train: Any, meter: TRLMeter, callback: FlopBudgetCallback) 
                 trainer = callback.trainer
                 trainer.callback_handler.on_train_end(trainer.args, trainer.state, trainer.control)
                 return None
-        if ctrl_c.requested and meter.raise_on_ctrl_c:  # the script stops, however the run ended
+        if (ctrl_c.requested or callback.ctrl_c_anywhere) and meter.raise_on_ctrl_c:  # the script stops, however
+            # the run ended, on every process (the stop after a Ctrl-C to one of them is every process's)
             raise KeyboardInterrupt(meter.decision.message)
         return result
 
@@ -379,6 +377,7 @@ class FlopBudgetCallback(TrainerCallback):
         self.trainer, self.meter = trainer, meter
         self.ctrl_c = CtrlC()  # set by the handler train() runs under (_stops_on_ctrl_c)
         self.stopped = False  # this callback stopped the run and asked for its checkpoint
+        self.ctrl_c_anywhere = False  # a Ctrl-C reached some process (reduced at each commit)
         self.resume_from: Any = None  # what trainer.train(resume_from_checkpoint=...) was given
         self.on_commit: list[Any] = []
         self.on_evaluation: list[Any] = []
@@ -448,6 +447,8 @@ class FlopBudgetCallback(TrainerCallback):
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if state.global_step % self.meter.run.optimizer_steps_per_round:
+            if state.global_step >= state.max_steps:  # the run ends inside this round: charged before the final
+                self._commit_partial(state)  # checkpoint is saved and the step logged (the same on every process)
             return control  # the round goes on
         committed = self.meter.commit(self.reduce)
         for observer in self.on_commit:
@@ -456,6 +457,7 @@ class FlopBudgetCallback(TrainerCallback):
         # the same decision on every process: stop when the next round does not fit anywhere, or after this one
         # when Ctrl-C reached any process (the budget's reason first: a run that cannot go on is finished)
         over, asked = (int(v) for v in self.reduce(torch.tensor([0 if fits else 1, int(self.ctrl_c.requested)])))
+        self.ctrl_c_anywhere = bool(asked)
         last = state.global_step >= state.max_steps  # the run ends here anyway (max_steps, or the last epoch's end)
         if asked and not over and not last:
             self.meter.guard.stop("interrupted", f"interrupted after round {self.meter.rounds} (optimizer step "
@@ -465,21 +467,28 @@ class FlopBudgetCallback(TrainerCallback):
             control.should_save = self.stopped = True
         return control
 
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+    def _commit_partial(self, state: Any) -> None:
+        """Training ends inside a round (at ``max_steps`` or the last epoch's end off a round's boundary, or a
+        callback stopped it): the round's generation and the updates that ran are charged as a round of their own
+        (the guard admitted the whole round), and TRL's token count checked against them. Every process calls it."""
+        under_way, asked = (int(v) for v in self.reduce(torch.tensor([int(self.meter.round_under_way()),
+                                                                       int(self.ctrl_c.requested)])))
+        self.ctrl_c_anywhere = self.ctrl_c_anywhere or bool(asked)
+        if not under_way:
+            return
+        committed = self.meter.commit(self.reduce)
+        for observer in self.on_commit:
+            observer(committed)
+        self.meter.check_tokens(state.num_input_tokens_seen)
         per_round = self.meter.run.optimizer_steps_per_round
-        done = state.global_step % per_round
-        if int(self.reduce(torch.tensor(int(self.meter.round_under_way())))):  # (every process: the same answer)
-            # training ended inside a round (max_steps or the last epoch's end off a round's boundary, or a callback
-            # that stopped it): its generation and the updates that ran are charged as a round of their own (the
-            # guard admitted the whole round), and TRL's token count, logged at its last step, checked against it
-            committed = self.meter.commit(self.reduce)
-            for observer in self.on_commit:
-                observer(committed)
-            self.meter.check_tokens(state.num_input_tokens_seen)
-            self.meter.notes.append(f"the last round ended after {done} of its {per_round} optimizer steps: its "
-                                    "generation and the updates that ran are charged")
+        self.meter.notes.append(f"the last round ended after {state.global_step % per_round} of its {per_round} "
+                                "optimizer steps: its generation and the updates that ran are charged")
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        self._commit_partial(state)  # (a callback's stop inside a round: after its checkpoint, if one was saved)
         if self.meter.measure:  # what ran outside the charged units, over every process
-            outside = self.meter.outside_units_total = int(self.reduce(torch.tensor(self.meter.outside_units)))
+            outside = self.meter.outside_units_total = self.meter.outside_committed + \
+                int(self.reduce(torch.tensor(self.meter.outside_units)))
             if outside:
                 self.meter.notes.append(f"{outside:,} FLOPs ran in TRL's steps outside the units the meter charges "
                                         "(a subclass's own model calls?): not in the ledger")

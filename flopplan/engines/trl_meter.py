@@ -93,7 +93,8 @@ class TRLMeter:
         #                              caller that reports the stop itself, flopplan train, sets it False)
         self.last_round_flops = 0
         self.outside_units = 0  # when measuring: what FlopMeter counted in TRL's steps outside the units on this
-        #                         process (work the meter does not charge: a subclass's own model calls)
+        #                         process since the last commit (work the meter does not charge: a subclass's own)
+        self.outside_committed = 0  # and before it, summed over the processes at each commit (saved, resumed)
         self.outside_units_total: int | None = None  # the latter over every process, at the end (None: unmeasured)
         self._whole: FlopMeter | None = None  # the meter of the TRL step under way (paused inside a unit)
         self._started = time.perf_counter()
@@ -312,6 +313,7 @@ class TRLMeter:
     def commit(self, reduce: Any) -> list[PhaseCharge]:
         """This round's charges, summed over processes, into the ledger (every process calls it at once)."""
         committed, tokens = self._reduce(self.round, self.local_charges(), reduce)
+        self._commit_outside(reduce)
         self.tokens += tokens
         now = time.perf_counter()
         self._round_seconds, self._started = now - self._started, now
@@ -324,12 +326,18 @@ class TRLMeter:
 
     def commit_evaluation(self, reduce: Any) -> list[PhaseCharge]:
         """The evaluation just run, summed over processes, into the ledger's evaluation bucket."""
+        self._commit_outside(reduce)
         committed, _ = self._reduce(self.evaluation, self.local_charges(evaluation=True), reduce)  # (not in TRL's
         # num_tokens, which counts training rollouts)
         self.evaluations += 1
         self.last_flops = self.guard.commit(self.rounds, committed)
         self.evaluation = self._empty()
         return committed
+
+    def _commit_outside(self, reduce: Any) -> None:
+        if self.measure:
+            self.outside_committed += int(reduce(torch.tensor(self.outside_units)))
+            self.outside_units = 0
 
     # -- the guard ------------------------------------------------------------------------------------------------
     def next_round_bound(self) -> int:
@@ -384,7 +392,7 @@ class TRLMeter:
                  "rounds": self.rounds, "tokens": self.tokens, "prompt_max": self.prompt_max,
                  "reward_prompt_max": self.reward_prompt_max, "reward_extra": self.reward_extra,
                  "evaluations": self.evaluations, "eval_prompt_max": self.eval_prompt_max,
-                 "eval_reward_prompt_max": self.eval_reward_prompt_max}
+                 "eval_reward_prompt_max": self.eval_reward_prompt_max, "outside_units": self.outside_committed}
         Path(folder).mkdir(parents=True, exist_ok=True)
         atomic_write_json(Path(folder) / LEDGER_FILE, state)
 
@@ -410,6 +418,7 @@ class TRLMeter:
         self.reward_prompt_max = max(self.reward_prompt_max, state["reward_prompt_max"])
         self.reward_extra = state["reward_extra"]
         self.evaluations = state.get("evaluations", 0)
+        self.outside_committed = state.get("outside_units", 0)
         self.eval_prompt_max = max(self.eval_prompt_max, state.get("eval_prompt_max", 0))
         # (a ledger saved before the two were apart bounded both with the larger)
         self.eval_reward_prompt_max = max(self.eval_reward_prompt_max,

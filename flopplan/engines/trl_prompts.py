@@ -100,4 +100,16 @@ def longest_prompts(trainer: Any, sets: PromptSets) -> tuple[int, int, int, int]
     return found["train_dataset"], reward["train_dataset"], found["eval_dataset"], reward["eval_dataset"]
 
 
-__all__ = ["PromptSets", "eval_datasets", "longest_prompts", "prompt_sets", "reward_models", "reward_prompt_reads"]
+def retokenising(trainer: Any) -> list[str]:
+    """A note when a reward model's tokenizer is not the policy's: it reads each completion's decoded text in its
+    own tokens, which the guard learns as rounds run (docs/guide/trl.md, "What the meter does not see")."""
+    policy = getattr(trainer.processing_class, "get_vocab", None)
+    if policy is None or all(tokenizer.get_vocab() == policy() for _, tokenizer in reward_models(trainer)):
+        return []
+    return ["the reward model's tokenizer is not the policy's: the guard learns how many tokens it reads a "
+            "completion in as rounds run, so a first round, or one with completions it splits worse than any "
+            "before, can run beyond the guard's bound by that difference"]
+
+
+__all__ = ["PromptSets", "eval_datasets", "longest_prompts", "prompt_sets", "retokenising", "reward_models",
+           "reward_prompt_reads"]
