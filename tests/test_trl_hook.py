@@ -449,17 +449,41 @@ def test_checkpoints_and_evaluations_inside_a_round_are_refused_whatever_transfo
     pytest.importorskip("trl")
     from trl import GRPOConfig
 
-    from flopplan.engines.trl_hook import _check_boundaries
+    from flopplan.engines.trl_boundaries import check_boundaries
 
     def config(**changes):
         return GRPOConfig(output_dir="unused", use_cpu=True, report_to="none", **changes)
 
     with pytest.raises(UserError, match=r"^GRPOConfig eval_steps \(1\) must be a multiple of the 2 optimizer steps"):
-        _check_boundaries(config(eval_strategy="steps", eval_steps=1), 2, True)
+        check_boundaries(config(eval_strategy="steps", eval_steps=1), 2, True)
     with pytest.raises(UserError, match=r"^GRPOConfig save_steps \(3\) must be a multiple of the 2 optimizer steps"):
-        _check_boundaries(config(save_strategy="steps", save_steps=3), 2, False)
-    _check_boundaries(config(eval_strategy="steps", eval_steps=4, save_steps=6), 2, True)  # boundaries: accepted
-    _check_boundaries(config(eval_strategy="steps", eval_steps=1), 2, False)  # no evaluation data: none runs
+        check_boundaries(config(save_strategy="steps", save_steps=3), 2, False)
+    check_boundaries(config(eval_strategy="steps", eval_steps=4, save_steps=6), 2, True)  # boundaries: accepted
+    check_boundaries(config(eval_strategy="steps", eval_steps=1), 2, False)  # no evaluation data: none runs
+
+
+def test_the_guard_keeps_in_reserve_only_the_evaluations_due_before_its_next_decision():
+    """At a round boundary the guard keeps in reserve this boundary's evaluation and the next round's end's, each
+    where eval_steps makes it due, and the one transformers runs at max_steps whatever eval_steps says (a held-out
+    user's script: it kept the next round's whatever eval_steps said, so a run evaluating every few rounds stopped
+    an evaluation early)."""
+    pytest.importorskip("trl")
+    from trl import GRPOConfig
+
+    from flopplan.engines.trl_boundaries import evaluations_before_next_round
+
+    def config(**changes):
+        return GRPOConfig(output_dir="unused", use_cpu=True, report_to="none", **changes)
+
+    every_two_rounds = config(eval_strategy="steps", eval_steps=4)  # rounds of 2 optimizer steps
+    assert [evaluations_before_next_round(every_two_rounds, step, 2, 100) for step in (0, 2, 4, 6)] == [1, 1, 1, 1]
+    assert [evaluations_before_next_round(every_two_rounds, step, 2, 6) for step in (2, 4)] == [1, 2]  # at 6: the end
+    assert evaluations_before_next_round(every_two_rounds, 2, 2, None) == 1  # (max_steps not known: counted)
+    assert evaluations_before_next_round(every_two_rounds, 0, 2, None) == 2
+    every_round = config(eval_strategy="steps", eval_steps=2)
+    assert [evaluations_before_next_round(every_round, step, 2, 100) for step in (0, 2)] == [2, 2]
+    share, epoch = config(eval_strategy="steps", eval_steps=0.25), config(eval_strategy="epoch")
+    assert evaluations_before_next_round(share, 2, 2, 100) == evaluations_before_next_round(epoch, 2, 2, 100) == 2
 
 
 @pytest.mark.slow

@@ -38,6 +38,7 @@ import torch
 from transformers import TrainerCallback
 
 from flopplan.budget import Budget
+from flopplan.engines.trl_boundaries import check_boundaries, evaluations_before_next_round
 from flopplan.engines.trl_meter import TRLMeter
 from flopplan.engines.trl_prompts import (
     eval_datasets,
@@ -85,18 +86,6 @@ def _evaluation_rows(trainer: Any, generations: int | None) -> tuple[int, int]:
     return sum(-(-len(d) * generations // (batch * world)) * batch * world for d in eval_datasets(trainer)), batch
 
 
-def _check_boundaries(args: Any, per_round: int, evaluation: bool) -> None:
-    """Checkpoints and evaluations at round boundaries: a checkpoint inside a round cannot be resumed without
-    losing its rollouts, and the guard keeps evaluations in reserve at the boundaries."""
-    for name, strategy, steps in (("save_steps", args.save_strategy, args.save_steps),
-                                  ("eval_steps", args.eval_strategy if evaluation else "no",
-                                   args.eval_steps or args.logging_steps)):
-        if strategy == "steps" and (steps < 1 or int(steps) % per_round):  # (transformers' str enums: str() of
-            # SaveStrategy.STEPS is "SaveStrategy.STEPS", which missed these checks; == compares the values)
-            raise UserError(f"GRPOConfig {name} ({steps}) must be a multiple of the {per_round} optimizer steps a "
-                            "round takes")
-
-
 def _described(trainer: Any, read: Any, flops: int | None) -> dict[str, Any]:
     """The run folder's configuration of a metered TRL script: the recipe read, the budget, the rounds max_steps
     makes (None: the budget or TRL's epochs decide) and the GRPOConfig fields flopplan read."""
@@ -141,7 +130,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         if recipe is not None:
             check_explicit(recipe, read)
         flops = budget_flops(budget, read.recipe, profile, price_per_hour)
-        _check_boundaries(trainer.args, read.run.optimizer_steps_per_round, read.eval_generations is not None)
+        check_boundaries(trainer.args, read.run.optimizer_steps_per_round, read.eval_generations is not None)
         if not resume:  # a budget that buys no round is refused here, not when training starts
             probe = TRLMeter(read.recipe, read.run, flops,
                              eval_rows=_evaluation_rows(trainer, read.eval_generations)[0])
@@ -340,16 +329,6 @@ def _stops_on_ctrl_c(train: Any, meter: TRLMeter, callback: FlopBudgetCallback) 
     return train_until_ctrl_c
 
 
-def _evaluations_before_next_round(args: Any, global_step: int) -> int:
-    """Evaluations to keep in reserve when deciding about the next round: the next round's, and one that may run
-    at this step boundary (TRL evaluates after ``on_step_end``)."""
-    if args.eval_strategy == "epoch":
-        return 2
-    steps = args.eval_steps or args.logging_steps
-    due = steps < 1 or global_step % int(steps) == 0
-    return 2 if due else 1
-
-
 def _check_first_round(meter: TRLMeter, args: Any) -> None:
     """Refuse a budget that buys no first round (with the baseline evaluation and the next in reserve, when
     evaluating)."""
@@ -359,8 +338,13 @@ def _check_first_round(meter: TRLMeter, args: Any) -> None:
 
 
 def _first_round_fits(meter: TRLMeter, args: Any) -> bool:
-    reserve = _evaluations_before_next_round(args, 0) if meter.eval_rows else 0
-    return meter.fits_next_round(reserve if args.eval_on_start else min(reserve, 1))
+    """The first round with the evaluations before the second in reserve: the baseline (``eval_on_start``) and the
+    first round's end's where due."""
+    if not meter.eval_rows:
+        return meter.fits_next_round(0)
+    reserve = evaluations_before_next_round(args, 0, meter.run.optimizer_steps_per_round,
+                                            args.max_steps if args.max_steps > 0 else None)
+    return meter.fits_next_round(reserve if args.eval_on_start else reserve - 1)  # (step 0 is due: the baseline's)
 
 
 class _NoRoundFits(Exception):
@@ -387,13 +371,13 @@ class FlopBudgetCallback(TrainerCallback):
         return accelerator.reduce(tensor.to(accelerator.device), reduction="sum").cpu() \
             if accelerator.num_processes > 1 else tensor
 
-    def _reserve(self, args: Any, global_step: int) -> int:
+    def _reserve(self, args: Any, global_step: int, max_steps: int | None = None) -> int:
         if not self.meter.eval_rows:
             return 0
         due = self.meter.boundary_evaluation
         if due is not None:  # the next round's evaluation, and this boundary's where it runs (FlopPoints decides)
             return 1 + bool(due())
-        return _evaluations_before_next_round(args, global_step)
+        return evaluations_before_next_round(args, global_step, self.meter.run.optimizer_steps_per_round, max_steps)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         folder = self.meter.folder
@@ -453,7 +437,7 @@ class FlopBudgetCallback(TrainerCallback):
         committed = self.meter.commit(self.reduce)
         for observer in self.on_commit:
             observer(committed)
-        fits = self.meter.fits_next_round(self._reserve(args, state.global_step))
+        fits = self.meter.fits_next_round(self._reserve(args, state.global_step, state.max_steps))
         # the same decision on every process: stop when the next round does not fit anywhere, or after this one
         # when Ctrl-C reached any process (the budget's reason first: a run that cannot go on is finished)
         over, asked = (int(v) for v in self.reduce(torch.tensor([0 if fits else 1, int(self.ctrl_c.requested)])))
