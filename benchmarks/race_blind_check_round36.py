@@ -108,12 +108,7 @@ F_P, F, N_ARMS = rbc.F_P, rbc.F, rbc.N_ARMS
 GROUPS = r35.GROUPS  # the arms g4, g8, g16, g32
 
 
-def _x(f):
-    return np.asarray(f, dtype=float) / F_P
-
-
-def _logu(rng, lo, hi):
-    return float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
+_x, _logu = r34._x, r34._logu  # FLOPs in units of F_P; a log-uniform draw
 
 
 def _quality(g, gamma):
@@ -356,12 +351,6 @@ MINE = {"curric": fam_curric, "lenpen": fam_lenpen, "refema": fam_refema, "offgu
 rbc.register(MINE, "round 36")
 
 
-def leader_share(families, reps, seed):
-    """On the truths only (the same random streams as the main loop): the share of draws where the arm best at F_P
-    is not the best at F, its mean regret at F, the median gap best-second at F, the range of the curves."""
-    r32.leader_share(families, reps, seed)
-
-
 def _exactness(fam, reps, seed):
     """The families' own exactness checks, independent of the seed Monte Carlo: curric's softplus against the
     quadrature of the schedule; lenpen's Lambert W against a root solve of the quadrature of the cost per step;
@@ -415,4 +404,4 @@ def truth_check(families, reps, seed, n_mc):
 
 
 if __name__ == "__main__":
-    r32.run_cli(MINE, 3636, leader_share, truth_check)
+    r32.run_cli(MINE, 3636, r32.leader_share, truth_check)

@@ -164,9 +164,11 @@ def test_the_blind_check_runs_every_family_and_resumes_after_its_rows(tmp_path):
 ROUND31 = ("lrsched", "entropy", "hetero", "loglin", "stairs")  # benchmarks/race_blind_check_round31.py's
 
 
-def _runs_through(script: str, families: tuple[str, ...], tmp_path) -> None:
+def _runs_through(script: str, families: tuple[str, ...], tmp_path, monkeypatch):
     """One repetition of each of a blind check's ``families`` through the check's protocol: no analysis error, no
-    malformed number, truths inside (0, 1); its leader share runs on the truths alone, family by family."""
+    malformed number, truths inside (0, 1); its leader share runs on the truths alone, family by family. Returns
+    the script, imported (its families' truths are checked beside)."""
+    import importlib
     import json
     import subprocess
 
@@ -179,6 +181,8 @@ def _runs_through(script: str, families: tuple[str, ...], tmp_path) -> None:
     shares = subprocess.run([sys.executable, path, "--leader-share", "--reps", "3", "--seed", "3"],
                             capture_output=True, text=True, check=True, timeout=120).stdout.splitlines()
     assert [x.split()[0] for x in shares] == list(families)
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    return importlib.import_module(script.removesuffix(".py"))
 
 
 def test_round_31s_blind_families_run_through_the_check_and_their_truths_are_their_seeds_mean(tmp_path, monkeypatch):
@@ -186,9 +190,7 @@ def test_round_31s_blind_families_run_through_the_check_and_their_truths_are_the
     error and no malformed number; the leader share runs on the truths alone; a family whose seeds differ (hetero)
     states as its truth the mean its seeds draw."""
 
-    _runs_through("race_blind_check_round31.py", ROUND31, tmp_path)
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    import race_blind_check_round31 as r31
+    r31 = _runs_through("race_blind_check_round31.py", ROUND31, tmp_path, monkeypatch)
 
     rng = np.random.default_rng(7)
     for arm in r31.fam_hetero(rng, 0.2):
@@ -206,9 +208,7 @@ def test_round_32s_blind_families_run_through_the_check_and_their_truths_are_wha
     truth the mean their seeds draw; the horizon family's pilots are the run planned to F_P, its truth the run
     planned to F (the same warmup, then apart)."""
 
-    _runs_through("race_blind_check_round32.py", ROUND32, tmp_path)
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    import race_blind_check_round32 as r32
+    r32 = _runs_through("race_blind_check_round32.py", ROUND32, tmp_path, monkeypatch)
 
     rng = np.random.default_rng(11)
     f = np.array([r32.F_P / 4, r32.F_P, r32.F])
@@ -237,9 +237,7 @@ def test_round_33s_blind_families_run_through_the_check_and_their_truths_are_wha
     format found and the hard prompts started at a seed's own FLOP) state as their truth the mean their seeds draw;
     the KL-bound arms stop at their Lambert-W equilibrium."""
 
-    _runs_through("race_blind_check_round33.py", ROUND33, tmp_path)
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    import race_blind_check_round33 as r33
+    r33 = _runs_through("race_blind_check_round33.py", ROUND33, tmp_path, monkeypatch)
 
     rng = np.random.default_rng(13)
     f = np.array([r33.F_P / 16, r33.F_P / 4, r33.F_P, r33.F])
@@ -265,9 +263,7 @@ def test_round_34s_blind_families_run_through_the_check_and_their_truths_are_wha
     entropy each seed keeps, its swings, its spikes) state as their truth the mean their seeds draw; the noisy
     verifier's arms stop at the cap where their signal falls to the pull; spikes' closed form is its quadrature."""
 
-    _runs_through("race_blind_check_round34.py", ROUND34, tmp_path)
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    import race_blind_check_round34 as r34
+    r34 = _runs_through("race_blind_check_round34.py", ROUND34, tmp_path, monkeypatch)
 
     rng = np.random.default_rng(17)
     f = np.array([r34.F_P / 16, r34.F_P / 4, r34.F_P, r34.F])
@@ -291,9 +287,7 @@ def test_round_35s_blind_families_run_through_the_check_and_their_truths_are_wha
     pruning ODE agrees with an independent Radau solve and never empties the pool; the reward model's gold logit is
     the integral of its rate."""
 
-    _runs_through("race_blind_check_round35.py", ROUND35, tmp_path)
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    import race_blind_check_round35 as r35
+    r35 = _runs_through("race_blind_check_round35.py", ROUND35, tmp_path, monkeypatch)
     from scipy.integrate import quad
 
     rng = np.random.default_rng(35)
@@ -336,9 +330,7 @@ def test_round_36s_blind_families_run_through_the_check_and_their_truths_are_wha
     at FLOPs in proportion to the group; the length penalty's Lambert W inverts the FLOPs of its steps; the moving
     reference's closed form is the matrix exponential; the off-policy guidance's exponential solves its ODE."""
 
-    _runs_through("race_blind_check_round36.py", ROUND36, tmp_path)
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    import race_blind_check_round36 as r36
+    r36 = _runs_through("race_blind_check_round36.py", ROUND36, tmp_path, monkeypatch)
 
     rng = np.random.default_rng(36)
     f = np.array([r36.F_P / 16, r36.F_P / 4, r36.F_P, r36.F])
