@@ -471,8 +471,8 @@ class FlopBudgetCallback(TrainerCallback):
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         self._commit_partial(state)  # (a callback's stop inside a round: after its checkpoint, if one was saved)
         if self.meter.measure:  # what ran outside the charged units, over every process
-            outside = self.meter.outside_units_total = self.meter.outside_committed + \
-                int(self.reduce(torch.tensor(self.meter.outside_units)))
+            self.meter.commit_outside(self.reduce)
+            outside = self.meter.outside_committed
             if outside:
                 self.meter.notes.append(f"{outside:,} FLOPs ran in TRL's steps outside the units the meter charges "
                                         "(a subclass's own model calls?): not in the ledger")

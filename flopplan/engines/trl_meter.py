@@ -95,7 +95,6 @@ class TRLMeter:
         self.outside_units = 0  # when measuring: what FlopMeter counted in TRL's steps outside the units on this
         #                         process since the last commit (work the meter does not charge: a subclass's own)
         self.outside_committed = 0  # and before it, summed over the processes at each commit (saved, resumed)
-        self.outside_units_total: int | None = None  # the latter over every process, at the end (None: unmeasured)
         self._whole: FlopMeter | None = None  # the meter of the TRL step under way (paused inside a unit)
         self._started = time.perf_counter()
         self._round_seconds = 0.0
@@ -313,7 +312,7 @@ class TRLMeter:
     def commit(self, reduce: Any) -> list[PhaseCharge]:
         """This round's charges, summed over processes, into the ledger (every process calls it at once)."""
         committed, tokens = self._reduce(self.round, self.local_charges(), reduce)
-        self._commit_outside(reduce)
+        self.commit_outside(reduce)
         self.tokens += tokens
         now = time.perf_counter()
         self._round_seconds, self._started = now - self._started, now
@@ -326,7 +325,7 @@ class TRLMeter:
 
     def commit_evaluation(self, reduce: Any) -> list[PhaseCharge]:
         """The evaluation just run, summed over processes, into the ledger's evaluation bucket."""
-        self._commit_outside(reduce)
+        self.commit_outside(reduce)
         committed, _ = self._reduce(self.evaluation, self.local_charges(evaluation=True), reduce)  # (not in TRL's
         # num_tokens, which counts training rollouts)
         self.evaluations += 1
@@ -334,7 +333,9 @@ class TRLMeter:
         self.evaluation = self._empty()
         return committed
 
-    def _commit_outside(self, reduce: Any) -> None:
+    def commit_outside(self, reduce: Any) -> None:
+        """When measuring, the FLOPs run outside the units since the last commit, summed over the processes into
+        :attr:`outside_committed` (every process calls it at once: at each commit, and at the training's end)."""
         if self.measure:
             self.outside_committed += int(reduce(torch.tensor(self.outside_units)))
             self.outside_units = 0
@@ -428,7 +429,7 @@ class TRLMeter:
         checks: dict[str, Any] = {"num_tokens": {"trl": self.trl_tokens, "flopplan": self.tokens,
                                                  "equal": self.trl_tokens == self.tokens}} \
             if self.trl_tokens is not None else {}
-        if self.outside_units_total is not None:  # FlopCounterMode over TRL's whole steps against their units
-            checks["outside_units"] = {"flops": self.outside_units_total, "none": self.outside_units_total == 0}
+        if self.measure:  # FlopCounterMode over TRL's whole steps, outside the units it charges
+            checks["outside_units"] = {"flops": self.outside_committed, "none": self.outside_committed == 0}
         return self.guard.summary(model=self.spec.name, reward=str(self.recipe.reward), engine="trl",
                                   engine_checks=checks, **fields)

@@ -66,15 +66,19 @@ def reward_prompt_reads(trainer: Any, prompts: list[Any]) -> list[int]:
     from trl.data_utils import apply_chat_template
 
     kwargs = getattr(trainer, "chat_template_kwargs", None) or {}
-    out = [0] * len(prompts)
-    if not prompts:
-        return out
-    for module, tokenizer in reward_models(trainer):
-        texts = prompts
-        if not isinstance(prompts[0], str):
+    models = reward_models(trainer)
+    if not prompts or not models:
+        return [0] * len(prompts)
+    keys = [p if isinstance(p, str) else repr(p) for p in prompts]  # a round holds each prompt once per generation
+    distinct = dict(zip(keys, prompts, strict=True))  # each read once
+    unique = list(distinct.values())
+    out = [0] * len(unique)
+    for module, tokenizer in models:
+        texts = unique
+        if not isinstance(unique[0], str):
             try:
                 texts = [apply_chat_template({"messages": [*p, {"role": "assistant", "content": ""}]}, tokenizer,
-                                             **kwargs)["text"] for p in prompts]
+                                             **kwargs)["text"] for p in unique]
             except (ValueError, TemplateError) as exc:  # as TRL's reward call would fail at the first round
                 why = (str(exc).splitlines() or [type(exc).__name__])[0]
                 raise UserError(f"the reward model {type(module).__name__}'s tokenizer cannot lay out the chat "
@@ -82,7 +86,8 @@ def reward_prompt_reads(trainer: Any, prompts: list[Any]) -> list[int]:
                                 "template") from None
         lengths = _token_lengths(lambda b, t=tokenizer: t(text=b, add_special_tokens=False)["input_ids"], texts)
         out = [max(a, b) for a, b in zip(out, lengths, strict=True)]
-    return out
+    read = dict(zip(distinct, out, strict=True))
+    return [read[key] for key in keys]
 
 
 def longest_prompts(trainer: Any, sets: PromptSets) -> tuple[int, int, int, int]:
