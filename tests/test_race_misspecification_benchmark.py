@@ -368,6 +368,49 @@ def test_round_36s_blind_families_run_through_the_check_and_their_truths_are_wha
     assert eq == (sorted(eq) if below else sorted(eq, reverse=True))  # the expert's pull is strongest in g4
 
 
+ROUND37 = ("rmgold", "dynsamp", "ctxext", "diffadapt", "majvote")  # benchmarks/race_blind_check_round37.py's
+
+
+def test_round_37s_blind_families_run_through_the_check_and_their_truths_are_what_they_say(tmp_path, monkeypatch):
+    """benchmarks/race_blind_check_round37.py: one repetition per family through the check's protocol, no analysis
+    error and no malformed number; the leader share runs on the truths alone; the families whose seeds drift or take
+    off at their own pace (the gold reward, the majority vote) state as their truth the mean their seeds draw and
+    the quadrature over the seeds; every arm starts at R0; the gold reward peaks at d* and falls past it; dynamic
+    sampling's Wright omega inverts the FLOPs of its steps; the context switch's bisection and closed-form logit
+    solve their ODE; the frontier's saturation solves its own; the majority vote's logistic solves its ODE."""
+
+    r37 = _runs_through("race_blind_check_round37.py", ROUND37, tmp_path, monkeypatch)
+
+    rng = np.random.default_rng(37)
+    f = np.array([r37.F_P / 16, r37.F_P / 4, r37.F_P, r37.F])
+    xs = np.array([0.05, 0.5, 1.0, 2.0, 4.0])
+    for arm in [*r37.fam_rmgold(rng, 0.2), *r37.fam_majvote(rng, 0.2)]:
+        _seeds_average_to_the_truth(arm, f, rng)
+        assert arm(f[2:3])[0] == pytest.approx(arm.expect_quad(f[2]), abs=1e-10)
+    for family in (r37.fam_rmgold, r37.fam_dynsamp, r37.fam_ctxext, r37.fam_diffadapt, r37.fam_majvote):
+        for arm in family(rng, 0.17):
+            assert arm(np.array([1e-30 * r37.F_P]))[0] == pytest.approx(0.17, abs=1e-12)
+    for arm in r37.fam_rmgold(rng, 0.2):
+        d = np.array([0.5, 1.0, 2.0]) * arm.d_star  # the gold reward in d = sqrt(KL): a peak at d*
+        kl = np.array([arm.k0 * ((1 + x * x / arm.k0) ** 2 - 1) / 2 for x in d])  # kappa tau giving K = d^2
+        gold = arm.theta(kl / arm.kappa, arm.kappa) - arm.th0
+        assert gold[1] > gold[0] and gold[1] > gold[2]
+        assert arm.kl(xs, arm.kappa) == pytest.approx(arm.solve(arm.kappa, xs).y[0], abs=1e-10)
+    for arm in r37.fam_dynsamp(rng, 0.2):
+        n = arm.steps(xs * r37.F_P)
+        assert arm.x_of(n) == pytest.approx(xs, rel=1e-11)
+        assert n == pytest.approx(arm.solve(xs).y[0], abs=1e-9)
+    for arm in r37.fam_ctxext(rng, 0.2):
+        ref, tau = arm.solve(xs), arm.steps(xs * r37.F_P)
+        assert tau == pytest.approx(ref.y[0], abs=1e-10) and arm.theta(tau) == pytest.approx(ref.y[1], abs=1e-10)
+    for arm in r37.fam_diffadapt(rng, 0.2):
+        zs = np.array([0.1, 0.8, 1.5, 3.0])
+        assert arm.sat(zs) == pytest.approx(arm.solve(zs).y[0], abs=1e-10)
+    for arm in r37.fam_majvote(rng, 0.2):
+        taus = 4 * xs / arm.g
+        assert arm.theta(taus, arm.lam) == pytest.approx(arm.solve(arm.lam, taus).y[0], abs=1e-8)
+
+
 def test_the_error_correlation_diagnostic_reads_the_analysis_draws_and_a_checks_rows(tmp_path):
     """benchmarks/race_error_correlation.py: on one repetition, the replicates' and the errors' correlations are
     correlations; on a check's rows it reads the family's fitted recommendations (at most one a repetition)."""
