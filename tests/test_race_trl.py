@@ -292,9 +292,16 @@ def test_an_orm_arms_pilot_spec_names_the_reward_model_the_design_trained(tmp_pa
         with pytest.raises(UserError, match=rf"the reward model's tokenizer reads the trainer's {data} prompts as up "
                                             rf"to {priced + 1} tokens, the race priced its reads at most 9 "
                                             rf"\({flag}\) \+ {allowance} \(--reward-overhead\): design the race "
-                                            rf"with --reward-overhead {over + allowance} \(the {over} tokens over "
-                                            rf"{flag} on top of the {allowance} for its template\)"):
+                                            rf"with --reward-overhead {over} \(what it reads beyond {flag}: its "
+                                            rf"template\), or shorten the prompts$"):
             orm.check_lengths(9, 9, *lengths)
+    orm.check_lengths(9, 9, 9, 9, priced - 9)  # a reward tokenizer that reads a completion in more tokens than the
+    with pytest.raises(UserError, match=rf"reads the trainer's train_dataset prompts as up to 9 tokens and a "  # policy
+                                        rf"completion at its longest in about {priced - 8} tokens more than the "
+                                        rf"policy's, .* design the race with --reward-overhead {allowance + 1} "
+                                        rf"\(what it reads beyond --prompt-len: its template and the completion "
+                                        rf"read again\)"):
+        orm.check_lengths(9, 9, 9, 9, priced - 8)
 
 
 @pytest.mark.slow  # imports TRL (about 13 s)

@@ -441,6 +441,49 @@ def test_a_reward_models_read_of_chat_prompts_is_known_before_training(tiny, tmp
         reward_prompt_reads(trainer, prompts)
 
 
+@pytest.mark.slow
+def test_a_reward_tokenizer_that_is_not_the_policys_is_in_the_guards_bound_from_the_first_round(tiny, tmp_path):
+    """A reward model whose tokenizer is not the policy's reads each completion's decoded text in its own tokens,
+    here twice the policy's (each character doubled before it is read). The guard learned that excess only after a
+    round had shown it, so its first bound left out a completion's worth of tokens per row (a budget between the
+    two was overspent). It now takes the excess from the training prompts' text before the first round (the
+    reward tokenizer reads it in twice the policy's tokens: one completion more at its longest), and every round
+    stays within the bound taken before it."""
+    from tokenizers import normalizers
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from flopplan.engines.trl_hook import meter as attach
+
+    orm = str(tiny / "orm")
+    reader = AutoTokenizer.from_pretrained(orm)
+    reader.backend_tokenizer.normalizer = normalizers.Sequence(
+        [normalizers.Replace(c, c + c) for c in [*map(chr, range(32, 127)), "\n"]])
+    reader.add_tokens(["<think>"])
+    model = AutoModelForSequenceClassification.from_pretrained(orm, num_labels=1)
+    trainer = _trainers(tiny, tmp_path)(reward_funcs=[_example().accuracy_reward, model],
+                                        reward_processing_classes=[None, reader])
+    metered = attach(trainer)
+    assert metered.reward_extra == trainer.args.max_completion_length  # twice the tokens: one completion more
+    assert any("reads the training prompts' text in 2.000 times the policy's tokens" in n for n in metered.notes)
+    metered.reward_extra = 0
+    without = metered.next_round_bound()  # what the guard took before: the prompts' reads and the policy's count
+    metered.reward_extra = trainer.args.max_completion_length
+    bounds, executed = [metered.next_round_bound()], []
+    commit = metered.commit
+
+    def committed(reduce):
+        out = commit(reduce)
+        executed.append(metered.last_round_flops)
+        bounds.append(metered.next_round_bound())
+        return out
+
+    metered.commit = committed
+    trainer.train()
+    assert len(executed) == 2 and all(0 < e <= b for e, b in zip(executed, bounds, strict=False))
+    assert executed[0] > without  # (the bound before this change)
+    assert metered.reward_extra == trainer.args.max_completion_length  # no completion split worse than the text
+
+
 def test_checkpoints_and_evaluations_inside_a_round_are_refused_whatever_transformers_calls_the_strategy():
     """transformers 5 gives ``save_strategy`` and ``eval_strategy`` as str enums whose ``str()`` is the member's
     name (``SaveStrategy.STEPS``): the check read ``str(strategy).endswith("steps")``, never true, so an evaluation

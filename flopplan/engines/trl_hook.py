@@ -124,8 +124,9 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         sets = prompt_sets(trainer, evaluation)
         lengths = longest_prompts(trainer, sets)
         prompt_max, reward_prompt_max, eval_prompt_max, eval_reward_prompt_max = lengths
+        retokenised, retokenised_notes = retokenising(trainer, sets, trainer.args.max_completion_length)
         if check_prompts is not None:
-            check_prompts(prompt_max, eval_prompt_max, reward_prompt_max, eval_reward_prompt_max)
+            check_prompts(prompt_max, eval_prompt_max, reward_prompt_max, eval_reward_prompt_max, retokenised)
         read = read_trainer(trainer, Path(scratch.name), prompt_max)
         if recipe is not None:
             check_explicit(recipe, read)
@@ -135,6 +136,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
             probe = TRLMeter(read.recipe, read.run, flops,
                              eval_rows=_evaluation_rows(trainer, read.eval_generations)[0])
             probe.prompt_max, probe.reward_prompt_max, probe.eval_prompt_max, probe.eval_reward_prompt_max = lengths
+            probe.reward_extra = retokenised
             _check_first_round(probe, trainer.args)
     except BaseException:  # refused: nothing left behind
         scratch.cleanup()
@@ -154,8 +156,9 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     eval_rows, eval_batch = _evaluation_rows(trainer, read.eval_generations)
     m = TRLMeter(read.recipe, read.run, flops, folder, measure=measure, peak_flops=peak_flops, rank=read.rank,
                  eval_rows=eval_rows, eval_batch=eval_batch, charge_lost=not lost_outside_budget)
-    m.notes += [*read.notes, *retokenising(trainer)]
+    m.notes += [*read.notes, *retokenised_notes]
     m.prompt_max, m.reward_prompt_max, m.eval_prompt_max, m.eval_reward_prompt_max = lengths
+    m.reward_extra = retokenised  # (learned upward from here)
     m.summary_fields = {"conventions": read.conventions, "device": str(trainer.accelerator.device),
                         "dtype": read.conventions["dtype"]}
     m.owns_folder = writes and config is None

@@ -417,7 +417,7 @@ class TRLMeter:
         # before the reward model's read of chat prompts was known has 0 for it)
         self.prompt_max = max(self.prompt_max, state["prompt_max"])
         self.reward_prompt_max = max(self.reward_prompt_max, state["reward_prompt_max"])
-        self.reward_extra = state["reward_extra"]
+        self.reward_extra = max(self.reward_extra, state["reward_extra"])  # (the prompts' estimate or the learned)
         self.evaluations = state.get("evaluations", 0)
         self.outside_committed = state.get("outside_units", 0)
         self.eval_prompt_max = max(self.eval_prompt_max, state.get("eval_prompt_max", 0))

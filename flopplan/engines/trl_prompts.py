@@ -5,11 +5,13 @@ any round has run (:meth:`flopplan.engines.trl_meter.TRLMeter.next_round_bound`)
 A reward model reads each row the way TRL's ``_calculate_rewards`` lays it out: a plain-text prompt and completion
 joined and tokenized by the reward model's tokenizer; a conversational prompt with the completion as an assistant
 turn, through the reward model's own chat template. The prompt's part of that read is known before training
-(:func:`reward_prompt_reads`); the completion's, tokenized again by another tokenizer, is learned as rounds run.
+(:func:`reward_prompt_reads`); the completion's, tokenized again by another tokenizer than the policy's, is
+estimated from the prompts' text before training and learned as rounds run (:func:`retokenising`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -105,15 +107,46 @@ def longest_prompts(trainer: Any, sets: PromptSets) -> tuple[int, int, int, int]
     return found["train_dataset"], reward["train_dataset"], found["eval_dataset"], reward["eval_dataset"]
 
 
-def retokenising(trainer: Any) -> list[str]:
-    """A note when a reward model's tokenizer is not the policy's: it reads each completion's decoded text in its
-    own tokens, which the guard learns as rounds run (docs/guide/trl.md, "What the meter does not see")."""
-    policy = getattr(trainer.processing_class, "get_vocab", None)
-    if policy is None or all(tokenizer.get_vocab() == policy() for _, tokenizer in reward_models(trainer)):
-        return []
-    return ["the reward model's tokenizer is not the policy's: the guard learns how many tokens it reads a "
-            "completion in as rounds run, so a first round, or one with completions it splits worse than any "
-            "before, can run beyond the guard's bound by that difference"]
+def _texts(prompts: list[Any]) -> list[str]:
+    """The text of each distinct prompt: a plain one as it is, a conversational one its messages' text."""
+    out: dict[str, None] = {}
+    for prompt in prompts:
+        if isinstance(prompt, str):
+            out[prompt] = None
+            continue
+        for message in prompt:
+            content = message.get("content") if isinstance(message, dict) else None
+            parts = [content] if isinstance(content, str) else \
+                [p.get("text") for p in content if isinstance(p, dict)] if isinstance(content, list) else []
+            out.update((part, None) for part in parts if isinstance(part, str) and part)
+    return list(out)
+
+
+def retokenising(trainer: Any, sets: PromptSets, completion_max: int) -> tuple[int, list[str]]:
+    """A reward model whose tokenizer is not the policy's reads each completion's decoded text in its own tokens,
+    which the policy's count does not bound. Before any round has run the guard takes that excess from the
+    training prompts' text: the completion at its longest (``completion_max`` policy tokens) times the reward
+    tokenizer's tokens per policy token over that text, less the completion (the largest over the reward models;
+    0 where each reads the text in no more tokens than the policy). Returns that excess and a note saying what it
+    is: an estimate, not a bound (completions can split worse than the prompts); the guard goes on learning the
+    largest excess a round shows (:attr:`flopplan.engines.trl_meter.TRLMeter.reward_extra`)."""
+    policy = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+    readers = [tokenizer for _, tokenizer in reward_models(trainer)]
+    if not readers or not callable(getattr(policy, "get_vocab", None)):
+        return 0, []
+    texts = _texts([p for prompts in sets["train_dataset"] for p in prompts])
+    own = sum(_token_lengths(lambda b: policy(text=b, add_special_tokens=False)["input_ids"], texts))
+    ratios = [sum(_token_lengths(lambda b, t=t: t(text=b, add_special_tokens=False)["input_ids"], texts)) / own
+              if own else 1.0 for t in readers]
+    if all(t.get_vocab() == policy.get_vocab() for t in readers) and all(r == 1 for r in ratios):
+        return 0, []  # (the policy's tokenizer: a completion's text is read in its own tokens)
+    ratio = max(ratios)
+    extra = max(0, math.ceil((ratio - 1) * completion_max - 1e-9))
+    return extra, [f"the reward model's tokenizer is not the policy's: it reads the training prompts' text in "
+                   f"{ratio:.3f} times the policy's tokens, so before any round has run the guard takes a "
+                   f"completion at its longest to cost it {extra} tokens more than the policy's, and learns the "
+                   "largest excess as rounds run; a round whose completions split worse than any before can run "
+                   "beyond the guard's bound by that difference"]
 
 
 __all__ = ["PromptSets", "eval_datasets", "longest_prompts", "prompt_sets", "retokenising", "reward_models",

@@ -240,7 +240,8 @@ class PilotSpec:
         shown = describe_difference(name, priced, runs, read.conventions, whose="the arm's")
         raise UserError(f"the trainer does not run the round the race priced for {self.arm}: its {shown}; {fix}")
 
-    def check_lengths(self, train: int, evaluation: int, reward: int = 0, eval_reward: int = 0) -> None:
+    def check_lengths(self, train: int, evaluation: int, reward: int = 0, eval_reward: int = 0,
+                      retokenised: int = 0) -> None:
         """The trainer's prompts must fit the lengths the design priced: its longest training prompt (``train``
         tokens, as TRL tokenizes them: its chat template included; TRL 1.16 truncates no prompt) within
         ``--prompt-len``'s maximum and its longest evaluation prompt within ``--eval-prompt-len``'s. The meter keeps the
@@ -249,7 +250,9 @@ class PilotSpec:
         early; refused in one line, naming the length to design with (the meter calls this with the lengths it read,
         before it writes anything). So is a reward model whose own tokenizer reads the prompts (``reward`` tokens,
         the longest training prompt; ``eval_reward``, the longest evaluation prompt) beyond what the design priced
-        its reads at: ``--prompt-len``'s maximum (``--eval-prompt-len``'s) plus ``--reward-overhead``."""
+        its reads at: ``--prompt-len``'s maximum (``--eval-prompt-len``'s) plus ``--reward-overhead``, with the
+        ``retokenised`` tokens by which the meter takes it to read a completion at its longest beyond the policy's
+        count where its tokenizer is not the policy's (:func:`flopplan.engines.trl_prompts.retokenising`)."""
         r = self.recipe
         for what, found, read, priced, flag in (
                 ("train_dataset", train, reward, int(r.prompt_len.max), "--prompt-len"),
@@ -258,13 +261,16 @@ class PilotSpec:
                 raise UserError(f"the trainer's {what} has prompts of up to {found} tokens as TRL tokenizes them "
                                 f"(its chat template included), the race priced at most {priced} ({flag}): design "
                                 f"the race with {flag} {found} (or MEAN:{found}), or shorten the prompts")
-            if r.reward_spec is not None and read > priced + r.reward_overhead_tokens:
+            if r.reward_spec is not None and read + retokenised > priced + r.reward_overhead_tokens:
+                completion = f" and a completion at its longest in about {retokenised} tokens more than the " \
+                    "policy's" if retokenised else ""
+                over = read + retokenised - priced
+                beyond = "its template and the completion read again" if retokenised else "its template"
                 raise UserError(f"the reward model's tokenizer reads the trainer's {what} prompts as up to {read} "
-                                f"tokens, the race priced its reads at most {priced} ({flag}) + "
+                                f"tokens{completion}, the race priced its reads at most {priced} ({flag}) + "
                                 f"{r.reward_overhead_tokens} (--reward-overhead): design the race with "
-                                f"--reward-overhead {read - priced + r.reward_overhead_tokens} (the {read - priced} "
-                                f"tokens over {flag} on top of the {r.reward_overhead_tokens} for its template), or "
-                                "shorten the prompts")
+                                f"--reward-overhead {over} (what it reads beyond {flag}: {beyond}), or shorten the "
+                                "prompts")
 
     def to_data(self) -> dict[str, Any]:
         return serial.write(SPEC_LAYOUT, self)
