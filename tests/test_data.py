@@ -118,6 +118,24 @@ def test_chat_prompts_render_with_the_tokenizers_template_or_the_file_given(tmp_
         load_problems(path, None)
 
 
+def test_the_hf_character_tokenizer_decodes_as_the_built_in_one_and_reads_its_text_back_in_no_more_tokens():
+    """A reward model re-reads a completion's decoded text: the HF character tokenizer must decode any ids as the
+    built-in one does (specials skipped: ``<sep>`` read back as text was 5 tokens where 1 was generated; ``?``, a
+    character declared the unknown token, was dropped), and read that text back in no more tokens than were
+    generated."""
+    import numpy as np
+
+    from flopplan.grpo.codecs import hf_char_tokenizer
+    from flopplan.grpo.tokenizer import CharTokenizer
+
+    hf, built_in = hf_char_tokenizer(), CharTokenizer()
+    rng = np.random.default_rng(0)
+    for ids in [list(range(len(built_in.vocab))), *rng.integers(0, len(built_in.vocab), (50, 12)).tolist()]:
+        text = hf.decode(ids, skip_special_tokens=True)
+        assert text == built_in.decode(ids)
+        assert len(hf(text=text, add_special_tokens=False)["input_ids"]) <= len(ids)
+
+
 # -- reward functions ----------------------------------------------------------------------------------------
 
 def test_reward_functions_are_called_as_trl_calls_them(data):

@@ -293,15 +293,19 @@ def test_an_orm_arms_pilot_spec_names_the_reward_model_the_design_trained(tmp_pa
                                             rf"to {priced + 1} tokens, the race priced its reads at most 9 "
                                             rf"\({flag}\) \+ {allowance} \(--reward-overhead\): design the race "
                                             rf"with --reward-overhead {over} \(what it reads beyond {flag}: its "
-                                            rf"template\), or shorten the prompts$"):
+                                            rf"template or its own split of the prompts\), or shorten the "
+                                            rf"prompts$"):
             orm.check_lengths(9, 9, *lengths)
     orm.check_lengths(9, 9, 9, 9, priced - 9)  # a reward tokenizer that reads a completion in more tokens than the
     with pytest.raises(UserError, match=rf"reads the trainer's train_dataset prompts as up to 9 tokens and a "  # policy
                                         rf"completion at its longest in about {priced - 8} tokens more than the "
                                         rf"policy's, .* design the race with --reward-overhead {allowance + 1} "
-                                        rf"\(what it reads beyond --prompt-len: its template and the completion "
-                                        rf"read again\)"):
+                                        rf"\(what it reads beyond --prompt-len: its template or its own split of "
+                                        rf"the prompts, and the completion read again\)"):
         orm.check_lengths(9, 9, 9, 9, priced - 8)
+    with pytest.raises(UserError, match=rf"eval_dataset prompts as up to {priced + 3} tokens.* --reward-overhead "
+                                        rf"{allowance + 3} "):  # one redesign: the larger of the two named
+        orm.check_lengths(9, 9, priced + 1, priced + 3)
 
 
 @pytest.mark.slow  # imports TRL (about 13 s)

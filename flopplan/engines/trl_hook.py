@@ -103,8 +103,10 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
           lost_outside_budget: bool = False, check_prompts: Any = None) -> TRLMeter:
     """Meter ``trainer`` (a ``GRPOTrainer`` or a subclass, before ``trainer.train()``); see :func:`flopplan.trl.meter`
     for the arguments. ``config``: the run configuration written to ``out`` (``flopplan train`` passes its own);
-    ``check_prompts(train, evaluation, reward, eval_reward)``: called with the data's longest prompts in tokens (the
-    last two as the reward model reads them, 0 without one) before anything is written (a race pilot refuses prompts
+    ``check_prompts(train, evaluation, reward, eval_reward, retokenised)``: called with the data's longest prompts
+    in tokens (the third and fourth as the reward model reads them, 0 without one) and the tokens by which a reward
+    model with another tokenizer is taken to read a completion beyond the policy's count
+    (:func:`flopplan.engines.trl_prompts.retokenising`), before anything is written (a race pilot refuses prompts
     longer than its race priced)."""
     if getattr(trainer, "flopplan_meter", None) is not None:
         raise UserError("this trainer is metered already")

@@ -122,6 +122,19 @@ def _texts(prompts: list[Any]) -> list[str]:
     return list(out)
 
 
+def _chunks(texts: list[str], size: int = 4096) -> list[str]:
+    """``texts`` joined by newlines into chunks of about ``size`` characters: a tokenizer that starts each text
+    with a token of its own (SentencePiece's word start) adds it once a chunk, not once a prompt, to the ratio."""
+    out, chunk, length = [], [], 0
+    for text in texts:
+        chunk.append(text)
+        length += len(text) + 1
+        if length >= size:
+            out.append("\n".join(chunk))
+            chunk, length = [], 0
+    return out + (["\n".join(chunk)] if chunk else [])
+
+
 def retokenising(trainer: Any, sets: PromptSets, completion_max: int) -> tuple[int, list[str]]:
     """A reward model whose tokenizer is not the policy's reads each completion's decoded text in its own tokens,
     which the policy's count does not bound. Before any round has run the guard takes that excess from the
@@ -134,19 +147,22 @@ def retokenising(trainer: Any, sets: PromptSets, completion_max: int) -> tuple[i
     readers = [tokenizer for _, tokenizer in reward_models(trainer)]
     if not readers or not callable(getattr(policy, "get_vocab", None)):
         return 0, []
-    texts = _texts([p for prompts in sets["train_dataset"] for p in prompts])
-    own = sum(_token_lengths(lambda b: policy(text=b, add_special_tokens=False)["input_ids"], texts))
-    ratios = [sum(_token_lengths(lambda b, t=t: t(text=b, add_special_tokens=False)["input_ids"], texts)) / own
-              if own else 1.0 for t in readers]
-    if all(t.get_vocab() == policy.get_vocab() for t in readers) and all(r == 1 for r in ratios):
-        return 0, []  # (the policy's tokenizer: a completion's text is read in its own tokens)
-    ratio = max(ratios)
+    texts = _chunks(_texts([p for prompts in sets["train_dataset"] for p in prompts]))
+    own = sum(_token_lengths(lambda b: policy(text=b, add_special_tokens=False, verbose=False)["input_ids"], texts))
+    read = [sum(_token_lengths(lambda b, t=t: t(text=b, add_special_tokens=False, verbose=False)["input_ids"],
+                               texts)) for t in readers]
+    if all(t.get_vocab() == policy.get_vocab() for t in readers) and all(n == own for n in read):
+        return 0, []  # (the policy's tokenizer: a completion's text is read back in its own tokens)
+    learned = "learns the largest excess a round shows as rounds run; a round whose completions split worse than " \
+        "any before can run beyond the guard's bound by that difference"
+    if not own:  # nothing to measure the ratio on (no text, or none the policy's tokenizer reads)
+        return 0, ["the reward model's tokenizer is not the policy's and the training prompts hold no text the "
+                   f"policy's reads to compare them on: the guard {learned}, the first round included"]
+    ratio = max(read) / own
     extra = max(0, math.ceil((ratio - 1) * completion_max - 1e-9))
     return extra, [f"the reward model's tokenizer is not the policy's: it reads the training prompts' text in "
                    f"{ratio:.3f} times the policy's tokens, so before any round has run the guard takes a "
-                   f"completion at its longest to cost it {extra} tokens more than the policy's, and learns the "
-                   "largest excess as rounds run; a round whose completions split worse than any before can run "
-                   "beyond the guard's bound by that difference"]
+                   f"completion at its longest to cost it {extra} tokens more than the policy's, and {learned}"]
 
 
 __all__ = ["PromptSets", "eval_datasets", "longest_prompts", "prompt_sets", "retokenising", "reward_models",

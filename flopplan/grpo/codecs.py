@@ -102,8 +102,11 @@ def hf_codec(tokenizer: Any, where: str = "the tokenizer") -> Codec:
 
 def hf_char_tokenizer() -> Any:
     """The built-in character tokenizer as a Hugging Face fast tokenizer (for engines that take one, e.g. TRL): the
-    same ids (one per character, the special tokens first), left padding, and, as Qwen's tokenizers, no BOS added
-    (so a reward model re-reading prompt + completion as text reads exactly their tokens); its chat template is
+    same ids (one per character, the special tokens first, each special as the built-in's decode skips them; an
+    unknown character read as ``?``, an ordinary character, as the built-in's non-strict encode reads it), left
+    padding, and, as Qwen's tokenizers, no BOS added (so a reward model re-reading prompt + completion as text reads
+    exactly their tokens: a ``<sep>`` decoded as text read back as 5, and a ``?`` declared the unknown token was
+    skipped in decoding); its chat template is
 :data:`~flopplan.grpo.tokenizer.CHAT_TEMPLATE`."""
     from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
     from tokenizers.models import WordLevel
@@ -115,4 +118,4 @@ def hf_char_tokenizer() -> Any:
     core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # newlines too
     core.decoder = decoders.Fuse()
     return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
-                                   unk_token="?", padding_side="left", chat_template=CHAT_TEMPLATE)
+                                   sep_token="<sep>", padding_side="left", chat_template=CHAT_TEMPLATE)

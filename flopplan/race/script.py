@@ -254,23 +254,28 @@ class PilotSpec:
         ``retokenised`` tokens by which the meter takes it to read a completion at its longest beyond the policy's
         count where its tokenizer is not the policy's (:func:`flopplan.engines.trl_prompts.retokenising`)."""
         r = self.recipe
-        for what, found, read, priced, flag in (
-                ("train_dataset", train, reward, int(r.prompt_len.max), "--prompt-len"),
-                ("eval_dataset", evaluation, eval_reward, int(r.evaluation_prompt_len.max), "--eval-prompt-len")):
+        sets = (("train_dataset", train, reward, int(r.prompt_len.max), "--prompt-len"),
+                ("eval_dataset", evaluation, eval_reward, int(r.evaluation_prompt_len.max), "--eval-prompt-len"))
+        for what, found, _, priced, flag in sets:
             if found > priced:
                 raise UserError(f"the trainer's {what} has prompts of up to {found} tokens as TRL tokenizes them "
                                 f"(its chat template included), the race priced at most {priced} ({flag}): design "
                                 f"the race with {flag} {found} (or MEAN:{found}), or shorten the prompts")
-            if r.reward_spec is not None and read + retokenised > priced + r.reward_overhead_tokens:
-                completion = f" and a completion at its longest in about {retokenised} tokens more than the " \
-                    "policy's" if retokenised else ""
-                over = read + retokenised - priced
-                beyond = "its template and the completion read again" if retokenised else "its template"
-                raise UserError(f"the reward model's tokenizer reads the trainer's {what} prompts as up to {read} "
-                                f"tokens{completion}, the race priced its reads at most {priced} ({flag}) + "
-                                f"{r.reward_overhead_tokens} (--reward-overhead): design the race with "
-                                f"--reward-overhead {over} (what it reads beyond {flag}: {beyond}), or shorten the "
-                                "prompts")
+        if r.reward_spec is None:
+            return
+        # what the reward model reads beyond the priced prompt, for each data set: one overhead covers both
+        over, what, read, priced, flag = max((read + retokenised - priced, what, read, priced, flag)
+                                             for what, _, read, priced, flag in sets)
+        if over > r.reward_overhead_tokens:
+            completion = f" and a completion at its longest in about {retokenised} tokens more than the policy's" \
+                if retokenised else ""
+            beyond = "its template or its own split of the prompts" + (", and the completion read again"
+                                                                       if retokenised else "")
+            raise UserError(f"the reward model's tokenizer reads the trainer's {what} prompts as up to {read} "
+                            f"tokens{completion}, the race priced its reads at most {priced} ({flag}) + "
+                            f"{r.reward_overhead_tokens} (--reward-overhead): design the race with "
+                            f"--reward-overhead {over} (what it reads beyond {flag}: {beyond}), or shorten the "
+                            "prompts")
 
     def to_data(self) -> dict[str, Any]:
         return serial.write(SPEC_LAYOUT, self)
