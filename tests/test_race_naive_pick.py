@@ -297,3 +297,26 @@ def test_an_arm_whose_pilots_stopped_short_of_the_rung_is_read_at_its_last_evalu
     assert early.recommendation.naive_arm is None and not any("stopped at" in w for w in early.warnings)
     assert with_unfitted([], {}, {"short": last, "full": 0.0}, 1) == ["short"]
     assert with_unfitted([], {}, {"anon": None, "full": 0.0}, 1) == ["full"]  # nothing seen goes last, not as 0
+
+
+def test_the_extrapolation_a_recommendation_names_is_its_own_arms_not_the_curves_best():
+    """Under "cannot tell" the naive pick stands although the curves put another arm first. The reason naming the
+    extrapolation beyond the arm's largest pilot named the curves' best arm's (7.69x, where the recommended arm's
+    was 3.88x in a held-out user's race); it is the recommended arm's own, as its ``extrapolation`` field says."""
+    from flopplan.race.regime import recommend
+    from flopplan.race.results import Decision
+
+    def pred(arm: str, reward: float, extrapolation: float) -> ArmPrediction:
+        return ArmPrediction(arm, 1e10, reward, reward - 0.1, reward + 0.1, reward - 0.2, reward - 0.3,
+                             reward + 0.1, 0.5, extrapolation, True, True, "", None)
+
+    late, seen = pred("late", 0.62, 7.69), pred("seen", 0.60, 3.88)
+    decision = Decision("BOUNDS", "the rule", "late", "seen", 0.55, 0.02, -0.1, 0.14, 0.05, (),
+                        {"late": 0.55, "seen": 0.45}, "late", False)
+    at_f = BudgetResult("target", 1e10, (late, seen), decision)
+    rec = recommend("math", at_f, {}, 0.0, "model average", None, 0.9, naive=("seen", 0.5))
+    assert rec.arm == "seen" and rec.confidence == "cannot tell" and rec.extrapolation == 3.88
+    far = [r for r in rec.reasons if "extrapolation beyond the arm's largest pilot" in r]
+    assert far == ["3.88x extrapolation beyond the arm's largest pilot FLOPs (beyond ~2x)"]
+    assert recommend("math", at_f, {}, 0.0, "model average", None, 0.9, naive=("late", 0.5)).reasons[-1] \
+        .startswith("7.69x extrapolation")

@@ -340,3 +340,19 @@ def test_a_second_runner_of_the_same_shard_is_refused(tmp_path):
     assert not (tmp_path / "pilots").exists()
 
 
+
+
+def test_the_validating_run_does_not_evaluate_again_a_step_after_the_pilot_it_continues():
+    """A budget stops a pilot just short of its rung's end, where its last evaluation stands for the design's point
+    there. The validating run that continues it kept that point and evaluated again one step later, out of its
+    budget (a held-out user's race: steps 44 and 45, 0.56 % of F). Points more than a step away are kept."""
+    from types import SimpleNamespace
+
+    from flopplan.race.validate import _validation_points
+
+    design = SimpleNamespace(eval_points=(1_000, 2_000, 2_580_939_092))
+    arm = SimpleNamespace(eval_flops=1_000)
+    points = _validation_points(design, arm, 10**10, 2_578_554_880, 44)  # type: ignore[arg-type]
+    assert 2_580_939_092 not in points and points[:2] == (1_000, 2_000) and min(points[2:]) > 2_580_939_092
+    earlier = _validation_points(design, arm, 10**10, 1_000_000_000, 44)  # type: ignore[arg-type]
+    assert 2_580_939_092 in earlier  # (a pilot that stopped a rung before: the point is still due)

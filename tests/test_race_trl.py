@@ -655,8 +655,8 @@ def test_a_script_race_stopped_by_ctrl_c_mid_round_resumes_its_pilot_with_nothin
 
 def test_a_failed_pilot_is_named_by_its_signal_and_its_last_line_that_is_not_a_progress_bar(tmp_path):
     """A review's pilot, killed, was reported as "failed (exit -15): Writing model shards: 100%|...": the signal by
-    name, and the last line that says something."""
-    from flopplan.race.pilots import failure
+    name, and the last line that says something, in what this attempt wrote."""
+    from flopplan.race.pilots import failure, log_size
 
     log = tmp_path / "pilot.log"
     log.write_text("Traceback ...\nRuntimeError: reward server timed out\n"
@@ -677,6 +677,18 @@ def test_a_failed_pilot_is_named_by_its_signal_and_its_last_line_that_is_not_a_p
     log.write_text("step 3 done\n/x/transformers/utils/generic.py:1014: FutureWarning: `x` is deprecated\n"
                    "  warnings.warn(\n")
     assert failure(-9, log) == ("killed by SIGKILL", "step 3 done")
+    # nothing but a warning and bars (a held-out user's kill -9): the warning's message, not its source line
+    log.write_text("/x/generic.py:1014: FutureWarning: `x` is deprecated\n  warnings.warn(\nLoading: 100%|#| 2/2\n")
+    assert failure(-9, log) == ("killed by SIGKILL",
+                                "no error message; its last warning: /x/generic.py:1014: FutureWarning: `x` is "
+                                "deprecated")
+    # a log kept across attempts: an earlier attempt's refusal, fixed since, is not this attempt's failure
+    log.write_text(f"[rank0]: flopplan.errors.UserError: {refusal}\n")
+    since = log_size(log)
+    with open(log, "a") as f:
+        f.write("Traceback ...\nValueError: my reward function blew up\n")
+    assert failure(1, log, since) == ("exit 1", "ValueError: my reward function blew up")
+    assert failure(1, log) == ("exit 1", refusal)  # (what it named before)
 
 
 def test_the_watch_stops_a_resumed_pilot_whose_new_checkpoint_has_no_ledger_and_nothing_else(tmp_path):

@@ -297,8 +297,9 @@ def run(race_dir: str, backend: str, jobs: int | None, shard: str, address: str 
         result = run_race(race_dir, jobs=1 if jobs is None else jobs, shard=_shard(shard), executor=executor,
                           pilot=pilot, log=say)
     except KeyboardInterrupt:
-        click.echo(f"flopplan: interrupted: `flopplan race run {race_dir}` continues the race (a pilot of the local "
-                   "pool stops after its round, with a checkpoint)", err=True)
+        how = "Ray ends the running pilots: each resumes from its last checkpoint, what ran after it recorded as " \
+            "lost" if backend == "ray" else "a pilot of the local pool stops after its round, with a checkpoint"
+        click.echo(f"flopplan: interrupted: `flopplan race run {race_dir}` continues the race ({how})", err=True)
         raise SystemExit(130) from None
     if as_json:
         echo_json(result)

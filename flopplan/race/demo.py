@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from flopplan.errors import UserError
-from flopplan.race.pilots import failure
+from flopplan.race.pilots import failure, log_size
 from flopplan.recipe import Recipe
 from flopplan.runfile import load_reward_model_card
 
@@ -87,10 +87,11 @@ def train_reward_model(folder: Path, grid: DemoGrid, echo: Callable[[str], None]
     command = [sys.executable, "-m", "flopplan", "reward-model", "train", "--out", str(path), *grid.reward_model_args]
     log = folder / "logs" / "reward-model.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    since = log_size(log)
     with open(log, "ab") as out:
         done = subprocess.run(command, stdout=out, stderr=out, env=dict(os.environ), check=False)
     if done.returncode != 0:
-        how, last = failure(done.returncode, log)
+        how, last = failure(done.returncode, log, since)
         raise UserError(f"the reward model's training failed ({how}): {last} (log: {log})")
     card = load_reward_model_card(path)
     echo(f"reward model: {card.params:,} parameters, held-out agreement with the rule "

@@ -46,23 +46,39 @@ _RUNNING_LOCK = threading.Lock()
 _INTERRUPTED = threading.Event()
 
 
-def failure(returncode: int, log: Path) -> tuple[str, str]:
+def failure(returncode: int, log: Path, since: int = 0) -> tuple[str, str]:
     """How a child process ended, for a one-line refusal: its exit code (a signal by name), and flopplan's last
-    refusal in its log (a pilot's ``spec.apply`` or ``spec.meter`` refused the trainer: under torchrun every rank
-    prints it, ``[rank0]:``-prefixed, before the launcher's own report), else the last line that says something:
-    not a progress bar's (tqdm redraws its bar with carriage returns: "Writing model shards: 100%|..."), a warning's
-    (:data:`WARNING`) nor a rule of ``=`` or ``-``."""
+    refusal in what it wrote to its log (from byte ``since``, the log's size when it started: a log kept across
+    attempts holds earlier attempts' refusals, which would be named instead) (a pilot's ``spec.apply`` or
+    ``spec.meter`` refused the trainer: under torchrun every rank prints it, ``[rank0]:``-prefixed, before the
+    launcher's own report), else the last line that says something: not a progress bar's (tqdm redraws its bar with
+    carriage returns: "Writing model shards: 100%|..."), a warning's (:data:`WARNING`) nor a rule of ``=`` or
+    ``-``; failing that, the last warning's message, or the last line (a progress bar's)."""
     how = f"exit {returncode}"
     if returncode < 0:
         with contextlib.suppress(ValueError):
             how = f"killed by {signal.Signals(-returncode).name}"
-    text = log.read_text(errors="replace") if log.is_file() else ""
+    text = ""
+    if log.is_file():
+        with open(log, "rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
     lines = [x.strip() for line in text.splitlines() for x in line.split("\r") if x.strip()]
     refusals = [x.split(REFUSAL, 1)[1].strip() for x in lines if REFUSAL in x]
     if refusals:
         return how, refusals[-1]
-    words = [x for x in lines if not (PROGRESS_BAR.search(x) or WARNING.search(x)) and x.strip("=-")] or lines
-    return how, words[-1] if words else "(no output)"
+    words = [x for x in lines if not (PROGRESS_BAR.search(x) or WARNING.search(x)) and x.strip("=-")]
+    if words:
+        return how, words[-1]
+    warned = [x for x in lines if WARNING.search(x) and not x.startswith("warnings.warn(")]
+    if warned:
+        return how, f"no error message; its last warning: {warned[-1]}"
+    return how, lines[-1] if lines else "(no output)"
+
+
+def log_size(log: Path) -> int:
+    """Where a child's output will start in ``log`` (appended to): :func:`failure` reads from there."""
+    return log.stat().st_size if log.is_file() else 0
 
 
 REFUSAL = "flopplan.errors.UserError:"
@@ -200,7 +216,8 @@ def _check_script_budget(folder: Path, summary: RunSummary) -> None:
 def ignored_budget(what: str, folder: Path, summary: RunSummary, given: int) -> UserError:
     """The refusal of a script pilot whose run does not carry the budget it was given (:func:`_check_script_budget`,
     and :func:`flopplan.race.user_pilot.run_script_pilot` when its process ends)."""
-    return UserError(f"{what} ignored its budget: it ran to {summary.budget_flops} and charged {summary.charged:,} "
+    ran = "with no budget" if summary.budget_flops is None else f"to {summary.budget_flops:,}"
+    return UserError(f"{what} ignored its budget: it ran {ran} and charged {summary.charged:,} "
                      f"FLOPs against the {given:,} it was given (meter it with spec.meter): delete {str(folder)!r} "
                      "and run the race again")
 

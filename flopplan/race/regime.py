@@ -319,9 +319,7 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
     reasons = []
     if not decision.regime.endswith("-bound"):  # BOUNDS, or AXIS-bound
         reasons.append(f"{decision.regime} at the target budget: {decision.rule}")
-    if pred.extrapolation > EXTRAPOLATION_LIMIT * EXTRAPOLATION_TOL:
-        reasons.append(f"{pred.extrapolation:.2f}x extrapolation beyond the arm's largest pilot FLOPs (beyond "
-                       f"~{EXTRAPOLATION_LIMIT:g}x)")
+    far = pred.extrapolation > EXTRAPOLATION_LIMIT * EXTRAPOLATION_TOL  # (the curves' best arm's: the confidence)
     tied: tuple[str, ...] = ()
     separate = None
     p = decision.p_best if decision.p_best is not None else 1.0
@@ -332,7 +330,7 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
                        f"margin {decision.margin:.3f} [{decision.margin_lo:.3f}, {decision.margin_hi:.3f}] over "
                        f"{decision.runner_up}; one more rung for them costs {eng(separate)} "
                        f"({separate / f:.1%} of the budget)")
-    confidence = "cannot tell" if tied else "low" if reasons else "high"
+    confidence = "cannot tell" if tied else "low" if reasons or far else "high"
     p_arm, runner, margin = decision.p_best, decision.runner_up, decision.margin
     m_lo, m_hi = decision.margin_lo, decision.margin_hi
     stands = naive_stands(at_f, pred, naive, level, bool(tied))
@@ -345,6 +343,9 @@ def recommend(target: str, at_f: BudgetResult, upfront: dict[str, int], budget_l
         confidence = "cannot tell" if tied else "low"
         top, arm, pred = arm, naive[0], theirs
         p_arm, runner, margin, m_lo, m_hi = decision.p_best_of.get(arm, 0.0), top, None, None, None
+    if pred.extrapolation > EXTRAPOLATION_LIMIT * EXTRAPOLATION_TOL:  # the recommended arm's own
+        reasons.append(f"{pred.extrapolation:.2f}x extrapolation beyond the arm's largest pilot FLOPs (beyond "
+                       f"~{EXTRAPOLATION_LIMIT:g}x)")
     return Recommendation(**common, arm=arm, mode="fitted", confidence=confidence,
                           reasons=tuple(reasons), at_flops=pred.ledger_flops, reward=pred.reward, lo=pred.lo,
                           hi=pred.hi, gain=pred.gain, gain_lo=pred.gain_lo, gain_hi=pred.gain_hi,

@@ -54,6 +54,7 @@ from flopplan.race.pilots import (
     children_stopped,
     failure,
     interrupt_children,
+    log_size,
     pilot_done,
     pilot_folder,
     pilot_input,
@@ -271,10 +272,11 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -
     command = train_command(design, folder, task)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "OPENBLAS_NUM_THREADS": str(threads)}
+    since = log_size(log_path)
     with open(log_path, "ab") as log:
         returncode = run_child(command, stdout=log, stderr=log, env=env)
     if returncode != 0 and not pilot_done(task.folder, task.budget):  # (a pilot killed in its teardown is done)
-        how, last = failure(returncode, log_path)
+        how, last = failure(returncode, log_path, since)
         raise UserError(f"pilot {task.arm} seed {task.seed} failed ({how}): {last} (log: {log_path})")
     return task
 

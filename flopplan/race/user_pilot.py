@@ -22,7 +22,7 @@ from typing import Any
 from flopplan.errors import UserError
 from flopplan.fileio import TEMPORARY, atomic_write_json, folder_lock, read_json
 from flopplan.race.design import RaceDesign, training_only
-from flopplan.race.pilots import failure, ignored_budget, pilot_done, run_child
+from flopplan.race.pilots import failure, ignored_budget, log_size, pilot_done, run_child
 from flopplan.race.script import PILOT_ENV, SPEC_FILE, PilotSpec, load_spec
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
 
@@ -143,6 +143,7 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
         raise UserError(f"the pilot command runs in {cwd!r}, where `race run --pilot` was first given, and that folder "
                         "is not here: run the race from a machine that has it")
     what = f"pilot {task.arm} seed {task.seed}" + (f" (rung {task.rung + 1})" if task.rung >= 0 else " (validation)")
+    since = log_size(task.folder / TAIL_FILE)  # (this attempt's stderr: the file keeps earlier attempts')
     with open(log_path, "ab") as log, open(task.folder / TAIL_FILE, "ab") as errors:
         try:
             returncode = run_child(argv, task.folder, watch=_Unmetered(task.folder, spec, what),
@@ -154,7 +155,7 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
                     f": {exc.strerror or exc}")
             raise UserError(f"the pilot command {command!r} cannot start {argv[0]!r}{hint}") from None
     if returncode != 0 and not pilot_done(task.folder, task.budget):  # (a pilot killed in its teardown is done)
-        how, last = failure(returncode, task.folder / TAIL_FILE)
+        how, last = failure(returncode, task.folder / TAIL_FILE, since)
         raise UserError(f"{what} failed ({how}): {last} (stderr: {task.folder / TAIL_FILE})")
     if not (task.folder / SUMMARY).is_file():
         raise UserError(f"{what} exited without a run folder ({task.folder / SUMMARY} missing): the script must "

@@ -157,7 +157,8 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | N
     origin = load_summary(pilot)
     budget = origin.flops["total"] + left
     run = folder / VALIDATION / arm.name
-    points = _validation_points(design, arm, budget)
+    points = _validation_points(design, arm, budget, origin.flops["total"] - origin.flops.get("evaluation", 0),
+                                origin.steps)
     script = recorded_command(folder) is not None
     if not (run / CONFIG).is_file() and not _has_checkpoint(pilot, script):
         raise UserError(f"pilot {arm.name} seed {seed} has no checkpoint to continue ({pilot / 'checkpoints'} holds "
@@ -229,12 +230,18 @@ def last_train(records: list[EvalRecord]) -> float:
     return float(max((r.train_flops for r in records), default=0))
 
 
-def _validation_points(design: RaceDesign, arm: Any, budget: int) -> tuple[int, ...]:
-    """The pilots' evaluation points, then a few log-spaced ones up to the validating run's training budget."""
+def _validation_points(design: RaceDesign, arm: Any, budget: int, pilot_train: int, pilot_steps: int
+                       ) -> tuple[int, ...]:
+    """The pilots' evaluation points, then a few log-spaced ones up to the validating run's training budget. A
+    point the continued pilot (``pilot_train`` training FLOPs in ``pilot_steps`` steps) stopped short of by less
+    than a step of its own is left out: the evaluation at its end stands for it (a budget stops a pilot just short
+    of its rung, and the run would evaluate again one step later, out of its budget)."""
     train = max(1, budget - arm.eval_flops * (2 + len(design.eval_points) + 4))
     top = max(design.eval_points)
     extra = tuple(int(top * (train / top) ** (i / 4)) for i in range(1, 5)) if train > top else ()
-    return tuple(sorted(set(design.eval_points) | set(extra)))
+    covered = pilot_train + pilot_train / max(1, pilot_steps)
+    points = {p for p in design.eval_points if p <= pilot_train or p > covered}
+    return tuple(sorted(points | set(extra)))
 
 
 def render(out: dict[str, Any]) -> str:
