@@ -377,6 +377,21 @@ def _trainers(tiny: Path, tmp_path: Path):
     return trainer
 
 
+def _bounds_and_rounds(metered):
+    """The guard's bound before each round and what each round executed, filled as ``metered``'s rounds commit."""
+    bounds, executed = [metered.next_round_bound()], []
+    commit = metered.commit
+
+    def committed(reduce):
+        out = commit(reduce)
+        executed.append(metered.last_round_flops)
+        bounds.append(metered.next_round_bound())
+        return out
+
+    metered.commit = committed
+    return bounds, executed
+
+
 @pytest.mark.slow
 def test_a_reward_models_read_of_chat_prompts_is_known_before_training(tiny, tmp_path):
     """A reward model reads chat prompts through its own chat template, which can be longer than the policy's (here
@@ -403,16 +418,7 @@ def test_a_reward_models_read_of_chat_prompts_is_known_before_training(tiny, tmp
                                         reward_processing_classes=[None, reward_tokenizer])
     checked, reads, rows = [], [], []
     metered = attach(trainer, check_prompts=lambda *lengths: checked.append(lengths))
-    bounds, executed = [metered.next_round_bound()], []
-    commit = metered.commit
-
-    def committed(reduce):
-        out = commit(reduce)
-        executed.append(metered.last_round_flops)
-        bounds.append(metered.next_round_bound())
-        return out
-
-    metered.commit = committed
+    bounds, executed = _bounds_and_rounds(metered)
     trainer.reward_funcs[1].register_forward_pre_hook(
         lambda module, args, kwargs: reads.extend(kwargs["attention_mask"].sum(1).tolist()), with_kwargs=True)
     score = trainer._generate_and_score_completions
@@ -468,16 +474,7 @@ def test_a_reward_tokenizer_that_is_not_the_policys_is_in_the_guards_bound_from_
     metered.reward_extra = 0
     without = metered.next_round_bound()  # what the guard took before: the prompts' reads and the policy's count
     metered.reward_extra = trainer.args.max_completion_length
-    bounds, executed = [metered.next_round_bound()], []
-    commit = metered.commit
-
-    def committed(reduce):
-        out = commit(reduce)
-        executed.append(metered.last_round_flops)
-        bounds.append(metered.next_round_bound())
-        return out
-
-    metered.commit = committed
+    bounds, executed = _bounds_and_rounds(metered)
     trainer.train()
     assert len(executed) == 2 and all(0 < e <= b for e, b in zip(executed, bounds, strict=False))
     assert executed[0] > without  # (the bound before this change)
