@@ -137,8 +137,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         if not resume:  # a budget that buys no round is refused here, not when training starts
             probe = TRLMeter(read.recipe, read.run, flops,
                              eval_rows=_evaluation_rows(trainer, read.eval_generations)[0])
-            probe.prompt_max, probe.reward_prompt_max, probe.eval_prompt_max, probe.eval_reward_prompt_max = lengths
-            probe.reward_extra = retokenised
+            probe.know_prompts(lengths, retokenised)
             _check_first_round(probe, trainer.args)
     except BaseException:  # refused: nothing left behind
         scratch.cleanup()
@@ -159,8 +158,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     m = TRLMeter(read.recipe, read.run, flops, folder, measure=measure, peak_flops=peak_flops, rank=read.rank,
                  eval_rows=eval_rows, eval_batch=eval_batch, charge_lost=not lost_outside_budget)
     m.notes += [*read.notes, *retokenised_notes]
-    m.prompt_max, m.reward_prompt_max, m.eval_prompt_max, m.eval_reward_prompt_max = lengths
-    m.reward_extra = retokenised  # (learned upward from here)
+    m.know_prompts(lengths, retokenised)
     m.summary_fields = {"conventions": read.conventions, "device": str(trainer.accelerator.device),
                         "dtype": read.conventions["dtype"]}
     m.owns_folder = writes and config is None
@@ -439,9 +437,7 @@ class FlopBudgetCallback(TrainerCallback):
             if state.global_step >= state.max_steps:  # the run ends inside this round: charged before the final
                 self._commit_partial(state)  # checkpoint is saved and the step logged (the same on every process)
             return control  # the round goes on
-        committed = self.meter.commit(self.reduce)
-        for observer in self.on_commit:
-            observer(committed)
+        self._commit_round()
         fits = self.meter.fits_next_round(self._reserve(args, state.global_step, state.max_steps))
         # the same decision on every process: stop when the next round does not fit anywhere, or after this one
         # when Ctrl-C reached any process (the budget's reason first: a run that cannot go on is finished)
@@ -456,6 +452,13 @@ class FlopBudgetCallback(TrainerCallback):
             control.should_save = self.stopped = True
         return control
 
+    def _commit_round(self) -> None:
+        """The round under way, summed over the processes, into the ledger, and then to its observers (the step log,
+        another process's progress). Every process calls it at once."""
+        committed = self.meter.commit(self.reduce)
+        for observer in self.on_commit:
+            observer(committed)
+
     def _commit_partial(self, state: Any) -> None:
         """Training ends inside a round (at ``max_steps`` or the last epoch's end off a round's boundary, or a
         callback stopped it): the round's generation and the updates that ran are charged as a round of their own
@@ -465,9 +468,7 @@ class FlopBudgetCallback(TrainerCallback):
         self.ctrl_c_anywhere = self.ctrl_c_anywhere or bool(asked)
         if not under_way:
             return
-        committed = self.meter.commit(self.reduce)
-        for observer in self.on_commit:
-            observer(committed)
+        self._commit_round()
         self.meter.check_tokens(state.num_input_tokens_seen)
         per_round = self.meter.run.optimizer_steps_per_round
         self.meter.notes.append(f"the last round ended after {state.global_step % per_round} of its {per_round} "

@@ -171,6 +171,14 @@ class TRLMeter:
         lengths = list(zip(inputs["prompt_mask"].sum(1).tolist(), mask.sum(1).tolist(), strict=True))
         self.round["update"].append(ran(self.passes["update"], lengths, (p, k)))
 
+    def know_prompts(self, lengths: tuple[int, int, int, int], retokenised: int) -> None:
+        """The guard's reads before any round has run: the data's longest prompts (``lengths``, as
+        :func:`flopplan.engines.trl_prompts.longest_prompts` gives them) and the tokens by which a reward model with
+        another tokenizer is taken to read a completion beyond the policy's (:func:`~flopplan.engines.trl_prompts.
+        retokenising`; learned upward from here)."""
+        self.prompt_max, self.reward_prompt_max, self.eval_prompt_max, self.eval_reward_prompt_max = lengths
+        self.reward_extra = retokenised
+
     def round_under_way(self) -> bool:
         """Whether any unit of a round has run on this process since its last commit."""
         r = self.round

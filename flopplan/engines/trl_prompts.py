@@ -11,6 +11,7 @@ estimated from the prompts' text before training and learned as rounds run (:fun
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -135,6 +136,20 @@ def _chunks(texts: list[str], size: int = 4096) -> list[str]:
     return out + (["\n".join(chunk)] if chunk else [])
 
 
+def _same_tokenizer(tokenizer: Any, policy: Any) -> bool:
+    """Whether ``tokenizer`` reads text as ``policy`` does: the same object, or fast tokenizers with the same
+    pipeline (normalizer, pre-tokenizer, model and added tokens, as ``tokenizers`` serialises them; padding and
+    truncation, which TRL sets per call, aside)."""
+    if tokenizer is policy:
+        return True
+    mine, theirs = getattr(tokenizer, "backend_tokenizer", None), getattr(policy, "backend_tokenizer", None)
+    if mine is None or theirs is None:
+        return False
+    pipelines = [{k: v for k, v in json.loads(b.to_str()).items() if k not in ("padding", "truncation")}
+                 for b in (mine, theirs)]
+    return pipelines[0] == pipelines[1]
+
+
 def retokenising(trainer: Any, sets: PromptSets, completion_max: int) -> tuple[int, list[str]]:
     """A reward model whose tokenizer is not the policy's reads each completion's decoded text in its own tokens,
     which the policy's count does not bound. Before any round has run the guard takes that excess from the
@@ -144,15 +159,13 @@ def retokenising(trainer: Any, sets: PromptSets, completion_max: int) -> tuple[i
     is: an estimate, not a bound (completions can split worse than the prompts); the guard goes on learning the
     largest excess a round shows (:attr:`flopplan.engines.trl_meter.TRLMeter.reward_extra`)."""
     policy = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
-    readers = [tokenizer for _, tokenizer in reward_models(trainer)]
-    if not readers or not callable(getattr(policy, "get_vocab", None)):
-        return 0, []
+    readers = [tokenizer for _, tokenizer in reward_models(trainer) if not _same_tokenizer(tokenizer, policy)]
+    if not readers or not callable(policy):
+        return 0, []  # (the policy's tokenizer: a completion's text is read back in its own tokens)
     texts = _chunks(_texts([p for prompts in sets["train_dataset"] for p in prompts]))
     own = sum(_token_lengths(lambda b: policy(text=b, add_special_tokens=False, verbose=False)["input_ids"], texts))
     read = [sum(_token_lengths(lambda b, t=t: t(text=b, add_special_tokens=False, verbose=False)["input_ids"],
                                texts)) for t in readers]
-    if all(t.get_vocab() == policy.get_vocab() for t in readers) and all(n == own for n in read):
-        return 0, []  # (the policy's tokenizer: a completion's text is read back in its own tokens)
     learned = "learns the largest excess a round shows as rounds run; a round whose completions split worse than " \
         "any before can run beyond the guard's bound by that difference"
     if not own:  # nothing to measure the ratio on (no text, or none the policy's tokenizer reads)
