@@ -138,19 +138,45 @@ def _log_ndtr_diff(a, b):
         return hi + np.log1p(-np.exp(lo - hi))
 
 
-# ---- rmgold ----------------------------------------------------------------------------------------------------------
-class RMGoldSeed:
-    def __init__(self, parent, kappa):
-        self.p, self.kappa = parent, kappa
+# ---- arms whose seeds run at their own pace (rmgold, majvote) --------------------------------------------------------
+class _Seed:
+    def __init__(self, parent, rate):
+        self.p, self.rate = parent, rate
 
     def __call__(self, f):
-        return self.p.reward(4 * _x(f) / self.p.g, self.kappa)
+        return self.p.reward(4 * _x(f) / self.p.g, self.rate)
 
 
-class RMGold:
+class _SeedsAtTheirPace:
+    """An arm whose seeds run at ``rate`` exp(sigma Z), Z ~ N(0, 1), with ``reward(tau, rate)`` on its step clock
+    tau = 4 x / G: its truth is the expectation over Z (96-node Gauss-Hermite), checked against quadrature."""
+
+    g: float
+    rate: float
+    sigma: float
+
+    def reward(self, tau, rate):
+        raise NotImplementedError
+
+    def __call__(self, f):
+        tau = 4 * _x(f) / self.g
+        rates = self.rate * np.exp(self.sigma * _ZX)
+        return (self.reward(np.asarray(tau)[..., None], rates) * _ZW).sum(axis=-1)
+
+    def draw_seeds(self, rng, n):
+        return [_Seed(self, self.rate * np.exp(self.sigma * z)) for z in rng.standard_normal(n)]
+
+    def expect_quad(self, f):
+        tau = 4 * _x(f) / self.g
+        fn = lambda z: float(self.reward(tau, self.rate * np.exp(self.sigma * z))) * _npdf(z)  # noqa: E731
+        return quad(fn, -12, 12, epsabs=1e-13, epsrel=1e-12, limit=400)[0]
+
+
+# ---- rmgold ----------------------------------------------------------------------------------------------------------
+class RMGold(_SeedsAtTheirPace):
     def __init__(self, g, beta, d_star, k0, kappa, sigma, th0, r_top):
         self.g, self.beta, self.d_star, self.k0, self.kappa, self.sigma = g, beta, d_star, k0, kappa, sigma
-        self.th0, self.r_top = th0, r_top
+        self.th0, self.r_top, self.rate = th0, r_top, kappa  # (a seed's drift speed)
 
     def kl(self, tau, kappa):
         return self.k0 * (np.sqrt(1 + 2 * kappa * tau / self.k0) - 1)
@@ -163,19 +189,6 @@ class RMGold:
 
     def reward(self, tau, kappa):
         return self.r_top * ndtr(self.theta(tau, kappa))
-
-    def __call__(self, f):
-        tau = 4 * _x(f) / self.g
-        ks = self.kappa * np.exp(self.sigma * _ZX)
-        return (self.reward(np.asarray(tau)[..., None], ks) * _ZW).sum(axis=-1)
-
-    def draw_seeds(self, rng, n):
-        return [RMGoldSeed(self, self.kappa * np.exp(self.sigma * z)) for z in rng.standard_normal(n)]
-
-    def expect_quad(self, f):
-        tau = 4 * _x(f) / self.g
-        fn = lambda z: float(self.reward(tau, self.kappa * np.exp(self.sigma * z))) * _npdf(z)  # noqa: E731
-        return quad(fn, -12, 12, epsabs=1e-13, epsrel=1e-12, limit=400)[0]
 
     def solve(self, kappa, taus):
         rhs = lambda t, k: [kappa / (1 + k[0] / self.k0)]  # noqa: E731
@@ -337,18 +350,10 @@ def fam_diffadapt(rng, r0):
 
 
 # ---- majvote ---------------------------------------------------------------------------------------------------------
-class MajVoteSeed:
-    def __init__(self, parent, lam):
-        self.p, self.lam = parent, lam
-
-    def __call__(self, f):
-        return self.p.reward(4 * _x(f) / self.p.g, self.lam)
-
-
-class MajVote:
+class MajVote(_SeedsAtTheirPace):
     def __init__(self, g, gamma, k, l0, sigma, th0, th_star, r_top):
         self.g, self.lam, self.l0, self.sigma = g, k * _quality(g, gamma), l0, sigma
-        self.th0, self.th_star, self.r_top = th0, th_star, r_top
+        self.th0, self.th_star, self.r_top, self.rate = th0, th_star, r_top, self.lam  # (a seed's take-off speed)
         y0 = expit(l0)
         self.th_b = (th0 - th_star * y0) / (1 - y0)  # the break-even logit of a group of g
 
@@ -357,19 +362,6 @@ class MajVote:
 
     def reward(self, tau, lam):
         return self.r_top * ndtr(self.theta(tau, lam))
-
-    def __call__(self, f):
-        tau = 4 * _x(f) / self.g
-        lams = self.lam * np.exp(self.sigma * _ZX)
-        return (self.reward(np.asarray(tau)[..., None], lams) * _ZW).sum(axis=-1)
-
-    def draw_seeds(self, rng, n):
-        return [MajVoteSeed(self, self.lam * np.exp(self.sigma * z)) for z in rng.standard_normal(n)]
-
-    def expect_quad(self, f):
-        tau = 4 * _x(f) / self.g
-        fn = lambda z: float(self.reward(tau, self.lam * np.exp(self.sigma * z))) * _npdf(z)  # noqa: E731
-        return quad(fn, -12, 12, epsabs=1e-13, epsrel=1e-12, limit=400)[0]
 
     def solve(self, lam, taus):
         span = self.th_star - self.th_b
