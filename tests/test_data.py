@@ -136,6 +136,58 @@ def test_the_hf_character_tokenizer_decodes_as_the_built_in_one_and_reads_its_te
         assert len(hf(text=text, add_special_tokens=False)["input_ids"]) <= len(ids)
 
 
+def test_the_hf_character_tokenizer_saved_beside_a_model_loads_back_as_it_reads(tmp_path):
+    """TRL and users' scripts load a folder's tokenizer with ``AutoTokenizer``, and transformers 5 gives a Qwen2
+    folder its model type's class whatever the folder's tokenizer is: the character tokenizer (a WordLevel) came back
+    as a byte-level BPE that drops spaces and newlines ("4 1 8 5 >" read as 5 tokens, not 9), so a reward model
+    trained with it read other text in GRPO, and pilots ran more steps than planned. It is now the class that
+    loads back, with the same ids, specials, padding side and chat template; and a folder an older flopplan wrote
+    (its WordLevel tokenizer) is loaded as it was saved."""
+    pytest.importorskip("torch")
+    from flopplan.grpo.codecs import hf_char_tokenizer
+    from flopplan.grpo.tokenizer import CharTokenizer
+
+    built_in, own = CharTokenizer(), hf_char_tokenizer()
+    for family in ("qwen2", "llama"):  # a model type transformers gives its own class, and one it does not
+        _loads_back(tmp_path / family, family, built_in, own)
+
+
+def _loads_back(root, family, built_in, own):
+    from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
+    from tokenizers.models import WordLevel
+    from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerFast
+
+    from flopplan.grpo.codecs import load_tokenizer
+    from flopplan.grpo.tokenizer import CHAT_TEMPLATE
+
+    config = AutoConfig.for_model(family, vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                  num_key_value_heads=1, intermediate_size=32)
+    texts = ["4 1 8 5 >", "0\n1 2 3 4 >\n", " 12 + 3 = 15, 7 * 8 - 9 ?", "1<sep>2<eos>"]
+    for folder in (root / "new", root / "old"):
+        config.save_pretrained(folder)
+    own.save_pretrained(root / "new")
+    loaded = AutoTokenizer.from_pretrained(root / "new", local_files_only=True)
+    for tokenizer in (own, loaded, load_tokenizer(root / "new")):
+        for text in texts[:3]:
+            assert tokenizer(text, add_special_tokens=False).input_ids == built_in.encode(text, bos=False)
+        assert tokenizer(texts[3]).input_ids == [5, 3, 6, 1]  # specials whole, no BOS added
+        assert tokenizer.decode([5, 3, 18, 22, 6, 1], skip_special_tokens=True) == "1 \n2"
+        assert (len(tokenizer), tokenizer.padding_side, tokenizer.chat_template) == (23, "left", CHAT_TEMPLATE)
+        assert (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.bos_token_id) == (0, 1, 2)
+    assert own("1a2").input_ids == [5, 6]  # outside the alphabet: dropped (the built-in's non-strict reads "?")
+
+    core = Tokenizer(WordLevel({t: i for i, t in enumerate(built_in.vocab)}, unk_token="?"))  # the older one
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<eos>", pad_token="<pad>").save_pretrained(
+        root / "old")
+    old = load_tokenizer(root / "old")
+    assert old(texts[0], add_special_tokens=False).input_ids == built_in.encode(texts[0], bos=False)
+    if family == "qwen2":  # (what transformers itself gives)
+        rebuilt = AutoTokenizer.from_pretrained(root / "old", local_files_only=True)
+        assert rebuilt(texts[0], add_special_tokens=False).input_ids == [8, 5, 12, 9, 20]
+
+
 # -- reward functions ----------------------------------------------------------------------------------------
 
 def test_reward_functions_are_called_as_trl_calls_them(data):

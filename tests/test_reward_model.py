@@ -177,6 +177,26 @@ def test_learned_orm_outputs(trained, mode):
         assert all(0 <= g <= 1 for g in got)
 
 
+def test_the_learned_orm_reads_in_grpo_what_it_was_trained_on(trained):
+    """The folder's tokenizer, loaded back (as ``--reward-model-path`` and TRL load it), reads each reward row as the
+    training read it: loaded back as transformers' Qwen2 class it dropped the spaces ("4 1 8 5 >" + answer read in
+    7 tokens, not 11), so the model scored other text than it had learned on."""
+    from flopplan.grpo.codecs import hf_char_tokenizer, hf_codec, local_codec
+    from flopplan.grpo.rewards import reward_row
+    from flopplan.grpo.tasks import DigitTask
+
+    folder, _ = trained
+    loaded, vocab = local_codec(folder, "the folder")
+    trained_on = hf_codec(hf_char_tokenizer())
+    problems = DigitTask("first", 4).split(16, 0, seed=3)[0]
+    assert vocab == 23 and problems
+    for p in problems:
+        for completion in (p.answer, f"{p.answer}\n1 + 2", "="):
+            row = reward_row("orm", trained_on, p.prompt, completion)
+            assert reward_row("orm", loaded, p.prompt, completion) == row
+            assert len(row) == len(p.prompt) + len(completion) + 1
+
+
 def test_grpo_run_with_the_learned_orm(trained, tmp_path):
     """A real run: rewards in [0, 1], the feedback bucket holds the ORM's inference FLOPs (equal to the counter's),
     and the run names the model's held-out agreement and upfront FLOPs."""

@@ -29,7 +29,7 @@ from flopplan.engines.trl import (
 from flopplan.engines.trl_hook import meter as attach_meter
 from flopplan.engines.trl_trainer import ATTENTION_KERNELS
 from flopplan.errors import UserError
-from flopplan.grpo.codecs import hf_char_tokenizer
+from flopplan.grpo.codecs import hf_char_tokenizer, load_tokenizer
 from flopplan.grpo.data import read_template, trl_rows
 from flopplan.grpo.reward_funcs import RewardFuncs
 from flopplan.grpo.tasks import parse_task
@@ -58,9 +58,7 @@ def _save_models(config: TrainConfig, work: Path, policy: DevicePolicy) -> tuple
     """The policy's path, its tokenizer, and the reward functions (a rule, or a reward model's path)."""
     r = config.recipe
     if config.model_path:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(config.model_path, local_files_only=True)
+        tokenizer = load_tokenizer(config.model_path)
         if config.chat_template:
             tokenizer.chat_template = read_template(config.chat_template)
         return config.model_path, tokenizer, (
@@ -228,9 +226,11 @@ def _build(config: TrainConfig, folder: RunFolder, resume: bool) -> tuple[Any, A
         peft = LoraConfig(r=r.lora.rank, lora_alpha=config.lora_alpha or 2 * r.lora.rank, lora_dropout=0.0,
                           target_modules=list(lora_modules(meter_recipe.policy_spec.family, r.lora.targets)),
                           bias="none")
-    # the reward model reads with the policy's tokenizer object: loaded back from its folder, transformers would
-    # give a Qwen2 tokenizer (the folder's model type), not the character one it was saved with
-    reward_tokenizers = [tokenizer if isinstance(f, str) and not config.reward_model_path else None for f in rewards]
+    # a reward model reads with the tokenizer saved beside it, as saved (load_tokenizer: transformers 5 can rebuild
+    # it as another kind); the built-in one with the policy's object (a folder an older flopplan wrote holds a
+    # tokenizer transformers rebuilds)
+    reward_tokenizers = [None if not isinstance(f, str) else load_tokenizer(f) if config.reward_model_path
+                         else tokenizer for f in rewards]
     from datasets import Dataset
     from trl import GRPOTrainer
 

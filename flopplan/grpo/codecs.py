@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flopplan.grpo.tokenizer import CHAT_TEMPLATE, CharTokenizer
+from flopplan.grpo.tokenizer import CHAT_TEMPLATE, SPECIALS, CharTokenizer
 
 Messages = list[dict[str, str]]
 
@@ -68,14 +68,39 @@ def render_chat(tokenizer: Any, messages: Messages, template: str | None = None)
     return str(text)
 
 
+def load_tokenizer(path: str | Path) -> Any:
+    """The tokenizer saved in a local model folder (no download), as it was saved.
+
+    transformers 5 loads a folder's tokenizer with the class its model type registers for several types (Qwen2
+    among them), whatever ``tokenizer_config.json`` names, and that class rebuilds the backend from the saved
+    vocabulary with its own pipeline: a WordLevel tokenizer saved beside a Qwen2 config (flopplan's character
+    tokenizer until December 2026) came back as a byte-level BPE that drops spaces and newlines. Where the class rebuilt
+    another kind of model than ``tokenizer.json`` holds, the file is loaded as it is."""
+    import json
+
+    from transformers import AutoTokenizer
+    from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    saved = Path(path) / "tokenizer.json"
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or not saved.is_file():
+        return tokenizer
+    try:
+        kind = json.loads(saved.read_text(encoding="utf-8"))["model"]["type"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return tokenizer  # transformers read it; what it holds is not for flopplan to judge
+    if kind == json.loads(backend.to_str())["model"]["type"]:
+        return tokenizer
+    return TokenizersBackend.from_pretrained(path, local_files_only=True)
+
+
 def local_codec(path: str | Path, where: str) -> tuple[Codec, int]:
     """The codec and vocabulary size of the tokenizer saved in a local model folder (no download)."""
-    from transformers import AutoTokenizer
-
     from flopplan.errors import UserError, first_line
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        tokenizer = load_tokenizer(path)
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot load the tokenizer of {where}: {first_line(exc)}") from None
     return hf_codec(tokenizer, where), len(tokenizer)
@@ -101,21 +126,22 @@ def hf_codec(tokenizer: Any, where: str = "the tokenizer") -> Codec:
 
 
 def hf_char_tokenizer() -> Any:
-    """The built-in character tokenizer as a Hugging Face fast tokenizer (for engines that take one, e.g. TRL): the
-    same ids (one per character, the special tokens first, each special as the built-in's decode skips them; an
-    unknown character read as ``?``, an ordinary character, as the built-in's non-strict encode reads it), left
-    padding, and, as Qwen's tokenizers, no BOS added (so a reward model re-reading prompt + completion as text reads
-    exactly their tokens: a ``<sep>`` decoded as text read back as 5, and a ``?`` declared the unknown token was
-    skipped in decoding); its chat template is
-:data:`~flopplan.grpo.tokenizer.CHAT_TEMPLATE`."""
-    from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
-    from tokenizers.models import WordLevel
-    from transformers import PreTrainedTokenizerFast
+    """The built-in character tokenizer as a Hugging Face tokenizer (for engines that take one, e.g. TRL).
 
+    It is a Qwen2 tokenizer: a byte-level BPE with no merges over the 23 symbols, so each character is one token
+    with the built-in's id (a space is the byte-level ``Ġ``, a newline ``Ċ``), the special tokens decode as nothing,
+    padding is on the left and no BOS is added (as Qwen's own tokenizers; so a reward model re-reading prompt +
+    completion as text reads exactly their tokens). Being the class transformers 5 forces on a Qwen2 folder, it
+    loads back from a saved folder unchanged, by ``AutoTokenizer`` as TRL and users' scripts load it. Where the
+    built-in's non-strict encode reads a character outside the alphabet as ``?``, this one, with no unknown
+    token, drops it (as it drops ids past its vocabulary when decoding); its chat template is
+    :data:`~flopplan.grpo.tokenizer.CHAT_TEMPLATE`."""
+    from tokenizers import pre_tokenizers
+    from transformers import Qwen2Tokenizer
+
+    as_bytes = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     chars = CharTokenizer()
-    vocab = {token: i for i, token in enumerate(chars.vocab)}
-    core = Tokenizer(WordLevel(vocab, unk_token="?"))
-    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # newlines too
-    core.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
-                                   sep_token="<sep>", padding_side="left", chat_template=CHAT_TEMPLATE)
+    vocab = {(token if token in SPECIALS else as_bytes.pre_tokenize_str(token)[0][0]): i
+             for i, token in enumerate(chars.vocab)}
+    return Qwen2Tokenizer(vocab=vocab, merges=[], unk_token=None, bos_token="<bos>", eos_token="<eos>",
+                          pad_token="<pad>", sep_token="<sep>", padding_side="left", chat_template=CHAT_TEMPLATE)
