@@ -1,5 +1,5 @@
-"""The one exception type for bad input (the CLI turns it into one line on stderr and exit code 2), and the checks
-every seam uses to produce it."""
+"""The one exception type for bad input (the CLI turns it into one line on stderr and exit code 2), the one for a run
+the user interrupted (one line, exit code 130), and the checks every seam uses to produce them."""
 
 from __future__ import annotations
 
@@ -10,6 +10,12 @@ from typing import Any, TypeGuard
 
 class UserError(ValueError):
     """Bad input from the user: unknown model, malformed config or plan, impossible budget, bad sizes."""
+
+
+class Interrupted(Exception):
+    """A run stopped by a signal the user sent it (a race's pilot sent SIGINT or SIGTERM alone), which the same
+    command resumes: not bad input and not a failure. The CLI says so in one line and exits 130, as interrupted
+    programs do."""
 
 
 def first_line(exc: BaseException) -> str:

@@ -191,3 +191,68 @@ def _interrupt_and_late_start(tmp_path, interrupt_children, run_child, allow_chi
     allow_children()  # the next race run starts pilots again
     done = run_child([sys.executable, "-c", "import sys; open(sys.argv[1], 'w').write('ran')", str(late)])
     assert done == 0 and late.read_text() == "ran"
+
+
+PILOT = """
+import os, signal, sys
+folder, how, summary = sys.argv[1:4]
+os.makedirs(folder, exist_ok=True)
+open(os.path.join(folder, "config.json"), "w").write("{}")
+if how in ("ctrl-c", "ctrl-c-launcher"):  # flopplan train (or a metered script) after a SIGINT: a checkpointed round
+    open(os.path.join(folder, "summary.json"), "w").write(open(summary).read())
+    sys.exit(130 if how == "ctrl-c" else 1)  # (torchrun reports a worker that ended on SIGINT as exit 1)
+if how in ("sigterm", "sigkill"):
+    os.kill(os.getpid(), signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
+print("RuntimeError: reward server timed out", file=sys.stderr)
+sys.exit(1)
+"""
+
+
+PILOT_ENDS = [  # how the pilot ended, the race run's exit code, what its last line says
+    ("ctrl-c", 130, "interrupted by SIGINT (it stopped after its current phase, with a checkpoint), not a failure"),
+    ("ctrl-c-launcher", 130, "interrupted by SIGINT (it stopped after its current phase, with a checkpoint)"),
+    ("sigterm", 130, "interrupted by SIGTERM (it resumes from its last checkpoint"),
+    ("sigkill", 2, "failed (killed by SIGKILL)"),
+    ("crash", 2, "failed (exit 1): RuntimeError: reward server timed out"),
+    ("crash-after-ctrl-c", 2, "failed (exit 1): RuntimeError: reward server timed out"),
+]
+
+
+@pytest.mark.parametrize(("how", "returncode", "said"), PILOT_ENDS, ids=[end[0] for end in PILOT_ENDS])
+def test_a_pilot_sent_sigint_or_sigterm_alone_is_reported_interrupted_not_failed(tmp_path, monkeypatch, how,
+                                                                                   returncode, said):
+    """A held-out user's Ctrl-C sent to one pilot process alone, not to the race's runner, was reported as the
+    failure of that pilot ("failed (exit 130): flopplan: interrupted; continue with ..."), exit code 2, though its
+    checkpoint was sound and the next ``race run`` resumed it. A pilot ended by SIGINT (``flopplan train``'s 130,
+    or a summary this attempt wrote that says so, whatever a launcher exits with) or SIGTERM is interrupted: one
+    line naming the command that resumes it, exit code 130. A crash, a SIGKILL (the kernel's, out of memory) and a
+    crash of a pilot an earlier Ctrl-C stopped (its summary not rewritten) are still failures."""
+    from flopplan.race import runner
+    from flopplan.runfile import RunSummary
+
+    race = tmp_path / "race"
+    cli("race", "design", "--budget", "2e11", "--pilot-fraction", "0.5", "--models", "tiny-s", "--group-sizes", "4,8",
+        "--seeds", "1", "--rungs", "2", "--evals", "2", "--eval-prompts", "30", "--out", str(race), check=True)
+    design = RaceDesign.load(race)
+    budget = design.arms[0].pilot_budget(design, 0)
+    buckets = dict.fromkeys(("rollout", "learning", "feedback", "evaluation", "total"), 0)
+    stopped = RunSummary(model="tiny-s", reward="rule", steps=5, budget_flops=budget, flops=buckets,
+                         useful_flops=buckets, stop_reason="interrupted during step 6",
+                         stop={"stop": True, "reason": "interrupted"})
+    summary = tmp_path / "interrupted.json"
+    summary.write_text(json.dumps(stopped.to_data()))
+    if how == "crash-after-ctrl-c":  # the summary an earlier attempt's Ctrl-C left, which this attempt never rewrites
+        first = pilot_folder(race, design.arms[0].name, design.seeds[0])
+        first.mkdir(parents=True)
+        (first / "config.json").write_text("{}")
+        shutil.copy(summary, first / "summary.json")
+    child = "crash" if how == "crash-after-ctrl-c" else how
+    monkeypatch.setattr(runner, "train_command", lambda design, folder, task: [  # flopplan train's place
+        sys.executable, "-c", PILOT, str(task.folder), child, str(summary)])
+    result = cli("race", "run", str(race))
+    assert result.returncode == returncode, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"flopplan: pilot {design.arms[0].name} seed {design.seeds[0]} ") and said in lines[-1]
+    if returncode == 130:
+        assert lines[-1].endswith(f"`flopplan race run {race}` resumes it (log: {race}/logs/"
+                                  f"{design.arms[0].name}.seed{design.seeds[0]}.rung1.log)")

@@ -475,6 +475,19 @@ def test_a_pilot_command_that_cannot_start_is_one_line_and_a_corrected_one_is_ta
     one_line_error(cli("race", "run", race, "--json", "--pilot", _script(tmp_path, body)), "failed (exit 5): ran")
 
 
+def test_a_script_pilot_sent_sigint_alone_is_interrupted_not_failed(tmp_path):
+    """A SIGINT sent to one script pilot alone (here by itself: Python then ends on the signal, exit -2, as a
+    script whose ``train`` raised the meter's KeyboardInterrupt does) was reported as its failure, exit code 2: it
+    is an interruption that the next ``race run`` resumes, one line and exit code 130."""
+    _design(tmp_path / "race")
+    body = "import os, signal\nos.kill(os.getpid(), signal.SIGINT)\n"
+    result = cli("race", "run", str(tmp_path / "race"), "--json", "--pilot", _script(tmp_path, body))
+    assert result.returncode == 130, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert " (rung 1) was interrupted by SIGINT (it resumes from its last checkpoint" in line, line
+    assert f"`flopplan race run {tmp_path / 'race'}` resumes it (log: " in line, line
+
+
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_after_a_pilot_fails_no_other_pilot_starts(tmp_path, jobs):
     """The local pool's worker had taken the next pilot when the first failed, and the runner waited for it to run

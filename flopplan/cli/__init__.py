@@ -1,5 +1,5 @@
 """The ``flopplan`` command line: parses, calls the API, renders. One module per command group; bad input ->
-one line on stderr and exit code 2, never a traceback."""
+one line on stderr and exit code 2, a run the user interrupted one line and exit code 130, never a traceback."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 import click
 
 from flopplan import __version__
-from flopplan.errors import UserError
+from flopplan.errors import Interrupted, UserError
 
 EXIT_BAD_INPUT = 2
 
@@ -40,6 +40,9 @@ class FlopplanGroup(click.Group):
         except click.ClickException as exc:
             click.echo(f"flopplan: {exc.format_message()}", err=True)
             sys.exit(EXIT_BAD_INPUT)
+        except Interrupted as exc:
+            click.echo(f"flopplan: {exc}", err=True)
+            sys.exit(130)
         except UserError as exc:
             click.echo(f"flopplan: {exc}", err=True)
             sys.exit(EXIT_BAD_INPUT)

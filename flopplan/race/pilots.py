@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import signal
 import subprocess
 import threading
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from flopplan.errors import UserError
+from flopplan.errors import Interrupted, UserError
 from flopplan.fileio import lock_holder_pid, proc_stat, read_json, read_step_log
 from flopplan.race.analysis import RaceInput
 from flopplan.race.design import PILOTS, RaceDesign
@@ -79,6 +80,42 @@ def failure(returncode: int, log: Path, since: int = 0) -> tuple[str, str]:
 def log_size(log: Path) -> int:
     """Where a child's output will start in ``log`` (appended to): :func:`failure` reads from there."""
     return log.stat().st_size if log.is_file() else 0
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The signals that ask a program to stop (Ctrl-C, ``kill``): a pilot ended by one was stopped by whoever sent it."""
+
+
+def summary_as_written(folder: Path) -> bytes | None:
+    """A run folder's summary as it stands (None: none yet): taken before a pilot's process starts, it tells
+    :func:`interruption` whether that process wrote the summary it left."""
+    path = folder / SUMMARY
+    return path.read_bytes() if path.is_file() else None
+
+
+def interruption(returncode: int, folder: Path, before: bytes | None) -> str | None:
+    """How a pilot's process that ended short of its budget was stopped by the user, or None where it failed: its
+    run summary, written by this process (it differs from ``before``, :func:`summary_as_written`), says that a
+    SIGINT stopped it after its current phase, with a checkpoint (a script under a launcher may then exit 1, as
+    ``torchrun`` does for a worker that ended on SIGINT); or the process ended by a signal of
+    :data:`STOP_SIGNALS`, as its negative number or as 128 + it (``flopplan train`` exits 130 after a Ctrl-C; a
+    shell reports a signal so), and the next run resumes it from its last checkpoint. A SIGINT or SIGTERM sent to
+    one pilot alone, not to the runner, is the user's stop, not a failure of its arm."""
+    after = summary_as_written(folder)
+    if after is not None and after != before and load_summary(folder).stopped_for == "interrupted":
+        return "SIGINT (it stopped after its current phase, with a checkpoint)"
+    for stop in STOP_SIGNALS:
+        if returncode in (-stop, 128 + stop):
+            return f"{stop.name} (it resumes from its last checkpoint; work after that is recorded as lost)"
+    return None
+
+
+def stopped_pilot(what: str, how: str, race: Path, rung: int, log: Path) -> Interrupted:
+    """The one line for a pilot the user stopped (``how``: :func:`interruption`'s), with the command that resumes
+    it: ``race run`` for a rung's pilot, ``race validate`` for the validating run (``rung`` -1)."""
+    command = "validate" if rung < 0 else "run"
+    return Interrupted(f"{what} was interrupted by {how}, not a failure: `flopplan race {command} "
+                       f"{shlex.quote(str(race))}` resumes it (log: {log})")
 
 
 REFUSAL = "flopplan.errors.UserError:"

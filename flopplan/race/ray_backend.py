@@ -11,7 +11,8 @@ its worker (its parent-death signal); a rerun waits for a pilot's folder lock at
 :data:`flopplan.race.runner.LOCK_WAIT` seconds. Ray retries a task whose worker or node died (``max_retries``); the
 retry resumes the pilot from its last checkpoint, after waiting for the folder's lock if the lost attempt's process
 still holds it (:func:`flopplan.race.runner.wait_unlocked`). A pilot that fails on its own (a non-zero exit) is not
-retried: its one line ends the run.
+retried: its one line ends the run; so does one the user stopped alone (SIGINT or SIGTERM to its process), as
+interrupted (:func:`flopplan.race.pilots.interruption`), not failed.
 
 ``address``: a running cluster (``HOST:PORT`` of its head, ``ray://HOST:PORT`` for Ray Client, or ``auto``);
 none: a local cluster for the life of the command (``RAY_ADDRESS``, when set, is Ray's own way to name one).
@@ -26,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from flopplan.errors import UserError
+from flopplan.errors import Interrupted, UserError
 from flopplan.race.design import RaceDesign
 from flopplan.race.runner import Executor, PilotTask, run_pilot
 
@@ -123,6 +124,8 @@ def _result(ray: Any, ref: Any) -> PilotTask:
     try:
         task: PilotTask = ray.get(ref)
     except ray.exceptions.RayTaskError as exc:  # the pilot's own failure: its one line
+        if isinstance(exc.cause, Interrupted):  # a pilot the user stopped: not a failure
+            raise Interrupted(str(exc.cause)) from None
         cause = exc.cause if isinstance(exc.cause, UserError) else None
         raise UserError(str(cause) if cause else f"a pilot's Ray task failed: {exc.cause!r}") from None
     except ray.exceptions.RayError as exc:  # retries spent on lost workers or nodes

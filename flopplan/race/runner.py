@@ -54,11 +54,14 @@ from flopplan.race.pilots import (
     children_stopped,
     failure,
     interrupt_children,
+    interruption,
     log_size,
     pilot_done,
     pilot_folder,
     pilot_input,
     run_child,
+    stopped_pilot,
+    summary_as_written,
 )
 from flopplan.race.seed_pooling import ONE_SEED_SD
 from flopplan.race.user_pilot import record_command, recorded_command, run_script_pilot
@@ -88,7 +91,8 @@ class PilotTask:
 
 
 Executor = Callable[[list[PilotTask]], Iterator[PilotTask]]
-"""Runs a rung's pilots (:func:`run_pilot` each), yielding each as it finishes; a failed pilot raises."""
+"""Runs a rung's pilots (:func:`run_pilot` each), yielding each as it finishes; a failed pilot raises (a UserError),
+and so does one the user stopped alone (:class:`flopplan.errors.Interrupted`)."""
 
 
 def _affordable(design: RaceDesign, history: Sequence[Sequence[str]], kept: Sequence[str]) -> int:
@@ -259,6 +263,10 @@ def wait_unlocked(path: Path, seconds: float = LOCK_WAIT) -> None:
 
 
 def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -> PilotTask:
+    """Run ``task``'s pilot to its budget (started, or resumed from its checkpoint) and return it. A pilot that
+    fails raises a one-line UserError; one the user stopped alone (a SIGINT or SIGTERM sent to its process, not to
+    this runner: :func:`flopplan.race.pilots.interruption`) raises :class:`flopplan.errors.Interrupted`, which
+    names the command that resumes it."""
     task.folder.parent.mkdir(parents=True, exist_ok=True)
     wait_unlocked(task.folder)
     if task.rung >= 0 and pilot_done(task.folder, task.budget):  # the process waited for finished it
@@ -272,10 +280,14 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -
     command = train_command(design, folder, task)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "OPENBLAS_NUM_THREADS": str(threads)}
-    since = log_size(log_path)
+    since, before = log_size(log_path), summary_as_written(task.folder)
     with open(log_path, "ab") as log:
         returncode = run_child(command, stdout=log, stderr=log, env=env)
     if returncode != 0 and not pilot_done(task.folder, task.budget):  # (a pilot killed in its teardown is done)
+        stopped = interruption(returncode, task.folder, before)
+        if stopped is not None:  # a SIGINT or SIGTERM sent to this pilot alone: resumed by the next run
+            stage = f"rung {task.rung + 1}" if task.rung >= 0 else "validation"
+            raise stopped_pilot(f"pilot {task.arm} seed {task.seed} ({stage})", stopped, folder, task.rung, log_path)
         how, last = failure(returncode, log_path, since)
         raise UserError(f"pilot {task.arm} seed {task.seed} failed ({how}): {last} (log: {log_path})")
     return task

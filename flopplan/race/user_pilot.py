@@ -6,8 +6,9 @@ The command is recorded in ``pilot_command.json`` by the first ``race run`` that
 after a kill, another shard, ``race validate``) use it, so every rung and the validating run start the same
 script. A pilot that exits non-zero, exits without a run summary, or whose summary does not carry its budget
 (the script did not meter itself with ``spec.meter``) or spent beyond it stops the race with one line (for a
-failure, the last line of its stderr); its stderr is kept in its folder (``pilot.log``), its stdout in the race's
-``logs/``. Nothing already written is removed: a rerun continues from the pilots' folders.
+failure, the last line of its stderr; a pilot the user stopped alone, by SIGINT or SIGTERM, is named as interrupted
+instead: :func:`flopplan.race.pilots.interruption`); its stderr is kept in its folder (``pilot.log``), its stdout
+in the race's ``logs/``. Nothing already written is removed: a rerun continues from the pilots' folders.
 """
 
 from __future__ import annotations
@@ -22,7 +23,16 @@ from typing import Any
 from flopplan.errors import UserError
 from flopplan.fileio import TEMPORARY, atomic_write_json, folder_lock, read_json
 from flopplan.race.design import RaceDesign, training_only
-from flopplan.race.pilots import failure, ignored_budget, log_size, pilot_done, run_child
+from flopplan.race.pilots import (
+    failure,
+    ignored_budget,
+    interruption,
+    log_size,
+    pilot_done,
+    run_child,
+    stopped_pilot,
+    summary_as_written,
+)
 from flopplan.race.script import PILOT_ENV, SPEC_FILE, PilotSpec, load_spec
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
 
@@ -144,6 +154,7 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
                         "is not here: run the race from a machine that has it")
     what = f"pilot {task.arm} seed {task.seed}" + (f" (rung {task.rung + 1})" if task.rung >= 0 else " (validation)")
     since = log_size(task.folder / TAIL_FILE)  # (this attempt's stderr: the file keeps earlier attempts')
+    before = summary_as_written(task.folder)
     with open(log_path, "ab") as log, open(task.folder / TAIL_FILE, "ab") as errors:
         try:
             returncode = run_child(argv, task.folder, watch=_Unmetered(task.folder, spec, what),
@@ -155,6 +166,9 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
                     f": {exc.strerror or exc}")
             raise UserError(f"the pilot command {command!r} cannot start {argv[0]!r}{hint}") from None
     if returncode != 0 and not pilot_done(task.folder, task.budget):  # (a pilot killed in its teardown is done)
+        stopped = interruption(returncode, task.folder, before)
+        if stopped is not None:  # a SIGINT or SIGTERM sent to this pilot alone: resumed by the next run
+            raise stopped_pilot(what, stopped, folder, task.rung, task.folder / TAIL_FILE)
         how, last = failure(returncode, task.folder / TAIL_FILE, since)
         raise UserError(f"{what} failed ({how}): {last} (stderr: {task.folder / TAIL_FILE})")
     if not (task.folder / SUMMARY).is_file():
