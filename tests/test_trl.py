@@ -477,6 +477,53 @@ def test_a_refused_trl_run_writes_nothing(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_learned_reward_model_rewards_on_trl_as_on_the_built_in_trainer(tmp_path):
+    """A reward model from ``flopplan reward-model train`` under ``--engine trl``: TRL rewards with its raw logit,
+    so ``--reward-output`` was ignored (rewards of -3.4 where the built-in trainer's probability was 0.03), the
+    run's "accuracy" column was that reward, and the card's line (held-out agreement, upfront FLOPs) was not
+    printed. The reward is now the output asked for (auto: the probability), the accuracy the exact-match rule's,
+    logged by TRL at weight 0. A folder whose tokenizer cannot feed the model (no tokenizer files; another model's,
+    with more tokens than its embeddings) failed mid-round with a traceback, leaving a run folder: it is refused in
+    one line before training, and nothing is left."""
+    pytest.importorskip("trl")
+    from flopplan.grpo.codecs import hf_char_tokenizer
+    from flopplan.grpo.reward_model import RewardModelTraining, train_reward_model
+    from flopplan.grpo.tasks import DigitTask
+
+    folder = tmp_path / "rm"
+    train_reward_model(RewardModelTraining(DigitTask("first", 4), samples=64, held_out=32, validation=32, steps=6,
+                                           batch=8, check_every=3, target_agreement=None), folder)
+    base = ["train", "--engine", "trl", "--model", "tiny", "--reward", "orm:tiny-rm", "--steps", "1", "--no-eval",
+            *SMALL]
+    for output, run in (("auto", tmp_path / "auto"), ("verdict", tmp_path / "verdict")):
+        out = cli(*base, "--reward-model-path", str(folder), "--reward-output", output, "--out", str(run), check=True)
+        assert "held-out agreement with the rule" in out.stdout
+        steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line]
+        steps = [m for m in steps if "reward" in m]
+        assert len(steps) == 1
+        for m in steps:
+            assert 0 <= m["reward"] <= 1 and 0 <= m["accuracy"] <= 1
+            assert output == "auto" or (m["reward"] * 16).is_integer()  # a verdict: 0 or 1 for each of 16
+    (tmp_path / "no-tokenizer").mkdir()
+    for p in folder.iterdir():
+        if "token" not in p.name:
+            (tmp_path / "no-tokenizer" / p.name).write_bytes(p.read_bytes())
+    wider = tmp_path / "wider"
+    wider.mkdir()
+    for p in folder.iterdir():
+        (wider / p.name).write_bytes(p.read_bytes())
+    tokenizer = hf_char_tokenizer()
+    tokenizer.add_tokens([f"<t{i}>" for i in range(40)])  # 63 tokens, 32 embeddings
+    tokenizer.save_pretrained(wider)
+    for bad, fragment in (("no-tokenizer", "usable tokenizer"), ("wider", "63 tokens but its model has 32")):
+        for engine in ("trl", "builtin"):
+            run = tmp_path / f"{bad}-{engine}"
+            one_line_error(cli(*base, "--engine", engine, "--reward-model-path", str(tmp_path / bad), "--out",
+                               str(run)), fragment)
+            assert not run.exists()
+
+
+@pytest.mark.slow
 def test_trl_evaluation_is_metered_into_the_evaluation_bucket(tmp_path):
     """--eval-every runs TRL's evaluation loop on the held-out split (a baseline, then after every round): every
     unit, the evaluation's included, equals what executed, and the evaluation bucket holds the eval.* phases."""

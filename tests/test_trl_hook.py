@@ -633,6 +633,22 @@ def test_measuring_counts_what_a_subclass_runs_outside_the_charged_units(tiny, t
     assert len(calls) == 4 and _summary(tmp_path / "run")["engine_checks"]["outside_units"]["flops"] == 4 * 2 * 64**3
 
 
+def _one_token():
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer(WordLevel({"x": 0}, unk_token="x")))
+
+
+def _wider():
+    from flopplan.grpo.codecs import hf_char_tokenizer
+
+    tokenizer = hf_char_tokenizer()
+    tokenizer.add_tokens([f"<t{i}>" for i in range(40)])
+    return tokenizer
+
+
 @pytest.mark.slow
 def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
     from datasets import load_dataset
@@ -652,6 +668,12 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
         ("use_dora", lambda: trainer(peft_config=LoraConfig(r=4, target_modules=["q_proj"], use_dora=True))),
         ("reward models", lambda: trainer(reward_funcs=[AutoModelForSequenceClassification.from_pretrained(orm),
                                                         AutoModelForSequenceClassification.from_pretrained(orm)])),
+        # a reward tokenizer that cannot feed its model failed mid-round (a folder without tokenizer files loads as
+        # an empty one; another model's holds ids past the embeddings)
+        ("tokenizer holds 1 token", lambda: trainer(reward_funcs=[
+            AutoModelForSequenceClassification.from_pretrained(orm)], reward_processing_classes=[_one_token()])),
+        ("holds 63 tokens but the model has 32", lambda: trainer(reward_funcs=[
+            AutoModelForSequenceClassification.from_pretrained(orm)], reward_processing_classes=[_wider()])),
     ):
         with pytest.raises(UserError, match=fragment) as caught:
             meter(made(), out=out)

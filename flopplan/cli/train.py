@@ -156,8 +156,14 @@ def _train_on_trl(config: Any, resume: bool, as_json: bool) -> None:
     except ImportError as exc:
         fail(f"flopplan train --engine trl needs the trl extra (pip install 'flopplan[torch,trl]'): {exc}")
     quiet_transformers()
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    if rank0 and not as_json:  # what the built-in trainer says of a learned reward model, before training
+        from flopplan.report.console import console
+
+        for note in learned_reward_notes(config):
+            console().print(note)
     summary, notes = run_trl(config, resume)
-    if int(os.environ.get("RANK", "0")) != 0:
+    if not rank0:
         return  # under torchrun / accelerate every process ran the loop; the main one reports
     if as_json:
         echo_json(summary.to_data())

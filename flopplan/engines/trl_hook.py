@@ -41,6 +41,7 @@ from flopplan.budget import Budget
 from flopplan.engines.trl_boundaries import check_boundaries, evaluations_before_next_round
 from flopplan.engines.trl_meter import TRLMeter
 from flopplan.engines.trl_prompts import (
+    check_reward_tokenizers,
     eval_datasets,
     longest_prompts,
     prompt_sets,
@@ -123,6 +124,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     scratch = tempfile.TemporaryDirectory(prefix="flopplan-trl-")
     try:  # validate first: nothing written yet
         evaluation = read_trainer(trainer, Path(scratch.name), 1).eval_generations is not None
+        check_reward_tokenizers(trainer)
         sets = prompt_sets(trainer, evaluation)
         lengths = longest_prompts(trainer, sets)
         prompt_max, reward_prompt_max, eval_prompt_max, eval_reward_prompt_max = lengths

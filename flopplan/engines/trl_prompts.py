@@ -59,6 +59,22 @@ def reward_models(trainer: Any) -> list[tuple[Any, Any]]:
             if isinstance(module, torch.nn.Module) and tokenizer is not None]
 
 
+def check_reward_tokenizers(trainer: Any) -> None:
+    """Refuse, before training, a reward model whose tokenizer cannot feed it, which TRL would only find mid-round:
+    one without a vocabulary or a padding (or end-of-sequence) token, as a folder without tokenizer files loads; or
+    one holding more tokens than the model has embedding rows (another model's tokenizer: an id past them fails)."""
+    for module, tokenizer in reward_models(trainer):
+        name, size = type(module).__name__, len(tokenizer)
+        if size <= 1 or (tokenizer.pad_token_id is None and tokenizer.eos_token_id is None):
+            what = f"holds {size} token(s)" if size <= 1 else "has no padding or end-of-sequence token"
+            raise UserError(f"the reward model {name}'s tokenizer {what}: load the tokenizer files of its model")
+        embeddings = module.get_input_embeddings() if hasattr(module, "get_input_embeddings") else None
+        rows = getattr(embeddings, "num_embeddings", None)
+        if isinstance(rows, int) and size > rows:
+            raise UserError(f"the reward model {name}'s tokenizer holds {size:,} tokens but the model has {rows:,} "
+                            "embeddings: give it its own model's tokenizer (reward_processing_classes)")
+
+
 def reward_prompt_reads(trainer: Any, prompts: list[Any]) -> list[int]:
     """Each prompt as the trainer's reward models read it, the longest over its reward models (0 without one): a
     plain-text prompt tokenized by the reward model's tokenizer; a conversational one laid out with the reward

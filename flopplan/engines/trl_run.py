@@ -29,7 +29,7 @@ from flopplan.engines.trl import (
 from flopplan.engines.trl_hook import meter as attach_meter
 from flopplan.engines.trl_trainer import ATTENTION_KERNELS
 from flopplan.errors import UserError
-from flopplan.grpo.codecs import hf_char_tokenizer, load_tokenizer
+from flopplan.grpo.codecs import hf_char_tokenizer, local_tokenizer
 from flopplan.grpo.data import read_template, trl_rows
 from flopplan.grpo.reward_funcs import RewardFuncs
 from flopplan.grpo.tasks import parse_task
@@ -55,41 +55,95 @@ def _datasheet_peak(device: torch.device) -> float | None:
 
 
 def _save_models(config: TrainConfig, work: Path, policy: DevicePolicy) -> tuple[str, Any, list[Any]]:
-    """The policy's path, its tokenizer, and the reward functions (a rule, or a reward model's path)."""
-    r = config.recipe
+    """The policy's path, its tokenizer, and the reward functions (:func:`_rewards`)."""
     if config.model_path:
-        tokenizer = load_tokenizer(config.model_path)
-        if config.chat_template:
-            tokenizer.chat_template = read_template(config.chat_template)
-        return config.model_path, tokenizer, (
-            [config.reward_model_path] if config.reward_model_path else list(_rule_funcs(config).funcs))
-    tokenizer = hf_char_tokenizer()
+        tokenizer = _local_tokenizer(config.model_path, "--model-path")
+        path = Path(config.model_path)
+    else:
+        tokenizer, path = hf_char_tokenizer(), work / "policy"
+        if not (path / "config.json").exists():
+            model: Any = build_model(config.recipe.policy_spec, device="cpu", dtype=torch.float32,
+                                     attn_implementation=policy.attention, seed=config.seed)
+            for cfg in (model.config, model.generation_config):  # the tokenizer's special tokens: TRL checks them
+                cfg.pad_token_id, cfg.eos_token_id = tokenizer.pad_token_id, tokenizer.eos_token_id
+                cfg.bos_token_id = tokenizer.bos_token_id
+            model.save_pretrained(path)
+            tokenizer.save_pretrained(path)
     if config.chat_template:
         tokenizer.chat_template = read_template(config.chat_template)
-    path = work / "policy"
-    if not (path / "config.json").exists():
-        model: Any = build_model(r.policy_spec, device="cpu", dtype=torch.float32,
-                                 attn_implementation=policy.attention, seed=config.seed)
-        for cfg in (model.config, model.generation_config):  # the tokenizer's special tokens: TRL checks them
-            cfg.pad_token_id, cfg.eos_token_id = tokenizer.pad_token_id, tokenizer.eos_token_id
-            cfg.bos_token_id = tokenizer.bos_token_id
-        model.save_pretrained(path)
-        tokenizer.save_pretrained(path)
-    rewards: list[Any] = list(_rule_funcs(config).funcs)
-    if r.reward.kind == "orm":
-        reward_path = work / "reward"
-        if not (reward_path / "config.json").exists():
-            spec = r.reward_spec
-            assert spec is not None
-            model = build_model(spec, device="cpu", dtype=torch.float32, attn_implementation=policy.attention,
-                                seed=config.seed + 1)  # a random-initialised sequence classifier
-            model.config.pad_token_id = tokenizer.pad_token_id
-            model.save_pretrained(reward_path)
-            tokenizer.save_pretrained(reward_path)
-        rewards = [str(config.reward_model_path or reward_path)]
-    elif r.reward.kind == "prm":
+    return str(path), tokenizer, _rewards(config, work, policy, tokenizer)
+
+
+def _rewards(config: TrainConfig, work: Path, policy: DevicePolicy, tokenizer: Any) -> list[Any]:
+    """The reward functions: the rules; or a reward model's path (its own folder, or a random-initialised one saved
+    with the policy's tokenizer) followed by the rules at weight 0 (:func:`reward_weights`), which TRL logs as they
+    score (the run's accuracy, as the built-in trainer reports it), adding nothing to the reward."""
+    r = config.recipe
+    rules = list(_rule_funcs(config).funcs)
+    if r.reward.kind == "prm":
         raise UserError("--engine trl: TRL's GRPOTrainer takes outcome reward models, not a PRM")
-    return str(path), tokenizer, rewards
+    if r.reward.kind != "orm":
+        return rules
+    reward_path = Path(config.reward_model_path) if config.reward_model_path else work / "reward"
+    if not (reward_path / "config.json").exists():
+        spec = r.reward_spec
+        assert spec is not None
+        if len(tokenizer) > spec.vocab_size:
+            raise UserError(f"the reward model {spec.name} has {spec.vocab_size:,} embeddings but reads the policy's "
+                            f"{len(tokenizer):,} tokens: use a model with a larger vocabulary")
+        model: Any = build_model(spec, device="cpu", dtype=torch.float32, attn_implementation=policy.attention,
+                                 seed=config.seed + 1)  # a random-initialised sequence classifier
+        model.config.pad_token_id = tokenizer.pad_token_id
+        model.save_pretrained(reward_path)
+        tokenizer.save_pretrained(reward_path)
+    return [str(reward_path), *rules]
+
+
+def _reward_output(module: Any, output: str) -> None:
+    """TRL's reward is the reward model's first logit; the run's ``--reward-output`` turns it into the reward as the
+    built-in trainer does (:func:`flopplan.grpo.rewards.orm_output`: a binary classifier's probability under
+    ``auto``). An elementwise map of the logits: no FLOPs are counted for it on either engine."""
+    import functools
+
+    from flopplan.grpo.rewards import orm_output, orm_reward
+
+    resolved = orm_output(output, module)
+    if resolved == "score":
+        return
+    forward = module.forward
+
+    @functools.wraps(forward)
+    def rewarded(*args: Any, **kwargs: Any) -> Any:
+        out = forward(*args, **kwargs)
+        out.logits = orm_reward(out.logits, resolved)
+        return out
+
+    module.forward = rewarded
+
+
+def reward_weights(config: TrainConfig) -> list[float] | None:
+    """TRL's ``reward_weights`` for :func:`_rewards`: the rules' own, or 1 for the reward model and 0 for each rule."""
+    if config.recipe.reward.kind == "orm":
+        return [1.0] + [0.0] * len(config.reward_funcs)
+    return list(config.reward_weights) if config.reward_weights else None
+
+
+def accuracy_metric(config: TrainConfig) -> str | None:
+    """The metric TRL logs that is the run's accuracy, as the built-in trainer reports it
+    (:meth:`flopplan.grpo.reward_funcs.RewardFuncs.score_problems`): the math verdict's mean where ``math`` is among
+    the rules, else the exact match's; None where neither is (the built-in trainer's own check has no TRL metric)."""
+    funcs = _rule_funcs(config)
+    for name in ("math", "exact"):
+        if name in funcs.specs:
+            return f"rewards/{funcs.funcs[funcs.specs.index(name)].__name__}/mean"
+    return None
+
+
+def _local_tokenizer(path: str, option: str) -> Any:
+    """The tokenizer of a local model folder, as saved, refused in one line where it cannot feed the model."""
+    from flopplan.arch import load_config
+
+    return local_tokenizer(path, f"{option} {path!r}", load_config(Path(path)).vocab_size)
 
 
 def _rule_funcs(config: TrainConfig) -> RewardFuncs:
@@ -132,8 +186,7 @@ def grpo_config(config: TrainConfig, run: TRLRun, work: Path, policy: DevicePoli
         temperature=config.temperature, epsilon=config.loss.clip_low, epsilon_high=config.loss.upper_clip,
         scale_rewards=config.loss.scale_rewards, loss_type=LOSS_TYPES[config.loss.aggregation],
         max_grad_norm=config.max_grad_norm, weight_decay=config.weight_decay, disable_tqdm=True,
-        reward_weights=list(config.reward_weights) if config.reward_weights and config.recipe.reward.kind == "rule"
-        else None,
+        reward_weights=reward_weights(config),
         model_init_kwargs={"attn_implementation": policy.attention, "dtype": policy.dtype,
                            **({"experts_implementation": r.experts} if r.policy_spec.moe is not None else {})},
         generation_kwargs=_fixed_lengths(r.completion_len.max, r.policy_spec.vocab_size) if config.fixed_completion
@@ -226,11 +279,11 @@ def _build(config: TrainConfig, folder: RunFolder, resume: bool) -> tuple[Any, A
         peft = LoraConfig(r=r.lora.rank, lora_alpha=config.lora_alpha or 2 * r.lora.rank, lora_dropout=0.0,
                           target_modules=list(lora_modules(meter_recipe.policy_spec.family, r.lora.targets)),
                           bias="none")
-    # a reward model reads with the tokenizer saved beside it, as saved (load_tokenizer: transformers 5 can rebuild
+    # a reward model reads with the tokenizer saved beside it, as saved (local_tokenizer: transformers 5 can rebuild
     # it as another kind); the built-in one with the policy's object (a folder an older flopplan wrote holds a
     # tokenizer transformers rebuilds)
-    reward_tokenizers = [None if not isinstance(f, str) else load_tokenizer(f) if config.reward_model_path
-                         else tokenizer for f in rewards]
+    reward_tokenizers = [None if not isinstance(f, str) else _local_tokenizer(f, "--reward-model-path")
+                         if config.reward_model_path else tokenizer for f in rewards]
     from datasets import Dataset
     from trl import GRPOTrainer
 
@@ -238,12 +291,14 @@ def _build(config: TrainConfig, folder: RunFolder, resume: bool) -> tuple[Any, A
                           train_dataset=Dataset.from_list(train_rows),
                           eval_dataset=None if eval_rows is None else Dataset.from_list(eval_rows),
                           processing_class=tokenizer, peft_config=peft, reward_processing_classes=reward_tokenizers)
+    if r.reward.kind == "orm":
+        _reward_output(trainer.reward_funcs[0], config.reward_output)
     # the one meter: the recipe read from the trainer must be the one asked for
     meter = attach_meter(trainer, budget=config.budget_flops, out=folder.path, config=config, resume=resume,
                          recipe=meter_recipe.with_(attention_kernel=ATTENTION_KERNELS[policy.attention]),
                          measure=config.measure_flops, peak_flops=_datasheet_peak(policy.device),
                          lost_outside_budget=not config.charge_lost)
-    meter.accuracy_metric = "reward"  # the exact-match rule: its mean is accuracy
+    meter.accuracy_metric = accuracy_metric(config)
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     for quiet in (PrinterCallback, ProgressCallback):  # flopplan prints its own summary

@@ -95,25 +95,42 @@ def load_tokenizer(path: str | Path) -> Any:
     return TokenizersBackend.from_pretrained(path, local_files_only=True)
 
 
-def local_codec(path: str | Path, where: str) -> tuple[Codec, int]:
-    """The codec and vocabulary size of the tokenizer saved in a local model folder (no download)."""
+def local_tokenizer(path: str | Path, where: str, embeddings: int | None = None) -> Any:
+    """The tokenizer saved in a local model folder (:func:`load_tokenizer`), refused in one line where it cannot be
+    loaded, has no vocabulary or end-of-sequence token (a folder without tokenizer files loads as an empty one), or
+    holds more tokens than the model's ``embeddings`` rows (an id past them stops a run mid-round)."""
     from flopplan.errors import UserError, first_line
 
     try:
         tokenizer = load_tokenizer(path)
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # OSError, ValueError, and what the tokenizers library raises for a file it cannot read
         raise UserError(f"cannot load the tokenizer of {where}: {first_line(exc)}") from None
+    usable(tokenizer, where)
+    if embeddings is not None and len(tokenizer) > embeddings:
+        raise UserError(f"the tokenizer of {where} holds {len(tokenizer):,} tokens but its model has {embeddings:,} "
+                        "embeddings: the folder needs its own model's tokenizer")
+    return tokenizer
+
+
+def usable(tokenizer: Any, where: str) -> None:
+    """Refuse a tokenizer without a vocabulary or an end-of-sequence token."""
+    from flopplan.errors import UserError
+
+    if len(tokenizer) <= 1 or tokenizer.eos_token_id is None:
+        raise UserError(f"cannot load a usable tokenizer from {where} (vocabulary of {len(tokenizer)}, eos token "
+                        f"{tokenizer.eos_token_id}): the folder needs the tokenizer files of its model")
+
+
+def local_codec(path: str | Path, where: str, embeddings: int | None = None) -> tuple[Codec, int]:
+    """The codec and vocabulary size of the tokenizer saved in a local model folder (:func:`local_tokenizer`)."""
+    tokenizer = local_tokenizer(path, where, embeddings)
     return hf_codec(tokenizer, where), len(tokenizer)
 
 
 def hf_codec(tokenizer: Any, where: str = "the tokenizer") -> Codec:
     """A codec of a Hugging Face tokenizer; one without a vocabulary or an end-of-sequence token is refused
     (a folder without tokenizer files loads as an empty tokenizer)."""
-    from flopplan.errors import UserError
-
-    if len(tokenizer) <= 1 or tokenizer.eos_token_id is None:
-        raise UserError(f"cannot load a usable tokenizer from {where} (vocabulary of {len(tokenizer)}, eos token "
-                        f"{tokenizer.eos_token_id}): the folder needs the tokenizer files of its model")
+    usable(tokenizer, where)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     sep = tokenizer.convert_tokens_to_ids("<extra_0>")
     if not isinstance(sep, int) or sep == tokenizer.unk_token_id:

@@ -90,7 +90,7 @@ class RewardModel:
                 raise UserError(f"reward model at {path!r} is not a sequence-classification model")
             from flopplan.grpo.codecs import local_codec
 
-            codec, _ = local_codec(path, f"--reward-model-path {path!r}")
+            codec, _ = local_codec(path, f"--reward-model-path {path!r}", spec.vocab_size)
             try:
                 model = _load_local(spec, path, device, dtype, attn)
             except (OSError, ValueError) as exc:  # no weights, unreadable files
@@ -165,20 +165,11 @@ class RewardModel:
     @property
     def orm_output(self) -> str:
         """What an ORM's reward is (:data:`ORM_OUTPUTS`), ``auto`` resolved by the model's config."""
-        if self.output != "auto":
-            return self.output
-        binary = getattr(getattr(self.model, "config", None), "problem_type", None) == "multi_label_classification"
-        return "probability" if binary else "score"
+        return orm_output(self.output, self.model)
 
     def _rewards(self, scores: torch.Tensor, ids: torch.Tensor, rows: list[list[int]], codec: Codec) -> list[float]:
         if self.system.kind == "orm":  # sequence classification: already pooled at the last token
-            pooled = scores.view(len(rows), -1)[:, 0]
-            output = self.orm_output
-            if output == "probability":
-                pooled = torch.sigmoid(pooled)
-            elif output == "verdict":
-                pooled = (pooled >= 0).float()  # sigmoid(x) >= 1/2 exactly when x >= 0
-            return pooled.tolist()
+            return orm_reward(scores.view(len(rows), -1)[:, 0], self.orm_output).tolist()
         probs = torch.softmax(scores, dim=-1)[..., 1]
         out = []
         for i, row in enumerate(rows):
@@ -192,6 +183,25 @@ class RewardModel:
             else:
                 out.append(steps[-1])
         return out
+
+
+def orm_output(output: str, model: Any) -> str:
+    """What an ORM's reward is (:data:`ORM_OUTPUTS`): ``output``, or for ``auto`` the probability of a binary
+    classifier (``problem_type`` multi-label: one logit, trained by ``flopplan reward-model train``) and else the
+    score (its logit)."""
+    if output != "auto":
+        return output
+    binary = getattr(getattr(model, "config", None), "problem_type", None) == "multi_label_classification"
+    return "probability" if binary else "score"
+
+
+def orm_reward(score: torch.Tensor, output: str) -> torch.Tensor:
+    """An ORM's reward from its score (logit) by ``output`` (resolved: score, probability or verdict)."""
+    if output == "probability":
+        return torch.sigmoid(score)
+    if output == "verdict":
+        return (score >= 0).to(score.dtype)  # sigmoid(x) >= 1/2 exactly when x >= 0
+    return score
 
 
 def reward_row(kind: str, codec: Codec, prompt: str, completion: str, max_steps: int = 32) -> list[int]:

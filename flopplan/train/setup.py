@@ -94,7 +94,7 @@ def load_policy(config: TrainConfig, precision: Precision) -> Policy:
         if not (path / "config.json").exists():
             raise UserError(f"--model-path {str(path)!r} has no config.json")
         spec = load_config(path)
-        codec, vocab = local_codec(path, f"--model-path {str(path)!r}")
+        codec, vocab = local_codec(path, f"--model-path {str(path)!r}", spec.vocab_size)
         try:
             experts = {"experts_implementation": r.experts} if spec.moe is not None else {}
             loaded: Any = AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
