@@ -202,3 +202,19 @@ def profile_with(**blocks: Any) -> Profile:
             "efficiency": dict.fromkeys(("train", "forward", "prefill", "decode"), 0.5),
             "time_model": {k: {kk: vv for kk, vv in v.items()} for k, v in TRUE_PHASES.items()}}
     return profile_from_data({**base, **blocks}, "test profile")
+
+
+def old_char_tokenizer():
+    """flopplan's character tokenizer as it was until December 2026: a WordLevel over the 23 symbols (an unknown
+    character read as ``?``), which transformers 5 rebuilds as a Qwen2 tokenizer that drops spaces and newlines
+    when a Qwen2 folder holds it."""
+    from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+
+    from flopplan.grpo.tokenizer import CharTokenizer
+
+    core = Tokenizer(WordLevel({t: i for i, t in enumerate(CharTokenizer().vocab)}, unk_token="?"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<eos>", pad_token="<pad>")

@@ -142,7 +142,8 @@ def test_the_hf_character_tokenizer_saved_beside_a_model_loads_back_as_it_reads(
     as a byte-level BPE that drops spaces and newlines ("4 1 8 5 >" read as 5 tokens, not 9), so a reward model
     trained with it read other text in GRPO, and pilots ran more steps than planned. It is now the class that
     loads back, with the same ids, specials, padding side and chat template; and a folder an older flopplan wrote
-    (its WordLevel tokenizer) is loaded as it was saved."""
+    (its WordLevel tokenizer), or one whose BPE splits text by other rules than its model type's class, is loaded
+    as it was saved."""
     pytest.importorskip("torch")
     from flopplan.grpo.codecs import hf_char_tokenizer
     from flopplan.grpo.tokenizer import CharTokenizer
@@ -153,8 +154,9 @@ def test_the_hf_character_tokenizer_saved_beside_a_model_loads_back_as_it_reads(
 
 
 def _loads_back(root, family, built_in, own):
-    from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
-    from tokenizers.models import WordLevel
+    from helpers import old_char_tokenizer
+    from tokenizers import Tokenizer, decoders, pre_tokenizers
+    from tokenizers.models import BPE
     from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerFast
 
     from flopplan.grpo.codecs import load_tokenizer
@@ -176,16 +178,19 @@ def _loads_back(root, family, built_in, own):
         assert (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.bos_token_id) == (0, 1, 2)
     assert own("1a2").input_ids == [5, 6]  # outside the alphabet: dropped (the built-in's non-strict reads "?")
 
-    core = Tokenizer(WordLevel({t: i for i, t in enumerate(built_in.vocab)}, unk_token="?"))  # the older one
-    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    core.decoder = decoders.Fuse()
-    PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<eos>", pad_token="<pad>").save_pretrained(
-        root / "old")
+    old_char_tokenizer().save_pretrained(root / "old")
     old = load_tokenizer(root / "old")
     assert old(texts[0], add_special_tokens=False).input_ids == built_in.encode(texts[0], bos=False)
     if family == "qwen2":  # (what transformers itself gives)
         rebuilt = AutoTokenizer.from_pretrained(root / "old", local_files_only=True)
         assert rebuilt(texts[0], add_special_tokens=False).input_ids == [8, 5, 12, 9, 20]
+    # a BPE, as Qwen2's, but split by another pre-tokenizer: its merge of " 1" (Qwen2's rules split the space off)
+    bpe = Tokenizer(BPE({**own.get_vocab(), "\u01201": 23}, [("\u0120", "1")]))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    bpe.decoder = decoders.ByteLevel()
+    config.save_pretrained(root / "bpe")
+    PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<eos>", pad_token="<pad>").save_pretrained(root / "bpe")
+    assert load_tokenizer(root / "bpe")("2 1", add_special_tokens=False).input_ids == [6, 23]
 
 
 # -- reward functions ----------------------------------------------------------------------------------------

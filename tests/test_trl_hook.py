@@ -481,6 +481,47 @@ def test_a_reward_tokenizer_that_is_not_the_policys_is_in_the_guards_bound_from_
     assert metered.reward_extra == trainer.args.max_completion_length  # no completion split worse than the text
 
 
+def test_a_tokenizer_that_reads_otherwise_than_its_folders_file_is_named(tmp_path):
+    """A user's script loads a reward model's tokenizer with ``AutoTokenizer``, which for a Qwen2 folder rebuilds it
+    with transformers' own class: a folder an older flopplan wrote (a WordLevel character tokenizer) then read its
+    rows without spaces, and the meter said only that the reward tokenizer read the prompts in 0.501 times the
+    policy's tokens. It now names the tokenizer that reads otherwise than its folder's file, and how to load it as
+    saved; the same folder loaded so, and a policy whose tokenizer reads as saved, get no such note."""
+    from types import SimpleNamespace
+
+    import torch
+    from helpers import old_char_tokenizer
+    from transformers import AutoTokenizer, Qwen2Config
+
+    from flopplan.engines.trl_prompts import check_tokenizers
+    from flopplan.grpo.codecs import hf_char_tokenizer, load_tokenizer
+
+    class Model(torch.nn.Module):
+        def __init__(self, folder):
+            super().__init__()
+            self.embed = torch.nn.Embedding(32, 4)
+            self.config = SimpleNamespace(_name_or_path=str(folder))
+
+        def get_input_embeddings(self):
+            return self.embed
+
+    config = Qwen2Config(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         num_key_value_heads=1, intermediate_size=32)
+    for name, tokenizer in (("policy", hf_char_tokenizer()), ("reward", old_char_tokenizer())):
+        config.save_pretrained(tmp_path / name)
+        tokenizer.save_pretrained(tmp_path / name)
+    policy, reward = Model(tmp_path / "policy"), Model(tmp_path / "reward")
+
+    def trainer(reader):
+        return SimpleNamespace(model=policy, processing_class=AutoTokenizer.from_pretrained(tmp_path / "policy"),
+                               reward_funcs=[reward], reward_processing_classes=[reader])
+
+    notes = check_tokenizers(trainer(AutoTokenizer.from_pretrained(tmp_path / "reward")))
+    assert len(notes) == 1 and notes[0].startswith("the reward model Model's tokenizer reads text in other ids")
+    assert "load_tokenizer(folder)" in notes[0] and str(tmp_path / "reward") in notes[0]
+    assert check_tokenizers(trainer(load_tokenizer(tmp_path / "reward"))) == []
+
+
 def test_the_reward_tokenizers_excess_is_measured_on_the_prompts_text_whatever_starts_each_text():
     """:func:`retokenising` on real tokenizers: a policy tokenizer that starts every text with a token of its own
     (SentencePiece's word start, here a normalizer's) counted it once per prompt, so a reward tokenizer that reads

@@ -41,7 +41,7 @@ from flopplan.budget import Budget
 from flopplan.engines.trl_boundaries import check_boundaries, evaluations_before_next_round
 from flopplan.engines.trl_meter import TRLMeter
 from flopplan.engines.trl_prompts import (
-    check_reward_tokenizers,
+    check_tokenizers,
     eval_datasets,
     longest_prompts,
     prompt_sets,
@@ -124,11 +124,12 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     scratch = tempfile.TemporaryDirectory(prefix="flopplan-trl-")
     try:  # validate first: nothing written yet
         evaluation = read_trainer(trainer, Path(scratch.name), 1).eval_generations is not None
-        check_reward_tokenizers(trainer)
+        tokenizer_notes = check_tokenizers(trainer)
         sets = prompt_sets(trainer, evaluation)
         lengths = longest_prompts(trainer, sets)
         prompt_max, reward_prompt_max, eval_prompt_max, eval_reward_prompt_max = lengths
         retokenised, retokenised_notes = retokenising(trainer, sets, trainer.args.max_completion_length)
+        retokenised_notes = [*tokenizer_notes, *retokenised_notes]
         if check_prompts is not None:
             check_prompts(prompt_max, eval_prompt_max, reward_prompt_max, eval_reward_prompt_max, retokenised)
         read = read_trainer(trainer, Path(scratch.name), prompt_max)

@@ -68,29 +68,42 @@ def render_chat(tokenizer: Any, messages: Messages, template: str | None = None)
     return str(text)
 
 
+PROBE = "The quick brown fox, 12 + 3 = 15?\n\n  Ünïcödé 数学 x_1^2\t<think>!</think> 'tis e.g. \u00a0ok"
+"""Text that tells tokenizers' reading apart: letters, digits, runs of spaces and newlines, accents, CJK, markup."""
+
+
+def reads_as_saved(tokenizer: Any, folder: str | Path) -> bool | None:
+    """Whether ``tokenizer`` reads :data:`PROBE` in the ids the ``tokenizer.json`` saved in ``folder`` gives it (None:
+    no readable file)."""
+    from tokenizers import Tokenizer
+
+    saved = Path(folder) / "tokenizer.json"
+    if getattr(tokenizer, "backend_tokenizer", None) is None:  # (a slow tokenizer, a multimodal processor)
+        return None
+    try:
+        raw = Tokenizer.from_file(str(saved)) if saved.is_file() else None
+    except Exception:  # what the tokenizers library raises for a file it cannot read
+        return None
+    if raw is None:
+        return None
+    return bool(tokenizer(PROBE, add_special_tokens=False)["input_ids"] == raw.encode(PROBE,
+                                                                                      add_special_tokens=False).ids)
+
+
 def load_tokenizer(path: str | Path) -> Any:
     """The tokenizer saved in a local model folder (no download), as it was saved.
 
     transformers 5 loads a folder's tokenizer with the class its model type registers for several types (Qwen2
     among them), whatever ``tokenizer_config.json`` names, and that class rebuilds the backend from the saved
     vocabulary with its own pipeline: a WordLevel tokenizer saved beside a Qwen2 config (flopplan's character
-    tokenizer until December 2026) came back as a byte-level BPE that drops spaces and newlines. Where the class rebuilt
-    another kind of model than ``tokenizer.json`` holds, the file is loaded as it is."""
-    import json
-
+    tokenizer until December 2026) came back as a byte-level BPE that drops spaces and newlines, and a BPE with
+    another pre-tokenizer is split by Qwen2's rules. Where the class reads :data:`PROBE` in other ids than the
+    folder's ``tokenizer.json`` does (:func:`reads_as_saved`), the file is loaded as it is."""
     from transformers import AutoTokenizer
     from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    saved = Path(path) / "tokenizer.json"
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is None or not saved.is_file():
-        return tokenizer
-    try:
-        kind = json.loads(saved.read_text(encoding="utf-8"))["model"]["type"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return tokenizer  # transformers read it; what it holds is not for flopplan to judge
-    if kind == json.loads(backend.to_str())["model"]["type"]:
+    if reads_as_saved(tokenizer, path) is not False:
         return tokenizer
     return TokenizersBackend.from_pretrained(path, local_files_only=True)
 
