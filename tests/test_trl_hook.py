@@ -636,6 +636,41 @@ def test_a_run_that_ends_inside_a_round_charges_what_that_round_ran(tiny, tmp_pa
 
 
 @pytest.mark.slow
+def test_a_run_that_reaches_max_steps_stops_for_its_steps_where_a_further_round_would_not_fit(tiny, tmp_path):
+    """A held-out user: ``flopplan train --engine trl --steps 4 --budget 3e9`` ran its 4 rounds of 4 and was
+    reported stopped by its budget ("round 5 could cost up to 607,301,632 FLOPs, 570,793,472 left"; stop.reason
+    "budget"), where the built-in engine says "reached 4 steps": at the last round's end the guard priced a round
+    past max_steps, which no run would start. The steps stop it, here and when the run is resumed from its final
+    checkpoint (killed before its summary); where the budget stops the run before max_steps, the budget does."""
+    from flopplan.trl import meter
+
+    make = _trainers(tiny, tmp_path)
+    free = make(args=_grpo_args(tmp_path / "free"))
+    bounds, executed = _bounds_and_rounds(meter(free, out=tmp_path / "free-run"))
+    free.train()
+    assert len(executed) == 2 and _summary(tmp_path / "free-run")["stop"]["reason"] == "steps"
+    budget = sum(executed) + bounds[2] - 1  # two rounds fit, a third would not
+    assert executed[0] + bounds[1] <= budget
+
+    def run(where: str, max_steps: int, resume: bool = False) -> dict:
+        trainer = make(args=_grpo_args(tmp_path / where, max_steps=max_steps))
+        meter(trainer, budget=budget, out=tmp_path / where / "run", resume=resume)
+        trainer.train(resume_from_checkpoint=str(tmp_path / where / "trl" / f"checkpoint-{max_steps}")
+                      if resume else None)
+        return _summary(tmp_path / where / "run")
+
+    s = run("steps", 2)
+    assert s["steps"] == 2 and s["flops"]["total"] == sum(executed)
+    assert s["stop"]["reason"] == "steps" and s["stop_reason"] == "reached 2 optimizer steps (2 rounds)"
+    (tmp_path / "steps" / "run" / "summary.json").unlink()  # killed after its final checkpoint, before its summary
+    again = run("steps", 2, resume=True)
+    assert again["steps"] == 2 and again["flops"]["total"] == sum(executed) and again["stop"]["reason"] == "steps"
+    over = run("budget", 3)  # the budget stops it before its third round, max_steps 3
+    assert over["steps"] == 2 and over["stop"]["reason"] == "budget" and over["stop"]["round"] == 3
+    assert over["stop_reason"].startswith("budget: round 3 could cost up to")
+
+
+@pytest.mark.slow
 def test_measuring_counts_what_a_subclass_runs_outside_the_charged_units(tiny, tmp_path):
     """A GRPOTrainer subclass that runs work of its own in ``compute_loss`` (a diagnostic forward, here a 64 x 64
     matmul: 2 x 64^3 FLOPs a call) was neither charged nor seen by ``measure=True``, which counted only the calls

@@ -432,6 +432,8 @@ class FlopBudgetCallback(TrainerCallback):
             # resumed from the checkpoint its budget stopped it at (killed before its summary was written), or
             # started again after lost work that leaves no round: the run is over (the Trainer runs a step before
             # it reads should_training_stop, and that round would overrun the budget)
+            if state.global_step >= state.max_steps:  # resumed from the checkpoint at its max_steps: those stopped
+                self._stop_for_steps(state)  # it, not the round past them that the guard priced
             raise _NoRoundFits
         return control
 
@@ -441,12 +443,14 @@ class FlopBudgetCallback(TrainerCallback):
                 self._commit_partial(state)  # checkpoint is saved and the step logged (the same on every process)
             return control  # the round goes on
         self._commit_round()
-        fits = self.meter.fits_next_round(self._reserve(args, state.global_step, state.max_steps))
+        last = state.global_step >= state.max_steps  # the run ends here anyway (max_steps, or the last epoch's end):
+        # no next round to price, so the guard is not asked (a round past max_steps that did not fit the budget
+        # recorded the run as stopped by its budget; on_train_end records the steps reached, as the built-in loop)
+        fits = last or self.meter.fits_next_round(self._reserve(args, state.global_step, state.max_steps))
         # the same decision on every process: stop when the next round does not fit anywhere, or after this one
         # when Ctrl-C reached any process (the budget's reason first: a run that cannot go on is finished)
         over, asked = (int(v) for v in self.reduce(torch.tensor([0 if fits else 1, int(self.ctrl_c.requested)])))
         self.ctrl_c_anywhere = bool(asked)
-        last = state.global_step >= state.max_steps  # the run ends here anyway (max_steps, or the last epoch's end)
         if asked and not over and not last:
             self.meter.guard.stop("interrupted", f"interrupted after round {self.meter.rounds} (optimizer step "
                                   f"{state.global_step}), with a checkpoint")
@@ -486,7 +490,12 @@ class FlopBudgetCallback(TrainerCallback):
                 self.meter.notes.append(f"{outside:,} FLOPs ran in TRL's steps outside the units the meter charges "
                                         "(a subclass's own model calls?): not in the ledger")
         if not self.meter.guard.decision.stop:
-            how = f"reached {state.global_step} optimizer steps" if state.global_step >= state.max_steps else \
-                f"stopped by the trainer at optimizer step {state.global_step} of {state.max_steps} (a callback)"
-            self.meter.guard.stop("steps", f"{how} ({self.meter.rounds} rounds)")
+            self._stop_for_steps(state)
         return control
+
+    def _stop_for_steps(self, state: Any) -> None:
+        """Record the steps as the run's stop: ``max_steps`` reached (or the last epoch's end), or another callback
+        stopped the trainer."""
+        how = f"reached {state.global_step} optimizer steps" if state.global_step >= state.max_steps else \
+            f"stopped by the trainer at optimizer step {state.global_step} of {state.max_steps} (a callback)"
+        self.meter.guard.stop("steps", f"{how} ({self.meter.rounds} rounds)")
