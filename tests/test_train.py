@@ -270,6 +270,44 @@ def test_bad_train_input(tmp_path, case):
     one_line_error(flopplan("train", *out_args, *args, check=False), fragment)
 
 
+def test_a_reward_model_folder_flopplan_cannot_run_is_refused_with_what_it_holds_and_what_runs(tmp_path):
+    """A held-out user: a token-classification folder given as ``orm:DIR/config.json`` was refused as "not a prm-orm
+    (hidden 64, 2 layers, head lm): give --reward orm:ARCH with its architecture" (what was given, and no LM head);
+    a PRM folder under ``prm:qwen2.5-math-prm-7b`` was told to give ``orm:ARCH`` too; only ``prm:DIR/config.json``
+    reached the documented refusal (a local PRM needs its own modeling code). Each now says what the folder holds
+    and what flopplan runs: local outcome reward models only; PRMs as registry architectures, random-initialised.
+    Refused from its config alone (no weights read), nothing written."""
+    def folder(name: str, architecture: str) -> Path:
+        path = tmp_path / name
+        path.mkdir()
+        (path / "config.json").write_text(json.dumps({
+            "architectures": [architecture], "model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512,
+            "num_labels": 2}))
+        return path
+
+    token, prm, orm = (folder("token", "Qwen2ForTokenClassification"), folder("prm", "Qwen2ForProcessRewardModel"),
+                       folder("orm", "Qwen2ForSequenceClassification"))
+    base = ["train", "--model", "tiny", "--steps", "1", "--no-eval", *SMALL, "--out", str(tmp_path / "run")]
+    runs_orms_only = "flopplan runs local outcome reward models only"
+    registry_prm = "--reward prm:NAME without --reward-model-path (a registry PRM architecture, random-initialised)"
+    for reward, path, fragment in (
+            (f"orm:{token}/config.json", token, "holds a token-classification model (Qwen2ForTokenClassification"),
+            ("prm:qwen2.5-math-prm-7b", token, "holds a token-classification model (Qwen2ForTokenClassification"),
+            ("prm:qwen2.5-math-prm-7b", prm, "holds a process reward model (Qwen2ForProcessRewardModel: a local "
+                                             "PRM needs its own modeling code"),
+            (f"prm:{prm}/config.json", prm, "holds a process reward model (Qwen2ForProcessRewardModel"),
+            (f"orm:{prm}/config.json", prm, "holds a process reward model (Qwen2ForProcessRewardModel")):
+        line = one_line_error(cli(*base, "--reward", reward, "--reward-model-path", str(path)), fragment)
+        assert runs_orms_only in line and registry_prm in line, line
+        assert "orm:ARCH" not in line and "head lm" not in line, line
+    line = one_line_error(cli(*base, "--reward", "prm:tiny", "--reward-model-path", str(orm)),
+                          "--reward prm:tiny is a process reward model, but --reward-model-path")
+    assert f"holds an outcome reward model (Qwen2ForSequenceClassification): give --reward orm:{orm}/config.json" \
+        in line and registry_prm in line, line
+    assert not (tmp_path / "run").exists()
+
+
 def test_builtin_task_holds_out_unseen_strings():
     from flopplan.grpo.tasks import DigitTask
 
