@@ -444,8 +444,7 @@ class FlopBudgetCallback(TrainerCallback):
             return control  # the round goes on
         self._commit_round()
         last = state.global_step >= state.max_steps  # the run ends here anyway (max_steps, or the last epoch's end):
-        # no next round to price, so the guard is not asked (a round past max_steps that did not fit the budget
-        # recorded the run as stopped by its budget; on_train_end records the steps reached, as the built-in loop)
+        # no next round to price (one past max_steps that did not fit recorded a budget stop; on_train_end: steps)
         fits = last or self.meter.fits_next_round(self._reserve(args, state.global_step, state.max_steps))
         # the same decision on every process: stop when the next round does not fit anywhere, or after this one
         # when Ctrl-C reached any process (the budget's reason first: a run that cannot go on is finished)
