@@ -129,7 +129,6 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         lengths = longest_prompts(trainer, sets)
         prompt_max, reward_prompt_max, eval_prompt_max, eval_reward_prompt_max = lengths
         retokenised, retokenised_notes = retokenising(trainer, sets, trainer.args.max_completion_length)
-        retokenised_notes = [*tokenizer_notes, *retokenised_notes]
         if check_prompts is not None:
             check_prompts(prompt_max, eval_prompt_max, reward_prompt_max, eval_reward_prompt_max, retokenised)
         read = read_trainer(trainer, Path(scratch.name), prompt_max)
@@ -160,7 +159,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     eval_rows, eval_batch = _evaluation_rows(trainer, read.eval_generations)
     m = TRLMeter(read.recipe, read.run, flops, folder, measure=measure, peak_flops=peak_flops, rank=read.rank,
                  eval_rows=eval_rows, eval_batch=eval_batch, charge_lost=not lost_outside_budget)
-    m.notes += [*read.notes, *retokenised_notes]
+    m.notes += [*read.notes, *tokenizer_notes, *retokenised_notes]
     m.know_prompts(lengths, retokenised)
     m.summary_fields = {"conventions": read.conventions, "device": str(trainer.accelerator.device),
                         "dtype": read.conventions["dtype"]}
