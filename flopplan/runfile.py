@@ -299,10 +299,11 @@ def load_evaluations(folder: str | Path, target: str | None = None) -> list[Eval
 
 
 REWARD_MODEL_CARD = "reward_model.json"
-REWARD_MODEL_VERSION = 1
+REWARD_MODEL_VERSION = 2  # 2: agreement_without_eos (a version-1 card's model was trained on rows with EOS only)
 
 
-CARD_LAYOUT = serial.Layout("reward model card", "flopplan_reward_model_version", REWARD_MODEL_VERSION)
+CARD_LAYOUT = serial.Layout("reward model card", "flopplan_reward_model_version", REWARD_MODEL_VERSION,
+                            upgrades={1: dict})
 _NAME = serial.spec(check=serial.Check(bool, "a name"))
 
 
@@ -323,8 +324,12 @@ class RewardModelCard:
     ``evaluation_flops``: the forwards that checked it, the early stop's validation samples and the held-out ones
     of ``agreement`` (accuracy at 0.5, AUC, accuracy by kind of completion: the answer, a wrong digit, two
     digits, random tokens).
-    ``steps``: the optimizer steps it ran, ``max_steps`` at most (it stops at the first check reaching
-    ``target_agreement``). Written by :data:`CARD_LAYOUT`."""
+    ``agreement`` is measured on rows as the built-in trainer reads them (prompt, completion, EOS),
+    ``agreement_without_eos`` on the same samples as TRL's ``GRPOTrainer`` reads them (the text prompt +
+    completion, no EOS); the model is trained on both reads. A version-1 card has none (None): its model was trained
+    on rows with EOS only and scores TRL's reads near chance.
+    ``steps``: the optimizer steps it ran, ``max_steps`` at most (it stops at the first check where both reads'
+    validation agreement reaches ``target_agreement``). Written by :data:`CARD_LAYOUT`."""
 
     DERIVED: ClassVar = ("upfront_flops", "output", "measured_equals_closed_form")
 
@@ -340,6 +345,7 @@ class RewardModelCard:
     training_flops: int = field(metadata=_COUNT)
     evaluation_flops: int = field(metadata=_COUNT)
     agreement: dict[str, Any] = field(metadata=serial.spec(read=_agreement))
+    agreement_without_eos: dict[str, Any] | None = field(default=None, metadata=serial.spec(read=_agreement))
     mix: dict[str, float] = field(default_factory=dict)
     measured_training_flops: int | None = field(default=None, metadata=_COUNT)
     measured_evaluation_flops: int | None = field(default=None, metadata=_COUNT)

@@ -38,7 +38,6 @@ def _json(name: str) -> Any:
 READERS = {
     "plan.json": lambda path: PlanFile.load(path),
     "summary.json": lambda path: RunSummary.from_data(_json(path.name)),
-    "reward_model.json": load_reward_model_card,
 }
 
 
@@ -46,6 +45,16 @@ READERS = {
 def test_a_file_of_today_reads_and_writes_back_the_same_data(name):
     value = READERS[name](FILES / name)
     assert value.to_data() == _json(name)
+
+
+def test_a_reward_model_card_of_version_1_reads_and_is_written_in_todays_layout():
+    """Version 2 added the agreement without EOS (TRL's read); a version-1 card has none: null, the rest kept."""
+    old = _json("reward_model.json")
+    new = load_reward_model_card(FILES / "reward_model.json").to_data()
+    assert (old["flopplan_reward_model_version"], new["flopplan_reward_model_version"]) == (1, 2)
+    assert new.pop("agreement_without_eos") is None
+    assert {k: v for k, v in new.items() if k != "flopplan_reward_model_version"} == \
+        {k: v for k, v in old.items() if k != "flopplan_reward_model_version"}
 
 
 def test_a_race_json_of_version_1_reads_and_is_written_in_todays_layout():

@@ -4,6 +4,7 @@ RACE (``flopplan train --reward orm:tiny-rm --reward-model-path DIR``)."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -28,7 +29,7 @@ def reward_model() -> None:
 @click.option("--steps", default=1000, show_default=True, type=int, help="Optimizer steps, at most.")
 @click.option("--target-agreement", default="0.9", show_default=True,
               help="Stop at the first check (every 10 steps, on validation samples of their own prompts) whose "
-                   "agreement with the rule reaches this; 'none': train every step.")
+                   "agreement with the rule reaches this with and without EOS; 'none': train every step.")
 @click.option("--validation", default=300, show_default=True, type=int, help="Validation samples for the stop.")
 @click.option("--batch", default=128, show_default=True, type=int, help="Samples per step.")
 @click.option("--lr", default=1e-3, show_default=True, type=float, help="AdamW learning rate.")
@@ -41,8 +42,9 @@ def train(out_dir: str, task: str, rule: str | None, length: int | None, samples
           target_agreement: str, validation: int, batch: int, lr: float, seed: int, architecture: str,
           measure_flops: bool, as_json: bool) -> None:
     """Train a reward model on rule-labelled (prompt, completion) samples of the built-in task (the answer, wrong
-    digits, two digits, random tokens); deterministic for a seed, it reports its
-    training FLOPs (exact) and its held-out agreement with the rule."""
+    digits, two digits, random tokens), each read with EOS (as the built-in trainer reads it) and without (as TRL
+    does); deterministic for a seed, it reports its training FLOPs (exact) and its held-out agreement with the rule
+    in both reads."""
     from flopplan.grpo.tasks import DigitTask, parse_task
 
     target: float | None = None
@@ -80,21 +82,28 @@ def train(out_dir: str, task: str, rule: str | None, length: int | None, samples
     from flopplan.report.console import print_tables
     from flopplan.report.tables import Table
 
-    agreement = card.agreement
-    rows = [["held-out accuracy (P >= 0.5 vs the rule)", f"{agreement['accuracy']:.3f}"],
-            ["held-out AUC", "-" if agreement["auc"] is None else f"{agreement['auc']:.3f}"]]
-    rows += [[f"  accuracy on {kind} completions ({v['samples']})", f"{v['accuracy']:.3f}"]
-             for kind, v in agreement["by_kind"].items()]
-    rows += [["training FLOPs (forward + backward, exact)", f"{card.training_flops:,}"],
-             ["agreement-check FLOPs (forwards)", f"{card.evaluation_flops:,}"]]
+    reads = [card.agreement, card.agreement_without_eos or {}]  # a card this command writes has both
+
+    def each(value: Any) -> list[str]:  # one column per read: the built-in trainer's, TRL's
+        return [value(read) for read in reads]
+
+    rows = [["held-out accuracy (P >= 0.5 vs the rule)", *each(lambda a: f"{a['accuracy']:.3f}")],
+            ["held-out AUC", *each(lambda a: "-" if a["auc"] is None else f"{a['auc']:.3f}")]]
+    rows += [[f"  accuracy on {kind} completions ({v['samples']})",
+              *each(lambda a, kind=kind: f"{a['by_kind'][kind]['accuracy']:.3f}")]
+             for kind, v in card.agreement["by_kind"].items()]
+    title = f"{card.architecture} reward model for {card.task} ({card.params:,} parameters)"
+    costs = [["training FLOPs (forward + backward, exact)", f"{card.training_flops:,}"],
+             ["agreement-check FLOPs (forwards, both reads)", f"{card.evaluation_flops:,}"]]
     if card.measured_training_flops is not None:
         same = card.measured_training_flops == card.training_flops and \
             card.measured_evaluation_flops == card.evaluation_flops
-        rows.append(["FlopCounterMode", f"{card.measured_training_flops:,} ({'equal' if same else 'DIFFERENT'})"])
-    table = Table(f"{card.architecture} reward model for {card.task} ({card.params:,} parameters)",
-                  ["", "value"], rows)
+        costs.append(["FlopCounterMode", f"{card.measured_training_flops:,} ({'equal' if same else 'DIFFERENT'})"])
+    tables = [Table(title, ["", "rows with EOS (built-in trainer)", "without EOS (TRL)"], rows),
+              Table("its cost", ["", "value"], costs)]
+    checked = " and ".join(f"{read.get('validation_accuracy') or 0:.3f}" for read in reads)
     stop = "" if card.target_agreement is None else (
-        f" (stopped: validation agreement {agreement['validation_accuracy']:.3f} >= {card.target_agreement})"
+        f" (stopped: validation agreement with and without EOS {checked} >= {card.target_agreement})"
         if card.steps < (card.max_steps or 0) else f" (the target {card.target_agreement} was not reached)")
-    print_tables([table], [f"{card.samples:,} samples, {card.steps} steps of {card.batch}{stop}, seed {card.seed}",
-                           f"use: flopplan train --reward orm:{card.architecture} --reward-model-path {out_dir}"])
+    print_tables(tables, [f"{card.samples:,} samples, {card.steps} steps of {card.batch}{stop}, seed {card.seed}",
+                          f"use: flopplan train --reward orm:{card.architecture} --reward-model-path {out_dir}"])

@@ -126,17 +126,25 @@ def _exit_if_interrupted(summary: Any, out_dir: str) -> None:
 
 
 def learned_reward_notes(config: Any) -> list[str]:
-    """What the card of a reward model from ``flopplan reward-model train`` says about it, and whether it was
-    trained on another task than the run's."""
+    """What the card of a reward model from ``flopplan reward-model train`` says about it (its held-out agreement
+    in the read of the run's engine: with EOS in the built-in trainer, without under TRL), and whether it was
+    trained on another task than the run's or, for TRL, on rows with EOS only (a version-1 card)."""
     from flopplan.runfile import REWARD_MODEL_CARD, load_reward_model_card
 
     path = config.reward_model_path
     if path is None or not (Path(path) / REWARD_MODEL_CARD).exists():
         return []
     card = load_reward_model_card(path)
+    trl = config.engine == "trl"
+    read = card.agreement_without_eos if trl else card.agreement
+    agreement = "unmeasured without EOS" if read is None else f"{read['accuracy']:.3f}"
     notes = [f"reward model {card.architecture}: learned (seed {card.seed}), held-out agreement with the rule "
-             f"{card.agreement['accuracy']:.3f}; its {card.upfront_flops:,} upfront FLOPs (training and check) are "
-             "not in this run's ledger"]
+             f"{agreement}{' (read as TRL reads it)' if trl else ''}; its {card.upfront_flops:,} upfront FLOPs "
+             "(training and check) are not in this run's ledger"]
+    if read is None:
+        notes.append("note: the reward model was trained on rows ending in EOS only (an older flopplan); TRL reads "
+                     "prompt + completion without it, where such a model scores near chance (held-out accuracy "
+                     "0.742, AUC 0.609 against 0.915 with EOS): train it again with flopplan reward-model train")
     if config.dataset is None:
         from flopplan.grpo.tasks import parse_task
 

@@ -8,24 +8,29 @@ is labelled correct, as the rule would reward it. Prompts are split between trai
 samples (no prompt string in two of them).
 
 The model (``tiny-rm`` by default: tiny's backbone with a one-label score head) reads exactly what it reads when it
-scores a policy's completions (:func:`flopplan.grpo.rewards.reward_row` through the built-in tokenizer as a Hugging
-Face tokenizer), learns from random initialisation with AdamW (its rate decaying linearly to zero over the most
-steps) on the binary cross-entropy of its pooled logit, and is saved with ``problem_type:
-multi_label_classification``: the trainer's reward is then its probability of "correct", in [0, 1]. Training is
-deterministic for a seed (one CPU thread for small models, batches drawn from a seeded generator). Every batch is
-charged with flopplan's formulas for a full fine-tuning step (forward + backward, the score head on every position)
-at the shapes it ran, and every forward that checks it (validation and held-out samples) with the forward's;
-``measure`` also counts them with FlopCounterMode.
+scores a policy's completions, in each engine (:data:`READS`): each time a training sample is drawn, a coin of the
+seed's generator reads it as the built-in trainer does (:func:`flopplan.grpo.rewards.reward_row` through the
+built-in tokenizer as a Hugging Face tokenizer: prompt, completion, EOS) or as TRL's ``GRPOTrainer`` does (the text
+prompt + completion, no EOS), and every check measures both reads. It learns from random initialisation with AdamW
+(its rate decaying linearly to zero over the most steps) on the binary cross-entropy of its pooled logit, and is
+saved with ``problem_type: multi_label_classification``: the trainer's reward is then its probability of "correct",
+in [0, 1]. Training is deterministic for a seed (one CPU thread for small models, batches drawn from a seeded
+generator). Every batch is charged with flopplan's formulas for a full fine-tuning step (forward + backward, the
+score head on every position) at the shapes it ran, and every forward that checks it (validation and held-out
+samples) with the forward's; ``measure`` also counts them with FlopCounterMode.
 
-Imperfect on purpose: the classifier's agreement with the rule rises abruptly, at a step that depends on the
-seed, and goes on rising with more training (seed 0: 0.952 held out after 500 full steps). Training therefore
-stops at the first check (every ``check_every`` steps, on validation samples of prompts of their own) whose
-agreement reaches ``target_agreement``; the agreement reported is measured afterwards on held-out samples of other
-prompts, not the ones the stop looked at. With the defaults (2,000 samples, batches of 128, lr 1e-3 decaying over
-at most 1,000 steps, target 0.9) seeds 0-7 stopped after 110-440 steps and agreed with the rule on 0.883-0.914 of
-the held-out samples (AUC 0.91-0.97), the errors mostly wrong digits called correct. Smaller batches were less
-reliable (at 32 or 64 rows some seeds had not reached the target after 1,000 steps: 0.74-0.85 held out), and so
-was a schedule of 600 steps (one seed in eight).
+Imperfect on purpose: the classifier's agreement with the rule rises abruptly, at a step that depends on the seed,
+and goes on rising with more training (seed 0: 0.986 held out with EOS, 0.980 without, after 500 full steps).
+Training therefore stops at the first check (every ``check_every`` steps, on validation samples of prompts of their
+own) whose agreement reaches ``target_agreement`` in both reads; the agreement reported is measured afterwards on
+held-out samples of other prompts, not the ones the stop looked at. With the defaults (2,000 samples, batches of
+128, lr 1e-3 decaying over at most 1,000 steps, target 0.9) seeds 0-7 stopped after 90-260 steps and agreed with the
+rule on 0.887-0.959 of the held-out samples with EOS (AUC 0.91-0.98) and 0.899-0.961 without (AUC 0.93-0.97).
+Trained on rows with EOS alone they had stopped after 110-440 steps at 0.883-0.914 with EOS (AUC 0.91-0.97), the
+errors mostly wrong digits called correct; there smaller batches were less reliable (at 32 or 64 rows some seeds had
+not reached the target after 1,000 steps: 0.74-0.85 held out), and so was a schedule of 600 steps (one seed in
+eight). Training on both reads of every sample in each epoch (twice the rows) was too: seed 1 had not reached the
+target with EOS after 1,000 steps (0.877 validation, 0.885 held out).
 """
 
 from __future__ import annotations
@@ -66,6 +71,12 @@ symbols, two digits, ids the tokenizer cannot spell, ...; correct when they happ
 whatever the model over-rates: trained on fewer kinds, a model scored ``00`` 0.6 whatever the answer, another
 ``1\n``, and a 99 %-agreeing one accepted ``43`` for nine prompts in ten; each time the policy collapsed onto that
 completion. Every short completion, with several prompts each, leaves no such string unseen."""
+READS = ("eos", "no_eos")
+"""How an engine reads a completion for the model, both trained on and both checked: ``eos``, the built-in
+trainer's row (prompt, completion, EOS: the FLOP model's ORM convention); ``no_eos``, TRL's (its reward-model
+branch re-tokenises the text prompt + completion, the completion decoded with ``skip_special_tokens``: no EOS).
+Trained on the first alone, a model read the second as near-random (seed 0: accuracy 0.915 with EOS, 0.742 and AUC
+0.609 without, most of its "correct" verdicts lost)."""
 CHECK_BATCH = 256  # rows per no-grad forward of a check: few large forwards cost less time than many small
 POLICY_VOCAB = 32  # the tiny family's embedding rows: the built-in tokenizer's 23 ids and 9 it cannot spell
 
@@ -215,6 +226,22 @@ def _probabilities(model: Any, codec: Codec, spec: ArchSpec, rows: list[list[int
     return np.asarray(out)
 
 
+def read_rows(codec: Codec, samples: list[Sample]) -> dict[str, list[list[int]]]:
+    """Each sample's row in each of :data:`READS`: ``eos`` as the built-in trainer reads it
+    (:func:`~flopplan.grpo.rewards.reward_row`: prompt, completion, EOS), ``no_eos`` as TRL's ``GRPOTrainer`` does
+    (the text prompt + completion, its completion decoded without special tokens, tokenised with
+    ``add_special_tokens=False``)."""
+    return {"eos": [reward_row("orm", codec, s.prompt, s.completion) for s in samples],
+            "no_eos": [codec.encode_piece(s.prompt + s.completion) for s in samples]}
+
+
+def _read_probabilities(model: Any, codec: Codec, spec: ArchSpec, rows: dict[str, list[list[int]]],
+                        meter: _Meter) -> dict[str, np.ndarray]:
+    """P(correct) of every row of every read: one pass over the reads' rows together (charged to ``meter``)."""
+    together = _probabilities(model, codec, spec, [row for read in READS for row in rows[read]], CHECK_BATCH, meter)
+    return dict(zip(READS, np.split(together, len(READS)), strict=True))
+
+
 def train_reward_model(cfg: RewardModelTraining, out: str | Path, command: str = "",
                        progress: Callable[[int, float], None] = lambda step, loss: None) -> RewardModelCard:
     """Train the reward model of ``cfg`` and write it to ``out`` (a transformers folder with its tokenizer and
@@ -287,8 +314,8 @@ def _train(cfg: RewardModelTraining, spec: ArchSpec, command: str,
     held = make_samples(cfg.task, held_prompts, cfg.held_out, rng, tokens)
     tokenizer = hf_char_tokenizer()
     codec = hf_codec(tokenizer, "the built-in tokenizer")
-    rows, validation_rows, held_rows = ([reward_row("orm", codec, s.prompt, s.completion) for s in part]
-                                        for part in (train, validation, held))
+    rows = read_rows(codec, train)
+    validation_rows, held_rows = read_rows(codec, validation), read_rows(codec, held)
 
     model: Any = build_model(spec, device="cpu", dtype=torch.float32, attn_implementation="eager", seed=cfg.seed)
     model.config.pad_token_id = codec.pad_id
@@ -303,13 +330,17 @@ def _train(cfg: RewardModelTraining, spec: ArchSpec, command: str,
     training, meter, checks = Training(), _Meter(cfg.measure), _Meter(cfg.measure)
     model.train()
     order: list[int] = []
-    steps, checked = 0, None
+    steps, checked = 0, dict[str, float | None].fromkeys(READS)
     for step in range(1, cfg.steps + 1):
         if len(order) < cfg.batch:  # epochs of a seeded permutation, the last batch of an epoch carried over
-            order += torch.randperm(len(rows), generator=generator).tolist()
+            order += torch.randperm(len(train), generator=generator).tolist()
         chosen, order = order[:cfg.batch], order[cfg.batch:]
+        # each drawn sample in one of READS, by a coin of the seeded generator: over the epochs every sample is
+        # read both ways, so the model scores a completion alike whichever engine reads it
+        reads = torch.randint(len(READS), (len(chosen),), generator=generator).tolist()
+        batch_rows = [rows[READS[read]][i] for i, read in zip(chosen, reads, strict=True)]
         with timed_and_counted(cfg.measure, False) as info:
-            logits, width = _batch(model, codec, [rows[i] for i in chosen])
+            logits, width = _batch(model, codec, batch_rows)
             loss = F.binary_cross_entropy_with_logits(logits, labels[chosen])
             loss.backward()
         meter.add(int(train_flops(spec, len(chosen), width, width, training).total), info)
@@ -319,20 +350,20 @@ def _train(cfg: RewardModelTraining, spec: ArchSpec, command: str,
         steps = step
         progress(step, float(loss.detach()))
         if cfg.target_agreement is not None and step % cfg.check_every == 0:
-            p = _probabilities(model, codec, spec, validation_rows, CHECK_BATCH, checks)
-            checked = float(((p >= 0.5).astype(int) == validation_labels).mean())
-            if checked >= cfg.target_agreement:
+            p = _read_probabilities(model, codec, spec, validation_rows, checks)
+            accuracy = {read: float(((p[read] >= 0.5).astype(int) == validation_labels).mean()) for read in READS}
+            checked = dict(accuracy)
+            if min(accuracy.values()) >= cfg.target_agreement:  # each read: neither can hide behind the other
                 break
 
     evaluation = _Meter(cfg.measure)
-    probabilities = _probabilities(model, codec, spec, held_rows, CHECK_BATCH, evaluation)
-    result = agreement(held, probabilities)
-    result["validation_accuracy"] = checked
+    probabilities = _read_probabilities(model, codec, spec, held_rows, evaluation)
+    result = {read: {**agreement(held, probabilities[read]), "validation_accuracy": checked[read]} for read in READS}
     card = RewardModelCard(
         architecture=spec.name, params=spec.params, task=f"digits:{cfg.task.rule}:{cfg.task.length}",
         samples=cfg.samples, held_out_samples=cfg.held_out, steps=steps, batch=cfg.batch, lr=cfg.lr,
         seed=cfg.seed, training_flops=meter.closed_form, evaluation_flops=checks.closed_form + evaluation.closed_form,
-        agreement=result, mix=dict(MIX),
+        agreement=result["eos"], agreement_without_eos=result["no_eos"], mix=dict(MIX),
         measured_training_flops=meter.measured if cfg.measure else None,
         measured_evaluation_flops=checks.measured + evaluation.measured if cfg.measure else None, command=command,
         max_steps=cfg.steps, target_agreement=cfg.target_agreement,
