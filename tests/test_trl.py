@@ -480,11 +480,12 @@ def test_a_refused_trl_run_writes_nothing(tmp_path):
 def test_a_learned_reward_model_rewards_on_trl_as_on_the_built_in_trainer(tmp_path):
     """A reward model from ``flopplan reward-model train`` under ``--engine trl``: TRL rewards with its raw logit,
     so ``--reward-output`` was ignored (rewards of -3.4 where the built-in trainer's probability was 0.03), the
-    run's "accuracy" column was that reward, and the card's line (held-out agreement, upfront FLOPs) was not
-    printed. The reward is now the output asked for (auto: the probability), the accuracy the exact-match rule's,
-    logged by TRL at weight 0. A folder whose tokenizer cannot feed the model (no tokenizer files; another model's,
-    with more tokens than its embeddings) failed mid-round with a traceback, leaving a run folder: it is refused in
-    one line before training, and nothing is left."""
+    run's "accuracy" column was that reward, the card's line (held-out agreement, upfront FLOPs) was not printed,
+    and the run was named after TRL's folders ("policy GRPO run"). The reward is now the output asked for (auto:
+    the probability), the accuracy the exact-match rule's, logged by TRL at weight 0. A folder whose tokenizer
+    cannot feed the model (no tokenizer files; another model's, with more tokens than its embeddings) failed
+    mid-round with a traceback, leaving a run folder: it is refused in one line before training, and nothing is
+    left."""
     pytest.importorskip("trl")
     from flopplan.grpo.codecs import hf_char_tokenizer
     from flopplan.grpo.reward_model import RewardModelTraining, train_reward_model
@@ -504,6 +505,8 @@ def test_a_learned_reward_model_rewards_on_trl_as_on_the_built_in_trainer(tmp_pa
         for m in steps:
             assert 0 <= m["reward"] <= 1 and 0 <= m["accuracy"] <= 1
             assert output == "auto" or (m["reward"] * 16).is_integer()  # a verdict: 0 or 1 for each of 16
+        summary = json.loads((run / "summary.json").read_text())  # named as the recipe names them, not by the
+        assert (summary["model"], summary["reward"]) == ("tiny", "orm:tiny-rm")  # folders TRL read ("policy")
     (tmp_path / "no-tokenizer").mkdir()
     for p in folder.iterdir():
         if "token" not in p.name:

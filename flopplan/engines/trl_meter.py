@@ -84,6 +84,8 @@ class TRLMeter:
         self.on_unit: list[Any] = []  # called after each unit ran and was recorded (the run folder's progress)
         self.summary_fields: dict[str, Any] = {}  # what the run summary says besides the ledger (conventions...)
         self.accuracy_metric: str | None = None  # a logged metric that is the run's accuracy (flopplan train's)
+        self.names: tuple[str, str] | None = None  # the run's policy and reward as its recipe names them (flopplan
+        #                                            train's: tiny, orm:tiny-rm), not its folders' (policy, ...)
         self.owns_folder = False  # the meter locked the run folder (and unlocks it when training ends)
         self.resuming = False  # meter(resume=True): the run continues its last checkpoint
         self.boundary_evaluation: Any = None  # () -> whether the evaluation at this round boundary runs, where a
@@ -439,5 +441,6 @@ class TRLMeter:
             if self.trl_tokens is not None else {}
         if self.measure:  # FlopCounterMode over TRL's whole steps, outside the units it charges
             checks["outside_units"] = {"flops": self.outside_committed, "none": self.outside_committed == 0}
-        return self.guard.summary(model=self.spec.name, reward=str(self.recipe.reward), engine="trl",
+        model, reward = self.names or (self.spec.name, str(self.recipe.reward))
+        return self.guard.summary(model=model, reward=reward, engine="trl",
                                   engine_checks=checks, **fields)
