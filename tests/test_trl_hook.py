@@ -748,7 +748,7 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
         # an empty one; another model's holds ids past the embeddings)
         ("tokenizer holds 1 token", lambda: trainer(reward_funcs=[
             AutoModelForSequenceClassification.from_pretrained(orm)], reward_processing_classes=[_one_token()])),
-        ("holds 63 tokens but the model has 32", lambda: trainer(reward_funcs=[
+        ("holds 63 tokens but its model has 32", lambda: trainer(reward_funcs=[
             AutoModelForSequenceClassification.from_pretrained(orm)], reward_processing_classes=[_wider()])),
     ):
         with pytest.raises(UserError, match=fragment) as caught:

@@ -66,7 +66,7 @@ def check_tokenizers(trainer: Any) -> list[str]:
     Returns a note for each of the policy's and the reward models' tokenizers that reads text in other ids than the
     ``tokenizer.json`` saved in its model's folder (:func:`flopplan.grpo.codecs.reads_as_saved`: transformers 5
     rebuilds a Qwen2 folder's tokenizer with its own class, whatever the folder holds)."""
-    from flopplan.grpo.codecs import reads_as_saved
+    from flopplan.grpo.codecs import check_feeds, reads_as_saved
 
     notes = []
     policy = getattr(getattr(trainer, "model", None), "config", None)
@@ -74,24 +74,14 @@ def check_tokenizers(trainer: Any) -> list[str]:
         name = "policy" if module is trainer.model else f"reward model {type(module).__name__}"
         folder = getattr(getattr(module, "config", policy), "_name_or_path", "")
         if module is not trainer.model:
-            _check_feeds(module, tokenizer, name)
+            rows = getattr(module.get_input_embeddings(), "num_embeddings", None) \
+                if hasattr(module, "get_input_embeddings") else None
+            check_feeds(tokenizer, f"the {name}", rows if isinstance(rows, int) else None, eos=False)
         if isinstance(folder, str) and folder and reads_as_saved(tokenizer, folder) is False:
             notes.append(f"the {name}'s tokenizer reads text in other ids than the tokenizer.json in {folder!r} "
                          "(transformers 5 rebuilds some model types' tokenizers with their own class): if the model "
                          "learned with the file's, load it with flopplan.grpo.codecs.load_tokenizer(folder)")
     return notes
-
-
-def _check_feeds(module: Any, tokenizer: Any, name: str) -> None:
-    size = len(tokenizer)
-    if size <= 1 or (tokenizer.pad_token_id is None and tokenizer.eos_token_id is None):
-        what = f"holds {size} token(s)" if size <= 1 else "has no padding or end-of-sequence token"
-        raise UserError(f"the {name}'s tokenizer {what}: load the tokenizer files of its model")
-    embeddings = module.get_input_embeddings() if hasattr(module, "get_input_embeddings") else None
-    rows = getattr(embeddings, "num_embeddings", None)
-    if isinstance(rows, int) and size > rows:
-        raise UserError(f"the {name}'s tokenizer holds {size:,} tokens but the model has {rows:,} embeddings: give "
-                        "it its own model's tokenizer (reward_processing_classes)")
 
 
 def reward_prompt_reads(trainer: Any, prompts: list[Any]) -> list[int]:

@@ -118,20 +118,24 @@ def local_tokenizer(path: str | Path, where: str, embeddings: int | None = None)
         tokenizer = load_tokenizer(path)
     except Exception as exc:  # OSError, ValueError, and what the tokenizers library raises for a file it cannot read
         raise UserError(f"cannot load the tokenizer of {where}: {first_line(exc)}") from None
-    usable(tokenizer, where)
-    if embeddings is not None and len(tokenizer) > embeddings:
-        raise UserError(f"the tokenizer of {where} holds {len(tokenizer):,} tokens but its model has {embeddings:,} "
-                        "embeddings: the folder needs its own model's tokenizer")
+    check_feeds(tokenizer, where, embeddings)
     return tokenizer
 
 
-def usable(tokenizer: Any, where: str) -> None:
-    """Refuse a tokenizer without a vocabulary or an end-of-sequence token."""
+def check_feeds(tokenizer: Any, where: str, embeddings: int | None = None, *, eos: bool = True) -> None:
+    """Refuse, in one line, a tokenizer that cannot feed its model: one without a vocabulary (a folder without
+    tokenizer files loads as an empty one), without an end-of-sequence token (``eos``; else without it and a padding
+    token, all TRL's reward call needs), or holding more tokens than the model's ``embeddings`` rows (another
+    model's tokenizer: an id past them stops a run mid-round)."""
     from flopplan.errors import UserError
 
-    if len(tokenizer) <= 1 or tokenizer.eos_token_id is None:
-        raise UserError(f"cannot load a usable tokenizer from {where} (vocabulary of {len(tokenizer)}, eos token "
-                        f"{tokenizer.eos_token_id}): the folder needs the tokenizer files of its model")
+    size, pad = len(tokenizer), None if eos else tokenizer.pad_token_id
+    if size <= 1 or (tokenizer.eos_token_id is None and pad is None):
+        raise UserError(f"cannot load a usable tokenizer from {where}: the tokenizer holds {size} token(s), eos token "
+                        f"{tokenizer.eos_token_id}; the folder needs the tokenizer files of its model")
+    if embeddings is not None and size > embeddings:
+        raise UserError(f"the tokenizer of {where} holds {size:,} tokens but its model has {embeddings:,} embeddings: "
+                        "give it its own model's tokenizer")
 
 
 def local_codec(path: str | Path, where: str, embeddings: int | None = None) -> tuple[Codec, int]:
@@ -143,7 +147,7 @@ def local_codec(path: str | Path, where: str, embeddings: int | None = None) -> 
 def hf_codec(tokenizer: Any, where: str = "the tokenizer") -> Codec:
     """A codec of a Hugging Face tokenizer; one without a vocabulary or an end-of-sequence token is refused
     (a folder without tokenizer files loads as an empty tokenizer)."""
-    usable(tokenizer, where)
+    check_feeds(tokenizer, where)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     sep = tokenizer.convert_tokens_to_ids("<extra_0>")
     if not isinstance(sep, int) or sep == tokenizer.unk_token_id:
