@@ -387,10 +387,16 @@ def _run_rungs(design: RaceDesign, folder: Path, execute: Executor, shard: tuple
         if mine:
             log(f"rung {rung + 1} of {len(design.rung_flops)}: {len(mine)} pilot{'s' if len(mine) > 1 else ''} "
                 f"of {len(tasks)} to run ({design.rung_flops[rung]:.3g} training FLOPs each)")
-            for done, _task in enumerate(execute(mine), 1):
-                ran += 1
-                if progress:
-                    progress(done, len(mine))
+            finished = execute(mine)
+            try:
+                for done, _task in enumerate(finished, 1):
+                    ran += 1
+                    if progress:
+                        progress(done, len(mine))
+            finally:  # a Ctrl-C (or a failing progress) here, between pilots: the executor stops the others now,
+                close = getattr(finished, "close", None)  # not when its generator happens to be collected
+                if close is not None:
+                    close()
         waiting = [t for t in tasks if not pilot_done(t.folder, t.budget)]
         if waiting:
             log(f"waiting for {len(waiting)} pilot{'s' if len(waiting) > 1 else ''} of rung {rung + 1} run by other "
