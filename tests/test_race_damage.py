@@ -197,9 +197,15 @@ def test_a_runner_interrupted_passes_one_ctrl_c_to_the_pilots_it_waits_for_and_s
 
 
 SLEEPER = """
-import os, signal, sys, time
-folder, log, first = sys.argv[1:4]
+import json, os, signal, sys, time
+folder, log, first, budget = sys.argv[1:5]
 if first == "1":  # the first arm's pilot: done at once
+    os.makedirs(folder)
+    flops = dict.fromkeys(("rollout", "learning", "feedback", "evaluation", "total"), 0)
+    json.dump({"flopplan_run_version": 1, "model": "tiny-s", "reward": "rule", "steps": 1, "flops": flops,
+               "useful_flops": flops, "budget_flops": int(budget), "stop_reason": "budget",
+               "stop": {"stop": True, "reason": "budget", "message": "budget"}},
+              open(os.path.join(folder, "summary.json"), "w"))
     sys.exit(0)
 def stop(signum, frame):
     open(log, "a").write("SIGINT\\n")
@@ -225,7 +231,8 @@ def test_a_ctrl_c_between_pilots_stops_the_running_ones_before_the_runner_return
     log = tmp_path / "second.log"
     first = pilot_folder(race, design.arms[0].name, design.seeds[0])
     monkeypatch.setattr(runner, "train_command", lambda design, folder, task: [
-        sys.executable, "-c", SLEEPER, str(task.folder), str(log), "1" if task.folder == first else "0"])
+        sys.executable, "-c", SLEEPER, str(task.folder), str(log), "1" if task.folder == first else "0",
+        str(task.budget)])
 
     def progress(done: int, total: int) -> None:
         deadline = time.monotonic() + 60

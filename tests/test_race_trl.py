@@ -488,6 +488,38 @@ def test_a_script_pilot_sent_sigint_alone_is_interrupted_not_failed(tmp_path):
     assert f"`flopplan race run {tmp_path / 'race'}` resumes it (log: " in line, line
 
 
+STOPS_SHORT = """
+import json, sys
+from pathlib import Path
+from flopplan.race import pilot
+from flopplan.runfile import RunSummary
+spec = pilot()
+buckets = dict.fromkeys(("rollout", "learning", "feedback", "evaluation", "total"), 0)
+stop = {"stop": True, "reason": "interrupted"} if sys.argv[1] == "caught" else {}
+summary = RunSummary(model="tiny-s", reward="rule", steps=3, budget_flops=spec.budget, flops=buckets,
+                     useful_flops=buckets, stop_reason="interrupted after round 3" if stop else "", stop=stop)
+Path(spec.folder, "summary.json").write_text(json.dumps(summary.to_data()))
+"""
+
+
+@pytest.mark.parametrize("how", ["caught", "early-stop"])
+def test_a_script_pilot_that_exits_0_short_of_its_budget_is_not_left_waiting_for_other_shards(tmp_path, how):
+    """A script that catches the meter's KeyboardInterrupt (``try: trainer.train() except KeyboardInterrupt``) and
+    exits 0, or that ends its training by a rule of its own, left its pilot short of its budget with exit code 0:
+    the runner took it as run and said it was "waiting for 1 pilot of rung 1 run by other shards", exit code 0,
+    with no other shard. The first is an interruption (one line, exit code 130, the command that resumes it); the
+    second a refusal in one line that says where its run ended and why it must not."""
+    _design(tmp_path / "race")
+    result = cli("race", "run", str(tmp_path / "race"), "--json", "--pilot", _script(tmp_path, STOPS_SHORT) + f" {how}")
+    assert result.returncode == (130 if how == "caught" else 2), (result.returncode, result.stdout, result.stderr)
+    line = result.stderr.strip().splitlines()[-1]
+    if how == "caught":
+        assert " (rung 1) was interrupted by SIGINT (it stopped after its current phase, with a checkpoint)" in line
+    else:
+        one_line_error(result, "(rung 1) exited 0 short of its budget (its run ended at 0 of ")
+        assert "not stopped by its meter" in line, line
+
+
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_after_a_pilot_fails_no_other_pilot_starts(tmp_path, jobs):
     """The local pool's worker had taken the next pilot when the first failed, and the runner waited for it to run
@@ -506,6 +538,8 @@ def test_after_a_pilot_fails_no_other_pilot_starts(tmp_path, jobs):
     started = list((tmp_path / "race" / "pilots").glob("*/seed*/started"))
     assert 1 <= len(started) <= int(jobs)  # the pilots running when the first failure came (the first of two may
     #                                        be stopped before it gets that far), and no other
+    made = list((tmp_path / "race" / "pilots").glob("*/seed*")) + list((tmp_path / "race" / "logs").glob("*.log"))
+    assert len(made) <= 2 * int(jobs), made  # a folder and a log for each of those, none for a pilot never started
 
 
 def test_a_pilot_that_trains_without_the_meter_is_stopped_not_left_to_run_its_ten_million_steps(tmp_path):

@@ -118,6 +118,19 @@ def stopped_pilot(what: str, how: str, race: Path, rung: int, log: Path) -> Inte
                        f"{shlex.quote(str(race))}` resumes it (log: {log})")
 
 
+def short_of_budget(what: str, folder: Path, log: Path) -> UserError:
+    """The refusal of a pilot whose process exited 0 with its run short of its budget, not interrupted: a script
+    that ended its training by a rule of its own (an early-stopping callback, its epochs run out), or one that
+    wrote no run. Read as done it would not be; read as unfinished, the runner said it waited for other shards."""
+    summary = load_summary(folder) if (folder / SUMMARY).is_file() else None
+    why = ("it wrote no run summary" if summary is None else
+           f"its run ended at {summary.charged:,} of {summary.budget_flops or 0:,} FLOPs, "
+           + (f"stopped for {summary.stop_reason!r}" if summary.stop_reason else "not stopped by its meter"))
+    return UserError(f"{what} exited 0 short of its budget ({why}): a pilot trains until its meter stops it at the "
+                     "budget; remove what else ends its training and run `flopplan race run` again, which resumes it "
+                     f"(log: {log})")
+
+
 REFUSAL = "flopplan.errors.UserError:"
 """How a traceback names flopplan's one-line refusal of bad input."""
 WARNING = re.compile(r"^warnings\.warn\(|^\S+\.py:\d+: \w*Warning: ")

@@ -60,6 +60,7 @@ from flopplan.race.pilots import (
     pilot_folder,
     pilot_input,
     run_child,
+    short_of_budget,
     stopped_pilot,
     summary_as_written,
 )
@@ -283,11 +284,13 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -
     since, before = log_size(log_path), summary_as_written(task.folder)
     with open(log_path, "ab") as log:
         returncode = run_child(command, stdout=log, stderr=log, env=env)
-    if returncode != 0 and not pilot_done(task.folder, task.budget):  # (a pilot killed in its teardown is done)
+    if not pilot_done(task.folder, task.budget):  # (a pilot killed in its teardown is done)
+        stage = f"rung {task.rung + 1}" if task.rung >= 0 else "validation"
         stopped = interruption(returncode, task.folder, before)
         if stopped is not None:  # a SIGINT or SIGTERM sent to this pilot alone: resumed by the next run
-            stage = f"rung {task.rung + 1}" if task.rung >= 0 else "validation"
             raise stopped_pilot(f"pilot {task.arm} seed {task.seed} ({stage})", stopped, folder, task.rung, log_path)
+        if returncode == 0:
+            raise short_of_budget(f"pilot {task.arm} seed {task.seed} ({stage})", task.folder, log_path)
         how, last = failure(returncode, log_path, since)
         raise UserError(f"pilot {task.arm} seed {task.seed} failed ({how}): {last} (log: {log_path})")
     return task
@@ -296,6 +299,8 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -
 def local_pool(design: RaceDesign, folder: Path, jobs: int, threads: int) -> Executor:
     """``jobs`` pilots at a time in processes of this machine, ``threads`` threads each."""
     def attempt(task: PilotTask) -> PilotTask:
+        if children_stopped():  # taken after a failure or a Ctrl-C: no folder or log made for a pilot never run
+            raise _Stopped(f"pilot {task.arm} seed {task.seed} was not started")
         try:
             return run_pilot(design, folder, task, threads)
         except BaseException as exc:  # from the pilot's own thread, before it can take another task: none starts

@@ -30,6 +30,7 @@ from flopplan.race.pilots import (
     log_size,
     pilot_done,
     run_child,
+    short_of_budget,
     stopped_pilot,
     summary_as_written,
 )
@@ -177,6 +178,11 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
     summary = load_summary(task.folder)
     if summary.budget_flops != task.budget or summary.charged > task.budget:
         raise ignored_budget(what, task.folder, summary, task.budget)
+    if not pilot_done(task.folder, task.budget):  # exit 0 short of its budget
+        stopped = interruption(returncode, task.folder, before)
+        if stopped is not None:  # a script that caught the meter's KeyboardInterrupt after a Ctrl-C
+            raise stopped_pilot(what, stopped, folder, task.rung, task.folder / TAIL_FILE)
+        raise short_of_budget(what, task.folder, task.folder / TAIL_FILE)
     return task
 
 
