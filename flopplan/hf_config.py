@@ -6,6 +6,7 @@ write config files for tests and users.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from flopplan.arch import ArchSpec
@@ -68,3 +69,29 @@ def to_hf_config(spec: ArchSpec) -> dict[str, Any]:
     if spec.head.kind == "score":
         cfg["num_labels"] = spec.head.layers[-1].out_features
     return cfg
+
+
+def architecture_name(folder: Path) -> str:
+    """The class its ``config.json`` names first in ``architectures`` ("" when it names none)."""
+    from flopplan.fileio import read_json
+
+    names = read_json(folder / "config.json", "config").get("architectures")
+    return names[0] if isinstance(names, list) and names and isinstance(names[0], str) else ""
+
+
+LOCAL_ORMS_ONLY = ("flopplan runs local outcome reward models only (sequence classification, one score per "
+                   "completion: `flopplan reward-model train` makes one); for process rewards give --reward prm:NAME "
+                   "without --reward-model-path (a registry PRM architecture, random-initialised)")
+"""What a local reward model folder flopplan cannot run is told to do instead."""
+
+
+def not_an_orm(architecture: str) -> str:
+    """What a reward model folder without a sequence-classification head holds, by its config's class name."""
+    if architecture.endswith("ForProcessRewardModel"):
+        return (f"a process reward model ({architecture}: a local PRM needs its own modeling code, custom code "
+                "flopplan does not run)")
+    if architecture.endswith("ForTokenClassification"):
+        return f"a token-classification model ({architecture}: a score per token), not an outcome reward model"
+    if architecture.endswith("ForCausalLM"):
+        return f"a language model ({architecture}: no score head), not an outcome reward model"
+    return f"{architecture or 'a model with no architectures in its config'}, not an outcome reward model"

@@ -307,6 +307,26 @@ def test_a_reward_model_folder_flopplan_cannot_run_is_refused_with_what_it_holds
         in line and registry_prm in line, line
     assert not (tmp_path / "run").exists()
 
+    import torch
+
+    from flopplan.errors import UserError
+    from flopplan.grpo.codecs import char_codec
+    from flopplan.grpo.rewards import RewardModel
+    from flopplan.grpo.tokenizer import CharTokenizer
+    from flopplan.recipe import RewardSystem
+
+    def load(reward: str, path: Path) -> str:  # the Python API says what the CLI says (it said "not a
+        with pytest.raises(UserError) as refused:  # sequence-classification model", whatever the folder held)
+            RewardModel.load(RewardSystem.parse(reward), torch.device("cpu"), torch.float32, "eager", 0,
+                             char_codec(CharTokenizer()),
+                             23, path=str(path))
+        return str(refused.value)
+
+    assert "holds a token-classification model (Qwen2ForTokenClassification" in load("orm:tiny-rm", token)
+    assert "holds a process reward model (Qwen2ForProcessRewardModel" in load("prm:tiny", prm)
+    assert registry_prm in load("orm:tiny-rm", prm)
+    assert f"score with it as orm:{orm}/config.json" in load("prm:tiny", orm)
+
 
 def test_builtin_task_holds_out_unseen_strings():
     from flopplan.grpo.tasks import DigitTask

@@ -81,13 +81,16 @@ class RewardModel:
             raise UserError(f"the reward output must be one of {', '.join(ORM_OUTPUTS)}")
         codec = None
         if path is not None:
-            if system.kind == "prm":
-                raise UserError("a local PRM needs its own modeling code (Qwen2ForProcessRewardModel is custom "
-                                "code), which flopplan does not run: use a local ORM (sequence classification) or "
-                                "a registry PRM architecture (random-initialised)")
+            from flopplan.hf_config import LOCAL_ORMS_ONLY, architecture_name, not_an_orm
+
             spec = load_config(Path(path))
-            if spec.head.kind != "score" or len(spec.head.layers) != 1:
-                raise UserError(f"reward model at {path!r} is not a sequence-classification model")
+            if spec.head.kind != "score" or len(spec.head.layers) != 1:  # what the CLI's check says (train.config)
+                raise UserError(f"the reward model in {path!r} holds {not_an_orm(architecture_name(Path(path)))}: "
+                                f"{LOCAL_ORMS_ONLY}")
+            if system.kind == "prm":
+                raise UserError(f"{system} is a process reward model, but the folder {path!r} holds an outcome "
+                                f"reward model: score with it as orm:{Path(path) / 'config.json'}; a local PRM "
+                                "needs its own modeling code, which flopplan does not run")
             from flopplan.grpo.codecs import local_codec
 
             codec, _ = local_codec(path, f"--reward-model-path {path!r}", spec.vocab_size)

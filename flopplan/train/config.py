@@ -276,7 +276,7 @@ class TrainConfig:
         recipe prices (``orm:tiny-rm`` with a tiny-rm folder): the budget guard and the plan price the recipe's,
         the ledger charges the one that runs."""
         from flopplan.arch import load_config
-        from flopplan.fileio import read_json
+        from flopplan.hf_config import LOCAL_ORMS_ONLY, architecture_name, not_an_orm
         from flopplan.runfile import REWARD_MODEL_CARD, load_reward_model_card
 
         path = Path(str(self.reward_model_path))
@@ -287,11 +287,10 @@ class TrainConfig:
         if (path / REWARD_MODEL_CARD).exists():  # trained by flopplan: its card must be readable
             load_reward_model_card(path)
         loaded, priced = load_config(path), self.recipe.reward_spec
-        names = read_json(path / "config.json", "config").get("architectures")
-        architecture = names[0] if isinstance(names, list) and names and isinstance(names[0], str) else ""
+        architecture = architecture_name(path)
         own = f"orm:{path / 'config.json'}"  # what prices the folder's own architecture
         if loaded.head.kind != "score" or len(loaded.head.layers) != 1:  # not AutoModelForSequenceClassification
-            raise UserError(f"--reward-model-path {str(path)!r} holds {_not_an_orm(architecture)}: {LOCAL_ORMS_ONLY}")
+            raise UserError(f"--reward-model-path {str(path)!r} holds {not_an_orm(architecture)}: {LOCAL_ORMS_ONLY}")
         if self.recipe.reward.kind == "prm":
             raise UserError(f"--reward {self.recipe.reward} is a process reward model, but --reward-model-path "
                             f"{str(path)!r} holds an outcome reward model ({architecture or 'sequence classification'}"
@@ -346,24 +345,6 @@ class TrainConfig:
                 data[key] = tuple(data[key])
         return TrainConfig(recipe=recipe, plan=None if plan is None else PlanEntry.from_data(plan, f"{where}: plan"),
                            loss=TrainLoss(**loss), **data)
-
-
-LOCAL_ORMS_ONLY = ("flopplan runs local outcome reward models only (sequence classification, one score per "
-                   "completion: `flopplan reward-model train` makes one); for process rewards give --reward prm:NAME "
-                   "without --reward-model-path (a registry PRM architecture, random-initialised)")
-"""What a local reward model folder flopplan cannot run is told to do instead."""
-
-
-def _not_an_orm(architecture: str) -> str:
-    """What a reward model folder without a sequence-classification head holds, by its config's class name."""
-    if architecture.endswith("ForProcessRewardModel"):
-        return (f"a process reward model ({architecture}: a local PRM needs its own modeling code, custom code "
-                "flopplan does not run)")
-    if architecture.endswith("ForTokenClassification"):
-        return f"a token-classification model ({architecture}: a score per token), not an outcome reward model"
-    if architecture.endswith("ForCausalLM"):
-        return f"a language model ({architecture}: no score head), not an outcome reward model"
-    return f"{architecture or 'a model with no architectures in its config'}, not an outcome reward model"
 
 
 def _shapes(spec: Any) -> tuple[Any, ...]:
