@@ -671,6 +671,45 @@ def test_a_run_that_reaches_max_steps_stops_for_its_steps_where_a_further_round_
 
 
 @pytest.mark.slow
+def test_resume_from_checkpoint_true_takes_the_last_complete_checkpoint_and_a_finished_run_trains_no_further(
+        tiny, tmp_path):
+    """A held-out user's kills: the resume the guide documents, ``trainer.train(resume_from_checkpoint=True)``,
+    raised transformers' ValueError ("No valid checkpoint found") after a kill before the first checkpoint, and
+    FileNotFoundError (``checkpoint-N/trainer_state.json``) after a kill during a save: transformers reads True as
+    the highest-numbered folder, complete or not. The meter reads it as the last complete checkpoint, or a start
+    from step 0 where there is none (its work charged as lost). And the same resume of a run that had reached
+    max_steps trained a step past them at each call (3, then 4, then 5 steps, its summary rewritten each time):
+    it trains nothing now, its summary as it was."""
+    from flopplan.trl import meter
+
+    make = _trainers(tiny, tmp_path)
+    run = tmp_path / "run"
+
+    def train(resume: bool) -> tuple[object, dict]:
+        trainer = make(args=_grpo_args(tmp_path, save_steps=1))
+        metered = meter(trainer, out=run, resume=resume)
+        trainer.train(resume_from_checkpoint=True if resume else None)
+        return trainer, {**_summary(run), "notes": metered.notes}
+
+    _, done = train(False)
+    second, steps = _executed(run / "ledger.jsonl", 1)  # what the second round executed
+    assert done["steps"] == 2 and steps == {2} and second > 0 and (tmp_path / "trl" / "checkpoint-2").is_dir()
+    trainer, again = train(True)  # finished: resumed at max_steps
+    assert trainer.state.global_step == 2 and again["steps"] == 2 and again["flops"] == done["flops"]
+    assert again["stop"]["reason"] == "steps" and again["lost_flops"] == 0
+    (tmp_path / "trl" / "checkpoint-2" / "trainer_state.json").unlink()  # killed while saving checkpoint-2
+    (run / "summary.json").unlink()
+    trainer, resumed = train(True)
+    assert trainer.state.global_step == 2 and resumed["steps"] == 2 and resumed["lost_flops"] == second
+    for checkpoint in (tmp_path / "trl").glob("checkpoint-*"):  # killed before any checkpoint was complete
+        (checkpoint / "trainer_state.json").unlink()
+    (run / "summary.json").unlink()
+    trainer, fresh = train(True)
+    assert trainer.state.global_step == 2 and fresh["steps"] == 2 and fresh["lost_flops"] > 0
+    assert fresh["notes"][0] == "no checkpoint yet: the run starts again", fresh["notes"]
+
+
+@pytest.mark.slow
 def test_measuring_counts_what_a_subclass_runs_outside_the_charged_units(tiny, tmp_path):
     """A GRPOTrainer subclass that runs work of its own in ``compute_loss`` (a diagnostic forward, here a 64 x 64
     matmul: 2 x 64^3 FLOPs a call) was neither charged nor seen by ``measure=True``, which counted only the calls

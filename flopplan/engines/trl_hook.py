@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from flopplan.budget import Budget
+from flopplan.budget import budget_flops
 from flopplan.engines.trl_boundaries import check_boundaries, evaluations_before_next_round
 from flopplan.engines.trl_meter import TRLMeter
 from flopplan.engines.trl_prompts import (
@@ -49,7 +49,7 @@ from flopplan.engines.trl_prompts import (
     reward_models,
     reward_prompt_reads,
 )
-from flopplan.engines.trl_resume import abandon_newer, check_start_over, keep_lost, lost_since
+from flopplan.engines.trl_resume import abandon_newer, check_start_over, keep_lost, lost_since, resume_arguments
 from flopplan.engines.trl_steplog import attach_step_log
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
 from flopplan.errors import UserError
@@ -58,24 +58,6 @@ from flopplan.runfile import CONFIG, last_complete_checkpoint
 from flopplan.train.config import TrainConfig
 from flopplan.train.interrupt import CtrlC
 from flopplan.train.runfolder import RunFolder
-
-
-def budget_flops(budget: Any, recipe: Recipe, profile: Any = None, price_per_hour: float | None = None) -> int | None:
-    """A budget in FLOPs: a number is FLOPs; a :class:`~flopplan.budget.Budget` in GPU-hours or dollars is what
-    ``flopplan plan`` buys with it on ``profile`` (a name, a path, or a Profile): the FLOPs of the rounds it plans."""
-    if budget is None:
-        return None
-    if not isinstance(budget, Budget):
-        budget = Budget(flops=budget)
-    if budget.flops is not None:
-        return int(budget.flops)
-    from flopplan.hardware import Profile, resolve_profile
-    from flopplan.planner import plan
-
-    if profile is None:
-        raise UserError(f"a budget in {budget.describe()} needs a hardware profile (profile=NAME or a file)")
-    chosen = profile if isinstance(profile, Profile) else resolve_profile(str(profile), recipe.engine, price_per_hour)
-    return int(plan(recipe, budget, chosen).total_flops)
 
 
 def _evaluation_rows(trainer: Any, generations: int | None) -> tuple[int, int]:
@@ -314,6 +296,7 @@ def _stops_on_ctrl_c(train: Any, meter: TRLMeter, callback: FlopBudgetCallback) 
                             "compare the trials' settings with flopplan race")
         ctrl_c.requested = callback.ctrl_c_anywhere = False  # a new call (the same trainer resumed in a notebook)
         # starts without a stop
+        args, kwargs = resume_arguments(args, kwargs, callback.trainer.args.output_dir)
         callback.resume_from = kwargs.get("resume_from_checkpoint", args[0] if args else None)
         if meter.decision.reason == "interrupted":
             meter.guard.resume()
@@ -424,6 +407,9 @@ class FlopBudgetCallback(TrainerCallback):
                 if left:
                     self.meter.notes.append(f"{', '.join(left)}: left behind (resumed from an older checkpoint)")
             self.trainer.accelerator.wait_for_everyone()  # the logs trimmed before any process logs its share
+        if state.global_step and state.global_step >= state.max_steps:  # resumed at its max_steps: the run is
+            self._stop_for_steps(state)  # over (the Trainer would run a step past them: transformers does, unmetered)
+            raise _NoRoundFits
         if self.meter.rounds == 0 and not self.meter.ledger.lost:
             _check_first_round(self.meter, args)
         elif not (_first_round_fits(self.meter, args) if self.meter.rounds == 0 else
@@ -431,8 +417,6 @@ class FlopBudgetCallback(TrainerCallback):
             # resumed from the checkpoint its budget stopped it at (killed before its summary was written), or
             # started again after lost work that leaves no round: the run is over (the Trainer runs a step before
             # it reads should_training_stop, and that round would overrun the budget)
-            if state.global_step >= state.max_steps:  # resumed from the checkpoint at its max_steps: those stopped
-                self._stop_for_steps(state)  # it, not the round past them that the guard priced
             raise _NoRoundFits
         return control
 

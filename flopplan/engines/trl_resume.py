@@ -24,7 +24,15 @@ from typing import Any
 
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, read_json
-from flopplan.runfile import SUMMARY, TRL_ABANDONED, TRL_LEDGER, TRL_LOST_WORK, read_ledger, trl_checkpoints
+from flopplan.runfile import (
+    SUMMARY,
+    TRL_ABANDONED,
+    TRL_LEDGER,
+    TRL_LOST_WORK,
+    last_complete_checkpoint,
+    read_ledger,
+    trl_checkpoints,
+)
 from flopplan.train.runfolder import RunFolder
 
 
@@ -120,3 +128,22 @@ def check_start_over(folder: RunFolder, output_dir: str | Path, resume_from: Any
     if (folder.path / SUMMARY).exists() and read_ledger(folder.path, partial=False):
         raise UserError(f"the run in {where!r} finished (its summary.json) and left no complete checkpoint in "
                         f"{output_dir} to continue: nothing to resume; start a new run in another folder")
+
+
+def resume_arguments(args: tuple[Any, ...], kwargs: dict[str, Any],
+                     output_dir: str | Path) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``trainer.train``'s arguments with ``resume_from_checkpoint=True`` read as the last complete checkpoint
+    (:func:`~flopplan.runfile.last_complete_checkpoint`), or None where the run has none yet. transformers reads
+    True as the highest-numbered ``checkpoint-N`` folder, complete or not, and raises where there is none: after a
+    kill during a save (``FileNotFoundError: .../trainer_state.json``) or before the first checkpoint ("No valid
+    checkpoint found"), the resume the guide documents failed (a held-out user's kills). A path, None or False is
+    passed on as given."""
+    def last() -> str | None:
+        found = last_complete_checkpoint(output_dir)
+        return None if found is None else str(found)
+
+    if kwargs.get("resume_from_checkpoint") is True:
+        return args, {**kwargs, "resume_from_checkpoint": last()}
+    if args and args[0] is True:
+        return (last(), *args[1:]), kwargs
+    return args, kwargs
