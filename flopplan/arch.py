@@ -17,6 +17,7 @@ from typing import Any
 
 from flopplan import catalog, hub
 from flopplan.attention import FULL, SLIDING
+from flopplan.config_defaults import with_family_defaults
 from flopplan.errors import UserError
 from flopplan.fileio import read_json
 from flopplan.moe import MOE_MODEL_TYPES, MoE, moe_from_config
@@ -323,11 +324,6 @@ def resolve(name_or_path: str) -> ArchSpec:
 # -- Hugging Face config.json ---------------------------------------------------------------------------------
 
 SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "llama", "mistral", "gemma2", "gemma3_text", "phi3", *MOE_MODEL_TYPES)
-GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
-                        "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
-                        "max_position_embeddings": 131072, "sliding_window": 4096, "tie_word_embeddings": True}
-"""transformers' Gemma3TextConfig defaults (5.x): the text_config of a multimodal Gemma 3 config.json states only
-the keys that differ from them."""
 _MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size", "num_experts_per_tok")
 
 
@@ -365,11 +361,9 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
                         f"(supported: {', '.join(MOE_MODEL_TYPES)})")
     if model_type == "gemma3" and isinstance(cfg.get("text_config"), dict):
         # Gemma 3 4B and up: the language model only (the vision tower and projector are not counted)
-        cfg = {**GEMMA3_TEXT_DEFAULTS, **cfg["text_config"], "model_type": "gemma3_text",
-               "architectures": ["Gemma3ForCausalLM"]}
+        cfg = {**cfg["text_config"], "model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"]}
         model_type = "gemma3_text"
-    elif model_type == "gemma3_text":
-        cfg = {**GEMMA3_TEXT_DEFAULTS, **cfg}
+    cfg = with_family_defaults(cfg, model_type)  # the keys a config.json leaves out, as transformers reads them
     if "text_config" in cfg or "vision_config" in cfg:
         raise UserError(f"{where}: multimodal configs are not supported (text decoder only; Gemma 3: its language "
                         "model)")
@@ -390,7 +384,7 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
             raise UserError(f"{where}: {key} must be a positive integer, not {value!r}")
         sizes[key] = value
     hidden, heads = sizes["hidden_size"], sizes["num_attention_heads"]
-    kv_heads = sizes.get("num_key_value_heads", heads)  # transformers' default when the key is absent
+    kv_heads = sizes.get("num_key_value_heads", heads)  # null (or absent in Llama and Phi-3): the heads
     if "head_dim" in sizes:
         head_dim = sizes["head_dim"]
     elif hidden % heads:
@@ -458,10 +452,6 @@ def _windows(cfg: dict[str, Any], model_type: str, where: str) -> tuple[int | No
         raise UserError(f"{where}: layer_types must list {SLIDING} or {FULL} for each of the {layers} layers")
     if types is not None and SLIDING not in types:
         return None, None  # every layer is a full-attention layer
-    context = cfg.get("max_position_embeddings")
-    if isinstance(context, int) and not isinstance(context, bool) and window > context:
-        raise UserError(f"{where}: sliding_window {window} is larger than the context "
-                        f"(max_position_embeddings {context}): it never applies; set it to null")
     if types is None or FULL not in types:
         return window, None  # every layer slides
     return window, tuple(types)

@@ -12,7 +12,7 @@ import dataclasses
 import json
 
 import pytest
-from helpers import cli, one_line_error, write_config
+from helpers import cli, write_config
 
 from flopplan.arch import ArchSpec
 from flopplan.formulas import (
@@ -95,11 +95,16 @@ def test_estimate_notes_a_request_across_the_window(tmp_path):
     assert windowed["flops"] == forward_flops(SPEC, 1, 10, 10, conv=Conventions(window="windowed")).total
 
 
-def test_a_window_larger_than_the_context_is_one_line(tmp_path):
+def test_a_window_larger_than_the_context_is_counted_not_refused(tmp_path):
+    """It was refused ("it never applies; set it to null"), also where the window was the family's default, which
+    the config does not state: it runs, as full attention within the window."""
     from flopplan.hf_config import to_hf_config
 
-    config = str(write_config(tmp_path, "wide", dict(to_hf_config(SPEC), max_position_embeddings=WINDOW - 1)))
-    one_line_error(cli("estimate", "--model", config, "--phase", "forward", "--seq", "2"), "sliding_window")
+    wide = dict(to_hf_config(SPEC), max_position_embeddings=WINDOW - 1)
+    counted = [json.loads(cli("estimate", "--model", str(write_config(tmp_path, name, cfg)), "--phase", "decode",
+                              "--context", str(WINDOW - 2), "--json", check=True).stdout)["flops"]
+               for name, cfg in (("wide", wide), ("dense", {**wide, "sliding_window": None}))]
+    assert counted[0] == counted[1] > 0
 
 
 @pytest.mark.parametrize("window", ["masked", "windowed"])

@@ -1,0 +1,48 @@
+"""What transformers reads for a key a ``config.json`` leaves out, by model type (torch-free).
+
+A config.json need not state a key whose value is its config class's default, and transformers then builds the
+model with that default, which is the family's, not one rule for all: a Qwen2 config without
+``num_key_value_heads`` runs 32 key/value heads (``Qwen2Config``'s default), a Mistral one 8, a Llama one as many as
+its query heads; a Qwen3 one without ``head_dim`` runs 128-wide heads, a Gemma 2 one 256-wide, whatever
+hidden/heads is; a Mistral or Gemma 2 one without ``sliding_window`` slides over 4096 tokens. Read with one
+fallback for every family (the heads, hidden/heads, no window), such configs were counted wrong by 8-46 % (a
+held-out user's configs, FlopCounterMode on the model transformers builds from them).
+
+:data:`FAMILY_DEFAULTS` holds, for each model type flopplan reads, the defaults of the keys whose absence
+flopplan's own fallback would read otherwise, as transformers 5.x's config classes set them (``Qwen2Config`` and
+the rest, read from transformers 5.25; ``tests/test_config_defaults.py`` checks each against the installed
+transformers, on the model it builds). A key given as null keeps flopplan's fallback, as transformers does for
+``num_key_value_heads``. Gemma 3's table is its text config's whole default set: the ``text_config`` of a
+multimodal Gemma 3 config.json states only the keys that differ from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
+                        "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                        "max_position_embeddings": 131072, "sliding_window": 4096, "tie_word_embeddings": True}
+"""transformers' ``Gemma3TextConfig`` defaults (5.x)."""
+
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "qwen2": {"num_key_value_heads": 32, "max_position_embeddings": 32768},
+    "qwen3": {"num_key_value_heads": 32, "head_dim": 128, "max_position_embeddings": 32768},
+    "llama": {"max_position_embeddings": 2048},  # key/value heads: the query heads; head_dim: hidden/heads
+    "mistral": {"num_key_value_heads": 8, "sliding_window": 4096, "max_position_embeddings": 131072},
+    "mixtral": {"num_key_value_heads": 8, "max_position_embeddings": 131072},  # no window by default
+    "gemma2": {"num_key_value_heads": 4, "head_dim": 256, "sliding_window": 4096, "tie_word_embeddings": True,
+               "max_position_embeddings": 8192},
+    "gemma3_text": GEMMA3_TEXT_DEFAULTS,
+    "phi3": {"max_position_embeddings": 4096},  # key/value heads: the query heads; no window by default
+    "qwen2_moe": {"num_key_value_heads": 16, "max_position_embeddings": 32768},
+    "qwen3_moe": {"num_key_value_heads": 4, "max_position_embeddings": 32768},  # head_dim: hidden/heads
+}
+"""Per model type, the defaults transformers gives the keys a config.json leaves out (those flopplan reads)."""
+
+
+def with_family_defaults(cfg: dict[str, Any], model_type: Any) -> dict[str, Any]:
+    """``cfg`` with the keys it leaves out set to its family's defaults (:data:`FAMILY_DEFAULTS`); a key it
+    states, null included, is kept; a model type flopplan does not read is returned as it is."""
+    defaults = FAMILY_DEFAULTS.get(model_type) if isinstance(model_type, str) else None
+    return cfg if defaults is None else {**defaults, **cfg}

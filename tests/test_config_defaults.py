@@ -1,0 +1,79 @@
+"""A config.json that leaves out a key its family defaults is read as transformers reads it: the count of a config
+with only the required sizes equals FlopCounterMode on the model transformers builds from that same config (meta
+device, eager attention), for every model type flopplan reads (a held-out user's configs without
+``num_key_value_heads``, ``head_dim`` or ``sliding_window`` were counted 8-46 % off)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from flopplan.arch import spec_from_config  # noqa: E402
+from flopplan.config_defaults import FAMILY_DEFAULTS  # noqa: E402
+from flopplan.formulas import decode_flops, forward_flops  # noqa: E402
+from flopplan.measure import counters  # noqa: E402
+
+MOE_SIZES = {  # what an MoE config must state (flopplan refuses one without it)
+    "mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
+    "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                  "shared_expert_intermediate_size": 48},
+    "qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32},
+}
+BARE = {"hidden_size": 256, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 64,
+        "vocab_size": 1000}
+"""The required sizes only: 64 query heads (twice the largest default key/value heads), hidden/heads 4
+(unlike any family's default head_dim)."""
+LONG = 4100  # a decode context past the 4096-token default windows
+
+
+def _bare(model_type: str) -> dict:
+    return {"model_type": model_type, **BARE, **MOE_SIZES.get(model_type, {})}
+
+
+def _built(cfg: dict):
+    """The model transformers builds from ``cfg`` as it stands, on the meta device."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model(**{**cfg, "pad_token_id": 0})
+    config._attn_implementation = "eager"
+    if cfg["model_type"] in MOE_SIZES:
+        config._experts_implementation = "batched_mm"  # (the eager loop reads routing values, which meta lacks)
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(config)
+
+
+@pytest.mark.parametrize("model_type", sorted({*FAMILY_DEFAULTS, "llama", "phi3"}))
+def test_a_config_without_its_familys_defaults_counts_what_transformers_builds(model_type, record_exact):
+    cfg = _bare(model_type)
+    spec = spec_from_config(cfg, f"bare-{model_type}")
+    model = _built(cfg)
+    config = model.config
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    assert (spec.num_kv_heads, spec.head_dim) == (config.num_key_value_heads, head_dim)
+    assert spec.tie_embeddings == bool(config.tie_word_embeddings)
+    record_exact(f"bare {model_type} meta forward B=1 T=16", forward_flops(spec, 1, 16, 16).total,
+                 counters.forward(model, 1, 16, None))
+    record_exact(f"bare {model_type} meta decode B=1 context {LONG}", decode_flops(spec, 1, LONG).total,
+                 counters.decode(model, 1, LONG))
+
+
+def test_a_key_the_config_states_wins_over_its_familys_default():
+    """A stated value, null included, is the config's: null key/value heads are the query heads (transformers'
+    reading of None), a stated window of null is no window."""
+    stated = spec_from_config({**_bare("mistral"), "num_key_value_heads": 4, "sliding_window": None}, "stated")
+    assert (stated.num_kv_heads, stated.sliding_window) == (4, None)
+    null = spec_from_config({**_bare("qwen2"), "num_key_value_heads": None}, "null")
+    assert null.num_kv_heads == BARE["num_attention_heads"]
+
+
+def test_a_window_larger_than_the_context_is_counted_as_it_runs_not_refused():
+    """A Mistral config of 512 positions keeps its family's 4096-token window (a held-out user's config was refused:
+    "sliding_window 4096 is larger than the context ... set it to null", which the config did not state): within
+    the window every key is attended, so it counts as full attention there, and past it as the window."""
+    cfg = {**_bare("mistral"), "max_position_embeddings": 512}
+    spec = spec_from_config(cfg, "short")
+    dense = spec_from_config({**cfg, "sliding_window": None}, "dense")
+    assert spec.sliding_window == 4096
+    assert decode_flops(spec, 1, 500).total == decode_flops(dense, 1, 500).total
+    assert decode_flops(spec, 1, LONG).total < decode_flops(dense, 1, LONG).total
