@@ -98,6 +98,22 @@ def test_verify_on_the_meta_device():
     assert all(r["closed_form"] == r["flop_counter"] > 0 for r in data["rows"])
 
 
+@pytest.mark.slow
+def test_verify_counts_an_moe_policy_on_the_cpu_or_on_meta_with_batched_experts(monkeypatch):
+    """``calibrate --verify`` on any MoE policy (the default run over the registry reached tiny-moe 15th) ended in
+    a traceback: the eager experts read routing values, which meta tensors lack, and peft's adapters on routed
+    experts run under torch.autocast, which has no meta device (a held-out user). A small MoE runs on the CPU with
+    real weights; a large one on meta with batched_mm experts, counted so, and LoRA on attention."""
+    pytest.importorskip("torch")
+    import flopplan.calibrate.verify as verify
+
+    for cpu, lora in ((True, "LoRA"), (False, "LoRA (attention)")):
+        monkeypatch.setattr(verify, "CPU_MOE_PARAMS", 10**12 if cpu else 0)
+        rows = verify.verify(["tiny-moe"])
+        assert len(rows) == 7 and all(r["closed_form"] == r["flop_counter"] > 0 for r in rows), rows
+        assert f"generate+{lora} B=2" in {r["phase"].split(" P=")[0] for r in rows}
+
+
 # -- the time model and its fit, on synthetic data whose truth is known ------------------------------------------
 
 TRUE = {

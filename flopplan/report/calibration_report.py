@@ -48,7 +48,7 @@ def counters_table(rows: list[dict[str, Any]]) -> Table:
 
 
 def verify_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table("Closed form vs FlopCounterMode on the meta device, every registry size",
+    table = Table("Closed form vs FlopCounterMode, every registry size (meta device; tiny-moe on the CPU)",
                   ["model", "phase", "closed form", "FlopCounterMode", "exact"], align="llrrl")
     for r in rows:
         table.rows.append([r["model"], r["phase"], f"{r['closed_form']:,}", f"{r['flop_counter']:,}",
