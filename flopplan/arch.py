@@ -17,7 +17,7 @@ from typing import Any
 
 from flopplan import catalog, hub
 from flopplan.attention import FULL, SLIDING
-from flopplan.config_defaults import with_family_defaults
+from flopplan.config_defaults import windows, with_family_defaults
 from flopplan.errors import UserError
 from flopplan.fileio import read_json
 from flopplan.moe import MOE_MODEL_TYPES, MoE, moe_from_config
@@ -305,16 +305,29 @@ def _registry_key(text: str) -> str | None:
     return None
 
 
+_ORGS = {**{name: "qwen" for name in REGISTRY if name.startswith("qwen2.5")},  # (their configs are built here)
+         **{catalog.registry_name(repo): repo.split("/")[0].lower() for repo in catalog.CONFIGS}}
+
+
+def _another_org(text: str, key: str) -> bool:
+    """Whether ``text`` is a Hub id of the registry model ``key`` under another organisation than its publisher's
+    (``myorg/Qwen2.5-0.5B-Instruct``: a fine-tune may change the vocabulary or prune layers)."""
+    text = text.strip().lower()
+    return "/" in text and text not in _ALIASES and text.split("/", 1)[0] != _ORGS.get(key)
+
+
 def resolve(name_or_path: str) -> ArchSpec:
     """A registry name or Hub id (case-insensitive: ``qwen2.5-7b``, ``Qwen/Qwen2.5-7B-Instruct``,
     ``Qwen/Qwen3-30B-A3B``), a config.json file or folder, or another Hub id through :mod:`flopplan.hub` (the
-    local Hugging Face cache, else a download of config.json alone)."""
+    local Hugging Face cache, else a download of config.json alone). A registry model's name under another
+    organisation is that organisation's config.json where the local cache holds it, else the registry's shapes."""
     key = _registry_key(name_or_path)
-    if key is not None:
+    cached = hub.cached_config(name_or_path) if key is not None and _another_org(name_or_path, key) else None
+    if key is not None and cached is None:
         return REGISTRY[key]
     path = Path(name_or_path)
     if not path.exists() and hub.is_repo_id(name_or_path):
-        return load_config(hub.config_path(name_or_path), name=name_or_path.rsplit("/", 1)[-1].lower())
+        return load_config(cached or hub.config_path(name_or_path), name=name_or_path.rsplit("/", 1)[-1].lower())
     if path.exists() or name_or_path.endswith(".json") or "/" in name_or_path:
         return load_config(path)
     raise UserError(f"unknown model {name_or_path!r}: use one of {', '.join(REGISTRY)}, a Hub id ORG/NAME "
@@ -394,7 +407,7 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
         head_dim = hidden // heads
     if heads % kv_heads:
         raise UserError(f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}")
-    sliding_window, layer_types = _windows(cfg, base, where)
+    sliding_window, layer_types = windows(cfg, base, where)
     attention_bias = bool(cfg.get("attention_bias", False))
     bias = {
         "qwen2": (bool(cfg.get("qkv_bias", True)), False, False),
@@ -421,40 +434,6 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
             sliding_window=sliding_window, source=source, moe=moe, layer_types=layer_types)
     except ValueError as exc:
         raise UserError(f"{where}: {exc}") from None
-
-
-def _windows(cfg: dict[str, Any], model_type: str, where: str) -> tuple[int | None, tuple[str, ...] | None]:
-    """The sliding window and, when layers differ, each layer's type, as transformers 5.x builds them: an explicit
-    ``layer_types``; else Qwen2/Qwen3: layer i slides iff ``use_sliding_window`` and i >= ``max_window_layers``;
-    Gemma 2: every other layer from the first; Gemma 3: all but every ``sliding_window_pattern``-th (6); Mistral,
-    Mixtral, Phi-3: every layer when ``sliding_window`` is set; Llama: none. (None, None): full attention."""
-    layers: int = cfg["num_hidden_layers"]  # checked a positive integer by the caller
-    window = cfg.get("sliding_window")
-    if model_type == "llama" or window is None:
-        return None, None
-    if model_type in ("qwen2", "qwen3") and not cfg.get("use_sliding_window", False):
-        return None, None
-    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
-        raise UserError(f"{where}: sliding_window must be a positive integer or null, not {window!r}")
-    types = cfg.get("layer_types")
-    if types is None and model_type in ("qwen2", "qwen3"):
-        max_window_layers = cfg.get("max_window_layers", 28)  # transformers' default
-        if isinstance(max_window_layers, bool) or not isinstance(max_window_layers, int) or max_window_layers < 0:
-            raise UserError(f"{where}: max_window_layers must be a non-negative integer, not {max_window_layers!r}")
-        types = [SLIDING if i >= max_window_layers else FULL for i in range(layers)]
-    elif types is None and model_type in ("gemma2", "gemma3_text"):
-        pattern = 2 if model_type == "gemma2" else cfg.get("sliding_window_pattern", 6)
-        if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern <= 0:
-            raise UserError(f"{where}: sliding_window_pattern must be a positive integer, not {pattern!r}")
-        types = [SLIDING if (i + 1) % pattern else FULL for i in range(layers)]
-    if types is not None and (not isinstance(types, list) or len(types) != layers
-                              or not set(types) <= {SLIDING, FULL}):
-        raise UserError(f"{where}: layer_types must list {SLIDING} or {FULL} for each of the {layers} layers")
-    if types is not None and SLIDING not in types:
-        return None, None  # every layer is a full-attention layer
-    if types is None or FULL not in types:
-        return window, None  # every layer slides
-    return window, tuple(types)
 
 
 def _head_from_config(cfg: dict[str, Any], hidden: int, where: str) -> Head:

@@ -1,4 +1,5 @@
-"""What transformers reads for a key a ``config.json`` leaves out, by model type (torch-free).
+"""What transformers reads for a key a ``config.json`` leaves out, by model type, and the sliding windows it builds
+from a config (torch-free).
 
 A config.json need not state a key whose value is its config class's default, and transformers then builds the
 model with that default, which is the family's, not one rule for all: a Qwen2 config without
@@ -19,6 +20,9 @@ multimodal Gemma 3 config.json states only the keys that differ from it.
 from __future__ import annotations
 
 from typing import Any
+
+from flopplan.attention import FULL, SLIDING
+from flopplan.errors import UserError
 
 GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
                         "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
@@ -46,3 +50,37 @@ def with_family_defaults(cfg: dict[str, Any], model_type: Any) -> dict[str, Any]
     states, null included, is kept; a model type flopplan does not read is returned as it is."""
     defaults = FAMILY_DEFAULTS.get(model_type) if isinstance(model_type, str) else None
     return cfg if defaults is None else {**defaults, **cfg}
+
+
+def windows(cfg: dict[str, Any], model_type: str, where: str) -> tuple[int | None, tuple[str, ...] | None]:
+    """The sliding window and, when layers differ, each layer's type, as transformers 5.x builds them: an explicit
+    ``layer_types``; else Qwen2/Qwen3: layer i slides iff ``use_sliding_window`` and i >= ``max_window_layers``;
+    Gemma 2: every other layer from the first; Gemma 3: all but every ``sliding_window_pattern``-th (6); Mistral,
+    Mixtral, Phi-3: every layer when ``sliding_window`` is set; Llama: none. (None, None): full attention."""
+    layers: int = cfg["num_hidden_layers"]  # checked a positive integer by the caller
+    window = cfg.get("sliding_window")
+    if model_type == "llama" or window is None:
+        return None, None
+    if model_type in ("qwen2", "qwen3") and not cfg.get("use_sliding_window", False):
+        return None, None
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise UserError(f"{where}: sliding_window must be a positive integer or null, not {window!r}")
+    types = cfg.get("layer_types")
+    if types is None and model_type in ("qwen2", "qwen3"):
+        max_window_layers = cfg.get("max_window_layers", 28)  # transformers' default
+        if isinstance(max_window_layers, bool) or not isinstance(max_window_layers, int) or max_window_layers < 0:
+            raise UserError(f"{where}: max_window_layers must be a non-negative integer, not {max_window_layers!r}")
+        types = [SLIDING if i >= max_window_layers else FULL for i in range(layers)]
+    elif types is None and model_type in ("gemma2", "gemma3_text"):
+        pattern = 2 if model_type == "gemma2" else cfg.get("sliding_window_pattern", 6)
+        if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern <= 0:
+            raise UserError(f"{where}: sliding_window_pattern must be a positive integer, not {pattern!r}")
+        types = [SLIDING if (i + 1) % pattern else FULL for i in range(layers)]
+    if types is not None and (not isinstance(types, list) or len(types) != layers
+                              or not set(types) <= {SLIDING, FULL}):
+        raise UserError(f"{where}: layer_types must list {SLIDING} or {FULL} for each of the {layers} layers")
+    if types is not None and SLIDING not in types:
+        return None, None  # every layer is a full-attention layer
+    if types is None or FULL not in types:
+        return window, None  # every layer slides
+    return window, tuple(types)

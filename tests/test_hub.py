@@ -11,6 +11,7 @@ from helpers import ROOT, cli, one_line_error
 
 from flopplan.arch import REGISTRY, resolve
 from flopplan.catalog import CONFIGS
+from flopplan.hf_config import to_hf_config
 
 
 def test_hub_names_resolve_from_the_registry_offline(monkeypatch, tmp_path):
@@ -35,6 +36,25 @@ def test_hub_id_from_the_local_cache(monkeypatch, tmp_path):
     spec = resolve("acme/moe-small")
     assert spec.num_layers == 2 and spec.moe is not None and spec.moe.shared_gate
     assert cli("plan", "--model", "acme/moe-small", "--budget", "1e18", "--json").returncode == 0
+
+
+def test_another_orgs_copy_of_a_registry_model_is_its_own_config_where_the_cache_holds_it(monkeypatch, tmp_path):
+    """``myorg/Qwen2.5-0.5B-Instruct`` was read as the registry's qwen2.5-0.5b whatever the cache held (a held-out
+    user's pruned fine-tune, counted as the base model): another organisation's config.json in the local cache is
+    the one counted; without it the registry's shapes stand in (offline), and the publisher's own id is the
+    registry's in any case."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    pruned = json.dumps(dict(to_hf_config(REGISTRY["qwen2.5-0.5b"]), num_hidden_layers=3))
+    for repo in ("myorg/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"):
+        snapshot = tmp_path / f"models--{repo.replace('/', '--')}" / "snapshots" / "abc123"
+        snapshot.mkdir(parents=True)
+        (snapshot / "config.json").write_text(pruned)
+    spec = resolve("myorg/Qwen2.5-0.5B-Instruct")
+    assert spec.num_layers == 3 and spec.name == "qwen2.5-0.5b-instruct"
+    assert resolve("Qwen/Qwen2.5-0.5B-Instruct") is REGISTRY["qwen2.5-0.5b"]
+    assert resolve("otherorg/Qwen2.5-0.5B-Instruct") is REGISTRY["qwen2.5-0.5b"]  # not cached: the registry's
+    assert resolve("qwen2.5/0.5b") is REGISTRY["qwen2.5-0.5b"]  # an alias, not a Hub id
 
 
 def test_unknown_hub_id_is_one_line(monkeypatch, tmp_path):
