@@ -679,7 +679,8 @@ def test_resume_from_checkpoint_true_takes_the_last_complete_checkpoint_and_a_fi
     the highest-numbered folder, complete or not. The meter reads it as the last complete checkpoint, or a start
     from step 0 where there is none (its work charged as lost). And the same resume of a run that had reached
     max_steps trained a step past them at each call (3, then 4, then 5 steps, its summary rewritten each time):
-    it trains nothing now, its summary as it was."""
+    it trains nothing now, its summary as it was. A resume with another GRPOConfig (group size, completion length)
+    went on with the new shapes under the old configuration; it is refused."""
     from flopplan.trl import meter
 
     make = _trainers(tiny, tmp_path)
@@ -707,6 +708,11 @@ def test_resume_from_checkpoint_true_takes_the_last_complete_checkpoint_and_a_fi
     trainer, fresh = train(True)
     assert trainer.state.global_step == 2 and fresh["steps"] == 2 and fresh["lost_flops"] > 0
     assert fresh["notes"][0] == "no checkpoint yet: the run starts again", fresh["notes"]
+    other = make(args=_grpo_args(tmp_path, save_steps=1, num_generations=2, max_completion_length=16))
+    with pytest.raises(UserError, match=r"another recipe than this trainer's \(completion_len 8 -> 16, .*group_size "
+                                        r"4 -> 2"):  # resumed with other settings: refused, nothing written
+        meter(other, out=run, resume=True)
+    assert _summary(run) == {k: v for k, v in fresh.items() if k != "notes"}
 
 
 @pytest.mark.slow

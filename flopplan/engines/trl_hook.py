@@ -49,7 +49,14 @@ from flopplan.engines.trl_prompts import (
     reward_models,
     reward_prompt_reads,
 )
-from flopplan.engines.trl_resume import abandon_newer, check_start_over, keep_lost, lost_since, resume_arguments
+from flopplan.engines.trl_resume import (
+    abandon_newer,
+    check_same_recipe,
+    check_start_over,
+    keep_lost,
+    lost_since,
+    resume_arguments,
+)
 from flopplan.engines.trl_steplog import attach_step_log
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
 from flopplan.errors import UserError
@@ -116,6 +123,8 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         read = read_trainer(trainer, Path(scratch.name), prompt_max)
         if recipe is not None:
             check_explicit(recipe, read)
+        if resume and folder is not None:
+            check_same_recipe(folder.path, read.recipe)
         flops = budget_flops(budget, read.recipe, profile, price_per_hour)
         check_boundaries(trainer.args, read.run.optimizer_steps_per_round, read.eval_generations is not None)
         if not resume:  # a budget that buys no round is refused here, not when training starts

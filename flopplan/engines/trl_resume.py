@@ -18,13 +18,14 @@ checkpointed), a finished run's summary, or a ``resume_from_checkpoint`` the tra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_json, read_json
 from flopplan.runfile import (
+    CONFIG,
     SUMMARY,
     TRL_ABANDONED,
     TRL_LEDGER,
@@ -147,3 +148,35 @@ def resume_arguments(args: tuple[Any, ...], kwargs: dict[str, Any],
     if args and args[0] is True:
         return (last(), *args[1:]), kwargs
     return args, kwargs
+
+
+def check_same_recipe(folder: Path, recipe: Any) -> None:
+    """Refuse to resume the run in ``folder`` with a trainer whose recipe (:class:`~flopplan.recipe.Recipe`, read
+    from its GRPOConfig, models and data) is not the one the run was metered with: its ledger would go on with
+    other shapes while its configuration names the old ones (a held-out user resumed with another group size and
+    completion length: rounds 6-8 charged ``[4, 31, 16, 45]``-shaped updates, config.json still said group size 4,
+    nothing noted). The policy and a reward model are compared by their architectures, not by the paths their
+    configs were saved at. A folder without a recipe (written by an older flopplan) is not checked."""
+    from flopplan.arch import load_config
+
+    data = read_json(folder / CONFIG, "run configuration") if (folder / CONFIG).is_file() else None
+    saved = data.get("recipe") if isinstance(data, dict) else None
+    if not isinstance(saved, dict):
+        return
+    now = recipe.to_data()
+
+    def same(key: str) -> bool:
+        old, new = saved.get(key), now.get(key)
+        if key == "policy" or (key == "reward" and str(old).startswith("orm:/")):
+            paths = [Path(str(v).removeprefix("orm:")) for v in (old, new)]
+            if all(p.is_file() for p in paths):  # the same architecture, wherever its config was saved
+                return replace(load_config(paths[0]), name="", source="") == \
+                    replace(load_config(paths[1]), name="", source="")
+        return bool(old == new)
+
+    changed = [key for key in sorted({*saved, *now}) if not same(key)]
+    if changed:
+        shown = ", ".join(f"{key} {saved.get(key)!r} -> {now.get(key)!r}" for key in changed)
+        raise UserError(f"the run in {str(folder)!r} was metered with another recipe than this trainer's ({shown}): "
+                        "a resumed run keeps the recipe its ledger counts; resume with the GRPOConfig, models and "
+                        "data it started with, or start a new run in another folder")
