@@ -135,6 +135,7 @@ class RunSummary:
     wall_seconds: float | None = field(default=None, metadata=serial.spec(
         omit=True, write=lambda v: round(v, 3), check=serial.NON_NEGATIVE))
     core_share: float | None = field(default=None, metadata=_ROUND_3)  # a CPU run: its (last) process's core share
+    notes: tuple[str, ...] = field(default=(), metadata=serial.spec(omit=True))  # what the meter noticed
 
     @property
     def spent(self) -> int:

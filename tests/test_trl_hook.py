@@ -747,6 +747,8 @@ def test_measuring_counts_what_a_subclass_runs_outside_the_charged_units(tiny, t
     assert s["measured_equals_closed_form"] is True  # the units themselves are exact
     assert len(calls) == 2 and s["engine_checks"]["outside_units"] == {"flops": 2 * 64**3 * 2, "none": False}
     assert any(note.startswith(f"{2 * 64**3 * 2:,} FLOPs ran in TRL's steps outside") for note in metered.notes)
+    outside = next(note for note in metered.notes if "outside" in note)  # in the run folder and its report too
+    assert outside in s["notes"] and f"note: {outside}" in cli("report", str(tmp_path / "run"), check=True).stdout
     resumed = Diagnosing(model=str(tiny / "policy"), reward_funcs=[example.accuracy_reward],
                          args=_grpo_args(tmp_path, max_steps=4), train_dataset=data)
     meter(resumed, out=tmp_path / "run", measure=True, resume=True)  # the figure is the run's, resumes included

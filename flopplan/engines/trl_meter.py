@@ -442,5 +442,5 @@ class TRLMeter:
         if self.measure:  # FlopCounterMode over TRL's whole steps, outside the units it charges
             checks["outside_units"] = {"flops": self.outside_committed, "none": self.outside_committed == 0}
         model, reward = self.names or (self.spec.name, str(self.recipe.reward))
-        return self.guard.summary(model=model, reward=reward, engine="trl",
-                                  engine_checks=checks, **fields)
+        return self.guard.summary(model=model, reward=reward, engine="trl", engine_checks=checks,
+                                  **{"notes": tuple(dict.fromkeys(self.notes)), **fields})

@@ -64,6 +64,7 @@ def run_tables(summary: RunSummary) -> tuple[list[Table], list[str]]:
         notes.append("the reward model is random-initialised: its scores are meaningless (FLOPs are real)")
     if s.interrupted:
         notes.append(f"interrupted: {s.interrupted}")
+    notes += [f"note: {note}" for note in s.notes]
     time_tables, time_notes = time_table(s)
     return [table, *time_tables], notes + time_notes
 
