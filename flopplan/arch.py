@@ -407,7 +407,7 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
         head_dim = hidden // heads
     if heads % kv_heads:
         raise UserError(f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}")
-    sliding_window, layer_types = windows(cfg, base, where)
+    sliding_window, layer_types = windows(cfg, model_type, where)
     attention_bias = bool(cfg.get("attention_bias", False))
     bias = {
         "qwen2": (bool(cfg.get("qkv_bias", True)), False, False),

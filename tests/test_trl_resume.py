@@ -286,3 +286,39 @@ def test_a_line_written_mid_round_leaves_the_rounds_units_so_far_in_progress(tmp
     ran[1]["round"] = {"rollout": charge(40)}  # rank 1's next unit of round 3 ends
     share.progress()
     assert folder.lost_after(2, 2) == 34 + 25 + 40
+
+
+def test_a_resume_reads_the_recipes_models_where_the_run_saved_them_whatever_the_directory(tmp_path,
+                                                                                          monkeypatch):
+    """A run started with a relative ``out`` names its policy's config by a path relative to where it started; a
+    resume from another directory compared that path's text with its own and refused an unchanged recipe (a
+    held-out user). The policy is read from the run folder (``trl/models/policy``); another architecture there is
+    still refused, and so is another value of any other recipe field."""
+    from flopplan.arch import REGISTRY
+    from flopplan.engines.trl_resume import check_same_recipe
+    from flopplan.hf_config import to_hf_config
+
+    class Read:  # the recipe read from the resumed trainer (its to_data: what the check compares)
+        def __init__(self, **data):
+            self.data = data
+
+        def to_data(self):
+            return self.data
+
+    (tmp_path / "start").mkdir()
+    monkeypatch.chdir(tmp_path / "start")  # the run started here, with out="run"
+    folder = RunFolder("run")
+    saved = tmp_path / "start" / "run" / "trl" / "models" / "policy" / "config.json"
+    saved.parent.mkdir(parents=True)
+    saved.write_text(json.dumps(to_hf_config(REGISTRY["tiny"])))
+    folder.begin({"engine": "trl", "recipe": {"policy": "run/trl/models/policy/config.json", "group_size": 4}})
+    scratch = tmp_path / "scratch" / "policy" / "config.json"  # where the resumed meter read its trainer's policy
+    scratch.parent.mkdir(parents=True)
+    scratch.write_text(json.dumps(to_hf_config(REGISTRY["tiny"])))
+    monkeypatch.chdir(tmp_path)  # resumed from elsewhere
+    check_same_recipe(tmp_path / "start" / "run", Read(policy=str(scratch), group_size=4))
+    with pytest.raises(UserError, match=r"another recipe than this trainer's \(group_size 4 -> 2\)"):
+        check_same_recipe(tmp_path / "start" / "run", Read(policy=str(scratch), group_size=2))
+    scratch.write_text(json.dumps(to_hf_config(REGISTRY["tiny-s"])))
+    with pytest.raises(UserError, match=r"another recipe than this trainer's \(policy "):
+        check_same_recipe(tmp_path / "start" / "run", Read(policy=str(scratch), group_size=4))

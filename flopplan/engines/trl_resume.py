@@ -167,11 +167,11 @@ def check_same_recipe(folder: Path, recipe: Any) -> None:
 
     def same(key: str) -> bool:
         old, new = saved.get(key), now.get(key)
-        if key == "policy" or (key == "reward" and str(old).startswith("orm:/")):
-            paths = [Path(str(v).removeprefix("orm:")) for v in (old, new)]
-            if all(p.is_file() for p in paths):  # the same architecture, wherever its config was saved
-                return replace(load_config(paths[0]), name="", source="") == \
-                    replace(load_config(paths[1]), name="", source="")
+        if key == "policy" or (key == "reward" and str(old).startswith("orm:")):
+            was, is_now = _saved_model(folder, old), Path(str(new).removeprefix("orm:"))
+            if was is not None and is_now.is_file():  # the same architecture, wherever its config was saved
+                return replace(load_config(was), name="", source="") == \
+                    replace(load_config(is_now), name="", source="")
         return bool(old == new)
 
     changed = [key for key in sorted({*saved, *now}) if not same(key)]
@@ -180,3 +180,15 @@ def check_same_recipe(folder: Path, recipe: Any) -> None:
         raise UserError(f"the run in {str(folder)!r} was metered with another recipe than this trainer's ({shown}): "
                         "a resumed run keeps the recipe its ledger counts; resume with the GRPOConfig, models and "
                         "data it started with, or start a new run in another folder")
+
+
+def _saved_model(folder: Path, value: Any) -> Path | None:
+    """The config.json a run's recipe names for a model (``policy``, or an ``orm:`` reward): the path as written,
+    which is relative to the directory the run started from when its folder was given so, else the same model's
+    place in the run folder (``trl/models/NAME``), where the meter saved it; None where neither is there (a
+    registry name)."""
+    path = Path(str(value).removeprefix("orm:"))
+    for candidate in (path, folder / "trl" / "models" / path.parent.name / "config.json"):
+        if candidate.is_file():
+            return candidate
+    return None
