@@ -123,8 +123,8 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         read = read_trainer(trainer, Path(scratch.name), prompt_max)
         if recipe is not None:
             check_explicit(recipe, read)
-        if resume and folder is not None:
-            check_same_recipe(folder.path, read.recipe)
+        if resume and folder is not None and config is None:  # (flopplan train's folder holds its own recipe, and
+            check_same_recipe(folder.path, read.recipe)  # its --resume takes no option that would change it)
         flops = budget_flops(budget, read.recipe, profile, price_per_hour)
         check_boundaries(trainer.args, read.run.optimizer_steps_per_round, read.eval_generations is not None)
         if not resume:  # a budget that buys no round is refused here, not when training starts
