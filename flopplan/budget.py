@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flopplan.errors import UserError
 from flopplan.units import eng
-
-if TYPE_CHECKING:
-    from flopplan.recipe import Recipe
 
 DEFAULT_BUDGET_FLOPS = 10**19
 """`flopplan plan` with no budget: 1e19 FLOPs (10 EFLOP)."""
@@ -71,21 +68,3 @@ class Budget:
         if not isinstance(data, dict) or not set(data) <= {"flops", "gpu_hours", "dollars"}:
             raise UserError(f"{where}: a budget must be an object with flops, gpu_hours or dollars")
         return Budget(**{k: v for k, v in data.items() if v is not None})
-
-
-def budget_flops(budget: Any, recipe: Recipe, profile: Any = None, price_per_hour: float | None = None) -> int | None:
-    """A budget in FLOPs: a number is FLOPs; a :class:`~flopplan.budget.Budget` in GPU-hours or dollars is what
-    ``flopplan plan`` buys with it on ``profile`` (a name, a path, or a Profile): the FLOPs of the rounds it plans."""
-    if budget is None:
-        return None
-    if not isinstance(budget, Budget):
-        budget = Budget(flops=budget)
-    if budget.flops is not None:
-        return int(budget.flops)
-    from flopplan.hardware import Profile, resolve_profile
-    from flopplan.planner import plan
-
-    if profile is None:
-        raise UserError(f"a budget in {budget.describe()} needs a hardware profile (profile=NAME or a file)")
-    chosen = profile if isinstance(profile, Profile) else resolve_profile(str(profile), recipe.engine, price_per_hour)
-    return int(plan(recipe, budget, chosen).total_flops)

@@ -17,11 +17,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from flopplan.budget import BUDGET_LIMITS, DEFAULT_BUDGET_FLOPS, UNIT_NAMES, Budget, budget_cap
 from flopplan.cost import StepCost, step_cost
 from flopplan.errors import UserError, check_int
-from flopplan.hardware import Profile
+from flopplan.hardware import Profile, resolve_profile
 from flopplan.passes import EVAL_PHASES, PHASE_KIND, by_bucket
 from flopplan.recipe import GROUP_OF_ONE, Recipe, RewardSystem
 from flopplan.timing import phase_calls
@@ -265,3 +266,19 @@ def compare_rewards(recipe: Recipe, rewards: list[str], budget: Budget, models: 
 
 __all__ = ["DEFAULT_BUDGET_FLOPS", "MAX_STEPS", "Budget", "Plan", "compare_models", "compare_rewards",
            "largest_true", "phase_totals", "plan", "price_steps", "require_steps"]
+
+
+def budget_flops(budget: Any, recipe: Recipe, profile: Any = None, price_per_hour: float | None = None) -> int | None:
+    """A budget in FLOPs: a number is FLOPs; a :class:`~flopplan.budget.Budget` in GPU-hours or dollars is what
+    ``flopplan plan`` buys with it for ``recipe`` on ``profile`` (a name, a path, or a Profile): the FLOPs of the
+    rounds it plans (a metered TRL run's budget)."""
+    if budget is None:
+        return None
+    if not isinstance(budget, Budget):
+        budget = Budget(flops=budget)
+    if budget.flops is not None:
+        return int(budget.flops)
+    if profile is None:
+        raise UserError(f"a budget in {budget.describe()} needs a hardware profile (profile=NAME or a file)")
+    chosen = profile if isinstance(profile, Profile) else resolve_profile(str(profile), recipe.engine, price_per_hour)
+    return int(plan(recipe, budget, chosen).total_flops)

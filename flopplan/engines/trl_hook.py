@@ -37,7 +37,6 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from flopplan.budget import budget_flops
 from flopplan.engines.trl_boundaries import check_boundaries, evaluations_before_next_round
 from flopplan.engines.trl_meter import TRLMeter
 from flopplan.engines.trl_prompts import (
@@ -60,6 +59,7 @@ from flopplan.engines.trl_resume import (
 from flopplan.engines.trl_steplog import attach_step_log
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
 from flopplan.errors import UserError
+from flopplan.planner import budget_flops
 from flopplan.recipe import Recipe
 from flopplan.runfile import CONFIG, last_complete_checkpoint
 from flopplan.train.config import TrainConfig
