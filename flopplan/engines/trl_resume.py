@@ -18,7 +18,7 @@ checkpointed), a finished run's summary, or a ``resume_from_checkpoint`` the tra
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -155,9 +155,11 @@ def check_same_recipe(folder: Path, recipe: Any) -> None:
     from its GRPOConfig, models and data) is not the one the run was metered with: its ledger would go on with
     other shapes while its configuration names the old ones (a held-out user resumed with another group size and
     completion length: rounds 6-8 charged ``[4, 31, 16, 45]``-shaped updates, config.json still said group size 4,
-    nothing noted). The policy and a reward model are compared by their architectures, not by the paths their
-    configs were saved at. A folder without a recipe (written by an older flopplan) is not checked."""
+    nothing noted). The policy and a reward model are compared as far as they set FLOPs, as an explicit recipe's
+    are (:func:`~flopplan.engines.trl_trainer.priced_spec`), not by the paths their configs were saved at. A folder
+    without a recipe (written by an older flopplan) is not checked."""
     from flopplan.arch import load_config
+    from flopplan.engines.trl_trainer import priced_spec
 
     data = read_json(folder / CONFIG, "run configuration") if (folder / CONFIG).is_file() else None
     saved = data.get("recipe") if isinstance(data, dict) else None
@@ -169,9 +171,8 @@ def check_same_recipe(folder: Path, recipe: Any) -> None:
         old, new = saved.get(key), now.get(key)
         if key == "policy" or (key == "reward" and str(old).startswith("orm:")):
             was, is_now = _saved_model(folder, old), Path(str(new).removeprefix("orm:"))
-            if was is not None and is_now.is_file():  # the same architecture, wherever its config was saved
-                return replace(load_config(was), name="", source="") == \
-                    replace(load_config(is_now), name="", source="")
+            if was is not None and is_now.is_file():  # the same model as far as it sets FLOPs, wherever its config
+                return priced_spec(load_config(was)) == priced_spec(load_config(is_now))  # was saved
         return bool(old == new)
 
     changed = [key for key in sorted({*saved, *now}) if not same(key)]

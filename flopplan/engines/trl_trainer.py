@@ -232,7 +232,7 @@ def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
     return TrainerRecipe(recipe, run, rank, evaluation, conventions, tuple(notes))
 
 
-def _priced(spec: Any) -> Any:
+def priced_spec(spec: Any) -> Any:
     """A model spec as far as it sets FLOPs: without its name and source, and without the context length and the
     RoPE base (a model with another, such as Qwen2.5-Math's 4,096 tokens and base 10,000, computes the same
     passes)."""
@@ -243,12 +243,12 @@ def _priced(spec: Any) -> Any:
 
 def first_difference(explicit: Recipe, read: Recipe, skip: tuple[str, ...] = ()) -> tuple[str, Any, Any] | None:
     """The first :data:`COMPARED` field (but ``skip``) on which ``explicit`` differs from the recipe read from a
-    trainer, with its value in each (the model specs as far as they set FLOPs: :func:`_priced`); None when they
+    trainer, with its value in each (the model specs as far as they set FLOPs: :func:`priced_spec`); None when they
     describe the same round."""
     for name in (n for n in COMPARED if n not in skip):
         mine, theirs = getattr(explicit, name), getattr(read, name)
         if name in ("policy_spec", "reward_spec"):
-            mine, theirs = _priced(mine), _priced(theirs)
+            mine, theirs = priced_spec(mine), priced_spec(theirs)
         if mine != theirs:
             return name, mine, theirs
     return None
