@@ -26,12 +26,15 @@ from flopplan.errors import UserError
 
 GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
                         "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
-                        "max_position_embeddings": 131072, "sliding_window": 4096, "tie_word_embeddings": True}
+                        "max_position_embeddings": 131072, "sliding_window": 4096, "sliding_window_pattern": 6,
+                        "tie_word_embeddings": True}
 """transformers' ``Gemma3TextConfig`` defaults (5.x)."""
 
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
-    "qwen2": {"num_key_value_heads": 32, "sliding_window": 4096, "max_position_embeddings": 32768},
-    "qwen3": {"num_key_value_heads": 32, "head_dim": 128, "sliding_window": 4096, "max_position_embeddings": 32768},
+    "qwen2": {"num_key_value_heads": 32, "sliding_window": 4096, "max_window_layers": 28,
+              "max_position_embeddings": 32768},
+    "qwen3": {"num_key_value_heads": 32, "head_dim": 128, "sliding_window": 4096, "max_window_layers": 28,
+              "max_position_embeddings": 32768},
     "llama": {"max_position_embeddings": 2048},  # key/value heads: the query heads; head_dim: hidden/heads
     "mistral": {"num_key_value_heads": 8, "sliding_window": 4096, "max_position_embeddings": 131072},
     "mixtral": {"num_key_value_heads": 8, "max_position_embeddings": 131072},  # no window by default
@@ -39,7 +42,8 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
                "max_position_embeddings": 8192},
     "gemma3_text": GEMMA3_TEXT_DEFAULTS,
     "phi3": {"max_position_embeddings": 4096},  # key/value heads: the query heads; no window by default
-    "qwen2_moe": {"num_key_value_heads": 16, "sliding_window": 4096, "max_position_embeddings": 32768},
+    "qwen2_moe": {"num_key_value_heads": 16, "sliding_window": 4096, "max_window_layers": 28,
+                  "max_position_embeddings": 32768},
     "qwen3_moe": {"num_key_value_heads": 4, "sliding_window": 4096,  # head_dim: hidden/heads
                   "max_position_embeddings": 32768},
 }
@@ -55,12 +59,12 @@ def with_family_defaults(cfg: dict[str, Any], model_type: Any) -> dict[str, Any]
 
 
 def windows(cfg: dict[str, Any], model_type: str, where: str) -> tuple[int | None, tuple[str, ...] | None]:
-    """The sliding window and, when layers differ, each layer's type, as transformers 5.x builds them (``model_type``
-    the config's own): an explicit ``layer_types``; else, where ``use_sliding_window`` is set, Qwen2/Qwen3: layer i
-    slides iff i >= ``max_window_layers``, Qwen2-MoE: iff i is even and i < ``max_window_layers``, Qwen3-MoE: every
-    layer (its attention reads no layer types); Gemma 2: every other layer from the first; Gemma 3: all but every
-    ``sliding_window_pattern``-th (6); Mistral, Mixtral, Phi-3: every layer when ``sliding_window`` is set; Llama:
-    none. (None, None): full attention."""
+    """The sliding window and, when layers differ, each layer's type, as transformers 5.x builds them (``cfg`` with
+    :func:`with_family_defaults`, ``model_type`` its own): an explicit ``layer_types``; else, where
+    ``use_sliding_window`` is set, Qwen2/Qwen3: layer i slides iff i >= ``max_window_layers``, Qwen2-MoE: iff i is
+    even and i < ``max_window_layers``, Qwen3-MoE: every layer (its attention reads no layer types); Gemma 2: every
+    other layer from the first; Gemma 3: all but every ``sliding_window_pattern``-th; Mistral, Mixtral, Phi-3:
+    every layer when ``sliding_window`` is set; Llama: none. (None, None): full attention."""
     layers: int = cfg["num_hidden_layers"]  # checked a positive integer by the caller
     window = cfg.get("sliding_window")
     if model_type == "llama" or window is None:
@@ -72,13 +76,13 @@ def windows(cfg: dict[str, Any], model_type: str, where: str) -> tuple[int | Non
         raise UserError(f"{where}: sliding_window must be a positive integer or null, not {window!r}")
     types = None if model_type == "qwen3_moe" else cfg.get("layer_types")
     if types is None and model_type in ("qwen2", "qwen3", "qwen2_moe"):
-        max_window_layers = cfg.get("max_window_layers", 28)  # transformers' default
+        max_window_layers = cfg.get("max_window_layers")  # (FAMILY_DEFAULTS: 28 where the config has none)
         if isinstance(max_window_layers, bool) or not isinstance(max_window_layers, int) or max_window_layers < 0:
             raise UserError(f"{where}: max_window_layers must be a non-negative integer, not {max_window_layers!r}")
         types = [SLIDING if (i >= max_window_layers if model_type != "qwen2_moe" else
                              i % 2 == 0 and i < max_window_layers) else FULL for i in range(layers)]
     elif types is None and model_type in ("gemma2", "gemma3_text"):
-        pattern = 2 if model_type == "gemma2" else cfg.get("sliding_window_pattern", 6)
+        pattern = 2 if model_type == "gemma2" else cfg.get("sliding_window_pattern")  # (6 where it has none)
         if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern <= 0:
             raise UserError(f"{where}: sliding_window_pattern must be a positive integer, not {pattern!r}")
         types = [SLIDING if (i + 1) % pattern else FULL for i in range(layers)]
