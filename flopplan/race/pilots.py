@@ -131,6 +131,21 @@ def short_of_budget(what: str, folder: Path, log: Path) -> UserError:
                      f"(log: {log})")
 
 
+def unfinished(what: str, returncode: int, folder: Path, before: bytes | None, race: Path, rung: int, log: Path,
+               since: int, log_name: str = "log") -> Exception:
+    """Why the pilot ``what`` (run folder ``folder``, of the race in ``race``) whose process ended with
+    ``returncode`` did not finish its rung: the user stopped it (:func:`interruption`, the one line of
+    :func:`stopped_pilot`), it exited 0 short of its budget (:func:`short_of_budget`), or it failed (its exit and
+    the last thing its ``log`` says after byte ``since``: :func:`failure`)."""
+    stopped = interruption(returncode, folder, before)
+    if stopped is not None:
+        return stopped_pilot(what, stopped, race, rung, log)
+    if returncode == 0:
+        return short_of_budget(what, folder, log)
+    how, last = failure(returncode, log, since)
+    return UserError(f"{what} failed ({how}): {last} ({log_name}: {log})")
+
+
 REFUSAL = "flopplan.errors.UserError:"
 """How a traceback names flopplan's one-line refusal of bad input."""
 WARNING = re.compile(r"^warnings\.warn\(|^\S+\.py:\d+: \w*Warning: ")

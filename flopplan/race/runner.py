@@ -52,17 +52,14 @@ from flopplan.race.pilots import (
     allow_children,
     arm_done,
     children_stopped,
-    failure,
     interrupt_children,
-    interruption,
     log_size,
     pilot_done,
     pilot_folder,
     pilot_input,
     run_child,
-    short_of_budget,
-    stopped_pilot,
     summary_as_written,
+    unfinished,
 )
 from flopplan.race.seed_pooling import ONE_SEED_SD
 from flopplan.race.user_pilot import record_command, recorded_command, run_script_pilot
@@ -286,13 +283,8 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -
         returncode = run_child(command, stdout=log, stderr=log, env=env)
     if not pilot_done(task.folder, task.budget):  # (a pilot killed in its teardown is done)
         stage = f"rung {task.rung + 1}" if task.rung >= 0 else "validation"
-        stopped = interruption(returncode, task.folder, before)
-        if stopped is not None:  # a SIGINT or SIGTERM sent to this pilot alone: resumed by the next run
-            raise stopped_pilot(f"pilot {task.arm} seed {task.seed} ({stage})", stopped, folder, task.rung, log_path)
-        if returncode == 0:
-            raise short_of_budget(f"pilot {task.arm} seed {task.seed} ({stage})", task.folder, log_path)
-        how, last = failure(returncode, log_path, since)
-        raise UserError(f"pilot {task.arm} seed {task.seed} failed ({how}): {last} (log: {log_path})")
+        raise unfinished(f"pilot {task.arm} seed {task.seed} ({stage})", returncode, task.folder, before, folder,
+                         task.rung, log_path, since)
     return task
 
 

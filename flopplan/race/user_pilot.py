@@ -24,15 +24,12 @@ from flopplan.errors import UserError
 from flopplan.fileio import TEMPORARY, atomic_write_json, folder_lock, read_json
 from flopplan.race.design import RaceDesign, training_only
 from flopplan.race.pilots import (
-    failure,
     ignored_budget,
-    interruption,
     log_size,
     pilot_done,
     run_child,
-    short_of_budget,
-    stopped_pilot,
     summary_as_written,
+    unfinished,
 )
 from flopplan.race.script import PILOT_ENV, SPEC_FILE, PilotSpec, load_spec
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
@@ -166,23 +163,17 @@ def run_script_pilot(design: RaceDesign, folder: Path, task: Any, threads: int, 
                     f"before `flopplan race run`, or write 'env {argv[0]} ...')" if setting else
                     f": {exc.strerror or exc}")
             raise UserError(f"the pilot command {command!r} cannot start {argv[0]!r}{hint}") from None
+    errors = task.folder / TAIL_FILE
     if returncode != 0 and not pilot_done(task.folder, task.budget):  # (a pilot killed in its teardown is done)
-        stopped = interruption(returncode, task.folder, before)
-        if stopped is not None:  # a SIGINT or SIGTERM sent to this pilot alone: resumed by the next run
-            raise stopped_pilot(what, stopped, folder, task.rung, task.folder / TAIL_FILE)
-        how, last = failure(returncode, task.folder / TAIL_FILE, since)
-        raise UserError(f"{what} failed ({how}): {last} (stderr: {task.folder / TAIL_FILE})")
+        raise unfinished(what, returncode, task.folder, before, folder, task.rung, errors, since, "stderr")
     if not (task.folder / SUMMARY).is_file():
         raise UserError(f"{what} exited without a run folder ({task.folder / SUMMARY} missing): the script must "
                         "meter its trainer with spec.meter(trainer)")
     summary = load_summary(task.folder)
     if summary.budget_flops != task.budget or summary.charged > task.budget:
         raise ignored_budget(what, task.folder, summary, task.budget)
-    if not pilot_done(task.folder, task.budget):  # exit 0 short of its budget
-        stopped = interruption(returncode, task.folder, before)
-        if stopped is not None:  # a script that caught the meter's KeyboardInterrupt after a Ctrl-C
-            raise stopped_pilot(what, stopped, folder, task.rung, task.folder / TAIL_FILE)
-        raise short_of_budget(what, task.folder, task.folder / TAIL_FILE)
+    if not pilot_done(task.folder, task.budget):  # exit 0 short of its budget (a script that caught the meter's
+        raise unfinished(what, returncode, task.folder, before, folder, task.rung, errors, since, "stderr")  # Ctrl-C)
     return task
 
 
