@@ -11,6 +11,7 @@ Qwen3 dense and MoE, Qwen2-MoE, Mixtral and Llama 3.x entries of :mod:`flopplan.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from flopplan import catalog, hub
 from flopplan.attention import FULL, SLIDING
 from flopplan.config_defaults import windows, with_family_defaults
-from flopplan.errors import UserError
+from flopplan.errors import Note, UserError
 from flopplan.fileio import read_json
 from flopplan.moe import MOE_MODEL_TYPES, MoE, moe_from_config
 from flopplan.projections import (
@@ -320,14 +321,23 @@ def resolve(name_or_path: str) -> ArchSpec:
     """A registry name or Hub id (case-insensitive: ``qwen2.5-7b``, ``Qwen/Qwen2.5-7B-Instruct``,
     ``Qwen/Qwen3-30B-A3B``), a config.json file or folder, or another Hub id through :mod:`flopplan.hub` (the
     local Hugging Face cache, else a download of config.json alone). A registry model's name under another
-    organisation is that organisation's config.json where the local cache holds it, else the registry's shapes."""
+    organisation (or a local folder of that name) is that config.json where the local cache holds it or the Hub
+    gives it, else the registry's shapes with a :class:`~flopplan.errors.Note` saying so."""
     key = _registry_key(name_or_path)
-    cached = hub.cached_config(name_or_path) if key is not None and _another_org(name_or_path, key) else None
-    if key is not None and cached is None:
+    name = name_or_path.rsplit("/", 1)[-1].lower()
+    if key is not None and _another_org(name_or_path, key):  # a local folder first, as from_pretrained reads it
+        found = Path(name_or_path) if Path(name_or_path).exists() else hub.found_config(name_or_path)
+        if found is not None:
+            return load_config(found, name=name)
+        why = "HF_HUB_OFFLINE is set" if hub.offline() else "it could not be downloaded"
+        warnings.warn(f"{name_or_path} has no config.json in the local Hugging Face cache and {why}: counted with "
+                      f"the registry's {key} shapes (a fine-tune that changed them needs its config.json there)",
+                      Note, stacklevel=2)
+    if key is not None:
         return REGISTRY[key]
     path = Path(name_or_path)
     if not path.exists() and hub.is_repo_id(name_or_path):
-        return load_config(cached or hub.config_path(name_or_path), name=name_or_path.rsplit("/", 1)[-1].lower())
+        return load_config(hub.config_path(name_or_path), name=name)
     if path.exists() or name_or_path.endswith(".json") or "/" in name_or_path:
         return load_config(path)
     raise UserError(f"unknown model {name_or_path!r}: use one of {', '.join(REGISTRY)}, a Hub id ORG/NAME "

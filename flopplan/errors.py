@@ -18,6 +18,11 @@ class Interrupted(Exception):
     programs do."""
 
 
+class Note(UserWarning):
+    """A fallback taken on the user's behalf that a result still holds (a fine-tune's id counted with its base
+    model's shapes): a warning to the Python API, one ``flopplan: note:`` line on stderr to the CLI."""
+
+
 def first_line(exc: BaseException) -> str:
     """The first line of an exception's message (library errors can span a page), or its type's name."""
     text = str(exc).strip()

@@ -35,9 +35,23 @@ def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE
 
 
+def _repo_folder(repo_id: str) -> Path:
+    """``repo_id``'s folder in the cache: the one spelt as given, else one that differs from it in case alone.
+
+    The Hub reads repository ids case-insensitively, while huggingface_hub names the cache folder after the id as
+    the caller spelt it (huggingface/huggingface_hub#2090), so ``myorg/qwen2.5-0.5b-instruct`` may be cached as
+    ``models--myorg--Qwen2.5-0.5B-Instruct``; of several such folders, the first in sorted order."""
+    name = f"models--{repo_id.replace('/', '--')}"
+    folder = cache_dir() / name
+    if folder.is_dir() or not cache_dir().is_dir():
+        return folder
+    same = sorted(p for p in cache_dir().iterdir() if p.name.lower() == name.lower() and p.is_dir())
+    return same[0] if same else folder
+
+
 def cached_config(repo_id: str) -> Path | None:
     """The cached config.json of ``repo_id``: the snapshot ``refs/main`` names, else any snapshot holding one."""
-    folder = cache_dir() / f"models--{repo_id.replace('/', '--')}"
+    folder = _repo_folder(repo_id)
     snapshots = folder / "snapshots"
     ref = folder / "refs" / "main"
     if ref.is_file():
@@ -86,11 +100,15 @@ def _download(repo_id: str) -> Path | None:
         return None
 
 
+def found_config(repo_id: str) -> Path | None:
+    """A local config.json for ``repo_id``: from the cache, else a download (unless offline); else None."""
+    found = cached_config(repo_id)
+    return _download(repo_id) if found is None and not offline() else found
+
+
 def config_path(repo_id: str) -> Path:
     """A local config.json for ``repo_id``, from the cache or a download; else one line saying where to put it."""
-    found = cached_config(repo_id)
-    if found is None and not offline():
-        found = _download(repo_id)
+    found = found_config(repo_id)
     if found is not None:
         return found
     where = cache_dir() / f"models--{repo_id.replace('/', '--')}" / "snapshots" / "main" / "config.json"

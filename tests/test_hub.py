@@ -7,10 +7,12 @@ import os
 import subprocess
 import sys
 
+import pytest
 from helpers import ROOT, cli, one_line_error
 
 from flopplan.arch import REGISTRY, resolve
 from flopplan.catalog import CONFIGS
+from flopplan.errors import Note
 from flopplan.hf_config import to_hf_config
 
 
@@ -53,8 +55,33 @@ def test_another_orgs_copy_of_a_registry_model_is_its_own_config_where_the_cache
     spec = resolve("myorg/Qwen2.5-0.5B-Instruct")
     assert spec.num_layers == 3 and spec.name == "qwen2.5-0.5b-instruct"
     assert resolve("Qwen/Qwen2.5-0.5B-Instruct") is REGISTRY["qwen2.5-0.5b"]
-    assert resolve("otherorg/Qwen2.5-0.5B-Instruct") is REGISTRY["qwen2.5-0.5b"]  # not cached: the registry's
+    with pytest.warns(Note, match="otherorg/Qwen2.5-0.5B-Instruct has no config.json .* registry's qwen2.5-0.5b"):
+        assert resolve("otherorg/Qwen2.5-0.5B-Instruct") is REGISTRY["qwen2.5-0.5b"]  # not cached: the registry's
     assert resolve("qwen2.5/0.5b") is REGISTRY["qwen2.5-0.5b"]  # an alias, not a Hub id
+
+
+def test_another_orgs_copy_is_found_in_the_cache_whatever_its_case_and_a_fallback_is_a_note(monkeypatch, tmp_path):
+    """The Hub reads ids case-insensitively but huggingface_hub names the cache folder as the id was spelt: a
+    held-out user's ``myorg/qwen2.5-0.5b-instruct`` missed ``models--myorg--Qwen2.5-0.5B-Instruct`` and was counted
+    as the registry's model with no word said. A local folder of that name is read first (as from_pretrained
+    reads it); the registry's shapes, where taken, are one ``note:`` line on stderr."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    pruned = dict(to_hf_config(REGISTRY["qwen2.5-0.5b"]), num_hidden_layers=3)
+    snapshot = tmp_path / "hub" / "models--myorg--Qwen2.5-0.5B-Instruct" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps(pruned))
+    assert resolve("MyOrg/qwen2.5-0.5b-instruct").num_layers == 3
+    local = tmp_path / "work" / "ckpt" / "qwen2.5-0.5b"
+    local.mkdir(parents=True)
+    (local / "config.json").write_text(json.dumps(dict(pruned, num_hidden_layers=5)))
+    monkeypatch.chdir(tmp_path / "work")
+    assert resolve("ckpt/qwen2.5-0.5b").num_layers == 5
+    out = cli("plan", "--model", "otherorg/Qwen2.5-0.5B-Instruct", "--budget", "1e18", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)
+    notes = [line for line in out.stderr.splitlines() if line]
+    assert len(notes) == 1 and notes[0].startswith("flopplan: note: otherorg/Qwen2.5-0.5B-Instruct has no config")
+    assert "HF_HUB_OFFLINE is set" in notes[0]
 
 
 def test_unknown_hub_id_is_one_line(monkeypatch, tmp_path):

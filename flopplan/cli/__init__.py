@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import warnings
 from typing import Any, NoReturn
 
 import click
 
 from flopplan import __version__
-from flopplan.errors import Interrupted, UserError
+from flopplan.errors import Interrupted, Note, UserError
 
 EXIT_BAD_INPUT = 2
 
@@ -30,8 +31,11 @@ class FlopplanGroup(click.Group):
             if reconfigure is not None:
                 reconfigure(errors="backslashreplace")
         try:
-            return super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
-                                **extra)
+            with warnings.catch_warnings():  # a Note is one line on stderr, once per command
+                warnings.simplefilter("default", Note)
+                warnings.showwarning = _note_line(warnings.showwarning)
+                return super().main(args=args, prog_name=prog_name, complete_var=complete_var,
+                                    standalone_mode=False, **extra)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.exceptions.Abort:
@@ -48,6 +52,18 @@ class FlopplanGroup(click.Group):
             sys.exit(EXIT_BAD_INPUT)
         except BrokenPipeError:
             sys.exit(0)
+
+
+def _note_line(show: Any) -> Any:
+    """``warnings.showwarning`` that prints a :class:`Note` as one ``flopplan: note:`` line, other warnings as
+    ``show`` does."""
+    def showwarning(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                    line: str | None = None) -> None:
+        if issubclass(category, Note):
+            click.echo(f"flopplan: note: {message}", err=True)
+        else:
+            show(message, category, filename, lineno, file, line)
+    return showwarning
 
 
 def echo_json(data: Any) -> None:
