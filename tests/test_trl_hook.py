@@ -680,7 +680,8 @@ def test_resume_from_checkpoint_true_takes_the_last_complete_checkpoint_and_a_fi
     from step 0 where there is none (its work charged as lost). And the same resume of a run that had reached
     max_steps trained a step past them at each call (3, then 4, then 5 steps, its summary rewritten each time):
     it trains nothing now, its summary as it was. A resume with another GRPOConfig (group size, completion length)
-    went on with the new shapes under the old configuration; it is refused."""
+    went on with the new shapes under the old configuration; it is refused. The rerun's summary kept TRL's token
+    check (it logs no step) and the earlier sessions' notes (held only the last session's)."""
     from flopplan.trl import meter
 
     make = _trainers(tiny, tmp_path)
@@ -698,6 +699,7 @@ def test_resume_from_checkpoint_true_takes_the_last_complete_checkpoint_and_a_fi
     trainer, again = train(True)  # finished: resumed at max_steps
     assert trainer.state.global_step == 2 and again["steps"] == 2 and again["flops"] == done["flops"]
     assert again["stop"]["reason"] == "steps" and again["lost_flops"] == 0
+    assert again["engine_checks"] == done["engine_checks"] and done["engine_checks"]["num_tokens"]["equal"]
     (tmp_path / "trl" / "checkpoint-2" / "trainer_state.json").unlink()  # killed while saving checkpoint-2
     (run / "summary.json").unlink()
     trainer, resumed = train(True)
@@ -708,6 +710,8 @@ def test_resume_from_checkpoint_true_takes_the_last_complete_checkpoint_and_a_fi
     trainer, fresh = train(True)
     assert trainer.state.global_step == 2 and fresh["steps"] == 2 and fresh["lost_flops"] > 0
     assert fresh["notes"][0] == "no checkpoint yet: the run starts again", fresh["notes"]
+    train(True)  # rerun once finished: the earlier sessions' notes stay in its summary
+    assert _summary(run)["notes"][0] == "no checkpoint yet: the run starts again", _summary(run)
     before = _summary(run)
     other = make(args=_grpo_args(tmp_path, save_steps=1, num_generations=2, max_completion_length=16))
     with pytest.raises(UserError, match=r"another recipe than this trainer's \(completion_len 8 -> 16, .*group_size "

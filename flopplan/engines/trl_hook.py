@@ -474,6 +474,8 @@ class FlopBudgetCallback(TrainerCallback):
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         self._commit_partial(state)  # (a callback's stop inside a round: after its checkpoint, if one was saved)
+        if state.global_step:  # TRL's tokens against the meter's at the end (a run over at its checkpoint logs none)
+            self.meter.check_tokens(state.num_input_tokens_seen)
         if self.meter.measure:  # what ran outside the charged units, over every process
             self.meter.commit_outside(self.reduce)
             outside = self.meter.outside_committed

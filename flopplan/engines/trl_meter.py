@@ -46,7 +46,7 @@ from flopplan.ledger import Ledger, PhaseCharge, charge, ran, unit_of
 from flopplan.measure.meter import BLIND_SPOTS, FlopMeter
 from flopplan.passes import BUCKET_OF, BUCKETS, STEP_PHASES
 from flopplan.recipe import Recipe
-from flopplan.runfile import TRL_ABANDONED, RunSummary
+from flopplan.runfile import SUMMARY, TRL_ABANDONED, RunSummary
 from flopplan.runfile import TRL_LEDGER as LEDGER_FILE
 
 UNITS = (*dict.fromkeys(unit_of(phase) for phase in STEP_PHASES), "eval")
@@ -54,6 +54,15 @@ UNITS = (*dict.fromkeys(unit_of(phase) for phase in STEP_PHASES), "eval")
 PHASES_OF = {unit: tuple(phase for phase in BUCKET_OF if unit_of(phase) == unit) for unit in UNITS}
 LEDGER_VERSION = 1
 """The layout of :data:`LEDGER_FILE` (its ``flopplan_trl_ledger_version`` key)."""
+
+
+def _summary_notes(folder: Any) -> list[str]:
+    """The notes of the summary a finished run left in its folder (``folder``: a RunFolder or None), else none."""
+    path = Path(folder.path) / SUMMARY if folder is not None else None
+    if path is None or not path.is_file():
+        return []
+    notes = read_json(path, "run summary").get("notes", [])
+    return [str(note) for note in notes] if isinstance(notes, list) else []
 
 
 class TRLMeter:
@@ -403,7 +412,8 @@ class TRLMeter:
                  "rounds": self.rounds, "tokens": self.tokens, "prompt_max": self.prompt_max,
                  "reward_prompt_max": self.reward_prompt_max, "reward_extra": self.reward_extra,
                  "evaluations": self.evaluations, "eval_prompt_max": self.eval_prompt_max,
-                 "eval_reward_prompt_max": self.eval_reward_prompt_max, "outside_units": self.outside_committed}
+                 "eval_reward_prompt_max": self.eval_reward_prompt_max, "outside_units": self.outside_committed,
+                 "notes": list(dict.fromkeys(self.notes))}
         Path(folder).mkdir(parents=True, exist_ok=True)
         atomic_write_json(Path(folder) / LEDGER_FILE, state)
 
@@ -423,6 +433,9 @@ class TRLMeter:
         self.ledger = self.guard.ledger = Ledger.from_state(state["ledger"])
         self.ledger.budget_flops, self.ledger.charge_lost = budget, charge_lost
         self.rounds, self.tokens = state["rounds"], state["tokens"]
+        # the run's notes so far: those saved with the checkpoint, then a finished summary's (a run resumed to go
+        # further, or rerun at its max_steps), then this session's
+        self.notes[:0] = [*state.get("notes", []), *_summary_notes(self.folder)]
         # the longest prompts: what the checkpoint saw or what the data holds, whichever is longer (a ledger saved
         # before the reward model's read of chat prompts was known has 0 for it)
         self.prompt_max = max(self.prompt_max, state["prompt_max"])
