@@ -950,6 +950,25 @@ def test_vllm_server_prefills_each_group_once_across_processes():
     assert parts == whole > 0
 
 
+def test_what_a_reward_model_read_beyond_its_rows_is_the_largest_any_process_saw():
+    """Each process learns from its own rows how far its reward model reads beyond prompt + completion (another
+    tokenizer splits them worse); it was kept per process, so the processes' guards priced the next round apart,
+    and a resume took rank 0's (its checkpoint) whatever another process had seen. The commit's sum over the
+    processes carries each one's in a slot of its own, and every process takes the largest."""
+    meters = [_vllm_meter("colocate", rank=rank, world=2)[1] for rank in (0, 1)]
+    meters[0].reward_extra, meters[1].reward_extra = 3, 9
+    for m in meters:  # each process alone: its own
+        m._reduce(m.round, {}, lambda t: t)
+    assert [m.reward_extra for m in meters] == [3, 9]
+    vectors = []
+    for m in meters:
+        m._reduce(m.round, {}, lambda t: vectors.append(t) or t)
+    total = vectors[0] + vectors[1]  # what accelerate's sum over the two processes returns to each
+    for m in meters:
+        m._reduce(m.round, {}, lambda t: total)
+    assert [m.reward_extra for m in meters] == [9, 9]
+
+
 @pytest.mark.slow
 def test_the_budget_stops_checkpoint_is_saved_under_save_strategy_best_whatever_the_metric(tiny, tmp_path):
     """save_strategy="best" makes TRL save after an evaluation only at a new best metric; the round the budget

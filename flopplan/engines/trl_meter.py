@@ -306,6 +306,10 @@ class TRLMeter:
                 values += [c.executed.get(phase, 0) if c else 0, c.useful.get(phase, 0) if c else 0]
             values += [target["measured"][unit], *target["blind"][unit].values()]
         values += [target["tokens"]]
+        # what each process's reward model read beyond its rows (learned in _reward_passes), one slot per process:
+        # the sum holds every process's, and each takes their largest, so every process's guard prices alike (and
+        # the checkpoint's, which rank 0 saves, is the run's)
+        values += [self.reward_extra if rank == self.rank else 0 for rank in range(self.run.world)]
         total = iter(reduce(torch.tensor(values, dtype=torch.int64)).tolist())
         committed = []
         for unit in UNITS:
@@ -326,7 +330,9 @@ class TRLMeter:
                 seconds=target["seconds"][unit],  # this process's time in the unit
                 shapes={**local_shapes, **({"flop_counter_mode": measured, "blind_spots": blind}
                                            if self.measure else {})}))
-        return committed, int(next(total))  # and the unpadded tokens generated
+        tokens = int(next(total))
+        self.reward_extra = max(int(next(total)) for _ in range(self.run.world))
+        return committed, tokens  # and the unpadded tokens generated
 
     def commit(self, reduce: Any) -> list[PhaseCharge]:
         """This round's charges, summed over processes, into the ledger (every process calls it at once)."""
