@@ -138,6 +138,19 @@ def test_compare_json():
     assert data["model_sizes"][0]["steps"] > data["model_sizes"][1]["steps"]
 
 
+def test_compare_csv_says_which_table_each_row_is_in():
+    """A plan in both tables (qwen2.5-0.5b with the rule reward) was two identical CSV rows with nothing to tell
+    the tables apart (a held-out user); each row now names its table, as the JSON's keys do."""
+    out = run("compare", "--models", "qwen2.5-0.5b,qwen2.5-7b", "--rewards", "rule,prm", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(out.stdout.split("\n", 1)[1])))
+    data = json.loads(run("compare", "--models", "qwen2.5-0.5b,qwen2.5-7b", "--rewards", "rule,prm",
+                          "--format", "json").stdout)
+    for table in ("model_sizes", "feedback_systems"):
+        mine = [(r["model"], r["reward"], int(r["flops_total"])) for r in rows if r["table"] == table]
+        assert mine == [(e["model"], e["reward"], e["flops"]["total"]) for e in data[table]]
+    assert len(rows) == 6
+
+
 BAD = {
     "budget too small": (["plan", "--model", "qwen2.5-7b", "--budget", "1e12"], "one step costs"),
     "negative budget": (["plan", "--budget", "-5"], "positive"),

@@ -27,8 +27,9 @@ DEFAULT_REWARDS = ("rule", "orm:qwen2.5-1.5b", "prm:qwen2.5-math-prm-7b", "prm:q
 
 
 def _output(tables: list[Any], fmt: str, notes: list[str], command: str, data: Callable[[], Any],
-            plans: list[Any]) -> None:
-    """Print the tables in ``fmt``, or (json) the data, built only then."""
+            plans: list[Any], sections: list[str] | None = None) -> None:
+    """Print the tables in ``fmt``, or (json) the data, built only then; ``sections``: each plan's table, a CSV
+    column where a plan is in more than one."""
     from flopplan.report.console import render
     from flopplan.report.plan_tables import plans_to_csv
     from flopplan.report.tables import provenance
@@ -36,7 +37,8 @@ def _output(tables: list[Any], fmt: str, notes: list[str], command: str, data: C
     if fmt == "json":
         echo_json(data())
         return
-    text = render(tables, fmt, notes, command, plans_to_csv(plans, provenance(command)) if fmt == "csv" else "")
+    csv_text = plans_to_csv(plans, provenance(command), tables=sections) if fmt == "csv" else ""
+    text = render(tables, fmt, notes, command, csv_text)
     if text is not None:
         click.echo(text, nl=False)
 
@@ -163,7 +165,8 @@ def compare(models: tuple[str, ...], rewards: tuple[str, ...], recipe_file: str 
                 "model_sizes": [PlanEntry.of(p).to_data() for p in sizes],
                 "feedback_systems": [PlanEntry.of(p).to_data() for p in feedback]}
 
-    _output(tables, fmt, plan_notes(sizes), command_line(), data, sizes + feedback)
+    _output(tables, fmt, plan_notes(sizes), command_line(), data, sizes + feedback,
+            ["model_sizes"] * len(sizes) + ["feedback_systems"] * len(feedback))  # (the JSON's names)
 
 
 @main.command()

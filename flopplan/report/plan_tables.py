@@ -118,8 +118,10 @@ CSV_COLUMNS = ("budget_flops", "model", "reward", "steps", "prompts", "rollouts"
                *(f"flops_{ph}" for ph in (*STEP_PHASES, *EVAL_PHASES)), "leftover_flops", "gpu_hours")
 
 
-def plans_to_csv(plans: list[Plan], provenance_line: str | None = None, header: bool = True) -> str:
-    """Machine-readable rows: exact integers and unrounded shares, one row per plan."""
+def plans_to_csv(plans: list[Plan], provenance_line: str | None = None, header: bool = True,
+                 tables: list[str] | None = None) -> str:
+    """Machine-readable rows: exact integers and unrounded shares, one row per plan; ``tables``, one name per plan,
+    adds a first ``table`` column saying which table each row belongs to (a comparison lists a plan in two)."""
     import csv
     import io
 
@@ -128,8 +130,8 @@ def plans_to_csv(plans: list[Plan], provenance_line: str | None = None, header: 
         buffer.write(f"# {provenance_line}\n")
     writer = csv.writer(buffer, lineterminator="\n")
     if header:
-        writer.writerow(CSV_COLUMNS)
-    for p in plans:
+        writer.writerow((["table"] if tables else []) + list(CSV_COLUMNS))
+    for i, p in enumerate(plans):
         data = PlanEntry.of(p).to_data()
         row: dict[str, Any] = {key: data.get(key) for key in CSV_COLUMNS}
         row["budget_flops"] = p.budget.flops
@@ -139,7 +141,7 @@ def plans_to_csv(plans: list[Plan], provenance_line: str | None = None, header: 
             row[f"share_{b}"] = f"{v:.6f}"
         for ph in (*STEP_PHASES, *EVAL_PHASES):
             row[f"flops_{ph}"] = p.phases.get(ph, 0)
-        writer.writerow(["" if row[c] is None else row[c] for c in CSV_COLUMNS])
+        writer.writerow(([tables[i]] if tables else []) + ["" if row[c] is None else row[c] for c in CSV_COLUMNS])
     return buffer.getvalue()
 
 
