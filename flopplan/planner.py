@@ -26,7 +26,7 @@ from flopplan.hardware import Profile, resolve_profile
 from flopplan.passes import EVAL_PHASES, PHASE_KIND, by_bucket
 from flopplan.recipe import GROUP_OF_ONE, Recipe, RewardSystem
 from flopplan.timing import phase_calls
-from flopplan.units import as_int, eng, plural
+from flopplan.units import apart, as_int, eng, plural
 
 MAX_STEPS = 1 << 80
 """The step search gives up here: a 1e30-FLOP budget (the largest flopplan plans) over a step of under a MFLOP."""
@@ -163,7 +163,8 @@ def plan(recipe: Recipe, budget: Budget, profile: Profile | None = None, cost: S
     result = _plan_of(cost, budget, profile, seconds, steps, 0 if nothing else recipe.evaluations(steps))
     if steps == 0:
         in_seconds = budget.flops is None
-        result.shortfall = _one_step_cost(cost, seconds if in_seconds else None, profile if in_seconds else None)
+        result.shortfall = _one_step_cost(cost, seconds if in_seconds else None, profile if in_seconds else None,
+                                          limit)
         result.notes.append(f"the budget ({budget.describe()}) buys no step of {recipe.policy}: {result.shortfall}")
     return result
 
@@ -212,9 +213,16 @@ def _plan_of(cost: StepCost, budget: Budget, profile: Profile | None, per_step: 
                 notes)
 
 
-def _one_step_cost(cost: StepCost, seconds: dict[str, float] | None, profile: Profile | None) -> str:
+def hours_unit(profile: Profile | None) -> str:
+    """What a profile's device-hours are called: CPU-hours on a CPU profile, else GPU-hours."""
+    return "CPU-hours" if profile is not None and profile.device.strip().lower().startswith("cpu") else "GPU-hours"
+
+
+def _one_step_cost(cost: StepCost, seconds: dict[str, float] | None, profile: Profile | None,
+                   limit: float) -> str:
     """What the first step of a run costs in the budget's unit (FLOPs, or seconds on ``profile``'s device), the
-    evaluations a one-step run includes counted apart."""
+    evaluations a one-step run includes counted apart; the step with the digits it takes not to read as the budget
+    (``limit``, in the same unit) does."""
     evals = cost.recipe.evaluations(1)
     if seconds is None:
         step, evaluation = float(cost.step_flops), float(cost.eval_flops)
@@ -225,10 +233,11 @@ def _one_step_cost(cost: StepCost, seconds: dict[str, float] | None, profile: Pr
             outside = profile.non_phase_seconds(cost.recipe, 1, 0)
             step += outside.get("round", 0.0) + outside.get("optimizer_step", 0.0)
 
-    def unit(value: float) -> str:
-        return eng(value) if profile is None else f"{value / 3600:.3g} GPU-hours on {profile.device}"
+    def unit(value: float, digits: int = 3) -> str:
+        return eng(value, digits=digits) if profile is None else \
+            f"{value / 3600:.{digits}g} {hours_unit(profile)} on {profile.device}"
 
-    text = f"one step costs {unit(step)}"
+    text = f"one step costs {apart(step, limit, unit)}"
     if evals and evaluation:
         text += (f", plus {unit(evals * evaluation)} for the {evals} evaluation{'s' if evals > 1 else ''} a "
                  "one-step run includes")

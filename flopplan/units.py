@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 _PREFIXES = ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
@@ -17,6 +18,22 @@ def eng(value: float, unit: str = "FLOP", digits: int = 3) -> str:
         if magnitude >= scale * rounds_up:
             return f"{_sig(value / scale, digits)} {prefix}{unit}"
     return f"{_sig(value, digits)} {unit}"
+
+
+def apart(value: float, other: float, show: Callable[[float, int], str], digits: int = 3) -> str:
+    """``show(value, d)`` with the fewest digits d (``digits`` at least) at which it does not read as ``other`` does,
+    when the two differ: 999.5 PFLOP spent of a 1 EFLOP budget is not "1 EFLOP", nor a 3.0016 PFLOP step "3 PFLOP"
+    beside a 3 PFLOP budget. Where 16 digits do not tell them apart, the 16-digit text."""
+    for d in range(digits, 17):
+        text = show(value, d)
+        if value == other or text != show(other, d):
+            return text
+    return show(value, 16)
+
+
+def eng_apart(value: float, other: float, unit: str = "FLOP") -> str:
+    """:func:`eng` of ``value`` with the digits it takes not to read as ``other`` (see :func:`apart`)."""
+    return apart(value, other, lambda v, d: eng(v, unit, d))
 
 
 def count(value: float, digits: int = 3) -> str:

@@ -296,3 +296,42 @@ def test_one_step_is_not_one_steps():
 def test_budget_messages_speak_of_units_not_field_names():
     out = cli("plan", "--gpu-hours", "-3", "--device", "h100")
     assert "gpu_hours" not in out.stderr
+
+
+def _parse_flops(text: str) -> float:
+    number, unit = text.split()
+    return float(number) * {"E": 1e18, "P": 1e15, "T": 1e12}[unit[0]]
+
+
+def test_rounding_never_reads_a_spend_or_a_step_as_equal_to_the_budget():
+    """A held-out user's 1 EFLOP table said "spent 1 EFLOP" for 999.5 PFLOP (its neighbours "997 PFLOP"), and a
+    refusal said the budget (3 PFLOP) buys no step because "one step costs 3 PFLOP": each figure now has the digits
+    it takes to differ from the budget where it does, and reads within its last digit of the exact value."""
+    out = run("plan", "--model", "qwen2.5-0.5b", "--budget", "1e18", "--format", "markdown").stdout
+    exact = json.loads(run("plan", "--model", "qwen2.5-0.5b", "--budget", "1e18", "--json").stdout)
+    total = exact["plans"][0]["flops"]["total"]
+    assert total < 10**18
+    rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| qwen2.5-0.5b")]
+    assert len(rows) == 2  # the allocation table and the phase table: their last cell is the spend
+    for row in rows:
+        spent = row[-1].rstrip(" |")
+        assert spent != "1 EFLOP" and abs(_parse_flops(spent) - total) < 0.001 * total, spent
+    refusal = cli("plan", "--model", "qwen2.5-0.5b", "--budget", "3e15")
+    step = refusal.stderr.rsplit("one step costs ", 1)[1].strip()
+    assert refusal.returncode == 2 and step != "3 PFLOP" and _parse_flops(step) > 3e15, refusal.stderr
+
+
+def test_a_cpu_profile_speaks_of_cpu_hours_and_cited_tables_state_their_recipe(tmp_path):
+    """Time on a CPU profile was labelled GPU-hours; ``plan --format latex|markdown`` left out the recipe line that
+    ``flopplan tables`` puts under its tables (held-out user); the phase table's shares read 3.5 % beside the
+    allocation table's 23.2%."""
+    profile = tmp_path / "cpu.json"
+    profile.write_text(json.dumps({"flopplan_profile_version": 1, "device": "cpu (float32)", "peak_flops": 1e11,
+                                   "efficiency": dict.fromkeys(("train", "forward", "prefill", "decode"), 0.5)}))
+    out = cli("plan", "--model", "qwen2.5-0.5b", "--profile", str(profile), "--steps", "2")
+    assert out.returncode == 0 and "CPU-hours" in out.stdout and "GPU-hours" not in out.stdout, out.stdout
+    gpu = cli("plan", "--model", "qwen2.5-0.5b", "--device", "h100", "--steps", "2")
+    assert "GPU-hours" in gpu.stdout and "CPU-hours" not in gpu.stdout
+    for fmt in ("markdown", "latex"):
+        text = run("plan", "--model", "qwen2.5-0.5b", "--format", fmt).stdout
+        assert "recipe: LoRA r=64" in text and " %" not in text.replace("\\%", "%"), text

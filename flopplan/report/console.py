@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import Any
 
 from flopplan.breakdown import component
@@ -40,7 +41,11 @@ def print_tables(tables: list[Table], notes: list[str] | None = None, width: int
 
 
 def render(tables: list[Table], fmt: str, notes: list[str], command: str, csv: str = "") -> str | None:
-    """The text of ``tables`` in ``fmt`` (markdown, latex, csv), or None for ``table`` (printed with rich)."""
+    """The text of ``tables`` in ``fmt`` (markdown, latex, csv), or None for ``table`` (printed with rich). In
+    Markdown and LaTeX the ``notes`` (the recipe, what is left over) go under the last table, as the terminal prints
+    them: a table cited from a paper states its recipe."""
+    if fmt in ("markdown", "latex") and notes and tables:
+        tables = [*tables[:-1], replace(tables[-1], notes=[*tables[-1].notes, *notes])]
     if fmt == "markdown":
         return to_markdown(tables, command)
     if fmt == "latex":

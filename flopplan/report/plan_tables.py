@@ -6,9 +6,9 @@ from typing import Any
 
 from flopplan.passes import BUCKETS, EVAL_PHASES, STEP_PHASES
 from flopplan.planfile import PlanEntry
-from flopplan.planner import Plan
+from flopplan.planner import Plan, hours_unit
 from flopplan.report.tables import Table
-from flopplan.units import count, duration, eng, percent
+from flopplan.units import count, duration, eng, eng_apart
 
 
 def _tuning(plan: Plan) -> str:
@@ -32,7 +32,7 @@ def same_flop_table(plans: list[Plan], title: str | None = None, with_time: bool
     columns = ["model", "reward", "steps", "prompts", "rollouts", "gen tok", "upd tok", "opt steps", "RM evals",
                *buckets, "step", "spent"]
     if with_time:
-        columns += ["GPU-h"]
+        columns += [hours_unit(plans[0].profile if plans else None).replace("-hours", "-h")]
     if title is None:
         if plans and plans[0].priced:
             steps = sorted({p.steps for p in plans})
@@ -48,12 +48,18 @@ def same_flop_table(plans: list[Plan], title: str | None = None, with_time: bool
         row = [model_cell(p), str(p.recipe.reward), f"{p.steps:,}", count(totals["prompts"]), count(totals["rollouts"]),
                count(totals["generated_tokens"]), count(totals["update_tokens"]), count(totals["optimizer_steps"]),
                count(totals["reward_evaluations"]), *(f"{100 * shares[b]:.1f}%" for b in buckets),
-               eng(p.cost.step_flops), eng(p.total_flops)]
+               eng(p.cost.step_flops), _spent(p)]
         if with_time:
             row.append(_sig3(p.gpu_hours) if p.gpu_hours is not None else "-")
         table.rows.append(row)
     table.align = "ll" + "r" * (len(columns) - 2)
     return table
+
+
+def _spent(plan: Plan) -> str:
+    """A plan's FLOPs, with the digits it takes not to read as its FLOP budget (999.5 PFLOP of 1 EFLOP)."""
+    budget = plan.budget.flops
+    return eng(plan.total_flops) if budget is None or plan.priced else eng_apart(plan.total_flops, budget)
 
 
 def phase_table(plans: list[Plan], title: str | None = None) -> Table:
@@ -63,19 +69,20 @@ def phase_table(plans: list[Plan], title: str | None = None) -> Table:
     for p in plans:
         total = p.total_flops
         table.rows.append([model_cell(p), str(p.recipe.reward),
-                           *(percent(p.phases.get(ph, 0), total) if ph in p.phases else "-" for ph in phases),
-                           eng(total)])
+                           *(f"{100 * p.phases.get(ph, 0) / total:.1f}%" if ph in p.phases and total else "-"
+                             for ph in phases), _spent(p)])
     table.align = "ll" + "r" * (len(table.columns) - 2)
     return table
 
 
 def time_table(plans: list[Plan]) -> Table:
-    """Seconds per phase and GPU-hours, when a profile was given."""
+    """Seconds per phase and device-hours, when a profile was given."""
     phases = [ph for ph in (*STEP_PHASES, *EVAL_PHASES) if any(p.seconds and ph in p.seconds for p in plans)]
     outside = any(p.seconds and set(p.seconds) - set(phases) for p in plans)  # the profile's non-phase terms
     device = plans[0].profile.describe() if plans and plans[0].profile else ""
+    hours = hours_unit(plans[0].profile if plans else None)
     table = Table(f"Estimated time on {device}", ["model", "reward", *phases, *(["outside phases"] if outside else []),
-                                                  "GPU-hours", "dollars"])
+                                                  hours, "dollars"])
     for p in plans:
         seconds = p.seconds or {}
         rest = [duration(sum(v for k, v in seconds.items() if k not in phases))] if outside else []
@@ -102,7 +109,8 @@ def plan_notes(plans: list[Plan]) -> list[str]:
         priced = [p for p in plans if p.priced]
         if priced:
             notes.append("the budget these steps need: " + ", ".join(
-                f"{p.model} {eng(p.total_flops)}" + (f" ({_sig3(p.gpu_hours)} GPU-hours)" if p.gpu_hours else "")
+                f"{p.model} {eng(p.total_flops)}" + (f" ({_sig3(p.gpu_hours)} {hours_unit(p.profile)})"
+                                                     if p.gpu_hours else "")
                 for p in priced))
         leftover = [p.leftover_flops for p in plans if p.leftover_flops is not None and not p.priced]
         if leftover:
