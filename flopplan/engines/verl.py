@@ -38,10 +38,10 @@ Decided from the code (each refusal cites its line):
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 import shlex
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +49,14 @@ from flopplan import __version__
 from flopplan.arch import REGISTRY, resolve, split_targets
 from flopplan.cost import step_cost
 from flopplan.engines.hydra import format_override, parse_value
+from flopplan.engines.verl_keys import VERL_VERSION
+from flopplan.engines.verl_read import check_keys, read_overrides
 from flopplan.errors import UserError, check_int, is_int, is_number
-from flopplan.fileio import read_text
 from flopplan.lengths import Length
 from flopplan.passes import old_logprobs_run
 from flopplan.projections import FUSED_PROJECTIONS, LORA_TARGETS
 from flopplan.recipe import Recipe, RewardSystem
 
-VERL_VERSION = "0.9.1"
 A, R, M, REF, RM = ("actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "actor_rollout_ref.model.",
                     "actor_rollout_ref.ref.", "reward.reward_model.")
 REWARD_FUNCTION_PLACEHOLDER = "FILL_IN_path_to_reward_function.py"  # reward.custom_reward_function.path of a rule
@@ -140,15 +140,12 @@ def _rule(bad: bool, text: str, where: str) -> None:
         raise UserError(f"verl would reject this config: {text} ({where})")
 
 
-def check_verl_rules(overrides: dict[str, Any], *, known_keys: set[str] | None = None) -> None:
+def check_verl_rules(overrides: dict[str, Any], *, known_keys: Collection[str] | None = None) -> None:
     """Refuse (UserError, in verl's words) what verl 0.9.1 rejects for GRPO on the FSDP actor: ``validate_config``
-    (``utils/config.py:88-217``; no critic) and the dataclasses it builds, then what the workers assert. ``known_keys``:
-    verl's default key set (others fail Hydra's compose). MoE router replay (``:74-85``) has no FSDP key: unchecked."""
-    for key, plus in ((key, len(key) - len(key.lstrip("+"))) for key in overrides if known_keys is not None):
-        _rule(plus == 1 and key[1:] in (known_keys or ()), "Could not append to config. An item is already at "
-              f"'{key[1:]}'", "Hydra compose")  # "++key" forces; "+key" only adds
-        _rule(plus == 0 and key not in (known_keys or ()), f"Could not override '{key}'. To append to your config use "
-              f"+{key}=...", "Hydra compose")
+    (``utils/config.py:88-217``; no critic) and the dataclasses it builds, then what the workers assert; first the
+    keys, as Hydra's compose checks them (:func:`~flopplan.engines.verl_read.check_keys`; ``known_keys`` default:
+    verl 0.9.1's). MoE router replay (``:74-85``) has no FSDP key: unchecked."""
+    check_keys(overrides, known_keys)
     c = VerlConfig(overrides)
     if c.get(A + "strategy") not in ("fsdp", "fsdp2"):
         raise UserError(f"{A}strategy {c.get(A + 'strategy')!r}: flopplan checks the FSDP actor (fsdp, fsdp2)")
@@ -342,36 +339,6 @@ def verl_overrides(recipe: Recipe, *, steps: int, gpus_per_node: int, nnodes: in
         (r.eval_every is not None, f"validation: data.val_files must hold eval_prompts ({r.eval_prompts}) prompts; "
          "verl also validates after the last step (trainer_base.py:491-492) and scores it")) if due]
     return out
-
-
-def read_overrides(path: str | Path) -> dict[str, Any]:
-    """A verl config file as dotted key -> value: YAML (``.yaml``/``.yml``: a full config such as a run's
-    ``.hydra/config.yaml``), else Hydra overrides, one ``key=value`` a line (``#`` comments, shell quoting)."""
-    path, text = Path(path), read_text(path, "verl config")
-    if path.suffix in (".yaml", ".yml"):
-        import yaml
-
-        with contextlib.suppress(yaml.YAMLError):
-            if isinstance(data := yaml.safe_load(text), dict):
-                return _flatten(data)
-        raise UserError(f"verl config {str(path)!r} is not a YAML mapping")
-    out: dict[str, Any] = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        try:
-            tokens = shlex.split(line.strip().removesuffix("\\"), comments=True)
-        except ValueError as exc:
-            raise UserError(f"{path}:{number}: {exc}") from None
-        for key, sep, value in (token.partition("=") for token in tokens):
-            if not sep or not key:
-                shown = f"{key[:80]!r}{' ...' if len(key) > 80 else ''}"  # a whole file on one line stays short
-                raise UserError(f"{path}:{number}: not a key=value override: {shown}")
-            out[key] = parse_value(value)
-    return out
-
-
-def _flatten(node: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    return {k: v for key, value in node.items() for k, v in (_flatten(value, f"{prefix}{key}.") if isinstance(
-        value, dict) and value else {prefix + key: value}).items()}
 
 
 def _model_name(path: Any, key: str) -> str:

@@ -1,0 +1,62 @@
+"""Reading a verl config the way verl 0.9.1 reads it (flopplan.engines.verl_read and recipe_from_verl): Hydra's key
+check, the lengths verl can produce, the LoRA the FSDP actor builds, what flopplan cannot price. The Hydra behaviour
+asserted here was checked with hydra-core composing verl's own ``ppo_trainer.yaml``."""
+
+from __future__ import annotations
+
+import pytest
+from test_verl import BASE_OVERRIDES, A, M, verl_keys, verl_wheel  # noqa: F401  (the fixtures)
+
+from flopplan.engines.verl import recipe_from_verl
+from flopplan.engines.verl_keys import verl_leaves
+from flopplan.engines.verl_read import check_keys, read_overrides
+from flopplan.errors import UserError
+
+# -- keys: Hydra's compose ----------------------------------------------------------------------------------------
+
+
+def test_the_shipped_key_set_is_the_wheels(verl_keys):  # noqa: F811
+    # the wheel's _generated_ppo_trainer.yaml, plus model_engine (ppo_trainer.yaml:10, model_engine/dp.yaml)
+    assert verl_leaves() == set(verl_keys) | {"model_engine"}
+
+
+@pytest.mark.parametrize("key", [A + "ppo_epoch", "actor_rollout_ref.rollout.nn", M + "lora_rnk",
+                                 M + "override_config.attn_implementation"])  # under {}: Hydra needs + there too
+def test_a_key_verl_lacks_is_refused(key, tmp_path):
+    path = tmp_path / "run.txt"
+    path.write_text("\n".join(f"{k}={v}" for k, v in {**BASE_OVERRIDES, key: 4}.items()
+                              if not isinstance(v, list)) + "\n", encoding="utf-8")
+    with pytest.raises(UserError, match=rf"Could not override '{key}'. To append to your config use \+{key}="):
+        recipe_from_verl(path)
+
+
+def test_plus_appends_only_a_new_key_and_plus_plus_forces():
+    with pytest.raises(UserError, match=rf"An item is already at '{A}ppo_epochs'"):
+        recipe_from_verl({**BASE_OVERRIDES, f"+{A}ppo_epochs": 3})
+    with pytest.raises(UserError, match=r"An item is already at 'actor_rollout_ref.model'"):  # a node exists too
+        check_keys([f"+{M[:-1]}"])
+    assert recipe_from_verl({**BASE_OVERRIDES, f"++{A}ppo_epochs": 3})[0].iterations == 3
+    back, _ = recipe_from_verl({**BASE_OVERRIDES, f"+{M}override_config.attn_implementation": "sdpa"})
+    assert back.iterations == 1
+    check_keys([f"++{A}not_in_verl", A + "optim", "model_engine"])  # a node takes a mapping: a.b={c:1}
+    with pytest.raises(UserError, match="not a Hydra override key"):
+        check_keys([f"+++{A}ppo_epochs"])
+
+
+def test_a_yaml_config_is_checked_key_by_key(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("actor_rollout_ref:\n  actor: {ppo_epoch: 4}\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"actor_rollout_ref.actor.ppo_epoch is not a key of verl 0.9.1's config"):
+        read_overrides(path)
+    # a run's dump holds what its + overrides added under verl's open dicts and nulls
+    path.write_text("actor_rollout_ref:\n  model: {override_config: {attn_implementation: sdpa}}\n  actor: "
+                    "{ppo_epochs: 2, optim: {override_optimizer_config: {foreach: false}}}\n", encoding="utf-8")
+    assert read_overrides(path) == {f"++{M}override_config.attn_implementation": "sdpa", A + "ppo_epochs": 2,
+                                    f"++{A}optim.override_optimizer_config.foreach": False}
+
+
+def test_a_yaml_syntax_error_names_its_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("data:\n  train_batch_size: 64\n   bad_indent: 1\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"bad.yaml:3:\d+: not valid YAML: mapping values are not allowed here"):
+        read_overrides(path)
