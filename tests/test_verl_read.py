@@ -60,3 +60,18 @@ def test_a_yaml_syntax_error_names_its_line(tmp_path):
     path.write_text("data:\n  train_batch_size: 64\n   bad_indent: 1\n", encoding="utf-8")
     with pytest.raises(UserError, match=r"bad.yaml:3:\d+: not valid YAML: mapping values are not allowed here"):
         read_overrides(path)
+
+
+# -- LoRA: the FSDP actor's adapter ---------------------------------------------------------------------------------
+
+def test_the_fsdp_actor_trains_model_lora_rank_not_megatrons_lora_rank():
+    # fsdp/transformer_impl.py:359-368 builds LoraConfig(r=model_config.lora_rank); model.lora is Megatron's
+    notes: list[str] = []
+    both = {**BASE_OVERRIDES, M + "lora_rank": 64, M + "lora.rank": 16}
+    assert recipe_from_verl(both, notes=notes)[0].lora_rank == 64
+    assert any("model.lora.rank 16 is Megatron's LoRA: the FSDP actor trains a rank-64 adapter" in n for n in notes)
+    notes.clear()
+    only_megatron = {**BASE_OVERRIDES, M + "lora_rank": 0, M + "lora.rank": 16}
+    assert recipe_from_verl(only_megatron, notes=notes)[0].lora_rank is None
+    assert any("the FSDP actor trains every weight" in n for n in notes)
+    assert not any("unmerged" in n for n in notes)  # no adapter to serve

@@ -131,8 +131,17 @@ class VerlConfig:
             raise UserError(f"{key} must be true or false, not {value!r}")
         return value
 
-    def lora_rank(self) -> int:  # utils/config.py:205-211: model.lora.rank, else model.lora_rank
+    def lora_rank(self) -> int:
+        """The rank validate_config and the trainer read (model.lora.rank, else model.lora_rank: utils/config.py:
+        205-211, trainer_base.py:234-237); the FSDP actor's adapter is :meth:`adapter_rank`."""
         return self.whole(M + "lora.rank") or self.whole(M + "lora_rank")
+
+    def adapter_rank(self) -> int:
+        """The rank of the adapter the FSDP actor trains: model.lora_rank alone. actor.strategy fsdp/fsdp2 is the
+        engine's backend (workers/config/actor.py:321-325) and picks the FSDP engine (fsdp/transformer_impl.py:
+        1143), which builds LoRA from model_config.lora_rank (:162, :359-368); model.lora is Megatron's LoRA config
+        (workers/config/model.py:131-132)."""
+        return self.whole(M + "lora_rank")
 
 
 def _rule(bad: bool, text: str, where: str) -> None:
@@ -365,7 +374,7 @@ def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | Non
     kl_loss, kl_reward, fixed = c.flag(A + "use_kl_loss"), c.flag("algorithm.use_kl_in_reward"), not c.flag(
         A + "use_dynamic_bsz")
     beta = c.num(A + "kl_loss_coef") if kl_loss else c.num("algorithm.kl_ctrl.kl_coef") if kl_reward else 0.0
-    rank, targets = c.lora_rank(), c.get(M + "target_modules")
+    rank, targets = c.adapter_rank(), c.get(M + "target_modules")
     for bad, why in [(c.get(key) not in (None, False, 0), f"{key}: {why}") for key, why in UNPRICED.items()] + [
             (c.get("algorithm.adv_estimator") != "grpo", f"algorithm.adv_estimator {c.get('algorithm.adv_estimator')!r}"
              ": flopplan prices GRPO (grpo); gae trains a critic (trainer/ppo/utils.py:96-107)"),
@@ -399,6 +408,9 @@ def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | Non
     (notes if notes is not None else []).extend(note for due, note in (
         (rank and not c.flag(M + "lora.merge"), "verl serves the LoRA adapter unmerged in vLLM (vllm_async_server.py:"
          "244-247): flopplan prices merged rollouts, without the adapter's FLOPs (model.lora.merge=true: exact)"),
+        (c.whole(M + "lora.rank") not in (0, rank), f"model.lora.rank {c.get(M + 'lora.rank')} is Megatron's LoRA: "
+         f"the FSDP actor trains {f'a rank-{rank} adapter (model.lora_rank)' if rank else 'every weight'} "
+         "(fsdp/transformer_impl.py:162,359-368)"),
         (prompt_len is None or completion_len is None, "lengths: the config's maxima (pass prompt_len/completion_len)"),
         (recipe.prefix_sharing, "rollout.enable_prefix_caching: one prompt prefill per group priced (a lower bound)"),
         (c.flag("trainer.val_before_train") or c.whole("trainer.test_freq", -1) > 0, "validation is not priced: the "
