@@ -39,7 +39,6 @@ Decided from the code (each refusal cites its line):
 from __future__ import annotations
 
 import math
-import re
 import shlex
 from collections.abc import Collection
 from pathlib import Path
@@ -48,45 +47,20 @@ from typing import Any
 from flopplan import __version__
 from flopplan.arch import REGISTRY, resolve, split_targets
 from flopplan.cost import step_cost
-from flopplan.engines.hydra import format_override, parse_value
+from flopplan.engines.hydra import format_override
 from flopplan.engines.verl_keys import VERL_VERSION
-from flopplan.engines.verl_read import check_keys, read_overrides
-from flopplan.errors import UserError, check_int, is_int, is_number
+from flopplan.engines.verl_read import DEFAULTS as DEFAULTS  # re-exported: the defaults flopplan assumes
+from flopplan.engines.verl_read import MISSING, REF, RM, A, M, R, VerlConfig, check_keys, read_overrides
+from flopplan.errors import UserError, check_int
 from flopplan.lengths import Length
 from flopplan.passes import old_logprobs_run
 from flopplan.projections import FUSED_PROJECTIONS, LORA_TARGETS
 from flopplan.recipe import Recipe, RewardSystem
 
-A, R, M, REF, RM = ("actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "actor_rollout_ref.model.",
-                    "actor_rollout_ref.ref.", "reward.reward_model.")
 REWARD_FUNCTION_PLACEHOLDER = "FILL_IN_path_to_reward_function.py"  # reward.custom_reward_function.path of a rule
-MISSING = "???"
 VLLM_MAX_LORA_RANK = 512  # vllm_rollout/utils.py:94 (vLLM's MaxLoRARanks: 1, 8, ..., 320, 512)
 REWARD_MANAGERS = ("naive", "dapo", "gdpo", "rate_limited", "remote")  # experimental/reward_loop/reward_manager/
 
-DEFAULTS: dict[str, Any] = {  # defaults of the keys the rules and the reverse mapping read (gen:N); others: None
-    "data.train_batch_size": 1024, "data.max_prompt_length": 512, "data.max_response_length": 512,  # gen:504-506
-    "trainer.n_gpus_per_node": 8, "trainer.nnodes": 1, "trainer.total_training_steps": None,  # gen:952-962
-    "trainer.val_before_train": True, "trainer.test_freq": -1, "algorithm.adv_estimator": "gae",  # gen:861,968-970
-    "algorithm.use_kl_in_reward": False, "algorithm.kl_ctrl.kl_coef": 0.001, "algorithm.filter_groups.enable": False,
-    "algorithm.rollout_correction.bypass_mode": False, A + "strategy": "fsdp", A + "fsdp_config.strategy": "fsdp",
-    A + "ppo_mini_batch_size": 256, A + "ppo_micro_batch_size": None, A + "ppo_micro_batch_size_per_gpu": None,
-    A + "use_dynamic_bsz": False, A + "loss_agg_mode": "token-mean", A + "use_kl_loss": False,  # gen:50-106,855-869
-    A + "kl_loss_coef": 0.001, A + "ppo_epochs": 1, A + "ulysses_sequence_parallel_size": 1, A + "optim.lr": 1e-6,
-    A + "optim.lr_scheduler_type": "constant", A + "optim.warmup_style": None,  # gen:12-25,109-178
-    REF + "log_prob_micro_batch_size": None, REF + "log_prob_micro_batch_size_per_gpu": None,  # gen:188-189
-    R + "name": MISSING, R + "mode": "async", R + "n": 1, R + "temperature": 1.0,  # gen:293-297,329
-    R + "tensor_model_parallel_size": 2, R + "data_parallel_size": 1, R + "expert_parallel_size": 1,
-    R + "pipeline_model_parallel_size": 1, R + "enable_prefix_caching": True,  # gen:310-318
-    R + "log_prob_micro_batch_size": None, R + "log_prob_micro_batch_size_per_gpu": None,  # gen:323-324
-    R + "log_prob_use_dynamic_bsz": "${oc.select:actor_rollout_ref.actor.use_dynamic_bsz,false}",  # gen:325
-    R + "val_kwargs.do_sample": False, R + "disaggregation.enabled": False, M + "lora_rank": 0,  # gen:342,427,447
-    M + "path": "~/models/deepseek-llm-7b-chat", M + "enable_gradient_checkpointing": True,  # gen:436-444
-    M + "use_remove_padding": True, M + "lora_alpha": 16, M + "target_modules": "all-linear",  # gen:446-449
-    M + "lora.merge": False, M + "lora.rank": 0, "reward.reward_manager.source": "register",  # gen:474-475,785
-    "reward.reward_manager.name": "naive", RM + "enable": False, RM + "enable_resource_pool": False,  # gen:786-794
-    RM + "n_gpus_per_node": 8, RM + "nnodes": 0, RM + "rollout.name": MISSING,  # gen:795-800
-}
 UNPRICED = {  # keys whose feature flopplan does not price: a config with one of them on is refused
     "critic.enable": "a critic's forward and update", "algorithm.filter_groups.enable": "dynamic sampling generates "
     "extra batches per step (trainer_base.py:190-210)", A + "pad_to_length": "bucket padding of packed batches "
@@ -96,54 +70,6 @@ UNPRICED = {  # keys whose feature flopplan does not price: a config with one of
     "rollouts", "distillation.enabled": "teacher forwards", "reward_model.enable": "the legacy key main_ppo ignores in "
     "0.9.1 (experimental/reward_loop/reward_loop.py:39): use reward.reward_model.enable", "data.gen_batch_size":
     "the dataloader's own batch", M + "lora_adapter_path": "the adapter's rank and targets are in its files"}
-_INTERPOLATION = re.compile(r"\$\{(?:oc\.select:)?\s*([\w.]+)\s*(?:,(.*))?\}")
-
-
-class VerlConfig:
-    """A verl config as overrides over :data:`DEFAULTS`, read with ``${a.b}`` / ``${oc.select:a.b,default}``
-    interpolations followed and values checked (a bad one is a UserError naming the key)."""
-
-    def __init__(self, overrides: dict[str, Any]) -> None:
-        self.values = {**DEFAULTS, **{key.lstrip("+"): value for key, value in overrides.items()}}
-
-    def get(self, key: str) -> Any:
-        value = self.values.get(key)
-        for _ in range(8):  # interpolations nest at most two deep in verl's config
-            if not (isinstance(value, str) and (match := _INTERPOLATION.fullmatch(value))):
-                break
-            value = self.values.get(match.group(1))
-            if value is None and match.group(2) is not None:
-                value = parse_value(match.group(2).strip())
-        return value
-
-    def whole(self, key: str, minimum: int = 0) -> int:
-        if not is_int(value := self.get(key)) or value < minimum:
-            raise UserError(f"{key} must be an integer >= {minimum}, not {value!r}")
-        return value
-
-    def num(self, key: str) -> float:
-        if not is_number(value := parse_value(v) if isinstance(v := self.get(key), str) else v):
-            raise UserError(f"{key} must be a number, not {v!r}")
-        return float(value)
-
-    def flag(self, key: str) -> bool:
-        if not isinstance(value := self.get(key), bool):
-            raise UserError(f"{key} must be true or false, not {value!r}")
-        return value
-
-    def lora_rank(self) -> int:
-        """The rank validate_config and the trainer read (model.lora.rank, else model.lora_rank: utils/config.py:
-        205-211, trainer_base.py:234-237); the FSDP actor's adapter is :meth:`adapter_rank`."""
-        return self.whole(M + "lora.rank") or self.whole(M + "lora_rank")
-
-    def adapter_rank(self) -> int:
-        """The rank of the adapter the FSDP actor trains: model.lora_rank alone. actor.strategy fsdp/fsdp2 is the
-        engine's backend (workers/config/actor.py:321-325) and picks the FSDP engine (fsdp/transformer_impl.py:
-        1143), which builds LoRA from model_config.lora_rank (:162, :359-368); model.lora is Megatron's LoRA config
-        (workers/config/model.py:131-132)."""
-        return self.whole(M + "lora_rank")
-
-
 def _rule(bad: bool, text: str, where: str) -> None:
     if bad:
         raise UserError(f"verl would reject this config: {text} ({where})")
