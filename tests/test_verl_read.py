@@ -5,12 +5,13 @@ asserted here was checked with hydra-core composing verl's own ``ppo_trainer.yam
 from __future__ import annotations
 
 import pytest
-from test_verl import BASE_OVERRIDES, A, M, verl_keys, verl_wheel  # noqa: F401  (the fixtures)
+from test_verl import BASE_OVERRIDES, A, M, R, verl_keys, verl_wheel  # noqa: F401  (the fixtures)
 
 from flopplan.engines.verl import recipe_from_verl
 from flopplan.engines.verl_keys import verl_leaves
 from flopplan.engines.verl_read import check_keys, read_overrides
 from flopplan.errors import UserError
+from flopplan.lengths import Length
 
 # -- keys: Hydra's compose ----------------------------------------------------------------------------------------
 
@@ -75,3 +76,23 @@ def test_the_fsdp_actor_trains_model_lora_rank_not_megatrons_lora_rank():
     assert recipe_from_verl(only_megatron, notes=notes)[0].lora_rank is None
     assert any("the FSDP actor trains every weight" in n for n in notes)
     assert not any("unmerged" in n for n in notes)  # no adapter to serve
+
+
+# -- lengths: what verl can produce ---------------------------------------------------------------------------------
+
+def test_lengths_are_the_rollouts_caps_and_none_above():
+    # a completion is cut at rollout.response_length (single_turn_agent_loop.py:96), which only defaults to
+    # data.max_response_length (gen:303); a prompt at rollout.prompt_length (agent_loop.py:437-445)
+    back, _ = recipe_from_verl({**BASE_OVERRIDES, R + "response_length": 4096, R + "prompt_length": 100})
+    assert (back.prompt_len.max, back.completion_len.max) == (100, 4096)
+    assert BASE_OVERRIDES["data.max_response_length"] == 256  # the export's, which the rollout reads by default
+    with pytest.raises(UserError, match=r"--completion-len reaches 1024 tokens, longer than verl produces with this "
+                                        r"config: actor_rollout_ref.rollout.response_length 256"):
+        recipe_from_verl(BASE_OVERRIDES, completion_len=Length.mean_max(300, 1024))
+    with pytest.raises(UserError, match=r"--prompt-len reaches 129 tokens.*rollout.prompt_length 128"):
+        recipe_from_verl(BASE_OVERRIDES, prompt_len=129)
+    assert recipe_from_verl(BASE_OVERRIDES, prompt_len=64, completion_len=Length.mean_max(100, 256))[0] \
+        .completion_len.max == 256
+    # overlong prompts dropped by the dataset (rl_dataset.py:199-271) cap the prompts at data.max_prompt_length
+    only = {**BASE_OVERRIDES, R + "prompt_length": 1024, "data.filter_overlong_prompts": True}
+    assert recipe_from_verl(only)[0].prompt_len.max == 128

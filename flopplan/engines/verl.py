@@ -50,7 +50,7 @@ from flopplan.cost import step_cost
 from flopplan.engines.hydra import format_override
 from flopplan.engines.verl_keys import VERL_VERSION
 from flopplan.engines.verl_read import DEFAULTS as DEFAULTS  # re-exported: the defaults flopplan assumes
-from flopplan.engines.verl_read import MISSING, REF, RM, A, M, R, VerlConfig, check_keys, read_overrides
+from flopplan.engines.verl_read import MISSING, REF, RM, A, M, R, VerlConfig, check_keys, read_overrides, verl_lengths
 from flopplan.errors import UserError, check_int
 from flopplan.lengths import Length
 from flopplan.passes import old_logprobs_run
@@ -312,9 +312,7 @@ def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | Non
             ((kl_loss or kl_reward) and beta <= 0, "a KL coefficient of 0 still runs the reference forward")]:
         if bad:
             raise UserError(f"cannot price this verl config: {why}")
-    prompt, completion = (Length.fixed(given) if isinstance(given, int) else given or Length.fixed(c.whole(key, 1))
-                          for given, key in ((prompt_len, "data.max_prompt_length"),
-                                             (completion_len, "data.max_response_length")))
+    prompt, completion = verl_lengths(c, prompt_len, completion_len)
     reward = RewardSystem("orm", reward_model or _model_name(c.get(RM + "model_path"), RM + "model_path")) \
         if c.flag(RM + "enable") else RewardSystem("rule")
     recipe = Recipe(
@@ -337,7 +335,8 @@ def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | Non
         (c.whole(M + "lora.rank") not in (0, rank), f"model.lora.rank {c.get(M + 'lora.rank')} is Megatron's LoRA: "
          f"the FSDP actor trains {f'a rank-{rank} adapter (model.lora_rank)' if rank else 'every weight'} "
          "(fsdp/transformer_impl.py:162,359-368)"),
-        (prompt_len is None or completion_len is None, "lengths: the config's maxima (pass prompt_len/completion_len)"),
+        (prompt_len is None or completion_len is None, "lengths: the longest verl produces "
+         f"(rollout.prompt_length {prompt.max}, response_length {completion.max}): pass --prompt-len/--completion-len"),
         (recipe.prefix_sharing, "rollout.enable_prefix_caching: one prompt prefill per group priced (a lower bound)"),
         (c.flag("trainer.val_before_train") or c.whole("trainer.test_freq", -1) > 0, "validation is not priced: the "
          "size of data.val_files is not in the config")) if due)

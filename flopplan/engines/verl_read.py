@@ -13,6 +13,7 @@ from flopplan.engines.hydra import parse_value
 from flopplan.engines.verl_keys import VERL_VERSION, verl_keys, verl_leaves
 from flopplan.errors import UserError, is_int, is_number
 from flopplan.fileio import read_text
+from flopplan.lengths import Length
 
 A, R, M, REF, RM = ("actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "actor_rollout_ref.model.",
                     "actor_rollout_ref.ref.", "reward.reward_model.")
@@ -29,7 +30,9 @@ DEFAULTS: dict[str, Any] = {  # defaults of the keys the rules and the reverse m
     A + "kl_loss_coef": 0.001, A + "ppo_epochs": 1, A + "ulysses_sequence_parallel_size": 1, A + "optim.lr": 1e-6,
     A + "optim.lr_scheduler_type": "constant", A + "optim.warmup_style": None,  # gen:12-25,109-178
     REF + "log_prob_micro_batch_size": None, REF + "log_prob_micro_batch_size_per_gpu": None,  # gen:188-189
-    R + "name": MISSING, R + "mode": "async", R + "n": 1, R + "temperature": 1.0,  # gen:293-297,329
+    R + "prompt_length": "${oc.select:data.max_prompt_length,512}", "data.filter_overlong_prompts": False,
+    R + "response_length": "${oc.select:data.max_response_length,512}", R + "name": MISSING,  # gen:302-303,521
+    R + "mode": "async", R + "n": 1, R + "temperature": 1.0,  # gen:293-297,329
     R + "tensor_model_parallel_size": 2, R + "data_parallel_size": 1, R + "expert_parallel_size": 1,
     R + "pipeline_model_parallel_size": 1, R + "enable_prefix_caching": True,  # gen:310-318
     R + "log_prob_micro_batch_size": None, R + "log_prob_micro_batch_size_per_gpu": None,  # gen:323-324
@@ -152,3 +155,24 @@ def check_keys(overrides: Collection[str], known: Collection[str] | None = None)
         if plus == 0 and bare not in known:
             raise UserError(f"verl would reject this config: Could not override '{bare}'. To append to your config use "
                             f"+{bare}=... (Hydra compose: {bare} is not a key of verl {VERL_VERSION}'s config)")
+
+
+def verl_lengths(c: VerlConfig, prompt_len: int | Length | None,
+                 completion_len: int | Length | None) -> tuple[Length, Length]:
+    """The prompt and completion lengths to price (default: the longest verl produces), refused above them. A
+    prompt is cut to rollout.prompt_length (experimental/agent_loop/agent_loop.py:437-445; with
+    data.filter_overlong_prompts, longer than data.max_prompt_length is dropped: utils/dataset/rl_dataset.py:199-271);
+    a completion to rollout.response_length (vllm_async_server.py:611-613, single_turn_agent_loop.py:96). Both
+    default to data.max_*_length (gen:302-303)."""
+    prompt_max = c.whole(R + "prompt_length", 1)
+    if c.flag("data.filter_overlong_prompts"):
+        prompt_max = min(prompt_max, c.whole("data.max_prompt_length", 1))
+    out = []
+    for given, most, flag, key in ((prompt_len, prompt_max, "--prompt-len", R + "prompt_length"), (
+            completion_len, c.whole(R + "response_length", 1), "--completion-len", R + "response_length")):
+        length = Length.fixed(given) if isinstance(given, int) else given or Length.fixed(most)
+        if length.max > most:
+            raise UserError(f"{flag} reaches {length.max} tokens, longer than verl produces with this config: {key} "
+                            f"{most}{' (data.filter_overlong_prompts)' if most < c.whole(key, 1) else ''}")
+        out.append(length)
+    return out[0], out[1]
