@@ -96,3 +96,20 @@ def test_lengths_are_the_rollouts_caps_and_none_above():
     # overlong prompts dropped by the dataset (rl_dataset.py:199-271) cap the prompts at data.max_prompt_length
     only = {**BASE_OVERRIDES, R + "prompt_length": 1024, "data.filter_overlong_prompts": True}
     assert recipe_from_verl(only)[0].prompt_len.max == 128
+
+
+# -- what flopplan cannot price ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"trainer.v1.trainer_mode": "colocate_async"}, r"trainer.v1.trainer_mode 'colocate_async': flopplan prices the "
+                                                    r"sync trainer"),
+    ({"trainer.v1.trainer_mode": "separate_async"}, r"trainer.v1.trainer_mode 'separate_async'"),
+    # get_trainer_cls (trainer_base.py:2017-2023) over the three @register_trainer names of trainer/ppo/v1/
+    ({"trainer.v1.trainer_mode": "fast"}, r"Unknown trainer 'fast'. Available trainers: colocate_async, "
+                                          r"separate_async, sync."),
+    # trainer_base.py:608 updates the actor only once critic_warmup <= global_steps
+    ({"trainer.critic_warmup": 3}, r"trainer.critic_warmup 3: the first steps run without the actor update"),
+])
+def test_a_trainer_flopplan_does_not_price_is_refused(changes, message):
+    with pytest.raises(UserError, match=message):
+        recipe_from_verl({**BASE_OVERRIDES, **changes})

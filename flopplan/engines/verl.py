@@ -59,6 +59,7 @@ from flopplan.recipe import Recipe, RewardSystem
 
 REWARD_FUNCTION_PLACEHOLDER = "FILL_IN_path_to_reward_function.py"  # reward.custom_reward_function.path of a rule
 VLLM_MAX_LORA_RANK = 512  # vllm_rollout/utils.py:94 (vLLM's MaxLoRARanks: 1, 8, ..., 320, 512)
+TRAINERS = ("colocate_async", "separate_async", "sync")  # trainer/ppo/v1/__init__.py: each @register_trainer
 REWARD_MANAGERS = ("naive", "dapo", "gdpo", "rate_limited", "remote")  # experimental/reward_loop/reward_manager/
 
 UNPRICED = {  # keys whose feature flopplan does not price: a config with one of them on is refused
@@ -160,6 +161,8 @@ def check_verl_rules(overrides: dict[str, Any], *, known_keys: Collection[str] |
           "pipeline_model_parallel_size > 1 yet.", "workers/config/rollout.py:319-323")
     _rule(c.flag(R + "disaggregation.enabled") and name not in ("sglang", "vllm"), "rollout.disaggregation.enabled="
           f"True requires rollout.name in ('sglang', 'vllm'); got '{name}'.", "workers/config/rollout.py:341-344")
+    _rule((mode := c.get("trainer.v1.trainer_mode")) not in TRAINERS, f"Unknown trainer '{mode}'. Available "
+          f"trainers: {', '.join(TRAINERS)}.", "trainer/main_ppo.py:141, trainer/ppo/v1/trainer_base.py:2017-2023")
     manager = c.get("reward.reward_manager.name")
     _rule(c.get("reward.reward_manager.source") == "register" and manager not in REWARD_MANAGERS,
           f"Reward manager is not registered: self.name='{manager}'", "workers/config/reward.py:51-58")
@@ -302,6 +305,10 @@ def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | Non
     beta = c.num(A + "kl_loss_coef") if kl_loss else c.num("algorithm.kl_ctrl.kl_coef") if kl_reward else 0.0
     rank, targets = c.adapter_rank(), c.get(M + "target_modules")
     for bad, why in [(c.get(key) not in (None, False, 0), f"{key}: {why}") for key, why in UNPRICED.items()] + [
+            ((mode := c.get("trainer.v1.trainer_mode")) != "sync", f"trainer.v1.trainer_mode {mode!r}: flopplan "
+             "prices the sync trainer (sync; trainer/main_ppo.py:141)"),
+            (c.whole("trainer.critic_warmup") > 0, f"trainer.critic_warmup {c.get('trainer.critic_warmup')}: the "
+             "first steps run without the actor update (trainer_base.py:608); flopplan prices an update every step"),
             (c.get("algorithm.adv_estimator") != "grpo", f"algorithm.adv_estimator {c.get('algorithm.adv_estimator')!r}"
              ": flopplan prices GRPO (grpo); gae trains a critic (trainer/ppo/utils.py:96-107)"),
             (bool(rank) and targets != "all-linear" and not (isinstance(targets, list) and set(targets) <= set(
