@@ -5,7 +5,7 @@ asserted here was checked with hydra-core composing verl's own ``ppo_trainer.yam
 from __future__ import annotations
 
 import pytest
-from test_verl import BASE_OVERRIDES, A, M, R, verl_keys, verl_wheel  # noqa: F401  (the fixtures)
+from test_verl import BASE_OVERRIDES, RM, A, M, R, verl_keys, verl_wheel  # noqa: F401  (the fixtures)
 
 from flopplan.engines.verl import recipe_from_verl
 from flopplan.engines.verl_keys import verl_leaves
@@ -113,3 +113,14 @@ def test_lengths_are_the_rollouts_caps_and_none_above():
 def test_a_trainer_flopplan_does_not_price_is_refused(changes, message):
     with pytest.raises(UserError, match=message):
         recipe_from_verl({**BASE_OVERRIDES, **changes})
+
+
+def test_a_reward_model_with_a_custom_function_is_refused():
+    # reward_loop.py:145-153: a custom_reward_function.path is called instead of the discriminative forward
+    orm = {**BASE_OVERRIDES, RM + "enable": True, RM + "model_path": "Qwen/Qwen2.5-0.5B", RM + "rollout.name": "vllm"}
+    orm.pop("reward.custom_reward_function.path")
+    orm.pop("reward.custom_reward_function.name")
+    assert recipe_from_verl(orm)[0].reward.kind == "orm"
+    with pytest.raises(UserError, match=r"reward.custom_reward_function.path 'genrm.py' with reward.reward_model."
+                                        r"enable: verl scores with the custom function"):
+        recipe_from_verl({**orm, "reward.custom_reward_function.path": "genrm.py"})

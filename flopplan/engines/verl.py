@@ -304,7 +304,12 @@ def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | Non
         A + "use_dynamic_bsz")
     beta = c.num(A + "kl_loss_coef") if kl_loss else c.num("algorithm.kl_ctrl.kl_coef") if kl_reward else 0.0
     rank, targets = c.adapter_rank(), c.get(M + "target_modules")
+    function = c.get("reward.custom_reward_function.path")
     for bad, why in [(c.get(key) not in (None, False, 0), f"{key}: {why}") for key, why in UNPRICED.items()] + [
+            (c.flag(RM + "enable") and function is not None,
+             f"reward.custom_reward_function.path {function!r} with reward.reward_model.enable: verl scores with the "
+             "custom function, not the reward model's forward (experimental/reward_loop/reward_loop.py:145-153, a "
+             "generative reward model), and flopplan cannot price what the function runs"),
             ((mode := c.get("trainer.v1.trainer_mode")) != "sync", f"trainer.v1.trainer_mode {mode!r}: flopplan "
              "prices the sync trainer (sync; trainer/main_ppo.py:141)"),
             (c.whole("trainer.critic_warmup") > 0, f"trainer.critic_warmup {c.get('trainer.critic_warmup')}: the "
