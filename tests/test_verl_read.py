@@ -124,3 +124,25 @@ def test_a_reward_model_with_a_custom_function_is_refused():
     with pytest.raises(UserError, match=r"reward.custom_reward_function.path 'genrm.py' with reward.reward_model."
                                         r"enable: verl scores with the custom function"):
         recipe_from_verl({**orm, "reward.custom_reward_function.path": "genrm.py"})
+
+
+# -- export verl: the command that prices the export ----------------------------------------------------------------
+
+def test_the_printed_round_trip_command_prices_the_plans_lengths(tmp_path):
+    import json
+    import shlex
+
+    from helpers import cli
+
+    plan = tmp_path / "plan.json"
+    cli("plan", "--model", "qwen2.5-0.5b", "--steps", "5", "--prompts-per-step", "16", "-G", "8", "--engine", "vllm",
+        "--logprob-head", "all", "--update-padding", "none", "--prompt-len", "100:256", "--completion-len", "300:1024",
+        "--out", str(plan), check=True)
+    written = json.loads(cli("export", "verl", str(plan), "--gpus-per-node", "4", "--out", str(tmp_path / "v"),
+                             "--json", check=True).stdout)
+    command = written["price_command"]
+    assert any(command in note for note in written["notes"])
+    assert command in (tmp_path / "v" / "overrides.txt").read_text().splitlines()[0]
+    back = json.loads(cli(*shlex.split(command)[1:], "--json", check=True).stdout)["plans"][0]
+    planned = json.loads(plan.read_text())["plans"][0]
+    assert (back["steps"], back["step_flops"]) == (planned["steps"], planned["step_flops"])  # nothing else changed

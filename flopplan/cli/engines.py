@@ -203,21 +203,38 @@ def export_verl(plan_file: str, plan_model: str | None, gpus_per_node: int, nnod
                                model_path=model_path, rollout=rollout, reward_function=reward_function,
                                reward_model_path=reward_model_path, notes=notes)
     folder = Path(out_dir)
+    flags = _length_flags(recipe, notes)  # verl's config holds only the maxima: the plan's lengths go as flags
+    check = f"flopplan plan --from-verl {shlex.quote(str(folder / 'overrides.txt'))}{flags}"
     header = (f"# {entry.model}: {steps} steps of the plan {plan_file} as verl {VERL_VERSION} overrides "
-              "(flopplan export verl); price them with flopplan plan --from-verl\n")
+              f"(flopplan export verl); price them with {check}\n")
     listing = atomic_write_text(folder / "overrides.txt", header + "".join(
         shlex.quote(format_override(k, v)) + "\n" for k, v in overrides.items()))
     script = atomic_write_text(folder / "run_verl.sh", launch_script(overrides, generated_by="flopplan export verl"))
     script.chmod(0o755)
-    if recipe != entry.recipe:
-        notes.append(f"the plan priced its own conventions: flopplan plan --from-verl {listing} prices the run as "
-                     "verl will execute it")
+    if recipe != entry.recipe or flags:
+        notes.append(f"{'the plan priced its own conventions: ' if recipe != entry.recipe else ''}{check} prices the "
+                     "run as verl will execute it")
     if as_json:
-        echo_json({"overrides_file": str(listing), "launcher": str(script), "overrides": overrides, "notes": notes})
+        echo_json({"overrides_file": str(listing), "launcher": str(script), "overrides": overrides, "notes": notes,
+                   "price_command": check})
         return
     click.echo(f"wrote {listing}\nwrote {script}\nrun on {gpus_per_node * nnodes} GPUs: bash {script}")
     for note in notes:
         click.echo(f"note: {note}")
+
+
+def _length_flags(recipe: Recipe, notes: list[str]) -> str:
+    """``--prompt-len``/``--completion-len`` for the lengths a plan priced below the maxima the config holds (a
+    --from-verl plan defaults to the maxima); a length with no flag form is noted."""
+    flags = ""
+    for flag, length in (("--prompt-len", recipe.prompt_len), ("--completion-len", recipe.completion_len)):
+        if length.is_fixed:
+            continue
+        if (spec := length.spec()) == length.describe():
+            notes.append(f"{flag}: the plan's lengths ({spec}) have no flag form; give them as {flag} @FILE")
+        else:
+            flags += f" {flag} {shlex.quote(spec)}"
+    return flags
 
 
 def _verl_steps(entry: Any, recipe: Recipe, notes: list[str]) -> int:
