@@ -107,10 +107,17 @@ def recipe_of_engine_config(from_trl: tuple[str, ...], from_verl: str | None, re
         recipe, rounds = recipe_from_verl(from_verl, model=model, prompt_len=changes.get("prompt_len"),
                                           completion_len=changes.get("completion_len"), notes=notes)
         verl = verl_mfu_estimate(recipe)
-        notes.append(f"verl's MFU formula (utils/flops_counter.py) counts {verl['verl_update_flops']:,.0f} FLOPs a "
-                     f"step: {verl['update_rel_diff']:+.1%} against the exact update, {verl['step_rel_diff']:+.1%} "
-                     "against the whole step (it leaves out rollouts, log-prob passes, the reward model, LoRA and "
-                     "recompute)")
+        if verl["verl_update_flops"] is None:
+            notes.append(f"verl's MFU formula for model_type {verl['model_type']} (utils/flops_counter.py) is not "
+                         "one flopplan reproduces")
+        elif not verl["verl_update_flops"]:
+            notes.append(f"verl's MFU formula has no entry for model_type {verl['model_type']} (utils/flops_counter.py"
+                         ":678-701): verl counts 0 FLOPs and reports an MFU of 0")
+        else:
+            notes.append(f"verl's MFU formula (utils/flops_counter.py) counts {verl['verl_update_flops']:,.0f} FLOPs "
+                         f"a step: {verl['update_rel_diff']:+.1%} against the exact update, "
+                         f"{verl['step_rel_diff']:+.1%} against the whole step (it leaves out rollouts, log-prob "
+                         "passes, the reward model, LoRA and recompute)")
     if steps is None and not budget_given and rounds is not None:
         steps = rounds  # the run as configured
         notes.append(f"priced as configured: {rounds} rounds")

@@ -46,6 +46,7 @@ from typing import Any
 
 from flopplan import __version__
 from flopplan.arch import REGISTRY, resolve, split_targets
+from flopplan.attention import FULL, SLIDING
 from flopplan.cost import step_cost
 from flopplan.engines.hydra import format_override
 from flopplan.engines.verl_keys import VERL_VERSION
@@ -355,31 +356,61 @@ def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | Non
     return recipe, None if c.get(key := "trainer.total_training_steps") is None else c.whole(key, 1)
 
 
+# verl's ESTIMATE_FUNC (utils/flops_counter.py:678-701) by model_type: the ones flopplan reproduces, and the others
+QWEN2_FORMULA = ("qwen2", "llama", "qwen3", "mistral", "minicpmv", "minicpmo", "seed_oss", "glm4v", "mimo")
+VERL_FORMULAS = (*QWEN2_FORMULA, "qwen2_moe", "qwen3_moe", "gemma3_text")
+OTHER_FORMULAS = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "deepseek_v3",
+                  "apertus", "gpt_oss", "hy_v3")
+
+
 def verl_mfu_estimate(recipe: Recipe, *, update_seconds: float | None = None, n_gpus: int | None = None,
                       peak_flops: float | None = None) -> dict[str, Any]:
     """verl's actor-update FLOPs for one step beside flopplan's exact update and step. verl counts ``6 dense_N s +
-    6 L H d s^2`` a sequence of ``s`` tokens (``utils/flops_counter.py:92-124``, qwen2/llama/qwen3/mistral ``:678-701``;
-    ``dense_N``: projections 3hI + h(q+k+v+o) a layer, + ``2 V h``: embedding as a matmul, and head) over ``ppo_epochs``
-    x every sample (``engine_workers.py:291-300``): no LoRA, recompute, rollouts, log-prob passes or reward model. With
-    the update's wall time, ``n_gpus`` and ``peak_flops`` a GPU: verl's MFU (``engine_workers.py:228-235``)."""
+    6 H d s^2`` a layer and a sequence of ``s`` tokens (``utils/flops_counter.py:92-124``, the formula of qwen2/llama/
+    qwen3/mistral/...; ``dense_N``: projections 3hI + h(q+k+v+o) a layer, + ``2 V h``: embedding as a matmul, and
+    head); MoE (qwen2_moe/qwen3_moe, ``:417-449``): 3 h top_k I_expert + h E (the router) a layer for the MLP, no
+    shared expert; gemma3_text (``:454-514``): ``s min(s, window)`` for a sliding layer. Over ``ppo_epochs`` x every
+    sample (``engine_workers.py:291-300``): no LoRA, recompute, rollouts, log-prob passes or reward model. A
+    model_type without an ESTIMATE_FUNC entry counts 0 (``:633-634``); one whose formula flopplan does not
+    reproduce: None. With the update's wall time, ``n_gpus`` and ``peak_flops`` a GPU: verl's MFU
+    (``engine_workers.py:228-235``)."""
     r, s = recipe, recipe.policy_spec
-    h = s.hidden_size
-    dense = (3 * h * s.intermediate_size + h * (2 * s.q_dim + 2 * s.kv_dim)) * s.num_layers + 2 * s.vocab_size * h
+    update, step = (cost := step_cost(r)).phase_total("update"), cost.step_flops
+    out: dict[str, Any] = {"model_type": s.family, "update_flops": update, "step_flops": step,
+                           "not_counted_by_verl": {p: v for p, v in cost.step_phases.items() if p != "update"}}
+    if s.family not in VERL_FORMULAS:
+        return {**out, "verl_update_flops": None if s.family in OTHER_FORMULAS else 0}
+    h, moe = s.hidden_size, s.moe if s.family in ("qwen2_moe", "qwen3_moe") else None
+    mlp = 3 * h * moe.top_k * moe.expert_intermediate + h * moe.experts if moe else 3 * h * s.intermediate_size
+    dense = (mlp + h * (2 * s.q_dim + 2 * s.kv_dim)) * s.num_layers + 2 * s.vocab_size * h
+    windows = [s.sliding_window if s.family == "gemma3_text" and kind == SLIDING else None
+               for kind in s.layer_types or [FULL] * s.num_layers]
     per_sequence: Any = 0
     for p, wp in r.prompt_len.quadrature():  # exact for the quadratic: E[s^2], not E[s]^2
         for k, wk in r.completion_len.quadrature():
-            value = 6 * dense * (p + k) + 6 * (p + k) ** 2 * s.head_dim * s.num_heads * s.num_layers
+            value = 6 * dense * (p + k) + 6 * (p + k) ** 2 * s.head_dim * s.num_heads * windows.count(None)
             per_sequence += value if wp * wk == 1.0 else value * wp * wk
+    for window in filter(None, windows):  # sliding layers: s * min(s, window), over the distribution of s
+        per_sequence += 6 * s.head_dim * s.num_heads * _expected_capped_square(r.prompt_len, r.completion_len, window)
     verl = r.iterations * r.rollouts_per_step * per_sequence
-    update, step = (cost := step_cost(r)).phase_total("update"), cost.step_flops
-    out: dict[str, Any] = {
-        "verl_update_flops": verl, "verl_flops_per_optimizer_step": verl / r.optimizer_steps_per_round,
-        "update_flops": update, "step_flops": step, "update_rel_diff": float(verl) / float(update) - 1.0,
-        "step_rel_diff": float(verl) / float(step) - 1.0,
-        "not_counted_by_verl": {p: v for p, v in cost.step_phases.items() if p != "update"}}
+    out.update({"verl_update_flops": verl, "verl_flops_per_optimizer_step": verl / r.optimizer_steps_per_round,
+                "update_rel_diff": float(verl) / float(update) - 1.0, "step_rel_diff": float(verl) / float(step) - 1.0})
     if update_seconds and n_gpus and peak_flops:
         out["mfu"] = float(verl) / update_seconds / peak_flops / n_gpus
     return out
+
+
+def _expected_capped_square(prompt: Length, completion: Length, window: int) -> Any:
+    """E[s min(s, window)] for s = prompt + completion (independent): exact integers for fixed lengths."""
+    if prompt.is_fixed and completion.is_fixed:
+        return (total := prompt.max + completion.max) * min(total, window)
+    import numpy as np
+    from scipy.signal import fftconvolve
+
+    first, second = (np.bincount(np.asarray(x.support), weights=np.asarray(x.probs)) for x in (prompt, completion))
+    pmf = fftconvolve(first, second)  # the distribution of the sum
+    lengths = np.arange(len(pmf), dtype=np.float64)
+    return float(pmf @ (lengths * np.minimum(lengths, window)))
 
 
 def launch_script(overrides: dict[str, Any], *, generated_by: str = "flopplan.engines.verl.verl_overrides") -> str:
