@@ -146,3 +146,22 @@ def test_the_printed_round_trip_command_prices_the_plans_lengths(tmp_path):
     back = json.loads(cli(*shlex.split(command)[1:], "--json", check=True).stdout)["plans"][0]
     planned = json.loads(plan.read_text())["plans"][0]
     assert (back["steps"], back["step_flops"]) == (planned["steps"], planned["step_flops"])  # nothing else changed
+
+
+# -- messages name the flags and verl's keys ------------------------------------------------------------------------
+
+def test_messages_name_the_cli_flags_and_verls_keys(tmp_path):
+    from test_verl import BASE
+
+    from flopplan.engines.verl import verl_overrides
+    from flopplan.recipe import Recipe
+
+    with pytest.raises(UserError, match=r"actor_rollout_ref.model.path .*\(pass --model, a model flopplan knows\)"):
+        recipe_from_verl({**BASE_OVERRIDES, M + "path": str(tmp_path / "nowhere")})
+    with pytest.raises(UserError, match=r"--model-path: .* has no Hugging Face repository: pass --model-path"):
+        verl_overrides(Recipe(**{**BASE, "policy": "gemma-3-1b"}), steps=1, gpus_per_node=8)  # not a Qwen2.5
+    dynamic = {**BASE_OVERRIDES, A + "use_dynamic_bsz": True, A + "ppo_mini_batch_size": 24,
+               "data.train_batch_size": 64}
+    with pytest.raises(UserError, match=r"data.train_batch_size 64 is not a multiple of actor_rollout_ref.actor."
+                                        r"ppo_mini_batch_size 24 \(with actor_rollout_ref.actor.use_dynamic_bsz\)"):
+        recipe_from_verl(dynamic)

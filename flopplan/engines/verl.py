@@ -240,7 +240,7 @@ def verl_overrides(recipe: Recipe, *, steps: int, gpus_per_node: int, nnodes: in
     out: dict[str, Any] = {
         "algorithm.adv_estimator": "grpo", "data.train_batch_size": r.prompts_per_step,
         "data.max_prompt_length": r.prompt_len.max, "data.max_response_length": r.completion_len.max,
-        M + "path": model_path or _model_path(r.policy, "model_path"), R + "name": rollout, R + "n": r.group_size,
+        M + "path": model_path or _model_path(r.policy, "--model-path"), R + "name": rollout, R + "n": r.group_size,
         R + "tensor_model_parallel_size": tp, R + "enable_prefix_caching": r.prefix_sharing,
         R + "log_prob_micro_batch_size_per_gpu": micro, A + "ppo_micro_batch_size_per_gpu": micro,
         A + "ppo_mini_batch_size": r.optimizer_batch_size // r.group_size, A + "ppo_epochs": r.iterations,
@@ -257,8 +257,9 @@ def verl_overrides(recipe: Recipe, *, steps: int, gpus_per_node: int, nnodes: in
         out.update({M + "lora_alpha": 2 * (r.lora_rank or 0), M + "lora.merge": merge_lora, M + "target_modules":
                     "all-linear" if set(r.lora_targets) == set(LORA_TARGETS) else list(r.lora_targets)})
     if r.reward.kind == "orm":
-        out.update({RM + "enable": True, RM + "model_path": reward_model_path or _model_path(str(r.reward.model),
-                    "reward_model_path"), RM + "rollout.name": rollout, RM + "rollout.tensor_model_parallel_size": tp})
+        rm_path = reward_model_path or _model_path(str(r.reward.model), "--reward-model-path")
+        out.update({RM + "enable": True, RM + "model_path": rm_path, RM + "rollout.name": rollout,
+                    RM + "rollout.tensor_model_parallel_size": tp})
     else:
         out.update({"reward.custom_reward_function.path": reward_function or REWARD_FUNCTION_PLACEHOLDER,
                     "reward.custom_reward_function.name": "compute_score"})
@@ -284,7 +285,8 @@ def _model_name(path: Any, key: str) -> str:
     try:
         spec = resolve(str(path))
     except UserError as exc:
-        raise UserError(f"{key} {path!r}: {exc} (pass the flopplan model)") from None
+        hint = "pass --model, a model flopplan knows" if key == M + "path" else "use a model flopplan knows there"
+        raise UserError(f"{key} {path!r}: {exc} ({hint})") from None
     return spec.name if spec.name in REGISTRY else str(path)
 
 
@@ -322,6 +324,8 @@ def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | Non
             (c.get(R + "name") not in ("vllm", "sglang", "trtllm"), f"rollout.name {c.get(R + 'name')!r}"),
             (fixed and batch % mini != 0, f"data.train_batch_size {batch} is not a multiple of ppo_mini_batch_size "
              f"{mini}: verl adds synthetic 128-token samples (trainer_base.py:1589-1621, padding_utils.py:144-168)"),
+            (not fixed and batch % mini != 0, f"data.train_batch_size {batch} is not a multiple of {A}"
+             f"ppo_mini_batch_size {mini} (with {A}use_dynamic_bsz): flopplan prices whole mini-batches"),
             ((kl_loss or kl_reward) and beta <= 0, "a KL coefficient of 0 still runs the reference forward")]:
         if bad:
             raise UserError(f"cannot price this verl config: {why}")
