@@ -157,8 +157,12 @@ def test_what_verl_cannot_express_is_normalised_then_round_trips():
     assert len(notes) == 3 and step_cost(as_verl).step_flops != step_cost(recipe).step_flops
     back, _ = recipe_from_verl(export(as_verl), prompt_len=recipe.prompt_len, completion_len=recipe.completion_len)
     assert_same_price(back, as_verl)
-    fixed = verl_recipe(Recipe())  # fixed lengths: padding costs nothing, "batch" is kept
-    assert fixed.update_padding == "batch"
+    fixed_notes: list[str] = []
+    fixed = verl_recipe(Recipe(), fixed_notes)  # fixed lengths: packed as verl packs (use_remove_padding, its
+    # default: "batch" exported false, which the help's "packed updates" denied, a held-out user), at the same price
+    assert fixed.update_padding == "none" and "for verl: update_padding 'batch' -> 'none'" in fixed_notes
+    assert step_cost(fixed).step_flops == step_cost(verl_recipe(Recipe()).with_(update_padding="batch")).step_flops
+    assert export(fixed)[M + "use_remove_padding"] is True
     assert_same_price(recipe_from_verl(export(fixed))[0], fixed)
 
 

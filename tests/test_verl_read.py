@@ -165,3 +165,19 @@ def test_messages_name_the_cli_flags_and_verls_keys(tmp_path):
     with pytest.raises(UserError, match=r"data.train_batch_size 64 is not a multiple of actor_rollout_ref.actor."
                                         r"ppo_mini_batch_size 24 \(with actor_rollout_ref.actor.use_dynamic_bsz\)"):
         recipe_from_verl(dynamic)
+
+
+def test_a_config_without_total_training_steps_says_what_is_priced_instead(tmp_path):
+    """verl runs ``total_epochs`` over the dataset's batches when ``trainer.total_training_steps`` is unset; the
+    plan priced flopplan's default budget and did not say so (a held-out user)."""
+    from helpers import cli
+    from test_verl import BASE_OVERRIDES
+
+    path = tmp_path / "run.txt"
+    path.write_text("\n".join(f"{k}={v}" for k, v in BASE_OVERRIDES.items()
+                              if not isinstance(v, list) and k != "trainer.total_training_steps") + "\n")
+    out = " ".join(cli("plan", "--from-verl", str(path), check=True).stdout.split())
+    assert "trainer.total_training_steps is not set" in out and "prices the budget instead" in out
+    assert "What 10 EFLOP buys" in out
+    steps = " ".join(cli("plan", "--from-verl", str(path), "--steps", "3", check=True).stdout.split())
+    assert "is not set" not in steps and "What 3 steps cost" in steps

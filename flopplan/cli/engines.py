@@ -121,6 +121,10 @@ def recipe_of_engine_config(from_trl: tuple[str, ...], from_verl: str | None, re
     if steps is None and not budget_given and rounds is not None:
         steps = rounds  # the run as configured
         notes.append(f"priced as configured: {rounds} rounds")
+    elif steps is None and not budget_given and from_verl:  # verl runs total_epochs over the data
+        notes.append("trainer.total_training_steps is not set: verl runs trainer.total_epochs x the dataset's "
+                     "batches (trainer/ppo/v1/trainer_base.py:768), which flopplan cannot see; this prices the "
+                     "budget instead (give --steps N for N steps)")
     return recipe, steps, notes, profile_device
 
 

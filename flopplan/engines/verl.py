@@ -179,10 +179,11 @@ def check_verl_rules(overrides: dict[str, Any], *, known_keys: Collection[str] |
 
 def verl_recipe(recipe: Recipe, notes: list[str] | None = None) -> Recipe:
     """``recipe`` as verl runs it (each change noted): ``engine`` vllm, ``logprob_head`` all, ``update_padding``
-    none unless both lengths are fixed. A PRM reward or an optimizer batch of part of a group stay refused."""
-    r, fixed = recipe, recipe.prompt_len.is_fixed and recipe.completion_len.is_fixed
-    changes = {"engine": "vllm", "generation_batch": None, "logprob_head": "all",
-               "update_padding": r.update_padding if fixed else "none"}
+    none (packed: verl's default ``use_remove_padding``; at fixed lengths nothing pads either way, so the count is
+    the same, and the export keeps verl's packing for the lengths a real run draws). A PRM reward or an optimizer
+    batch of part of a group stay refused."""
+    r = recipe
+    changes = {"engine": "vllm", "generation_batch": None, "logprob_head": "all", "update_padding": "none"}
     changes = {key: value for key, value in changes.items() if getattr(r, key) != value}
     (notes if notes is not None else []).extend(f"for verl: {k} {getattr(r, k)!r} -> {v!r}" for k, v in changes.items())
     return r.with_(**changes) if changes else r
@@ -326,7 +327,9 @@ def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | Non
              f"{mini}: verl adds synthetic 128-token samples (trainer_base.py:1589-1621, padding_utils.py:144-168)"),
             (not fixed and batch % mini != 0, f"data.train_batch_size {batch} is not a multiple of {A}"
              f"ppo_mini_batch_size {mini} (with {A}use_dynamic_bsz): flopplan prices whole mini-batches"),
-            ((kl_loss or kl_reward) and beta <= 0, "a KL coefficient of 0 still runs the reference forward")]:
+            ((kl_loss or kl_reward) and beta <= 0, "use_kl_loss or use_kl_in_reward with a KL coefficient of 0 runs "
+             "the reference forward all the same (trainer/ppo/utils.py:75-79), and flopplan prices that forward "
+             "only with a coefficient above 0: set the coefficient above 0, or the KL off")]:
         if bad:
             raise UserError(f"cannot price this verl config: {why}")
     prompt, completion = verl_lengths(c, prompt_len, completion_len)
