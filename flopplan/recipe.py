@@ -32,8 +32,8 @@ ENGINES = ("hf", "vllm")
 UPDATE_PADDING = ("batch", "none")
 LOGPROB_HEADS = ("completion", "all", "fused", "fused-compact")
 """How scoring and update passes turn hidden states into log-probs (see :data:`flopplan.passes.LOGPROB_HEAD_RULES`):
-``completion``: an ordinary LM head on the completion + 1 positions (TRL <= 1.14 ``logits_to_keep = K + 1``, and
-``flopplan train``); ``all``: on every position; ``fused``: TRL >= 1.16's chunked log-prob head without Triton
+``completion``: an ordinary LM head on the completion + 1 positions (TRL <= 1.14 ``logits_to_keep = K + 1``);
+``all``: on every position; ``fused``: TRL >= 1.16's chunked log-prob head without Triton
 (CPU), on every position but the last, its logits recomputed in backward; ``fused-compact``: the same with Triton
 (TRL >= 1.15 on CUDA), on the completion tokens only (padding excluded). The default follows current TRL on a
 GPU."""
@@ -148,7 +148,7 @@ class Recipe:
                                                           "bool"))
     logprob_head: str = field(default="fused-compact", metadata=option(
         "--logprob-head", "How scoring/update passes compute log-probs: completion (logits on completion + 1 "
-        "positions: TRL <= 1.14, flopplan train), all, fused (TRL >= 1.16's chunked head, CPU: every position but "
+        "positions: TRL <= 1.14), all, fused (TRL >= 1.16's chunked head, CPU: every position but "
         "the last, recomputed in backward), fused-compact (the same on the completion tokens: TRL >= 1.15 with "
         "Triton, GPU)", "choice", LOGPROB_HEADS, alias="--logits"))
     engine: str = field(default="hf", metadata=option("--engine", "Rollout engine traits", "choice", ENGINES))
