@@ -52,6 +52,9 @@ GAP_FACTOR = 20.0
 GAP_SECONDS = 1.0
 """A step whose time outside its phases is more than ``GAP_FACTOR`` times its run's median and more than
 ``GAP_SECONDS`` is a gap (a resume without a recorded start, the machine suspended), not a round: left out."""
+MAX_SHARE = 1.1
+"""A process's CPU seconds per thread over its wall seconds above this cannot be its threads' work (a little over
+1 allows for the two clocks being read apart and a helper thread's work): its times are impossible, and refused."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,7 @@ def read_run(folder: str, name: str, summary: RunSummary) -> RunTiming:
                     summary.steps, recipe)
     ledger = {record.step: record for record in _ledger(Path(folder) / LEDGER)}
     metrics = [line for line in _log(Path(folder) / METRICS, "metrics") if _number(line.get("time"))]
+    check_clocks(metrics, f"run {name}: {METRICS}", run.device)
     every = config.get("checkpoint_every")
     every = every if isinstance(every, int) and every > 0 else None
     work = RunWork.of(recipe)
@@ -197,7 +201,35 @@ def read_run(folder: str, name: str, summary: RunSummary) -> RunTiming:
     wall = sum(r.wall_seconds for r in timed)
     if timed and len(timed) == len(run.rounds) and wall > 0:
         run.core_share = sum(r.cpu_seconds or 0.0 for r in timed) / wall
+        if run.core_share > MAX_SHARE:
+            raise UserError(f"run {name}: {METRICS} gives its timed steps {run.core_share:.2f} CPU seconds per thread "
+                            "per wall second (at most 1 is possible): its times are not real")
     return run
+
+
+def check_clocks(lines: list[dict[str, Any]], where: str, device: str) -> None:
+    """Refuse (one line) a log whose times cannot be real: a wall time before the previous line's, a process that
+    started after its first line, CPU seconds below 0 or going back within a process, or a start-up with more CPU
+    seconds per thread than wall seconds (:data:`MAX_SHARE`)."""
+    previous: dict[str, Any] | None = None
+    for line in lines:
+        step, now, started = line.get("step"), float(line["time"]), line.get("process_started")
+        if previous is not None and now < float(previous["time"]):
+            raise UserError(f"{where}: step {step}'s time {now!r} is before step {previous.get('step')}'s "
+                            f"({previous['time']!r}): its times go backwards")
+        if started is not None and (not _number(started) or started > now):
+            raise UserError(f"{where}: step {step}'s process started at {started!r}, after its line's time {now!r} "
+                            "(a negative start-up)")
+        cpu = _cpu(line, device)
+        if cpu is not None:
+            before = _cpu(previous, device) if previous is not None and started is None else None
+            if cpu[0] < 0 or (before is not None and cpu[0] < before[0]):
+                raise UserError(f"{where}: step {step}'s CPU seconds {cpu[0]!r} are negative or below the previous "
+                                "line's in the same process")
+            if _number(started) and now > started and cpu[0] / cpu[1] / (now - started) > MAX_SHARE:
+                raise UserError(f"{where}: step {step}'s process used {cpu[0] / cpu[1] / (now - started):.2f} CPU "
+                                "seconds per thread per wall second since it started (at most 1 is possible)")
+        previous = line
 
 
 def _cpu(line: dict[str, Any], device: str) -> tuple[float, int] | None:

@@ -1,0 +1,69 @@
+"""``flopplan calibrate --from-runs`` on run folders whose logs cannot be trusted, and what its profile says of
+itself (synthetic run folders of chosen times: no training)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from helpers import cli, one_line_error, tiny_recipe
+from synthetic_runs import write_run
+
+from flopplan.lengths import Length
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """Two runs of different shapes that record their CPU seconds (at shares 0.5 and 0.8 of a core)."""
+    root = tmp_path_factory.mktemp("runs")
+    a = write_run(root / "a", tiny_recipe(), 8, seed=1, noise=0.02, share=0.5)
+    b = write_run(root / "b", tiny_recipe(prompts_per_step=4, group_size=16, prompt_len=Length.fixed(12),
+                                          micro_batch=32), 8, seed=2, noise=0.02, share=0.8)
+    return a, b
+
+
+def copy(run, tmp_path, name="run"):
+    folder = tmp_path / name
+    shutil.copytree(run, folder)
+    return folder
+
+
+def edit_metrics(folder, change):
+    path = folder / "metrics.jsonl"
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    for line in lines:
+        change(line)
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def negate_time(line):
+    line["time"] = -line["time"]
+
+
+def backwards(line):  # step 5 dated a minute before the run began
+    if line["step"] == 5:
+        line["time"] -= 60.0
+
+
+def started_late(line):
+    if "process_started" in line:
+        line["process_started"] = line["time"] + 5.0
+
+
+def busy_cpu(line):  # more CPU seconds than one thread can spend in the wall time
+    line["cpu_seconds"] *= 3.0
+
+
+@pytest.mark.parametrize("damage, fragment", [
+    (negate_time, "negative start-up"),  # every time negated: the start-up is the first thing to go negative
+    (backwards, "go backwards"),
+    (started_late, "negative start-up"),
+    (busy_cpu, "at most 1 is possible"),
+])
+def test_impossible_times_are_refused_in_one_line(tmp_path, shared, damage, fragment):
+    folder = copy(shared[0], tmp_path)
+    edit_metrics(folder, damage)
+    out = tmp_path / "cal"
+    one_line_error(cli("calibrate", "--from-runs", str(folder), str(shared[1]), "--out", str(out)), fragment)
+    assert not (out / "profile.json").exists()
