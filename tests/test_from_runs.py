@@ -67,3 +67,28 @@ def test_impossible_times_are_refused_in_one_line(tmp_path, shared, damage, frag
     out = tmp_path / "cal"
     one_line_error(cli("calibrate", "--from-runs", str(folder), str(shared[1]), "--out", str(out)), fragment)
     assert not (out / "profile.json").exists()
+
+
+@pytest.mark.parametrize("log", ["metrics.jsonl", "ledger.jsonl"])
+def test_a_log_cut_short_of_its_summary_is_refused(tmp_path, shared, log):
+    """Half a log (cut mid-line, as a copy that ran out of disk leaves it) beside a summary of all 8 steps."""
+    folder = copy(shared[0], tmp_path)
+    path = folder / log
+    text = path.read_text()
+    path.write_text(text[:len(text) // 2])
+    out = tmp_path / "cal"
+    error = one_line_error(cli("calibrate", "--from-runs", str(folder), str(shared[1]), "--out", str(out)),
+                           f"run run: {log} ends at step")
+    assert "records 8 steps" in error and "cut short" in error
+    assert not (out / "profile.json").exists()
+
+
+def test_a_last_line_cut_by_a_kill_is_noted_in_the_report(tmp_path, shared):
+    folder = copy(shared[0], tmp_path, "killed")
+    path = folder / "metrics.jsonl"
+    path.write_text(path.read_text() + '{"step": 9, "ti')
+    out = tmp_path / "cal"
+    result = cli("calibrate", "--from-runs", str(folder), str(shared[1]), "--out", str(out), check=True)
+    note = "killed: metrics.jsonl ends in a line cut short (a kill?): read up to its last whole line"
+    assert note in " ".join(result.stdout.split())
+    assert note in (out / "report.md").read_text()

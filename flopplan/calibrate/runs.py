@@ -35,7 +35,7 @@ from flopplan.errors import UserError
 from flopplan.fileio import read_json, read_text
 from flopplan.passes import RoundLengths, RoundShape, step_passes
 from flopplan.recipe import Recipe
-from flopplan.runfile import CONFIG, LEDGER, METRICS, LedgerRecord, RunSummary, load_summary
+from flopplan.runfile import CONFIG, LEDGER, METRICS, SUMMARY, LedgerRecord, RunSummary, load_summary
 from flopplan.timing import (
     NON_PHASE_TERMS,
     Call,
@@ -153,8 +153,12 @@ def read_run(folder: str, name: str, summary: RunSummary) -> RunTiming:
     recipe = Recipe.from_data(config["recipe"], f"run config {str(Path(folder) / CONFIG)!r}")
     run = RunTiming(name, str(folder), summary.model, summary.engine, summary.device, summary.dtype,
                     summary.steps, recipe)
-    ledger = {record.step: record for record in _ledger(Path(folder) / LEDGER)}
-    metrics = [line for line in _log(Path(folder) / METRICS, "metrics") if _number(line.get("time"))]
+    records, ledger_cut = _ledger(Path(folder) / LEDGER)
+    ledger = {record.step: record for record in records}
+    logged, metrics_cut = _log(Path(folder) / METRICS, "metrics")
+    run.notes += check_complete(name, {METRICS: ([line["step"] for line in logged], metrics_cut),
+                                       LEDGER: (list(ledger), ledger_cut)}, summary.steps)
+    metrics = [line for line in logged if _number(line.get("time"))]
     check_clocks(metrics, f"run {name}: {METRICS}", run.device)
     every = config.get("checkpoint_every")
     every = every if isinstance(every, int) and every > 0 else None
@@ -280,13 +284,14 @@ def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _log(path: Path, what: str) -> list[dict[str, Any]]:
-    """The records of a JSONL log; a line that is not one is a corrupt log, unless it is the last (a kill can cut
-    the last line short)."""
+def _log(path: Path, what: str) -> tuple[list[dict[str, Any]], bool]:
+    """The records of a JSONL log, and whether its last line was cut short; a line that is not a record is a
+    corrupt log, unless it is the last (a kill can cut the last line short)."""
     if not path.exists():
         raise UserError(f"{str(path.parent)!r} is not a flopplan run folder (no {path.name})")
-    lines = [line for line in read_text(path, f"run {what}").splitlines() if line.strip()]
-    out = []
+    text = read_text(path, f"run {what}")
+    lines = [line for line in text.splitlines() if line.strip()]
+    out: list[dict[str, Any]] = []
     for i, line in enumerate(lines):
         try:
             item = json.loads(line)
@@ -294,20 +299,38 @@ def _log(path: Path, what: str) -> list[dict[str, Any]]:
             item = None
         if not isinstance(item, dict) or not isinstance(item.get("step"), int):
             if i == len(lines) - 1:
-                break
+                return out, True
             raise UserError(f"{str(path)!r} is corrupt: line {i + 1} is not a {what} record")
         out.append(item)
-    return out
+    return out, bool(text.strip()) and not text.endswith("\n")
 
 
-def _ledger(path: Path) -> list[LedgerRecord]:
+def _ledger(path: Path) -> tuple[list[LedgerRecord], bool]:
     records = []
-    for i, line in enumerate(_log(path, "ledger")):
+    lines, cut = _log(path, "ledger")
+    for i, line in enumerate(lines):
         record = LedgerRecord.from_data(line)
         if record is None:
             raise UserError(f"{str(path)!r} is corrupt: record {i + 1} is not a ledger line")
         records.append(record)
-    return records
+    return records, cut
+
+
+def check_complete(name: str, logs: dict[str, tuple[list[int], bool]], steps: int) -> list[str]:
+    """Refuse (one line) a run whose ``logs`` (file -> its steps, and whether its last line was cut short) stop
+    before the last step its summary records: cut short after the run (a copy, a full disk), its timings would be
+    a part of the run passing for all of it. A last line cut short by a kill, with the steps the summary records
+    all there, is read up to its last whole line: the notes say so."""
+    notes = []
+    for file, (logged, cut) in logs.items():
+        last = max(logged, default=0)
+        if last < steps:
+            raise UserError(f"run {name}: {file} ends at step {last}{' in a line cut short' if cut else ''}, but "
+                            f"its {SUMMARY} records {steps} steps: the log is incomplete (restore it, or leave the "
+                            "run out)")
+        if cut:
+            notes.append(f"{file} ends in a line cut short (a kill?): read up to its last whole line")
+    return notes
 
 
 # -- a charge -> the calls it ran --------------------------------------------------------------------------------
