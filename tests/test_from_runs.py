@@ -92,3 +92,10 @@ def test_a_last_line_cut_by_a_kill_is_noted_in_the_report(tmp_path, shared):
     note = "killed: metrics.jsonl ends in a line cut short (a kill?): read up to its last whole line"
     assert note in " ".join(result.stdout.split())
     assert note in (out / "report.md").read_text()
+
+
+def test_a_file_given_as_a_run_folder_is_named_as_not_a_folder(tmp_path, shared):
+    summary = shared[0] / "summary.json"
+    error = one_line_error(cli("calibrate", "--from-runs", str(summary), "--out", str(tmp_path / "cal")),
+                           "is not a folder")
+    assert "does not exist" not in error

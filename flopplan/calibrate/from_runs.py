@@ -152,6 +152,8 @@ def run_from_runs(folders: list[str], *, out_dir: str | None, base_path: str | N
     from flopplan.report.calibration_report import write_runs_report
 
     for run in folders:
+        if Path(run).exists() and not Path(run).is_dir():
+            raise UserError(f"run folder {run!r} is not a folder (a file: give the run's folder)")
         if not Path(run).is_dir():
             raise UserError(f"run folder {run!r} does not exist")
     base = load_profile(base_path) if base_path else None
