@@ -99,3 +99,26 @@ def test_a_file_given_as_a_run_folder_is_named_as_not_a_folder(tmp_path, shared)
     error = one_line_error(cli("calibrate", "--from-runs", str(summary), "--out", str(tmp_path / "cal")),
                            "is not a folder")
     assert "does not exist" not in error
+
+
+def test_the_start_up_is_put_at_the_share_the_profile_records(tmp_path):
+    """Run a: steps at half a core, its start-up at a quarter (its span doubled, its CPU seconds kept); run b: a
+    whole core throughout. The profile records the steps' typical share, 0.75; its start-up must be the true one
+    (6 s on a whole core) at that share, not at the start-ups' own median (0.625)."""
+    from synthetic_runs import TRUE_OUTSIDE
+
+    a = write_run(tmp_path / "a", tiny_recipe(), 6, share=0.5)
+    b = write_run(tmp_path / "b", tiny_recipe(), 6, share=1.0)
+
+    def quarter(line):
+        if "process_started" in line:
+            line["process_started"] = line["time"] - 2 * (line["time"] - line["process_started"])
+
+    edit_metrics(a, quarter)
+    out = tmp_path / "cal"
+    cli("calibrate", "--from-runs", str(a), str(b), "--out", str(out), check=True)
+    profile = json.loads((out / "profile.json").read_text())
+    assert profile["core_share"] == pytest.approx(0.75)
+    true_startup = TRUE_OUTSIDE["startup"]["seconds"] / 0.75
+    assert profile["non_phase"]["startup"]["seconds"] == pytest.approx(true_startup, rel=0.03)
+    assert profile["fit_from_runs"]["core_share"]["startups"] == {"a": [pytest.approx(0.25)], "b": [1.0]}

@@ -87,12 +87,10 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
                         "profile per dtype")
     bpe = sizes[0]
     shares = {r.name: r.core_share for r in runs}
+    starts = {r.name: [s.core_share for s in r.startups] for r in runs if r.startups}
     runs, typical = at_typical_share(runs)
     if typical is not None:
-        known = [v for v in shares.values() if v is not None]
-        notes.append(f"timings put at the runs' typical share of a core, {typical:.2f} (each run's CPU seconds over "
-                     f"its wall seconds: {min(known):.2f} to {max(known):.2f}): other processes on the machine slow a "
-                     "run down, which must not pass for slower work; plans assume that typical share")
+        notes.append(share_note(typical, shares, starts))
     phases = fit_phases([u for r in runs for u in r.units], bpe, base.time_model if base else None)
     non_phase = fit_non_phase(runs, base.non_phase if base else None)
     notes += phases.notes + non_phase.notes
@@ -132,7 +130,7 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
             "fitted_kinds": phases.fitted_kinds,
             "unit_errors": phases.unit_errors,
             "fitted_coefficients": non_phase.fitted,
-            "core_share": {"typical": typical, "runs": shares},
+            "core_share": {"typical": typical, "runs": shares, "startups": starts},
             "breakdown": rows,
             "notes": notes,
         },
@@ -142,6 +140,18 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
         raise UserError(f"the runs hold no {', '.join(missing)} call to fit on and no base profile gives one: "
                         "add --profile BASE (e.g. a sweep's profile)")
     return data, notes
+
+
+def share_note(typical: float, shares: dict[str, float | None], starts: dict[str, list[float | None]]) -> str:
+    """What the share every fitted time was put at is, and how each part of it was measured."""
+    known = [v for v in shares.values() if v is not None]
+    started = [v for values in starts.values() for v in values if v is not None]
+    startups = (f"; each start-up's, its process's CPU seconds over its start to its first line: {min(started):.2f} "
+                f"to {max(started):.2f}" if started else "")
+    return (f"every time (phase calls, steps and start-ups) put at the runs' typical share of a core, {typical:.2f}, "
+            "the one share plans assume: the median of each run's timed steps' share (CPU seconds per thread over "
+            f"wall seconds, start-up apart: {min(known):.2f} to {max(known):.2f}{startups}); other processes on the "
+            "machine slow a run down, which must not pass for slower work")
 
 
 def run_from_runs(folders: list[str], *, out_dir: str | None, base_path: str | None, command: str,

@@ -246,22 +246,21 @@ def _cpu(line: dict[str, Any], device: str) -> tuple[float, int] | None:
 
 
 def at_typical_share(runs: list[RunTiming]) -> tuple[list[RunTiming], float | None]:
-    """The runs with their timings scaled to the typical (median) share of a core the runs had (a process that had
-    half a core took twice as long): a run's phase calls and steps by its own share over the runs' typical one, a
-    start-up (with the first line's own work within it) by its share over the start-ups' typical one; timings whose
-    share is unknown are kept as they are. The runs' typical share, or None when no run records one."""
+    """The runs with their timings scaled to the typical (median) share of a core the runs' timed steps had (a
+    process that had half a core took twice as long): a run's phase calls and steps by its own share over the
+    typical one, a start-up (with the first line's own work within it) by the start-up's own share over the same
+    typical one, so that every term of the profile assumes the one share it records; timings whose share is
+    unknown are kept as they are. The runs' typical share, or None when no run records one."""
     shares = [r.core_share for r in runs if r.core_share is not None]
     if not shares:
         return runs, None
     typical = statistics.median(shares)
-    starts = [s.core_share for r in runs for s in r.startups if s.core_share]
-    typical_start = statistics.median(starts) if starts else None
     out = []
     for run in runs:
         f = run.core_share / typical if run.core_share is not None else 1.0
         startups = []
         for s in run.startups:
-            g = s.core_share / typical_start if s.core_share and typical_start else 1.0
+            g = s.core_share / typical if s.core_share else 1.0
             startups.append(replace(s, seconds=s.seconds * g, first=_scaled(s.first, g)))
         out.append(replace(run, units=[replace(u, seconds=u.seconds * f) for u in run.units],
                            rounds=[_scaled(r, f) for r in run.rounds], startups=startups))
