@@ -122,3 +122,11 @@ def test_the_start_up_is_put_at_the_share_the_profile_records(tmp_path):
     true_startup = TRUE_OUTSIDE["startup"]["seconds"] / 0.75
     assert profile["non_phase"]["startup"]["seconds"] == pytest.approx(true_startup, rel=0.03)
     assert profile["fit_from_runs"]["core_share"]["startups"] == {"a": [pytest.approx(0.25)], "b": [1.0]}
+
+
+def test_the_fit_report_says_its_core_shares_are_over_the_timed_steps(tmp_path, shared):
+    out = tmp_path / "cal"
+    cli("calibrate", "--from-runs", *map(str, shared), "--out", str(out), check=True)
+    report = (out / "report.md").read_text()
+    assert "(core: the run's own over its timed steps, start-up apart: CPU seconds per thread over wall seconds)" \
+        in report

@@ -344,7 +344,9 @@ def test_the_run_report_puts_the_plan_time_beside_the_measured_one():
     wanted = sum(v for k, v in s.items() if k != "shutdown")
     assert rows["wall: start to summary"][3] == f"{20.0 / wanted:.2f}"
     assert any("exit after the summary" in n for n in notes)
-    assert any("had 0.60 of its cores" in n and "assume 0.80" in n for n in notes)
+    assert any("had 0.60 of its cores over its whole process, start-up included" in n
+               and "assume 0.80 (its fit runs' typical share over their timed steps, start-up apart)" in n
+               for n in notes)
     unpriced = RunSummary.from_data({**summary.to_data(), "plan": None, "measured_flops": flops})
     tables, notes = run_tables(unpriced)
     assert tables[1].columns == ["time", "measured"] and any("FLOP meter" in n for n in notes)

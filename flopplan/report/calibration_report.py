@@ -212,7 +212,8 @@ def _pct(part: float, whole: float) -> str:
 
 def breakdown_table(rows: list[dict[str, Any]]) -> Table:
     table = Table("Where each run's time went (timed steps; start-up apart): wall = phases (measured) + outside "
-                  "the phases (modelled) + remainder; times at the runs' typical share of a core (core: the run's own)",
+                  "the phases (modelled) + remainder; times at the runs' typical share of a core (core: the run's "
+                  "own over its timed steps, start-up apart: CPU seconds per thread over wall seconds)",
                   ["run", "core", "steps", "wall s", "phases s", "phases predicted s", "outside modelled s",
                    "remainder s", "start-up s", "start-up modelled s"], align="lrrrrrrrrr")
     for r in rows:

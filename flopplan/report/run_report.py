@@ -106,9 +106,11 @@ def time_table(summary: RunSummary) -> tuple[list[Table], list[str]]:
     table.align = "l" + "r" * (len(table.columns) - 1)
     notes = []
     if s.core_share is not None:
-        assumed = f"; the profile's times assume {plan.core_share:.2f}" if plan and plan.core_share else ""
-        notes.append(f"the run had {s.core_share:.2f} of its cores (CPU seconds over wall seconds; other processes "
-                     f"took the rest){assumed}")
+        assumed = (f"; the profile's times assume {plan.core_share:.2f} (its fit runs' typical share over their "
+                   "timed steps, start-up apart)" if plan and plan.core_share else "")
+        notes.append(f"the run had {s.core_share:.2f} of its cores over its whole process, start-up included (the "
+                     "last process's CPU seconds per thread over its wall seconds; other processes took the rest)"
+                     f"{assumed}")
     if s.measured_flops is not None:
         notes.append("timed under the FLOP meter (--measure-flops): its times include the meter's own work; time "
                      "a run without it to compare with a plan, or to calibrate on")
