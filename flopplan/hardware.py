@@ -110,6 +110,8 @@ class Profile:
     # a CPU profile from runs: the share of a core its times assume
     core_share: float | None = field(default=None, metadata=serial.spec(omit=True, check=serial.Check(
         lambda v: 0 < v <= 1, "a share of a core in (0, 1]")))
+    # a calibrated profile: its error and how it was measured (read from its fit's diagnostics: stated_error)
+    stated_error: str | None = field(default=None, metadata=serial.spec(omit=True))
 
     def extrapolation_note(self, params: int) -> str | None:
         """A warning when a calibrated profile prices a model far outside the sizes it was fitted on."""
@@ -184,7 +186,9 @@ class Profile:
                     f"roofline at {decode['bandwidth'] / 1e12:.2f} TB/s effective{price})")
         if self.time_model is not None:
             outside = f"; outside the phases: {', '.join(self.non_phase)}" if self.non_phase else ""
-            return f"{self.device} ({self.source}; fitted time model for {', '.join(self.time_model)}{outside}{price})"
+            error = f"; {self.stated_error}" if self.stated_error else ""
+            return (f"{self.device} ({self.source}; fitted time model for {', '.join(self.time_model)}{outside}"
+                    f"{price}{error})")
         effs = ", ".join(f"{k} {100 * v:.0f}%" for k, v in self.efficiency.items())
         return f"{self.device} ({self.source}: peak {self.peak_flops / 1e12:.0f} TFLOP/s bf16; {effs}{price})"
 
@@ -261,10 +265,39 @@ def profile_from_data(data: Any, where: str, price_per_hour: float | None = None
     if "efficiency" not in body:
         raise UserError(f"{where} is malformed: needs a positive peak_flops and an efficiency per kind of work")
     body.setdefault("source", source)
+    if "stated_error" not in body and (error := stated_error(body)):
+        body["stated_error"] = error
     if price_per_hour is not None:
         body["price_per_hour"] = price_per_hour
     profile: Profile = serial.from_data(Profile, body, where, other_keys=True)
     return profile
+
+
+def stated_error(body: dict[str, Any]) -> str | None:
+    """A calibrated profile's error, from its fit's diagnostics, and how it was measured: a sweep's on its
+    held-out points, a fit from runs' on each run's calls predicted by a fit on the other runs where it has that
+    (else on the calls it was fitted on: in-sample). None where the diagnostics say nothing (a hand-written
+    profile); the figures are the phase calls' only (not the time outside the phases)."""
+    def medians(errors: Any) -> str | None:
+        if not isinstance(errors, dict):
+            return None
+        values = [(k, float(e["median"])) for k, e in errors.items()
+                  if isinstance(e, dict) and is_number(e.get("median"))]
+        return ", ".join(f"{k} {100 * v:.0f} %" for k, v in values) or None
+
+    runs = body.get("fit_from_runs")
+    if isinstance(runs, dict):
+        held, own = medians(runs.get("held_out_errors")), medians(runs.get("unit_errors"))
+        if held:
+            return f"phase calls' median abs. error held out, each fit run predicted by a fit on the others: {held}"
+        if own:
+            return f"phase calls' median abs. error in-sample, on the calls it was fitted on (none held out): {own}"
+    sweep = body.get("fit")
+    if isinstance(sweep, dict):
+        held = medians({k: v.get("heldout_error") for k, v in sweep.items() if isinstance(v, dict)})
+        if held:
+            return f"median abs. error on sweep points held out of the fit: {held}"
+    return None
 
 
 def _efficiency(data: Any, where: str) -> dict[str, float]:

@@ -130,3 +130,43 @@ def test_the_fit_report_says_its_core_shares_are_over_the_timed_steps(tmp_path, 
     report = (out / "report.md").read_text()
     assert "(core: the run's own over its timed steps, start-up apart: CPU seconds per thread over wall seconds)" \
         in report
+
+
+def test_the_phase_error_is_held_out_run_by_run_and_plans_state_it(tmp_path, shared):
+    """Two runs: each one's calls are predicted by the model fitted on the other alone (priced here by the
+    planner's own call_seconds, not the fit's code), and that figure, labelled held out, reaches the report, the
+    notes and the plan's time table; a profile fitted on one run says its error is in-sample."""
+    import statistics
+
+    from flopplan.calibrate.fit_runs import fit_phases
+    from flopplan.calibrate.runs import at_typical_share, read_runs
+    from flopplan.timing import call_seconds
+
+    out = tmp_path / "cal"
+    result = cli("calibrate", "--from-runs", *map(str, shared), "--out", str(out), check=True)
+    profile = json.loads((out / "profile.json").read_text())
+    runs, _ = at_typical_share(read_runs([str(r) for r in shared])[0])  # as the fit sees them
+    errors: dict[str, list[float]] = {}
+    for held, other in ((runs[0], runs[1]), (runs[1], runs[0])):
+        model = fit_phases(other.units, 4.0, hold_out=False).time_model
+        for unit in held.units:
+            seconds = sum(call_seconds(model[k]["form"], model[k], call, 4.0) for k, call in unit.calls)
+            errors.setdefault(unit.unit, []).append(abs(seconds / unit.seconds - 1))
+    held_out = profile["fit_from_runs"]["held_out_errors"]
+    assert set(held_out) == set(errors)
+    for unit, values in errors.items():
+        assert held_out[unit]["median"] == pytest.approx(statistics.median(values), rel=1e-6)
+        assert held_out[unit]["units"] == len(values) and held_out[unit]["runs"] == 2
+    assert "held-out median abs. error per unit, each of the 2 runs predicted by a fit on the others" in \
+        (out / "report.md").read_text()
+    assert "in-sample median abs. error per unit, on the calls it was fitted on" in (out / "report.md").read_text()
+    assert "phase calls' median abs. error held out" in " ".join(result.stdout.split())
+    plan = cli("plan", "--model", "tiny", "--budget", "1e14", "--profile", str(out / "profile.json"), check=True)
+    assert "median abs. error held out, each fit run predicted by a fit on the others" in " ".join(plan.stdout.split())
+
+    one = tmp_path / "one"
+    result = cli("calibrate", "--from-runs", str(shared[0]), "--out", str(one), check=True)
+    assert "one run: nothing held out" in " ".join(result.stdout.split())
+    plan = cli("plan", "--model", "tiny", "--budget", "1e14", "--profile", str(one / "profile.json"), check=True)
+    assert "median abs. error in-sample, on the calls it was fitted on (none held out)" in \
+        " ".join(plan.stdout.split())

@@ -144,11 +144,50 @@ class PhaseFit:
     tokens: dict[str, list[float]]  # kind -> [fewest, most] tokens in flight per call fitted on
     predicted: dict[tuple[str, int], float]  # (run, step) -> predicted seconds of its phase calls
     notes: list[str] = field(default_factory=list)
+    # unit -> median / max relative error of each run's units predicted by a fit on the other runs (None: one run)
+    held_out_errors: dict[str, dict[str, float]] | None = None
+
+
+def units_seconds(units: list[TimedUnit], time_model: dict[str, dict[str, Any]],
+                  bytes_per_element: float) -> list[float | None]:
+    """Each unit's seconds as ``time_model`` prices its calls (None for a unit with a kind the model lacks)."""
+    out: list[float | None] = []
+    for unit in units:
+        if any(kind not in time_model for kind, _ in unit.calls):
+            out.append(None)
+            continue
+        total = 0.0
+        for kind, call in unit.calls:
+            calls = _Calls()
+            calls.add(0, call)
+            total += float(kind_seconds(kind, time_model[kind], calls.arrays(), bytes_per_element).sum())
+        out.append(total)
+    return out
+
+
+def leave_one_run_out(units: list[TimedUnit], bytes_per_element: float,
+                      base: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, float]] | None:
+    """The error of each run's units predicted by the model fitted on the other runs' units alone (held out:
+    relative, absolute; per unit, the median and max over every run's units and how many), or None with fewer
+    than two runs."""
+    runs = sorted({u.run for u in units})
+    if len(runs) < 2:
+        return None
+    by_unit: dict[str, list[float]] = {}
+    for run in runs:
+        held = [u for u in units if u.run == run]
+        model = fit_phases([u for u in units if u.run != run], bytes_per_element, base, hold_out=False).time_model
+        for unit, seconds in zip(held, units_seconds(held, model, bytes_per_element), strict=True):
+            if seconds is not None:
+                by_unit.setdefault(unit.unit, []).append(abs(seconds / unit.seconds - 1))
+    return {u: {"median": statistics.median(e), "max": max(e), "units": len(e), "runs": len(runs)}
+            for u, e in by_unit.items()}
 
 
 def fit_phases(units: list[TimedUnit], bytes_per_element: float,
-               base: dict[str, dict[str, Any]] | None = None) -> PhaseFit:
-    """The time model of every kind of work, fitted jointly on the units of the runs."""
+               base: dict[str, dict[str, Any]] | None = None, hold_out: bool = True) -> PhaseFit:
+    """The time model of every kind of work, fitted jointly on the units of the runs; ``hold_out``: also the
+    error of each run's units predicted by a fit on the other runs (:func:`leave_one_run_out`)."""
     import numpy as np
     from scipy.optimize import least_squares
 
@@ -209,7 +248,7 @@ def fit_phases(units: list[TimedUnit], bytes_per_element: float,
     return PhaseFit(time_model, kinds,
                     {u: {"median": statistics.median(e), "max": max(e), "units": len(e)} for u, e in by_unit.items()},
                     {k: [float(arrays[k]["tokens"].min()), float(arrays[k]["tokens"].max())] for k in kinds},
-                    per_step, notes)
+                    per_step, notes, leave_one_run_out(units, bytes_per_element, base) if hold_out else None)
 
 
 KIN = {"forward": "prefill", "prefill": "forward", "train": "forward", "decode": None}

@@ -94,6 +94,7 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
     phases = fit_phases([u for r in runs for u in r.units], bpe, base.time_model if base else None)
     non_phase = fit_non_phase(runs, base.non_phase if base else None)
     notes += phases.notes + non_phase.notes
+    notes.append(phase_error_note(phases.unit_errors, phases.held_out_errors))
     if shutdown is not None:
         non_phase.coefficients["shutdown"] = {"seconds": shutdown}
         non_phase.fitted.append("shutdown.seconds")
@@ -129,6 +130,7 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
             "base_profile": base.source if base else None,
             "fitted_kinds": phases.fitted_kinds,
             "unit_errors": phases.unit_errors,
+            "held_out_errors": phases.held_out_errors,
             "fitted_coefficients": non_phase.fitted,
             "core_share": {"typical": typical, "runs": shares, "startups": starts},
             "breakdown": rows,
@@ -140,6 +142,22 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
         raise UserError(f"the runs hold no {', '.join(missing)} call to fit on and no base profile gives one: "
                         "add --profile BASE (e.g. a sweep's profile)")
     return data, notes
+
+
+def phase_error_note(in_sample: dict[str, dict[str, float]],
+                     held_out: dict[str, dict[str, float]] | None) -> str:
+    """How far the fitted phase models are from the runs' calls, saying on which calls that was measured."""
+    def text(errors: dict[str, dict[str, float]]) -> str:
+        return ", ".join(f"{u} {100 * e['median']:.1f} % (max {100 * e['max']:.0f} %, {e['units']} calls)"
+                         for u, e in errors.items())
+
+    own = f"in-sample (on the calls it was fitted on): {text(in_sample)}"
+    if not held_out:
+        return (f"phase calls' median abs. error {own}; one run: nothing held out, so this understates the error "
+                "on another run (fit on several runs for a held-out figure)")
+    runs = next(iter(held_out.values()))["runs"]
+    return (f"phase calls' median abs. error held out (each of the {runs:.0f} runs' calls predicted by a fit on the "
+            f"other runs): {text(held_out)}; {own}")
 
 
 def share_note(typical: float, shares: dict[str, float | None], starts: dict[str, list[float | None]]) -> str:

@@ -181,11 +181,22 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
     return table
 
 
+def _errors(errors: dict[str, dict[str, float]]) -> str:
+    return ", ".join(f"{unit} {100 * e['median']:.1f} % (max {100 * e['max']:.0f} %, {e['units']} calls)"
+                     for unit, e in errors.items())
+
+
 def run_phase_table(time_model: dict[str, dict[str, Any]], fitted: list[str],
-                    unit_errors: dict[str, dict[str, float]], source: str = "the runs' phase calls") -> Table:
-    errors = ", ".join(f"{unit} {100 * e['median']:.1f} % (max {100 * e['max']:.0f} %, {e['units']} calls)"
-                       for unit, e in unit_errors.items())
-    table = Table(f"Time model per kind of work, fitted on {source} (median abs. error per unit: {errors})",
+                    unit_errors: dict[str, dict[str, float]], source: str = "the runs' phase calls",
+                    held_out: dict[str, dict[str, float]] | None = None) -> Table:
+    """The fitted phase models, titled with their errors: ``held_out`` (each run predicted by a fit on the other
+    runs) where there is one, and the in-sample ``unit_errors`` (the calls the model was fitted on)."""
+    errors = f"in-sample median abs. error per unit, on the calls it was fitted on: {_errors(unit_errors)}"
+    if held_out:
+        runs = next(iter(held_out.values()))["runs"]
+        errors = (f"held-out median abs. error per unit, each of the {runs:.0f} runs predicted by a fit on the "
+                  f"others: {_errors(held_out)}; {errors}")
+    table = Table(f"Time model per kind of work, fitted on {source} ({errors})",
                   ["kind", "form", "parameters", "from"], align="llll")
     for kind, f in time_model.items():
         table.rows.append([kind, f["form"], parameters_text(f), "fitted" if kind in fitted else "base / kin"])
@@ -239,7 +250,7 @@ def write_runs_report(out_dir: Path, profile: dict[str, Any], command: str) -> P
              f"- profile: `profile.json` (use it: `flopplan plan --profile {out_dir}/profile.json --gpu-hours 1`)",
              ""]
     tables = [runs_table(fit["runs"]), run_phase_table(profile["time_model"], fit["fitted_kinds"],
-                                                       fit["unit_errors"]),
+                                                       fit["unit_errors"], held_out=fit.get("held_out_errors")),
               non_phase_table(profile["non_phase"], fit["fitted_coefficients"]), breakdown_table(fit["breakdown"])]
     text = "\n".join(lines) + to_markdown(tables, command)
     if fit["notes"]:
