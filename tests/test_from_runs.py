@@ -170,3 +170,21 @@ def test_the_phase_error_is_held_out_run_by_run_and_plans_state_it(tmp_path, sha
     plan = cli("plan", "--model", "tiny", "--budget", "1e14", "--profile", str(one / "profile.json"), check=True)
     assert "median abs. error in-sample, on the calls it was fitted on (none held out)" in \
         " ".join(plan.stdout.split())
+
+
+def test_parameters_left_at_their_seed_are_not_reported_as_fitted(tmp_path, shared):
+    """One run: its decode bandwidth cannot move from the seed (1e10 B/s) and the report must not call it
+    fitted; its update calls all have one shape (its evaluations give prefill and decode a second), and the
+    warning says so for train alone."""
+    from flopplan.calibrate.fit_runs import SEED_BANDWIDTH
+
+    out = tmp_path / "one"
+    result = cli("calibrate", "--from-runs", str(shared[0]), "--out", str(out), check=True)
+    profile = json.loads((out / "profile.json").read_text())
+    at_seed = profile["time_model"]["decode"]["bandwidth"] == pytest.approx(SEED_BANDWIDTH, rel=1e-6)
+    assert at_seed and profile["fit_from_runs"]["identified"]["decode"]["bandwidth"] == "at its start"
+    row = next(line for line in (out / "report.md").read_text().splitlines() if line.startswith("| decode |"))
+    assert "bandwidth at its start" in row and "all identified" not in row
+    text = " ".join(result.stdout.split())
+    assert "train: every call fitted on had" in text and "(one shape)" in text
+    assert "prefill: every call fitted on had" not in text and "decode: every call fitted on had" not in text

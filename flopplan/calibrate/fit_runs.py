@@ -146,6 +146,8 @@ class PhaseFit:
     notes: list[str] = field(default_factory=list)
     # unit -> median / max relative error of each run's units predicted by a fit on the other runs (None: one run)
     held_out_errors: dict[str, dict[str, float]] | None = None
+    # kind -> parameter -> "identified", "at its start" or "not identified" (:func:`_identified`)
+    identified: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def units_seconds(units: list[TimedUnit], time_model: dict[str, dict[str, Any]],
@@ -237,6 +239,7 @@ def fit_phases(units: list[TimedUnit], bytes_per_element: float,
 
     result = least_squares(residuals, x0, method="trf", max_nfev=5000)
     params = unpack(result.x)
+    identified = _identified(result, len(units), [(k, p) for k in kinds for p in names[k]], x0)
     errors = predicted(result.x) / seconds - 1
     time_model = {k: {"form": KIND_FORM[k], **params[k]} for k in kinds}
     notes = _fill_missing(time_model, base)
@@ -248,7 +251,36 @@ def fit_phases(units: list[TimedUnit], bytes_per_element: float,
     return PhaseFit(time_model, kinds,
                     {u: {"median": statistics.median(e), "max": max(e), "units": len(e)} for u, e in by_unit.items()},
                     {k: [float(arrays[k]["tokens"].min()), float(arrays[k]["tokens"].max())] for k in kinds},
-                    per_step, notes, leave_one_run_out(units, bytes_per_element, base) if hold_out else None)
+                    per_step, notes, leave_one_run_out(units, bytes_per_element, base) if hold_out else None,
+                    identified)
+
+
+IDENTIFIED = 0.5
+"""A fitted parameter is identified by the runs when the fit pins its log within this standard error (a factor
+e^0.5 ~ 1.65 either way), from the data alone: the Gauss-Newton covariance, residual variance x inverse of the
+Jacobian's J^T J at the solution (the prior's rows left out, so what only the prior holds is not identified)."""
+
+
+def _identified(result: Any, n_units: int, names: list[tuple[str, str]], x0: Any) -> dict[str, dict[str, str]]:
+    """kind -> parameter -> "identified", or why not ("at its start": the data did not move it; "not identified":
+    the data leave it free within more than :data:`IDENTIFIED`), from the least-squares result."""
+    import numpy as np
+
+    jac = np.asarray(result.jac)[:n_units]
+    data = np.asarray(result.fun)[:n_units]
+    variance = max(float(data @ data) / max(n_units - len(names), 1), 1e-6)
+    info = jac.T @ jac
+    out: dict[str, dict[str, str]] = {}
+    for j, (kind, name) in enumerate(names):
+        others = [i for i in range(len(names)) if i != j]
+        # the information on parameter j once the others are fitted too (its Schur complement)
+        conditional = info[j, j] - (info[j, others] @ np.linalg.pinv(info[np.ix_(others, others)]) @ info[others, j]
+                                    if others else 0.0)
+        std = math.sqrt(variance / conditional) if conditional > 0 else math.inf
+        moved = abs(float(result.x[j] - x0[j])) > 1e-3
+        out.setdefault(kind, {})[name] = ("identified" if std < IDENTIFIED and moved else
+                                          "at its start" if not moved else "not identified")
+    return out
 
 
 KIN = {"forward": "prefill", "prefill": "forward", "train": "forward", "decode": None}

@@ -95,6 +95,7 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
     non_phase = fit_non_phase(runs, base.non_phase if base else None)
     notes += phases.notes + non_phase.notes
     notes.append(phase_error_note(phases.unit_errors, phases.held_out_errors))
+    notes += identification_notes(phases.identified, phases.tokens)
     if shutdown is not None:
         non_phase.coefficients["shutdown"] = {"seconds": shutdown}
         non_phase.fitted.append("shutdown.seconds")
@@ -131,6 +132,7 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
             "fitted_kinds": phases.fitted_kinds,
             "unit_errors": phases.unit_errors,
             "held_out_errors": phases.held_out_errors,
+            "identified": phases.identified,
             "fitted_coefficients": non_phase.fitted,
             "core_share": {"typical": typical, "runs": shares, "startups": starts},
             "breakdown": rows,
@@ -142,6 +144,21 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
         raise UserError(f"the runs hold no {', '.join(missing)} call to fit on and no base profile gives one: "
                         "add --profile BASE (e.g. a sweep's profile)")
     return data, notes
+
+
+def identification_notes(identified: dict[str, dict[str, str]], tokens: dict[str, list[float]]) -> list[str]:
+    """A warning per kind whose calls all had one shape (its saturation and overheads cannot be told from its
+    throughput), and one naming the parameters the runs did not identify (they stay near their starting values:
+    the base profile's, or the seed's)."""
+    notes = [f"{kind}: every call fitted on had {lo:,.0f} tokens in flight (one shape): its saturation and "
+             "overheads cannot be told from its throughput; fit on runs of several shapes"
+             for kind, (lo, hi) in tokens.items() if lo == hi]
+    loose = [f"{kind} {name} ({why})" for kind, names in identified.items() for name, why in names.items()
+             if why != "identified"]
+    if loose:
+        notes.append("phase-model parameters the runs do not identify (kept near their starting values, the base "
+                     "profile's or the seed's; see 'from' in the report): " + ", ".join(loose))
+    return notes
 
 
 def phase_error_note(in_sample: dict[str, dict[str, float]],

@@ -188,7 +188,8 @@ def _errors(errors: dict[str, dict[str, float]]) -> str:
 
 def run_phase_table(time_model: dict[str, dict[str, Any]], fitted: list[str],
                     unit_errors: dict[str, dict[str, float]], source: str = "the runs' phase calls",
-                    held_out: dict[str, dict[str, float]] | None = None) -> Table:
+                    held_out: dict[str, dict[str, float]] | None = None,
+                    identified: dict[str, dict[str, str]] | None = None) -> Table:
     """The fitted phase models, titled with their errors: ``held_out`` (each run predicted by a fit on the other
     runs) where there is one, and the in-sample ``unit_errors`` (the calls the model was fitted on)."""
     errors = f"in-sample median abs. error per unit, on the calls it was fitted on: {_errors(unit_errors)}"
@@ -199,7 +200,11 @@ def run_phase_table(time_model: dict[str, dict[str, Any]], fitted: list[str],
     table = Table(f"Time model per kind of work, fitted on {source} ({errors})",
                   ["kind", "form", "parameters", "from"], align="llll")
     for kind, f in time_model.items():
-        table.rows.append([kind, f["form"], parameters_text(f), "fitted" if kind in fitted else "base / kin"])
+        source = "fitted" if kind in fitted else "base / kin"
+        loose = [f"{p} {why}" for p, why in (identified or {}).get(kind, {}).items() if why != "identified"]
+        if kind in fitted and identified is not None:
+            source = "fitted; not identified by the runs: " + ", ".join(loose) if loose else "fitted, all identified"
+        table.rows.append([kind, f["form"], parameters_text(f), source])
     return table
 
 
@@ -250,7 +255,8 @@ def write_runs_report(out_dir: Path, profile: dict[str, Any], command: str) -> P
              f"- profile: `profile.json` (use it: `flopplan plan --profile {out_dir}/profile.json --gpu-hours 1`)",
              ""]
     tables = [runs_table(fit["runs"]), run_phase_table(profile["time_model"], fit["fitted_kinds"],
-                                                       fit["unit_errors"], held_out=fit.get("held_out_errors")),
+                                                       fit["unit_errors"], held_out=fit.get("held_out_errors"),
+                                                       identified=fit.get("identified")),
               non_phase_table(profile["non_phase"], fit["fitted_coefficients"]), breakdown_table(fit["breakdown"])]
     text = "\n".join(lines) + to_markdown(tables, command)
     if fit["notes"]:
