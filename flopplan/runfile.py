@@ -125,6 +125,8 @@ class RunSummary:
     random_init_reward_model: bool = False
     conventions: dict[str, str] = field(default_factory=dict)
     device: str = ""
+    # the machine (measure.device.hardware_name: the GPU, or the CPU's model and threads); "" in older folders
+    hardware: str = field(default="", metadata=serial.spec(omit=True))
     dtype: str = ""
     engine: str = "builtin"
     # e.g. TRL's logged num_tokens against the meter's

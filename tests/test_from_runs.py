@@ -188,3 +188,31 @@ def test_parameters_left_at_their_seed_are_not_reported_as_fitted(tmp_path, shar
     text = " ".join(result.stdout.split())
     assert "train: every call fitted on had" in text and "(one shape)" in text
     assert "prefill: every call fitted on had" not in text and "decode: every call fitted on had" not in text
+
+
+def _on(folder, machine):
+    path = folder / "summary.json"
+    summary = json.loads(path.read_text())
+    if machine is None:
+        summary.pop("hardware", None)
+    else:
+        summary["hardware"] = machine
+    path.write_text(json.dumps(summary))
+    return folder
+
+
+def test_runs_of_different_machines_are_refused_and_unrecorded_ones_noted(tmp_path, shared):
+    """Run folders recorded only "device": "cpu", so runs made on two CPU models were fitted into one profile
+    without a word (a held-out user): the summary records the machine (the CPU's model and threads, or the GPU),
+    runs of different machines are refused in one line, and folders older than the record are noted."""
+    a = _on(copy(shared[0], tmp_path, "a"), "CPU AMD EPYC 7B13 (2 threads)")
+    b = _on(copy(shared[1], tmp_path, "b"), "CPU Intel Xeon Platinum 8480+ (2 threads)")
+    one_line_error(cli("calibrate", "--from-runs", str(a), str(b), "--out", str(tmp_path / "mixed")),
+                   "different machines")
+    assert not (tmp_path / "mixed" / "profile.json").exists()
+    _on(b, "CPU AMD EPYC 7B13 (2 threads)")
+    same = cli("calibrate", "--from-runs", str(a), str(b), "--out", str(tmp_path / "same"), "--json")
+    assert same.returncode == 0 and "record the machine" not in same.stdout, same.stderr
+    _on(b, None)
+    older = cli("calibrate", "--from-runs", str(a), str(b), "--out", str(tmp_path / "older"), "--json")
+    assert older.returncode == 0 and "b: its folder does not record the machine" in older.stdout, older.stdout

@@ -161,8 +161,8 @@ class PlanCalibration:
 def run_for_plan(plan_path: str, plan_model: str | None, device_name: str, *, repeats: int, out_dir: str | None,
                  base_path: str | None, command: str,
                  progress: Callable[[str, int, int], None] = lambda *_: None) -> PlanCalibration:
-    from flopplan.calibrate.run import device_name as describe_device
     from flopplan.measure.device import DevicePolicy
+    from flopplan.measure.device import hardware_name as describe_device
 
     entry = PlanFile.load(plan_path).select(plan_model)
     recipe = entry.recipe

@@ -81,6 +81,14 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
     devices = sorted({r.device for r in runs})
     if len(devices) > 1:
         raise UserError(f"the runs ran on different devices ({', '.join(devices)}): fit one profile per device")
+    machines = sorted({r.hardware for r in runs if r.hardware})
+    if len(machines) > 1:
+        raise UserError(f"the runs ran on different machines ({'; '.join(machines)}): fit one profile per machine "
+                        "(a CPU's threads are part of it)")
+    unknown = [r.name for r in runs if not r.hardware]
+    if unknown and len(runs) > 1:
+        notes.append(f"{', '.join(unknown)}: {'their folders do' if len(unknown) > 1 else 'its folder does'} not "
+                     "record the machine (older runs): that every run ran on one machine is taken, not checked")
     sizes = sorted({bytes_per_element(r.dtype) for r in runs})
     if len(sizes) > 1:
         raise UserError(f"the runs used different dtypes ({', '.join(sorted({r.dtype for r in runs}))}): fit one "

@@ -16,8 +16,8 @@ from flopplan import __version__
 from flopplan.calibrate.fit import KIND_FORM, Measurement, fit, holdout_indices
 from flopplan.calibrate.specs import spec_named, sweepable
 from flopplan.fileio import atomic_write_json, writable_folder
-from flopplan.hardware import PROFILE_VERSION, cpu_model
-from flopplan.measure.device import DevicePolicy
+from flopplan.hardware import PROFILE_VERSION
+from flopplan.measure.device import DevicePolicy, hardware_name
 from flopplan.measure.models import check_memory
 from flopplan.timing import PARAMETERS
 
@@ -32,12 +32,6 @@ def default_models(policy: DevicePolicy, quick: bool) -> list[str]:
     if policy.on_gpu:
         return list(GPU_MODELS)
     return list(QUICK_CPU_MODELS if quick else CPU_MODELS)
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"CPU {cpu_model()} ({torch.get_num_threads()} threads)"
 
 
 def profile_folder(device: str, quick: bool) -> Path:
@@ -58,7 +52,7 @@ def profile_data(policy: DevicePolicy, models: list[str], fits: dict[str, dict[s
     held = holdout_indices(measurements)
     return {
         "flopplan_profile_version": PROFILE_VERSION,
-        "device": device_name(device),
+        "device": hardware_name(device),
         "device_type": device.type,
         "dtype": policy.dtype_name,
         "attn_implementation": policy.attention,

@@ -106,6 +106,7 @@ class RunTiming:
     startups: list[TimedStartup] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     core_share: float | None = None  # of its timed steps: CPU seconds over wall seconds and threads (CPU runs)
+    hardware: str = ""  # the machine, as its summary records it ("" in folders older than the record)
 
     def describe(self) -> dict[str, Any]:
         r = self.recipe
@@ -152,7 +153,7 @@ def read_run(folder: str, name: str, summary: RunSummary) -> RunTiming:
         raise UserError(f"{str(Path(folder) / CONFIG)!r} is not a flopplan run config")
     recipe = Recipe.from_data(config["recipe"], f"run config {str(Path(folder) / CONFIG)!r}")
     run = RunTiming(name, str(folder), summary.model, summary.engine, summary.device, summary.dtype,
-                    summary.steps, recipe)
+                    summary.steps, recipe, hardware=summary.hardware)
     records, ledger_cut = _ledger(Path(folder) / LEDGER)
     ledger = {record.step: record for record in records}
     logged, metrics_cut = _log(Path(folder) / METRICS, "metrics")

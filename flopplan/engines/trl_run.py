@@ -34,7 +34,7 @@ from flopplan.grpo.data import read_template, trl_rows
 from flopplan.grpo.reward_funcs import RewardFuncs
 from flopplan.grpo.tasks import parse_task
 from flopplan.hardware import DATASHEETS
-from flopplan.measure.device import DevicePolicy
+from flopplan.measure.device import DevicePolicy, hardware_name
 from flopplan.measure.models import build_model
 from flopplan.projections import lora_modules
 from flopplan.runfile import PlanReference, RunSummary, last_complete_checkpoint
@@ -312,6 +312,6 @@ def _build(config: TrainConfig, folder: RunFolder, resume: bool) -> tuple[Any, A
     meter.summary_fields.update(
         chance=None if config.dataset else parse_task(config.task).chance, random_init_policy=not config.model_path,
         random_init_reward_model=r.reward.kind == "orm" and not config.reward_model_path,
-        device=str(policy.device), dtype=policy.dtype_name, final=None,
+        device=str(policy.device), hardware=hardware_name(policy.device), dtype=policy.dtype_name, final=None,
         plan=None if plan is None else PlanReference.of(plan))
     return trainer, meter, checkpoint

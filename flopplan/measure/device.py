@@ -23,6 +23,16 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def hardware_name(device: torch.device) -> str:
+    """The machine a device names, in the words a profile or a run folder records: the GPU's name, or the CPU's
+    model with the threads torch uses (``CPU AMD EPYC 7B13 (2 threads)``): runs of one name share one time model."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    from flopplan.hardware import cpu_model
+
+    return f"CPU {cpu_model()} ({torch.get_num_threads()} threads)"
+
+
 @dataclass(frozen=True)
 class DevicePolicy:
     """bf16 weights and SDPA attention on a GPU; float32 and eager attention on the CPU, where FlopCounterMode

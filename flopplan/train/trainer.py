@@ -39,6 +39,7 @@ from flopplan.grpo.reward_funcs import RewardFuncs, format_bonus
 from flopplan.grpo.tasks import Problem
 from flopplan.guard import Guard, metrics_line
 from flopplan.ledger import Ledger, PhaseCharge
+from flopplan.measure.device import hardware_name
 from flopplan.measure.models import recommended_threads
 from flopplan.measure.timer import ProcessClock
 from flopplan.passes import RoundLengths, RoundShape, step_passes
@@ -492,6 +493,6 @@ class Trainer:
             chance=self.data.chance, random_init_policy=self.random_policy,
             random_init_reward_model=bool(self.reward_model and self.reward_model.random_init),
             conventions={"attention": self.conv.attention, "attention_kernel": self.conv.attention_kernel},
-            device=str(self.device), dtype=self.precision.describe(),
+            device=str(self.device), hardware=hardware_name(self.device), dtype=self.precision.describe(),
             plan=None if plan is None else PlanReference.of(plan), wall_seconds=self.clock.wall(),
             core_share=self.clock.core_share(torch.get_num_threads()) if self.device.type == "cpu" else None)
