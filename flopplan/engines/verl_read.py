@@ -9,7 +9,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from flopplan.engines.hydra import parse_value
+from flopplan.engines.hydra import parse_override, parse_value
 from flopplan.engines.verl_keys import VERL_VERSION, verl_keys, verl_leaves
 from flopplan.errors import UserError, is_int, is_number
 from flopplan.fileio import read_text
@@ -72,7 +72,7 @@ class VerlConfig:
         return value
 
     def num(self, key: str) -> float:
-        if not is_number(value := parse_value(v) if isinstance(v := self.get(key), str) else v):
+        if not is_number(value := _number(v) if isinstance(v := self.get(key), str) else v):
             raise UserError(f"{key} must be a number, not {v!r}")
         return float(value)
 
@@ -94,11 +94,20 @@ class VerlConfig:
         return self.whole(M + "lora_rank")
 
 
+def _number(text: str) -> Any:
+    """A YAML dump's number PyYAML left as text (``1e-3``), read as OmegaConf reads it; else the text."""
+    try:
+        return parse_value(text)
+    except UserError:
+        return text
+
+
 def read_overrides(path: str | Path) -> dict[str, Any]:
     """A verl config file as dotted key -> value: YAML (``.yaml``/``.yml``: a full config such as a run's
-    ``.hydra/config.yaml``), else Hydra overrides, one ``key=value`` a line (``#`` comments, shell quoting). A YAML
-    key verl's config lacks is refused, unless it lies under one of verl's leaves (``model.override_config: {}``,
-    a null): such a key, which a run added with ``+``, comes back as ``++key`` (set whether or not it exists)."""
+    ``.hydra/config.yaml``), else Hydra overrides, ``key=value`` (``#`` comments, shell quoting) read with Hydra's
+    grammar (:mod:`flopplan.engines.hydra`). A YAML key verl's config lacks is refused, unless it lies under one
+    of verl's leaves (``model.override_config: {}``, a null): such a key, which a run added with ``+``, comes back
+    as ``++key`` (set whether or not it exists)."""
     path, text = Path(path), read_text(path, "verl config")
     if path.suffix in (".yaml", ".yml"):
         import yaml
@@ -119,11 +128,12 @@ def read_overrides(path: str | Path) -> dict[str, Any]:
             tokens = shlex.split(line.strip().removesuffix("\\"), comments=True)
         except ValueError as exc:
             raise UserError(f"{path}:{number}: {exc}") from None
-        for key, sep, value in (token.partition("=") for token in tokens):
-            if not sep or not key:
-                shown = f"{key[:80]!r}{' ...' if len(key) > 80 else ''}"  # a whole file on one line stays short
-                raise UserError(f"{path}:{number}: not a key=value override: {shown}")
-            out[key] = parse_value(value)
+        for token in tokens:
+            try:
+                override = parse_override(token)
+            except UserError as exc:
+                raise UserError(f"{path}:{number}: {exc}") from None
+            out[override.prefix + override.key] = override.value
     return out
 
 

@@ -1,0 +1,92 @@
+"""A verl overrides file read as Hydra's compose reads it: values in Hydra's override grammar (hydra-core 1.3:
+``hydra/grammar/OverrideLexer.g4``, ``OverrideParser.g4``, ``core/override_parser/overrides_visitor.py``), not YAML.
+Every expected value here is what hydra-core's ``OverridesParser`` or ``compose`` over verl 0.9.1's
+``ppo_trainer.yaml`` gave for the same text (a held-out user's reproductions)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from test_verl import BASE_OVERRIDES, RM
+
+from flopplan.engines.hydra import format_override, parse_override, parse_value
+from flopplan.engines.verl import recipe_from_verl
+from flopplan.errors import UserError
+
+
+def overrides_file(tmp_path, *lines: str, base: dict | None = None):
+    path = tmp_path / "run.txt"
+    path.write_text("\n".join([*(format_override(k, v) for k, v in (BASE_OVERRIDES if base is None else base)
+                                 .items()), *lines]) + "\n", encoding="utf-8")
+    return path
+
+
+# -- values: Hydra's grammar ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("off", "off"), ("no", "no"), ("yes", "yes"), ("on", "on"),  # YAML 1.1 bools; ID to Hydra: strings
+    ("010", "010"), ("0x10", "0x10"), ("1__0", "1__0"), ("1.0.0", "1.0.0"),  # INT has no leading 0: two tokens
+    ("", ""),  # key= : the empty string (overrides_visitor.py:170-172)
+    ("tRuE", True), ("FALSE", False), ("nUll", None),  # BOOL and NULL are case-insensitive
+    ("1_000", 1000), ("+5", 5), ("-3", -3), ("1e-3", 0.001), ("1E5", 1e5), (".5", 0.5), ("5.", 5.0),
+    ("1e5_0", 1e50), ("-inf", -math.inf), ("infinity", "infinity"),
+    ('"a\\"b"', 'a"b'), ("'x y'", "x y"), ("'abc\\\\'", "abc\\"), ("a\\,b", "a,b"), ("a b", "a b"), (" 3 ", 3),
+    ("foo:bar", "foo:bar"), ("${oc.env:X,1}", "${oc.env:X,1}"), ("path/to-x.py", "path/to-x.py"),
+    ("[1,[2,3],{b:c}]", [1, [2, 3], {"b": "c"}]), ("{x: 1, y: {z: true}}", {"x": 1, "y": {"z": True}}),
+    ("[ 'x' , 'y' ]", ["x", "y"]), ("{a:b:c}", {"a": "b:c"}), ("[]", []), ("{}", {}),
+])
+def test_values_read_as_hydras_override_grammar(text, value):
+    read = parse_value(text)
+    assert read == value and type(read) is type(value)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("console,wandb", "Ambiguous value"),  # a sweep: compose refuses it outside --multirun
+    ("~/models/x", "token recognition error at: '~'"), ("#x", "token recognition error at: '#'"),
+    ("a=b", "mismatched input '='"), ("[a,]", "mismatched input"), ("'x' ", "mismatched input"),
+    ("int(3)", "the function int"),  # Hydra evaluates it; flopplan asks for the value
+])
+def test_what_hydras_grammar_refuses_is_refused(text, message):
+    with pytest.raises(UserError, match=message):
+        parse_value(text)
+
+
+def test_override_prefixes_and_keys():
+    assert math.isnan(parse_value("NaN"))
+    assert parse_override("+a.b=3") == ("+", "a.b", 3)
+    assert parse_override("++a= 3") == ("++", "a", 3)
+    assert parse_override("~a") == ("~", "a", None)
+    for bad in ("+++a=3", "a b=1", "=3"):
+        with pytest.raises(UserError):
+            parse_override(bad)
+
+
+@pytest.mark.parametrize("value", ["~/models/x", "off", "010", "", "a,b", "tRuE", "é", "it's", "1e3", math.inf,
+                                   -math.inf, ["off", "a b"], "a\\"])
+def test_a_written_override_reads_back_as_the_value(value):
+    assert parse_override(format_override("k", value)).value == value
+
+
+# -- values in a file, as verl's keys receive them ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("algorithm.use_kl_in_reward=off", r"algorithm.use_kl_in_reward must be true or false, not 'off'"),
+    ("actor_rollout_ref.actor.ppo_epochs=010", r"actor_rollout_ref.actor.ppo_epochs must be an integer >= 1, not "
+                                               r"'010'"),
+    ("trainer.logger=console,wandb", r"run.txt:\d+: Ambiguous value .* in 'trainer.logger=console,wandb'"),
+])
+def test_a_file_value_is_what_hydra_composes(tmp_path, line, message):
+    with pytest.raises(UserError, match=message):
+        recipe_from_verl(overrides_file(tmp_path, line))
+
+
+def test_case_insensitive_bools_and_an_empty_path(tmp_path):
+    assert recipe_from_verl(overrides_file(tmp_path, "actor_rollout_ref.actor.use_kl_loss=tRuE",
+                                           "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8"))[0].beta > 0
+    # reward.custom_reward_function.path= is '' to Hydra, which verl treats as set (reward_loop.py:146)
+    orm = {k: v for k, v in BASE_OVERRIDES.items() if not k.startswith("reward.custom_reward_function")}
+    orm.update({RM + "enable": True, RM + "model_path": "Qwen/Qwen2.5-0.5B", RM + "rollout.name": "vllm"})
+    assert recipe_from_verl(overrides_file(tmp_path, base=orm))[0].reward.kind == "orm"
+    with pytest.raises(UserError, match=r"reward.custom_reward_function.path '' with reward.reward_model.enable"):
+        recipe_from_verl(overrides_file(tmp_path, "reward.custom_reward_function.path=", base=orm))
