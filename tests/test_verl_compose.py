@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from test_verl import BASE_OVERRIDES, RM
+from test_verl import BASE_OVERRIDES, RM, M
 
 from flopplan.engines.hydra import format_override, parse_override, parse_value
 from flopplan.engines.verl import recipe_from_verl
@@ -90,3 +90,53 @@ def test_case_insensitive_bools_and_an_empty_path(tmp_path):
     assert recipe_from_verl(overrides_file(tmp_path, base=orm))[0].reward.kind == "orm"
     with pytest.raises(UserError, match=r"reward.custom_reward_function.path '' with reward.reward_model.enable"):
         recipe_from_verl(overrides_file(tmp_path, "reward.custom_reward_function.path=", base=orm))
+
+
+# -- overrides applied in order, as compose applies them (hydra/_internal/config_loader_impl.py:336-390) ---------------
+
+A = "actor_rollout_ref.actor."
+
+
+@pytest.mark.parametrize(("lines", "field", "value"), [
+    # a section set as a mapping is merged into it (OmegaConf.update(merge=True)): Hydra composed these values
+    (["algorithm.rollout_correction={bypass_mode:true}"], "old_logprobs", "off"),  # bypass_mode = True
+    ([f"{A[:-1]}={{ppo_epochs:4}}"], "iterations", 4),  # ppo_epochs = 4
+    ([f"'{A[:-1]}={{ppo_epochs: 3, optim: {{lr: 2e-6}}}}'"], "iterations", 3),  # nested, shell-quoted
+    ([f"{A}ppo_epochs=2", f"++{A}ppo_epochs=3", f"{A}ppo_epochs=4"], "iterations", 4),  # the last value wins
+    ([f"{A}ppo_epochs=3", f"{A[:-1]}={{ppo_epochs:2}}"], "iterations", 2),
+    (["+trainer.my_tag=a", "trainer.my_tag=b"], "iterations", 1),  # the key exists after the append
+    (["+trainer.sec={a:1}", "+trainer.sec={b:1}"], "iterations", 1),  # + merges a mapping, even where one is
+])
+def test_overrides_apply_in_order_as_hydra_composes(tmp_path, lines, field, value):
+    assert getattr(recipe_from_verl(overrides_file(tmp_path, *lines))[0], field) == value
+
+
+def test_a_section_set_as_a_mapping_changes_the_trainer(tmp_path):
+    with pytest.raises(UserError, match=r"trainer.v1.trainer_mode 'colocate_async': flopplan prices the sync"):
+        recipe_from_verl(overrides_file(tmp_path, "trainer.v1={trainer_mode:colocate_async}"))
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    (["+trainer.my_tag=a", "+trainer.my_tag=b"], r"run.txt:\d+: .*Could not append to config. An item is already "
+                                                 r"at 'trainer.my_tag'"),
+    ([f"+{A}ppo_epochs=3"], rf"Could not append to config. An item is already at '{A}ppo_epochs'"),
+    (["trainer.v1={trainer_mod:x}"], r"Could not override 'trainer.v1'"),  # struct: the merged key must exist
+    (["+trainer.sec={a:1}", "trainer.sec={b:2}"], r"Could not override 'trainer.sec'"),
+    (["trainer.v1=null"], r"trainer.v1 is a section of verl's config"),  # compose: trainer_mode None
+    ([f"~{M}lora_rank"], r"flopplan does not read deletions"),
+    ([f"~{A}use_kl_loss=false"], r"flopplan does not read deletions"),
+])
+def test_what_compose_refuses_or_flopplan_cannot_follow_is_refused(tmp_path, lines, message):
+    with pytest.raises(UserError, match=message):
+        recipe_from_verl(overrides_file(tmp_path, *lines))
+
+
+def test_a_null_key_takes_an_append(tmp_path):
+    # select() is None for a null: +trainer.total_training_steps=5 composes 5 (config_loader_impl.py:370-373)
+    base = {k: v for k, v in BASE_OVERRIDES.items() if k != "trainer.total_training_steps"}
+    assert recipe_from_verl(overrides_file(tmp_path, "+trainer.total_training_steps=5", base=base))[1] == 5
+
+
+def test_a_mapping_of_overrides_applies_in_order_too():
+    assert recipe_from_verl({**BASE_OVERRIDES, "+trainer.my_tag": "a", "trainer.my_tag": "b"})[0].iterations == 1
+    assert recipe_from_verl({**BASE_OVERRIDES, A[:-1]: {"ppo_epochs": 3}})[0].iterations == 3

@@ -51,7 +51,7 @@ from flopplan.cost import step_cost
 from flopplan.engines.hydra import format_override
 from flopplan.engines.verl_keys import VERL_VERSION
 from flopplan.engines.verl_read import DEFAULTS as DEFAULTS  # re-exported: the defaults flopplan assumes
-from flopplan.engines.verl_read import MISSING, REF, RM, A, M, R, VerlConfig, check_keys, read_overrides, verl_lengths
+from flopplan.engines.verl_read import MISSING, REF, RM, A, M, R, VerlConfig, compose, read_overrides, verl_lengths
 from flopplan.errors import UserError, check_int
 from flopplan.lengths import Length
 from flopplan.passes import old_logprobs_run
@@ -80,10 +80,9 @@ def _rule(bad: bool, text: str, where: str) -> None:
 def check_verl_rules(overrides: dict[str, Any], *, known_keys: Collection[str] | None = None) -> None:
     """Refuse (UserError, in verl's words) what verl 0.9.1 rejects for GRPO on the FSDP actor: ``validate_config``
     (``utils/config.py:88-217``; no critic) and the dataclasses it builds, then what the workers assert; first the
-    keys, as Hydra's compose checks them (:func:`~flopplan.engines.verl_read.check_keys`; ``known_keys`` default:
+    keys, as Hydra's compose checks them (:func:`~flopplan.engines.verl_read.compose`; ``known_keys`` default:
     verl 0.9.1's). MoE router replay (``:74-85``) has no FSDP key: unchecked."""
-    check_keys(overrides, known_keys)
-    c = VerlConfig(overrides)
+    c = VerlConfig(compose(overrides.items(), known_keys))
     if c.get(A + "strategy") not in ("fsdp", "fsdp2"):
         raise UserError(f"{A}strategy {c.get(A + 'strategy')!r}: flopplan checks the FSDP actor (fsdp, fsdp2)")
     n_gpus = c.whole("trainer.n_gpus_per_node", 1) * c.whole("trainer.nnodes", 1)  # utils/config.py:101
@@ -300,7 +299,7 @@ def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | Non
     flopplan names for ``model.path``/``reward_model.model_path`` (default: those paths); lengths: default the
     maxima; ``conventions``: counting choices a config does not hold (``attention``, ...). Old log-probs ``on``
     unless bypass; head ``all``; LoRA rollouts priced merged (noted when verl does not merge)."""
-    data = read_overrides(overrides) if isinstance(overrides, (str, Path)) else dict(overrides)
+    data = read_overrides(overrides) if isinstance(overrides, (str, Path)) else compose(overrides.items())
     check_verl_rules(data)
     c = VerlConfig(data)
     batch, n, mini = c.whole("data.train_batch_size", 1), c.whole(R + "n", 1), c.whole(A + "ppo_mini_batch_size", 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -103,26 +103,15 @@ def _number(text: str) -> Any:
 
 
 def read_overrides(path: str | Path) -> dict[str, Any]:
-    """A verl config file as dotted key -> value: YAML (``.yaml``/``.yml``: a full config such as a run's
-    ``.hydra/config.yaml``), else Hydra overrides, ``key=value`` (``#`` comments, shell quoting) read with Hydra's
-    grammar (:mod:`flopplan.engines.hydra`). A YAML key verl's config lacks is refused, unless it lies under one
-    of verl's leaves (``model.override_config: {}``, a null): such a key, which a run added with ``+``, comes back
-    as ``++key`` (set whether or not it exists)."""
+    """A verl config file as dotted key -> value (:func:`compose`'s form): YAML (``.yaml``/``.yml``: a full config
+    such as a run's ``.hydra/config.yaml``), else Hydra overrides, ``key=value`` (``#`` comments, shell quoting),
+    read with Hydra's grammar (:mod:`flopplan.engines.hydra`) and applied in order as compose applies them. A YAML
+    key verl's config lacks is refused, unless it lies under one of verl's leaves (``model.override_config: {}``,
+    a null): such a key, which a run added with ``+``, comes back as ``++key`` (set whether or not it exists)."""
     path, text = Path(path), read_text(path, "verl config")
     if path.suffix in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise UserError(f"verl config {path}{where}: not valid YAML: {problem}") from None
-        if not isinstance(data, dict):
-            raise UserError(f"verl config {path}: the YAML is a {type(data).__name__}, not a mapping of verl's keys")
-        return {_yaml_key(key, path): value for key, value in _flatten(data).items()}
-    out: dict[str, Any] = {}
+        return {_yaml_key(key, path): value for key, value in _flatten(read_yaml(text, path)).items()}
+    composer = Composer()
     for number, line in enumerate(text.splitlines(), 1):
         try:
             tokens = shlex.split(line.strip().removesuffix("\\"), comments=True)
@@ -131,10 +120,26 @@ def read_overrides(path: str | Path) -> dict[str, Any]:
         for token in tokens:
             try:
                 override = parse_override(token)
+                composer.apply(override.prefix, override.key, override.value)
             except UserError as exc:
                 raise UserError(f"{path}:{number}: {exc}") from None
-            out[override.prefix + override.key] = override.value
-    return out
+    return composer.result()
+
+
+def read_yaml(text: str, path: Path) -> dict[str, Any]:
+    """A YAML verl config as a mapping."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"verl config {path}{where}: not valid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"verl config {path}: the YAML is a {type(data).__name__}, not a mapping of verl's keys")
+    return data
 
 
 def _yaml_key(key: str, path: Path) -> str:
@@ -151,22 +156,85 @@ def _flatten(node: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         value, dict) and value else {prefix + str(key): value}).items()}
 
 
-def check_keys(overrides: Collection[str], known: Collection[str] | None = None) -> None:
+_UNSET = object()
+
+
+class Composer:
+    """verl's config as Hydra's compose builds it from overrides applied in order (hydra/_internal/
+    config_loader_impl.py:336-390; verl's config is in struct mode): ``key=`` sets a key that exists (verl's, or one
+    added before) and merges a mapping into a section, keys checked; ``+key=`` adds a key where none is (or a null:
+    ``select`` is None) and merges a mapping or list anyway; ``++key=`` adds or sets; the last value of a key wins.
+    ``~key`` (delete) is refused. :meth:`result`: verl's keys bare, added ones as ``++key``."""
+
+    def __init__(self, known: Collection[str] | None = None) -> None:
+        self.known = verl_keys() if known is None else frozenset(known)
+        self.nodes = verl_keys() - verl_leaves() if known is None else frozenset(
+            key[:i] for key in self.known for i in range(len(key)) if key[i] == ".")
+        self.values: dict[str, Any] = {}
+
+    def exists(self, key: str) -> bool:
+        return key in self.known or key in self.nodes or key in self.values or any(
+            k.startswith(key + ".") for k in self.values)
+
+    def is_null(self, key: str) -> bool:
+        """``OmegaConf.select(cfg, key, throw_on_missing=False) is None`` where flopplan knows the value: an absent
+        key, a null or ``???`` (set, or a default of :data:`DEFAULTS`); verl's other keys are taken as set."""
+        if key in self.values:
+            return self.values[key] in (None, MISSING)
+        return not self.exists(key) or (key in DEFAULTS and DEFAULTS[key] in (None, MISSING))
+
+    def apply(self, prefix: str, key: str, value: Any = _UNSET) -> None:
+        if prefix == "~":
+            raise UserError(f"~{key}: flopplan does not read deletions (~key): give the config without the key")
+        if prefix not in ("", "+", "++") or not key or key.startswith("+"):
+            raise UserError(f"verl would reject this config: {prefix + key!r} is not a Hydra override key (Hydra "
+                            "compose)")
+        if prefix == "+" and not isinstance(value, (dict, list)) and not self.is_null(key):
+            raise UserError(f"verl would reject this config: Could not append to config. An item is already at "
+                            f"'{key}' (Hydra compose: +{key} adds a key; drop the + to set it, or ++ to force)")
+        if prefix == "" and not self.exists(key):
+            raise UserError(f"verl would reject this config: Could not override '{key}'. To append to your config use "
+                            f"+{key}=... (Hydra compose: {key} is not a key of verl {VERL_VERSION}'s config)")
+        if value is not _UNSET:
+            self._set(key, value, force=bool(prefix), top=key)
+
+    def _set(self, key: str, value: Any, *, force: bool, top: str) -> None:
+        section = key in self.nodes or any(k.startswith(key + ".") for k in self.values)
+        if isinstance(value, dict) and (section or value):
+            for sub, item in value.items():  # OmegaConf.update(merge=True): merged key by key
+                if not force and not self.exists(f"{key}.{sub}"):
+                    raise UserError(f"verl would reject this config: Could not override '{top}' ({top}={{...}} "
+                                    f"merges into the section, and {key}.{sub} is not a key of verl "
+                                    f"{VERL_VERSION}'s config; Hydra compose)")
+                self._set(f"{key}.{sub}", item, force=force, top=top)
+        elif section:
+            raise UserError(f"{key} is a section of verl's config: flopplan reads it set key by key ({key}.KEY=...) "
+                            f"or as a mapping ({key}={{KEY: ...}}), not as {value!r}")
+        else:
+            self.values.pop(key, None)  # keep the order of the last setting
+            self.values[key] = value
+
+    def result(self) -> dict[str, Any]:
+        return {key if key in self.known else "++" + key: value for key, value in self.values.items()}
+
+
+def compose(overrides: Iterable[tuple[str, Any]], known: Collection[str] | None = None) -> dict[str, Any]:
+    """``(key, value)`` pairs (``+``/``++`` prefixes on the key) applied in order by :class:`Composer`."""
+    composer = Composer(known)
+    for key, value in overrides:
+        plus = "~" if key.startswith("~") else key[:len(key) - len(key.lstrip("+"))]
+        composer.apply(plus, key[len(plus):], value)
+    return composer.result()
+
+
+def check_keys(overrides: Iterable[str], known: Collection[str] | None = None) -> None:
     """Refuse, as Hydra's compose does, ``key=`` for a key verl's config lacks and ``+key=`` (append) for one it has;
     ``++key=`` (force) always passes. ``known``: verl's keys (default :func:`verl_keys`: every node of the config in
     struct mode, so a key under an empty mapping such as ``model.override_config`` needs ``+`` too)."""
-    known = verl_keys() if known is None else known
+    composer = Composer(known)
     for key in overrides:
-        plus = len(key) - len(key.lstrip("+"))
-        bare = key[plus:]
-        if plus > 2 or not bare:
-            raise UserError(f"verl would reject this config: {key!r} is not a Hydra override key (Hydra compose)")
-        if plus == 1 and bare in known:
-            raise UserError(f"verl would reject this config: Could not append to config. An item is already at "
-                            f"'{bare}' (Hydra compose: +{bare} adds a key; drop the + to set it, or ++ to force)")
-        if plus == 0 and bare not in known:
-            raise UserError(f"verl would reject this config: Could not override '{bare}'. To append to your config use "
-                            f"+{bare}=... (Hydra compose: {bare} is not a key of verl {VERL_VERSION}'s config)")
+        plus = "~" if key.startswith("~") else key[:len(key) - len(key.lstrip("+"))]
+        composer.apply(plus, key[len(plus):])
 
 
 def verl_lengths(c: VerlConfig, prompt_len: int | Length | None,
