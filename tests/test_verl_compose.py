@@ -140,3 +140,15 @@ def test_a_null_key_takes_an_append(tmp_path):
 def test_a_mapping_of_overrides_applies_in_order_too():
     assert recipe_from_verl({**BASE_OVERRIDES, "+trainer.my_tag": "a", "trainer.my_tag": "b"})[0].iterations == 1
     assert recipe_from_verl({**BASE_OVERRIDES, A[:-1]: {"ppo_epochs": 3}})[0].iterations == 3
+
+
+def test_a_yaml_config_with_a_duplicate_key_is_refused(tmp_path):
+    # OmegaConf's YAML loader refuses it ("found duplicate key"); PyYAML kept the last
+    path = tmp_path / "run.yaml"
+    path.write_text("data: {train_batch_size: 64}\ntrainer: {total_training_steps: 10}\ntrainer: {nnodes: 2}\n",
+                    encoding="utf-8")
+    with pytest.raises(UserError, match=r"run.yaml:3:1: found duplicate key 'trainer'"):
+        recipe_from_verl(path)
+    path.write_text("data:\n  train_batch_size: 64\n  train_batch_size: 32\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"run.yaml:3:3: found duplicate key 'train_batch_size'"):
+        recipe_from_verl(path)

@@ -127,11 +127,24 @@ def read_overrides(path: str | Path) -> dict[str, Any]:
 
 
 def read_yaml(text: str, path: Path) -> dict[str, Any]:
-    """A YAML verl config as a mapping."""
+    """A YAML verl config as a mapping; a duplicate key is refused as OmegaConf's loader refuses it
+    (omegaconf/_utils.py: ``get_yaml_loader``, "found duplicate key"), where PyYAML keeps the last."""
     import yaml
 
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if key in seen:
+                    mark = key_node.start_mark
+                    raise UserError(f"verl config {path}:{mark.line + 1}:{mark.column + 1}: found duplicate key "
+                                    f"{key!r} (OmegaConf refuses it)")
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=Loader)  # a SafeLoader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
