@@ -152,3 +152,20 @@ def test_a_yaml_config_with_a_duplicate_key_is_refused(tmp_path):
     path.write_text("data:\n  train_batch_size: 64\n  train_batch_size: 32\n", encoding="utf-8")
     with pytest.raises(UserError, match=r"run.yaml:3:3: found duplicate key 'train_batch_size'"):
         recipe_from_verl(path)
+
+
+# -- interpolations: as OmegaConf resolves them ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("line", "message"), [
+    # rollout.response_length: ${oc.select:data.max_response_length,512} (gen:303); oc.select gives the default only
+    # for a missing key, so a null composes None (Hydra: response_length = None), not 512
+    ("data.max_response_length=null", r"actor_rollout_ref.rollout.response_length must be an integer >= 1, not "
+                                      r"None \(\$\{oc.select:data.max_response_length,512\}"),
+    ("data.max_prompt_length=null", r"actor_rollout_ref.rollout.prompt_length must be an integer >= 1, not None"),
+    ("actor_rollout_ref.rollout.response_length=null", r"rollout.response_length must be an integer >= 1, not None"),
+    ("actor_rollout_ref.rollout.n=${oc.env:N,8}", r"rollout.n '\$\{oc.env:N,8\}': flopplan follows only"),
+])
+def test_a_null_length_or_an_unresolvable_interpolation_is_refused(tmp_path, line, message):
+    base = {k: v for k, v in BASE_OVERRIDES.items() if not k.endswith(("_length", "response_length"))}
+    with pytest.raises(UserError, match=message):
+        recipe_from_verl(overrides_file(tmp_path, line, base=base))

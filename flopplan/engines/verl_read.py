@@ -57,18 +57,25 @@ class VerlConfig:
         self.values = {**DEFAULTS, **{key.lstrip("+"): value for key, value in overrides.items()}}
 
     def get(self, key: str) -> Any:
+        """The value, interpolations followed: ``${oc.select:a.b,default}`` is the default only where a.b is absent
+        (a null stays null: OmegaConf's select); another interpolation (``${oc.env:VAR}``) is refused."""
         value = self.values.get(key)
         for _ in range(8):  # interpolations nest at most two deep in verl's config
-            if not (isinstance(value, str) and (match := _INTERPOLATION.fullmatch(value))):
+            if not (isinstance(value, str) and "${" in value):
                 break
-            value = self.values.get(match.group(1))
-            if value is None and match.group(2) is not None:
-                value = parse_value(match.group(2).strip())
+            if not (match := _INTERPOLATION.fullmatch(value)):
+                raise UserError(f"{key} {value!r}: flopplan follows only ${{a.b}} and ${{oc.select:a.b,default}}, not "
+                                "this interpolation (oc.env and other resolvers read where verl runs): write the value")
+            target = match.group(1)
+            value = self.values[target] if target in self.values else None if match.group(2) is None else \
+                parse_value(match.group(2).strip())
         return value
 
     def whole(self, key: str, minimum: int = 0) -> int:
         if not is_int(value := self.get(key)) or value < minimum:
-            raise UserError(f"{key} must be an integer >= {minimum}, not {value!r}")
+            raw = self.values.get(key)
+            via = f" ({raw}, as Hydra composes it)" if isinstance(raw, str) and raw.startswith("${") else ""
+            raise UserError(f"{key} must be an integer >= {minimum}, not {value!r}{via}")
         return value
 
     def num(self, key: str) -> float:
