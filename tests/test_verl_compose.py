@@ -169,3 +169,19 @@ def test_a_null_length_or_an_unresolvable_interpolation_is_refused(tmp_path, lin
     base = {k: v for k, v in BASE_OVERRIDES.items() if not k.endswith(("_length", "response_length"))}
     with pytest.raises(UserError, match=message):
         recipe_from_verl(overrides_file(tmp_path, line, base=base))
+
+
+# -- what verl runs that flopplan does not price -----------------------------------------------------------------------
+
+@pytest.mark.parametrize(("lines", "message"), [
+    # trainer/main_ppo.py:183-191: use_v1 false runs main_ppo_v0's TaskRunner, whatever v1.trainer_mode says
+    (["trainer.use_v1=false"], r"trainer.use_v1 false: verl runs the legacy trainer"),
+    (["trainer.use_v1=false", "trainer.v1.trainer_mode=colocate_async"], r"trainer.use_v1 false"),
+    (["trainer.use_v1=false", "trainer.v1.trainer_mode=fast"], r"trainer.use_v1 false"),
+    # workers/config/model.py:127 -> LoraConfig(target_parameters=...) (fsdp/transformer_impl.py:364)
+    (["+actor_rollout_ref.model.target_parameters=[mlp.experts.gate_up_proj,mlp.experts.down_proj]"],
+     r"actor_rollout_ref.model.target_parameters: LoRA on nn.Parameters"),
+])
+def test_the_legacy_trainer_and_lora_on_parameters_are_refused(tmp_path, lines, message):
+    with pytest.raises(UserError, match=message):
+        recipe_from_verl(overrides_file(tmp_path, *lines))

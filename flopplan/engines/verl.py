@@ -71,7 +71,9 @@ UNPRICED = {  # keys whose feature flopplan does not price: a config with one of
     "expressible as lora_targets", R + "multi_turn.enable": "multi-turn rollouts", R + "over_sample_rate": "aborted "
     "rollouts", "distillation.enabled": "teacher forwards", "reward_model.enable": "the legacy key main_ppo ignores in "
     "0.9.1 (experimental/reward_loop/reward_loop.py:39): use reward.reward_model.enable", "data.gen_batch_size":
-    "the dataloader's own batch", M + "lora_adapter_path": "the adapter's rank and targets are in its files"}
+    "the dataloader's own batch", M + "lora_adapter_path": "the adapter's rank and targets are in its files",
+    M + "target_parameters": "LoRA on nn.Parameters (peft's target_parameters: workers/config/model.py:127, "
+    "fsdp/transformer_impl.py:364), not expressible as lora_targets"}
 def _rule(bad: bool, text: str, where: str) -> None:
     if bad:
         raise UserError(f"verl would reject this config: {text} ({where})")
@@ -161,7 +163,8 @@ def check_verl_rules(overrides: dict[str, Any], *, known_keys: Collection[str] |
           "pipeline_model_parallel_size > 1 yet.", "workers/config/rollout.py:319-323")
     _rule(c.flag(R + "disaggregation.enabled") and name not in ("sglang", "vllm"), "rollout.disaggregation.enabled="
           f"True requires rollout.name in ('sglang', 'vllm'); got '{name}'.", "workers/config/rollout.py:341-344")
-    _rule((mode := c.get("trainer.v1.trainer_mode")) not in TRAINERS, f"Unknown trainer '{mode}'. Available "
+    mode = c.get("trainer.v1.trainer_mode")  # read only by the v1 trainer (trainer/main_ppo.py:141,183-191)
+    _rule(c.flag("trainer.use_v1") and mode not in TRAINERS, f"Unknown trainer '{mode}'. Available "
           f"trainers: {', '.join(TRAINERS)}.", "trainer/main_ppo.py:141, trainer/ppo/v1/trainer_base.py:2017-2023")
     manager = c.get("reward.reward_manager.name")
     _rule(c.get("reward.reward_manager.source") == "register" and manager not in REWARD_MANAGERS,
@@ -306,15 +309,17 @@ def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | Non
     kl_loss, kl_reward, fixed = c.flag(A + "use_kl_loss"), c.flag("algorithm.use_kl_in_reward"), not c.flag(
         A + "use_dynamic_bsz")
     beta = c.num(A + "kl_loss_coef") if kl_loss else c.num("algorithm.kl_ctrl.kl_coef") if kl_reward else 0.0
-    rank, targets = c.adapter_rank(), c.get(M + "target_modules")
+    rank, targets, mode = c.adapter_rank(), c.get(M + "target_modules"), c.get("trainer.v1.trainer_mode")
     function = c.get("reward.custom_reward_function.path")
     for bad, why in [(c.get(key) not in (None, False, 0), f"{key}: {why}") for key, why in UNPRICED.items()] + [
             (c.flag(RM + "enable") and function is not None,
              f"reward.custom_reward_function.path {function!r} with reward.reward_model.enable: verl scores with the "
              "custom function, not the reward model's forward (experimental/reward_loop/reward_loop.py:145-153, a "
              "generative reward model), and flopplan cannot price what the function runs"),
-            ((mode := c.get("trainer.v1.trainer_mode")) != "sync", f"trainer.v1.trainer_mode {mode!r}: flopplan "
-             "prices the sync trainer (sync; trainer/main_ppo.py:141)"),
+            (not (v1 := c.flag("trainer.use_v1")), "trainer.use_v1 false: verl runs the legacy trainer (main_ppo_v0, "
+             "trainer/main_ppo.py:183-191); flopplan prices the v1 sync trainer (trainer.use_v1 true)"),
+            (v1 and mode != "sync", f"trainer.v1.trainer_mode {mode!r}: "
+             "flopplan prices the sync trainer (sync; trainer/main_ppo.py:141)"),
             (c.whole("trainer.critic_warmup") > 0, f"trainer.critic_warmup {c.get('trainer.critic_warmup')}: the "
              "first steps run without the actor update (trainer_base.py:608); flopplan prices an update every step"),
             (c.get("algorithm.adv_estimator") != "grpo", f"algorithm.adv_estimator {c.get('algorithm.adv_estimator')!r}"

@@ -23,7 +23,7 @@ DEFAULTS: dict[str, Any] = {  # defaults of the keys the rules and the reverse m
     "data.train_batch_size": 1024, "data.max_prompt_length": 512, "data.max_response_length": 512,  # gen:504-506
     "trainer.n_gpus_per_node": 8, "trainer.nnodes": 1, "trainer.total_training_steps": None,  # gen:952-962
     "trainer.val_before_train": True, "trainer.test_freq": -1, "algorithm.adv_estimator": "gae",  # gen:861,968-970
-    "trainer.critic_warmup": 0, "trainer.v1.trainer_mode": "sync",  # gen:971,981
+    "trainer.critic_warmup": 0, "trainer.use_v1": True, "trainer.v1.trainer_mode": "sync",  # gen:971,979,981
     "reward.custom_reward_function.path": None,  # gen:781
     "algorithm.use_kl_in_reward": False, "algorithm.kl_ctrl.kl_coef": 0.001, "algorithm.filter_groups.enable": False,
     "algorithm.rollout_correction.bypass_mode": False, A + "strategy": "fsdp", A + "fsdp_config.strategy": "fsdp",
