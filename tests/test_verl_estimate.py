@@ -103,3 +103,15 @@ def test_plan_from_verl_says_verl_counts_zero_for_a_model_type_it_does_not_know(
     path.write_text("\n".join(f"{k}={v}" for k, v in BASE_OVERRIDES.items() if not isinstance(v, list)) + "\n")
     out = cli("plan", "--from-verl", str(path), "--model", "gemma-2-2b", check=True).stdout
     assert "verl's MFU formula has no entry for model_type gemma2" in out and "counts 0 FLOPs" in out
+
+
+@pytest.mark.parametrize(("model", "model_type", "counted"), [
+    # the 4B/12B/27B repositories' config.json: model_type gemma3 (multimodal), no ESTIMATE_FUNC entry
+    # (utils/flops_counter.py:678-701): verl counts 0; gemma-3-1b's is gemma3_text, which has a formula (:454-514)
+    ("gemma-3-4b", "gemma3", 0), ("gemma-3-12b", "gemma3", 0), ("gemma-3-27b", "gemma3", 0),
+    ("gemma-3-1b", "gemma3_text", None),
+])
+def test_verl_counts_zero_for_multimodal_gemma3(model, model_type, counted):
+    estimate = verl_mfu_estimate(Recipe(**{**BASE, "policy": model}))
+    assert estimate["model_type"] == model_type
+    assert estimate["verl_update_flops"] == counted if counted is not None else estimate["verl_update_flops"] > 0

@@ -370,6 +370,10 @@ def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | Non
 # verl's ESTIMATE_FUNC (utils/flops_counter.py:678-701) by model_type: the ones flopplan reproduces, and the others
 QWEN2_FORMULA = ("qwen2", "llama", "qwen3", "mistral", "minicpmv", "minicpmo", "seed_oss", "glm4v", "mimo")
 VERL_FORMULAS = (*QWEN2_FORMULA, "qwen2_moe", "qwen3_moe", "gemma3_text")
+GEMMA3_MULTIMODAL = ("gemma-3-4b", "gemma-3-12b", "gemma-3-27b")
+"""Registry models whose repository's config.json has model_type ``gemma3`` (Gemma3ForConditionalGeneration; the
+registry holds its text_config, flopplan/catalog.py): verl builds its counter from AutoConfig
+(workers/config/model.py:187, workers/engine_workers.py:153), and ESTIMATE_FUNC has no ``gemma3``: it counts 0."""
 OTHER_FORMULAS = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "deepseek_v3",
                   "apertus", "gpt_oss", "hy_v3")
 
@@ -387,10 +391,11 @@ def verl_mfu_estimate(recipe: Recipe, *, update_seconds: float | None = None, n_
     (``engine_workers.py:228-235``)."""
     r, s = recipe, recipe.policy_spec
     update, step = (cost := step_cost(r)).phase_total("update"), cost.step_flops
-    out: dict[str, Any] = {"model_type": s.family, "update_flops": update, "step_flops": step,
+    model_type = "gemma3" if s.family == "gemma3_text" and s.name in GEMMA3_MULTIMODAL else s.family
+    out: dict[str, Any] = {"model_type": model_type, "update_flops": update, "step_flops": step,
                            "not_counted_by_verl": {p: v for p, v in cost.step_phases.items() if p != "update"}}
-    if s.family not in VERL_FORMULAS:
-        return {**out, "verl_update_flops": None if s.family in OTHER_FORMULAS else 0}
+    if model_type not in VERL_FORMULAS:
+        return {**out, "verl_update_flops": None if model_type in OTHER_FORMULAS else 0}
     h, moe = s.hidden_size, s.moe if s.family in ("qwen2_moe", "qwen3_moe") else None
     mlp = 3 * h * moe.top_k * moe.expert_intermediate + h * moe.experts if moe else 3 * h * s.intermediate_size
     dense = (mlp + h * (2 * s.q_dim + 2 * s.kv_dim)) * s.num_layers + 2 * s.vocab_size * h
