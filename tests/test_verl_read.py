@@ -181,3 +181,19 @@ def test_a_config_without_total_training_steps_says_what_is_priced_instead(tmp_p
     assert "What 10 EFLOP buys" in out
     steps = " ".join(cli("plan", "--from-verl", str(path), "--steps", "3", check=True).stdout.split())
     assert "is not set" not in steps and "What 3 steps cost" in steps
+
+
+def test_the_printed_command_runs_when_the_model_path_is_a_folder_flopplan_cannot_read(tmp_path):
+    import json
+    import shlex
+
+    from helpers import cli
+
+    plan = tmp_path / "plan.json"
+    cli("plan", "--model", "qwen2.5-0.5b", "--steps", "3", "--prompts-per-step", "16", "-G", "8", "--engine", "vllm",
+        "--logprob-head", "all", "--update-padding", "none", "--out", str(plan), check=True)
+    written = json.loads(cli("export", "verl", str(plan), "--model-path", "/models/q05", "--out", str(tmp_path / "v"),
+                             "--json", check=True).stdout)
+    assert "--model qwen2.5-0.5b" in written["price_command"]
+    back = json.loads(cli(*shlex.split(written["price_command"])[1:], "--json", check=True).stdout)["plans"][0]
+    assert back["step_flops"] == json.loads(plan.read_text())["plans"][0]["step_flops"]

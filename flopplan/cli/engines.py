@@ -215,7 +215,9 @@ def export_verl(plan_file: str, plan_model: str | None, gpus_per_node: int, nnod
                                reward_model_path=reward_model_path, notes=notes)
     folder = Path(out_dir)
     flags = _length_flags(recipe, notes)  # verl's config holds only the maxima: the plan's lengths go as flags
-    check = f"flopplan plan --from-verl {shlex.quote(str(folder / 'overrides.txt'))}{flags}"
+    # a --model-path flopplan may not read (a folder on the training machine): the command names the model
+    model = f" --model {shlex.quote(recipe.policy)}" if model_path else ""
+    check = f"flopplan plan --from-verl {shlex.quote(str(folder / 'overrides.txt'))}{model}{flags}"
     header = (f"# {entry.model}: {steps} steps of the plan {plan_file} as verl {VERL_VERSION} overrides "
               f"(flopplan export verl); price them with {check}\n")
     listing = atomic_write_text(folder / "overrides.txt", header + "".join(
