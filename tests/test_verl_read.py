@@ -159,7 +159,7 @@ def test_messages_name_the_cli_flags_and_verls_keys(tmp_path):
     with pytest.raises(UserError, match=r"actor_rollout_ref.model.path .*\(pass --model, a model flopplan knows\)"):
         recipe_from_verl({**BASE_OVERRIDES, M + "path": str(tmp_path / "nowhere")})
     with pytest.raises(UserError, match=r"--model-path: .* has no Hugging Face repository: pass --model-path"):
-        verl_overrides(Recipe(**{**BASE, "policy": "gemma-3-1b"}), steps=1, gpus_per_node=8)  # not a Qwen2.5
+        verl_overrides(Recipe(**{**BASE, "policy": "tiny"}), steps=1, gpus_per_node=8)  # no repository
     dynamic = {**BASE_OVERRIDES, A + "use_dynamic_bsz": True, A + "ppo_mini_batch_size": 24,
                "data.train_batch_size": 64}
     with pytest.raises(UserError, match=r"data.train_batch_size 64 is not a multiple of actor_rollout_ref.actor."
@@ -197,3 +197,21 @@ def test_the_printed_command_runs_when_the_model_path_is_a_folder_flopplan_canno
     assert "--model qwen2.5-0.5b" in written["price_command"]
     back = json.loads(cli(*shlex.split(written["price_command"])[1:], "--json", check=True).stdout)["plans"][0]
     assert back["step_flops"] == json.loads(plan.read_text())["plans"][0]["step_flops"]
+
+
+def test_the_prompt_cap_message_names_the_key_that_caps_and_a_registry_model_its_repository():
+    from test_verl import BASE
+
+    from flopplan.engines.verl import verl_overrides
+    from flopplan.recipe import Recipe
+
+    # data.filter_overlong_prompts drops prompts over data.max_prompt_length (rl_dataset.py:199-271), 2048 here;
+    # rollout.prompt_length is 4096
+    capped = {**BASE_OVERRIDES, "data.max_prompt_length": 2048, "data.filter_overlong_prompts": True,
+              R + "prompt_length": 4096}
+    with pytest.raises(UserError, match=r"--prompt-len reaches 3000 tokens, longer than verl produces with this "
+                                        r"config: data.max_prompt_length 2048 \(data.filter_overlong_prompts\)"):
+        recipe_from_verl(capped, prompt_len=3000)
+    # the catalog's repositories (flopplan/catalog.py): Llama-3.2-1B, Gemma 3's -it
+    for policy, repo in (("llama-3.2-1b", "meta-llama/Llama-3.2-1B"), ("gemma-3-1b", "google/gemma-3-1b-it")):
+        assert verl_overrides(Recipe(**{**BASE, "policy": policy}), steps=1, gpus_per_node=8)[M + "path"] == repo

@@ -47,6 +47,7 @@ from typing import Any
 from flopplan import __version__
 from flopplan.arch import REGISTRY, resolve, split_targets
 from flopplan.attention import FULL, SLIDING
+from flopplan.catalog import CONFIGS, registry_name
 from flopplan.cost import step_cost
 from flopplan.engines.hydra import format_override
 from flopplan.engines.verl_keys import VERL_VERSION
@@ -216,6 +217,8 @@ def _model_path(name: str, what: str) -> str:
     spec = resolve(name)
     if spec.name in REGISTRY and spec.name.startswith("qwen2.5-"):  # qwen2.5-math-prm-7b: Qwen/Qwen2.5-Math-PRM-7B
         return "Qwen/Qwen2.5-" + spec.name.removeprefix("qwen2.5-").title().replace("Prm", "PRM")
+    if spec.name in REGISTRY and (repo := next((r for r in CONFIGS if registry_name(r) == spec.name), None)):
+        return repo  # the repository the registry's shapes come from (flopplan/catalog.py)
     if Path(name).exists():
         return str(Path(name).parent if Path(name).is_file() else Path(name))
     raise UserError(f"{what}: {name!r} has no Hugging Face repository: pass {what} (a folder verl can load)")

@@ -264,15 +264,15 @@ def verl_lengths(c: VerlConfig, prompt_len: int | Length | None,
     data.filter_overlong_prompts, longer than data.max_prompt_length is dropped: utils/dataset/rl_dataset.py:199-271);
     a completion to rollout.response_length (vllm_async_server.py:611-613, single_turn_agent_loop.py:96). Both
     default to data.max_*_length (gen:302-303)."""
-    prompt_max = c.whole(R + "prompt_length", 1)
-    if c.flag("data.filter_overlong_prompts"):
-        prompt_max = min(prompt_max, c.whole("data.max_prompt_length", 1))
+    prompt_max, prompt_key = c.whole(R + "prompt_length", 1), R + "prompt_length"
+    if c.flag("data.filter_overlong_prompts") and c.whole("data.max_prompt_length", 1) < prompt_max:
+        prompt_max, prompt_key = c.whole("data.max_prompt_length", 1), "data.max_prompt_length"
     out = []
-    for given, most, flag, key in ((prompt_len, prompt_max, "--prompt-len", R + "prompt_length"), (
+    for given, most, flag, key in ((prompt_len, prompt_max, "--prompt-len", prompt_key), (
             completion_len, c.whole(R + "response_length", 1), "--completion-len", R + "response_length")):
         length = Length.fixed(given) if isinstance(given, int) else given or Length.fixed(most)
         if length.max > most:
             raise UserError(f"{flag} reaches {length.max} tokens, longer than verl produces with this config: {key} "
-                            f"{most}{' (data.filter_overlong_prompts)' if most < c.whole(key, 1) else ''}")
+                            f"{most}{' (data.filter_overlong_prompts)' if key.startswith('data.') else ''}")
         out.append(length)
     return out[0], out[1]
