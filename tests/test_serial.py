@@ -68,14 +68,16 @@ def test_a_race_json_of_version_1_reads_and_is_written_in_todays_layout():
 
 
 def test_a_profile_of_today_reads_and_writes_back_its_keys():
-    """A calibrated profile holds the calibration's diagnostics beside the profile's keys (ignored when read); the
-    calibration writes no price, the profile writes it null."""
+    """A calibrated profile holds the calibration's diagnostics beside the profile's keys (ignored when read, but
+    for its stated error, which the reader takes from them where the file has none); the calibration writes no
+    price, the profile writes it null."""
     data = _json("profile.json")
     profile = load_profile(FILES / "profile.json")
     written = profile.to_data()
     assert {k: v for k, v in written.items() if k in data} == {k: v for k, v in data.items() if k in written}
     assert set(data) - set(written) == {"device_type", "dtype", "flopplan_version", "date", "models", "fit_from_runs"}
-    assert set(written) - set(data) == {"price_per_hour"} and written["price_per_hour"] is None
+    assert set(written) - set(data) == {"price_per_hour", "stated_error"} and written["price_per_hour"] is None
+    assert "held out" in written["stated_error"] or "in-sample" in written["stated_error"]
     assert profile_from_data(written, "profile", source="other") == profile
 
 
