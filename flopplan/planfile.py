@@ -77,7 +77,8 @@ class PlanEntry:
     seconds: dict[str, float] | None = field(default=None, metadata=serial.spec(
         omit=True, write=lambda v: {phase: _significant(s) for phase, s in v.items()}))
     gpu_hours: float | None = field(default=None, metadata=serial.spec(omit=True, write=lambda v: _significant(v)))
-    dollars: float | None = field(default=None, metadata=serial.spec(omit=True, write=lambda v: round(v, 2)))
+    # (significant digits, as gpu_hours: to the cent, $0.99996 of a $1 budget was written 1.0 and $0.004 as 0.0)
+    dollars: float | None = field(default=None, metadata=serial.spec(omit=True, write=lambda v: _significant(v)))
     profile: dict[str, Any] | None = field(default=None, metadata=serial.spec(omit=True))
     # recipe fields a run changed from the plan (set by the run, not the planner)
     overridden: tuple[str, ...] = field(default=(), metadata=serial.spec(omit=True))

@@ -165,7 +165,8 @@ def plan(recipe: Recipe, budget: Budget, profile: Profile | None = None, cost: S
         in_seconds = budget.flops is None
         result.shortfall = _one_step_cost(cost, seconds if in_seconds else None, profile if in_seconds else None,
                                           limit)
-        result.notes.append(f"the budget ({budget.describe()}) buys no step of {recipe.policy}: {result.shortfall}")
+        result.notes.append(f"the budget ({budget_text(budget, profile)}) buys no step of {recipe.policy}: "
+                            f"{result.shortfall}")
     return result
 
 
@@ -218,6 +219,11 @@ def hours_unit(profile: Profile | None) -> str:
     return "CPU-hours" if profile is not None and profile.device.strip().lower().startswith("cpu") else "GPU-hours"
 
 
+def budget_text(budget: Budget, profile: Profile | None) -> str:
+    """A budget as text: device-hours in ``profile``'s unit (``--gpu-hours`` on a CPU profile buys CPU-hours)."""
+    return f"{budget.gpu_hours:g} {hours_unit(profile)}" if budget.gpu_hours is not None else budget.describe()
+
+
 def _one_step_cost(cost: StepCost, seconds: dict[str, float] | None, profile: Profile | None,
                    limit: float) -> str:
     """What the first step of a run costs in the budget's unit (FLOPs, or seconds on ``profile``'s device), the
@@ -254,8 +260,9 @@ def phase_totals(cost: StepCost, steps: int, evaluations: int) -> dict[str, int]
 def require_steps(plans: list[Plan]) -> None:
     """Refuse a request in which no plan affords a single step (the message says what one step costs)."""
     if plans and all(p.steps == 0 for p in plans):
+        what = budget_text(plans[0].budget, plans[0].profile)
         raise UserError(plans[0].notes[-1] if len(plans) == 1 else
-                        f"the budget ({plans[0].budget.describe()}) buys no step of any model: " + "; ".join(
+                        f"the budget ({what}) buys no step of any model: " + "; ".join(
                             f"{p.model}: {p.shortfall}" for p in plans))
 
 

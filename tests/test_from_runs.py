@@ -55,7 +55,19 @@ def busy_cpu(line):  # more CPU seconds than one thread can spend in the wall ti
     line["cpu_seconds"] *= 3.0
 
 
+def words_for_time(line):  # (a re-check: a step dated "soon" or NaN was dropped from the fit without a word)
+    if line["step"] == 4:
+        line["time"] = "soon"
+
+
+def nan_time(line):
+    if line["step"] == 4:
+        line["time"] = float("nan")
+
+
 @pytest.mark.parametrize("damage, fragment", [
+    (words_for_time, "is not a number of seconds"),
+    (nan_time, "is not a number of seconds"),
     (negate_time, "negative start-up"),  # every time negated: the start-up is the first thing to go negative
     (backwards, "go backwards"),
     (started_late, "negative start-up"),
@@ -66,7 +78,7 @@ def test_impossible_times_are_refused_in_one_line(tmp_path, shared, damage, frag
     edit_metrics(folder, damage)
     out = tmp_path / "cal"
     one_line_error(cli("calibrate", "--from-runs", str(folder), str(shared[1]), "--out", str(out)), fragment)
-    assert not (out / "profile.json").exists()
+    assert not out.exists()  # (a refused fit left the empty folder it had made)
 
 
 @pytest.mark.parametrize("log", ["metrics.jsonl", "ledger.jsonl"])
@@ -209,10 +221,12 @@ def test_runs_of_different_machines_are_refused_and_unrecorded_ones_noted(tmp_pa
     b = _on(copy(shared[1], tmp_path, "b"), "CPU Intel Xeon Platinum 8480+ (2 threads)")
     one_line_error(cli("calibrate", "--from-runs", str(a), str(b), "--out", str(tmp_path / "mixed")),
                    "different machines")
-    assert not (tmp_path / "mixed" / "profile.json").exists()
+    assert not (tmp_path / "mixed").exists()
     _on(b, "CPU AMD EPYC 7B13 (2 threads)")
     same = cli("calibrate", "--from-runs", str(a), str(b), "--out", str(tmp_path / "same"), "--json")
     assert same.returncode == 0 and "record the machine" not in same.stdout, same.stderr
+    profile = json.loads((tmp_path / "same" / "profile.json").read_text())
+    assert profile["device"] == "CPU AMD EPYC 7B13 (2 threads) (float32)"  # (was "cpu (float32)": no machine)
     _on(b, None)
     older = cli("calibrate", "--from-runs", str(a), str(b), "--out", str(tmp_path / "older"), "--json")
     assert older.returncode == 0 and "b: its folder does not record the machine" in older.stdout, older.stdout

@@ -335,3 +335,37 @@ def test_a_cpu_profile_speaks_of_cpu_hours_and_cited_tables_state_their_recipe(t
     for fmt in ("markdown", "latex"):
         text = run("plan", "--model", "qwen2.5-0.5b", "--format", fmt).stdout
         assert "recipe: LoRA r=64" in text and " %" not in text.replace("\\%", "%"), text
+
+
+def test_a_budget_title_and_its_spends_never_read_alike_and_time_and_leftovers_say_which_plan(tmp_path):
+    """A re-check of the rounding mend: a 3,001,575,066,487,296-FLOP budget was titled "3 PFLOP" above a spend of
+    "3.00157 PFLOP"; 99.98 GPU-hours of a 100 GPU-hour budget read "100"; a CPU profile's budget was titled in
+    GPU-hours; compare's leftover note named each model once, without the PRM plans under the same table; a "<"
+    in a LaTeX note is an inverted "!" in text mode."""
+    budget = 3_001_575_066_487_296
+    out = run("plan", "--model", "qwen2.5-0.5b", "--budget", str(budget), "--format", "markdown").stdout
+    title = next(line for line in out.splitlines() if line.startswith("### What"))
+    row = next(line for line in out.splitlines() if line.startswith("| qwen2.5-0.5b")).split(" | ")
+    spent = row[-1].rstrip(" |")
+    shown = title.removeprefix("### What ").split(" buys")[0]
+    assert _parse_flops(spent) <= _parse_flops(shown) and spent != shown, (title, spent)
+    hours = run("plan", "--model", "qwen2.5-7b", "--gpu-hours", "100", "--device", "h100", "--format", "csv")
+    exact = float(next(csv.DictReader(io.StringIO(hours.stdout.split("\n", 1)[1])))["gpu_hours"])
+    table = run("plan", "--model", "qwen2.5-7b", "--gpu-hours", "100", "--device", "h100", "--format", "markdown")
+    cell = next(line for line in table.stdout.splitlines() if line.startswith("| qwen2.5-7b")).split(" | ")[-1]
+    assert exact < 100 and float(cell.rstrip(" |")) < 100, cell
+    profile = tmp_path / "cpu.json"
+    profile.write_text(json.dumps({"flopplan_profile_version": 1, "device": "cpu (float32)", "peak_flops": 1e11,
+                                   "efficiency": dict.fromkeys(("train", "forward", "prefill", "decode"), 0.5)}))
+    cpu = cli("plan", "--model", "tiny", "--profile", str(profile), "--gpu-hours", "1")
+    assert "What 1 CPU-hours buys" in cpu.stdout, cpu.stdout
+    short = cli("plan", "--model", "tiny", "--profile", str(profile), "--gpu-hours", "0.0001")
+    assert "the budget (0.0001 CPU-hours) buys no step" in short.stderr, short.stderr
+    compare = run("compare", "--models", "qwen2.5-1.5b,qwen2.5-7b", "--rewards", "rule,prm", "--budget", "1e18",
+                  "--format", "latex").stdout
+    leftover = " ".join(compare.split()).split("leftover per plan")[-1]
+    assert leftover.count("prm:qwen2.5-math-prm-7b") == 2 and leftover.count("(rule)") == 2, leftover
+    assert "\\textless{}" in compare and "(< one" not in compare
+    dollars = json.loads(run("plan", "--model", "qwen2.5-7b", "--dollars", "200", "--price-per-gpu-hour", "2",
+                             "--device", "h100", "--json").stdout)["plans"][0]
+    assert dollars["dollars"] < 200 and dollars["dollars"] == pytest.approx(dollars["gpu_hours"] * 2, rel=1e-5)

@@ -117,7 +117,7 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
     today = datetime.date.today().isoformat()
     data = {
         "flopplan_profile_version": PROFILE_VERSION,
-        "device": base.device if base else f"{devices[0]} ({runs[0].dtype})",
+        "device": base.device if base else f"{machines[0] if len(machines) == 1 else devices[0]} ({runs[0].dtype})",
         "device_type": devices[0].split(":")[0],
         "dtype": runs[0].dtype,
         "bytes_per_element": bpe,
@@ -202,7 +202,6 @@ def run_from_runs(folders: list[str], *, out_dir: str | None, base_path: str | N
     """Fit on ``folders`` and write ``profile.json`` and ``report.md`` in ``out_dir`` (default
     ``calibration/<device>-runs``); ``probe_shutdown``: also time a run-like process's exit here (the median of
     ``shutdown_repeats`` child processes, default :data:`SHUTDOWN_REPEATS`)."""
-    from flopplan.report.calibration_report import write_runs_report
 
     for run in folders:
         if Path(run).exists() and not Path(run).is_dir():
@@ -210,8 +209,21 @@ def run_from_runs(folders: list[str], *, out_dir: str | None, base_path: str | N
         if not Path(run).is_dir():
             raise UserError(f"run folder {run!r} does not exist")
     base = load_profile(base_path) if base_path else None
+    made = out_dir is not None and not Path(out_dir).exists()
     if out_dir:
         writable_folder(out_dir, "calibration folder")
+    try:
+        return _fit_and_write(folders, out_dir, base, command, probe_shutdown, shutdown_repeats)
+    except UserError:
+        if made and out_dir is not None and Path(out_dir).is_dir() and not any(Path(out_dir).iterdir()):
+            Path(out_dir).rmdir()  # a refused fit leaves no empty folder it made (its writability checked first)
+        raise
+
+
+def _fit_and_write(folders: list[str], out_dir: str | None, base: Any, command: str, probe_shutdown: bool,
+                   shutdown_repeats: int | None) -> RunsCalibration:
+    from flopplan.report.calibration_report import write_runs_report
+
     shutdown = None
     if probe_shutdown:
         from flopplan.calibrate.probe import shutdown_seconds

@@ -159,6 +159,9 @@ def read_run(folder: str, name: str, summary: RunSummary) -> RunTiming:
     logged, metrics_cut = _log(Path(folder) / METRICS, "metrics")
     run.notes += check_complete(name, {METRICS: ([line["step"] for line in logged], metrics_cut),
                                        LEDGER: (list(ledger), ledger_cut)}, summary.steps)
+    bad = next((line for line in logged if "time" in line and not _number(line["time"])), None)
+    if bad is not None:  # (a line without a time is a trainer's that did not date them; one dated so is corrupt)
+        raise UserError(f"run {name}: {METRICS}: step {bad['step']}'s time {bad['time']!r} is not a number of seconds")
     metrics = [line for line in logged if _number(line.get("time"))]
     check_clocks(metrics, f"run {name}: {METRICS}", run.device)
     every = config.get("checkpoint_every")

@@ -165,7 +165,9 @@ def compare(models: tuple[str, ...], rewards: tuple[str, ...], recipe_file: str 
                 "model_sizes": [PlanEntry.of(p).to_data() for p in sizes],
                 "feedback_systems": [PlanEntry.of(p).to_data() for p in feedback]}
 
-    _output(tables, fmt, plan_notes(sizes), command_line(), data, sizes + feedback,
+    seen = {(p.model, str(p.recipe.reward)) for p in sizes}  # every plan once (a rule plan is in both tables)
+    every = sizes + [p for p in feedback if (p.model, str(p.recipe.reward)) not in seen]
+    _output(tables, fmt, plan_notes(every), command_line(), data, sizes + feedback,
             ["model_sizes"] * len(sizes) + ["feedback_systems"] * len(feedback))  # (the JSON's names)
 
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from flopplan.passes import BUCKETS, EVAL_PHASES, STEP_PHASES
 from flopplan.planfile import PlanEntry
-from flopplan.planner import Plan, hours_unit
+from flopplan.planner import Plan, budget_text, hours_unit
 from flopplan.report.tables import Table
-from flopplan.units import count, duration, eng, eng_apart
+from flopplan.units import apart, count, duration, eng, eng_apart
 
 
 def _tuning(plan: Plan) -> str:
@@ -26,8 +26,10 @@ def model_cell(plan: Plan) -> str:
 
 
 def same_flop_table(plans: list[Plan], title: str | None = None, with_time: bool = False) -> Table:
-    """One row per plan: what the budget buys and how it splits into buckets."""
-    budget = plans[0].budget.describe() if plans else ""
+    """One row per plan: what the budget buys and how it splits into buckets. The budget, steps and spends print
+    with the digits it takes for no spend to read as the budget (:func:`_digits`)."""
+    digits = _digits(plans)
+    budget = _budget_text(plans[0], digits) if plans else ""
     buckets = [b for b in BUCKETS if b != "evaluation" or any(p.evaluations for p in plans)]
     columns = ["model", "reward", "steps", "prompts", "rollouts", "gen tok", "upd tok", "opt steps", "RM evals",
                *buckets, "step", "spent"]
@@ -48,12 +50,30 @@ def same_flop_table(plans: list[Plan], title: str | None = None, with_time: bool
         row = [model_cell(p), str(p.recipe.reward), f"{p.steps:,}", count(totals["prompts"]), count(totals["rollouts"]),
                count(totals["generated_tokens"]), count(totals["update_tokens"]), count(totals["optimizer_steps"]),
                count(totals["reward_evaluations"]), *(f"{100 * shares[b]:.1f}%" for b in buckets),
-               eng(p.cost.step_flops), _spent(p)]
+               eng(p.cost.step_flops, digits=digits), eng(p.total_flops, digits=digits)]
         if with_time:
-            row.append(_sig3(p.gpu_hours) if p.gpu_hours is not None else "-")
+            hours = p.budget.gpu_hours
+            row.append("-" if p.gpu_hours is None else _sig3(p.gpu_hours) if hours is None else
+                       apart(p.gpu_hours, hours, lambda v, d: f"{v:,.{d}g}" if v < 1e5 else f"{v:,.0f}"))
         table.rows.append(row)
     table.align = "ll" + "r" * (len(columns) - 2)
     return table
+
+
+def _digits(plans: list[Plan]) -> int:
+    """The fewest significant digits (3 at least) at which no plan's spend reads as its FLOP budget where the two
+    differ (999.5 PFLOP of 1 EFLOP; a 3.00157 PFLOP step in a "3 PFLOP" title)."""
+    for digits in range(3, 17):
+        if all(p.budget.flops is None or p.priced or p.total_flops == p.budget.flops
+               or eng(p.total_flops, digits=digits) != eng(p.budget.flops, digits=digits) for p in plans):
+            return digits
+    return 16
+
+
+def _budget_text(plan: Plan, digits: int) -> str:
+    """A plan's budget as a title names it: FLOPs at ``digits``, device-hours in the profile's unit."""
+    return eng(plan.budget.flops, digits=digits) if plan.budget.flops is not None else \
+        budget_text(plan.budget, plan.profile)
 
 
 def _spent(plan: Plan) -> str:
@@ -87,7 +107,7 @@ def time_table(plans: list[Plan]) -> Table:
         seconds = p.seconds or {}
         rest = [duration(sum(v for k, v in seconds.items() if k not in phases))] if outside else []
         table.rows.append([p.model, str(p.recipe.reward), *(duration(seconds.get(ph, 0)) for ph in phases), *rest,
-                           _sig3(p.gpu_hours or 0), f"{p.dollars:,.0f}" if p.dollars is not None else "-"])
+                           _sig3(p.gpu_hours or 0), _dollars(p.dollars)])
     table.align = "ll" + "r" * (len(table.columns) - 2)
     return table
 
@@ -100,6 +120,11 @@ def plan_notes(plans: list[Plan]) -> list[str]:
         if outside:
             notes.append(f"{p.model} ({p.recipe.reward}) outside the phases: " + ", ".join(
                 f"{term.replace('_', ' ')} {duration(v)}" for term, v in outside.items()))
+    rewards = len({str(p.recipe.reward) for p in plans}) > 1
+
+    def name(p: Plan) -> str:  # (with its reward where the plans' rewards differ)
+        return f"{p.model} ({p.recipe.reward})" if rewards else p.model
+
     if plans:
         r = plans[0].recipe
         notes.append(f"recipe: {_tuning(plans[0])}, {r.prompts_per_step} prompts x G={r.group_size}, prompt "
@@ -109,13 +134,13 @@ def plan_notes(plans: list[Plan]) -> list[str]:
         priced = [p for p in plans if p.priced]
         if priced:
             notes.append("the budget these steps need: " + ", ".join(
-                f"{p.model} {eng(p.total_flops)}" + (f" ({_sig3(p.gpu_hours)} {hours_unit(p.profile)})"
+                f"{name(p)} {eng(p.total_flops)}" + (f" ({_sig3(p.gpu_hours)} {hours_unit(p.profile)})"
                                                      if p.gpu_hours else "")
                 for p in priced))
         leftover = [p.leftover_flops for p in plans if p.leftover_flops is not None and not p.priced]
         if leftover:
             notes.append("leftover per plan (< one more step): " + ", ".join(
-                f"{p.model} {eng(p.leftover_flops)}" for p in plans
+                f"{name(p)} {eng(p.leftover_flops)}" for p in plans
                 if p.leftover_flops is not None and not p.priced))
     return notes
 
@@ -151,6 +176,11 @@ def plans_to_csv(plans: list[Plan], provenance_line: str | None = None, header: 
             row[f"flops_{ph}"] = p.phases.get(ph, 0)
         writer.writerow(([tables[i]] if tables else []) + ["" if row[c] is None else row[c] for c in CSV_COLUMNS])
     return buffer.getvalue()
+
+
+def _dollars(value: float | None) -> str:
+    """Dollars to the cent below $1,000, whole dollars above ($0.40 was "0")."""
+    return "-" if value is None else f"{value:,.2f}" if value < 1000 else f"{value:,.0f}"
 
 
 def _sig3(value: float) -> str:

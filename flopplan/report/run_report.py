@@ -9,7 +9,7 @@ from flopplan.fileio import atomic_savefig
 from flopplan.passes import BUCKET_OF, BUCKETS
 from flopplan.report.tables import Table
 from flopplan.runfile import RunSummary, StepRecord
-from flopplan.units import duration, eng, percent
+from flopplan.units import apart, duration, eng, percent
 
 UNIT_BUCKET = {"rollout": "rollout", "eval": "evaluation", "reward": "feedback"}
 """The bucket of a ledger unit's seconds (the scoring and update passes, the other units, are learning)."""
@@ -46,7 +46,9 @@ def run_tables(summary: RunSummary) -> tuple[list[Table], list[str]]:
         extra += [f"{s.lost_flops:,} FLOPs lost to a kill" if s.lost_flops else ""]
         extra = [e for e in extra if e]
         verdict = "within the budget" if s.within_budget else "OVER THE BUDGET"
-        notes.append(f"spent {s.spent:,} of {budget:,} FLOPs ({percent(s.spent, budget)}): {verdict}"
+        share = apart(100.0 * s.spent / budget, 100.0, lambda v, d: f"{v:.{max(d - 2, 1)}f} %")  # (99.98 % spent
+        # of a budget is not "100.0 %")
+        notes.append(f"spent {s.spent:,} of {budget:,} FLOPs ({share}): {verdict}"
                      + (f" (including {' and '.join(extra)})" if extra else ""))
     if s.plan is not None:
         notes.append(f"plan: {s.plan.steps} steps for {eng(planned.get('total', 0))}")

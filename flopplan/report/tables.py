@@ -45,7 +45,8 @@ def to_markdown(tables: list[Table], command: str) -> str:
 
 
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                  "<": r"\textless{}", ">": r"\textgreater{}"}  # (OT1 text mode sets < and > as inverted ! and ?)
 
 
 def latex_escape(text: str) -> str:
