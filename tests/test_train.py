@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -123,7 +124,7 @@ def test_plan_train_report(planned_run, tmp_path):
     assert s["flops"]["total"] <= planned["budget_flops"]
     assert s["steps"] >= planned["steps"]  # completions are at most the planned length
     assert s["measured_equals_closed_form"] is True and s["plan"]["overridden"] == []
-    assert s["hardware"].startswith("CPU ") and "threads)" in s["hardware"]  # the machine, for calibrate --from-runs
+    assert re.fullmatch(r"CPU .+ \(\d+ threads?\)", s["hardware"])  # the machine, for calibrate --from-runs
     out = flopplan("report", str(run), "--json", "--plot", str(tmp_path / "curves.png"))
     data = json.loads(out.stdout)
     assert data["flops"] == s["flops"] and Path(data["plot"]).exists()

@@ -29,8 +29,9 @@ def hardware_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     from flopplan.hardware import cpu_model
+    from flopplan.units import plural
 
-    return f"CPU {cpu_model()} ({torch.get_num_threads()} threads)"
+    return f"CPU {cpu_model()} ({plural(torch.get_num_threads(), 'thread')})"
 
 
 @dataclass(frozen=True)
