@@ -227,6 +227,11 @@ def test_runs_of_different_machines_are_refused_and_unrecorded_ones_noted(tmp_pa
     assert same.returncode == 0 and "record the machine" not in same.stdout, same.stderr
     profile = json.loads((tmp_path / "same" / "profile.json").read_text())
     assert profile["device"] == "CPU AMD EPYC 7B13 (2 threads) (float32)"  # (was "cpu (float32)": no machine)
+    summary = json.loads((b / "summary.json").read_text())
+    (b / "summary.json").write_text(json.dumps({**summary, "engine": "trl"}))  # (a re-check: pooled unsaid)
+    loops = cli("calibrate", "--from-runs", str(a), str(b), "--out", str(tmp_path / "loops"), "--json")
+    assert loops.returncode == 0 and "different loops (builtin, trl)" in loops.stdout, loops.stderr
+    (b / "summary.json").write_text(json.dumps(summary))
     _on(b, None)
     older = cli("calibrate", "--from-runs", str(a), str(b), "--out", str(tmp_path / "older"), "--json")
     assert older.returncode == 0 and "b: its folder does not record the machine" in older.stdout, older.stdout

@@ -85,6 +85,10 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
     if len(machines) > 1:
         raise UserError(f"the runs ran on different machines ({'; '.join(machines)}): fit one profile per machine "
                         "(a CPU's threads are part of it)")
+    engines = sorted({r.engine for r in runs})
+    if len(engines) > 1:
+        notes.append(f"the runs ran in different loops ({', '.join(engines)}): their calls are fitted as one time "
+                     "model, which holds where the loops run the same kernels (fit one profile per loop to compare)")
     unknown = [r.name for r in runs if not r.hardware]
     if unknown and len(runs) > 1:
         notes.append(f"{', '.join(unknown)}: {'their folders do' if len(unknown) > 1 else 'its folder does'} not "
