@@ -59,6 +59,16 @@ def pytest_configure(config):
                                 "allows")
 
 
+def pytest_collection_modifyitems(config, items):
+    """The modules that hold slow tests first, each module's tests together and in their order. pytest-xdist hands
+    the tests out one at a time in collection order (groups first), so a long test collected late (test_trl*,
+    test_train*: half a minute each) kept one worker busy after the other had run dry; the quick modules now fill
+    the end. (Sorting the slow tests alone first would split their modules and set each module's fixtures up
+    again.)"""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items[:] = sorted(items, key=lambda item: item.path not in slow)
+
+
 def pytest_runtest_logreport(report):
     if report.when == "call":
         EXACT_CASES.extend(value for key, value in report.user_properties if key == "exact")
