@@ -185,3 +185,34 @@ def test_a_null_length_or_an_unresolvable_interpolation_is_refused(tmp_path, lin
 def test_the_legacy_trainer_and_lora_on_parameters_are_refused(tmp_path, lines, message):
     with pytest.raises(UserError, match=message):
         recipe_from_verl(overrides_file(tmp_path, *lines))
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    # Hydra reads a target where flopplan's defaults did not carry it, and the fallback was priced unsaid (a re-check:
+    # rollout.n=${oc.select:actor_rollout_ref.rollout.val_kwargs.n,4} composes 1 in Hydra, was priced G=4)
+    ("actor_rollout_ref.rollout.n=${oc.select:actor_rollout_ref.rollout.val_kwargs.n,4}",
+     r"val_kwargs.n is at verl's default, which flopplan does not carry"),
+    ("actor_rollout_ref.actor.ppo_epochs=${oc.select:.ppo_mini_batch_size,2}", r"does not follow relative"),
+    ("actor_rollout_ref.actor.ppo_epochs=${actor_rollout_ref.rollout.agent.num_workers}",
+     r"agent.num_workers is at verl's default"),  # (was "must be an integer >= 1, not None")
+    ("actor_rollout_ref.actor.ppo_epochs=${trainer.no_such_key}", r"trainer.no_such_key is not a key of verl's"),
+    ("actor_rollout_ref.rollout.n=8#4", r"n=8#4"),  # one word to bash and Hydra (refused there); was cut at the #
+])
+def test_an_interpolation_flopplan_cannot_resolve_or_a_hash_inside_a_word_is_refused(tmp_path, line, message):
+    with pytest.raises(UserError, match=message):
+        recipe_from_verl(overrides_file(tmp_path, line))
+
+
+def test_a_comment_starts_at_a_word_and_a_missing_key_takes_oc_selects_default(tmp_path):
+    recipe, _ = recipe_from_verl(overrides_file(tmp_path, f"{A}ppo_epochs=3 # three passes",
+                                                f"{A}ppo_mini_batch_size=${{oc.select:trainer.nowhere,16}}"))
+    assert recipe.iterations == 3 and recipe.optimizer_batch_size == 16 * recipe.group_size
+
+
+def test_a_dotted_yaml_key_is_refused_not_merged_into_the_tree(tmp_path):
+    # OmegaConf keeps "actor_rollout_ref.actor.ppo_epochs: 4" as one literal top-level key: verl reads the nested one
+    path = tmp_path / "run.yaml"
+    path.write_text("actor_rollout_ref:\n  actor:\n    ppo_epochs: 1\nactor_rollout_ref.actor.ppo_epochs: 4\n",
+                    encoding="utf-8")
+    with pytest.raises(UserError, match=r"actor_rollout_ref.actor.ppo_epochs holds a dot"):
+        recipe_from_verl(path)

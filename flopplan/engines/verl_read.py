@@ -67,8 +67,16 @@ class VerlConfig:
                 raise UserError(f"{key} {value!r}: flopplan follows only ${{a.b}} and ${{oc.select:a.b,default}}, not "
                                 "this interpolation (oc.env and other resolvers read where verl runs): write the value")
             target = match.group(1)
-            value = self.values[target] if target in self.values else None if match.group(2) is None else \
-                parse_value(match.group(2).strip())
+            if target not in self.values:  # Hydra reads the target where flopplan may not know it
+                if target.startswith("."):
+                    raise UserError(f"{key} {value!r}: flopplan does not follow relative interpolations: write the "
+                                    "value")
+                if target in verl_keys():  # (a default of verl's that DEFAULTS does not carry: not absent)
+                    raise UserError(f"{key} {value!r}: {target} is at verl's default, which flopplan does not "
+                                    f"carry: set {target} in the file, or write the value")
+                if match.group(2) is None:  # (oc.select's default is for a key verl's config lacks)
+                    raise UserError(f"{key} {value!r}: {target} is not a key of verl's config")
+            value = self.values[target] if target in self.values else parse_value(match.group(2).strip())
         return value
 
     def whole(self, key: str, minimum: int = 0) -> int:
@@ -121,7 +129,7 @@ def read_overrides(path: str | Path) -> dict[str, Any]:
     composer = Composer()
     for number, line in enumerate(text.splitlines(), 1):
         try:
-            tokens = shlex.split(line.strip().removesuffix("\\"), comments=True)
+            tokens = _words(line.strip().removesuffix("\\"))
         except ValueError as exc:
             raise UserError(f"{path}:{number}: {exc}") from None
         for token in tokens:
@@ -131,6 +139,20 @@ def read_overrides(path: str | Path) -> dict[str, Any]:
             except UserError as exc:
                 raise UserError(f"{path}:{number}: {exc}") from None
     return composer.result()
+
+
+def _words(line: str) -> list[str]:
+    """A line's words as bash splits them: quotes and escapes as ``shlex`` reads them, and a comment from a ``#``
+    that starts a word to the end of the line (``n=8#4`` is one word, which Hydra then refuses; ``shlex``'s
+    comments cut it at the ``#``)."""
+    lexer = shlex.shlex(line, posix=True)
+    lexer.whitespace_split, lexer.commenters = True, ""
+    words = []
+    for word in lexer:
+        if word.startswith("#"):
+            break
+        words.append(word)
+    return words
 
 
 def read_yaml(text: str, path: Path) -> dict[str, Any]:
@@ -172,6 +194,10 @@ def _yaml_key(key: str, path: Path) -> str:
 
 
 def _flatten(node: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    dotted = next((str(key) for key in node if "." in str(key)), None)
+    if dotted is not None:  # (OmegaConf keeps a.b: 1 as one literal key beside the tree a: {b: ...})
+        raise UserError(f"the YAML key {prefix}{dotted} holds a dot: OmegaConf reads it as one literal key, not the "
+                        "path verl reads; nest it")
     return {k: v for key, value in node.items() for k, v in (_flatten(value, f"{prefix}{key}.") if isinstance(
         value, dict) and value else {prefix + str(key): value}).items()}
 
