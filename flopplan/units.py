@@ -31,11 +31,6 @@ def apart(value: float, other: float, show: Callable[[float, int], str], digits:
     return show(value, 16)
 
 
-def eng_apart(value: float, other: float, unit: str = "FLOP") -> str:
-    """:func:`eng` of ``value`` with the digits it takes not to read as ``other`` (see :func:`apart`)."""
-    return apart(value, other, lambda v, d: eng(v, unit, d))
-
-
 def count(value: float, digits: int = 3) -> str:
     """A count with a B/M/k suffix: ``1543714304`` -> ``1.54 B``; small counts print exactly."""
     magnitude = abs(float(value))

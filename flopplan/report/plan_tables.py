@@ -8,7 +8,7 @@ from flopplan.passes import BUCKETS, EVAL_PHASES, STEP_PHASES
 from flopplan.planfile import PlanEntry
 from flopplan.planner import Plan, budget_text, hours_unit
 from flopplan.report.tables import Table
-from flopplan.units import apart, count, duration, eng, eng_apart
+from flopplan.units import apart, count, duration, eng
 
 
 def _tuning(plan: Plan) -> str:
@@ -76,21 +76,16 @@ def _budget_text(plan: Plan, digits: int) -> str:
         budget_text(plan.budget, plan.profile)
 
 
-def _spent(plan: Plan) -> str:
-    """A plan's FLOPs, with the digits it takes not to read as its FLOP budget (999.5 PFLOP of 1 EFLOP)."""
-    budget = plan.budget.flops
-    return eng(plan.total_flops) if budget is None or plan.priced else eng_apart(plan.total_flops, budget)
-
-
 def phase_table(plans: list[Plan], title: str | None = None) -> Table:
     """One row per plan: the share of each phase in the run's FLOPs."""
     phases = [ph for ph in (*STEP_PHASES, *EVAL_PHASES) if any(ph in p.phases for p in plans)]
     table = Table(title or "Where the FLOPs go, by phase", ["model", "reward", *phases, "total"])
+    digits = _digits(plans)  # (the allocation table's rule: no total reads as its budget)
     for p in plans:
         total = p.total_flops
         table.rows.append([model_cell(p), str(p.recipe.reward),
                            *(f"{100 * p.phases.get(ph, 0) / total:.1f}%" if ph in p.phases and total else "-"
-                             for ph in phases), _spent(p)])
+                             for ph in phases), eng(total, digits=digits)])
     table.align = "ll" + "r" * (len(table.columns) - 2)
     return table
 
