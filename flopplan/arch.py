@@ -376,10 +376,9 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
         raise UserError(f"{where}: encoder-decoder models are not supported (decoder-only only)")
     model_type = cfg.get("model_type")
     moe_keys = [key for key in _MOE_KEYS if cfg.get(key)]
-    moe: MoE | None = None
-    if isinstance(model_type, str) and model_type in MOE_MODEL_TYPES:
-        moe = moe_from_config(cfg, model_type, where)
-    elif moe_keys or ((isinstance(model_type, str) and "moe" in model_type) or model_type == "deepseek_v3"):
+    moe_type = isinstance(model_type, str) and model_type in MOE_MODEL_TYPES
+    if not moe_type and (moe_keys or (isinstance(model_type, str) and "moe" in model_type)
+                         or model_type == "deepseek_v3"):
         raise UserError(f"{where}: mixture-of-experts model_type {model_type!r} is not supported "
                         f"(supported: {', '.join(MOE_MODEL_TYPES)})")
     if model_type == "gemma3" and isinstance(cfg.get("text_config"), dict):
@@ -407,6 +406,7 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
             raise UserError(f"{where}: {key} must be a positive integer, not {value!r}")
         sizes[key] = value
     hidden, heads = sizes["hidden_size"], sizes["num_attention_heads"]
+    moe = moe_from_config(cfg, model_type, where, sizes["num_hidden_layers"]) if moe_type else None
     kv_heads = sizes.get("num_key_value_heads", heads)  # null (or absent in Llama and Phi-3): the heads
     if "head_dim" in sizes:
         head_dim = sizes["head_dim"]

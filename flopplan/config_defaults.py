@@ -37,18 +37,24 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
               "max_position_embeddings": 32768},
     "llama": {"max_position_embeddings": 2048},  # key/value heads: the query heads; head_dim: hidden/heads
     "mistral": {"num_key_value_heads": 8, "sliding_window": 4096, "max_position_embeddings": 131072},
-    "mixtral": {"num_key_value_heads": 8, "max_position_embeddings": 131072},  # no window by default
+    "mixtral": {"num_key_value_heads": 8, "max_position_embeddings": 131072,  # no window by default
+                "num_local_experts": 8, "num_experts_per_tok": 2},
     "gemma2": {"num_key_value_heads": 4, "head_dim": 256, "sliding_window": 4096, "tie_word_embeddings": True,
                "max_position_embeddings": 8192},
     "gemma3_text": GEMMA3_TEXT_DEFAULTS,
     "phi3": {"max_position_embeddings": 4096},  # key/value heads: the query heads; no window by default
     "qwen2_moe": {"num_key_value_heads": 16, "sliding_window": 4096, "max_window_layers": 28,
-                  "max_position_embeddings": 32768},
+                  "max_position_embeddings": 32768, "intermediate_size": 5632, "num_experts": 60,
+                  "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632},
     "qwen3_moe": {"num_key_value_heads": 4, "sliding_window": 4096,  # head_dim: hidden/heads
-                  "max_position_embeddings": 32768},
+                  "max_position_embeddings": 32768, "intermediate_size": 6144, "num_experts": 128,
+                  "num_experts_per_tok": 8, "moe_intermediate_size": 768},
 }
 """Per model type, the defaults transformers gives the keys a config.json leaves out (those flopplan reads). The Qwen
-families' window applies only under ``use_sliding_window`` (false by default)."""
+families' window applies only under ``use_sliding_window`` (false by default). The MoE families' expert counts sit
+under the key that loses where a config states both (:data:`flopplan.moe.EXPERT_COUNT_KEYS`), so a count stated
+under either name wins over the default; the Qwen MoE families' ``intermediate_size`` is the width of a dense layer,
+which flopplan refuses (:func:`flopplan.moe.dense_layers`), so its default changes no count."""
 
 
 def with_family_defaults(cfg: dict[str, Any], model_type: Any) -> dict[str, Any]:

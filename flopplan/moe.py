@@ -108,20 +108,44 @@ def _positive(cfg: dict[str, Any], key: str, where: str) -> int:
     return value
 
 
-def moe_from_config(cfg: dict[str, Any], model_type: str, where: str) -> MoE:
-    """The MoE block of a Qwen3-MoE, Qwen2-MoE or Mixtral config.json; refuses configs with dense layers mixed in
-    (``mlp_only_layers``, ``decoder_sparse_step`` > 1), a missing top-k or an unknown experts implementation."""
-    names = ("num_local_experts", "num_experts") if model_type == "mixtral" else ("num_experts", "num_local_experts")
-    # transformers 5.x writes Qwen3-MoE's count as num_local_experts (its attribute_map), the Hub's files num_experts
-    experts = _positive(cfg, next((key for key in names if cfg.get(key) is not None), names[0]), where)
+EXPERT_COUNT_KEYS = {"qwen3_moe": ("num_local_experts", "num_experts"), "mixtral": ("num_experts", "num_local_experts"),
+                     "qwen2_moe": ("num_experts",)}
+"""The keys transformers 5.25 reads the expert count from, the winner first where a config states both:
+``Qwen3MoeConfig`` stores ``num_experts`` as ``num_local_experts`` (its ``attribute_map``), which wins;
+``MixtralConfig`` maps ``num_experts`` onto ``num_local_experts``, and ``num_experts`` wins; ``Qwen2MoeConfig`` has
+no map and reads ``num_experts`` alone (a ``num_local_experts`` there is ignored)."""
+
+
+def dense_layers(cfg: dict[str, Any], layers: int, where: str) -> list[int]:
+    """The layers a Qwen3-MoE or Qwen2-MoE config builds with a dense MLP, as transformers 5.25's decoder layer
+    decides (``Qwen3MoeDecoderLayer.__init__``, modeling_qwen3_moe.py:310; Qwen2-MoE's alike): layer ``i`` is
+    sparse iff ``i not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0``, so an index past the last
+    layer changes nothing. What transformers cannot build (a step of 0 or null, indices that are not integers) is
+    refused."""
+    step, only = cfg.get("decoder_sparse_step", 1), cfg.get("mlp_only_layers")
+    if isinstance(step, bool) or not isinstance(step, int) or step == 0:
+        raise UserError(f"{where}: decoder_sparse_step must be a nonzero integer, not {step!r}")
+    only = [] if only is None else only  # (Qwen3MoeConfig.__post_init__: None -> [])
+    if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
+        raise UserError(f"{where}: mlp_only_layers must be a list of layer indices, not {only!r}")
+    return [i for i in range(layers) if i in only or (i + 1) % step]
+
+
+def moe_from_config(cfg: dict[str, Any], model_type: str, where: str, layers: int) -> MoE:
+    """The MoE block of a Qwen3-MoE, Qwen2-MoE or Mixtral config.json of ``layers`` decoder layers (``cfg`` with
+    its family's defaults: :func:`flopplan.config_defaults.with_family_defaults`); refuses configs that build dense
+    layers among the MoE ones (:func:`dense_layers`), a missing top-k or an unknown experts implementation."""
+    names = EXPERT_COUNT_KEYS[model_type]
+    experts = _positive(cfg, next((key for key in names if cfg.get(key) is not None), names[-1]), where)
     top_k = _positive(cfg, "num_experts_per_tok", where)
     if top_k > experts:
         raise UserError(f"{where}: num_experts_per_tok {top_k} exceeds the {experts} experts")
     width = _positive(cfg, "intermediate_size" if model_type == "mixtral" else "moe_intermediate_size", where)
-    step = cfg.get("decoder_sparse_step", 1)
-    if cfg.get("mlp_only_layers") or step not in (None, 1):
-        raise UserError(f"{where}: dense layers between MoE layers (mlp_only_layers, decoder_sparse_step) are not "
-                        "supported")
+    dense = [] if model_type == "mixtral" else dense_layers(cfg, layers, where)  # (Mixtral: every layer sparse)
+    if dense:
+        raise UserError(f"{where}: layer{'s' if len(dense) > 1 else ''} {', '.join(map(str, dense))} of "
+                        f"{layers} would be dense (mlp_only_layers, decoder_sparse_step): dense layers between MoE "
+                        "layers are not supported")
     implementation = cfg.get("experts_implementation")
     if implementation is not None and implementation not in EXPERTS_IMPLEMENTATIONS:
         raise UserError(f"{where}: experts_implementation {implementation!r} is not supported "

@@ -70,8 +70,9 @@ def test_qwen3_keeps_its_explicit_head_dim():
 
 
 REFUSED = {
-    "moe": (dict(QWEN3_0_6B, model_type="qwen3_moe", num_experts=128), "mixture-of-experts"),
-    "mixtral": (dict(MISTRAL_7B_V03, model_type="mixtral", num_local_experts=8), "mixture-of-experts"),
+    # (a qwen3_moe or mixtral config without its top-k is read with transformers' default: test_config_defaults.py)
+    "moe": (dict(QWEN3_0_6B, model_type="olmoe", num_experts=128), "mixture-of-experts"),
+    "mixtral": (dict(MISTRAL_7B_V03, num_local_experts=8), "mixture-of-experts"),
     "encoder-decoder": ({"model_type": "t5", "is_encoder_decoder": True}, "encoder-decoder"),
     "chunked-layers": (dict(MISTRAL_7B_V01, layer_types=["chunked_attention"] * 32), "layer_types"),
     "layer-types-length": (dict(MISTRAL_7B_V01, layer_types=["full_attention", "sliding_attention"]), "layer_types"),

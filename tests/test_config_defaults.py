@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 
 from flopplan.arch import spec_from_config  # noqa: E402
 from flopplan.config_defaults import FAMILY_DEFAULTS  # noqa: E402
+from flopplan.errors import UserError  # noqa: E402
 from flopplan.formulas import decode_flops, forward_flops  # noqa: E402
 from flopplan.measure import counters  # noqa: E402
 
@@ -90,3 +91,67 @@ def test_a_qwen_config_that_turns_its_window_on_slides_as_transformers_builds_it
     assert spec.sliding_window == 4096
     record_exact(f"windowed {model_type} meta decode B=1 context {LONG}", decode_flops(spec, 1, LONG).total,
                  counters.decode(_built(cfg), 1, LONG))
+
+
+@pytest.mark.parametrize("model_type", sorted(MOE_SIZES))
+def test_the_moe_defaults_are_the_installed_config_classes(model_type):
+    """The table's MoE sizes are what the installed transformers' config class sets (Qwen3-MoE's expert count read
+    through its attribute_map: ``num_experts`` is stored as ``num_local_experts``; the window and the heads are
+    checked on the model built by the tests above)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model(model_type)
+    keys = {*MOE_SIZES[model_type], "num_experts", "num_local_experts", "intermediate_size", "moe_intermediate_size",
+            "shared_expert_intermediate_size"} & set(FAMILY_DEFAULTS[model_type])
+    assert keys >= set(MOE_SIZES[model_type]) - {"num_local_experts", "num_experts"}
+    for key in keys:
+        assert getattr(config, key) == FAMILY_DEFAULTS[model_type][key], key
+
+
+@pytest.mark.parametrize("model_type", sorted(MOE_SIZES))
+@pytest.mark.parametrize("left_out", ["all", "intermediate_size", "num_experts_per_tok"])
+def test_an_moe_config_without_its_moe_keys_counts_what_transformers_builds(model_type, left_out, record_exact):
+    """A config that leaves out the expert count, the top-k, the expert width or the shared expert's width (or the
+    Qwen MoE families' unused dense width) is built with its class's defaults; it was refused ("a
+    mixture-of-experts config needs num_experts_per_tok", a held-out user's configs)."""
+    moe = {} if left_out == "all" else {k: v if "experts" not in k or left_out != "num_experts_per_tok" else 16
+                                        for k, v in MOE_SIZES[model_type].items() if k != left_out}  # (top-8 of 16)
+    cfg = {"model_type": model_type, **{k: v for k, v in BARE.items() if k != "intermediate_size"
+                                        or model_type == "mixtral" or left_out != "intermediate_size"}, **moe}
+    spec = spec_from_config(cfg, f"moe-{model_type}")
+    config = _built(cfg).config
+    experts = config.num_local_experts if model_type != "qwen2_moe" else config.num_experts
+    width = config.intermediate_size if model_type == "mixtral" else config.moe_intermediate_size
+    assert (spec.moe.experts, spec.moe.top_k, spec.moe.expert_intermediate) == (
+        experts, config.num_experts_per_tok, width)
+    assert spec.moe.shared_intermediate == getattr(config, "shared_expert_intermediate_size", 0)
+    record_exact(f"moe defaults {model_type} without {left_out} meta forward B=1 T=8",
+                 forward_flops(spec, 1, 8, 8).total, counters.forward(_built(cfg), 1, 8, None))
+
+
+@pytest.mark.parametrize("model_type", sorted(MOE_SIZES))
+@pytest.mark.parametrize("stated", [{"num_experts": 6}, {"num_local_experts": 6}, {"num_experts": 6,
+                                                                                    "num_local_experts": 4}])
+def test_the_expert_count_is_read_under_the_name_transformers_reads(model_type, stated):
+    """Qwen3-MoE: ``num_local_experts`` wins over ``num_experts``; Mixtral: ``num_experts`` wins; Qwen2-MoE reads
+    ``num_experts`` alone (a ``num_local_experts`` was read where it had none; transformers ignores it)."""
+    cfg = {**_bare(model_type), "num_experts_per_tok": 2}
+    cfg = {**{k: v for k, v in cfg.items() if k not in ("num_experts", "num_local_experts")}, **stated}
+    config = _built(cfg).config
+    built = config.num_experts if model_type == "qwen2_moe" else config.num_local_experts
+    assert spec_from_config(cfg, "count").moe.experts == built
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_moe", "qwen3_moe"])
+@pytest.mark.parametrize("layers,only,step", [(2, [7], 1), (2, [2], 1), (2, [1], 1), (2, [], 2), (3, [], -1),
+                                              (1, [], 1), (2, None, 1)])
+def test_a_dense_layer_is_refused_only_where_transformers_builds_one(model_type, layers, only, step):
+    """transformers' decoder layer is sparse iff ``i not in mlp_only_layers and (i + 1) % decoder_sparse_step ==
+    0``: an index past the last layer (``[7]`` on 2 layers) builds none, and was refused."""
+    cfg = {**_bare(model_type), "num_hidden_layers": layers, "mlp_only_layers": only, "decoder_sparse_step": step}
+    dense = [i for i, layer in enumerate(_built(cfg).model.layers) if "Sparse" not in type(layer.mlp).__name__]
+    if dense:
+        with pytest.raises(UserError, match="dense"):
+            spec_from_config(cfg, "dense")
+    else:
+        assert spec_from_config(cfg, "sparse").moe is not None
