@@ -320,19 +320,24 @@ def _another_org(text: str, key: str) -> bool:
 def resolve(name_or_path: str) -> ArchSpec:
     """A registry name or Hub id (case-insensitive: ``qwen2.5-7b``, ``Qwen/Qwen2.5-7B-Instruct``,
     ``Qwen/Qwen3-30B-A3B``), a config.json file or folder, or another Hub id through :mod:`flopplan.hub` (the
-    local Hugging Face cache, else a download of config.json alone). A registry model's name under another
-    organisation (or a local folder of that name) is that config.json where the local cache holds it or the Hub
-    gives it, else the registry's shapes with a :class:`~flopplan.errors.Note` saying so."""
+    local Hugging Face cache, else a download of config.json alone). A registry model's Hub id is read as
+    transformers' ``from_pretrained`` reads it: a local folder (or file) of that name first, then the config.json
+    the local cache holds for it; else, under its publisher's organisation, the registry's shapes (no download),
+    and under another organisation (a fine-tune may change the vocabulary or prune layers) a download of its
+    config.json, else the registry's shapes with a :class:`~flopplan.errors.Note` saying so."""
     key = _registry_key(name_or_path)
     name = name_or_path.rsplit("/", 1)[-1].lower()
-    if key is not None and _another_org(name_or_path, key):  # a local folder first, as from_pretrained reads it
-        found = Path(name_or_path) if Path(name_or_path).exists() else hub.found_config(name_or_path)
+    if key is not None and "/" in name_or_path:  # a local folder first, as from_pretrained reads it
+        other = _another_org(name_or_path, key)
+        found = Path(name_or_path) if Path(name_or_path).exists() else \
+            hub.found_config(name_or_path) if other else hub.cached_config(name_or_path)
         if found is not None:
             return load_config(found, name=name)
         why = "HF_HUB_OFFLINE is set" if hub.offline() else "it could not be downloaded"
-        warnings.warn(f"{name_or_path} has no config.json in the local Hugging Face cache and {why}: counted with "
-                      f"the registry's {key} shapes (a fine-tune that changed them needs its config.json there)",
-                      Note, stacklevel=2)
+        if other:
+            warnings.warn(f"{name_or_path} has no config.json in the local Hugging Face cache and {why}: counted "
+                          f"with the registry's {key} shapes (a fine-tune that changed them needs its config.json "
+                          "there)", Note, stacklevel=2)
     if key is not None:
         return REGISTRY[key]
     path = Path(name_or_path)

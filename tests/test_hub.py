@@ -43,8 +43,8 @@ def test_hub_id_from_the_local_cache(monkeypatch, tmp_path):
 def test_another_orgs_copy_of_a_registry_model_is_its_own_config_where_the_cache_holds_it(monkeypatch, tmp_path):
     """``myorg/Qwen2.5-0.5B-Instruct`` was read as the registry's qwen2.5-0.5b whatever the cache held (a held-out
     user's pruned fine-tune, counted as the base model): another organisation's config.json in the local cache is
-    the one counted; without it the registry's shapes stand in (offline), and the publisher's own id is the
-    registry's in any case."""
+    the one counted, as is the publisher's own id's (transformers reads the cache's file); without it the
+    registry's shapes stand in (offline)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     pruned = json.dumps(dict(to_hf_config(REGISTRY["qwen2.5-0.5b"]), num_hidden_layers=3))
@@ -54,7 +54,7 @@ def test_another_orgs_copy_of_a_registry_model_is_its_own_config_where_the_cache
         (snapshot / "config.json").write_text(pruned)
     spec = resolve("myorg/Qwen2.5-0.5B-Instruct")
     assert spec.num_layers == 3 and spec.name == "qwen2.5-0.5b-instruct"
-    assert resolve("Qwen/Qwen2.5-0.5B-Instruct") is REGISTRY["qwen2.5-0.5b"]
+    assert resolve("Qwen/Qwen2.5-0.5B-Instruct").num_layers == 3
     with pytest.warns(Note, match="otherorg/Qwen2.5-0.5B-Instruct has no config.json .* registry's qwen2.5-0.5b"):
         assert resolve("otherorg/Qwen2.5-0.5B-Instruct") is REGISTRY["qwen2.5-0.5b"]  # not cached: the registry's
     assert resolve("qwen2.5/0.5b") is REGISTRY["qwen2.5-0.5b"]  # an alias, not a Hub id
@@ -82,6 +82,29 @@ def test_another_orgs_copy_is_found_in_the_cache_whatever_its_case_and_a_fallbac
     notes = [line for line in out.stderr.splitlines() if line]
     assert len(notes) == 1 and notes[0].startswith("flopplan: note: otherorg/Qwen2.5-0.5B-Instruct has no config")
     assert "HF_HUB_OFFLINE is set" in notes[0]
+
+
+def test_a_registry_models_own_id_reads_a_local_folder_then_the_cache_as_from_pretrained_does(monkeypatch, tmp_path):
+    """``Qwen/Qwen3-30B-A3B`` was the registry's whatever a local folder of that name held, where transformers'
+    from_pretrained reads the folder: a folder (or a file) of that name first, then the cache's config.json (no
+    download), else the registry's, with no note (the publisher's id names the registry's model)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.chdir(tmp_path)
+    small = dict(CONFIGS["Qwen/Qwen3-30B-A3B"], num_hidden_layers=2, hidden_size=64, num_experts=8)
+    assert resolve("Qwen/Qwen3-30B-A3B") is REGISTRY["qwen3-30b-a3b"]
+    snapshot = tmp_path / "hub" / "models--Qwen--Qwen3-30B-A3B" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps(dict(small, num_hidden_layers=3)))
+    assert resolve("Qwen/Qwen3-30B-A3B").num_layers == 3
+    (tmp_path / "Qwen" / "Qwen3-30B-A3B").mkdir(parents=True)
+    (tmp_path / "Qwen" / "Qwen3-30B-A3B" / "config.json").write_text(json.dumps(small))
+    spec = resolve("Qwen/Qwen3-30B-A3B")
+    assert (spec.num_layers, spec.hidden_size, spec.moe.experts) == (2, 64, 8)
+    by_id, by_path = (cli("estimate", "--model", model, "--phase", "forward", "--seq", "7", "--json")
+                      for model in ("Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-30B-A3B/config.json"))
+    assert by_id.returncode == 0 and by_id.stderr == "", by_id.stderr
+    assert json.loads(by_id.stdout)["flops"] == json.loads(by_path.stdout)["flops"]
 
 
 def test_unknown_hub_id_is_one_line(monkeypatch, tmp_path):
