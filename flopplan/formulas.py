@@ -61,7 +61,7 @@ from flopplan.attention import (
     window_prefill_pairs,
 )
 from flopplan.breakdown import Breakdown
-from flopplan.moe import EXPERTS_IMPLEMENTATIONS, expert_lora_targets, routed_pairs
+from flopplan.moe import EXPERTS_IMPLEMENTATIONS, adapts_nothing, expert_lora_targets, routed_pairs
 from flopplan.projections import FUSED_FAMILIES, FUSED_PROJECTIONS, LORA_TARGETS, lora_modules
 
 FMA_FLOPS = 2
@@ -250,6 +250,10 @@ class _LayerBuilder:
     def __post_init__(self) -> None:
         if self.lora is not None:
             self.adapted = lora_modules(getattr(self.arch, "family", ""), self.lora.targets)
+            moe = getattr(self.arch, "moe", None)
+            if moe is not None and adapts_nothing(self.arch.family, moe, self.lora.targets):
+                raise ValueError(f"LoRA on {', '.join(self.lora.targets)} adapts nothing in a {self.arch.family} "
+                                 "model: peft finds no module of those names (name an attention projection)")
 
     def linear(self, name: str, x_rg: bool) -> bool:
         """Append a projection (and its LoRA branch); return whether its output needs a gradient."""

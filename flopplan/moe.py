@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopplan.errors import UserError
+from flopplan.projections import LORA_TARGETS
 
 EXPERTS_IMPLEMENTATIONS = ("grouped_mm", "batched_mm", "eager")
 """transformers' experts implementations this model counts; ``grouped_mm`` is transformers' default. All execute
@@ -92,6 +93,46 @@ def expert_lora_targets(family: str, targets: tuple[str, ...]) -> tuple[str, ...
         raise ValueError(f"peft cannot adapt {fused[0]} without {'up_proj' if fused[0] == 'gate_proj' else 'gate_proj'}"
                          " in an MoE model: they are fused into gate_up_proj")
     return (("gate_up_proj",) if fused else ()) + (("down_proj",) if "down_proj" in targets else ())
+
+
+ATTENTION_TARGETS, MLP_TARGETS = LORA_TARGETS[:4], LORA_TARGETS[4:]
+
+
+def adapts_nothing(family: str, moe: MoE, targets: tuple[str, ...]) -> bool:
+    """Whether LoRA on ``targets`` adapts nothing in an MoE model: the MLP names match the shared expert's modules
+    (Qwen2-MoE) or peft maps them onto the routed experts (:data:`PEFT_EXPERT_LORA_FAMILIES`), and elsewhere
+    (Mixtral) match no module, so targets that name nothing else leave peft with no module to adapt
+    (``get_peft_model`` raises ``ValueError: Target modules ... not found in the base model``)."""
+    mlp_matches = bool(moe.shared_intermediate) or family in PEFT_EXPERT_LORA_FAMILIES
+    return not any(t in ATTENTION_TARGETS or (mlp_matches and t in MLP_TARGETS) for t in targets)
+
+
+PEFT_ALL_LINEAR: dict[str, tuple[str, str]] = {
+    "qwen3_moe": ("the four attention projections, the routed experts (gate_up_proj at rank 2r, down_proj) and the "
+                  "router (gate.weight)", "the router"),
+    "mixtral": ("the four attention projections, the routed experts (w1 and w3 as gate_up_proj at rank 2r, w2 as "
+                "down_proj) and the router (gate.weight)", "the router and on Mixtral's routed experts"),
+    "qwen2_moe": ("the four attention projections, the shared expert (gate_proj, up_proj, down_proj) and its gate "
+                  "(shared_expert_gate)", "shared_expert_gate"),
+}
+"""What peft 0.21 adapts for ``target_modules="all-linear"`` on an MoE policy, and what of it flopplan does not
+price. peft resolves all-linear to every ``nn.Linear`` but the output layer (the attention projections; Qwen2-MoE's
+shared expert and its gate, whose router is no ``nn.Linear``), and for the model types transformers' conversion
+mapping covers (qwen3_moe, mixtral: ``_MODEL_TO_CONVERSION_PATTERN``) adds every key of peft's
+``_MOE_TARGET_MODULE_MAPPING`` (utils/transformers_weight_conversion.py ``_resolve_string_target_modules``), which
+``_convert_peft_config_moe`` turns into ``target_parameters``: the experts and the router (``gate.weight``)."""
+
+
+def all_linear_targets(family: str, field: str) -> tuple[str, ...]:
+    """The projections peft's ``target_modules="all-linear"`` adapts, as flopplan's targets (the seven projections)
+    where flopplan prices all of what it adapts: a dense policy. On an MoE policy peft also
+    adapts what flopplan does not price (:data:`PEFT_ALL_LINEAR`): refused, with one line naming ``field``."""
+    if family not in PEFT_ALL_LINEAR:
+        return LORA_TARGETS
+    adapted, unpriced = PEFT_ALL_LINEAR[family]
+    names = ", ".join(ATTENTION_TARGETS + (MLP_TARGETS if family != "mixtral" else ()))
+    raise UserError(f"{field} all-linear on a {family} policy: peft adapts {adapted}; flopplan does not price LoRA "
+                    f"on {unpriced}: name the targets (such as {names})")
 
 
 def routed_pairs(tokens: Any, top_k: Any) -> Any:

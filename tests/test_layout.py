@@ -23,10 +23,10 @@ CORE_ORDER = (
     "errors", "units", "fileio",
     "serial",  # the converter for versioned files
     "budget",
+    "projections",  # a decoder layer's projections: names, shapes, LoRA targets
     "moe", "catalog", "hub",  # MoE blocks, the registry's config.json excerpts, Hub ids from the local cache
     "attention",  # query-key pairs under the attention and window conventions, layer types
     "breakdown",  # FLOPs by term, the type every count returns
-    "projections",  # a decoder layer's projections: names, shapes, LoRA targets
     "config_defaults",  # what transformers reads for the keys a config.json leaves out, and its windows
     "arch", "hf_config", "lengths", "formulas", "peers", "estimate", "passes",
     "recipe", "timing", "ledger", "cost", "hardware", "grid", "planner", "solver", "planfile", "runfile",

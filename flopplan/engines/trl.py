@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flopplan.arch import split_targets
+from flopplan.arch import resolve, split_targets
 from flopplan.engines.trl_generation import check_generation
 from flopplan.errors import UserError, is_int, is_number
 from flopplan.lengths import Length
+from flopplan.moe import all_linear_targets
 from flopplan.passes import old_logprobs_run
 from flopplan.projections import FUSED_PROJECTIONS, LORA_TARGETS, lora_modules
 from flopplan.recipe import Recipe, RewardSystem, refuse_group_of_one
@@ -294,8 +295,8 @@ def _lora(peft: Any, policy: str) -> tuple[int | None, tuple[str, ...]]:
     if not isinstance(peft, dict) or not is_int(peft.get("r")) or peft["r"] < 1:
         raise UserError("peft must be a LoraConfig as an object with a positive integer r")
     targets = peft.get("target_modules", "all-linear")
-    if targets == "all-linear":
-        return int(peft["r"]), LORA_TARGETS
+    if targets == "all-linear":  # (what peft adapts on an MoE policy: flopplan.moe.PEFT_ALL_LINEAR)
+        return int(peft["r"]), all_linear_targets(resolve(policy).family, "peft.target_modules")
     if not isinstance(targets, list) or not targets or not all(isinstance(t, str) for t in targets):
         raise UserError("peft.target_modules must be a list of projection names or 'all-linear'")
     return int(peft["r"]), lora_targets(targets, policy)

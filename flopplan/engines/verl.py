@@ -55,6 +55,7 @@ from flopplan.engines.verl_read import DEFAULTS as DEFAULTS  # re-exported: the 
 from flopplan.engines.verl_read import MISSING, REF, RM, A, M, R, VerlConfig, compose, read_overrides, verl_lengths
 from flopplan.errors import UserError, check_int
 from flopplan.lengths import Length
+from flopplan.moe import PEFT_ALL_LINEAR, all_linear_targets
 from flopplan.passes import old_logprobs_run
 from flopplan.projections import FUSED_PROJECTIONS, LORA_TARGETS
 from flopplan.recipe import Recipe, RewardSystem
@@ -259,9 +260,11 @@ def verl_overrides(recipe: Recipe, *, steps: int, gpus_per_node: int, nnodes: in
         "trainer.test_freq": r.eval_every or -1, R + "calculate_log_probs": True}  # bypass reads vLLM's log-probs
     if r.beta > 0:
         out.update({A + "kl_loss_coef": r.beta, REF + "log_prob_micro_batch_size_per_gpu": micro})
-    if lora:  # alpha is FLOP-neutral: 2 x rank as flopplan train; peft's all-linear = the seven projections
+    if lora:  # alpha is FLOP-neutral: 2 x rank as flopplan train; peft's all-linear = the seven projections of a
+        # dense policy (it adapts more of an MoE one: flopplan.moe.PEFT_ALL_LINEAR)
+        every = set(r.lora_targets) == set(LORA_TARGETS) and r.policy_spec.family not in PEFT_ALL_LINEAR
         out.update({M + "lora_alpha": 2 * (r.lora_rank or 0), M + "lora.merge": merge_lora, M + "target_modules":
-                    "all-linear" if set(r.lora_targets) == set(LORA_TARGETS) else list(r.lora_targets)})
+                    "all-linear" if every else list(r.lora_targets)})
     if r.reward.kind == "orm":
         rm_path = reward_model_path or _model_path(str(r.reward.model), "--reward-model-path")
         out.update({RM + "enable": True, RM + "model_path": rm_path, RM + "rollout.name": rollout,
@@ -342,10 +345,12 @@ def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | Non
     prompt, completion = verl_lengths(c, prompt_len, completion_len)
     reward = RewardSystem("orm", reward_model or _model_name(c.get(RM + "model_path"), RM + "model_path")) \
         if c.flag(RM + "enable") else RewardSystem("rule")
+    policy = model or _model_name(c.get(M + "path"), M + "path")
+    lora_targets = LORA_TARGETS if not rank else split_targets(tuple(targets), policy, "model.target_modules") \
+        if targets != "all-linear" else all_linear_targets(resolve(policy).family, "model.target_modules")
     recipe = Recipe(
-        policy=(policy := model or _model_name(c.get(M + "path"), M + "path")), lora_rank=rank or None,
-        lora_targets=split_targets(tuple(targets), policy, "model.target_modules") if rank and targets != "all-linear"
-        else LORA_TARGETS, prompts_per_step=batch, group_size=n, iterations=c.whole(A + "ppo_epochs", 1), beta=beta,
+        policy=policy, lora_rank=rank or None, lora_targets=lora_targets, prompts_per_step=batch, group_size=n,
+        iterations=c.whole(A + "ppo_epochs", 1), beta=beta,
         old_logprobs="off" if c.flag("algorithm.rollout_correction.bypass_mode") else "on",
         grad_ckpt=c.flag(M + "enable_gradient_checkpointing"), logprob_head="all", engine="vllm",
         prefix_sharing=c.flag(R + "enable_prefix_caching"), optimizer_batch=None if mini >= batch else mini * n,

@@ -1,0 +1,131 @@
+"""LoRA targets on a mixture-of-experts policy priced as peft 0.21 adapts them, or refused with one line: peft's
+``target_modules="all-linear"`` adapts more of an MoE model than the seven projections (Qwen3-MoE and Mixtral: the
+routed experts and the router; Qwen2-MoE: the shared expert's gate), which flopplan priced as the seven (a Mixtral
+training step counted 5,651,968 FLOPs where 11,458,048 ran); Mixtral's MLP names match no module, so targets that
+name only them adapt nothing (peft raises) and were priced. Every place that builds a recipe is checked: ``plan``,
+``estimate``, ``plan --from-trl`` and verl's config. Real transformers models, random-initialised, and real peft."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import cli, one_line_error
+
+from flopplan.arch import REGISTRY, ArchSpec
+from flopplan.errors import UserError
+from flopplan.hf_config import to_hf_config
+from flopplan.moe import MoE
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+FAMILIES = ("qwen3_moe", "qwen2_moe", "mixtral")
+UNPRICED = {"qwen3_moe": ("mlp.gate", "the router (gate.weight)"), "mixtral": ("mlp.gate", "the router (gate.weight)"),
+            "qwen2_moe": ("mlp.shared_expert_gate", "its gate (shared_expert_gate)")}
+"""What peft's all-linear adapts in each family that flopplan does not price (the router, the shared expert's gate):
+its module in layer 0, and how the refusal names it."""
+
+
+def tiny(family: str) -> ArchSpec:
+    shared = family == "qwen2_moe"
+    return ArchSpec(name=f"tiny-{family}", family=family, hidden_size=32, intermediate_size=48, num_layers=2,
+                    num_heads=4, num_kv_heads=2, head_dim=8, vocab_size=64, tie_embeddings=False,
+                    qkv_bias=shared, qk_norm=family == "qwen3_moe",
+                    moe=MoE(6, 2, 24, 40 if shared else 0, shared_gate=shared))
+
+
+def _config(tmp_path: Path, family: str) -> Path:
+    path = tmp_path / family / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(to_hf_config(tiny(family))))
+    return path
+
+
+def _peft_adapts(family: str, targets) -> set[str]:
+    """The parts of layer 0 that peft gives adapters for these targets (its trainable parameters' owners)."""
+    from peft import LoraConfig, get_peft_model
+
+    from flopplan.measure.models import build_model
+
+    model = get_peft_model(build_model(tiny(family), device="cpu", seed=0), LoraConfig(r=4, target_modules=targets))
+    return {name.split("layers.0.")[1].split(".lora_")[0].removesuffix(".base_layer")
+            for name, p in model.named_parameters() if p.requires_grad and "layers.0." in name}
+
+
+def _trl_file(tmp_path: Path, targets) -> Path:
+    path = tmp_path / "grpo.yaml"
+    path.write_text(yaml.safe_dump({"per_device_train_batch_size": 4, "num_generations": 2,
+                                    "max_completion_length": 6, "peft": {"r": 4, "target_modules": targets}}))
+    return path
+
+
+def _plan_from_trl(tmp_path: Path, family: str, targets):
+    return cli("plan", "--from-trl", str(_trl_file(tmp_path, targets)), "--model", str(_config(tmp_path, family)),
+               "--prompt-len", "4", "--steps", "1", "--device", "cpu", "--json")
+
+
+def _verl(tmp_path: Path, family: str, targets) -> None:
+    from flopplan.engines.verl import recipe_from_verl, verl_overrides
+    from flopplan.recipe import Recipe
+
+    overrides = verl_overrides(Recipe(policy="tiny", lora_rank=4, engine="vllm", logprob_head="all",
+                                      update_padding="none"),
+                               steps=1, gpus_per_node=1, model_path="some/folder")
+    recipe, _ = recipe_from_verl({**overrides, "actor_rollout_ref.model.target_modules": targets},
+                                 model=str(_config(tmp_path, family)))
+    assert recipe.policy_spec is not None
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_all_linear_on_an_moe_policy_is_refused_naming_what_peft_adapts(family, tmp_path):
+    adapted = _peft_adapts(family, "all-linear")
+    module, named = UNPRICED[family]
+    assert module in adapted  # what flopplan does not price, adapted by peft
+    assert {f"self_attn.{p}" for p in ("q_proj", "k_proj", "v_proj", "o_proj")} <= adapted
+    line = one_line_error(_plan_from_trl(tmp_path, family, "all-linear"), "peft.target_modules all-linear")
+    assert named in line and "name the targets" in line
+    with pytest.raises(UserError, match=r"model\.target_modules all-linear"):
+        _verl(tmp_path, family, "all-linear")
+
+
+def test_all_linear_on_a_dense_policy_is_the_seven_projections(tmp_path):
+    seven = json.loads(cli("plan", "--from-trl", str(_trl_file(tmp_path, [
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])), "--model", "tiny",
+        "--prompt-len", "4", "--steps", "1", "--device", "cpu", "--json").stdout)
+    every = json.loads(cli("plan", "--from-trl", str(_trl_file(tmp_path, "all-linear")), "--model", "tiny",
+                           "--prompt-len", "4", "--steps", "1", "--device", "cpu", "--json").stdout)
+    assert every["plans"][0]["flops"] == seven["plans"][0]["flops"]
+
+
+def test_verl_export_of_an_moe_policy_names_its_targets_not_all_linear(tmp_path):
+    """verl builds its LoraConfig from target_modules: all-linear would adapt the router as well."""
+    from flopplan.engines.verl import recipe_from_verl, verl_overrides
+    from flopplan.recipe import Recipe
+
+    recipe = Recipe(policy="tiny-moe", engine="vllm", logprob_head="all", update_padding="none")
+    overrides = verl_overrides(recipe, steps=1, gpus_per_node=1, model_path="some/folder")
+    assert REGISTRY["tiny-moe"].moe is not None
+    assert sorted(overrides["actor_rollout_ref.model.target_modules"]) == sorted(recipe.lora_targets)
+    assert recipe_from_verl(overrides, model="tiny-moe")[0].lora_targets == recipe.lora_targets
+
+
+@pytest.mark.parametrize("targets", [["gate_proj", "up_proj", "down_proj"], ["down_proj"]])
+def test_mixtral_lora_on_mlp_names_alone_adapts_nothing_and_is_refused(targets, tmp_path):
+    """Mixtral's experts are parameters (peft's names for them: w1, w2, w3), its MLP names match no module."""
+    with pytest.raises(ValueError, match="not found in the base model"):
+        _peft_adapts("mixtral", targets)
+    config = str(_config(tmp_path, "mixtral"))
+    names = ",".join(targets)
+    one_line_error(cli("estimate", "--model", config, "--phase", "train", "--batch", "2", "--seq", "7",
+                       "--lora-rank", "4", "--lora-targets", names), "adapts nothing")
+    one_line_error(cli("plan", "--model", config, "--lora-rank", "4", "--lora-targets", names, "--budget", "1e15"),
+                   "adapts nothing")
+    one_line_error(_plan_from_trl(tmp_path, "mixtral", targets), "adapts nothing")
+    with pytest.raises(UserError, match="adapts nothing"):
+        _verl(tmp_path, "mixtral", targets)
+    assert _peft_adapts("mixtral", ["q_proj", *targets]) == {"self_attn.q_proj"}  # with a module named: priced
+    assert cli("estimate", "--model", config, "--phase", "train", "--seq", "7", "--lora-rank", "4",
+               "--lora-targets", f"q_proj,{names}").returncode == 0
