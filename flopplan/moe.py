@@ -18,6 +18,7 @@ that did not choose it (capacity-free, dropless routing).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,6 +134,35 @@ def all_linear_targets(family: str, field: str) -> tuple[str, ...]:
     names = ", ".join(ATTENTION_TARGETS + (MLP_TARGETS if family != "mixtral" else ()))
     raise UserError(f"{field} all-linear on a {family} policy: peft adapts {adapted}; flopplan does not price LoRA "
                     f"on {unpriced}: name the targets (such as {names})")
+
+
+def peft_expert_targets(family: str, parameters: Any, rank: int, alpha: Any, rank_pattern: Any,
+                        alpha_pattern: Any) -> tuple[str, ...]:
+    r"""The MLP projection names a converted peft LoraConfig was given, read back from what peft 0.21's
+    ``_convert_peft_config_moe`` (utils/transformers_weight_conversion.py) wrote for them on a
+    :data:`PEFT_EXPERT_LORA_FAMILIES` policy: it moves ``gate_proj``/``up_proj``/``down_proj`` from
+    ``target_modules`` into ``target_parameters`` as :func:`expert_lora_targets` names them, and for the fused
+    ``gate_up_proj`` sets ``rank_pattern``/``alpha_pattern`` ``{r".*\.gate_up_proj": 2r / 2 alpha}``. Exactly that
+    is read back (none: ``()``); any other ``target_parameters`` (the router's ``gate.weight``, Mixtral's experts,
+    parameters the user named) or ``rank_pattern`` is refused with one line."""
+    parameters, rank_pattern = set(parameters or ()), dict(rank_pattern or {})
+    key = rf".*\.{re.escape('gate_up_proj')}"  # (peft's key for the fused parameter)
+    for names in (MLP_TARGETS, ("gate_proj", "up_proj"), ("down_proj",)) if parameters else ((),):
+        converted = expert_lora_targets(family, names)
+        fused = "gate_up_proj" in converted
+        if set(converted) == parameters and rank_pattern == ({key: 2 * rank} if fused else {}) and (
+                not fused or dict(alpha_pattern or {}).get(key) == 2 * alpha):
+            return names
+    if "gate.weight" in parameters:
+        raise UserError(f"peft target_parameters {sorted(parameters)}: LoRA on the router (gate.weight, peft's "
+                        "conversion of the target 'gate' or of all-linear) is not priced: name the projections")
+    if parameters and family not in PEFT_EXPERT_LORA_FAMILIES:
+        raise UserError(f"peft target_parameters {sorted(parameters)}: flopplan does not price LoRA on a {family} "
+                        "model's routed experts")
+    what = f"target_parameters={sorted(parameters)} with " if parameters else ""
+    raise UserError(f"peft {what}rank_pattern={rank_pattern!r}: flopplan prices LoRA of one rank on every layer's "
+                    "projections, and on Qwen3-MoE's routed experts as peft converts the MLP names (gate_proj, "
+                    "up_proj, down_proj)")
 
 
 def routed_pairs(tokens: Any, top_k: Any) -> Any:

@@ -129,3 +129,92 @@ def test_mixtral_lora_on_mlp_names_alone_adapts_nothing_and_is_refused(targets, 
     assert _peft_adapts("mixtral", ["q_proj", *targets]) == {"self_attn.q_proj"}  # with a module named: priced
     assert cli("estimate", "--model", config, "--phase", "train", "--seq", "7", "--lora-rank", "4",
                "--lora-targets", f"q_proj,{names}").returncode == 0
+
+
+# -- the TRL meter reads back peft's conversion of a Qwen3-MoE's MLP names -----------------------------------------
+
+SEVEN = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def _peft_model(targets, **extra):
+    from peft import LoraConfig, get_peft_model
+
+    from flopplan.measure.models import build_model
+
+    return get_peft_model(build_model(tiny("qwen3_moe"), device="cpu", seed=0),
+                          LoraConfig(r=4, lora_alpha=8, target_modules=targets, **extra))
+
+
+@pytest.mark.parametrize("targets", [SEVEN, ["q_proj", "down_proj"], ["gate_proj", "up_proj"]])
+def test_the_meter_reads_pefts_conversion_of_the_mlp_names_back(targets):
+    """peft moves a Qwen3-MoE's MLP names into target_parameters (gate_up_proj at rank 2r, down_proj); the meter
+    refused any target_parameters, so flopplan's own default plan (LoRA on the seven) could not run on TRL."""
+    from flopplan.engines.trl_trainer import policy_lora
+
+    model = _peft_model(targets)
+    assert model.peft_config["default"].target_parameters  # converted by peft
+    rank, names = policy_lora(model)
+    assert rank == 4 and set(names) == set(targets)
+
+
+@pytest.mark.parametrize("targets,extra,fragment", [
+    (["q_proj", "gate"], {}, "router"),  # peft: gate -> gate.weight
+    (["q_proj"], {"target_parameters": ["mlp.experts.down_proj"]}, "target_parameters"),
+    (SEVEN, {"rank_pattern": {"q_proj": 8}}, "rank_pattern"),
+])
+def test_the_meter_still_refuses_other_parameter_lora(targets, extra, fragment):
+    from flopplan.engines.trl_trainer import policy_lora
+
+    with pytest.raises(UserError, match=fragment):
+        policy_lora(_peft_model(targets, **extra))
+
+
+def _grouped_mm(a, b, *args, **kwargs):
+    """A grouped matmul, as the matmuls it groups: ``[S,K] x [E,K,N]`` (rows split by expert) is ``2*S*K*N``,
+    ``[K,S] x [S,N]`` (the contraction split: the weight gradient) ``2*K*S*N``."""
+    return 2 * a[0] * a[1] * (b[2] if len(b) == 3 else b[1])
+
+
+def _addmm_(out, a, b, *args, **kwargs):
+    return 2 * a[0] * a[1] * b[1]
+
+
+@pytest.mark.slow
+def test_a_qwen3_moe_lora_on_the_seven_targets_is_metered_as_it_runs_on_trl(tmp_path):
+    """The whole trainer.train() of a random-initialised Qwen3-MoE with LoRA on the seven targets (the routed
+    experts adapted through peft's target_parameters) under FlopCounterMode, which gets formulas for the grouped
+    expert matmul and the in-place addmm_ (it has none): its count equals the meter's ledger."""
+    pytest.importorskip("trl")
+    from datasets import Dataset
+    from peft import LoraConfig
+    from torch.utils.flop_counter import FlopCounterMode
+    from trl import GRPOConfig, GRPOTrainer
+
+    from flopplan.grpo.codecs import hf_char_tokenizer
+    from flopplan.measure.models import build_model
+    from flopplan.trl import meter
+
+    tokenizer = hf_char_tokenizer()
+    spec = tiny("qwen3_moe")
+    model = build_model(ArchSpec(**{**spec.__dict__, "vocab_size": len(tokenizer)}), device="cpu", seed=0,
+                        experts_implementation="grouped_mm")  # (transformers' default, as TRL loads a model)
+    for config in (model.config, model.generation_config):
+        config.pad_token_id, config.eos_token_id = tokenizer.pad_token_id, tokenizer.eos_token_id
+    data = Dataset.from_list([{"prompt": f"{i % 10}+{i % 7}="} for i in range(16)])
+    args = GRPOConfig(output_dir=str(tmp_path / "trl"), per_device_train_batch_size=4, num_generations=2,
+                      max_completion_length=6, max_steps=2, gradient_checkpointing=True, beta=0.04,
+                      logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, bf16=False,
+                      disable_tqdm=True)
+    trainer = GRPOTrainer(model=model, reward_funcs=[lambda completions, **_: [float(len(c)) for c in completions]],
+                          args=args, processing_class=tokenizer, train_dataset=data,
+                          peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=SEVEN))
+    metered = meter(trainer, out=str(tmp_path / "run"))
+    assert metered.recipe.lora_targets == tuple(SEVEN)
+    aten = torch.ops.aten
+    counter = FlopCounterMode(display=False, custom_mapping={aten._grouped_mm: _grouped_mm, aten.addmm_: _addmm_})
+    with counter:
+        trainer.train()
+    counts = counter.get_flop_counts()["Global"]
+    assert counts[aten._grouped_mm] > 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["flops"]["total"] == counter.get_total_flops() > 0

@@ -23,7 +23,7 @@ from flopplan.engines.trl import GRPO_DEFAULTS, TRLRun, installed_trl_version, r
 from flopplan.engines.trl_generation import check_model_generation
 from flopplan.errors import UserError
 from flopplan.lengths import Length
-from flopplan.moe import EXPERTS_IMPLEMENTATIONS
+from flopplan.moe import EXPERTS_IMPLEMENTATIONS, peft_expert_targets
 from flopplan.projections import LORA_TARGETS
 from flopplan.recipe import Recipe
 
@@ -84,12 +84,15 @@ def policy_lora(model: Any) -> tuple[int | None, tuple[str, ...] | None]:
     if type(config).__name__ != "LoraConfig":
         raise UserError(f"peft: {type(config).__name__} adapters are not priced (LoRA only)")
     for name, priced in (("use_dora", False), ("layers_to_transform", None), ("modules_to_save", None),
-                         ("exclude_modules", None), ("target_parameters", None), ("rank_pattern", {}),
-                         ("layers_pattern", None), ("trainable_token_indices", None)):
+                         ("exclude_modules", None), ("layers_pattern", None), ("trainable_token_indices", None)):
         value = getattr(config, name, priced)
         if value not in (priced, None) and not (isinstance(value, (set, frozenset, list, tuple, dict)) and not value):
             raise UserError(f"peft {name}={value!r}: flopplan prices LoRA of one rank on every layer's projections")
-    targets = config.target_modules
+    # a Qwen3-MoE's MLP names, which peft moved into target_parameters (and rank/alpha patterns), read back
+    experts = peft_expert_targets(_config_dict(model).get("model_type", ""), getattr(config, "target_parameters", None),
+                                  config.r, config.lora_alpha, getattr(config, "rank_pattern", None),
+                                  getattr(config, "alpha_pattern", None))
+    targets = config.target_modules if not experts else {*config.target_modules, *experts}
     if isinstance(targets, (set, frozenset, list, tuple)) and any("." in t for t in targets):
         targets = _layer_targets(targets, _architecture(model).num_layers)
     order = {name: i for i, name in enumerate(LORA_TARGETS)}  # flopplan's order; unknown names refused later
