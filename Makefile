@@ -53,9 +53,17 @@ test test-fast: export PYTHONDONTWRITEBYTECODE :=
 
 # Every test (CI runs this); test-fast skips the ones marked slow (over ~3 s each here: real training runs, 7B-72B
 # meta-device counts, calibration sweeps, statistical simulations; pytest's summary names any unmarked one over 3 s).
-# Tests that share a module fixture carry an xdist_group mark and run on one worker.
-test: lint docs
-	$(BIN)/python -m pytest -n auto --dist loadgroup $(PYTEST_ARGS)
+# Tests that share a module fixture carry an xdist_group mark and run on one worker. The lint and the docs build
+# run beside the tests (about 20 s of CPU that waited a minute for its turn on 2 cores before them); their output
+# follows the tests', and any of the three failing fails the target.
+CHECKS_LOG := $(VENV)/checks.log
+
+test: $(VENV)/.test-installed
+	@$(MAKE) --no-print-directory lint docs > $(CHECKS_LOG) 2>&1 & checks=$$!; \
+	$(BIN)/python -m pytest -n auto --dist loadgroup $(PYTEST_ARGS); tests=$$?; \
+	wait $$checks; status=$$?; cat $(CHECKS_LOG); \
+	if [ $$status -ne 0 ]; then echo "make test: the lint or the docs build failed (above)"; fi; \
+	[ $$tests -eq 0 ] && [ $$status -eq 0 ]
 
 test-fast: lint
 	$(BIN)/python -m pytest -n auto --dist loadgroup -m "not slow" $(PYTEST_ARGS)
