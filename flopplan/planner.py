@@ -297,4 +297,6 @@ def budget_flops(budget: Any, recipe: Recipe, profile: Any = None, price_per_hou
     if profile is None:
         raise UserError(f"a budget in {budget.describe()} needs a hardware profile (profile=NAME or a file)")
     chosen = profile if isinstance(profile, Profile) else resolve_profile(str(profile), recipe.engine, price_per_hour)
+    if budget.dollars is not None and chosen.price_per_hour is None:  # (plan's own line names the CLI's flag)
+        raise UserError("a budget in dollars needs a price per GPU-hour (price_per_hour=...)")
     return int(plan(recipe, budget, chosen).total_flops)

@@ -233,6 +233,23 @@ def test_a_policys_own_generation_config_that_changes_what_generate_computes_is_
     check_model_generation({"max_length": 32768, "eos_token_id": 2, "top_p": 0.8, "num_beams": 1}, set(), None)
 
 
+def test_the_python_apis_budget_and_peak_refusals_name_its_keywords():
+    """A held-out user: meter(budget=Budget(dollars=...), profile="h100") without a price was told to pass
+    --price-per-gpu-hour, the CLI's flag, in a Python script; and peak_flops=-1 was accepted (an MFU below 0)."""
+    from types import SimpleNamespace
+
+    from flopplan.budget import Budget
+    from flopplan.engines.trl_hook import meter
+    from flopplan.planner import budget_flops
+
+    with pytest.raises(UserError, match=re.escape("needs a price per GPU-hour (price_per_hour=...)")):
+        budget_flops(Budget(dollars=1.0), Recipe(policy="tiny"), "h100")
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=0))
+    for peak in (-1, 0, float("nan"), float("inf")):
+        with pytest.raises(UserError, match=r"peak_flops must be .* a positive number"):
+            meter(trainer, peak_flops=peak)
+
+
 def test_phi3_fused_lora_names_are_read_where_the_policy_is_a_phi3():
     """A Phi-3 LoraConfig (qkv_proj, gate_up_proj) prices as the split projections it fuses, and the export
     writes peft's fused names back; elsewhere the fused names are refused with one line."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import tempfile
 import threading
 from pathlib import Path
@@ -102,6 +103,8 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         raise UserError("this trainer is metered already")
     if trainer.state.global_step:
         raise UserError("attach the meter before trainer.train()")
+    if peak_flops is not None and not (math.isfinite(peak_flops) and peak_flops > 0):
+        raise UserError(f"peak_flops must be the device's peak FLOP/s, a positive number (got {peak_flops!r})")
     rank0 = trainer.accelerator.is_main_process
     folder = RunFolder(out) if out is not None else None
     if folder is not None and rank0 and not resume and config is None:
