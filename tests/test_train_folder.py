@@ -113,6 +113,13 @@ def test_a_metered_trl_runs_folder_is_reused_unless_its_run_can_resume_or_finish
         (own / name).write_text("{}")
     with pytest.raises(UserError, match=r"checkpoint-4\): resume it"):
         folder.check_new()
+    # a finished run holds its final checkpoint too (a held-out user was told to resume it): its summary decides
+    (tmp_path / "run" / "summary.json").write_text(json.dumps({"stop": {"reason": "steps"}}))
+    with pytest.raises(UserError, match=r"already holds a finished metered TRL run: give another folder"):
+        folder.check_new()
+    (tmp_path / "run" / "summary.json").write_text(json.dumps({"stop": {"reason": "interrupted"}}))
+    with pytest.raises(UserError, match=r"checkpoint-4\): resume it"):  # a Ctrl-C's stop goes on when resumed
+        folder.check_new()
     for path in (own, output / "checkpoint-2"):
         for file in path.iterdir():
             file.unlink()

@@ -98,11 +98,15 @@ class RunFolder:
         data = self._config_data()
         if not isinstance(data, dict) or data.get("engine") != "trl":
             return ""
+        summary = self.path / SUMMARY
         found = self.trl_checkpoint(data)
+        if summary.exists() and (found is None or _finished(summary)):  # the summary first: a finished run has
+            # its final checkpoint too, and is not one to resume as if it were cut short
+            return "a finished metered TRL run: give another folder"
         if found is not None:
             return (f"a metered TRL run with a checkpoint ({found}): resume it (meter(..., resume=True) and "
                     "trainer.train(resume_from_checkpoint=True); flopplan train --resume) or give another folder")
-        return "a finished metered TRL run: give another folder" if (self.path / SUMMARY).exists() else ""
+        return ""
 
     def _config_data(self) -> Any:
         """The folder's configuration as JSON (None where it cannot be read)."""
@@ -313,6 +317,16 @@ class RunFolder:
 
     def write_summary(self, summary: RunSummary) -> None:
         atomic_write_json(self.path / SUMMARY, summary.to_data())
+
+
+def _finished(summary: Path) -> bool:
+    """Whether a run summary records a final stop (its budget or its steps; a Ctrl-C's ``interrupted`` stop is
+    resumed). One that cannot be read counts as finished: the folder is not a new run's either way."""
+    try:
+        stop = json.loads(summary.read_text(encoding="utf-8")).get("stop")
+    except (OSError, ValueError, AttributeError):
+        return True
+    return not (isinstance(stop, dict) and stop.get("reason") == "interrupted")
 
 
 def _ranges(values: list[int]) -> str:
