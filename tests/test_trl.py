@@ -225,7 +225,9 @@ def test_a_policys_own_generation_config_that_changes_what_generate_computes_is_
 
     for settings, fragment in (({"num_beams": 3}, "num_beams 3"), ({"use_cache": False}, "use_cache False"),
                                ({"num_return_sequences": 2}, "num_return_sequences 2"),
-                               ({"cache_implementation": "static"}, "cache_implementation 'static'")):
+                               ({"cache_implementation": "static"}, "cache_implementation 'static'"),
+                               ({"prefill_chunk_size": 16}, "prefill_chunk_size 16"),
+                               ({"use_mtp": True}, "use_mtp True")):
         with pytest.raises(UserError, match=re.escape(f"the policy's generation_config sets {fragment}")):
             check_model_generation(settings, set(), None)
     check_model_generation({"num_beams": 3}, {"num_beams"}, None)  # the script's generation_kwargs override it

@@ -819,6 +819,11 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
     with pytest.raises(UserError, match="the policy's generation_config sets num_beams 3") as caught:
         meter(trainer(model=beams), out=out)
     assert "\n" not in str(caught.value) and not out.exists()
+    chunked = AutoModelForCausalLM.from_pretrained(str(tiny / "policy"))
+    chunked.generation_config.prefill_chunk_size = 1  # a prefill token by token: 8,200,192 FLOPs uncharged (a
+    with pytest.raises(UserError, match="the policy's generation_config sets prefill_chunk_size 1"):  # held-out
+        meter(trainer(model=chunked), out=out)  # user's script; the same key in generation_kwargs was refused)
+    assert not out.exists()
     _example().write_dataset(tmp_path / "plain.parquet", 16, chat=False)  # a reward model reads plain prompts with
     plain_data = load_dataset("parquet", data_files=str(tmp_path / "plain.parquet"), split="train")  # its tokenizer
     reader = AutoTokenizer.from_pretrained(orm)

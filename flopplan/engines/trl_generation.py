@@ -91,10 +91,15 @@ too, from its config): transformers fills every other unset one from the model's
 MODEL_GENERATION_OFF = {
     "num_beams": (None, 1), "num_beam_groups": (None, 1), "num_return_sequences": (None, 1), "use_cache": (None, True),
     "guidance_scale": (None, 1, 1.0), "prompt_lookup_num_tokens": (None,), "assistant_early_exit": (None,),
-    "penalty_alpha": (None, 0, 0.0), "dola_layers": (None,)}
+    "penalty_alpha": (None, 0, 0.0), "dola_layers": (None,), "prefill_chunk_size": (None,), "use_mtp": (None, False)}
 """Settings of a model's ``generation_config`` that change what ``generate`` computes, with the values that do not:
 beams, several sequences a row, no KV cache, classifier-free guidance, prompt-lookup or early-exit drafting,
-contrastive search, DoLa."""
+contrastive search, DoLa, a prefill in chunks (transformers 5.25 ``generation/utils.py:4339``: each chunk a forward
+over the cache so far; a held-out user's chunks of 1 ran 8,200,192 FLOPs the meter did not charge), drafting with
+the model's multi-token-prediction heads (``use_mtp``, ``utils.py:1336``). The rest of transformers 5.25's
+``GenerationConfig`` keys leave the passes as charged: they act on the logits or on where a row stops (charged from
+the ids returned), apply to beam search or to a draft model only (refused above), name outputs or compilation, or
+make ``generate`` fail under TRL (``stop_strings`` and ``token_healing`` need a tokenizer TRL does not pass)."""
 
 
 def check_model_generation(settings: dict[str, Any], overridden: set[str], cache: Any) -> None:
@@ -105,8 +110,8 @@ def check_model_generation(settings: dict[str, Any], overridden: set[str], cache
     for key, allowed in MODEL_GENERATION_OFF.items():
         if key in settings and key not in overridden and key not in TRL_GENERATION and settings[key] not in allowed:
             raise UserError(f"the policy's generation_config sets {key} {settings[key]!r}, which TRL's generate "
-                            "inherits and flopplan does not price: save the model without it, or override it in "
-                            "GRPOConfig generation_kwargs")
+                            f"inherits and flopplan does not price: set model.generation_config.{key} = "
+                            f"{allowed[-1]!r} before building the trainer")  # (generation_kwargs refuses the key)
     model_cache = settings.get("cache_implementation")
     if cache is None and "cache_implementation" not in overridden and model_cache not in CACHES:
         raise UserError(f"the policy's generation_config sets cache_implementation {model_cache!r}, which TRL's "
