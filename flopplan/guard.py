@@ -33,13 +33,15 @@ class StopDecision:
     #                                     no budget
     detail: str = ""  # the message of a reason without numbers (steps, interrupted)
     noun: str = "step"  # what the loop calls a round in messages (TRL: "round")
+    what: str = ""  # what the bound prices where it is more than that round (the evaluations the TRL meter keeps in
+    #                 reserve with it, or an evaluation alone); "": the round alone
 
     @property
     def message(self) -> str:
         """The stop reason for people ("" while going on)."""
         if self.reason == "budget":
-            return (f"budget: {self.noun} {self.round} could cost up to {self.bound_flops:,} FLOPs, "
-                    f"{self.remaining_flops:,} left")
+            return (f"budget: {self.what or f'{self.noun} {self.round}'} could cost up to {self.bound_flops:,} "
+                    f"FLOPs, {self.remaining_flops:,} left")
         return self.detail
 
     def to_data(self) -> dict[str, Any]:
@@ -61,14 +63,16 @@ class Guard:
         """The round a decision now is about: the rounds completed, plus one."""
         return self.ledger.steps_completed + 1
 
-    def decide(self, bound_flops: int) -> StopDecision:
-        """Before the next round: stop (reason ``budget``) when its bound does not fit what the budget leaves."""
+    def decide(self, bound_flops: int, what: str = "") -> StopDecision:
+        """Before the next round: stop (reason ``budget``) when its bound does not fit what the budget leaves.
+        ``what``: what the bound prices, for the message, where it is more than the next round alone."""
         if self.decision.stop:
             return self.decision
         remaining = self.ledger.remaining
         fits = self.ledger.fits(bound_flops)
         self.decision = StopDecision(not fits, "" if fits else "budget", self.next_round, int(bound_flops),
-                                     None if self.ledger.budget_flops is None else int(remaining), noun=self.noun)
+                                     None if self.ledger.budget_flops is None else int(remaining), noun=self.noun,
+                                     what=what)
         return self.decision
 
     def stop(self, reason: str, detail: str) -> StopDecision:
@@ -78,10 +82,11 @@ class Guard:
         self.decision = StopDecision(True, reason, self.next_round, detail=detail, noun=self.noun)
         return self.decision
 
-    def resume(self) -> None:
+    def resume(self, steps: bool = False) -> None:
         """The same run goes on after a Ctrl-C stopped it (TRL's ``train()`` called again on the trainer): the
-        ``interrupted`` stop is lifted; any other stop stays."""
-        if self.decision.reason == "interrupted":
+        ``interrupted`` stop is lifted, and with ``steps`` a ``steps`` one (trained further: the loop checks its
+        step limit again); a budget stop stays."""
+        if self.decision.reason == "interrupted" or (steps and self.decision.reason == "steps"):
             self.decision = StopDecision(noun=self.noun)
 
     def commit(self, step: int, charges: Iterable[PhaseCharge]) -> dict[str, Any]:

@@ -575,6 +575,13 @@ def test_checkpoints_and_evaluations_inside_a_round_are_refused_whatever_transfo
         check_boundaries(config(save_strategy="steps", save_steps=3), 2, False)
     check_boundaries(config(eval_strategy="steps", eval_steps=4, save_steps=6), 2, True)  # boundaries: accepted
     check_boundaries(config(eval_strategy="steps", eval_steps=1), 2, False)  # no evaluation data: none runs
+    # a share of the run is transformers' math.ceil(max_steps * share) steps (it was refused as "a multiple of the
+    # 1 optimizer steps a round takes" whatever it came to); where the run's length is not known yet it waits
+    check_boundaries(config(eval_strategy="steps", eval_steps=0.5, save_steps=0.5), 1, True, 4)
+    check_boundaries(config(eval_strategy="steps", eval_steps=0.25, save_steps=0.5), 2, True, 16)
+    with pytest.raises(UserError, match=r"^GRPOConfig save_steps \(0.3 of 10 optimizer steps: 3\) must be a multiple"):
+        check_boundaries(config(save_strategy="steps", save_steps=0.3), 2, False, 10)
+    check_boundaries(config(save_strategy="steps", save_steps=0.3), 2, False)  # (epochs decide: train() checks)
 
 
 def test_the_guard_keeps_in_reserve_only_the_evaluations_due_before_its_next_decision():
@@ -598,7 +605,9 @@ def test_the_guard_keeps_in_reserve_only_the_evaluations_due_before_its_next_dec
     every_round = config(eval_strategy="steps", eval_steps=2)
     assert [evaluations_before_next_round(every_round, step, 2, 100) for step in (0, 2)] == [2, 2]
     share, epoch = config(eval_strategy="steps", eval_steps=0.25), config(eval_strategy="epoch")
-    assert evaluations_before_next_round(share, 2, 2, 100) == evaluations_before_next_round(epoch, 2, 2, 100) == 2
+    assert evaluations_before_next_round(share, 2, 2, None) == evaluations_before_next_round(epoch, 2, 2, 100) == 2
+    # a share of a run of known length: its steps (25 of 100), as transformers resolves it
+    assert [evaluations_before_next_round(share, step, 5, 100) for step in (5, 20, 25)] == [0, 1, 1]
 
 
 @pytest.mark.slow
@@ -613,26 +622,70 @@ def test_a_run_that_ends_inside_a_round_charges_what_that_round_ran(tiny, tmp_pa
     from flopplan.trl import meter
 
     make = _trainers(tiny, tmp_path)
-    trainer = make(args=_grpo_args(tmp_path, steps_per_generation=2, max_steps=3))
+    held_out = make().train_dataset.select(range(2))
+    trainer = make(args=_grpo_args(tmp_path, steps_per_generation=2, max_steps=3), eval_dataset=held_out)
     metered = meter(trainer, out=tmp_path / "run", measure=True)
     trainer.train()
     s = _summary(tmp_path / "run")
     _exact(s)
     assert metered.tokens == trainer.state.num_input_tokens_seen > 0 and s["steps"] == 2
+    trainer.evaluate()  # the script's own evaluation after train(): checked, charged, and recorded in the run folder
+    evaluated = _summary(tmp_path / "run")  # (it was charged in memory only: the summary kept the total before it,
+    _exact(evaluated)  # and a resume charged it as lost work)
+    assert evaluated["flops"]["total"] == s["flops"]["total"] + evaluated["flops"]["evaluation"] == metered.ledger.spent
+    assert evaluated["flops"]["evaluation"] > 0 and evaluated["steps"] == 2
     lines = [json.loads(x) for x in (tmp_path / "run" / "ledger.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [1, 2, 2] and lines[-1]["charges"][0]["unit"] == "eval"
+    lines = lines[:2]
     by_unit = [{c["unit"]: sum(c["executed"].values()) for c in line["charges"]} for line in lines]
     assert [line["step"] for line in lines] == [1, 2]
     assert by_unit[1]["rollout"] == by_unit[0]["rollout"] > 0 and 2 * by_unit[1]["update"] == by_unit[0]["update"]
     assert any("ended after 1 of its 2 optimizer steps" in note for note in metered.notes)
     saved = json.loads((tmp_path / "trl" / "checkpoint-3" / "flopplan_ledger.json").read_text())
     assert saved["rounds"] == 2 and saved["tokens"] == metered.tokens  # the final checkpoint holds the round
-    assert trainer.state.log_history[-1]["flops/total"] == s["flops"]["total"]  # what TRL's logs (report_to) got
-    resumed = make(args=_grpo_args(tmp_path, steps_per_generation=2, max_steps=5))
+    assert trainer.state.log_history[-1]["flops/total"] == evaluated["flops"]["total"]  # what TRL's logs got (the
+    assert trainer.state.log_history[-2]["flops/total"] == s["flops"]["total"]  # evaluation's line, the train's)
+    resumed = make(args=_grpo_args(tmp_path, steps_per_generation=2, max_steps=5), eval_dataset=held_out)
     meter(resumed, out=tmp_path / "run", measure=True, resume=True)
     resumed.train(resume_from_checkpoint=str(tmp_path / "trl" / "checkpoint-3"))
     after = _summary(tmp_path / "run")
     _exact(after)
-    assert after["lost_flops"] == 0 and after["flops"]["total"] > s["flops"]["total"]
+    assert after["lost_flops"] == 0 and after["flops"]["total"] > evaluated["flops"]["total"]
+    assert after["flops"]["evaluation"] == evaluated["flops"]["evaluation"]
+
+
+@pytest.mark.slow
+def test_an_evaluation_the_guard_did_not_reserve_never_overruns_the_budget(tiny, tmp_path):
+    """A held-out user's evaluations: the script's trainer.evaluate() before train() ran 120 % of a budget of 5e8
+    before train() refused it, and one a callback asked for (control.should_evaluate) took a run to 130 %: neither
+    was checked against the budget. One before train() that does not fit is refused with one line, nothing run; one
+    a callback asks for that does not fit does not run, and training stops on the budget with its checkpoint (the
+    budget's two rounds would have run)."""
+    from transformers import TrainerCallback
+
+    from flopplan.trl import meter
+
+    class EvaluateEachStep(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_evaluate = True
+
+    make = _trainers(tiny, tmp_path)
+    held_out = make().train_dataset  # 64 rows: an evaluation costs more than two rounds (it never runs here)
+    budget = 2 * meter(make()).next_round_bound()  # two rounds fit, not a round and an evaluation
+    trainer = make(args=_grpo_args(tmp_path, save_steps=1), eval_dataset=held_out, callbacks=[EvaluateEachStep()])
+    metered = meter(trainer, budget=budget, out=tmp_path / "run")
+    with pytest.raises(UserError, match=r"^trainer.evaluate\(\) could cost up to [\d,]+ FLOPs and the budget leaves "
+                                        rf"{budget:,}: refused, nothing ran"):
+        trainer.evaluate()
+    assert metered.ledger.spent == 0
+    trainer.train()
+    s = _summary(tmp_path / "run")
+    assert s["steps"] == 1 and s["flops"]["evaluation"] == 0 and s["within_budget"] and metered.ledger.spent <= budget
+    assert s["stop"]["reason"] == "budget"  # (where the guard would have gone on to round 2)
+    assert s["stop_reason"].startswith("budget: the evaluation at optimizer step 1 (not run) could cost up to")
+    assert any(note.startswith("the evaluation asked for at optimizer step 1 could cost up to") and
+               note.endswith("it did not run") for note in s["notes"]), s["notes"]
+    assert (tmp_path / "trl" / "checkpoint-1").is_dir()
 
 
 @pytest.mark.slow
@@ -710,7 +763,7 @@ def test_resume_from_checkpoint_true_takes_the_last_complete_checkpoint_and_a_fi
     trainer, fresh = train(True)
     assert trainer.state.global_step == 2 and fresh["steps"] == 2 and fresh["lost_flops"] > 0
     assert fresh["notes"][0] == "no checkpoint yet: the run starts again", fresh["notes"]
-    train(True)  # rerun once finished: the earlier sessions' notes stay in its summary
+    finished, _ = train(True)  # rerun once finished: the earlier sessions' notes stay in its summary
     assert _summary(run)["notes"][0] == "no checkpoint yet: the run starts again", _summary(run)
     before = _summary(run)
     other = make(args=_grpo_args(tmp_path, save_steps=1, num_generations=2, max_completion_length=16))
@@ -718,6 +771,17 @@ def test_resume_from_checkpoint_true_takes_the_last_complete_checkpoint_and_a_fi
                                         r"4 -> 2"):  # resumed with other settings: refused, nothing written
         meter(other, out=run, resume=True)
     assert _summary(run) == before
+    # train() again on the same metered trainer returned None and trained nothing, silently (a held-out user)
+    with pytest.raises(UserError, match=r"^trainer.train\(\) trained nothing: the run is over \(reached 2 optimizer "
+                                        r"steps \(2 rounds\)\): raise trainer.args.max_steps"):
+        finished.train(resume_from_checkpoint=True)
+    with pytest.raises(UserError, match=r"^trainer.train\(\) again from step 0, but this metered run holds 2 rounds"):
+        finished.train()
+    finished.args.max_steps = 3  # further: metered on as the same run
+    finished.train(resume_from_checkpoint=True)
+    further = _summary(run)
+    assert finished.state.global_step == 3 and further["steps"] == 3 and further["stop"]["reason"] == "steps"
+    assert further["lost_flops"] == fresh["lost_flops"] and further["flops"]["total"] > fresh["flops"]["total"]
 
 
 @pytest.mark.slow
@@ -915,6 +979,22 @@ def _vllm_meter(mode: str, rank: int = 0, world: int = 1):
                     logprob_head="fused-compact", generation_batch=None)
     run = TRLRun(8, 1, 2 // world, 1, 4, world, True, mode, True)
     return recipe, TRLMeter(recipe, run, None, rank=rank)
+
+
+def test_a_budget_stop_says_its_bound_holds_the_evaluations_kept_in_reserve():
+    """A held-out user read "round 3 could cost up to 2,202,121,728 FLOPs, 1,125,552,896 left" as a round's cost:
+    the bound was one round and the two evaluations the guard keeps in reserve. The message says so."""
+    recipe, metered = _vllm_meter("colocate")
+    from flopplan.engines.trl_meter import TRLMeter
+
+    metered = TRLMeter(recipe, metered.run, 10, eval_rows=8)
+    round_bound, evaluation = metered.next_round_bound(), metered.evaluation_bound()
+    assert round_bound > 0 and evaluation > 0 and not metered.fits_next_round(2)
+    assert metered.decision.message == (f"budget: round 1 (up to {round_bound:,} FLOPs) with 2 evaluations kept in "
+                                        f"reserve (up to {evaluation:,} each) could cost up to "
+                                        f"{round_bound + 2 * evaluation:,} FLOPs, 10 left")
+    alone = TRLMeter(recipe, metered.run, 10)  # no evaluation: the round alone, as before
+    assert not alone.fits_next_round(2) and alone.decision.message.startswith("budget: round 1 could cost up to")
 
 
 @pytest.mark.parametrize("mode", ["colocate", "server"])

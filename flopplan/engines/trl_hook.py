@@ -27,11 +27,9 @@ called from another thread leaves SIGINT to the main thread's handler.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +37,10 @@ import torch
 from transformers import TrainerCallback
 
 from flopplan.engines.trl_boundaries import check_boundaries, evaluations_before_next_round
+from flopplan.engines.trl_evalguard import evaluation_rows, guard_evaluations
 from flopplan.engines.trl_meter import TRLMeter
 from flopplan.engines.trl_prompts import (
     check_tokenizers,
-    eval_datasets,
     longest_prompts,
     prompt_sets,
     retokenising,
@@ -55,9 +53,9 @@ from flopplan.engines.trl_resume import (
     check_start_over,
     keep_lost,
     lost_since,
-    resume_arguments,
 )
 from flopplan.engines.trl_steplog import attach_step_log
+from flopplan.engines.trl_traincall import NoRoundFits, train_call
 from flopplan.engines.trl_trainer import check_explicit, read_trainer
 from flopplan.errors import UserError
 from flopplan.planner import budget_flops
@@ -66,15 +64,6 @@ from flopplan.runfile import CONFIG, last_complete_checkpoint
 from flopplan.train.config import TrainConfig
 from flopplan.train.interrupt import CtrlC
 from flopplan.train.runfolder import RunFolder
-
-
-def _evaluation_rows(trainer: Any, generations: int | None) -> tuple[int, int]:
-    """An evaluation's rows over all processes (the dataloader's even batches round up; a dict of evaluation
-    datasets, each in its own loop) and a process's batch."""
-    if generations is None:
-        return 0, 1
-    batch, world = int(trainer.args.per_device_eval_batch_size), int(trainer.accelerator.num_processes)
-    return sum(-(-len(d) * generations // (batch * world)) * batch * world for d in eval_datasets(trainer)), batch
 
 
 def _described(trainer: Any, read: Any, flops: int | None) -> dict[str, Any]:
@@ -129,10 +118,11 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         if resume and folder is not None and config is None:  # (flopplan train's folder holds its own recipe, and
             check_same_recipe(folder.path, read.recipe)  # its --resume takes no option that would change it)
         flops = budget_flops(budget, read.recipe, profile, price_per_hour)
-        check_boundaries(trainer.args, read.run.optimizer_steps_per_round, read.eval_generations is not None)
+        check_boundaries(trainer.args, read.run.optimizer_steps_per_round, read.eval_generations is not None,
+                         trainer.args.max_steps if trainer.args.max_steps > 0 else None)
         if not resume:  # a budget that buys no round is refused here, not when training starts
             probe = TRLMeter(read.recipe, read.run, flops,
-                             eval_rows=_evaluation_rows(trainer, read.eval_generations)[0])
+                             eval_rows=evaluation_rows(trainer, read.eval_generations)[0])
             probe.know_prompts(lengths, retokenised)
             _check_first_round(probe, trainer.args)
     except BaseException:  # refused: nothing left behind
@@ -150,7 +140,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         if own and not resume:
             folder.write_config(_described(trainer, read, flops))
         scratch.cleanup()
-    eval_rows, eval_batch = _evaluation_rows(trainer, read.eval_generations)
+    eval_rows, eval_batch = evaluation_rows(trainer, read.eval_generations)
     m = TRLMeter(read.recipe, read.run, flops, folder, measure=measure, peak_flops=peak_flops, rank=read.rank,
                  eval_rows=eval_rows, eval_batch=eval_batch, charge_lost=not lost_outside_budget)
     m.notes += [*read.notes, *tokenizer_notes, *retokenised_notes]
@@ -271,15 +261,18 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
     callback = FlopBudgetCallback(trainer, meter)
     trainer.flopplan_callback = callback
     trainer.add_callback(callback)
-    trainer.train = _stops_on_ctrl_c(trainer.train, meter, callback)
+    trainer.train = train_call(trainer.train, meter, callback)
     determine = getattr(trainer, "_determine_best_metric", None)
     if determine is not None:  # save_strategy="best" sets should_save to this after an evaluation: a stop's
         @functools.wraps(determine)  # checkpoint (what a resume continues) is saved whatever the metric did
         def best_or_stopping(*args: Any, **kwargs: Any) -> bool:
+            if callback.stopped and not kwargs.get("metrics", args[0] if args else None):
+                return True  # (an evaluation the budget did not let run: no metrics, trl_evalguard)
             return bool(determine(*args, **kwargs)) or callback.stopped
 
         trainer._determine_best_metric = best_or_stopping
     log_callback = attach_step_log(trainer, meter, callback)
+    guard_evaluations(trainer, meter, callback, log_callback)
     save_checkpoint = trainer._save_checkpoint
 
     @functools.wraps(save_checkpoint)
@@ -292,41 +285,6 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
         return save_checkpoint(*args, **kwargs)
 
     trainer._save_checkpoint = save_with_ledger
-
-
-def _stops_on_ctrl_c(train: Any, meter: TRLMeter, callback: FlopBudgetCallback) -> Any:
-    """``train`` with Ctrl-C handled as the module says."""
-    ctrl_c = callback.ctrl_c
-
-    @functools.wraps(train)
-    def train_until_ctrl_c(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("trial", args[1] if len(args) > 1 else None) is not None:  # every backend passes its trial
-            if meter.owns_folder and meter.folder is not None:
-                meter.folder.unlock()  # nothing was written: another trainer may meter into it in this process
-            raise UserError("trainer.hyperparameter_search trains one run per trial with this trainer, and a meter "
-                            "meters one run: meter a trainer per trial (each with its own out and budget), or "
-                            "compare the trials' settings with flopplan race")
-        ctrl_c.requested = callback.ctrl_c_anywhere = False  # a new call (the same trainer resumed in a notebook)
-        # starts without a stop
-        args, kwargs = resume_arguments(args, kwargs, callback.trainer.args.output_dir)
-        callback.resume_from = kwargs.get("resume_from_checkpoint", args[0] if args else None)
-        if meter.decision.reason == "interrupted":
-            meter.guard.resume()
-            callback.stopped = False
-        main = threading.current_thread() is threading.main_thread()
-        with ctrl_c.handling() if main else contextlib.nullcontext():
-            try:
-                result = train(*args, **kwargs)
-            except _NoRoundFits:  # the run was over at its checkpoint: end it as it ended (its summary written)
-                trainer = callback.trainer
-                trainer.callback_handler.on_train_end(trainer.args, trainer.state, trainer.control)
-                return None
-        if (ctrl_c.requested or callback.ctrl_c_anywhere) and meter.raise_on_ctrl_c:  # the script stops, however
-            # the run ended, on every process (the stop after a Ctrl-C to one of them is every process's)
-            raise KeyboardInterrupt(meter.decision.message)
-        return result
-
-    return train_until_ctrl_c
 
 
 def _check_first_round(meter: TRLMeter, args: Any) -> None:
@@ -347,11 +305,6 @@ def _first_round_fits(meter: TRLMeter, args: Any) -> bool:
     return meter.fits_next_round(reserve if args.eval_on_start else reserve - 1)  # (step 0 is due: the baseline's)
 
 
-class _NoRoundFits(Exception):
-    """Raised at ``on_train_begin`` of a resumed run whose next round does not fit its budget (what it spent, lost
-    work included)."""
-
-
 class FlopBudgetCallback(TrainerCallback):
     """Commits each round when its last optimizer step ends and stops before a round that could overrun the
     budget, or after one when Ctrl-C was pressed on any process (``ctrl_c``; ``should_training_stop`` is never set
@@ -365,6 +318,8 @@ class FlopBudgetCallback(TrainerCallback):
         self.resume_from: Any = None  # what trainer.train(resume_from_checkpoint=...) was given
         self.on_commit: list[Any] = []
         self.on_evaluation: list[Any] = []
+        self.training = self.ended = False  # train() is running; a train() has ended (its summary written)
+        self.calls = 0  # train() calls on this trainer
 
     def reduce(self, tensor: torch.Tensor) -> torch.Tensor:
         accelerator = self.trainer.accelerator
@@ -381,19 +336,25 @@ class FlopBudgetCallback(TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         folder = self.meter.folder
-        if self.meter.resuming and not state.global_step:
-            last = last_complete_checkpoint(args.output_dir)
-            try:
+        try:
+            check_boundaries(args, self.meter.run.optimizer_steps_per_round, bool(self.meter.eval_rows),
+                             state.max_steps)  # (a share of a run TRL's epochs decide is known now)
+            if self.meter.rounds and not state.global_step:  # train() again on this trainer, from step 0
+                raise UserError(f"trainer.train() again from step 0, but this metered run holds {self.meter.rounds} "
+                                "rounds already: train it further with trainer.train(resume_from_checkpoint=True), "
+                                "or meter a new trainer into another folder")
+            if self.meter.resuming and not state.global_step:
+                last = last_complete_checkpoint(args.output_dir)
                 if last is not None:  # the ledger would go on while the model starts over: two histories in one run
                     raise UserError(f"the meter resumes this run but the trainer starts at step 0 although "
                                     f"{last.name} holds its last checkpoint: call trainer.train("
                                     "resume_from_checkpoint=...) (a race pilot: spec.resume_from_checkpoint)")
                 if folder is not None:
                     check_start_over(folder, args.output_dir, self.resume_from)
-            except UserError:
-                if self.meter.owns_folder and folder is not None:
-                    folder.unlock()  # nothing was written: the right call may follow in this process
-                raise
+        except UserError:
+            if self.meter.owns_folder and folder is not None:
+                folder.unlock()  # nothing was written: the right call may follow in this process
+            raise
         if state.global_step:  # resumed: continue the ledger saved with the checkpoint
             self.meter.load(Path(args.output_dir) / f"checkpoint-{state.global_step}")
             if args.eval_on_start:  # (read by transformers after this) as flopplan train --engine trl does: an
@@ -421,7 +382,7 @@ class FlopBudgetCallback(TrainerCallback):
             self.trainer.accelerator.wait_for_everyone()  # the logs trimmed before any process logs its share
         if state.global_step and state.global_step >= state.max_steps:  # resumed at its max_steps: the run is
             self._stop_for_steps(state)  # over (the Trainer would run a step past them: transformers does, unmetered)
-            raise _NoRoundFits
+            raise NoRoundFits
         if self.meter.rounds == 0 and not self.meter.ledger.lost:
             _check_first_round(self.meter, args)
         elif not (_first_round_fits(self.meter, args) if self.meter.rounds == 0 else
@@ -429,7 +390,7 @@ class FlopBudgetCallback(TrainerCallback):
             # resumed from the checkpoint its budget stopped it at (killed before its summary was written), or
             # started again after lost work that leaves no round: the run is over (the Trainer runs a step before
             # it reads should_training_stop, and that round would overrun the budget)
-            raise _NoRoundFits
+            raise NoRoundFits
         return control
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
@@ -487,6 +448,7 @@ class FlopBudgetCallback(TrainerCallback):
                                         "(a subclass's own model calls?): not in the ledger")
         if not self.meter.guard.decision.stop:
             self._stop_for_steps(state)
+        self.ended = True
         return control
 
     def _stop_for_steps(self, state: Any) -> None:

@@ -376,18 +376,27 @@ class TRLMeter:
         return worst_case_round(r, [prompt] * rows, r.completion_len.max, reward_prompt_tokens=reward_prompts,
                                 reward_extra=self.reward_extra if r.reward_spec is not None else None)
 
-    def evaluation_bound(self) -> int:
+    def evaluation_bound(self, rows: int | None = None, prompts: tuple[int, int] | None = None) -> int:
         """The guard's bound of one evaluation (0 without): every row at the evaluation data's longest prompt and
         every completion at the maximum length, the reward model as in :meth:`next_round_bound`
-        (:func:`flopplan.engines.trl_evaluation.evaluation_bound`)."""
-        if not self.eval_rows:
+        (:func:`flopplan.engines.trl_evaluation.evaluation_bound`). ``rows`` and ``prompts`` (the longest prompt as
+        the policy and as the reward model read it): another evaluation's than the one training runs (a script's
+        own ``trainer.evaluate``, :mod:`flopplan.engines.trl_evalguard`)."""
+        rows = self.eval_rows if rows is None else rows
+        prompt, reward = (self.eval_prompt_max, self.eval_reward_prompt_max) if prompts is None else prompts
+        if not rows:
             return 0
-        return evaluation_bound(self.recipe, self.eval_rows, max(self.eval_prompt_max, 1), passes=self.passes,
-                                reward_prompt=self.eval_reward_prompt_max, reward_extra=self.reward_extra)
+        return evaluation_bound(self.recipe, rows, max(prompt, 1), passes=self.passes, reward_prompt=reward,
+                                reward_extra=self.reward_extra)
 
     def fits_next_round(self, evaluations: int = 1) -> bool:
-        """Whether the next round fits with ``evaluations`` evaluations kept in reserve (when evaluating)."""
-        return not self.guard.decide(self.next_round_bound() + evaluations * self.evaluation_bound()).stop
+        """Whether the next round fits with ``evaluations`` evaluations kept in reserve (when evaluating); the stop
+        message says what the bound holds where it is more than the round."""
+        round_bound, evaluation = self.next_round_bound(), self.evaluation_bound()
+        what = (f"round {self.guard.next_round} (up to {round_bound:,} FLOPs) with {evaluations} evaluation"
+                f"{'s' if evaluations > 1 else ''} kept in reserve (up to {evaluation:,} each)"
+                if evaluations and evaluation else "")
+        return not self.guard.decide(round_bound + evaluations * evaluation, what).stop
 
     # -- logs and files -------------------------------------------------------------------------------------------
     def log_figures(self) -> dict[str, float]:

@@ -60,6 +60,11 @@ class RunFolder:
             stack.enter_context(folder_lock(self.path, "run folder"))
             self._lock = stack
 
+    @property
+    def locked(self) -> bool:
+        """Whether this object holds the folder's lock (:meth:`lock`)."""
+        return self._lock is not None
+
     def unlock(self) -> None:
         if self._lock is not None:
             self._lock.close()
