@@ -121,8 +121,10 @@ class RunSummary:
     measured_by_unit: dict[str, dict[str, Any]] | None = field(default=None, metadata=serial.spec(omit=True))
     measured_equals_closed_form: bool | None = field(default=None, metadata=serial.spec(omit=True))
     interrupted: dict[str, Any] | None = field(default=None, metadata=_AS_IS)
-    random_init_policy: bool = False
-    random_init_reward_model: bool = False
+    # whether the models had no trained weights; None: not known (a TRL script's own models, which flopplan did not
+    # build: from_config and from_pretrained leave the same model behind)
+    random_init_policy: bool | None = None
+    random_init_reward_model: bool | None = None
     conventions: dict[str, str] = field(default_factory=dict)
     device: str = ""
     # the machine (measure.device.hardware_name: the GPU, or the CPU's model and threads); "" in older folders

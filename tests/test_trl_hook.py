@@ -111,6 +111,10 @@ def test_a_users_script_is_metered_exactly(tiny, tmp_path):
     assert sum(blind) > 0  # named, not dropped
     full = _summary(runs["sdpa, full, plain, reward model"])
     assert full["flops"]["feedback"] > 0 and full["phases"]["eval.reward"]["executed"] > 0
+    # the script built its models: whether their weights are trained is not known (it wrote false, a claim)
+    assert full["random_init_policy"] is None and full["random_init_reward_model"] is None
+    assert "the reward model's weights are the script's: whether they are trained is not recorded" in cli(
+        "report", "--no-plot", str(runs["sdpa, full, plain, reward model"])).stdout
     # the ledger names the reward the trainer held (RACE's learned-reward caveat reads it from a script's pilots)
     assert full["reward"].startswith("orm:") and _summary(runs["sdpa, LoRA, chat"])["reward"] == "rule"
     _tensorboard_has_the_ledger(tmp_path / "0" / "trl", _summary(runs["eager, LoRA, chat"]))

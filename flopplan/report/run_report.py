@@ -64,6 +64,9 @@ def run_tables(summary: RunSummary) -> tuple[list[Table], list[str]]:
                      + (f"; chance {s.chance:.2f}" if s.chance else ""))
     if s.random_init_reward_model:
         notes.append("the reward model is random-initialised: its scores are meaningless (FLOPs are real)")
+    elif s.random_init_reward_model is None and s.reward.startswith(("orm", "prm")):
+        notes.append("the reward model's weights are the script's: whether they are trained is not recorded "
+                     "(FLOPs are real)")
     if s.interrupted:
         notes.append(f"interrupted: {s.interrupted}")
     notes += [f"note: {note}" for note in s.notes]
