@@ -720,6 +720,10 @@ def test_a_run_that_reaches_max_steps_stops_for_its_steps_where_a_further_round_
     assert s["steps"] == 2 and s["flops"]["total"] == sum(executed)
     assert s["stop"]["reason"] == "steps" and s["stop_reason"] == "reached 2 optimizer steps (2 rounds)"
     (tmp_path / "steps" / "run" / "summary.json").unlink()  # killed after its final checkpoint, before its summary
+    killed = cli("report", str(tmp_path / "steps" / "run"))  # (it said "is not a flopplan run folder")
+    assert killed.returncode == 2 and killed.stderr.count("\n") == 1, killed.stderr
+    assert f"holds a run still going or killed (no summary.json yet): its ledger holds 2 committed steps, " \
+        f"{sum(executed):,} FLOPs; resume it" in killed.stderr
     again = run("steps", 2, resume=True)
     assert again["steps"] == 2 and again["flops"]["total"] == sum(executed) and again["stop"]["reason"] == "steps"
     over = run("budget", 3)  # the budget stops it before its third round, max_steps 3
