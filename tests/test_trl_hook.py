@@ -852,7 +852,7 @@ def _wider():
 @pytest.mark.slow
 def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
     from datasets import load_dataset
-    from peft import LoraConfig
+    from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     from flopplan.engines.trl_hook import meter as attach
@@ -874,10 +874,19 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
             AutoModelForSequenceClassification.from_pretrained(orm)], reward_processing_classes=[_one_token()])),
         ("holds 63 tokens but its model has 32", lambda: trainer(reward_funcs=[
             AutoModelForSequenceClassification.from_pretrained(orm)], reward_processing_classes=[_wider()])),
+        # a PeftModel the script wrapped, with beta > 0: TRL adds the 'ref' adapter the reference forward runs with
+        # (it was refused as "the policy carries 2 adapters", which the script had not made)
+        ("TRL added a 'ref' copy of the adapter", lambda: trainer(model=get_peft_model(
+            AutoModelForCausalLM.from_pretrained(str(tiny / "policy")), LoraConfig(r=4, target_modules=["q_proj"])),
+            args=_grpo_args(tmp_path, beta=0.04))),
     ):
         with pytest.raises(UserError, match=fragment) as caught:
             meter(made(), out=out)
         assert "\n" not in str(caught.value) and not out.exists()
+    # a regex target_modules (peft documents it) is priced as what peft adapted (it was refused)
+    regex, listed = (meter(trainer(peft_config=LoraConfig(r=4, target_modules=targets))).recipe
+                     for targets in (r".*\.(q_proj|v_proj)", ["q_proj", "v_proj"]))
+    assert regex.with_(policy=listed.policy) == listed and regex.lora_targets == ("q_proj", "v_proj")
     from trl import GRPOConfig
 
     every_other = GRPOConfig(output_dir=str(tmp_path / "trl"), per_device_train_batch_size=8, num_generations=4,

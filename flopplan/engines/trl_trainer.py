@@ -78,6 +78,11 @@ def policy_lora(model: Any) -> tuple[int | None, tuple[str, ...] | None]:
     configs = getattr(model, "peft_config", None)
     if not configs:
         return None, None
+    if set(configs) == {"default", "ref"}:  # TRL 1.16 grpo_trainer.py:478-501 adds it (beta > 0, a PeftModel given)
+        raise UserError("peft: TRL added a 'ref' copy of the adapter of the PeftModel you gave (beta > 0) and runs the "
+                        "reference forward with it (grpo_trainer.py:2727), which flopplan does not price (it prices "
+                        "the reference as the base model, adapters off): give the model unwrapped with "
+                        "peft_config=LoraConfig(...), or beta=0")
     if len(configs) != 1:
         raise UserError(f"peft: the policy carries {len(configs)} adapters; flopplan prices one")
     config = next(iter(configs.values()))
@@ -92,7 +97,10 @@ def policy_lora(model: Any) -> tuple[int | None, tuple[str, ...] | None]:
     experts = peft_expert_targets(_config_dict(model).get("model_type", ""), getattr(config, "target_parameters", None),
                                   config.r, config.lora_alpha, getattr(config, "rank_pattern", None),
                                   getattr(config, "alpha_pattern", None))
-    targets = config.target_modules if not experts else {*config.target_modules, *experts}
+    modules = config.target_modules
+    if isinstance(modules, str) and modules != "all-linear":  # a regex (peft documents it): what peft adapted,
+        modules = set(getattr(getattr(model, "base_model", None), "targeted_module_names", ()))  # resolved by peft
+    targets = modules if not experts else {*modules, *experts}
     if isinstance(targets, (set, frozenset, list, tuple)) and any("." in t for t in targets):
         targets = _layer_targets(targets, _architecture(model).num_layers)
     order = {name: i for i, name in enumerate(LORA_TARGETS)}  # flopplan's order; unknown names refused later
