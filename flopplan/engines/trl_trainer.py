@@ -93,10 +93,11 @@ def policy_lora(model: Any) -> tuple[int | None, tuple[str, ...] | None]:
         value = getattr(config, name, priced)
         if value not in (priced, None) and not (isinstance(value, (set, frozenset, list, tuple, dict)) and not value):
             raise UserError(f"peft {name}={value!r}: flopplan prices LoRA of one rank on every layer's projections")
-    # a Qwen3-MoE's MLP names, which peft moved into target_parameters (and rank/alpha patterns), read back
-    experts = peft_expert_targets(_config_dict(model).get("model_type", ""), getattr(config, "target_parameters", None),
-                                  config.r, config.lora_alpha, getattr(config, "rank_pattern", None),
-                                  getattr(config, "alpha_pattern", None))
+    # a Qwen3-MoE's MLP names, which peft moved into target_parameters (and rank/alpha patterns), read back; the
+    # model's type is read only where peft wrote either (a policy without them needs no config)
+    parameters, patterns = getattr(config, "target_parameters", None), getattr(config, "rank_pattern", None)
+    experts = peft_expert_targets(_config_dict(model).get("model_type", ""), parameters, config.r, config.lora_alpha,
+                                  patterns, getattr(config, "alpha_pattern", None)) if parameters or patterns else ()
     modules = config.target_modules
     if isinstance(modules, str) and modules != "all-linear":  # a regex (peft documents it): what peft adapted,
         modules = set(getattr(getattr(model, "base_model", None), "targeted_module_names", ()))  # resolved by peft
