@@ -62,6 +62,21 @@ BAD = {
     "unknown command": ["frobnicate"],
     "models bad context": ["models", "--context", "0"],
 }
+# what the user typed, quoted back: a huge exponent is refused before it is expanded into an integer (1e999999999
+# hung), and one too small for a float is not "0.0"
+QUOTED = {
+    "huge budget (plan)": (["plan", "--model", "qwen2.5-0.5b", "--budget", "1e400000"], "'1e400000'"),
+    "huge budget (train)": (["train", "--model", "qwen2.5-0.5b", "--budget", "1e999999999"], "at most 1e30"),
+    "huge threshold (train)": (["train", "--eval-at-flops", "1e999999999"], "'1e999999999'"),
+    "huge budget (race)": (["race", "design", "--budget", "1e999999999", "--out", "NEW"], "'1e999999999'"),
+    "tiny budget": (["plan", "--model", "qwen2.5-0.5b", "--budget", "1e-99999999"], "'1e-99999999'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(QUOTED))
+def test_a_number_out_of_range_is_quoted_as_typed(tmp_path, case):
+    args, fragment = QUOTED[case]
+    one_line_error(run(*[str(tmp_path / "race") if a == "NEW" else a for a in args]), fragment)
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

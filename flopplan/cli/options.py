@@ -294,6 +294,10 @@ def parse_number(text: str, what: str) -> int | float:
         raise UserError(f"{what} must be a number, not {text!r}") from None
     if not value.is_finite() or value <= 0:
         raise UserError(f"{what} must be a positive number, not {text!r}")
+    if value > Decimal(repr(BUDGET_LIMITS["flops"])):  # before int(): 1e999999999 would take hours to expand
+        raise UserError(f"{what} {text.strip()!r} is beyond what flopplan plans (at most {budget_cap('flops')} FLOPs)")
+    if float(value) == 0:  # 1e-99999999 is 0.0 as a float: refused quoting what was typed, not "0.0"
+        raise UserError(f"{what} must be a positive number, not {text!r} (too small to be a number of FLOPs)")
     return int(value) if value == value.to_integral_value() else float(value)
 
 
