@@ -20,7 +20,7 @@ from flopplan import catalog, hub
 from flopplan.attention import FULL, SLIDING
 from flopplan.config_defaults import windows, with_family_defaults
 from flopplan.errors import Note, UserError
-from flopplan.fileio import read_json
+from flopplan.fileio import exists, is_dir, read_json
 from flopplan.moe import MOE_MODEL_TYPES, MoE, moe_from_config
 from flopplan.projections import (
     FUSED_FAMILIES,
@@ -329,7 +329,7 @@ def resolve(name_or_path: str) -> ArchSpec:
     name = name_or_path.rsplit("/", 1)[-1].lower()
     if key is not None and "/" in name_or_path:  # a local folder first, as from_pretrained reads it
         other = _another_org(name_or_path, key)
-        found = Path(name_or_path) if Path(name_or_path).exists() else \
+        found = Path(name_or_path) if exists(name_or_path, "model ") else \
             hub.found_config(name_or_path) if other else hub.cached_config(name_or_path)
         if found is not None:
             return load_config(found, name=name)
@@ -341,9 +341,10 @@ def resolve(name_or_path: str) -> ArchSpec:
     if key is not None:
         return REGISTRY[key]
     path = Path(name_or_path)
-    if not path.exists() and hub.is_repo_id(name_or_path):
+    there = exists(path, "model ")
+    if not there and hub.is_repo_id(name_or_path):
         return load_config(hub.config_path(name_or_path), name=name)
-    if path.exists() or name_or_path.endswith(".json") or "/" in name_or_path:
+    if there or name_or_path.endswith(".json") or "/" in name_or_path:
         return load_config(path)
     raise UserError(f"unknown model {name_or_path!r}: use one of {', '.join(REGISTRY)}, a Hub id ORG/NAME "
                     "or a path to a config.json")
@@ -363,7 +364,7 @@ def load_config(path: str | Path, name: str | None = None) -> ArchSpec:
     sliding-window/full attention, unknown model types, and configs missing a size key.
     """
     path = Path(path)
-    file = path / "config.json" if path.is_dir() else path
+    file = path / "config.json" if is_dir(path, "config ") else path
     cfg = read_json(file, "config")
     if not isinstance(cfg, dict):
         raise UserError(f"config {str(file)!r} is not a JSON object")

@@ -16,6 +16,7 @@ What the atomic writer does with what is already there:
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -31,21 +32,58 @@ from flopplan.errors import UserError
 STDOUT = "-"
 
 
+_NOTHING_THERE = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)  # what Path.exists() reads as "nothing"
+
+
+def path_kind(path: str | Path, what: str = "") -> str | None:
+    """What a path the user gave names, following links: ``"file"`` (a regular file), ``"folder"``, ``"other"`` (a
+    FIFO, a device, a socket) or None when nothing is there (as :meth:`Path.exists` reads it). Every other failure
+    to look (a name longer than the system allows, a folder that cannot be searched, a NUL in the name) is a
+    one-line :class:`UserError`, "cannot read PATH: reason", where Path.exists() and is_file() raise."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        if exc.errno in _NOTHING_THERE:
+            return None
+        raise UserError(f"cannot read {what}{str(path)!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # "embedded null byte"
+        raise UserError(f"cannot read {what}{str(path)!r}: {exc}") from None
+    return "file" if stat.S_ISREG(mode) else "folder" if stat.S_ISDIR(mode) else "other"
+
+
+def exists(path: str | Path, what: str = "") -> bool:
+    """:meth:`Path.exists` for a path the user gave: see :func:`path_kind`."""
+    return path_kind(path, what) is not None
+
+
+def is_file(path: str | Path, what: str = "") -> bool:
+    """:meth:`Path.is_file` for a path the user gave: see :func:`path_kind`."""
+    return path_kind(path, what) == "file"
+
+
+def is_dir(path: str | Path, what: str = "") -> bool:
+    """:meth:`Path.is_dir` for a path the user gave: see :func:`path_kind`."""
+    return path_kind(path, what) == "folder"
+
+
+def _kind_of(mode: int) -> str:
+    return ("a directory" if stat.S_ISDIR(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+
+
 def writable_target(path: str | Path, what: str = "") -> Path:
     """The file a write to ``path`` replaces: ``path`` itself, or what a symbolic link points to. Refuses (one line)
-    a path that exists and is not a regular file."""
+    a path that exists and is not a regular file, or one that cannot be looked at (a name too long)."""
     path = Path(path)
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
     try:
+        target = Path(os.path.realpath(path)) if path.is_symlink() else path
         mode = target.stat().st_mode
     except FileNotFoundError:
         return target
     except OSError as exc:
         raise UserError(f"cannot write {what}{str(path)!r}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(mode):
-        kind = ("a directory" if stat.S_ISDIR(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-                else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
-        raise UserError(f"will not write {str(path)!r}: it is {kind}, not a regular file")
+        raise UserError(f"will not write {str(path)!r}: it is {_kind_of(mode)}, not a regular file")
     return target
 
 
@@ -197,6 +235,10 @@ def read_text(path: str | Path, what: str) -> str:
     """The UTF-8 text of a file (a byte-order mark, as some editors write, is dropped); unreadable or undecodable
     files are a one-line :class:`UserError`."""
     path = Path(path)
+    # a FIFO or a device is refused before it is opened: opening a FIFO waits for a writer, forever
+    if path_kind(path, f"{what} ") == "other":
+        raise UserError(f"cannot read {what} {str(path)!r}: it is {_kind_of(os.stat(path).st_mode)}, not a "
+                        "regular file")
     try:
         return path.read_text(encoding="utf-8-sig")
     except OSError as exc:

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from flopplan import __version__, serial
 from flopplan.errors import UserError, is_int, is_number
-from flopplan.fileio import read_json, read_step_log
+from flopplan.fileio import exists, is_file, read_json, read_step_log
 from flopplan.ledger import charged_flops
 from flopplan.passes import BUCKET_OF
 from flopplan.planfile import PlanEntry, bucket_flops
@@ -415,14 +415,15 @@ def read_ledger(folder: str | Path, partial: bool = True) -> list[LedgerRecord]:
 def load_summary(folder: str | Path) -> RunSummary:
     """The summary of a run folder, checked; one clear line when the folder is not a run."""
     path = Path(folder) / SUMMARY
-    if not path.exists() and (Path(folder) / CONFIG).is_file():  # a run that has not written its summary yet
+    found = exists(path, "run summary ")
+    if not found and is_file(Path(folder) / CONFIG, "run config "):  # a run that has not written its summary yet
         lines = read_ledger(folder, partial=False)
         rounds = max((line.step for line in lines), default=0)
         raise UserError(f"{str(folder)!r} holds a run still going or killed (no {SUMMARY} yet): its ledger holds "
                         f"{rounds} committed steps, {sum(line.executed_flops for line in lines):,} FLOPs; resume "
                         "it (flopplan train --resume; a TRL script: meter(..., resume=True) and "
                         "trainer.train(resume_from_checkpoint=True)) or wait for it to end")
-    if not path.exists():
+    if not found:
         raise UserError(f"{str(folder)!r} is not a flopplan run folder (no {SUMMARY})")
     return RunSummary.from_data(read_json(path, "run summary"), repr(str(path)))
 

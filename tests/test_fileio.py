@@ -19,6 +19,7 @@ from flopplan.fileio import (
     atomic_write_text,
     folder_lock,
     lock_holder_pid,
+    path_kind,
     proc_stat,
     read_json,
 )
@@ -179,3 +180,44 @@ def test_a_process_status_is_read_past_a_command_name_with_spaces_and_parenthese
         child.kill()
         child.wait()
     assert proc_stat(2**22 + 12345) is None  # above Linux's largest process id: no such process
+
+
+def test_a_name_too_long_to_look_at_is_one_line_not_a_crash(tmp_path):
+    long = tmp_path / ("a" * 300)  # Path.exists() raises ENAMETOOLONG on Python 3.11
+    assert path_kind(tmp_path / "missing") is None and path_kind(tmp_path) == "folder"
+    with pytest.raises(UserError, match="cannot read 'x"):
+        path_kind("x" * 300)
+    for write in (lambda: atomic_write_text(long, "{}"), lambda: read_json(long, "plan")):
+        with pytest.raises(UserError, match="too long"):
+            write()
+
+
+def test_a_fifo_is_refused_before_it_is_opened(tmp_path):
+    fifo = tmp_path / "f.json"
+    os.mkfifo(fifo)  # opening it would wait for a writer forever
+    assert path_kind(fifo) == "other"
+    with pytest.raises(UserError, match="it is a FIFO, not a regular file"):
+        read_json(fifo, "recipe")
+
+
+L = "a" * 300
+LONG_NAMES = {
+    "plan --model": ["plan", "--model", L], "compare --models": ["compare", "--models", L], "report": ["report", L],
+    "race analyze": ["race", "analyze", L], "race run": ["race", "run", L], "race validate": ["race", "validate", L],
+    "tables --race": ["tables", "--race", L], "plan --out": ["plan", "--out", L + ".json"],
+    "race design --out": ["race", "design", "--budget", "1e12", "--out", L],
+    "calibrate --from-runs": ["calibrate", "--from-runs", L],
+    "train --model-path": ["train", "--model-path", L, "--steps", "1", "--out", "RUN"],
+    "plan --recipe": ["plan", "--recipe", L],
+}
+
+
+@pytest.mark.parametrize("case", sorted(LONG_NAMES))
+def test_a_path_too_long_is_one_line_in_every_command(tmp_path, case):
+    one_line_error(cli(*[str(tmp_path / "run") if a == "RUN" else a for a in LONG_NAMES[case]]), "cannot ")
+
+
+def test_a_fifo_given_as_an_input_is_one_line(tmp_path):
+    os.mkfifo(tmp_path / "f.json")
+    for args in (["plan", "--recipe"], ["plan", "--model"], ["export", "trl"]):
+        one_line_error(cli(*args, str(tmp_path / "f.json")), "FIFO")

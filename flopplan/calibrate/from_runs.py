@@ -28,7 +28,7 @@ from flopplan.calibrate.fit_runs import (
 )
 from flopplan.calibrate.runs import RunTiming, at_typical_share, read_runs
 from flopplan.errors import UserError
-from flopplan.fileio import atomic_write_json, writable_folder
+from flopplan.fileio import atomic_write_json, path_kind, writable_folder
 from flopplan.hardware import PROFILE_VERSION, Profile, load_profile, profile_from_data
 from flopplan.timing import OPTIONAL_PARAMETERS, PARAMETERS
 
@@ -208,12 +208,13 @@ def run_from_runs(folders: list[str], *, out_dir: str | None, base_path: str | N
     ``shutdown_repeats`` child processes, default :data:`SHUTDOWN_REPEATS`)."""
 
     for run in folders:
-        if Path(run).exists() and not Path(run).is_dir():
+        kind = path_kind(run, "run folder ")
+        if kind not in (None, "folder"):
             raise UserError(f"run folder {run!r} is not a folder (a file: give the run's folder)")
-        if not Path(run).is_dir():
+        if kind is None:
             raise UserError(f"run folder {run!r} does not exist")
     base = load_profile(base_path) if base_path else None
-    made = out_dir is not None and not Path(out_dir).exists()
+    made = out_dir is not None and path_kind(out_dir, "calibration folder ") is None
     if out_dir:
         writable_folder(out_dir, "calibration folder")
     try:

@@ -52,6 +52,10 @@ class FlopplanGroup(click.Group):
             sys.exit(EXIT_BAD_INPUT)
         except BrokenPipeError:
             sys.exit(0)
+        except OSError as exc:  # the last resort for a path no check looked at first: one line naming it
+            where = f" {str(exc.filename)!r}" if exc.filename is not None else ""
+            click.echo(f"flopplan: cannot use{where}: {exc.strerror or exc}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
 
 
 def _note_line(show: Any) -> Any:

@@ -12,6 +12,7 @@ import click
 from flopplan.cli import command_line, echo_json, fail, main
 from flopplan.cli.options import build_recipe, names_option, parse_number, recipe_options
 from flopplan.errors import UserError, check_int
+from flopplan.fileio import exists, is_file
 from flopplan.recipe import Recipe
 
 RACE_BASE = ("tiny, full fine-tuning, 16 prompts x G, prompt 10, completion 2, no gradient checkpointing, one "
@@ -116,9 +117,9 @@ def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ..
     if not out_dir.strip():
         fail("--out must name the race folder")
     folder = Path(out_dir)  # checked first: nothing is priced for a folder that cannot take the race
-    if (folder / MANIFEST).exists():
+    if exists(folder / MANIFEST, "--out "):
         fail(f"{out_dir!r} already holds a race: give another --out, or `flopplan race run {out_dir}`")
-    if (folder / PILOTS).exists():  # a race whose manifest is gone: its pilots would pass for this design's
+    if exists(folder / PILOTS, "--out "):  # a race whose manifest is gone: its pilots would pass for this design's
         fail(f"{out_dir!r} holds the pilots of an earlier race (pilots/) but no manifest: give another --out")
     total = parse_number(budget, "--budget")
     if not isinstance(total, int) or total < 1:
@@ -349,7 +350,7 @@ def validate(race_dir: str, as_json: bool) -> None:
     from flopplan.race.validate import run_validation
 
     path = Path(race_dir) / "race.json"
-    if not path.is_file():
+    if not is_file(path, "race.json "):
         fail(f"{race_dir!r} has no race.json: run `flopplan race analyze {race_dir}` first")
     take_ctrl_c()
     try:

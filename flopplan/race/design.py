@@ -32,7 +32,7 @@ from flopplan import __version__
 from flopplan.budget import Budget
 from flopplan.cost import step_cost
 from flopplan.errors import UserError, check_int, first_problem, is_int, is_number
-from flopplan.fileio import atomic_write_json, read_json
+from flopplan.fileio import atomic_write_json, is_file, read_json
 from flopplan.planfile import PlanEntry
 from flopplan.planner import plan
 from flopplan.race.axes import CLASSIC, Axis, arm_name, check_knobs, label
@@ -198,7 +198,7 @@ class RaceDesign:
     @staticmethod
     def load(folder: str | Path) -> RaceDesign:
         path = Path(folder) / MANIFEST
-        if not path.is_file():
+        if not is_file(path, "RACE manifest "):
             raise UserError(f"{str(folder)!r} holds no RACE manifest ({MANIFEST}): run `flopplan race design` first")
         return RaceDesign.from_data(read_json(path, "RACE manifest"), f"RACE manifest {str(path)!r}")
 

@@ -129,12 +129,12 @@ def paper_tables(analysis: RaceAnalysis, regret_rows: list[dict[str, Any]] | Non
 def race_tables(race_dir: str | Path) -> dict[str, str]:
     """A race's paper tables from its race.json (and regret.json, when benchmarks/race_regret.py wrote one), with
     the command that regenerates them in every header."""
-    from flopplan.fileio import read_json
+    from flopplan.fileio import is_file, read_json
     from flopplan.race.results import load_analysis
     from flopplan.report.tables import to_latex, to_markdown
 
     folder = Path(race_dir)
-    if not (folder / "race.json").is_file():
+    if not is_file(folder / "race.json", "race.json "):
         from flopplan.errors import UserError
 
         raise UserError(f"{str(folder)!r} has no race.json: run `flopplan race analyze {race_dir}` first")

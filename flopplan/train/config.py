@@ -14,6 +14,7 @@ from typing import Any
 from flopplan.arch import TINY_POLICIES
 from flopplan.budget import Budget
 from flopplan.errors import UserError, check_choice, check_int, check_number, is_int
+from flopplan.fileio import exists, is_dir
 from flopplan.grpo.config import AGGREGATIONS, SCALE_REWARDS, LossConfig
 from flopplan.lengths import Length
 from flopplan.planfile import PlanEntry, PlanFile
@@ -213,7 +214,7 @@ class TrainConfig:
             parse_task(self.task)
         for name in ("dataset", "eval_dataset", "model_path", "reward_model_path"):
             value = getattr(self, name)
-            if value is not None and not Path(value).exists():
+            if value is not None and not exists(value, f"{name.replace('_', ' ')} "):
                 raise UserError(f"cannot read {name.replace('_', ' ')} {value!r}: no such file or folder")
         if self.model_path is None:
             name = r.policy_spec.name  # an LM head is required of a policy
@@ -280,7 +281,7 @@ class TrainConfig:
         from flopplan.runfile import REWARD_MODEL_CARD, load_reward_model_card
 
         path = Path(str(self.reward_model_path))
-        if not path.is_dir():
+        if not is_dir(path, "--reward-model-path "):
             raise UserError(f"--reward-model-path {str(path)!r} is not a folder")
         if not (path / "config.json").exists():
             raise UserError(f"--reward-model-path {str(path)!r} has no config.json")
