@@ -243,6 +243,15 @@ def test_bad_designs_are_one_line_and_write_nothing(tmp_path, args, fragment):
     assert not (tmp_path / "r" / MANIFEST).exists()
 
 
+def test_a_demo_checks_its_options_and_folder_before_any_work(tmp_path):
+    # --jobs 0 was refused only after a reward model's training had half-made the folder; an unwritable --out
+    # was a FileNotFoundError traceback
+    one_line_error(cli("race", "demo", "--quick", "--jobs", "0", "--out", str(tmp_path / "demo")), "--jobs")
+    assert not (tmp_path / "demo").exists()
+    (tmp_path / "file").write_text("")
+    one_line_error(cli("race", "demo", "--quick", "--out", str(tmp_path / "file" / "demo")), "cannot write")
+
+
 def test_an_empty_grid_is_refused():
     from flopplan.errors import UserError
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flopplan.errors import UserError
+from flopplan.errors import UserError, check_int
+from flopplan.fileio import writable_folder
 from flopplan.race.pilots import failure, log_size
 from flopplan.recipe import Recipe
 from flopplan.runfile import load_reward_model_card
@@ -130,8 +131,8 @@ def run_demo(out: str | Path, *, quick: bool = False, jobs: int = 2, base: Recip
     from flopplan.race.runner import run_race
     from flopplan.race.validate import run_validation
 
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
+    check_int("--jobs", jobs)  # every option and the folder checked before the reward model's minutes of training
+    folder = writable_folder(out, "race folder")
     grid = QUICK if quick else DEMO
     seconds: dict[str, float] = {}
     start = time.monotonic()
