@@ -177,6 +177,12 @@ def test_a_version_6_race_json_reads_without_the_anchored_p_best_and_keeps_the_p
     (lambda d: d.update(rung_budgets=d["rung_budgets"][::-1]), "rung_budgets must be positive and ascending"),
     (lambda d: d.update(level=90), "level must be between 0 and 1"),
     (lambda d: d["arms"].append(d["arms"][0]), "arms must be distinct"),
+    (lambda d: d.update(n_replicates=10**40), "n_replicates must be from 1 to 100,000"),  # race validate crashed
+    # the tables' next() raised StopIteration, race validate went on without a target
+    (lambda d: d.update(fitted_targets=["abc"]), "fitted_targets ['abc'] must name each target fitted"),
+    (lambda d: d.update(fitted_targets=[]), "fitted_targets [] must name"),
+    (lambda d: d["targets"][0].update(name="renamed"), "must name each target fitted"),
+    (lambda d: d.update(fitted_targets=[*d["fitted_targets"], d["targets"][-1]["name"]]), "must name each target"),
 ])
 def test_a_malformed_race_json_is_one_line(size_race, tmp_path, edit, message):
     _, an = size_race

@@ -252,6 +252,11 @@ def test_a_demo_checks_its_options_and_folder_before_any_work(tmp_path):
     one_line_error(cli("race", "demo", "--quick", "--out", str(tmp_path / "file" / "demo")), "cannot write")
 
 
+@pytest.mark.parametrize("replicates", ["1000000000", "99999999999999999999"])  # 224 GiB asked; a ValueError
+def test_replicates_beyond_the_maximum_are_refused_before_the_folder_is_read(replicates):
+    one_line_error(cli("race", "analyze", "nowhere", "--replicates", replicates), "from 10 to 100,000")
+
+
 def test_an_empty_grid_is_refused():
     from flopplan.errors import UserError
 

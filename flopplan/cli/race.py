@@ -310,18 +310,20 @@ def run(race_dir: str, backend: str, jobs: int | None, shard: str, address: str 
 
 @race.command()
 @click.argument("race_dir", type=click.Path(file_okay=False))
-@click.option("--replicates", default=500, show_default=True, type=int, help="Bootstrap replicates.")
+@click.option("--replicates", default=500, show_default=True, type=int, help="Bootstrap replicates (10 to 100,000).")
 @click.option("--no-plots", is_flag=True, help="Write race.json and report.md only.")
 @click.option("--json", "as_json", is_flag=True, help="Print race.json.")
 def analyze(race_dir: str, replicates: int, no_plots: bool, as_json: bool) -> None:
     """Curves, intervals, P(best), regimes, the recommendation and the temporal holdout: race.json, report.md."""
     from flopplan.race.analysis import MIN_REPLICATES
     from flopplan.race.analysis import analyze as analyze_race
+    from flopplan.race.bootstrap import MAX_REPLICATES
     from flopplan.race.collect import race_input
     from flopplan.race.design import RaceDesign
     from flopplan.race.report import write_outputs
 
-    check_int("--replicates", replicates, minimum=MIN_REPLICATES)  # named as the option, before the folder
+    # named as the option, before the folder
+    check_int("--replicates", replicates, minimum=MIN_REPLICATES, maximum=MAX_REPLICATES)
     design_ = RaceDesign.load(race_dir)
     result = analyze_race(race_input(design_, race_dir, command_line()), n_replicates=replicates)
     written = write_outputs(result, race_dir, plots=not no_plots)

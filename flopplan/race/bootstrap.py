@@ -76,6 +76,11 @@ from flopplan.race.seed_pooling import (
 FloatArray = NDArray[np.float64]
 Interval = Literal["percentile", "basic", "bc"]
 INTERVALS: tuple[Interval, ...] = ("percentile", "basic", "bc")
+MAX_REPLICATES = 100_000
+"""The most bootstrap replicates an analysis takes (``race analyze --replicates``, and a race.json's
+``n_replicates``, which ``race validate`` redoes): 200x the default of 500, far past where more replicates move a
+90 % interval's ends (their Monte Carlo error shrinks as 1/sqrt(replicates)); the replicate arrays grow with the
+number (10^9 asked for 224 GiB on the demo grid), so a typo is refused instead of filling memory."""
 NOT_SHOWN = ("Not shown by the interval: error of the curve form itself (a run that leaves ScaleRL's curve after the "
              "pilots), anything past the largest pilot budget (late instability), another evaluation target or "
              "prompt population, seed variance that neither an arm's few seeds nor the grid's other arms showed "

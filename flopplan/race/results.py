@@ -22,7 +22,7 @@ from flopplan import serial
 from flopplan.errors import UserError, check_int, first_problem, is_int, is_number
 from flopplan.fileio import read_json
 from flopplan.race import legacy
-from flopplan.race.bootstrap import ArmFit, HoldoutPoint
+from flopplan.race.bootstrap import MAX_REPLICATES, ArmFit, HoldoutPoint
 from flopplan.race.curves import CurveFit, EnvelopeCheck, PowerLawFit
 from flopplan.race.design import AXES, is_ladder
 from flopplan.race.ensemble import EnsembleFit
@@ -428,10 +428,15 @@ class RaceAnalysis:
             (self.pilot_flops >= 0, "pilot_flops must be >= 0"),
             (is_ladder(self.rung_budgets), "rung_budgets must be positive and ascending"),
             (0 < self.level < 1, "level must be between 0 and 1"),
-            (self.n_replicates >= 1, "n_replicates must be >= 1"),
+            (1 <= self.n_replicates <= MAX_REPLICATES, f"n_replicates must be from 1 to {MAX_REPLICATES:,}"),
             (bool(self.arms) and len({a.info.name for a in self.arms}) == len(self.arms),
              "arms must be distinct and not empty"),
             (len({t.name for t in self.targets}) == len(self.targets), "targets must be distinct"),
+            # the tables and the validating run start from fitted_targets[0]: each names a fitted target, once
+            (bool(self.fitted_targets) and len(set(self.fitted_targets)) == len(self.fitted_targets)
+             and set(self.fitted_targets) == {t.name for t in self.targets if t.fitted},
+             f"fitted_targets {list(self.fitted_targets)} must name each target fitted (\"fitted\": true) once: "
+             f"{[t.name for t in self.targets if t.fitted]}"),
         )
         return first_problem(checks)
 
