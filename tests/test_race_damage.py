@@ -19,7 +19,7 @@ from test_race_run import races  # noqa: F401 - the finished quick demo race, bu
 from flopplan.race.design import RaceDesign
 from flopplan.race.pilots import pilot_done, pilot_folder, pilot_spending
 from flopplan.race.results import load_analysis
-from flopplan.race.runner import PROMOTIONS
+from flopplan.race.runner import PROMOTIONS, recorded_promotions
 
 
 def _copy(straight: Path, tmp_path: Path, name: str) -> Path:
@@ -315,3 +315,10 @@ def test_a_pilot_sent_sigint_or_sigterm_alone_is_reported_interrupted_not_failed
     if returncode == 130:
         assert lines[-1].endswith(f"`flopplan race run {race}` resumes it (log: {race}/logs/"
                                   f"{design.arms[0].name}.seed{design.seeds[0]}.rung1.log)")
+
+
+@pytest.mark.parametrize("decisions", [[{"rung": [0]}], [{"rung": "0"}], ["rung 0"], [{"promoted": []}]])
+def test_a_promotions_file_with_a_damaged_decision_holds_none(tmp_path, decisions):
+    # a rung of [0] raised TypeError (unhashable list) in rung_arms: every decision is made again from the pilots
+    (tmp_path / PROMOTIONS).write_text(json.dumps({"race_promotions_version": 1, "decisions": decisions}))
+    assert recorded_promotions(tmp_path) == []

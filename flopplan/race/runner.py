@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from flopplan.budget import Budget
-from flopplan.errors import UserError
+from flopplan.errors import UserError, is_int
 from flopplan.fileio import atomic_write_json, folder_lock, lock_holder, read_json
 from flopplan.planfile import PlanEntry, PlanFile
 from flopplan.planner import plan
@@ -197,7 +197,8 @@ def recorded_promotions(folder: Path) -> list[Any]:
         return []
     if isinstance(data, dict) and data.get("race_promotions_version") == PROMOTIONS_VERSION:
         data = data.get("decisions")
-    return data if isinstance(data, list) else []
+    readable = isinstance(data, list) and all(isinstance(d, dict) and is_int(d.get("rung")) for d in data)
+    return data if readable else []  # a decision without a rung number (a list, text) is a damaged file too
 
 
 def rung_arms(design: RaceDesign, folder: Path) -> list[list[str]]:
