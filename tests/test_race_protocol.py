@@ -268,7 +268,7 @@ def test_analyze_names_its_option_when_it_refuses_too_few_replicates(tmp_path):
     """The refusal named the analysis's argument (n_replicates), which the command line does not have; it is checked
     before the folder is read."""
     one_line_error(cli("race", "analyze", str(tmp_path), "--replicates", "2"),
-                   "--replicates must be an integer >= 10, not 2")
+                   "--replicates must be an integer from 10 to 100,000, not 2")
 
 
 def test_run_refuses_a_bad_shard_and_analyze_waits_for_a_rung(tmp_path):
