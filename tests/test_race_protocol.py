@@ -168,7 +168,15 @@ def test_the_manifest_round_trips_and_a_corrupted_one_is_refused(tmp_path):
                                  ("arms", [data["arms"][0] | {"name": ""}], "arm's name"),
                                  ("arms", [data["arms"][0] | {"eval_flops": -2 * 10**9}], "eval_flops"),
                                  ("reward_model_path", 5, "reward_model_path"),
-                                 ("race_manifest_version", True, "race_manifest_version")):
+                                 ("race_manifest_version", True, "race_manifest_version"),
+                                 # each passed, and failed only in a pilot or a sum after work had begun
+                                 ("seeds", [10**40], "seeds"), ("eta", 10**40, "eta"),
+                                 ("eval_generations", -1, "eval_loop"),
+                                 ("room", [10**40, *data["room"][1:]], "room"),
+                                 *(("worst_case_flops", bad, "worst_case_flops")
+                                   for bad in ("abc", -1, float("nan"), [1])),
+                                 *(("arms", [data["arms"][0] | {"upfront_flops": bad}, *data["arms"][1:]],
+                                    "upfront_flops") for bad in (True, 4.5, 10**40))):
         (tmp_path / "r" / MANIFEST).write_text(json.dumps({**data, key: value}))
         for command in ("run", "analyze"):
             one_line_error(cli("race", command, str(tmp_path / "r")), fragment)

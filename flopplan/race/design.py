@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from flopplan import __version__
-from flopplan.budget import Budget
+from flopplan.budget import BUDGET_LIMITS, Budget
 from flopplan.cost import step_cost
 from flopplan.errors import UserError, check_int, first_problem, is_int, is_number
 from flopplan.fileio import atomic_write_json, is_file, read_json
@@ -37,7 +37,7 @@ from flopplan.planfile import PlanEntry
 from flopplan.planner import plan
 from flopplan.race.axes import CLASSIC, Axis, arm_name, check_knobs, label
 from flopplan.race.design_notes import holdout_note, horizon_note, one_seed_note
-from flopplan.race.grid import EVAL_LOOPS, Grid, room_ladder
+from flopplan.race.grid import EVAL_LOOPS, MAX_ETA, MAX_SEED, Grid, room_ladder
 from flopplan.race.seed_pooling import ONE_SEED_SD, is_seed_sd
 from flopplan.recipe import Recipe, RewardSystem
 from flopplan.units import eng
@@ -89,9 +89,10 @@ class Arm:
         if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not isinstance(
                 data.get("rungs"), list) or not is_int(data.get("eval_flops")):
             raise UserError(f"{where} is malformed")
+        upfront = data.get("upfront_flops") or 0  # null or absent before the upfront charge; checked with the rest
         return Arm(data["name"], dict(data.get("axes") or {}), Recipe.from_data(data.get("recipe"), where),
                    tuple(PlanEntry.from_data(e, f"{where}, rung {i}") for i, e in enumerate(data["rungs"])),
-                   int(data["eval_flops"]), int(data.get("upfront_flops") or 0), dict(data.get("knobs") or {}),
+                   int(data["eval_flops"]), upfront, dict(data.get("knobs") or {}),
                    dict(data.get("grpo") or {}))
 
 
@@ -217,12 +218,12 @@ def _manifest_problem(d: RaceDesign) -> str:
     checks = (
         (d.budget_flops > 0, "budget_flops must be > 0"),
         (0 < d.pilot_fraction < 1, "pilot_fraction must be between 0 and 1"),
-        (d.eta >= 2, "eta must be at least 2"),
+        (2 <= d.eta <= MAX_ETA, f"eta must be an integer from 2 to {MAX_ETA:,}"),
         (is_ladder(d.rung_flops), "rung_flops must be positive and ascending"),
         (all(k >= 1 for k in d.keep) and all(a >= b for a, b in itertools.pairwise(d.keep)),
          "keep must be positive and not increasing"),
-        (bool(d.seeds) and all(x >= 0 for x in d.seeds) and len(set(d.seeds)) == len(d.seeds),
-         "seeds must be distinct integers >= 0"),
+        (bool(d.seeds) and all(0 <= x <= MAX_SEED for x in d.seeds) and len(set(d.seeds)) == len(d.seeds),
+         f"seeds must be distinct integers from 0 to {MAX_SEED:,}"),
         (bool(d.targets) and len(set(d.targets)) == len(d.targets), "targets must be distinct and not empty"),
         (bool(d.fit_targets) and set(d.fit_targets) <= set(d.targets), "fit_targets must be among the targets"),
         (bool(names) and len(set(names)) == len(names), "arms must be distinct and not empty"),
@@ -230,11 +231,16 @@ def _manifest_problem(d: RaceDesign) -> str:
          "an arm's name names its pilots' folder: not empty, '.', '..', nor holding a path separator"),
         (bool(d.eval_points) and all(x > 0 for x in d.eval_points), "eval_points must be positive and not empty"),
         (is_seed_sd(d.one_seed_sd), "one_seed_sd must be a number above 0 and at most 1"),
-        (d.eval_loop in EVAL_LOOPS and is_int(d.eval_generations) and (d.eval_generations >= 1) == (
+        (d.eval_loop in EVAL_LOOPS and is_int(d.eval_generations) and d.eval_generations >= 0 and (
+            d.eval_generations >= 1) == (
             d.eval_loop == "trl"), "eval_loop must be flopplan (eval_generations 0) or trl (eval_generations >= 1)"),
         (all(a.eval_flops >= 0 for a in d.arms), "an arm's eval_flops (one evaluation's worst case) must be >= 0"),
+        (all(is_int(a.upfront_flops) and 0 <= a.upfront_flops <= BUDGET_LIMITS["flops"] for a in d.arms),
+         "an arm's upfront_flops must be a whole number of FLOPs from 0 to 1e30"),
         (d.reward_model_path is None or (isinstance(d.reward_model_path, str) and bool(d.reward_model_path)),
          "reward_model_path must be a path (text) or null"),
+        (all(n <= len(d.arms) for n in (*d.keep, *d.room)) and all(a >= b for a, b in itertools.pairwise(d.room)),
+         "keep and room must not exceed the arms, and room must not increase"),
     )
     return first_problem(checks)
 
@@ -246,6 +252,9 @@ def _derived_problem(d: RaceDesign, data: dict[str, Any]) -> str:
     ``worst_case_flops`` is not compared: it sums the arms' pilot budgets, whose accounting (evaluations) a later
     release may refine, and that must not refuse an older race; what it guards is checked on the inputs
     (:func:`pilots_fit_the_cap`)."""
+    worst = data.get("worst_case_flops", 0)  # recorded for the reader; not compared (see above), but a number
+    if not is_int(worst) or worst < 0:
+        return f"worst_case_flops must be a whole number of FLOPs >= 0, not {worst!r}"
     if "pilot_cap" in data and data["pilot_cap"] != d.pilot_cap:
         return (f"pilot_cap {data['pilot_cap']!r} is not pilot_fraction x budget_flops ({d.pilot_cap}): it is derived "
                 "from those two, not read; to change the pilots' budget edit them, then set pilot_cap to match or "

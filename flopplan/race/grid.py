@@ -18,6 +18,11 @@ target (built-in pilots), or TRL's evaluation loop on a script's one ``eval_data
 ``num_generations_eval`` sampled completions per prompt, scored, and the loss forward;
 :mod:`flopplan.engines.trl_evaluation`)."""
 MAX_SEEDS, MAX_RUNGS, MAX_EVALS = 1000, 60, 10_000
+MAX_SEED = 2**32 - 1
+"""The largest seed a pilot takes: numpy's legacy seeding (and so the libraries a pilot seeds) stops at 2^32 - 1."""
+MAX_ETA = 1_000_000
+"""The largest halving factor: any eta above the number of arms keeps one arm per rung; the cap keeps a typo's
+exponent out of the ladder's arithmetic."""
 """The most seeds per pilot, rungs and evaluation points a design takes: a pilot grid, not a sweep (60 rungs at
 eta 2 already span 2^60 in budget, past the planner's 1e30 FLOPs)."""
 
@@ -58,12 +63,12 @@ class Grid:
         for name, most in (("seeds", MAX_SEEDS), ("rungs", MAX_RUNGS), ("evals", MAX_EVALS)):
             check_int(f"--{name}", getattr(self, name), 1, most)  # beyond these, tuples of them filled the memory
         check_int("--eval-prompts", self.eval_prompts, MIN_PROMPTS)  # the analysis resamples them
-        check_int("--eta", self.eta, 2)
+        check_int("--eta", self.eta, 2, MAX_ETA)
         for g in self.group_sizes:
             refuse_group_of_one(g, "race")
         if not (is_number(self.room) and 1 <= self.room <= 1e6):
             raise UserError(f"--room must be a number from 1 (the halving's count only) to 1e6, not {self.room!r}")
-        check_int("first seed", self.first_seed, 0)
+        check_int("first seed", self.first_seed, 0, MAX_SEED - self.seeds + 1)
         if not is_seed_sd(self.one_seed_sd):
             raise UserError(f"--seed-sd must be a relative sd above 0 and at most 1 (0.05: 5 % of the gain), not "
                             f"{self.one_seed_sd!r}")
