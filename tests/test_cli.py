@@ -281,3 +281,20 @@ def test_a_name_the_terminal_cannot_show_is_escaped(tmp_path):
     out = subprocess.run([sys.executable, "-m", "flopplan", *TINY, "--out", str(tmp_path / "ü.json")],
                          capture_output=True, text=True, env=env, cwd=ROOT)
     assert out.returncode == 0 and "\\xfc.json" in out.stdout and (tmp_path / "ü.json").exists()
+
+
+def test_an_os_error_no_check_caught_is_one_line_naming_the_path(capsys):
+    from flopplan.cli import FlopplanGroup
+
+    @click.group(cls=FlopplanGroup)
+    def group() -> None:
+        pass
+
+    @group.command()
+    def probe() -> None:
+        raise OSError(36, "File name too long", "a" * 300)
+
+    with pytest.raises(SystemExit) as exit_:
+        group.main(["probe"], prog_name="flopplan")
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == f"flopplan: cannot use {'a' * 300!r}: File name too long\n"
