@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from flopplan import __version__, serial
-from flopplan.budget import Budget
-from flopplan.errors import UserError, is_int
+from flopplan.budget import BUDGET_LIMITS, Budget, budget_cap
+from flopplan.errors import UserError, first_problem, is_int, is_number
 from flopplan.fileio import atomic_write_json, read_json
-from flopplan.passes import BUCKET_OF, BUCKETS
+from flopplan.passes import BUCKET_OF, BUCKETS, by_bucket
 from flopplan.recipe import Recipe
 from flopplan.units import as_int
 
@@ -142,7 +142,47 @@ class PlanEntry:
         entry: PlanEntry = serial.from_data(PlanEntry, fields, where)
         if data.get("model", entry.model) != entry.model:
             raise UserError(f"{where} is malformed: model {data.get('model')!r} is not its recipe's policy")
+        problem = entry._inconsistency(data)
+        if problem:
+            raise UserError(f"{where} is malformed: {problem} (a plan file flopplan writes has it so)")
         return entry
+
+    def _inconsistency(self, data: dict[str, Any]) -> str:
+        """What in a read entry no planner would have written, '' when nothing: the FLOPs past the planner's cap,
+        the buckets, the phases and the steps that disagree, the derived keys readers trust that say otherwise."""
+        total, budget = self.flops["total"], self.budget.flops
+        step_phases, slack = sum(self.step_phases.values()), len(self.step_phases)  # each phase rounded apart
+        expected_evaluations = {self.recipe.evaluations(self.steps)} | ({0} if self.steps == 0 else set())
+        huge = [k for k, v in self.counts.items() if v > BUDGET_LIMITS["flops"]]
+        shares = data.get("shares", {b: round(s, 6) for b, s in self.shares().items()})
+        return first_problem((
+            (max(total, self.step_flops, self.eval_flops) <= BUDGET_LIMITS["flops"],
+             f"flops.total, step_flops and eval_flops must be within what flopplan plans ({budget_cap('flops')})"),
+            (by_bucket(self.phases) == self.flops, "phases must be given and add up to flops by bucket"),
+            (all(v >= 0 for v in self.step_phases.values()), "step_phases must be FLOPs >= 0"),
+            (abs(step_phases - self.step_flops) <= slack + self.step_flops * 1e-12,
+             "step_phases must add up to step_flops"),
+            # every phase's run total is its step's FLOPs (a float) times steps (or evaluations), rounded once
+            # per phase: they agree to the rounding and to a float's precision
+            (abs(self.steps * self.step_flops + self.evaluations * self.eval_flops - total)
+             <= self.steps + self.evaluations + len(self.phases) + slack + total * 1e-12,
+             "steps x step_flops + evaluations x eval_flops must be flops.total"),
+            (self.evaluations in expected_evaluations, f"evaluations must be {min(expected_evaluations)} for "
+                                                       f"{self.steps} steps of its recipe"),
+            (self.counts.get("prompts", self.steps * self.recipe.prompts_per_step)
+             == self.steps * self.recipe.prompts_per_step, "prompts must be steps x prompts_per_step"),
+            (not huge, f"{', '.join(huge)} must be at most {budget_cap('flops')} (each costs FLOPs)"),
+            (budget is None or total <= budget, "flops.total must be within its budget"),
+            (budget is None or self.leftover_flops in (None, budget - total),
+             "leftover_flops must be the budget less flops.total"),
+            (data.get("budget_flops", budget) == budget and type(data.get("budget_flops", budget)) is type(budget),
+             "budget_flops must be its budget's flops"),
+            (data.get("reward", str(self.recipe.reward)) == str(self.recipe.reward),
+             "reward must be its recipe's reward"),
+            (isinstance(shares, dict) and set(shares) == set(BUCKETS) and all(
+                is_number(shares[b]) and abs(shares[b] - s) <= 1e-6 for b, s in self.shares().items()),
+             "shares must be each bucket's share of flops.total"),
+        ))
 
 
 @dataclass(frozen=True)
@@ -181,6 +221,9 @@ class PlanFile:
     @staticmethod
     def from_data(data: Any, where: str) -> PlanFile:
         plan_file: PlanFile = serial.read(PLAN_LAYOUT, PlanFile, data, where)
+        derived, budget = data.get("budget_flops"), plan_file.budget_flops
+        if "budget_flops" in data and (derived != budget or type(derived) is not type(budget)):
+            raise UserError(f"{where} is malformed: budget_flops must be its budget's flops, not {derived!r:.60}")
         return plan_file
 
     @staticmethod

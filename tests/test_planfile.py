@@ -78,3 +78,40 @@ def test_bucket_flops_are_non_negative_integers_for_every_bucket_and_the_total(v
     with pytest.raises(UserError, match="where"):
         bucket_flops(value, "where")
     assert bucket_flops({**{b: 2 for b in BUCKETS}, "total": 8}, "where") == {**{b: 2 for b in BUCKETS}, "total": 8}
+
+
+def _set(data: dict, path: str, value: object) -> dict:
+    """``data`` with the value at a dotted ``path`` replaced (``...`` deletes it)."""
+    data = json.loads(json.dumps(data))
+    *parents, key = path.split(".")
+    node = data
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    if value is ...:
+        del node[key]
+    else:
+        node[key] = value
+    return data
+
+
+@pytest.mark.parametrize(("path", "value"), [
+    ("steps", 10**40), ("evaluations", 10**40), ("step_flops", 10**40), ("eval_flops", 10**40),
+    ("leftover_flops", -1), ("prompts", 10**40), ("update_tokens", 10**40), ("phases", ...), ("step_phases", ...),
+    ("budget_flops", -1), ("budget_flops", "abc"), ("budget_flops", True), ("budget_flops", [1]),
+    ("reward", [1]), ("reward", 10**40), ("shares", "abc"), ("shares", -1)])
+def test_an_entry_no_planner_would_write_is_refused(entries, path, value):
+    data = entries[0].to_data()
+    with pytest.raises(UserError, match=path.split(".")[0]) as exc:
+        PlanEntry.from_data(_set(data, path, value))
+    assert "\n" not in str(exc.value)
+
+
+def test_a_plan_file_whose_budget_flops_is_not_its_budget_is_refused(tmp_path, entries):
+    data = PlanFile(entries[:1], budget=entries[0].budget).to_data()
+    for value in (-1, float("nan"), "abc", [1], True):
+        path = tmp_path / "plan.json"
+        path.write_text(json.dumps(_set(data, "budget_flops", value)))
+        with pytest.raises(UserError, match="budget_flops"):
+            PlanFile.load(path)
+    path.write_text(json.dumps(data))
+    assert PlanFile.load(path).plans == entries[:1]
