@@ -225,6 +225,20 @@ def test_a_run_config_of_the_flat_layout_still_loads(tmp_path):
             TrainConfig.from_data({k: v for k, v in bad.items() if v is not None or k != "clip_low"})
 
 
+def test_a_run_config_of_an_unknown_run_version_is_refused(tmp_path):
+    from flopplan.train.runfolder import RunFolder
+
+    data = json.loads(FLAT_CONFIG.read_text())
+    for version in (99, "1", None):
+        (tmp_path / "config.json").write_text(json.dumps({**data, "flopplan_run_version": version}))
+        with pytest.raises(UserError, match="flopplan_run_version must be the integer 1"):
+            RunFolder(tmp_path).read_config()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({**data, "flopplan_run_version": 99}))
+    one_line_error(cli("train", "--out", str(run), "--resume"), "flopplan_run_version")
+
+
 # -- refuse what cannot work, before working --------------------------------------------------------------------
 
 REFUSED = {

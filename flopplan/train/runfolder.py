@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from flopplan import __version__
+from flopplan import __version__, serial
 from flopplan.errors import UserError
 from flopplan.fileio import (
     atomic_write_json,
@@ -34,6 +34,9 @@ from flopplan.runfile import (
     read_ledger,
 )
 from flopplan.train.config import TrainConfig
+
+CONFIG_LAYOUT = serial.Layout("run config", "flopplan_run_version", RUN_VERSION, unversioned=RUN_VERSION)
+"""A run's config.json: the run layout's version, as its summary has it (one without it reads as this one)."""
 
 PROGRESS = "progress.jsonl"
 """The units of the step in progress, each logged as it ends (cleared when the step commits): what a kill lost."""
@@ -175,7 +178,7 @@ class RunFolder:
         if not isinstance(data, dict) or "recipe" not in data:
             raise UserError(f"{str(path)!r} is not a flopplan run config")
         data.pop("flopplan_version", None)
-        data.pop("flopplan_run_version", None)
+        data = serial.upgrade(CONFIG_LAYOUT, data, repr(str(path)))  # the run version, as a summary's is read
         try:
             return TrainConfig.from_data(data, repr(str(path)))
         except TypeError as exc:
