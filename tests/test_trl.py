@@ -121,6 +121,15 @@ def test_fields_flopplan_cannot_price_are_refused_by_name():
     assert notes and "num_generatons" in notes[0] and "learning_rate" not in notes[0] and "_cap" not in notes[0]
 
 
+@pytest.mark.parametrize("field", ["use_vllm", "vllm_importance_sampling_correction", "gradient_checkpointing"])
+@pytest.mark.parametrize("value", ["false", "abc", [1], float("nan"), -1, 2.5, None])
+def test_a_boolean_field_that_is_not_true_or_false_is_refused(field, value):
+    base = {"num_generations": 4, "per_device_train_batch_size": 4}
+    with pytest.raises(UserError, match=f"{field} must be true or false"):
+        recipe_from_trl({**base, field: value}, model="tiny", prompt_len=Length.fixed(8))
+    recipe_from_trl({**base, field: False}, model="tiny", prompt_len=Length.fixed(8))
+
+
 @pytest.mark.parametrize("name", ["gradient_checkpointing_kwargs", "activation_checkpointing_kwargs"])
 @pytest.mark.parametrize(("kwargs", "fragment"), [
     ({"use_reentrant": False, "early_stop": False}, r"\(gradient_checkpointing_kwargs\) early_stop False: flopplan"),

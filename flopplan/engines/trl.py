@@ -152,6 +152,14 @@ def _field(config: dict[str, Any], name: str) -> Any:
     return config.get(name, GRPO_DEFAULTS.get(name))
 
 
+def _flag(config: dict[str, Any], name: str) -> bool:
+    """A boolean field, true or false: TrlParser hands a YAML file's values to GRPOConfig as they are (parse_dict),
+    so a string "false" or a number would reach TRL as truthy; it is refused, not read by its truthiness."""
+    if not isinstance(value := _field(config, name), bool):
+        raise UserError(f"GRPOConfig {name} must be true or false, not {value!r:.60}")
+    return value
+
+
 def _positive(config: dict[str, Any], name: str) -> int:
     value = _field(config, name)
     if not is_int(value) or value < 1:
@@ -197,8 +205,8 @@ def trl_run(config: dict[str, Any], world_size: int = 1) -> TRLRun:
     mode = _field(config, "vllm_mode")
     if mode not in ("colocate", "server"):
         raise UserError(f"GRPOConfig vllm_mode must be colocate or server, not {mode!r}")
-    return TRLRun(bs, ga, int(spg), mu, generations, world_size, bool(_field(config, "use_vllm")), mode,
-                  bool(_field(config, "vllm_importance_sampling_correction")))
+    return TRLRun(bs, ga, int(spg), mu, generations, world_size, _flag(config, "use_vllm"), mode,
+                  _flag(config, "vllm_importance_sampling_correction"))
 
 
 def logprob_head_for(trl_version: str, device: str) -> str:
@@ -378,7 +386,7 @@ def recipe_from_trl(config: dict[str, Any], *, model: str | None = None, prompt_
                         "on the eval dataset (its rows and prompt lengths), which the config does not hold: price "
                         "the training with eval_strategy no")
     check_generation(config)
-    if _field(config, "gradient_checkpointing"):  # (its keywords do nothing without it)
+    if _flag(config, "gradient_checkpointing"):  # (its keywords do nothing without it)
         check_checkpointing(config.get("gradient_checkpointing_kwargs"))
     policy = model or config.get("model_name_or_path")
     if not isinstance(policy, str) or not policy:
@@ -404,7 +412,7 @@ def recipe_from_trl(config: dict[str, Any], *, model: str | None = None, prompt_
         policy=policy, lora_rank=rank, lora_targets=targets, prompts_per_step=run.rollouts // run.generations,
         group_size=run.generations, prompt_len=prompt_len, completion_len=completion, iterations=run.mu,
         beta=float(beta), old_logprobs="on" if run.old_logprobs else "off",
-        grad_ckpt=bool(_field(config, "gradient_checkpointing")),
+        grad_ckpt=_flag(config, "gradient_checkpointing"),
         logprob_head=logprob_head_for(trl_version or installed_trl_version(), device), engine=engine,
         prefix_sharing=run.use_vllm and run.vllm_mode == "server",
         generation_batch=run.bs * run.spg if engine == "hf" else None, micro_batch=run.bs,
