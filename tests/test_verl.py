@@ -111,6 +111,15 @@ def test_an_unknown_key_is_refused_as_hydra_would(verl_keys):
     check_verl_rules({**base, "+" + M + "override_config.attn_implementation": "sdpa"}, known_keys=set(verl_keys))
 
 
+@pytest.mark.parametrize(("key", "values"), [(R + "calculate_log_probs", ("abc", float("nan"), 2.5, 1)),
+                                             (M + "lora_alpha", ("abc", -1, 0, float("nan"), 2.5, True))])
+def test_a_typed_field_flopplan_does_not_price_must_still_be_of_its_type(key, values):
+    base = export(RECIPES["lora-beta0-mu1"])
+    for value in values:
+        with pytest.raises(UserError, match=key):
+            recipe_from_verl({**base, key: value})
+
+
 def test_a_full_yaml_config_reads_back(verl_wheel, tmp_path):
     """The wheel's whole default config (interpolations as text) with the export applied, as a YAML file."""
     recipe = RECIPES["full-beta-mu2-minibatch"]

@@ -89,6 +89,9 @@ def check_verl_rules(overrides: dict[str, Any], *, known_keys: Collection[str] |
     c = VerlConfig(compose(overrides.items(), known_keys))
     if c.get(A + "strategy") not in ("fsdp", "fsdp2"):
         raise UserError(f"{A}strategy {c.get(A + 'strategy')!r}: flopplan checks the FSDP actor (fsdp, fsdp2)")
+    # typed fields flopplan does not price, as verl's dataclasses type them: RolloutConfig's bool, HFModelConfig's
+    # int (workers/config/rollout.py, model.py); an alpha below 1 scales the adapter away or backwards
+    c.flag(R + "calculate_log_probs"), c.whole(M + "lora_alpha", 1)
     n_gpus = c.whole("trainer.n_gpus_per_node", 1) * c.whole("trainer.nnodes", 1)  # utils/config.py:101
     batch, n, mini = c.whole("data.train_batch_size", 1), c.whole(R + "n", 1), c.whole(A + "ppo_mini_batch_size", 1)
     fixed, sp = not c.flag(A + "use_dynamic_bsz"), c.whole(A + "ulysses_sequence_parallel_size", 1)
