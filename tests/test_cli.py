@@ -239,6 +239,17 @@ def test_a_run_config_of_an_unknown_run_version_is_refused(tmp_path):
     one_line_error(cli("train", "--out", str(run), "--resume"), "flopplan_run_version")
 
 
+@pytest.mark.parametrize("args", [
+    ["plan", "--model", "qwen2.5-0.5b", "--from-verl", ""], ["plan", "--recipe", ""], ["plan", "--out", ""],
+    ["plan", "--save-recipe", ""], ["plan", "--profile", ""], ["train", "--model", ""],
+    ["race", "design", "--budget", "1e12", "--out", "r", "--models", ""],
+    ["export", "verl", "plan.json", "--model-path", ""],
+    ["report", ""], ["report", "run", "--plot", ""], ["compare", "--models", ""]], ids=" ".join)
+def test_an_empty_name_or_path_given_is_refused_not_taken_as_absent(args):
+    option = next((a for a in reversed(args) if a.startswith("--")), "RUN_DIR")
+    one_line_error(cli(*args), f"{option}: an empty value names nothing")
+
+
 # -- refuse what cannot work, before working --------------------------------------------------------------------
 
 REFUSED = {

@@ -21,8 +21,32 @@ def fail(message: str) -> NoReturn:
     raise UserError(message)
 
 
+TEXT_MAY_BE_EMPTY = frozenset({"--system-prompt"})  # an empty system message is still a message
+
+
+class FlopplanCommand(click.Command):
+    """A command that refuses an explicitly given empty name, path or text (``--out ''``, ``--from-verl ''``): it
+    names nothing, and read as false it silently became "not given" (a default recipe, nothing written)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        rest = super().parse_args(ctx, args)
+        for param in self.params:
+            given = ctx.get_parameter_source(param.name or "") in (click.core.ParameterSource.COMMANDLINE,
+                                                                   click.core.ParameterSource.ENVIRONMENT)
+            value = ctx.params.get(param.name or "")
+            if given and isinstance(param.type, (click.types.StringParamType, click.Path)) and \
+                    "" in (value if isinstance(value, tuple) else (value,)) and param.opts[0] not in TEXT_MAY_BE_EMPTY:
+                name = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+                raise UserError(f"{name}: an empty value names nothing (leave the option out for its default)")
+        return rest
+
+
 class FlopplanGroup(click.Group):
-    """A click group whose errors are one line on stderr and exit code 2, never a traceback."""
+    """A click group whose errors are one line on stderr and exit code 2, never a traceback; its commands and
+    groups refuse an empty value given to a name or path (:class:`FlopplanCommand`)."""
+
+    command_class = FlopplanCommand
+    group_class = type
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
