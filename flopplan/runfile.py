@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from flopplan import __version__, serial
-from flopplan.errors import UserError, is_int, is_number
+from flopplan.errors import UserError, first_problem, is_int, is_number
 from flopplan.fileio import exists, is_file, read_json, read_step_log
 from flopplan.ledger import charged_flops
 from flopplan.passes import BUCKET_OF
@@ -176,7 +176,28 @@ class RunSummary:
     def from_data(data: Any, where: str = "run summary") -> RunSummary:
         """A summary as :meth:`to_data` writes it; a malformed one is one line naming the first problem."""
         summary: RunSummary = serial.read(SUMMARY_LAYOUT, RunSummary, data, where)
+        problem = summary._inconsistency(data)
+        if problem:
+            raise UserError(f"{where}: {problem} (a summary flopplan writes has it so)")
         return summary
+
+    def _inconsistency(self, data: dict[str, Any]) -> str:
+        """What in a read summary no run would have written, '' when nothing: a total that is not its buckets' sum,
+        negative phase FLOPs or seconds, a final metric of the wrong kind, derived keys that say otherwise."""
+        odd = [k for k, v in (self.final or {}).items() if _odd_metric(k, v)]
+        within = data.get("within_budget", self.within_budget)
+        return first_problem((
+            *((by_bucket_total(getattr(self, name)), f"{name}.total must be the sum of its buckets")
+              for name in ("flops", "useful_flops")),
+            (all(is_int(v) and v >= 0 for by_kind in self.phases.values() for v in by_kind.values()),
+             "phases must map each phase to FLOPs (integers >= 0)"),
+            (all(v >= 0 for v in self.seconds.values()), "seconds must be >= 0"),
+            (not odd, f"final.{odd[0] if odd else ''} is not what the run logs (a number; a share for accuracy)"),
+            (isinstance(within, bool) and within == self.within_budget,
+             f"within_budget must be {str(self.within_budget).lower()} (its FLOPs against its budget)"),
+            (data.get("leftover_flops", self.leftover_flops) == self.leftover_flops,
+             "leftover_flops must be the budget less the FLOPs charged"),
+        ))
 
 
 @dataclass(frozen=True)
@@ -410,6 +431,23 @@ def read_ledger(folder: str | Path, partial: bool = True) -> list[LedgerRecord]:
     """The ledger lines of a run (``partial=False``: committed steps only)."""
     records = (LedgerRecord.from_data(d) for d in read_step_log(Path(folder) / LEDGER))
     return [r for r in records if r is not None and (partial or not r.partial)]
+
+
+def _odd_metric(key: str, value: Any) -> bool:
+    """Whether a value of the last metrics line is one no run logs: they are numbers (a diverged loss is NaN, as
+    logged) or FLOPs by bucket; the step an integer, accuracies shares, the reward finite."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, dict)):
+        return True
+    if key == "step":
+        return not (is_int(value) and value >= 0)
+    if key == "accuracy" or key.startswith("eval_accuracy"):
+        return not (is_number(value) and 0 <= value <= 1)
+    return key == "reward" and not is_number(value)
+
+
+def by_bucket_total(flops: dict[str, int]) -> bool:
+    """Whether FLOPs by bucket have the sum of the buckets as their total, as every writer makes it."""
+    return flops["total"] == sum(v for b, v in flops.items() if b != "total")
 
 
 def load_summary(folder: str | Path) -> RunSummary:

@@ -74,3 +74,34 @@ def test_a_resume_takes_the_newest_checkpoint_written_to_the_end(tmp_path):
             (folder / name).write_text("{}")
     (tmp_path / "checkpoint-tmp").mkdir()  # not a step
     assert last_complete_checkpoint(tmp_path) == tmp_path / "checkpoint-8"
+
+
+GOOD_SUMMARY = ROOT / "tests" / "data" / "files-v1" / "summary.json"
+
+
+@pytest.mark.parametrize(("change", "fragment"), [
+    (lambda d: d["flops"].update(total=10**40), "flops.total must be the sum"),
+    (lambda d: d["useful_flops"].update(total=d["useful_flops"]["total"] + 1), "useful_flops.total"),
+    (lambda d: d["seconds"].update(update=-5), "seconds must be >= 0"),
+    (lambda d: d["phases"].update(update={"executed": -1, "useful": 0}), "phases"),
+    (lambda d: d["final"].update(accuracy="abc"), "final.accuracy"),
+    (lambda d: d["final"].update(accuracy=1.5), "final.accuracy"),
+    (lambda d: d["final"].update(reward=float("nan")), "final.reward"),
+    (lambda d: d["final"].update(step=-1), "final.step"),
+    (lambda d: d.update(within_budget="maybe"), "within_budget"),
+    (lambda d: d.update(within_budget=not d["within_budget"]), "within_budget"),
+    (lambda d: d.update(leftover_flops=-1), "leftover_flops"),
+])
+def test_a_summary_no_run_would_write_is_refused_with_its_field(tmp_path, change, fragment):
+    from flopplan.runfile import load_summary
+
+    data = json.loads(GOOD_SUMMARY.read_text())
+    load_summary(GOOD_SUMMARY.parent)
+    data["final"]["loss"] = float("nan")
+    (tmp_path / "summary.json").write_text(json.dumps(data))
+    load_summary(tmp_path)  # (a diverged loss logged as NaN still reads)
+    change(data)
+    (tmp_path / "summary.json").write_text(json.dumps(data))
+    with pytest.raises(UserError, match=fragment) as exc:
+        load_summary(tmp_path)
+    assert "summary.json" in str(exc.value) and "\n" not in str(exc.value)
