@@ -18,7 +18,7 @@ from typing import Any
 
 from flopplan import catalog, hub
 from flopplan.attention import FULL, SLIDING
-from flopplan.config_defaults import windows, with_family_defaults
+from flopplan.config_defaults import check_values, windows, with_family_defaults
 from flopplan.errors import Note, UserError
 from flopplan.fileio import exists, is_dir, read_json
 from flopplan.moe import MOE_MODEL_TYPES, MoE, moe_from_config
@@ -181,6 +181,11 @@ class ArchSpec:
             return 0 if self.tie_embeddings else self.hidden_size * self.vocab_size
         return sum(layer.in_features * layer.out_features + (layer.out_features if layer.bias else 0)
                    for layer in self.head.layers)
+
+    def check_lora_rank(self, rank: int) -> None:
+        if rank > self.hidden_size:
+            raise UserError(f"LoRA rank {rank} is above {self.name}'s width ({self.hidden_size}): the update B @ A "
+                            "can have no higher rank than its matrices' sides")
 
     @property
     def params(self) -> int:
@@ -411,6 +416,7 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise UserError(f"{where}: {key} must be a positive integer, not {value!r}")
         sizes[key] = value
+    check_values(cfg, where, sizes)
     hidden, heads = sizes["hidden_size"], sizes["num_attention_heads"]
     moe = moe_from_config(cfg, model_type, where, sizes["num_hidden_layers"]) if moe_type else None
     kv_heads = sizes.get("num_key_value_heads", heads)  # null (or absent in Llama and Phi-3): the heads

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from flopplan.attention import FULL, SLIDING
+from flopplan.budget import BUDGET_LIMITS, budget_cap
 from flopplan.errors import UserError
 
 GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
@@ -100,3 +101,27 @@ def windows(cfg: dict[str, Any], model_type: str, where: str) -> tuple[int | Non
     if types is None or FULL not in types:
         return window, None  # every layer slides
     return window, tuple(types)
+
+
+FLAGS = ("attention_bias", "qkv_bias", "mlp_bias", "tie_word_embeddings", "use_sliding_window")
+"""Config keys transformers reads as booleans (read by truthiness, "yes" or 0 would pass for a choice)."""
+
+
+def check_values(cfg: dict[str, Any], where: str, sizes: dict[str, int]) -> None:
+    """What transformers' config classes refuse or no model could be, before the shapes are built (``sizes``: the
+    positive integers the caller checked): a flag that is not a boolean (or null), ``layer_types`` without one
+    type per layer (``layer_type_validation``), sizes whose one-token forward passes the 1e30 FLOPs flopplan
+    plans (at least 2 FLOPs per weight of the MLP's up projection and of the head: no step of it could be run)."""
+    flag = next((key for key in FLAGS if cfg.get(key) is not None and not isinstance(cfg[key], bool)), None)
+    if flag is not None:
+        raise UserError(f"{where}: {flag} must be true or false, not {cfg[flag]!r:.60}")
+    types, layers = cfg.get("layer_types"), sizes["num_hidden_layers"]
+    if types is not None and (not isinstance(types, list) or len(types) != layers
+                              or not all(isinstance(t, str) for t in types)):
+        raise UserError(f"{where}: layer_types must list one layer type for each of the {layers} layers, not "
+                        f"{types!r:.60}")
+    hidden = sizes["hidden_size"]
+    if 2 * hidden * (layers * sizes["intermediate_size"] + sizes["vocab_size"]) > BUDGET_LIMITS["flops"]:
+        raise UserError(f"{where}: hidden_size, intermediate_size, num_hidden_layers and vocab_size are too large: "
+                        f"one token's forward would pass {budget_cap('flops')} FLOPs, the most flopplan plans")
+

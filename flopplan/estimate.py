@@ -7,6 +7,7 @@ from typing import Any
 
 from flopplan.arch import ArchSpec
 from flopplan.breakdown import Breakdown, component
+from flopplan.budget import BUDGET_LIMITS, budget_cap
 from flopplan.errors import UserError
 from flopplan.formulas import (
     Conventions,
@@ -17,6 +18,7 @@ from flopplan.formulas import (
     generate_flops,
     train_flops,
 )
+from flopplan.units import eng
 
 PHASES = ("forward", "decode", "generate", "train")
 
@@ -113,15 +115,26 @@ def validate(spec: ArchSpec, req: EstimateRequest) -> None:
     _check_size("context", req.context, minimum=0)  # an empty cache is a valid decode step
     if spec.head.kind == "score" and req.phase in ("decode", "generate"):
         raise UserError(f"{spec.name} has a score head and does not generate: use --phase forward")
+    if req.lora is not None:
+        spec.check_lora_rank(req.lora.rank)
 
 
 def estimate(spec: ArchSpec, req: EstimateRequest) -> Breakdown:
     """The exact FLOP breakdown of the requested phase."""
     validate(spec, req)
     try:  # bad checkpointing options, or LoRA the experts implementation cannot run (the eager loop)
-        return _breakdown(spec, req)
+        terms = _breakdown(spec, req)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    check_within_cap(terms.total, f"--phase {req.phase} of {spec.name} at these sizes")
+    return terms
+
+
+def check_within_cap(flops: float, what: str) -> None:
+    """Refuse a count past the 1e30 FLOPs flopplan plans (sizes no run could have: --seq 1e26)."""
+    if flops > BUDGET_LIMITS["flops"]:
+        raise UserError(f"{what} would take {eng(flops)}, past the {budget_cap('flops')} FLOPs flopplan plans: "
+                        "are the sizes right?")
 
 
 def _breakdown(spec: ArchSpec, req: EstimateRequest) -> Breakdown:

@@ -300,9 +300,8 @@ class Recipe:
         spec = resolve(self.policy)
         if spec.head.kind != "lm":
             raise UserError(f"policy {self.policy!r} has a score head: a policy needs an LM head")
-        if self.lora_rank is not None and self.lora_rank > spec.hidden_size:
-            raise UserError(f"LoRA rank {self.lora_rank} is above {spec.name}'s width ({spec.hidden_size}): the "
-                            "update B @ A can have no higher rank than its matrices' sides")
+        if self.lora_rank is not None:
+            spec.check_lora_rank(self.lora_rank)
         try:  # the LoRA targets the model allows (Phi-3's and MoE experts' fused names, none under the eager loop)
             train_flops(spec, 1, 1, 1, Training(self.lora), self.conventions)
         except ValueError as exc:

@@ -81,6 +81,14 @@ REFUSED = {
     "unknown-type": (dict(LLAMA_3_2_1B, model_type="gpt2"), "not supported"),
     "bad-size": (dict(LLAMA_3_2_1B, hidden_size=-5), "positive integer"),
     "kv-mismatch": (dict(LLAMA_3_2_1B, num_key_value_heads=7), "multiple"),
+    # read whether or not a window uses them (transformers' layer_type_validation), flags as booleans, sizes no step
+    # of which fits the 1e30 FLOPs flopplan plans
+    "layer-types-unused": (dict(QWEN3_0_6B, layer_types=["full_attention"] * 3), "layer_types must list one"),
+    "layer-types-number": (dict(QWEN3_0_6B, layer_types=5), "layer_types must list one"),
+    "mlp-bias-text": (dict(LLAMA_3_2_1B, mlp_bias="yes"), "mlp_bias must be true or false"),
+    "tied-number": (dict(LLAMA_3_2_1B, tie_word_embeddings=1), "tie_word_embeddings must be true or false"),
+    **{f"huge-{key}": (dict(LLAMA_3_2_1B, **{key: 10**40}), "too large")
+       for key in ("num_hidden_layers", "vocab_size", "intermediate_size", "hidden_size")},
 }
 
 

@@ -121,6 +121,13 @@ BAD = {
     "bad phase": ["estimate", "--model", "qwen2.5-7b", "--phase", "sample", "--seq", "8"],
     "not an int": ["estimate", "--model", "qwen2.5-7b", "--phase", "forward", "--seq", "many"],
     "unknown option": ["estimate", "--model", "qwen2.5-7b", "--phase", "forward", "--seq", "8", "--fast"],
+    "rank above width": ["estimate", "--model", "qwen2.5-0.5b", "--phase", "train", "--seq", "16", "--lora-rank",
+                         "100000"],
+    "seq past the cap": ["estimate", "--model", "qwen2.5-0.5b", "--phase", "train", "--seq", "1" + "0" * 26],
+    "batch past the cap": ["estimate", "--model", "qwen2.5-0.5b", "--phase", "forward", "--seq", "8", "--batch",
+                           "1" + "0" * 26],
+    "context past the cap": ["estimate", "--model", "qwen2.5-0.5b", "--phase", "decode", "--context", "1" + "0" * 26],
+    "models context past the cap": ["models", "--context", "1" + "0" * 23],
 }
 
 

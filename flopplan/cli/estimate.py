@@ -19,6 +19,7 @@ def models(context: int, as_json: bool) -> None:
     (window, and how many layers have it when not all do) and forward FLOPs per token."""
     from flopplan.arch import REGISTRY
     from flopplan.attention import sliding_layers
+    from flopplan.estimate import check_within_cap
     from flopplan.formulas import forward_flops
 
     if context <= 0:
@@ -26,6 +27,7 @@ def models(context: int, as_json: bool) -> None:
     rows = []
     for spec in REGISTRY.values():
         total = forward_flops(spec, 1, context, context).total
+        check_within_cap(total, f"--context {context}: a forward of {spec.name}")
         sliding, _ = sliding_layers(spec)
         rows.append({"name": spec.name, "params": spec.params, "params_non_embedding": spec.params_non_embedding,
                      "params_active": spec.params_active, "moe": spec.moe is not None,
