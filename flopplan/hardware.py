@@ -78,12 +78,25 @@ DEFAULT_DECODE: dict[str, dict[str, float]] = {
 KINDS = ("train", "forward", "prefill", "decode")
 
 
+MAX_RATE = 1e18
+"""Nor is a throughput (FLOP/s) or bandwidth (bytes/s) of one device above an exa-unit per second: a hundred times
+the fastest accelerators' dense peak (about 1e16 FLOP/s), where a typo (1e40) would price any run at nothing."""
+MAX_TOKENS_HALF = 1e9
+"""Nor a half-saturation point past a billion tokens in one call: the throughput curve would never rise."""
+MAX_BYTES_PER_ELEMENT = 8
+"""The widest element a model is stored in: float64."""
+METADATA = {"device_type": str, "dtype": str, "attn_implementation": str, "torch": str, "transformers": str,
+            "flopplan_version": str, "date": str, "sweep": str, "models": list, "fit": dict}
+"""What calibrate writes beside the profile, by type: read by no price, refused when of another type."""
+
+
 @dataclass(frozen=True)
 class Profile:
     """How fast each kind of work runs on one device. ``seconds`` is the only interface the planner uses."""
 
     device: str = field(metadata=serial.spec(check=serial.Check(lambda v: bool(v.strip()), "a non-empty name")))
-    peak_flops: float = field(metadata=serial.spec(check=serial.POSITIVE))
+    peak_flops: float = field(metadata=serial.spec(check=serial.Check(
+        lambda v: 0 < v <= MAX_RATE, f"a throughput in (0, {MAX_RATE:g}] FLOP/s")))
     # kind -> fraction of peak
     efficiency: dict[str, float] = field(default_factory=dict, metadata=serial.spec(
         read=lambda v, w: _efficiency(v, w)))
@@ -94,10 +107,12 @@ class Profile:
     time_model: dict[str, dict[str, Any]] | None = field(default=None, metadata=serial.spec(
         omit=True, read=lambda v, w: _time_model(v, w)))
     # weights and KV cache (bf16), for the decode roofline
-    bytes_per_element: float = field(default=2.0, metadata=serial.spec(check=serial.POSITIVE))
+    bytes_per_element: float = field(default=2.0, metadata=serial.spec(check=serial.Check(
+        lambda v: 0 < v <= MAX_BYTES_PER_ELEMENT, f"a size in (0, {MAX_BYTES_PER_ELEMENT}] bytes")))
     # models (name -> parameters) a calibrated profile was fitted on
+    # (a model whose one-token forward, 2 FLOPs per parameter, passes the 1e30 FLOPs flopplan plans is none)
     fitted_on: dict[str, int] | None = field(default=None, metadata=serial.spec(
-        key="model_params", omit=True, check=serial.Check(lambda d: all(v > 0 for v in d.values()),
+        key="model_params", omit=True, check=serial.Check(lambda d: all(0 < v <= 5e29 for v in d.values()),
                                                           "a map of model names to parameter counts")))
     # term -> coefficients (timing.NON_PHASE_TERMS)
     non_phase: dict[str, dict[str, float]] | None = field(default=None, metadata=serial.spec(
@@ -262,6 +277,15 @@ def profile_from_data(data: Any, where: str, price_per_hour: float | None = None
     """A profile from a file's data (:data:`PROFILE_LAYOUT`); ``price_per_hour`` replaces the file's price,
     ``source`` names a profile that does not name itself."""
     body = serial.upgrade(PROFILE_LAYOUT, data, where)
+    odd = [key for key, kind in METADATA.items() if key in body and not isinstance(body[key], kind)]
+    if not odd and not all(isinstance(name, str) for name in body.get("models", [])):
+        odd = ["models"]
+    if not odd and not all(isinstance(fit, dict) for fit in body.get("fit", {}).values()):
+        odd = ["fit"]
+    if odd:
+        what = {"models": "a list of model names", "fit": "an object with a fit per kind of work"}
+        raise UserError(f"{where} is malformed: {odd[0]} must be {what.get(odd[0], 'a string')} (as calibrate "
+                        f"writes it), not {body[odd[0]]!r:.60}")
     if "efficiency" not in body:
         raise UserError(f"{where} is malformed: needs a positive peak_flops and an efficiency per kind of work")
     body.setdefault("source", source)
@@ -270,6 +294,10 @@ def profile_from_data(data: Any, where: str, price_per_hour: float | None = None
     if price_per_hour is not None:
         body["price_per_hour"] = price_per_hour
     profile: Profile = serial.from_data(Profile, body, where, other_keys=True)
+    for kind, fit in body.get("fit", {}).items():  # calibrate's time model is its fit's parameters, as fitted
+        model = (profile.time_model or {}).get(kind)
+        if model is None or any(fit.get(k) != model[k] for k in ("form", *PARAMETERS[model["form"]])):
+            raise UserError(f"{where} is malformed: fit.{kind} is not the fit of time_model.{kind}")
     return profile
 
 
@@ -365,10 +393,12 @@ def _time_model(data: Any, where: str) -> dict[str, dict[str, Any]] | None:
         for name in (*PARAMETERS[entry["form"]], *(n for n in OPTIONAL_PARAMETERS if n in entry)):
             value = entry.get(name)
             rate = name in RATE_PARAMETERS
-            if not is_number(value) or not math.isfinite(value) or value < (MIN_RATE if rate else 0) or (
-                    not rate and name != "tokens_half" and value > MAX_OVERHEAD):
-                limit = f"at least {MIN_RATE:g}" if rate else f"from 0 to {MAX_OVERHEAD:g} seconds" \
-                    if name != "tokens_half" else "a number >= 0"
+            low, high = (MIN_RATE, MAX_RATE) if rate else (0, MAX_TOKENS_HALF if name == "tokens_half" else
+                                                            MAX_OVERHEAD)
+            if not is_number(value) or not math.isfinite(value) or not low <= value <= high:
+                limit = f"at least {MIN_RATE:g} and at most {MAX_RATE:g}" if rate else \
+                    f"from 0 to {MAX_OVERHEAD:g} seconds" if name != "tokens_half" else \
+                    f"from 0 to {MAX_TOKENS_HALF:g} tokens"
                 raise UserError(f"{where}.{kind}.{name} must be {limit}, not {value!r}")
             params[name] = float(value)
         out[kind] = {"form": entry["form"], **params}

@@ -61,3 +61,31 @@ def test_the_cpu_model_is_named_in_words():
 
     name = cpu_model()
     assert name and name.strip() == name and "\n" not in name and name not in ("model name", "unknown")
+
+
+QUICK = ROOT / "calibration" / "cpu-amd-epyc-2-threads-quick" / "profile.json"
+
+
+@pytest.mark.parametrize(("change", "fragment"), [
+    (lambda d: d.update(bytes_per_element=1e40), "bytes_per_element"),  # (priced a run at 6e37 CPU-hours)
+    (lambda d: d.update(peak_flops=1e40), "peak_flops"),
+    (lambda d: d.update(device_type=["x"]), "device_type"),
+    (lambda d: d.update(dtype=7), "dtype"),
+    (lambda d: d.update(attn_implementation=True), "attn_implementation"),
+    (lambda d: d.update(sweep=[1]), "sweep"),
+    (lambda d: d.update(models=[1]), "models"),
+    (lambda d: d.update(models="tiny"), "models"),
+    (lambda d: d.update(fit=[1]), "fit"),
+    (lambda d: d["fit"]["train"].update(form="roofline"), "fit.train"),
+    (lambda d: d["fit"]["train"].update(tokens_half="abc"), "fit.train"),
+    (lambda d: d["time_model"]["train"].update(tokens_half=1e40), "tokens_half"),
+    (lambda d: d["time_model"]["decode"].update(bandwidth=1e40), "bandwidth"),
+    (lambda d: d["model_params"].update(tiny=10**40), "model_params"),
+])
+def test_a_calibrated_profile_no_calibration_would_write_is_refused(tmp_path, change, fragment):
+    data = json.loads(QUICK.read_text())
+    change(data)
+    (path := tmp_path / "profile.json").write_text(json.dumps(data))
+    with pytest.raises(UserError, match=fragment):
+        load_profile(path)
+    load_profile(QUICK)
