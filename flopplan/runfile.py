@@ -183,9 +183,9 @@ class RunSummary:
 
     def _inconsistency(self, data: dict[str, Any]) -> str:
         """What in a read summary no run would have written, '' when nothing: a total that is not its buckets' sum,
-        negative phase FLOPs or seconds, a final metric of the wrong kind, derived keys that say otherwise."""
+        negative phase FLOPs or seconds, a final metric of the wrong kind, derived keys of the wrong type."""
         odd = [k for k, v in (self.final or {}).items() if _odd_metric(k, v)]
-        within = data.get("within_budget", self.within_budget)
+        within, leftover = data.get("within_budget", self.within_budget), data.get("leftover_flops")
         return first_problem((
             *((by_bucket_total(getattr(self, name)), f"{name}.total must be the sum of its buckets")
               for name in ("flops", "useful_flops")),
@@ -193,10 +193,9 @@ class RunSummary:
              "phases must map each phase to FLOPs (integers >= 0)"),
             (all(v >= 0 for v in self.seconds.values()), "seconds must be >= 0"),
             (not odd, f"final.{odd[0] if odd else ''} is not what the run logs (a number; a share for accuracy)"),
-            (isinstance(within, bool) and within == self.within_budget,
-             f"within_budget must be {str(self.within_budget).lower()} (its FLOPs against its budget)"),
-            (data.get("leftover_flops", self.leftover_flops) == self.leftover_flops,
-             "leftover_flops must be the budget less the FLOPs charged"),
+            # derived keys are recomputed when read (an older run's by an older charging rule): of their type
+            (isinstance(within, bool), f"within_budget must be true or false, not {within!r:.60}"),
+            (leftover is None or is_int(leftover), f"leftover_flops must be an integer or null, not {leftover!r:.60}"),
         ))
 
 
