@@ -36,14 +36,8 @@ from numpy.typing import NDArray
 
 from flopplan import __version__
 from flopplan.errors import UserError, check_int, check_number, is_int, is_number
-from flopplan.race import checks, ensemble, persistence, regime
-from flopplan.race.bootstrap import (
-    MAX_REPLICATES,
-    BootstrapResult,
-    bootstrap_interval,
-    paired_bootstrap,
-    temporal_holdout,
-)
+from flopplan.race import bootstrap, checks, ensemble, persistence, regime
+from flopplan.race.bootstrap import BootstrapResult, bootstrap_interval, paired_bootstrap, temporal_holdout
 from flopplan.race.curves import CurveFit
 from flopplan.race.design import is_ladder
 from flopplan.race.families import ArmSample
@@ -473,7 +467,7 @@ def analyze(inp: RaceInput, *, n_replicates: int = 500, level: float = 0.9, seed
     """The analysis of the module docstring; deterministic for a ``seed``. ``holdout=False`` leaves out step 4 (the
     targets then carry no holdout records and no holdout summary): a simulation that only needs the predictions
     saves the refits."""
-    check_int("n_replicates", n_replicates, minimum=MIN_REPLICATES, maximum=MAX_REPLICATES)
+    check_int("n_replicates", n_replicates, minimum=MIN_REPLICATES, maximum=bootstrap.MAX_REPLICATES)
     if not is_number(level) or not 0 < level < 1:
         raise UserError(f"level must be a number between 0 and 1, not {level!r}")
     check_int("seed", seed, minimum=0)
