@@ -193,6 +193,7 @@ class RunSummary:
              "phases must map each phase to FLOPs (integers >= 0)"),
             (all(v >= 0 for v in self.seconds.values()), "seconds must be >= 0"),
             (not odd, f"final.{odd[0] if odd else ''} is not what the run logs (a number; a share for accuracy)"),
+            (all(0 <= accuracy <= 1 for _, accuracy, _ in self.eval_accuracy), "eval_accuracy must hold shares"),
             # derived keys are recomputed when read (an older run's by an older charging rule): of their type
             (isinstance(within, bool), f"within_budget must be true or false, not {within!r:.60}"),
             (leftover is None or is_int(leftover), f"leftover_flops must be an integer or null, not {leftover!r:.60}"),

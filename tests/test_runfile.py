@@ -88,6 +88,8 @@ GOOD_SUMMARY = ROOT / "tests" / "data" / "files-v1" / "summary.json"
     (lambda d: d["final"].update(accuracy=1.5), "final.accuracy"),
     (lambda d: d["final"].update(reward=float("nan")), "final.reward"),
     (lambda d: d["final"].update(step=-1), "final.step"),
+    (lambda d: d.update(eval_accuracy=[[0, 7.0, 0]]), "eval_accuracy"),
+    (lambda d: d.update(eval_accuracy=[[0, -0.5, 0]]), "eval_accuracy"),
     (lambda d: d.update(within_budget="maybe"), "within_budget"),
     (lambda d: d.update(leftover_flops="abc"), "leftover_flops"),
 ])
