@@ -691,6 +691,28 @@ def test_an_evaluation_the_guard_did_not_reserve_never_overruns_the_budget(tiny,
                note.endswith("it did not run") for note in s["notes"]), s["notes"]
     assert (tmp_path / "trl" / "checkpoint-1").is_dir()
 
+    # a callback's own trainer.evaluate() at on_step_end runs before the meter commits the round (callbacks given
+    # to GRPOTrainer come first): the guard counts the round in flight at its bound (a re-check: 109 % of a budget)
+    class EvaluateAtStepOne(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 1:
+                trainer.evaluate()
+
+    small = held_out.select(range(4))
+    trainer = make(args=_grpo_args(tmp_path / "flight", save_steps=1), eval_dataset=small,
+                   callbacks=[EvaluateAtStepOne()])
+    from flopplan.engines.trl_evalguard import EvaluationGuard
+
+    probe = meter(make(eval_dataset=small))
+    evaluation = EvaluationGuard(trainer, probe, None, None).bound([small])  # the guard's bound of this one
+    budget = evaluation + probe.next_round_bound() - 1  # the round fits, and the evaluation alone; not both
+    metered = meter(trainer, budget=budget, out=tmp_path / "flight" / "run")
+    trainer.train()
+    s = _summary(tmp_path / "flight" / "run")
+    assert s["flops"]["evaluation"] == 0 and s["within_budget"] and metered.ledger.spent <= budget
+    assert s["stop_reason"].startswith("budget: the evaluation at optimizer step 1 (not run) after the round in "
+                                       "flight (up to"), s["stop_reason"]
+
 
 @pytest.mark.slow
 def test_a_run_that_reaches_max_steps_stops_for_its_steps_where_a_further_round_would_not_fit(tiny, tmp_path):

@@ -150,15 +150,25 @@ class EvaluationGuard:
                 trainer.args, state.global_step, meter.run.optimizer_steps_per_round, state.max_steps)
         return int(meter.next_round_bound() + after * meter.evaluation_bound())
 
+    def in_flight(self) -> int:
+        """The bound of the round that has run units not yet committed (0: none): an evaluation a callback runs
+        from ``on_step_end`` comes before the meter's own callback commits the round (callbacks given to
+        ``GRPOTrainer`` run first), and the ledger does not hold that round yet (a re-check: 109 % of a budget)."""
+        round_ = self.meter.round
+        started = any(round_[key] for key in ("charges", "passes", "update", "reward"))
+        return int(self.meter.next_round_bound()) if started else 0
+
     def admit(self, bound: int) -> bool:
-        """Whether the evaluation runs; where it does not fit what the budget leaves, training stops on it."""
-        ledger = self.meter.ledger
-        if ledger.fits(bound):
+        """Whether the evaluation runs: where it does not fit what the budget leaves after the round in flight (at
+        its bound, as the guard admitted it), it does not run and training stops on it."""
+        ledger, flight = self.meter.ledger, self.in_flight()
+        if ledger.fits(bound + flight):
             return True
         step = self.trainer.state.global_step
-        self.meter.guard.decide(bound, f"the evaluation at optimizer step {step} (not run)")
+        after = f" after the round in flight (up to {flight:,})" if flight else ""
+        self.meter.guard.decide(bound + flight, f"the evaluation at optimizer step {step} (not run){after}")
         self.meter.notes.append(f"the evaluation asked for at optimizer step {step} could cost up to {bound:,} FLOPs "
-                                f"and the budget left {ledger.remaining:,}: it did not run")
+                                f"and the budget left {ledger.remaining:,}{after}: it did not run")
         self.stop()
         return False
 
