@@ -927,6 +927,12 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
     with pytest.raises(UserError, match="the policy's generation_config sets prefill_chunk_size 1"):  # held-out
         meter(trainer(model=chunked), out=out)  # user's script; the same key in generation_kwargs was refused)
     assert not out.exists()
+    late = trainer()  # set on TRL's own generation config after meter(): checked again when train() starts
+    meter(late, out=tmp_path / "late")
+    late.generation_config.prefill_chunk_size = 1
+    with pytest.raises(UserError, match=r"^trainer\.generation_config sets prefill_chunk_size 1") as caught:
+        late.train()
+    assert "\n" not in str(caught.value)
     _example().write_dataset(tmp_path / "plain.parquet", 16, chat=False)  # a reward model reads plain prompts with
     plain_data = load_dataset("parquet", data_files=str(tmp_path / "plain.parquet"), split="train")  # its tokenizer
     reader = AutoTokenizer.from_pretrained(orm)

@@ -102,16 +102,17 @@ the ids returned), apply to beam search or to a draft model only (refused above)
 make ``generate`` fail under TRL (``stop_strings`` and ``token_healing`` need a tokenizer TRL does not pass)."""
 
 
-def check_model_generation(settings: dict[str, Any], overridden: set[str], cache: Any) -> None:
+def check_model_generation(settings: dict[str, Any], overridden: set[str], cache: Any,
+                           where: str = "the policy's generation_config") -> None:
     """Refuse a policy whose ``generation_config`` (``settings``: its ``to_diff_dict()``) makes TRL's HF ``generate``
     compute more than the meter charges: transformers fills each setting TRL leaves unset (:data:`TRL_GENERATION`,
     ``overridden``: the script's ``generation_kwargs``) from it, so a model saved with ``num_beams`` 3 ran 3 beams a
     row (a review); ``cache``: GRPOConfig's ``cache_implementation``, which replaces the model's when set."""
     for key, allowed in MODEL_GENERATION_OFF.items():
         if key in settings and key not in overridden and key not in TRL_GENERATION and settings[key] not in allowed:
-            raise UserError(f"the policy's generation_config sets {key} {settings[key]!r}, which TRL's generate "
-                            f"inherits and flopplan does not price: set model.generation_config.{key} = "
-                            f"{allowed[-1]!r} before building the trainer")  # (generation_kwargs refuses the key)
+            raise UserError(f"{where} sets {key} {settings[key]!r}, which TRL's generate runs and flopplan does not "
+                            f"price: set it back to {allowed[-1]!r} (model.generation_config before building the "
+                            "trainer; trainer.generation_config after)")  # (generation_kwargs refuses the key)
     model_cache = settings.get("cache_implementation")
     if cache is None and "cache_implementation" not in overridden and model_cache not in CACHES:
         raise UserError(f"the policy's generation_config sets cache_implementation {model_cache!r}, which TRL's "

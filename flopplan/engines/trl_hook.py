@@ -56,7 +56,7 @@ from flopplan.engines.trl_resume import (
 )
 from flopplan.engines.trl_steplog import attach_step_log
 from flopplan.engines.trl_traincall import NoRoundFits, train_call
-from flopplan.engines.trl_trainer import check_explicit, read_trainer
+from flopplan.engines.trl_trainer import check_explicit, check_generation_configs, read_trainer
 from flopplan.errors import UserError
 from flopplan.planner import budget_flops
 from flopplan.recipe import Recipe
@@ -339,6 +339,7 @@ class FlopBudgetCallback(TrainerCallback):
         try:
             check_boundaries(args, self.meter.run.optimizer_steps_per_round, bool(self.meter.eval_rows),
                              state.max_steps)  # (a share of a run TRL's epochs decide is known now)
+            check_generation_configs(self.trainer)  # (again: a script may change them after meter())
             if self.meter.rounds and not state.global_step:  # train() again on this trainer, from step 0
                 raise UserError(f"trainer.train() again from step 0, but this metered run holds {self.meter.rounds} "
                                 "rounds already: train it further with trainer.train(resume_from_checkpoint=True), "

@@ -181,6 +181,26 @@ def window_convention(model: Any, impl: str) -> str:
     return "windowed" if "flash" in impl and _architecture(model).sliding_window is not None else "masked"
 
 
+def check_generation_configs(trainer: Any) -> None:
+    """Refuse generation settings HF ``generate`` would run and the meter does not price
+    (:func:`~flopplan.engines.trl_generation.check_model_generation`): the policy's ``generation_config``, whose
+    settings TRL leaves unset are inherited, and TRL's own ``trainer.generation_config``, which a script can change
+    after building the trainer. Checked when the meter attaches and again when ``train()`` starts (a setting made
+    in between ran uncharged: a re-check's ``prefill_chunk_size`` 1, 8,200,192 FLOPs). vLLM samples with its own
+    SamplingParams, not these."""
+    args = trainer.args
+    if args.use_vllm:
+        return
+    extra = args.generation_kwargs
+    overridden = set(json.loads(extra) if isinstance(extra, str) else extra or {})
+    own = set(getattr(trainer, "generation_kwargs", None) or {})
+    for gen, keys, where in ((getattr(_base(trainer.model), "generation_config", None), overridden,
+                              "the policy's generation_config"),
+                             (getattr(trainer, "generation_config", None), own, "trainer.generation_config")):
+        if gen is not None:
+            check_model_generation(gen.to_diff_dict(), keys, args.cache_implementation, where)
+
+
 def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
     """The recipe of ``trainer`` (see the module docstring); ``prompt_max``: the data's longest prompt in tokens
     (the recipe's prompt length: the meter charges observed lengths, the guard bounds with this)."""
@@ -206,11 +226,7 @@ def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
     policy = _write_config(model, folder, "policy")
     if rewards:
         fields["reward_funcs"] = [_write_config(rewards[0], folder, "reward")]
-    gen = getattr(_base(model), "generation_config", None)
-    if gen is not None and not args.use_vllm:  # vLLM samples with SamplingParams, not the model's config
-        extra = args.generation_kwargs
-        overridden = set(json.loads(extra) if isinstance(extra, str) else extra or {})
-        check_model_generation(gen.to_diff_dict(), overridden, args.cache_implementation)
+    check_generation_configs(trainer)
     impl, kernel = attention_kernel(model)
     if rewards:
         reward_impl, _ = attention_kernel(rewards[0])
