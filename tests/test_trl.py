@@ -256,7 +256,7 @@ def test_the_python_apis_budget_and_peak_refusals_name_its_keywords():
     with pytest.raises(UserError, match=re.escape("needs a price per GPU-hour (price_per_hour=...)")):
         budget_flops(Budget(dollars=1.0), Recipe(policy="tiny"), "h100")
     trainer = SimpleNamespace(state=SimpleNamespace(global_step=0))
-    for peak in (-1, 0, float("nan"), float("inf")):
+    for peak in (-1, 0, float("nan"), float("inf"), "1e15", True):  # (a string raised TypeError; True read as 1)
         with pytest.raises(UserError, match=r"peak_flops must be .* a positive number"):
             meter(trainer, peak_flops=peak)
 

@@ -28,7 +28,6 @@ called from another thread leaves SIGINT to the main thread's handler.
 from __future__ import annotations
 
 import functools
-import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -57,7 +56,7 @@ from flopplan.engines.trl_resume import (
 from flopplan.engines.trl_steplog import attach_step_log
 from flopplan.engines.trl_traincall import NoRoundFits, train_call
 from flopplan.engines.trl_trainer import check_explicit, check_generation_configs, read_trainer
-from flopplan.errors import UserError
+from flopplan.errors import UserError, is_number
 from flopplan.planner import budget_flops
 from flopplan.recipe import Recipe
 from flopplan.runfile import CONFIG, last_complete_checkpoint
@@ -92,7 +91,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         raise UserError("this trainer is metered already")
     if trainer.state.global_step:
         raise UserError("attach the meter before trainer.train()")
-    if peak_flops is not None and not (math.isfinite(peak_flops) and peak_flops > 0):
+    if peak_flops is not None and not (is_number(peak_flops) and peak_flops > 0):  # (a bool, a string: refused)
         raise UserError(f"peak_flops must be the device's peak FLOP/s, a positive number (got {peak_flops!r})")
     rank0 = trainer.accelerator.is_main_process
     folder = RunFolder(out) if out is not None else None
