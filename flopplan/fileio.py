@@ -73,7 +73,10 @@ def _kind_of(mode: int) -> str:
 
 def writable_target(path: str | Path, what: str = "") -> Path:
     """The file a write to ``path`` replaces: ``path`` itself, or what a symbolic link points to. Refuses (one line)
-    a path that exists and is not a regular file, or one that cannot be looked at (a name too long)."""
+    a path that exists and is not a regular file, or one that cannot be looked at (a name too long), and a name
+    that ends in a slash (``--out plans/`` wrote a file named ``plans``: Path drops the slash)."""
+    if isinstance(path, str) and path.endswith(("/", os.sep)):
+        raise UserError(f"will not write {what}{path!r}: it names a folder (it ends in a slash); give a file name")
     path = Path(path)
     try:
         target = Path(os.path.realpath(path)) if path.is_symlink() else path

@@ -61,6 +61,12 @@ def test_unwritable_folder_is_one_line(tmp_path):
         atomic_write_text(blocker / "sub" / "plan.json", "{}")
 
 
+def test_an_out_ending_in_a_slash_is_refused_not_written_as_a_file(tmp_path):
+    """``plan --out plans/`` wrote a file named ``plans`` (a re-check of the fuzz's mends)."""
+    one_line_error(cli(*TINY, "--out", f"{tmp_path / 'plans'}/"), "it names a folder")
+    assert not (tmp_path / "plans").exists()
+
+
 # -- writes never replace what is not a regular file ------------------------------------------------------------
 
 @ROOT_ONLY
