@@ -933,6 +933,13 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
     with pytest.raises(UserError, match=r"^trainer\.generation_config sets prefill_chunk_size 1") as caught:
         late.train()
     assert "\n" not in str(caught.value)
+    for key, value, fragment in (("max_new_tokens", 4096, "not the 8 TRL set from max_completion_length"),
+                                 ("cache_implementation", "static", "cache_implementation 'static'")):
+        changed = trainer()  # (TRL's own settings, changed after the trainer was built: the guard's bound, the cache)
+        meter(changed, out=tmp_path / key)
+        setattr(changed.generation_config, key, value)
+        with pytest.raises(UserError, match=fragment):
+            changed.train()
     _example().write_dataset(tmp_path / "plain.parquet", 16, chat=False)  # a reward model reads plain prompts with
     plain_data = load_dataset("parquet", data_files=str(tmp_path / "plain.parquet"), split="train")  # its tokenizer
     reader = AutoTokenizer.from_pretrained(orm)

@@ -20,7 +20,7 @@ from torch import nn
 
 from flopplan.arch import spec_from_config
 from flopplan.engines.trl import GRPO_DEFAULTS, TRLRun, installed_trl_version, recipe_from_trl
-from flopplan.engines.trl_generation import check_model_generation
+from flopplan.engines.trl_generation import CACHES, check_model_generation
 from flopplan.errors import UserError
 from flopplan.lengths import Length
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS, peft_expert_targets
@@ -193,7 +193,16 @@ def check_generation_configs(trainer: Any) -> None:
         return
     extra = args.generation_kwargs
     overridden = set(json.loads(extra) if isinstance(extra, str) else extra or {})
-    own = set(getattr(trainer, "generation_kwargs", None) or {})
+    set_by_trl = getattr(trainer, "generation_kwargs", None) or {}
+    own, config = set(set_by_trl), getattr(trainer, "generation_config", None)
+    if config is not None and "max_new_tokens" in set_by_trl and config.max_new_tokens != set_by_trl["max_new_tokens"]:
+        raise UserError(f"trainer.generation_config.max_new_tokens is {config.max_new_tokens!r}, not the "
+                        f"{set_by_trl.get('max_new_tokens')!r} TRL set from max_completion_length, which the budget's "
+                        "guard bounds a round with: set GRPOConfig max_completion_length instead")
+    if config is not None and getattr(config, "cache_implementation", None) not in CACHES:
+        raise UserError(f"trainer.generation_config.cache_implementation {config.cache_implementation!r}: flopplan "
+                        "prices a KV cache whose decode steps attend over the tokens so far (None, dynamic or "
+                        "offloaded)")
     for gen, keys, where in ((getattr(_base(trainer.model), "generation_config", None), overridden,
                               "the policy's generation_config"),
                              (getattr(trainer, "generation_config", None), own, "trainer.generation_config")):
