@@ -172,6 +172,19 @@ def write_config(directory: Path, name: str, cfg: dict) -> Path:
 
 # -- the time model's test world: a tiny recipe, a block of time outside the phases, profiles on the true phases --
 
+def tiny_moe(family: str) -> Any:
+    """A tiny MoE policy of ``family`` (qwen3_moe, qwen2_moe, mixtral): two layers, six experts, top-2; Qwen2-MoE
+    with a 40-wide shared expert."""
+    from flopplan.arch import ArchSpec
+    from flopplan.moe import MoE
+
+    shared = family == "qwen2_moe"
+    return ArchSpec(name=f"tiny-{family}", family=family, hidden_size=32, intermediate_size=48, num_layers=2,
+                    num_heads=4, num_kv_heads=2, head_dim=8, vocab_size=64, tie_embeddings=False,
+                    qkv_bias=shared, qk_norm=family == "qwen3_moe",
+                    moe=MoE(6, 2, 24, 40 if shared else 0, shared_gate=shared))
+
+
 def tiny_recipe(**changes: Any) -> Recipe:
     """The tiny policy's recipe the time-model tests start from (8 prompts x G=8, 10 + 2 tokens), with ``changes``."""
     from flopplan.lengths import Length

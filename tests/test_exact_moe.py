@@ -18,10 +18,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from helpers import marked_slow_if_large  # noqa: E402
+from helpers import marked_slow_if_large, tiny_moe  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from flopplan.arch import REGISTRY, ArchSpec  # noqa: E402
+from flopplan.arch import REGISTRY  # noqa: E402
 from flopplan.catalog import MOE_MODELS  # noqa: E402
 from flopplan.formulas import (  # noqa: E402
     Conventions,
@@ -35,20 +35,14 @@ from flopplan.formulas import (  # noqa: E402
 from flopplan.measure import counters  # noqa: E402
 from flopplan.measure.meter import grouped_mm_flops  # noqa: E402
 from flopplan.measure.models import add_lora, build_model  # noqa: E402
-from flopplan.moe import EXPERTS_IMPLEMENTATIONS, MoE  # noqa: E402
+from flopplan.moe import EXPERTS_IMPLEMENTATIONS  # noqa: E402
 
 B, T, N = 2, 12, 5
 CONTEXT, PROMPT, COMPLETION = 7, 5, 3
 ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
-def tiny(family: str) -> ArchSpec:
-    """Two layers, six experts, top-2; Qwen2-MoE with a 40-wide shared expert."""
-    shared = family == "qwen2_moe"
-    return ArchSpec(name=f"tiny-{family}", family=family, hidden_size=32, intermediate_size=48, num_layers=2,
-                    num_heads=4, num_kv_heads=2, head_dim=8, vocab_size=64, tie_embeddings=False,
-                    qkv_bias=shared, qk_norm=family == "qwen3_moe",
-                    moe=MoE(6, 2, 24, 40 if shared else 0, shared_gate=shared))
+tiny = tiny_moe
 
 
 FAMILIES = ("qwen3_moe", "qwen2_moe", "mixtral")

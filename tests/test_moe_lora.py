@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import cli, one_line_error
+from helpers import cli, one_line_error, tiny_moe
 
 from flopplan.arch import REGISTRY, ArchSpec
 from flopplan.errors import UserError
 from flopplan.hf_config import to_hf_config
-from flopplan.moe import MoE
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
@@ -29,12 +28,7 @@ UNPRICED = {"qwen3_moe": ("mlp.gate", "the router (gate.weight)"), "mixtral": ("
 its module in layer 0, and how the refusal names it."""
 
 
-def tiny(family: str) -> ArchSpec:
-    shared = family == "qwen2_moe"
-    return ArchSpec(name=f"tiny-{family}", family=family, hidden_size=32, intermediate_size=48, num_layers=2,
-                    num_heads=4, num_kv_heads=2, head_dim=8, vocab_size=64, tie_embeddings=False,
-                    qkv_bias=shared, qk_norm=family == "qwen3_moe",
-                    moe=MoE(6, 2, 24, 40 if shared else 0, shared_gate=shared))
+tiny = tiny_moe
 
 
 def _config(tmp_path: Path, family: str) -> Path:
@@ -169,16 +163,6 @@ def test_the_meter_still_refuses_other_parameter_lora(targets, extra, fragment):
         policy_lora(_peft_model(targets, **extra))
 
 
-def _grouped_mm(a, b, *args, **kwargs):
-    """A grouped matmul, as the matmuls it groups: ``[S,K] x [E,K,N]`` (rows split by expert) is ``2*S*K*N``,
-    ``[K,S] x [S,N]`` (the contraction split: the weight gradient) ``2*K*S*N``."""
-    return 2 * a[0] * a[1] * (b[2] if len(b) == 3 else b[1])
-
-
-def _addmm_(out, a, b, *args, **kwargs):
-    return 2 * a[0] * a[1] * b[1]
-
-
 @pytest.mark.slow
 def test_a_qwen3_moe_lora_on_the_seven_targets_is_metered_as_it_runs_on_trl(tmp_path):
     """The whole trainer.train() of a random-initialised Qwen3-MoE with LoRA on the seven targets (the routed
@@ -187,10 +171,11 @@ def test_a_qwen3_moe_lora_on_the_seven_targets_is_metered_as_it_runs_on_trl(tmp_
     pytest.importorskip("trl")
     from datasets import Dataset
     from peft import LoraConfig
-    from torch.utils.flop_counter import FlopCounterMode
+    from torch.utils.flop_counter import FlopCounterMode, mm_flop
     from trl import GRPOConfig, GRPOTrainer
 
     from flopplan.grpo.codecs import hf_char_tokenizer
+    from flopplan.measure.meter import grouped_mm_flops
     from flopplan.measure.models import build_model
     from flopplan.trl import meter
 
@@ -211,7 +196,9 @@ def test_a_qwen3_moe_lora_on_the_seven_targets_is_metered_as_it_runs_on_trl(tmp_
     metered = meter(trainer, out=str(tmp_path / "run"))
     assert metered.recipe.lora_targets == tuple(SEVEN)
     aten = torch.ops.aten
-    counter = FlopCounterMode(display=False, custom_mapping={aten._grouped_mm: _grouped_mm, aten.addmm_: _addmm_})
+    formulas = {aten._grouped_mm: grouped_mm_flops,  # the meter's and torch's own formulas, for two ops
+                aten.addmm_: lambda out, a, b, *_, **__: mm_flop(a, b)}  # FlopCounterMode counts as 0 (addmm_
+    counter = FlopCounterMode(display=False, custom_mapping=formulas)  # takes beta and alpha by position here)
     with counter:
         trainer.train()
     counts = counter.get_flop_counts()["Global"]
