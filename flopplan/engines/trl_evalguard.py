@@ -154,9 +154,7 @@ class EvaluationGuard:
         """The bound of the round that has run units not yet committed (0: none): an evaluation a callback runs
         from ``on_step_end`` comes before the meter's own callback commits the round (callbacks given to
         ``GRPOTrainer`` run first), and the ledger does not hold that round yet (a re-check: 109 % of a budget)."""
-        round_ = self.meter.round
-        started = any(round_[key] for key in ("charges", "passes", "update", "reward"))
-        return int(self.meter.next_round_bound()) if started else 0
+        return int(self.meter.next_round_bound()) if self.meter.local_charges() else 0
 
     def admit(self, bound: int) -> bool:
         """Whether the evaluation runs: where it does not fit what the budget leaves after the round in flight (at
