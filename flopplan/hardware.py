@@ -259,6 +259,11 @@ def datasheet_profile(device: str, engine: str = "hf", price_per_hour: float | N
 
 RATE_PARAMETERS = ("throughput_max", "attention_throughput", "throughput", "bandwidth", "adapter_throughput")
 MIN_RATE = 1e3
+MAX_FITTED_RATE = 1e30
+"""A time model's rates come from a fit, and one the runs do not identify (a term whose time is all but nothing on
+their shapes) can drift far past any device: a quick CPU calibration wrote an attention throughput of 7.7e18. So
+they are bounded by the most FLOPs flopplan plans (1e30) in a second instead of :data:`MAX_RATE`: what a fit writes
+is read back, and a typo (1e40) is still refused."""
 """Throughputs (FLOP/s) and bandwidths (bytes/s) below this are not a device: a profile that claims one is
 malformed (a tiny rate would only overflow into infinite times)."""
 MAX_OVERHEAD = 60.0
@@ -393,10 +398,10 @@ def _time_model(data: Any, where: str) -> dict[str, dict[str, Any]] | None:
         for name in (*PARAMETERS[entry["form"]], *(n for n in OPTIONAL_PARAMETERS if n in entry)):
             value = entry.get(name)
             rate = name in RATE_PARAMETERS
-            low, high = (MIN_RATE, MAX_RATE) if rate else (0, MAX_TOKENS_HALF if name == "tokens_half" else
+            low, high = (MIN_RATE, MAX_FITTED_RATE) if rate else (0, MAX_TOKENS_HALF if name == "tokens_half" else
                                                             MAX_OVERHEAD)
             if not is_number(value) or not math.isfinite(value) or not low <= value <= high:
-                limit = f"at least {MIN_RATE:g} and at most {MAX_RATE:g}" if rate else \
+                limit = f"at least {MIN_RATE:g} and at most {MAX_FITTED_RATE:g}" if rate else \
                     f"from 0 to {MAX_OVERHEAD:g} seconds" if name != "tokens_half" else \
                     f"from 0 to {MAX_TOKENS_HALF:g} tokens"
                 raise UserError(f"{where}.{kind}.{name} must be {limit}, not {value!r}")

@@ -89,3 +89,13 @@ def test_a_calibrated_profile_no_calibration_would_write_is_refused(tmp_path, ch
     with pytest.raises(UserError, match=fragment):
         load_profile(path)
     load_profile(QUICK)
+
+
+def test_a_fitted_rate_past_any_device_is_read_back(tmp_path):
+    """A quick CPU calibration fitted an attention throughput of 7.7e18 (a term its runs do not identify), and the
+    reader then refused the profile calibrate had just written: a time model's rates are read up to 1e30."""
+    data = json.loads(QUICK.read_text())
+    for block in (data["time_model"]["prefill"], data["fit"]["prefill"]):  # (the fit records what it fitted)
+        block["attention_throughput"] = 7.7175145510129e18
+    (path := tmp_path / "profile.json").write_text(json.dumps(data))
+    assert load_profile(path).time_model["prefill"]["attention_throughput"] == 7.7175145510129e18
