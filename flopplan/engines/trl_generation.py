@@ -34,6 +34,9 @@ sequence stops; the meter charges vLLM's rollouts from the ids it returned. Othe
 CACHES = (None, "dynamic", "offloaded")
 """KV caches whose decode steps attend over the tokens so far (offloaded: the same passes, the cache kept on the CPU);
 a static or sliding-window cache attends over its whole preallocated length."""
+CACHE_PRICED = ("flopplan prices generation with a KV cache whose decode steps attend over the tokens so far "
+                "(None, dynamic or offloaded)")
+"""What a refusal of another cache says, wherever the cache is set."""
 
 
 def check_generation(config: dict[str, Any]) -> None:
@@ -69,8 +72,7 @@ def check_generate_settings(settings: dict[str, Any], where: str) -> None:
     :data:`CACHES`, ``use_cache`` off, and keys outside :data:`SAMPLING_KWARGS` (:func:`check_generation`)."""
     cache = settings.get("cache_implementation")
     if cache not in CACHES:
-        raise UserError(f"{where} cache_implementation {cache!r}: flopplan prices generation with a KV cache whose "
-                        "decode steps attend over the tokens so far (None, dynamic or offloaded)")
+        raise UserError(f"{where} cache_implementation {cache!r}: {CACHE_PRICED}")
     if settings.get("use_cache", True) is not True:
         raise UserError(f"{where} use_cache: flopplan prices KV-cached generation; without the cache every step "
                         "recomputes the whole prefix")
@@ -116,5 +118,4 @@ def check_model_generation(settings: dict[str, Any], overridden: set[str], cache
     model_cache = settings.get("cache_implementation")
     if cache is None and "cache_implementation" not in overridden and model_cache not in CACHES:
         raise UserError(f"the policy's generation_config sets cache_implementation {model_cache!r}, which TRL's "
-                        "generate inherits: flopplan prices a KV cache whose decode steps attend over the tokens so "
-                        "far (set GRPOConfig cache_implementation 'dynamic')")
+                        f"generate inherits: {CACHE_PRICED}; set GRPOConfig cache_implementation 'dynamic'")

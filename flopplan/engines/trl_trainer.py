@@ -20,7 +20,7 @@ from torch import nn
 
 from flopplan.arch import spec_from_config
 from flopplan.engines.trl import GRPO_DEFAULTS, TRLRun, installed_trl_version, recipe_from_trl
-from flopplan.engines.trl_generation import CACHES, check_model_generation
+from flopplan.engines.trl_generation import CACHE_PRICED, CACHES, check_model_generation
 from flopplan.errors import UserError
 from flopplan.lengths import Length
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS, peft_expert_targets
@@ -200,9 +200,8 @@ def check_generation_configs(trainer: Any) -> None:
                         f"{set_by_trl.get('max_new_tokens')!r} TRL set from max_completion_length, which the budget's "
                         "guard bounds a round with: set GRPOConfig max_completion_length instead")
     if config is not None and getattr(config, "cache_implementation", None) not in CACHES:
-        raise UserError(f"trainer.generation_config.cache_implementation {config.cache_implementation!r}: flopplan "
-                        "prices a KV cache whose decode steps attend over the tokens so far (None, dynamic or "
-                        "offloaded)")
+        raise UserError(f"trainer.generation_config.cache_implementation {config.cache_implementation!r}: "
+                        f"{CACHE_PRICED}")
     for gen, keys, where in ((getattr(_base(trainer.model), "generation_config", None), overridden,
                               "the policy's generation_config"),
                              (getattr(trainer, "generation_config", None), own, "trainer.generation_config")):
