@@ -691,6 +691,18 @@ def test_an_evaluation_the_guard_did_not_reserve_never_overruns_the_budget(tiny,
                note.endswith("it did not run") for note in s["notes"]), s["notes"]
     assert (tmp_path / "trl" / "checkpoint-1").is_dir()
 
+    # a metric-driven LR scheduler (ReduceLROnPlateau, which needs an eval strategy: one at the run's end here): the
+    # training loop's evaluation that does not run returns before transformers steps it on metrics never computed
+    # (a KeyError at the budget's stop)
+    args = _grpo_args(tmp_path / "plateau", save_steps=1, eval_strategy="steps", eval_steps=100,
+                      lr_scheduler_type="reduce_lr_on_plateau")
+    trainer = make(args=args, eval_dataset=held_out, callbacks=[EvaluateEachStep()])
+    metered = meter(trainer, budget=budget, out=tmp_path / "plateau" / "run")
+    trainer.train()
+    s = _summary(tmp_path / "plateau" / "run")
+    assert s["steps"] == 1 and s["flops"]["evaluation"] == 0 and s["within_budget"] and metered.ledger.spent <= budget
+    assert s["stop"]["reason"] == "budget" and (tmp_path / "plateau" / "trl" / "checkpoint-1").is_dir()
+
     # a callback's own trainer.evaluate() at on_step_end runs before the meter commits the round (callbacks given
     # to GRPOTrainer come first): the guard counts the round in flight at its bound (a re-check: 109 % of a budget)
     class EvaluateAtStepOne(TrainerCallback):

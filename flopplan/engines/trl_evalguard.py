@@ -20,7 +20,8 @@ and longest prompts of the data it evaluates) is checked against what the budget
   the guard reserved fits by the guard's own decision. One it did not reserve (a callback's) runs where all of it
   fits; where only the evaluation fits, it runs and the guard decides again on what is left (stopping training, with
   its checkpoint, where the round no longer fits); where the evaluation does not fit, it does not run
-  (``evaluate`` returns no metrics) and training stops on the budget, with its checkpoint.
+  (``evaluate`` returns no metrics; the training loop's own call, ``Trainer._evaluate``, returns them before it
+  would step a metric-driven LR scheduler on them) and training stops on the budget, with its checkpoint.
 """
 
 from __future__ import annotations
@@ -83,6 +84,19 @@ class EvaluationGuard:
                 list(d["prompt"]) for d in datasets]})
             self.bounds[key] = int(meter.evaluation_bound(rows, (prompt, reward)))
         return self.bounds[key]
+
+    def wrap_loop_call(self, loop_evaluate: Any) -> Any:
+        """Wrap ``Trainer._evaluate``, the training loop's call of ``evaluate``: one the guard does not admit returns
+        no metrics without calling ``evaluate``, so transformers does not step a ``ReduceLROnPlateau`` or
+        ``GreedyLR`` scheduler on metrics that were never computed (a ``KeyError`` at the budget's stop, where the
+        ``{}`` of a skipped ``evaluate`` reached it)."""
+        @functools.wraps(loop_evaluate)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            if self.callback.training and not self.depth and not self.admit(self.bound(None)):
+                return {}
+            return loop_evaluate(*args, **kwargs)
+
+        return guarded
 
     def wrap(self, evaluate: Any) -> Any:
         @functools.wraps(evaluate)
@@ -189,6 +203,7 @@ def guard_evaluations(trainer: Any, meter: Any, callback: Any, step_log: Any) ->
     """Wrap ``trainer.evaluate`` with the guard (see the module)."""
     guard = EvaluationGuard(trainer, meter, callback, step_log)
     trainer.evaluate = guard.wrap(trainer.evaluate)
+    trainer._evaluate = guard.wrap_loop_call(trainer._evaluate)
     return guard
 
 
