@@ -703,6 +703,17 @@ def test_an_evaluation_the_guard_did_not_reserve_never_overruns_the_budget(tiny,
     assert s["steps"] == 1 and s["flops"]["evaluation"] == 0 and s["within_budget"] and metered.ledger.spent <= budget
     assert s["stop"]["reason"] == "budget" and (tmp_path / "plateau" / "trl" / "checkpoint-1").is_dir()
 
+    # at max_steps the run ends on its steps, whether or not the evaluation a callback asks for there fits (a
+    # held-out user's stop reason read "budget" for a run that had trained every step it was given)
+    trainer = make(args=_grpo_args(tmp_path / "last", save_steps=1, max_steps=1), eval_dataset=held_out,
+                   callbacks=[EvaluateEachStep()])
+    metered = meter(trainer, budget=budget, out=tmp_path / "last" / "run")
+    trainer.train()
+    s = _summary(tmp_path / "last" / "run")
+    assert s["steps"] == 1 and s["flops"]["evaluation"] == 0 and s["within_budget"] and metered.ledger.spent <= budget
+    assert s["stop"]["reason"] == "steps", s["stop_reason"]
+    assert any(note.startswith("the evaluation asked for at optimizer step 1 could cost up to") for note in s["notes"])
+
     # a callback's own trainer.evaluate() at on_step_end runs before the meter commits the round (callbacks given
     # to GRPOTrainer come first): the guard counts the round in flight at its bound (a re-check: 109 % of a budget)
     class EvaluateAtStepOne(TrainerCallback):

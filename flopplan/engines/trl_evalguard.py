@@ -172,13 +172,15 @@ class EvaluationGuard:
 
     def admit(self, bound: int) -> bool:
         """Whether the evaluation runs: where it does not fit what the budget leaves after the round in flight (at
-        its bound, as the guard admitted it), it does not run and training stops on it."""
+        its bound, as the guard admitted it), it does not run and training stops on it (on the budget; at
+        ``max_steps``, where the run ends anyway, on its steps, a note naming the evaluation not run)."""
         ledger, flight = self.meter.ledger, self.in_flight()
         if ledger.fits(bound + flight):
             return True
-        step = self.trainer.state.global_step
+        step, last = self.trainer.state.global_step, self.trainer.state.max_steps
         after = f" after the round in flight (up to {flight:,})" if flight else ""
-        self.meter.guard.decide(bound + flight, f"the evaluation at optimizer step {step} (not run){after}")
+        if step < last:  # (at max_steps the run ends on its steps whatever the evaluation: its stop says so)
+            self.meter.guard.decide(bound + flight, f"the evaluation at optimizer step {step} (not run){after}")
         self.meter.notes.append(f"the evaluation asked for at optimizer step {step} could cost up to {bound:,} FLOPs "
                                 f"and the budget left {ledger.remaining:,}{after}: it did not run")
         self.stop()
