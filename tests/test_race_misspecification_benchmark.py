@@ -488,3 +488,44 @@ def test_a_recalibration_is_scored_on_the_check_it_did_not_see(tmp_path, monkeyp
     assert lines["stated"][1:3] == ["6", "0.250"]  # +0.30 and +0.20 in every check
     for name in ("shrink", "platt", "isotonic"):
         assert int(lines[name][1]) < 6 and float(lines[name][2]) < 0.25, lines[name]
+
+
+ROUND38 = ("klanneal", "hackdet", "clipcap", "toolrl", "replay")  # benchmarks/race_blind_check_round38.py's
+
+
+def test_round_38s_blind_families_run_through_the_check_and_their_truths_are_what_they_say(tmp_path, monkeypatch):
+    """benchmarks/race_blind_check_round38.py: one repetition per family through the check's protocol, no analysis
+    error and no malformed number; the leader share runs on the truths alone; the families whose seeds differ (the
+    exploit found and the first tool call at a seed's own time) state as their truth the mean their seeds draw and
+    the quadrature over the seeds; the annealed KL's solution is the quadrature of its integral; the tool's and the
+    replay's FLOP clocks invert to what a root solve finds and integrate the cost of a step; every arm starts at
+    R0."""
+    from scipy.integrate import quad
+    from scipy.optimize import brentq
+
+    r38 = _runs_through("race_blind_check_round38.py", ROUND38, tmp_path, monkeypatch)
+
+    rng = np.random.default_rng(38)
+    f = np.array([r38.F_P / 16, r38.F_P / 4, r38.F_P, r38.F])
+    for arm in [*r38.fam_hackdet(rng, 0.2), *r38.fam_toolrl(rng, 0.2)]:
+        _seeds_average_to_the_truth(arm, f, rng)
+        assert arm(f[2:3])[0] == pytest.approx(arm.expect_quad(f[2]), abs=1e-9)
+    for family in r38.MINE.values():
+        for arm in family(rng, 0.17):
+            assert arm(np.array([1e-30 * r38.F_P]))[0] == pytest.approx(0.17, abs=1e-10)
+    for arm in r38.fam_klanneal(rng, 0.2):
+        for tau in 4 * np.array([0.3, 1.0, 2.0]) / arm.g:
+            assert float(arm.u(tau)) == pytest.approx(arm.u_quad(tau), abs=1e-9)
+    for arm in r38.fam_toolrl(rng, 0.2):
+        ls = arm.lu0
+        for x in (0.3, 1.0, 2.0):
+            tau = brentq(lambda s, arm=arm, x=x, ls=ls: arm.x_of(s, ls) - x, 0, 4 * x / arm.g, xtol=1e-15, rtol=1e-15)
+            assert float(arm.steps(np.array(x), np.array(ls))) == pytest.approx(tau, abs=1e-10)
+            cost = quad(lambda s, arm=arm, ls=ls: arm.g / 4 * (1 + arm.c / (1 + np.exp(-(ls + arm.alpha * s)))), 0, tau,
+                        epsabs=1e-14, epsrel=1e-13)[0]
+            assert cost == pytest.approx(x, abs=1e-10)  # the clock integrates the cost of each step
+    for arm in r38.fam_replay(rng, 0.2):
+        for x in (0.3, 1.0, 2.0):
+            tau = brentq(lambda s, arm=arm, x=x: arm.x_of(s) - x, 4 * x / arm.g, 4 * x / (arm.g - arm.phi) + 1e-12,
+                         xtol=1e-15, rtol=1e-15)
+            assert float(arm.steps(x)) == pytest.approx(tau, abs=1e-10)
