@@ -87,7 +87,7 @@ def _flop_fields(recipe: Recipe) -> dict:
 @pytest.mark.parametrize("world", [1, 2])
 def test_recipe_to_grpo_config_and_back(recipe, world):
     r = recipe.with_(generation_batch=recipe.rollouts_per_step // world, optimizer_batch=recipe.rollouts_per_step,
-                     reward_overhead_tokens=0, old_logprobs="auto")
+                     old_logprobs="auto")  # (an ORM's template tokens go through reward_overhead_tokens)
     kwargs = grpo_config_kwargs(r, world_size=world, steps=7)
     back, run, notes = recipe_from_trl(kwargs, model=r.policy, prompt_len=r.prompt_len, world_size=world,
                                        device="cuda", trl_version="1.16.0")
@@ -314,6 +314,38 @@ def test_an_exported_config_loads_in_grpo_config_and_trl_parser_and_prices_back(
     assert priced["step_flops"] == original["step_flops"] and priced["recipe"]["lora"]["rank"] == 16
 
 
+def test_an_orm_plan_prices_back_from_its_export_at_the_plans_step_flops(tmp_path):
+    """The reward model's template tokens (--reward-overhead, 32 by default) travel in flopplan.yaml, so the round
+    trip keeps the plan's price; --from-trl takes --reward-overhead for the user's data (0: plain text, as TRL joins
+    prompt and completion), and without either it prices 0 and says what the overhead is for."""
+    def step_flops(*args: str) -> int:
+        return json.loads(cli("plan", *args, "--json", check=True).stdout)["plans"][0]["step_flops"]
+
+    recipe = ("--model", "tiny", "-G", "4", "--prompts-per-step", "4", "--prompt-len", "9", "--completion-len", "4",
+              "--lora-rank", "8", "--reward", "orm:tiny-rm")
+    plan = tmp_path / "plan.json"
+    cli("plan", *recipe, "--steps", "5", "--out", str(plan), check=True)
+    out = cli("export", "trl", str(plan), "--out", str(tmp_path / "trl"), "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["flopplan"]["reward_overhead_tokens"] == 32 and "plain-text" in data["notes"][0]
+    files = ("--from-trl", data["grpo_config"], "--from-trl", data["flopplan_config"], "--prompt-len", "9")
+    assert step_flops(*files) == json.loads(plan.read_text())["plans"][0]["step_flops"]
+    assert step_flops(*files, "--reward-overhead", "0") == step_flops(*recipe, "--reward-overhead", "0", "--steps", "5")
+    own = yaml.safe_load(Path(data["flopplan_config"]).read_text())
+    del own["reward_overhead_tokens"]
+    bare = tmp_path / "own.yaml"
+    bare.write_text(yaml.safe_dump(own))
+    priced = json.loads(cli("plan", "--from-trl", data["grpo_config"], "--from-trl", str(bare), "--prompt-len", "9",
+                            "--json", check=True).stdout)
+    assert priced["plans"][0]["recipe"]["reward_overhead_tokens"] == 0
+    assert any("--reward-overhead N" in n for n in priced["notes"])
+    rule = tmp_path / "rule.yaml"
+    rule.write_text(yaml.safe_dump({"num_generations": 4, "per_device_train_batch_size": 4}))
+    one_line_error(cli("plan", "--from-trl", str(rule), "--model", "tiny", "--prompt-len", "9", "--reward-overhead",
+                       "4"), "not a rule")
+
+
 def test_export_with_no_processes_writes_nothing(tmp_path):
     plan = tmp_path / "plan.json"
     cli("plan", "--model", "tiny", "--full", "--prompts-per-step", "4", "-G", "4", "--steps", "2", "--out",
@@ -394,6 +426,7 @@ def _trl_config_of(run: Path, steps: int, path: Path) -> Path:
     recipe = TrainConfig.from_data(stored).recipe
     kwargs = grpo_config_kwargs(recipe, steps=steps)
     kwargs["reward_funcs"] = ["tiny"] if recipe.reward.kind == "orm" else [{"rule": "exact match"}]
+    kwargs.pop("reward_overhead_tokens", None)  # the built-in task's plain-text prompts: TRL reads no template
     path.write_text(yaml.safe_dump(kwargs))
     return path
 

@@ -18,6 +18,9 @@ from flopplan.recipe import Recipe
 
 ENGINE_OPTIONS = ("prompt_len", "completion_len")
 """The recipe options an engine configuration leaves to the user: the lengths its data will have."""
+TRL_OPTIONS = (*ENGINE_OPTIONS, "reward_overhead_tokens")
+"""A TRL configuration's: the lengths, and the reward model's template tokens, which the data's form decides
+(:data:`flopplan.engines.trl.REWARD_TEMPLATE`)."""
 
 
 def read_config_file(path: str, what: str) -> dict[str, Any]:
@@ -70,28 +73,36 @@ def recipe_of_engine_config(from_trl: tuple[str, ...], from_verl: str | None, re
                             world_size: int | None, device: str | None,
                             budget_given: bool) -> tuple[Recipe, int | None, list[str], str | None]:
     """The recipe an engine's configuration runs, the steps (rounds) to price, notes, and the profile device."""
-    from flopplan.cli.options import recipe_changes
+    from flopplan.cli.options import recipe_changes, recipe_option_fields
 
     if from_trl and from_verl:
         fail("give --from-trl or --from-verl, not both")
     if recipe_file:
         fail("an engine configuration carries the recipe: give --from-trl/--from-verl or --recipe, not both")
     changes, _ = recipe_changes(recipe_opts)
-    others = sorted(set(changes) - set(ENGINE_OPTIONS))
+    others = sorted(set(changes) - set(TRL_OPTIONS if from_trl else ENGINE_OPTIONS))
     if others:
-        fail(f"the engine configuration sets the recipe; of its options only --prompt-len and --completion-len "
-             f"apply, not --{others[0].replace('_', '-')}")
+        flag = next(f.metadata["option"] for f in recipe_option_fields() if f.name == others[0])
+        fail(f"the engine configuration sets the recipe; of its options only --prompt-len and --completion-len"
+             f"{' (and --reward-overhead for TRL)' if from_trl else ''} apply, not {flag}")
     model = models[0] if models else None
     if len(models) > 1:
         fail("an engine configuration trains one policy: give one --model")
     target, profile_device = engine_device(device)
     if from_trl:
-        from flopplan.engines.trl import recipe_from_trl, rounds_of
+        from flopplan.engines.trl import REWARD_TEMPLATE, recipe_from_trl, rounds_of
 
         data = read_trl_configs(from_trl)
         recipe, run, notes = recipe_from_trl(data, model=model, prompt_len=changes.get("prompt_len"),
                                              completion_len=changes.get("completion_len"), world_size=world_size or 1,
                                              device=target)
+        if "reward_overhead_tokens" in changes and recipe.reward.kind == "rule":
+            fail("--reward-overhead applies to a reward model (a model's name or path in reward_funcs), not a rule")
+        if "reward_overhead_tokens" in changes:  # the user states their data's template
+            recipe = recipe.with_(reward_overhead_tokens=changes["reward_overhead_tokens"])
+        elif recipe.reward.kind == "orm" and "reward_overhead_tokens" not in data:
+            notes.append(f"the reward model is priced reading prompt + completion alone: {REWARD_TEMPLATE}; for "
+                         "conversational data give --reward-overhead N, the template's tokens")
         notes.append(f"TRL: {run.bs} completions per device x {run.world} process{'es' if run.world > 1 else ''} x "
                      f"{run.spg} micro-steps = {run.rollouts} rollouts a round (a flopplan step); "
                      f"{run.optimizer_steps_per_round} optimizer step{'s' if run.optimizer_steps_per_round > 1 else ''}"
@@ -146,7 +157,7 @@ def export_trl(plan_file: str, plan_model: str | None, world_size: int, out_dir:
     TRL with flopplan's FLOP meter. plan --from-trl grpo_config.yaml --from-trl flopplan.yaml prices them."""
     import yaml
 
-    from flopplan.engines.trl import EXTRA_KEYS, TESTED_TRL, grpo_config_kwargs
+    from flopplan.engines.trl import EXTRA_KEYS, REWARD_TEMPLATE, TESTED_TRL, grpo_config_kwargs
     from flopplan.planfile import PlanFile
 
     entry = PlanFile.load(plan_file).select(plan_model)
@@ -156,18 +167,24 @@ def export_trl(plan_file: str, plan_model: str | None, world_size: int, out_dir:
     header = f"# {entry.model}: {entry.steps} rounds of the plan {plan_file} (flopplan export trl; trl {TESTED_TRL})\n"
     config_path = atomic_write_text(folder / "grpo_config.yaml", header + yaml.safe_dump(kwargs, sort_keys=False))
     own_path = atomic_write_text(folder / "flopplan.yaml", header + "# flopplan's keys beside GRPOConfig's: the policy,"
-                                 " peft (LoraConfig fields), reward_funcs\n" + yaml.safe_dump(own, sort_keys=False))
+                                 " peft (LoraConfig fields), reward_funcs, the reward model's template tokens\n"
+                                 + yaml.safe_dump(own, sort_keys=False))
     launcher = atomic_write_text(folder / "train_trl.sh", _trl_launcher(plan_file, entry.model, world_size))
     launcher.chmod(0o755)
     command = (f"accelerate launch --num_processes {world_size} -m flopplan train --engine trl --plan "
                f"{plan_file} --plan-model {entry.model} --model-path MODEL_DIR --dataset DATA.jsonl --out RUN "
                "--no-eval")
+    notes = [f"the plan charges each reward call {own['reward_overhead_tokens']} template tokens "
+             f"(reward_overhead_tokens in flopplan.yaml): {REWARD_TEMPLATE}; for plain-text data plan with "
+             "--reward-overhead 0"] if own.get("reward_overhead_tokens") else []
     if as_json:
         echo_json({"grpo_config": str(config_path), "flopplan_config": str(own_path), "launcher": str(launcher),
-                   "command": command, "config": kwargs, "flopplan": own})
+                   "command": command, "config": kwargs, "flopplan": own, "notes": notes})
         return
     click.echo(f"wrote {config_path}\nwrote {own_path}\nwrote {launcher}\nrun on {world_size} "
                f"GPU{'s' if world_size > 1 else ''}:\n  {command}")
+    for note in notes:
+        click.echo(f"note: {note}")
 
 
 def _trl_launcher(plan_file: str, model: str, world_size: int) -> str:

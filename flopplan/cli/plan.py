@@ -62,8 +62,9 @@ def _output(tables: list[Any], fmt: str, notes: list[str], command: str, data: C
 @click.option("--from-trl", "from_trl", type=click.Path(dir_okay=False), multiple=True,
               help="Price an existing TRL run: a JSON/YAML file of GRPOConfig fields (TRL's names; "
                    "GRPOConfig(...).to_dict() or a saved training_args.bin too); repeat it for a file of peft, "
-                   "reward_funcs and model_name_or_path (export trl's flopplan.yaml); --device cpu|cuda (or a GPU "
-                   "name) picks TRL's log-prob head.")
+                   "reward_funcs, model_name_or_path and reward_overhead_tokens (export trl's flopplan.yaml); "
+                   "--device cpu|cuda (or a GPU name) picks TRL's log-prob head; --prompt-len, --completion-len "
+                   "and --reward-overhead state the data.")
 @click.option("--from-verl", "from_verl", type=click.Path(dir_okay=False),
               help="Price an existing verl GRPO run: a file of Hydra overrides (key=value lines) or a YAML config.")
 @click.option("--world-size", type=int, help="With --from-trl: the processes the run uses (default 1).")

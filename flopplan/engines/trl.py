@@ -64,9 +64,14 @@ shifts only the fused-compact head's rows, by the truncated completions)."""
 LOSS_TYPES = {"token": "dapo", "sequence": "grpo"}
 """flopplan's loss aggregation (TrainLoss.aggregation) and the TRL loss_type that averages the same way."""
 PRICED = frozenset({k for k in GRPO_DEFAULTS} - NO_FLOPS)
-EXTRA_KEYS = ("peft", "reward_funcs", "model_name_or_path")
-"""flopplan's own keys beside GRPOConfig's (a LoraConfig's fields, the reward functions, the policy): ``export trl``
-writes them to their own file, since GRPOConfig takes none of them."""
+EXTRA_KEYS = ("peft", "reward_funcs", "model_name_or_path", "reward_overhead_tokens")
+"""flopplan's own keys beside GRPOConfig's (a LoraConfig's fields, the reward functions, the policy, the tokens a
+reward model reads besides prompt and completion): ``export trl`` writes them to their own file, since GRPOConfig takes
+none of them."""
+REWARD_TEMPLATE = ("TRL's _calculate_rewards lays a conversational prompt and its completion out with the reward "
+                   "tokenizer's chat template (its tokens are the overhead) and joins a plain-text prompt and "
+                   "completion with none (overhead 0)")
+"""What TRL 1.16 feeds a reward model (``grpo_trainer.py`` ``_calculate_rewards``), for notes on the overhead."""
 BATCH_KEYS = ("steps_per_generation", "generation_batch_size", "use_transformers_continuous_batching")
 MODEL_CONFIG_KEYS = ("model_type", "architectures", "_from_model_config", "transformers_version")
 """Keys of a model's config.json or generation_config.json, which no GRPOConfig has."""
@@ -326,8 +331,9 @@ def recipe_from_trl(config: dict[str, Any], *, model: str | None = None, prompt_
                     completion_len: Length | None = None, world_size: int = 1, device: str = "cuda",
                     trl_version: str | None = None) -> tuple[Recipe, TRLRun, list[str]]:
     """The Recipe flopplan prices for a TRL configuration: GRPOConfig fields by their TRL names, plus optionally
-    ``peft`` (LoraConfig fields), ``reward_funcs`` and ``model_name_or_path``. Returns the recipe, the round
-    arithmetic and notes (fields read past because flopplan does not know them)."""
+    ``peft`` (LoraConfig fields), ``reward_funcs``, ``model_name_or_path`` and ``reward_overhead_tokens`` (the reward
+    model's template tokens: 0 when absent, as TRL reads plain-text data, :data:`REWARD_TEMPLATE`). Returns the
+    recipe, the round arithmetic and notes (fields read past because flopplan does not know them)."""
     if not isinstance(config, dict):
         raise UserError("a TRL configuration must be an object of GRPOConfig fields")
     config = resolve_checkpointing(config)
@@ -361,6 +367,10 @@ def recipe_from_trl(config: dict[str, Any], *, model: str | None = None, prompt_
     if not is_number(beta) or beta < 0:
         raise UserError(f"GRPOConfig beta must be a number >= 0, not {beta!r}")
     rank, targets = _lora(config.get("peft"), policy)
+    overhead = config.get("reward_overhead_tokens", 0)  # (absent: plain-text data, REWARD_TEMPLATE)
+    if not is_int(overhead) or overhead < 0:
+        raise UserError(f"reward_overhead_tokens must be an integer >= 0 (the reward model's template tokens), not "
+                        f"{overhead!r:.60}")
     unknown = [] if complete_dump(config) else sorted(
         k for k in config if k not in PRICED and k not in NO_FLOPS and k not in EXTRA_KEYS and k not in BATCH_KEYS)
     notes = [f"fields flopplan does not know (read past: check their spelling): {', '.join(unknown)}"] if unknown \
@@ -375,7 +385,7 @@ def recipe_from_trl(config: dict[str, Any], *, model: str | None = None, prompt_
         prefix_sharing=run.use_vllm and run.vllm_mode == "server",
         generation_batch=run.bs * run.spg if engine == "hf" else None, micro_batch=run.bs,
         optimizer_batch=run.bs * run.world * run.ga, reward=_reward(config.get("reward_funcs")),
-        reward_overhead_tokens=0)  # TRL's reward model reads prompt + completion as text, no template
+        reward_overhead_tokens=int(overhead))
     return recipe, run, notes
 
 
@@ -438,6 +448,8 @@ def grpo_config_kwargs(recipe: Recipe, *, world_size: int = 1, steps: int | None
         kwargs["peft"] = {"r": r.lora_rank, "lora_alpha": 2 * r.lora_rank,  # peft's names (Phi-3: fused)
                           "target_modules": list(lora_modules(r.policy_spec.family, r.lora_targets))}
     kwargs["reward_funcs"] = [r.reward.model] if r.reward.kind == "orm" else ["rule"]
+    if r.reward.kind == "orm":  # the template tokens the plan charges a reward call (REWARD_TEMPLATE)
+        kwargs["reward_overhead_tokens"] = r.reward_overhead_tokens
     return kwargs
 
 

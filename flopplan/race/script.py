@@ -88,10 +88,10 @@ class PilotSpec:
         (the meter decides which evaluations run), the baseline evaluation unless continuing a checkpoint (a pilot
         killed before its first starts again, baseline included), ``max_steps`` beyond the budget, and, where the
         design priced TRL's evaluation loop, its ``num_generations_eval``."""
-        from flopplan.engines.trl import grpo_config_kwargs
+        from flopplan.engines.trl import EXTRA_KEYS, grpo_config_kwargs
 
         arm = {k: v for k, v in grpo_config_kwargs(self.recipe, world_size=world_size).items()
-               if k not in ("peft", "reward_funcs")}
+               if k not in EXTRA_KEYS}
         per_round = arm["steps_per_generation"] * arm["num_iterations"] // arm["gradient_accumulation_steps"]
         return {**arm, **self.settings, "output_dir": self.output_dir, "seed": self.seed, "max_steps": MAX_STEPS,
                 "save_strategy": "steps", "save_steps": per_round, "save_total_limit": 2,

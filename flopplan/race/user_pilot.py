@@ -114,7 +114,7 @@ def write_spec(design: RaceDesign, folder: Path, arm_name: str, seed: int, rung:
     those :func:`continue_script_pilot` wrote)."""
     arm = design.arm(arm_name)
     recipe = training_only(arm.recipe)
-    from flopplan.engines.trl import grpo_config_kwargs, implied_world_size
+    from flopplan.engines.trl import EXTRA_KEYS, grpo_config_kwargs, implied_world_size
 
     kwargs = grpo_config_kwargs(recipe, world_size=implied_world_size(recipe))  # spec.apply: the script's world
     points = design.eval_points
@@ -124,7 +124,7 @@ def write_spec(design: RaceDesign, folder: Path, arm_name: str, seed: int, rung:
     spec = PilotSpec(str(folder.resolve()), arm.name, dict(arm.axes), seed, rung, int(budget), str(run),
                      str(run / "checkpoints"), (run / CONFIG).is_file(), design.fit_targets[0], tuple(points),
                      str(arm.axes.get("policy", recipe.policy_spec.name)), {k: v for k, v in kwargs.items()
-                                                                            if k not in ("peft", "reward_funcs")},
+                                                                            if k not in EXTRA_KEYS},
                      _peft(kwargs.get("peft"), arm.knobs), str(recipe.reward), recipe, script_overrides(arm),
                      arm.recipe.eval_prompts, design.eval_generations or None, _reward_model(design, folder, recipe))
     run.mkdir(parents=True, exist_ok=True)
