@@ -346,6 +346,19 @@ def test_an_orm_plan_prices_back_from_its_export_at_the_plans_step_flops(tmp_pat
                        "4"), "not a rule")
 
 
+@pytest.mark.parametrize("head", ["completion", "all"])
+def test_export_refuses_a_head_the_exported_trl_does_not_run(tmp_path, head):
+    """The export targets trl 1.16, whose chunked head is fused-compact on CUDA and fused on the CPU: a plan priced
+    with TRL <= 1.14's head (or verl's) would cost otherwise there, so it is refused, naming the head to plan with."""
+    plan = tmp_path / "plan.json"
+    cli("plan", "--model", "tiny", "--lora-rank", "8", "-G", "4", "--prompts-per-step", "8", "--steps", "3",
+        "--logprob-head", head, "--generation-batch", "16", "--out", str(plan), check=True)
+    line = one_line_error(cli("export", "trl", str(plan), "--world-size", "2", "--out", str(tmp_path / "x")),
+                          f"logprob_head {head}: the exported GRPOConfig is for trl >=1.16,<1.17")
+    assert "--logprob-head fused-compact" in line and "--logprob-head fused " in line and "<= 1.14" not in line
+    assert not (tmp_path / "x").exists()
+
+
 def test_export_with_no_processes_writes_nothing(tmp_path):
     plan = tmp_path / "plan.json"
     cli("plan", "--model", "tiny", "--full", "--prompts-per-step", "4", "-G", "4", "--steps", "2", "--out",

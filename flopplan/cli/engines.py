@@ -157,10 +157,11 @@ def export_trl(plan_file: str, plan_model: str | None, world_size: int, out_dir:
     TRL with flopplan's FLOP meter. plan --from-trl grpo_config.yaml --from-trl flopplan.yaml prices them."""
     import yaml
 
-    from flopplan.engines.trl import EXTRA_KEYS, REWARD_TEMPLATE, TESTED_TRL, grpo_config_kwargs
+    from flopplan.engines.trl import EXTRA_KEYS, REWARD_TEMPLATE, TESTED_TRL, check_export_head, grpo_config_kwargs
     from flopplan.planfile import PlanFile
 
     entry = PlanFile.load(plan_file).select(plan_model)
+    check_export_head(entry.recipe)
     kwargs = grpo_config_kwargs(entry.recipe, world_size=world_size, steps=entry.steps if entry.priced else None)
     own = {"model_name_or_path": entry.recipe.policy, **{k: kwargs.pop(k) for k in EXTRA_KEYS if k in kwargs}}
     folder = Path(out_dir)

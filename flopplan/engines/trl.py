@@ -231,6 +231,18 @@ def logprob_head_for(trl_version: str, device: str) -> str:
     return "fused-compact" if device == "cuda" else "fused"
 
 
+def check_export_head(recipe: Recipe) -> None:
+    """Refuse to export a plan priced with a log-prob head the exported TRL release (:data:`TESTED_TRL`) does not run
+    on either device: its update and scoring would cost otherwise than planned."""
+    release = TESTED_TRL.split(",")[0].removeprefix(">=")
+    runs = {logprob_head_for(release, device): device for device in ("cuda", "cpu")}
+    if recipe.logprob_head not in runs:
+        gpu, cpu = (next(h for h, d in runs.items() if d == device) for device in ("cuda", "cpu"))
+        raise UserError(f"logprob_head {recipe.logprob_head}: the exported GRPOConfig is for trl {TESTED_TRL}, which "
+                        f"runs the {gpu} head on CUDA and {cpu} on the CPU: plan with --logprob-head {gpu} "
+                        f"(--logprob-head {cpu} for a CPU run)")
+
+
 def recipe_for_trl_run(recipe: Recipe, changes: dict[str, Any], from_file: bool, *, device: str = "auto") -> Recipe:
     """What ``flopplan train --engine trl`` runs of a recipe: the log-prob head the installed TRL runs on this
     device (refusing a different one asked for by name), and no evaluation unless a file or option asked for it
@@ -413,8 +425,8 @@ def grpo_config_kwargs(recipe: Recipe, *, world_size: int = 1, steps: int | None
     if r.eval_every is not None:
         raise UserError("eval_every: export the training run without flopplan's evaluation (--no-eval)")
     if r.logprob_head == "all":
-        raise UserError("logprob_head all: TRL computes log-probs on the completion (choose fused, fused-compact, "
-                        "or completion for trl <= 1.14)")
+        raise UserError("logprob_head all: TRL computes log-probs on the completion: plan with the head your TRL runs "
+                        "(trl 1.16: fused-compact on CUDA, fused on the CPU; trl <= 1.14: completion)")
     rollouts = r.rollouts_per_step
     if rollouts % world_size:
         raise UserError(f"{rollouts} rollouts a round do not split over {world_size} processes")
