@@ -57,7 +57,13 @@ def test_round_arithmetic_follows_trl(config, rollouts, steps, old):
     ({"steps_per_generation": 2, "generation_batch_size": 16}, "--world-size 2"),  # both: saved by TRL, checked
     ({"per_device_train_batch_size": 4, "generation_batch_size": 6}, "divisible by the global batch size"),
     ({"per_device_train_batch_size": 3, "num_generations": 4}, "divisible by num_generations"),
-    ({"gradient_accumulation_steps": 4, "steps_per_generation": 2}, "span several generation rounds"),
+    ({"gradient_accumulation_steps": 4, "steps_per_generation": 2}, "micro-steps of two generation rounds"),
+    ({"gradient_accumulation_steps": 2, "steps_per_generation": 1}, "a generation round's 1 micro-steps"),
+    # a round of 2 x 2 micro-steps is one optimizer step over both passes: no round is spanned, and none is said to be
+    ({"gradient_accumulation_steps": 4, "steps_per_generation": 2, "num_iterations": 2},
+     "hold micro-steps of all of the round's num_iterations"),
+    ({"gradient_accumulation_steps": 3, "steps_per_generation": 2, "num_iterations": 3,
+      "per_device_train_batch_size": 2}, "micro-steps of several of the round's num_iterations"),
     ({"per_device_train_batch_size": 0}, "positive integer"),
 ])
 def test_trl_constraints_are_checked_first(config, fragment):

@@ -10,9 +10,10 @@ has ``bs x world x spg`` rollouts of ``num_generations`` per prompt and ``mu x s
 of ``max_steps`` optimizer steps is ``ceil(max_steps x ga / (spg x mu))`` rounds. TRL computes old log-probs iff
 ``ga % (spg x mu) != 0`` or vLLM's importance-sampling correction is on (``grpo_trainer.py:2642``).
 
-flopplan expresses rounds that hold whole optimizer steps (``ga`` divides ``spg``); an optimizer step that spans
-several rounds is refused, naming the field. The log-prob head follows the TRL version and the device
-(:func:`logprob_head_for`).
+flopplan expresses rounds whose optimizer steps each lie within one pass (``ga`` divides ``spg``); an optimizer
+step that takes micro-steps of two rounds (``ga`` does not divide ``spg x mu``), or of several passes of one round
+(``ga`` divides ``spg x mu`` but not ``spg``), is refused, naming the fields. The log-prob head follows the TRL
+version and the device (:func:`logprob_head_for`).
 """
 
 from __future__ import annotations
@@ -204,10 +205,15 @@ def trl_run(config: dict[str, Any], world_size: int = 1) -> TRLRun:
     if generations < 2:
         raise UserError(f"GRPOConfig: GRPO requires at least 2 generations per prompt to calculate the advantages; "
                         f"num_generations is {generations}")
-    if ga > spg * mu or spg % ga:
+    if (spg * mu) % ga:  # a round is spg x mu micro-steps (TRL generates every spg x mu)
+        raise UserError(f"GRPOConfig gradient_accumulation_steps ({ga}) does not divide a generation round's "
+                        f"{spg * mu} micro-steps (steps_per_generation {spg} x num_iterations {mu}): an optimizer step "
+                        "would take micro-steps of two generation rounds, which flopplan does not express")
+    if spg % ga:  # one step over several of the round's mu passes: the FLOPs of mu passes, but fewer optimizer steps
         raise UserError(f"GRPOConfig gradient_accumulation_steps ({ga}) does not divide steps_per_generation ({spg}):"
-                        " an optimizer step would span several generation rounds (or parts of one), which flopplan "
-                        "does not express yet")
+                        f" an optimizer step would hold micro-steps of {'all' if ga == spg * mu else 'several'} of the "
+                        f"round's num_iterations ({mu}) passes over its rollouts, and flopplan's optimizer steps each "
+                        "lie within one pass: it does not express this yet")
     mode = _field(config, "vllm_mode")
     if mode not in ("colocate", "server"):
         raise UserError(f"GRPOConfig vllm_mode must be colocate or server, not {mode!r}")
