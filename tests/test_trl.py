@@ -352,6 +352,25 @@ def test_an_orm_plan_prices_back_from_its_export_at_the_plans_step_flops(tmp_pat
                        "4"), "not a rule")
 
 
+def test_num_train_epochs_is_known_and_a_run_without_max_steps_says_what_it_prices(tmp_path):
+    """num_train_epochs is a GRPOConfig field, not a misspelling; without max_steps TRL stops after its epochs of data
+    flopplan has not read, so the plan says it prices the budget instead, and how an epoch counts in rounds."""
+    config = tmp_path / "grpo.yaml"
+    config.write_text(yaml.safe_dump({"per_device_train_batch_size": 8, "num_generations": 4, "num_train_epochs": 2}))
+
+    def notes(*extra: str) -> list[str]:
+        return json.loads(cli("plan", "--from-trl", str(config), "--model", "tiny", "--prompt-len", "16",
+                              "--completion-len", "8", "--json", *extra, check=True).stdout)["notes"]
+
+    unset = notes()
+    assert not any("do not know" in n for n in unset)
+    assert any("max_steps is not set: TRL stops after num_train_epochs (2) epochs" in n and "floor(R / 2) rounds" in n
+               for n in unset)
+    assert not any("max_steps is not set" in n for n in notes("--steps", "3"))
+    config.write_text(yaml.safe_dump({"per_device_train_batch_size": 8, "num_generations": 4, "max_steps": 3}))
+    assert not any("max_steps is not set" in n for n in notes())
+
+
 @pytest.mark.parametrize("head", ["completion", "all"])
 def test_export_refuses_a_head_the_exported_trl_does_not_run(tmp_path, head):
     """The export targets trl 1.16, whose chunked head is fused-compact on CUDA and fused on the CPU: a plan priced

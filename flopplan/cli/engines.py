@@ -90,7 +90,7 @@ def recipe_of_engine_config(from_trl: tuple[str, ...], from_verl: str | None, re
         fail("an engine configuration trains one policy: give one --model")
     target, profile_device = engine_device(device)
     if from_trl:
-        from flopplan.engines.trl import REWARD_TEMPLATE, recipe_from_trl, rounds_of
+        from flopplan.engines.trl import GRPO_DEFAULTS, REWARD_TEMPLATE, recipe_from_trl, rounds_of
 
         data = read_trl_configs(from_trl)
         recipe, run, notes = recipe_from_trl(data, model=model, prompt_len=changes.get("prompt_len"),
@@ -108,6 +108,12 @@ def recipe_of_engine_config(from_trl: tuple[str, ...], from_verl: str | None, re
                      f"{run.optimizer_steps_per_round} optimizer step{'s' if run.optimizer_steps_per_round > 1 else ''}"
                      f" a round; log-prob head {recipe.logprob_head} ({target})")
         rounds = rounds_of(run, data.get("max_steps"))
+        if rounds is None and steps is None:  # TRL runs num_train_epochs over data flopplan has not read
+            epochs = data.get("num_train_epochs", GRPO_DEFAULTS["num_train_epochs"])
+            notes.append(f"max_steps is not set: TRL stops after num_train_epochs ({epochs}) epochs of the training "
+                         f"data, whose rows flopplan has not read (an epoch of R prompts is floor(R / "
+                         f"{run.rollouts // run.generations}) rounds); this prices what the budget buys instead: give "
+                         "--steps N for N rounds, or set max_steps")
     else:
         if world_size is not None:
             fail("--world-size goes with --from-trl (a verl configuration names its GPUs)")

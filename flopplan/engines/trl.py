@@ -43,7 +43,7 @@ GRPO_DEFAULTS: dict[str, Any] = {
     "vllm_importance_sampling_correction": True, "max_steps": -1, "use_liger_kernel": False,
     "pad_to_multiple_of": "auto", "gradient_checkpointing_kwargs": None, "eval_strategy": "no",
     "temperature": 1.0, "epsilon": 0.2, "epsilon_high": None, "scale_rewards": "group", "loss_type": "dapo",
-    "generation_kwargs": None, "cache_implementation": None,
+    "generation_kwargs": None, "cache_implementation": None, "num_train_epochs": 3.0,
 }
 """GRPOConfig's defaults for the fields flopplan reads (trl 1.16.0; a test compares them with the installed TRL)."""
 
