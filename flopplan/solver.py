@@ -11,7 +11,7 @@ from flopplan.errors import UserError
 from flopplan.hardware import Profile
 from flopplan.planner import Plan, compare_models, largest_true, plan, price_steps
 from flopplan.recipe import Recipe
-from flopplan.units import eng, plural
+from flopplan.units import apart, eng, plural
 
 # -- inverse modes ----------------------------------------------------------------------------------------------
 
@@ -74,9 +74,21 @@ def solve(recipe: Recipe, budget: Budget, free: str, steps: int | None = None,
         one = plan(with_free_value(recipe, free, 1), budget, profile)
         raise UserError(f"no {free} affords {plural(steps, 'step')} of {recipe.policy} with its batch sizes: "
                         f"one step costs at least {eng(one.cost.step_flops)}, {plural(steps, 'step')} "
-                        f"{eng(one.cost.step_flops * steps)}, budget {budget.describe()}")
+                        f"{_beside_budget(one.cost.step_flops * steps, budget)}")
     result.notes.append(f"solved: largest {free} = {best} that affords {plural(steps, 'step')}")
     return result
+
+
+def _beside_budget(need_flops: float, budget: Budget, what: str = "") -> str:
+    """``need_flops`` (then ``what``) and the budget, each with the digits it takes not to read as the other does
+    (2.0028e18 needed of a 2e18 budget is not "2 EFLOP, budget 2 EFLOP")."""
+    if budget.flops is None:
+        return f"{eng(need_flops)}{what}, budget {budget.describe()}"
+
+    def show(value: float, digits: int) -> str:
+        return eng(value, digits=digits)
+
+    return f"{apart(need_flops, budget.flops, show)}{what}, budget {apart(budget.flops, need_flops, show)}"
 
 
 def learning_share(recipe: Recipe) -> float:
@@ -127,7 +139,7 @@ def largest_model(recipe: Recipe, budget: Budget, steps: int, profile: Profile |
     if best is None:
         smallest = plan(recipe.with_(policy=ordered[0]), budget, profile)
         raise UserError(f"no registry model affords {plural(steps, 'step')}: even {ordered[0]} needs "
-                        f"{eng(smallest.cost.step_flops * steps)} for them, budget {budget.describe()}")
+                        f"{_beside_budget(smallest.cost.step_flops * steps, budget, ' for them')}")
     best.notes.append(f"largest registry model that affords {plural(steps, 'step')}")
     return best
 

@@ -53,3 +53,21 @@ def test_solve_keeps_the_recipe_batch_sizes():
     solved = solve(recipe, Budget(flops=10**19), "group_size", steps=1600)
     assert solved.recipe.generation_batch == 128 and solved.recipe.micro_batch == 16
     assert solved.recipe.rollouts_per_step % 128 == 0 and solved.steps >= 1600
+
+
+def test_a_solve_refusal_prints_the_need_and_the_budget_apart():
+    """2.0028e18 FLOPs needed of a 2e18 budget read "2 EFLOP, budget 2 EFLOP": each side gets the digits it takes
+    not to read as the other."""
+    import re
+
+    from flopplan.cost import step_cost
+
+    with pytest.raises(UserError) as caught:
+        solve(Recipe(policy="qwen3-1.7b"), Budget(flops=2e18), "iterations", steps=200)
+    need, budget = re.search(r"200 steps ([^,]+), budget (.+)$", str(caught.value)).groups()
+    assert need != budget and budget == "2 EFLOP", str(caught.value)
+    step = int(step_cost(Recipe(policy="qwen2.5-0.5b")).step_flops)
+    with pytest.raises(UserError) as caught:
+        largest_model(Recipe(), Budget(flops=step * 300 * (1 - 1e-6)), steps=300)
+    need, budget = re.search(r"needs (.+) for them, budget (.+)$", str(caught.value)).groups()
+    assert need != budget, str(caught.value)
