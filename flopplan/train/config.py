@@ -355,6 +355,26 @@ def _shapes(spec: Any) -> tuple[Any, ...]:
             spec.qk_norm, spec.head_layers, spec.sliding_window, spec.layer_types)
 
 
+def _loaded_policy(recipe: Recipe, model_path: str, chosen: bool) -> Recipe:
+    """The recipe whose policy is the model ``--model-path`` loads, so that the budget guard and the record price
+    the model that runs: its own config.json where the request named no policy (the demo's ``tiny`` is a default,
+    not a choice); a policy the request named (``--model``, a plan's or a recipe's) must have its shapes."""
+    from flopplan.arch import load_config
+
+    own = Path(model_path) / "config.json"
+    if not own.is_file():  # refused with the other paths by TrainConfig, or when loading
+        return recipe
+    if not chosen:
+        return recipe.with_(policy=str(own))
+    loaded = load_config(own)
+    if _shapes(loaded) != _shapes(recipe.policy_spec):
+        raise UserError(f"--model-path {model_path!r} holds {loaded.name} (hidden {loaded.hidden_size}, "
+                        f"{loaded.num_layers} layers, {loaded.params:,} parameters), not the recipe's policy "
+                        f"{recipe.policy}: give --model {own} (or a plan of it), so that the budget guard prices the "
+                        "model that runs")
+    return recipe
+
+
 def replace_config(config: TrainConfig, **changes: Any) -> TrainConfig:
     return replace(config, **changes)
 
@@ -395,6 +415,8 @@ def train_config(out_dir: str, *, plan_file: str | None = None, plan_model: str 
         recipe = recipe.with_(eval_every=None, eval_prompts=0, eval_batch=None)
     if model:
         recipe = recipe.with_(policy=model)
+    if knobs.get("model_path"):
+        recipe = _loaded_policy(recipe, str(knobs["model_path"]), chosen=bool(model or plan_file or recipe_file))
     if not (plan_file or recipe_file) and not tuning_given and (knobs.get("model_path") or recipe.policy
                                                                 not in WEIGHTLESS_POLICIES):
         recipe = recipe.with_(lora_rank=Recipe().lora_rank)  # a real policy: LoRA unless --full says otherwise
