@@ -131,3 +131,36 @@ def test_a_metered_trl_runs_folder_is_reused_unless_its_run_can_resume_or_finish
     (tmp_path / "run" / "stray.txt").write_text("")
     with pytest.raises(UserError, match=r"the run folder .* holds files that are not a flopplan run \(stray.txt\)"):
         folder.check_new()
+
+
+@pytest.mark.slow
+def test_report_of_a_run_past_its_checkpoint_says_it_goes_on_then_that_it_was_killed(tmp_path):
+    """A checkpoint writes the summary of the steps so far (no stop): report said "stopped: finished" of a run still
+    going, and of one killed after it."""
+    pytest.importorskip("torch")
+    import os
+    import signal
+    import time
+
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "flopplan", "train", "--out", str(run), "--steps", "400",
+                             "--checkpoint-every", "2", "--no-eval", "--no-progress"], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        start = time.time()
+        while not ((run / "summary.json").exists() and len((run / "ledger.jsonl").read_text().splitlines()) >= 3):
+            assert proc.poll() is None and time.time() - start < 300, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGSTOP)  # still holding the folder, moving on no further
+        steps = len((run / "ledger.jsonl").read_text().splitlines())
+        going = cli("report", str(run), "--no-plot", check=True).stdout
+        assert "stopped: finished" not in going
+        assert f"not finished: still running (process {proc.pid}); its ledger holds {steps} committed steps" in going
+        assert json.loads(cli("report", str(run), "--json", check=True).stdout)["unfinished"].startswith(
+            "not finished: still running")
+    finally:
+        proc.kill()
+        proc.wait()
+    killed = cli("report", str(run), "--no-plot", check=True).stdout
+    assert "stopped: finished" not in killed
+    assert f"not finished: killed; its ledger holds {steps} committed steps" in killed and "--resume" in killed

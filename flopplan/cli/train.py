@@ -195,7 +195,7 @@ def report(run_dir: str, as_json: bool, plot_file: str | None, no_plot: bool) ->
     """Summarise a training run: FLOPs by bucket vs budget vs plan, and reward/accuracy against FLOPs spent."""
     from flopplan.errors import UserError
     from flopplan.report.console import print_tables
-    from flopplan.report.run_report import plot_run, run_tables
+    from flopplan.report.run_report import plot_run, run_tables, unfinished
     from flopplan.runfile import load_run
 
     if no_plot and plot_file:
@@ -209,8 +209,9 @@ def report(run_dir: str, as_json: bool, plot_file: str | None, no_plot: bool) ->
             path = plot_run(summary, metrics, f"{run_dir}/report.png")
         except UserError as exc:
             skipped = f"no plot: {exc}"
+    state = unfinished(run_dir, summary)
     if as_json:
-        echo_json({**summary.to_data(), "plot": path})
+        echo_json({**summary.to_data(), "plot": path, "unfinished": state or None})
         return
-    tables, notes = run_tables(summary)
+    tables, notes = run_tables(summary, state)
     print_tables(tables, notes + ([f"plot: {path}"] if path else []) + ([skipped] if skipped else []))
