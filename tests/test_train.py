@@ -380,6 +380,7 @@ def test_full_fine_tuning_on_gpu_keeps_float32_master_weights(tmp_path):
 
 def test_lost_work_outside_the_budget_is_recorded_not_charged():
     from flopplan.ledger import Ledger
+    from flopplan.report.run_report import run_tables
     from flopplan.runfile import RunSummary
 
     for charge_lost in (True, False):
@@ -393,6 +394,10 @@ def test_lost_work_outside_the_budget_is_recorded_not_charged():
         summary = RunSummary.from_data({**RunSummary("tiny", "rule", 1, None, {"total": 0}, {"total": 0}).to_data(),
                                         **ledger.totals()})
         assert summary.lost_charged is charge_lost and summary.within_budget is not charge_lost
+        spent = next(n for n in run_tables(summary)[1] if n.startswith(("spent", "charged")))
+        assert spent == ("spent 900 of 800 FLOPs (112.5 %): OVER THE BUDGET (including 300 FLOPs lost to a kill)"
+                         if charge_lost else "charged 600 of 800 FLOPs (75.0 %): within the budget; 300 FLOPs lost "
+                         "to a kill recorded, not charged (--lost-outside-budget): 900 spent in all")
 
 
 @pytest.mark.parametrize("limit", [["--steps", "3"], ["--budget", "6e9"]], ids=["steps", "budget"])

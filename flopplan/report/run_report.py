@@ -61,14 +61,17 @@ def run_tables(summary: RunSummary, unfinished: str = "") -> tuple[list[Table], 
     notes = [unfinished or f"stopped: {s.stop_reason or 'finished'}"]
     if budget:
         extra = [f"{s.abandoned_flops:,} FLOPs of abandoned steps"] if s.abandoned_flops else []
-        extra += [f"{s.lost_flops:,} FLOPs lost to a kill" if s.lost_flops else ""]
-        extra = [e for e in extra if e]
+        extra += [f"{s.lost_flops:,} FLOPs lost to a kill"] if s.lost_flops else []
         verdict = "within the budget" if s.within_budget else "OVER THE BUDGET"
-        share = apart(100.0 * s.spent / budget, 100.0, lambda v, d: f"{v:.{max(d - 2, 1)}f} %")  # (99.98 % spent
+        share = apart(100.0 * s.charged / budget, 100.0, lambda v, d: f"{v:.{max(d - 2, 1)}f} %")  # (99.98 % spent
         # of a budget is not "100.0 %")
         when = " by the last checkpoint" if unfinished else ""
-        notes.append(f"spent {s.spent:,}{when} of {budget:,} FLOPs ({share}): {verdict}"
-                     + (f" (including {' and '.join(extra)})" if extra else ""))
+        aside, word = "", "spent" if s.lost_charged or not extra else "charged"
+        if extra:  # charged (the default), or recorded beside the budget (--lost-outside-budget)
+            aside = (f" (including {' and '.join(extra)})" if s.lost_charged else
+                     f"; {' and '.join(extra)} recorded, not charged (--lost-outside-budget): {s.spent:,} "
+                     "spent in all")
+        notes.append(f"{word} {s.charged:,}{when} of {budget:,} FLOPs ({share}): {verdict}{aside}")
     if s.plan is not None:
         notes.append(f"plan: {s.plan.steps} steps for {eng(planned.get('total', 0))}")
         if s.plan.overridden:
