@@ -174,3 +174,20 @@ def test_ctrl_c_stops_after_the_phase_with_a_checkpoint_and_resumes(tmp_path, un
     resumed, resumed_final = _final(run)
     assert resumed["flops"] == straight["flops"]
     assert resumed_final == final
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", [["--resume"], RESUME], ids=["resume", "a new run"])
+def test_a_run_killed_before_its_first_checkpoint_is_charged_alike_when_resumed_or_run_again(tmp_path, how):
+    """A new run may take the folder of a run killed before its first checkpoint (nothing to resume): it started
+    over with no lost work and no note, while --resume charged what the logs hold."""
+    run = tmp_path / "killed"
+    _kill_after(run, _start(run), 2)  # the baseline and step 1: no checkpoint yet (the first is at step 2)
+    assert not (run / "checkpoints" / "latest").exists()
+    logged = sum(sum(c["executed"].values()) for line in (run / "ledger.jsonl").read_text().splitlines()
+                 if line.strip() for c in json.loads(line)["charges"])
+    out = flopplan("train", "--out", str(run), *how, "--no-progress").stdout
+    assert "FLOPs done before the kill were lost and are charged" in out
+    assert ("no checkpoint yet: the run starts again" if how == ["--resume"] else
+            "the folder held a run killed before its first checkpoint: this run replaces it") in out
+    assert summary_of(run)["lost_flops"] >= logged > 0

@@ -167,14 +167,16 @@ class Trainer:
         self.folder.write_summary(self.summary())
 
     def _start(self, resume: bool) -> None:
-        """A new run; ``resume`` of one killed before its first checkpoint starts it again from its configuration
-        (nothing to continue from), charging what the logs record as done, as lost."""
-        lost = self.folder.lost_after(-1) if resume else 0
-        if not resume:  # refused before the folder holds the run's files
+        """A new run, or one killed before its first checkpoint started again (``resume``, or a new run in its
+        folder): either way what its logs record as done is lost work, charged (or recorded) alike."""
+        if not resume:  # refused before the folder holds the run's files (or its logs are read)
             self._refuse_a_budget_without_a_step(fresh=True)
+            self.folder.check_new()
+        lost = self.folder.lost_after(-1)
         self.folder.create(self.config)
-        if resume:
-            self.notes.append("no checkpoint yet: the run starts again")
+        if resume or lost:
+            self.notes.append("no checkpoint yet: the run starts again" if resume else "the folder held a run killed "
+                              "before its first checkpoint: this run replaces it")
         if lost:
             self.ledger.lost += lost
             self.notes.append(f"{lost:,} FLOPs done before the kill were lost and are "
