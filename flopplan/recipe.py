@@ -43,6 +43,15 @@ DEFAULT_REWARD_OVERHEAD_TOKENS = 32
 """Chat-template tokens a reward model sees besides prompt and response: Qwen2.5-Math-PRM's usage wraps them in a
 system prompt ("Please reason step by step, and put your final answer within \\boxed{}.") and three role blocks,
 about 32 tokens with the Qwen2.5 tokenizer."""
+REWARD_TEMPLATE_TOKENS = {"tiny-rm": 0}
+"""The template tokens of registry reward models whose usage is not :data:`DEFAULT_REWARD_OVERHEAD_TOKENS`'s:
+``tiny-rm`` (``flopplan reward-model train``) reads prompt and completion alone, as the built-in trainer feeds it."""
+
+
+def reward_template_tokens(reward: RewardSystem) -> int:
+    """What a recipe charges each reward call for its template when ``--reward-overhead`` is not given: the
+    reward model's own count (:data:`REWARD_TEMPLATE_TOKENS`), else :data:`DEFAULT_REWARD_OVERHEAD_TOKENS`."""
+    return REWARD_TEMPLATE_TOKENS.get(reward.model or "", DEFAULT_REWARD_OVERHEAD_TOKENS)
 
 
 GROUP_OF_ONE = ("GRPO's advantage (a completion's reward minus its group's mean) is 0 with one completion per prompt, "
@@ -165,8 +174,9 @@ class Recipe:
         "--optimizer-batch", "Sequences per optimizer step (default: all rollouts of a step)"))
     reward: RewardSystem = field(default_factory=lambda: RewardSystem("rule"), metadata=option(
         "--reward", f"rule | orm:MODEL | prm:MODEL (prm alone: {DEFAULT_PRM})", "reward"))
-    reward_overhead_tokens: int = field(default=DEFAULT_REWARD_OVERHEAD_TOKENS, metadata=option(
-        "--reward-overhead", "Chat-template tokens a reward model reads besides prompt and completion"))
+    reward_overhead_tokens: int = field(default=None, metadata=option(  # type: ignore[assignment]  # None: resolved
+        "--reward-overhead", "Chat-template tokens a reward model reads besides prompt and completion (default: the "
+        f"reward model's own, {DEFAULT_REWARD_OVERHEAD_TOKENS} unless the registry says otherwise; tiny-rm: 0)"))
     prm_steps: int = field(default=8, metadata=option(
         "--prm-steps", "Steps per response for PRM feedback: one separator token each (the run's maximum)"))
     eval_every: int | None = field(default=None, metadata=option(
@@ -210,6 +220,8 @@ class Recipe:
             raise UserError(f"reward must be a reward system, not {self.reward!r}")
         for name in ("prompts_per_step", "group_size", "iterations", "prm_steps"):
             check_int(name, getattr(self, name), 1)
+        if self.reward_overhead_tokens is None:  # the reward model's own template (a frozen dataclass: set once)
+            object.__setattr__(self, "reward_overhead_tokens", reward_template_tokens(self.reward))
         check_int("reward_overhead_tokens", self.reward_overhead_tokens, 0)
         check_int("eval_prompts", self.eval_prompts, 0)
         for name in ("lora_rank", "generation_batch", "micro_batch", "optimizer_batch", "eval_every", "eval_batch"):
@@ -327,7 +339,11 @@ class Recipe:
         return self.eval_completion_len or self.completion_len
 
     def with_(self, **changes: Any) -> Recipe:
-        """A copy with some fields changed (validated again)."""
+        """A copy with some fields changed (validated again); another reward model brings its own template tokens
+        where this recipe charged its reward model's and ``changes`` name none."""
+        if "reward" in changes and "reward_overhead_tokens" not in changes and \
+                self.reward_overhead_tokens == reward_template_tokens(self.reward):
+            changes["reward_overhead_tokens"] = None
         return replace(self, **changes)
 
     def describe(self) -> str:

@@ -218,6 +218,24 @@ def test_grpo_run_with_the_learned_orm(trained, tmp_path):
     assert json.loads((run / "config.json").read_text())["reward_model_path"] == str(folder)
 
 
+def test_a_plan_for_tiny_rm_prices_the_reward_model_the_builtin_run_feeds(trained, tmp_path):
+    """tiny-rm reads prompt and completion alone: its plan charged each call 32 template tokens by default (the
+    run's feedback 0.39 of the plan's); plan and run now agree, and the plan says what it priced."""
+    folder, _ = trained
+    shape = ["--model", "tiny", "--full", "--prompts-per-step", "4", "--group-size", "4", "--micro-batch", "8",
+             "--completion-len", "2", "--reward", "orm:tiny-rm"]
+    plan = tmp_path / "plan.json"
+    printed = cli("plan", *shape, "--prompt-len", "10", "--budget", "1e11", "--out", str(plan),
+                  check=True).stdout
+    assert "template tokens priced per call (--reward-overhead): orm:tiny-rm 0" in printed
+    run = tmp_path / "run"
+    cli("train", "--plan", str(plan), "--reward-model-path", str(folder), "--steps", "2", "--fixed-completion-len",
+        "--no-progress", "--out", str(run), check=True)
+    summary = json.loads((run / "summary.json").read_text())
+    planned = summary["plan"]  # the plan's steps, the run's 2 at the plan's lengths
+    assert summary["flops"]["feedback"] * planned["steps"] == 2 * planned["flops"]["feedback"] > 0
+
+
 def test_reward_model_train_refuses_bad_input(trained, tmp_path):
     folder, _ = trained
     one_line_error(cli("reward-model", "train", "--out", str(folder), *SMALL_RM), "not an empty folder")

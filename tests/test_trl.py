@@ -321,14 +321,14 @@ def test_an_exported_config_loads_in_grpo_config_and_trl_parser_and_prices_back(
 
 
 def test_an_orm_plan_prices_back_from_its_export_at_the_plans_step_flops(tmp_path):
-    """The reward model's template tokens (--reward-overhead, 32 by default) travel in flopplan.yaml, so the round
-    trip keeps the plan's price; --from-trl takes --reward-overhead for the user's data (0: plain text, as TRL joins
-    prompt and completion), and without either it prices 0 and says what the overhead is for."""
+    """The reward model's template tokens (--reward-overhead, 32 by default for orm:tiny) travel in flopplan.yaml,
+    so the round trip keeps the plan's price; --from-trl takes --reward-overhead for the user's data (0: plain
+    text, as TRL joins prompt and completion), and without either it prices 0 and says what the overhead is for."""
     def step_flops(*args: str) -> int:
         return json.loads(cli("plan", *args, "--json", check=True).stdout)["plans"][0]["step_flops"]
 
     recipe = ("--model", "tiny", "-G", "4", "--prompts-per-step", "4", "--prompt-len", "9", "--completion-len", "4",
-              "--lora-rank", "8", "--reward", "orm:tiny-rm")
+              "--lora-rank", "8", "--reward", "orm:tiny")  # (tiny-rm's own template is 0 tokens)
     plan = tmp_path / "plan.json"
     cli("plan", *recipe, "--steps", "5", "--out", str(plan), check=True)
     out = cli("export", "trl", str(plan), "--out", str(tmp_path / "trl"), "--json")

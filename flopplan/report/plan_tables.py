@@ -126,6 +126,11 @@ def plan_notes(plans: list[Plan]) -> list[str]:
                      f"{r.prompt_len.describe()}, completion {r.completion_len.describe()}, mu={r.iterations}, "
                      f"beta={r.beta:g}, engine {r.engine}, checkpointing {'on' if r.grad_ckpt else 'off'}, "
                      f"log-prob head {r.logprob_head}")
+        templates = {str(p.recipe.reward): p.recipe.reward_overhead_tokens for p in plans
+                     if p.recipe.reward.kind != "rule"}
+        if templates:
+            notes.append("reward model template tokens priced per call (--reward-overhead): " + ", ".join(
+                f"{reward} {tokens}" for reward, tokens in templates.items()))
         priced = [p for p in plans if p.priced]
         if priced:
             notes.append("the budget these steps need: " + ", ".join(
