@@ -102,3 +102,17 @@ def test_latex_notes_are_separate_sentences_escaped_like_the_cells():
                         "16.7x its largest pilot. Read it as how strongly the pilots favour it. heldout: 30 "
                         "evaluation prompts.")
     assert all(f"- {note}\n" in to_markdown([table], "cmd") for note in notes)  # Markdown: one item each
+
+
+def test_a_run_interrupted_by_ctrl_c_is_reported_in_a_sentence():
+    """The step a Ctrl-C abandoned was printed as a raw dict ("interrupted: {'step': 6, ...}")."""
+    from flopplan.report.run_report import run_tables
+    from flopplan.runfile import RunSummary
+
+    zero = {"rollout": 0, "learning": 0, "feedback": 0, "evaluation": 0, "total": 0}
+    summary = RunSummary("tiny", "rule", 5, 10**12, zero, zero, abandoned_flops=2288123904,
+                         stop_reason="interrupted", interrupted={"step": 6, "abandoned_flops": 2288123904})
+    notes = run_tables(summary)[1]
+    assert "interrupted in step 6 before its first update: the step is abandoned and redone on resume; abandoned " \
+        "steps have spent 2,288,123,904 FLOPs, charged to the budget" in notes
+    assert not any("{" in note for note in notes)

@@ -90,10 +90,21 @@ def run_tables(summary: RunSummary, unfinished: str = "") -> tuple[list[Table], 
         notes.append("the reward model's weights are the script's: whether they are trained is not recorded "
                      "(FLOPs are real)")
     if s.interrupted:
-        notes.append(f"interrupted: {s.interrupted}")
+        notes.append(interruption(s))
     notes += [f"note: {note}" for note in s.notes]
     time_tables, time_notes = time_table(s)
     return [table, *time_tables], notes + time_notes
+
+
+def interruption(summary: RunSummary) -> str:
+    """The step a Ctrl-C abandoned (before its first update), as a sentence."""
+    i = summary.interrupted or {}
+    step, flops = i.get("step"), i.get("abandoned_flops")
+    if not isinstance(step, int) or not isinstance(flops, int):
+        return f"interrupted: {i}"  # (not what flopplan's trainer records)
+    charged = "charged to the budget" if summary.lost_charged else "recorded, not charged (--lost-outside-budget)"
+    return (f"interrupted in step {step} before its first update: the step is abandoned and redone on resume; "
+            f"abandoned steps have spent {flops:,} FLOPs, {charged}")
 
 
 def time_table(summary: RunSummary) -> tuple[list[Table], list[str]]:
