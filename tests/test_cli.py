@@ -323,3 +323,11 @@ def test_an_os_error_no_check_caught_is_one_line_naming_the_path(capsys):
         group.main(["probe"], prog_name="flopplan")
     assert exit_.value.code == 2
     assert capsys.readouterr().err == f"flopplan: cannot use {'a' * 300!r}: File name too long\n"
+
+
+def test_train_help_states_one_default_per_option_and_lists_no_option_it_refuses():
+    """train --help said "--micro-batch ... (default: G) (default: 64)" and listed --prompt-len, which it refuses."""
+    text = " ".join(cli("train", "--help", check=True).stdout.split())
+    assert "(default: G) (default:" not in text and "--micro-batch INTEGER" in text
+    assert "--prompt-len" not in text and "--eval-prompt-len" not in text
+    one_line_error(cli("train", "--prompt-len", "5", "--out", "unused"), "a run's prompts come from its task")

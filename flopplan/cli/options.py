@@ -30,8 +30,8 @@ Decorator = Callable[[Any], Any]
 
 
 def _default_text(value: Any, name: str) -> str | None:
-    if value is None:
-        return None  # the help text says what None means
+    if value is None or name == "reward_overhead_tokens":
+        return None  # the help text says what None means (the overhead: the reward model's own, which it names)
     if name == "lora_rank":
         return str(value)
     if isinstance(value, bool):
@@ -46,18 +46,21 @@ def _default_text(value: Any, name: str) -> str | None:
 
 
 def help_with_default(f: Field[Any], default: Any) -> str:
-    """An option's help, then its default (a negated flag: off, its field on)."""
+    """An option's help, then its default (a negated flag: off, its field on), which replaces the default the
+    field's help states for None (``--micro-batch``'s G)."""
     if f.metadata["kind"] == "negated":
         default = not default
     text = _default_text(default, f.name)
-    return f.metadata["help"] + (f" (default: {text})." if text is not None else ".")
+    if text is None:
+        return f.metadata["help"] + "."
+    return re.sub(r" \(default: [^)]*\)$", "", f.metadata["help"]) + f" (default: {text})."
 
 
 CLICK_TYPES: dict[str, Any] = {"int": int, "float": float, "steps": int, "file": click.Path(dir_okay=False),
                                "folder": click.Path(file_okay=False), "path": click.Path()}
 
 
-def field_option(f: Field[Any], dest: str, help_text: str, required: bool = False) -> Decorator:
+def field_option(f: Field[Any], dest: str, help_text: str, required: bool = False, hidden: bool = False) -> Decorator:
     """The click option of a field with ``option`` metadata; its value lands in ``dest`` (None when not given)."""
     meta = f.metadata
     names = [meta["option"]] + ([meta["short"]] if meta["short"] else []) + ([meta["alias"]] if meta["alias"] else [])
@@ -70,16 +73,16 @@ def field_option(f: Field[Any], dest: str, help_text: str, required: bool = Fals
     if kind == "repeat":  # click gives () when it is not given: read as not given (dataclass_values)
         return click.option(*names, dest, multiple=True, help=help_text)
     kind_type = click.Choice(meta["choices"]) if kind == "choice" else CLICK_TYPES.get(kind, str)
-    return click.option(*names, dest, type=kind_type, default=None, required=required, help=help_text)
+    return click.option(*names, dest, type=kind_type, default=None, required=required, help=help_text, hidden=hidden)
 
 
 def recipe_option_fields() -> list[Any]:
     return [f for f in fields(Recipe) if "option" in f.metadata]
 
 
-def recipe_options(defaults: Recipe, exclude: tuple[str, ...] = ()) -> Decorator:
-    """``--recipe FILE``, ``--full`` and one option per recipe field (but ``exclude``), their help stating
-    ``defaults``' values."""
+def recipe_options(defaults: Recipe, exclude: tuple[str, ...] = (), hidden: tuple[str, ...] = ()) -> Decorator:
+    """``--recipe FILE``, ``--full`` and one option per recipe field (but ``exclude``; ``hidden``: parsed, to be
+    refused by the command in its own words, not listed), their help stating ``defaults``' values."""
     options: list[Decorator] = [
         click.option("--recipe", "recipe_file", type=click.Path(dir_okay=False),
                      help="A recipe file (TOML or JSON) to start from; the options below override it."),
@@ -87,7 +90,8 @@ def recipe_options(defaults: Recipe, exclude: tuple[str, ...] = ()) -> Decorator
     for f in recipe_option_fields():
         if f.name in exclude:
             continue
-        options.append(field_option(f, f.name, help_with_default(f, getattr(defaults, f.name))))
+        options.append(field_option(f, f.name, help_with_default(f, getattr(defaults, f.name)),
+                                    hidden=f.name in hidden))
         if f.name == "lora_rank":
             options.append(click.option("--full", "full_ft", is_flag=True, default=None,
                                         help="Full fine-tuning instead of LoRA."))

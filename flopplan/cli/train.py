@@ -24,7 +24,8 @@ RESUME_OPTIONS = {"out_dir", "resume", "max_steps", "budget_flops", "no_progress
 @click.option("--plan-model", help="Which model's plan to run when the plan file holds several.")
 @click.option("--model", "model_name", help="Policy: tiny (default), or a registry name with --random-init.")
 @dataclass_options(TrainConfig)
-@recipe_options(demo_recipe(), exclude=("engine", "window"))  # the trainer's kernels compute a masked window
+@recipe_options(demo_recipe(), exclude=("engine", "window"),  # the trainer's kernels compute a masked window
+                hidden=("prompt_len", "eval_prompt_len"))  # refused: a run's prompts are its task's or dataset's
 @click.option("--resume", is_flag=True,
               help="Continue the run in --out from its last checkpoint (--steps/--budget may extend it).")
 @click.option("--no-eval", is_flag=True, help="No held-out evaluation.")
