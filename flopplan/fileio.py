@@ -20,6 +20,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -102,6 +103,15 @@ def _make_folder(given: Path, target: Path) -> None:
 TEMPORARY = ".*.tmp"
 """The name pattern of what a kill during :func:`atomic_write_text` leaves beside its file (never read; a copy of a
 folder leaves it out)."""
+_TEMPORARY_NAME = re.compile(r"\.(?P<file>.+)\.[a-z0-9_]{8}\.tmp")
+"""A temporary's name exactly: ``.FILE.`` + :func:`tempfile.mkstemp`'s 8 random characters + ``.tmp``."""
+
+
+def temporary_of(name: str) -> str | None:
+    """The name of the file whose :func:`atomic_write_text` temporary ``name`` is (what a kill during the write
+    leaves: ``.progress.jsonl.k3x_9q0a.tmp`` is progress.jsonl's), or None when ``name`` is no such temporary."""
+    match = _TEMPORARY_NAME.fullmatch(name)
+    return match["file"] if match else None
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
@@ -114,7 +124,7 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     given, path = Path(path), writable_target(path)
     try:
         _make_folder(given, path)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # see temporary_of
     except OSError as exc:
         raise UserError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
     try:

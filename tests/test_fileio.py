@@ -22,6 +22,7 @@ from flopplan.fileio import (
     path_kind,
     proc_stat,
     read_json,
+    temporary_of,
 )
 
 
@@ -52,6 +53,20 @@ def test_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
         atomic_write_text(path, "half \ud800 written")  # fails while writing the temporary file
     assert path.read_text() == '{"old": 1}'
     assert [p.name for p in tmp_path.iterdir()] == ["plan.json"]
+
+
+def test_the_temporary_a_write_makes_is_read_back_as_its_files(tmp_path, monkeypatch):
+    """temporary_of knows the name atomic_write_text gives its temporary (a run folder removes such files left by a
+    kill, and nothing else: flopplan/train/runfolder.py)."""
+    seen = []
+    real = os.replace
+    monkeypatch.setattr(os, "replace", lambda tmp, path: (seen.append(os.path.basename(tmp)), real(tmp, path)))
+    for _ in range(20):
+        atomic_write_text(tmp_path / "progress.jsonl", "")
+    assert len(seen) == 20 and all(temporary_of(name) == "progress.jsonl" for name in seen)
+    for name in (".progress.jsonl.tmp", ".progress.jsonl.ABCDEFGH.tmp", ".progress.jsonl.abcdefgh.tmp.bak",
+                 "progress.jsonl.abcdefgh.tmp", ".progress.jsonl.abcdefg.tmp"):
+        assert temporary_of(name) is None
 
 
 def test_unwritable_folder_is_one_line(tmp_path):

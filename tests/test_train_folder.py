@@ -164,3 +164,36 @@ def test_report_of_a_run_past_its_checkpoint_says_it_goes_on_then_that_it_was_ki
     killed = cli("report", str(run), "--no-plot", check=True).stdout
     assert "stopped: finished" not in killed
     assert f"not finished: killed; its ledger holds {steps} committed steps" in killed and "--resume" in killed
+
+
+STALE = (".progress.jsonl.k3x_9q0a.tmp", ".metrics.jsonl.abcdefgh.tmp", ".progress.rank1.jsonl.0a1b2c3d.tmp")
+"""What a kill while rewriting a run's file leaves: flopplan.fileio's temporary of a file the run writes."""
+KEPT = (".notes.jsonl.abcdefgh.tmp", ".progress.jsonl.mine.tmp", ".progress.jsonl.ABCDEFGH.tmp",
+        ".progress.jsonl.abcdefgh.tmp.bak")
+"""A user's files of like names (another file's, not 8 of mkstemp's characters, more after .tmp): never removed."""
+
+
+@pytest.mark.slow
+def test_a_resume_or_a_new_run_removes_the_temporaries_a_kill_left_and_nothing_else(tmp_path):
+    """A SIGKILL while progress.jsonl was rewritten left ``.progress.jsonl.<random>.tmp``, which outlived a resume
+    to the run's end (a checkpoint's temporary is removed). A resume, or a new run that replaces one killed before
+    its first checkpoint, removes such temporaries of the run's files under the folder's lock; a user's files
+    stay."""
+    pytest.importorskip("torch")
+    run = tmp_path / "run"
+    args = ["--out", str(run), "--checkpoint-every", "2", "--no-eval", "--no-progress", "--prompts-per-step", "2",
+            "--group-size", "2", "--completion-len", "3"]
+    cli("train", *args, "--steps", "2", check=True)
+    for name in STALE + KEPT:
+        (run / name).write_text("{}\n")
+    cli("train", "--out", str(run), "--no-progress", "--steps", "3", "--resume", check=True)
+    assert not [name for name in STALE if (run / name).exists()]
+    assert all((run / name).exists() for name in KEPT)
+    for name in STALE:  # a run killed before its first checkpoint, replaced by a new one
+        (run / name).write_text("{}\n")
+    for path in (run / "checkpoints").iterdir():
+        path.unlink()
+    (run / "summary.json").unlink()
+    cli("train", *args, "--steps", "1", check=True)
+    assert not [name for name in STALE if (run / name).exists()]
+    assert all((run / name).exists() for name in KEPT)

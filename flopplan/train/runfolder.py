@@ -17,6 +17,7 @@ from flopplan.fileio import (
     folder_lock,
     read_json,
     read_step_log,
+    temporary_of,
     writable_folder,
 )
 from flopplan.ledger import PhaseCharge
@@ -154,10 +155,23 @@ class RunFolder:
         if self.checkpoints.is_dir():
             for left in self.checkpoints.glob("*.tmp"):  # a checkpoint a kill cut off before its rename
                 left.unlink(missing_ok=True)
+        self.remove_temporaries()
         for name in LOGS:
             atomic_write_text(self.path / name, "")
         self.drop_progress()  # an earlier run's step in progress is not this run's lost work
         self.write_config(config)
+
+    def remove_temporaries(self) -> None:
+        """Remove what a kill while one of the run's files was rewritten left beside it (a temporary of
+        :func:`~flopplan.fileio.atomic_write_text`, named as :func:`~flopplan.fileio.temporary_of` reads it, of a
+        file this folder's runs write there): only while this process holds the folder's lock, when no writer of
+        the run is left to finish it. Anything else, a user's file of a like name included, stays."""
+        if not self.locked:
+            return
+        for path in self.path.iterdir():
+            name = temporary_of(path.name)
+            if name is not None and (name in RUN_FILES or _rank_progress(name)) and path.is_file():
+                path.unlink(missing_ok=True)
 
     def has_checkpoint_files(self) -> bool:
         """Whether any checkpoint was ever written (readable or not)."""
@@ -311,6 +325,7 @@ class RunFolder:
             kept = [line for line in read_step_log(self.path / name) if line["step"] <= step]
             atomic_write_text(self.path / name, "".join(json.dumps(line) + "\n" for line in kept))
         self.drop_progress()
+        self.remove_temporaries()
 
     def metrics(self) -> list[dict[str, Any]]:
         return read_step_log(self.path / METRICS)
