@@ -18,7 +18,10 @@ that did not choose it (capacity-free, dropless routing).
 
 from __future__ import annotations
 
+import contextlib
 import re
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +139,27 @@ def all_linear_targets(family: str, field: str) -> tuple[str, ...]:
                     f"on {unpriced}: name the targets (such as {names})")
 
 
+FUSED_EXPERT_KEY = rf".*\.{re.escape('gate_up_proj')}"
+"""peft 0.21's ``rank_pattern``/``alpha_pattern`` key for the fused ``gate_up_proj`` expert parameter (2r, 2 alpha)."""
+
+
+@contextlib.contextmanager
+def fused_expert_patterns_quiet(family: str, targets: tuple[str, ...]) -> Iterator[None]:
+    """Around ``get_peft_model`` with LoRA on ``targets`` of a ``family`` model: silence peft 0.21's two
+    RuntimeWarnings that the :data:`FUSED_EXPERT_KEY` rank and alpha patterns its own MoE conversion wrote "did not
+    match any targeted module and were ignored", where the conversion adapts the fused experts
+    (:func:`expert_lora_targets`). peft checks the patterns against the modules it adapted only, not the parameters
+    the conversion made it adapt, and the pattern does apply (the fused adapter has rank 2r). Exactly those
+    messages, nothing else, and only there (gate_proj and up_proj, fused, on a qwen3_moe model)."""
+    with warnings.catch_warnings():
+        if family in PEFT_EXPERT_LORA_FAMILIES and {"gate_proj", "up_proj"} <= set(targets):
+            for attr in ("rank_pattern", "alpha_pattern"):
+                message = f"The following {attr} keys did not match any targeted module and were ignored: " \
+                          f"{[FUSED_EXPERT_KEY]}."
+                warnings.filterwarnings("ignore", message=re.escape(message) + r"\Z", category=RuntimeWarning)
+        yield
+
+
 def peft_expert_targets(family: str, parameters: Any, rank: int, alpha: Any, rank_pattern: Any,
                         alpha_pattern: Any) -> tuple[str, ...]:
     r"""The MLP projection names a converted peft LoraConfig was given, read back from what peft 0.21's
@@ -146,7 +170,7 @@ def peft_expert_targets(family: str, parameters: Any, rank: int, alpha: Any, ran
     is read back (none: ``()``); any other ``target_parameters`` (the router's ``gate.weight``, Mixtral's experts,
     parameters the user named) or ``rank_pattern`` is refused with one line."""
     parameters, rank_pattern = set(parameters or ()), dict(rank_pattern or {})
-    key = rf".*\.{re.escape('gate_up_proj')}"  # (peft's key for the fused parameter)
+    key = FUSED_EXPERT_KEY
     for names in (MLP_TARGETS, ("gate_proj", "up_proj"), ("down_proj",)) if parameters else ((),):
         converted = expert_lora_targets(family, names)
         fused = "gate_up_proj" in converted

@@ -151,6 +151,57 @@ def test_the_meter_reads_pefts_conversion_of_the_mlp_names_back(targets):
     assert rank == 4 and set(names) == set(targets)
 
 
+@pytest.mark.parametrize("targets", [tuple(SEVEN), ("gate_proj", "up_proj", "down_proj"), ("q_proj", "down_proj")])
+def test_the_adapted_tiny_moe_policy_is_built_without_pefts_spurious_pattern_warnings(targets):
+    """``flopplan train --model tiny-moe --lora-rank 4`` printed two peft RuntimeWarnings, that the rank and alpha
+    patterns of ``.*\\.gate_up_proj`` "did not match any targeted module and were ignored": peft's own conversion of
+    the MLP names wrote them for the fused experts, which it adapts at rank 2r as they say. None now, and the
+    experts are adapted."""
+    import warnings
+
+    from flopplan.arch import resolve
+    from flopplan.formulas import LoRA
+    from flopplan.measure.models import add_lora, build_model
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = add_lora(build_model(resolve("tiny-moe"), device="cpu", seed=0), LoRA(4, targets))
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in caught]
+    ranks = sorted(p.shape[0] // 8 for name, p in model.named_parameters()  # (tiny-moe: 8 experts, one each)
+                   if "layers.0.mlp.experts." in name and "lora_A" in name)
+    assert ranks == ([4, 8] if "gate_proj" in targets else [4])  # down_proj at r, the fused gate_up_proj at 2r
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["builtin", "trl"])
+def test_train_of_tiny_moe_with_lora_prints_no_peft_warning(engine, tmp_path):
+    """The same through ``flopplan train`` on either engine (TRL's trainer calls get_peft_model itself), in a
+    process of its own with Python's default warning filters."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    out = subprocess.run([sys.executable, "-m", "flopplan", "train", "--engine", engine, "--out", str(tmp_path / "run"),
+                          "--model", "tiny-moe", "--lora-rank", "4", "--steps", "1", "--no-eval", "--no-progress",
+                          "--prompts-per-step", "2", "--group-size", "2", "--completion-len", "3"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "RuntimeWarning" not in out.stderr and "gate_up_proj" not in out.stderr, out.stderr[-3000:]
+
+
+def test_only_pefts_warning_of_the_fused_expert_pattern_is_silenced():
+    import warnings
+
+    from flopplan.moe import fused_expert_patterns_quiet
+
+    with pytest.warns(RuntimeWarning, match="q_proj"), fused_expert_patterns_quiet("qwen3_moe", tuple(SEVEN)):
+        warnings.warn("The following rank_pattern keys did not match any targeted module and were ignored: "
+                      "['q_proj'].", RuntimeWarning, stacklevel=1)
+
+
 @pytest.mark.parametrize("targets,extra,fragment", [
     (["q_proj", "gate"], {}, "router"),  # peft: gate -> gate.weight
     (["q_proj"], {"target_parameters": ["mlp.experts.down_proj"]}, "target_parameters"),

@@ -36,6 +36,7 @@ from flopplan.grpo.tasks import parse_task
 from flopplan.hardware import DATASHEETS
 from flopplan.measure.device import DevicePolicy, hardware_name
 from flopplan.measure.models import build_model
+from flopplan.moe import fused_expert_patterns_quiet
 from flopplan.projections import lora_modules
 from flopplan.runfile import PlanReference, RunSummary, last_complete_checkpoint
 from flopplan.train.config import TrainConfig
@@ -287,10 +288,12 @@ def _build(config: TrainConfig, folder: RunFolder, resume: bool) -> tuple[Any, A
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    trainer = GRPOTrainer(model=model_path, reward_funcs=rewards, args=args,
-                          train_dataset=Dataset.from_list(train_rows),
-                          eval_dataset=None if eval_rows is None else Dataset.from_list(eval_rows),
-                          processing_class=tokenizer, peft_config=peft, reward_processing_classes=reward_tokenizers)
+    with fused_expert_patterns_quiet(meter_recipe.policy_spec.family, r.lora.targets if r.lora else ()):
+        trainer = GRPOTrainer(model=model_path, reward_funcs=rewards, args=args,
+                              train_dataset=Dataset.from_list(train_rows),
+                              eval_dataset=None if eval_rows is None else Dataset.from_list(eval_rows),
+                              processing_class=tokenizer, peft_config=peft,
+                              reward_processing_classes=reward_tokenizers)
     if r.reward.kind == "orm":
         _reward_output(trainer.reward_funcs[0], config.reward_output)
     # the one meter: the recipe read from the trainer must be the one asked for

@@ -12,6 +12,7 @@ from torch import nn
 from flopplan.arch import ArchSpec
 from flopplan.formulas import LoRA
 from flopplan.hf_config import to_hf_config
+from flopplan.moe import fused_expert_patterns_quiet
 from flopplan.projections import lora_modules
 
 
@@ -131,10 +132,12 @@ def add_lora(model: nn.Module, lora: LoRA, alpha: int | None = None, dropout: fl
     modules that stand for them (:func:`flopplan.projections.lora_modules`)."""
     from peft import LoraConfig, get_peft_model
 
-    modules = lora_modules(getattr(model.config, "model_type", ""), lora.targets)
+    family = getattr(model.config, "model_type", "")
+    modules = lora_modules(family, lora.targets)
     config = LoraConfig(r=lora.rank, lora_alpha=alpha if alpha is not None else 2 * lora.rank,
                         target_modules=list(modules), lora_dropout=dropout, bias="none")
-    return get_peft_model(model, config)
+    with fused_expert_patterns_quiet(family, lora.targets):  # peft's spurious warning on an MoE model's experts
+        return get_peft_model(model, config)
 
 
 def enable_checkpointing(model: Any, reentrant: bool = False) -> None:
