@@ -156,6 +156,28 @@ def test_jsonl_dataset_with_gsm8k_answers(tmp_path):
     assert summary_of(run)["steps"] == 2 and len(metrics_of(run)) == 3
 
 
+def test_a_dataset_runs_config_names_no_builtin_task_and_resumes(tmp_path):
+    """config.json said "task": "digits" of a --dataset run, whose prompts were the dataset's: it records task null
+    now (its dataset under "dataset"); such a run resumes, and so does one whose config.json an older flopplan wrote
+    with "digits"."""
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"{a}+{b}=", "answer": str(a + b)}) + "\n"
+                            for a in range(5) for b in range(5)))
+    run = tmp_path / "run"
+    flopplan("train", "--out", str(run), "--dataset", str(data), "--steps", "1", *SMALL, "--completion-len", "2",
+             "--no-eval")
+    config = json.loads((run / "config.json").read_text())
+    assert config["task"] is None and config["dataset"] == str(data)
+    flopplan("train", "--out", str(run), "--resume", "--steps", "2", "--no-progress")
+    assert json.loads((run / "config.json").read_text())["task"] is None
+    (run / "config.json").write_text(json.dumps({**config, "task": "digits"}))  # as an older flopplan wrote it
+    flopplan("train", "--out", str(run), "--resume", "--steps", "3", "--no-progress")
+    assert summary_of(run)["steps"] == 3 and json.loads((run / "config.json").read_text())["task"] is None
+    (run / "config.json").write_text(json.dumps({**config, "dataset": None}))  # no task and no dataset: refused
+    one_line_error(flopplan("train", "--out", str(run), "--resume", "--steps", "4", "--no-progress", check=False),
+                   "task: null is a dataset run's")
+
+
 @pytest.mark.slow
 def test_registry_architecture_without_weights(tmp_path):
     run = tmp_path / "qwen"

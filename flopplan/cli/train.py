@@ -149,7 +149,7 @@ def learned_reward_notes(config: Any) -> list[str]:
     if config.dataset is None:
         from flopplan.grpo.tasks import parse_task
 
-        task = parse_task(config.task)
+        task = parse_task(config.builtin_task)
         if card.task != f"digits:{task.rule}:{task.length}":
             notes.append(f"note: the reward model was trained on {card.task}, this run's task is "
                          f"digits:{task.rule}:{task.length}")

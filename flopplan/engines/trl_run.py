@@ -163,9 +163,9 @@ def _datasets(config: TrainConfig) -> tuple[list[dict[str, Any]], list[dict[str,
             raise UserError(f"eval_prompts {held} but the eval set has {len(heldout)} problems{hint}")
         return rows, heldout[:held] if held else None
     if held:
-        train, test = task_split(config.task, config.train_size, held)
+        train, test = task_split(config.builtin_task, config.train_size, held)
     else:
-        train, test = parse_task(config.task).split(config.train_size, 0, seed=config.seed)[0], []
+        train, test = parse_task(config.builtin_task).split(config.train_size, 0, seed=config.seed)[0], []
     train_rows: list[dict[str, Any]] = [{"prompt": p.prompt, "answer": p.answer} for p in train]
     return train_rows, [{"prompt": p.prompt, "answer": p.answer} for p in test] if held else None
 
@@ -313,7 +313,8 @@ def _build(config: TrainConfig, folder: RunFolder, resume: bool) -> tuple[Any, A
     checkpoint = None if last is None else str(last)
     plan = config.plan
     meter.summary_fields.update(
-        chance=None if config.dataset else parse_task(config.task).chance, random_init_policy=not config.model_path,
+        chance=None if config.dataset else parse_task(config.builtin_task).chance,
+        random_init_policy=not config.model_path,
         random_init_reward_model=r.reward.kind == "orm" and not config.reward_model_path,
         device=str(policy.device), hardware=hardware_name(policy.device), dtype=policy.dtype_name, final=None,
         plan=None if plan is None else PlanReference.of(plan))

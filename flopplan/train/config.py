@@ -96,8 +96,8 @@ class TrainConfig:
         "--model-path", "A local model folder (weights + tokenizer)", "folder"))
     random_init: bool = field(default=False, metadata=option(
         "--random-init", "Registry architecture without weights (FLOP/time-faithful)", "flag"))
-    task: str = field(default="digits", metadata=option(
-        "--task", "Built-in task: digits[:first|last|max|sum[:N]]", "text"))  # when no dataset is given
+    task: str | None = field(default="digits", metadata=option(
+        "--task", "Built-in task: digits[:first|last|max|sum[:N]]", "text"))  # None with a dataset (see below)
     dataset: str | None = field(default=None, metadata=option(
         "--dataset", "JSONL, parquet or a saved datasets folder: prompt (text or chat messages) and answer (or "
         "solution; GSM8K '#### x' and \\boxed{x} ok); other columns go to the reward functions", "path"))
@@ -171,6 +171,10 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         r = self.recipe
+        if self.dataset is not None:  # its prompts are the dataset's: no built-in task ran (a config.json of an
+            object.__setattr__(self, "task", None)  # older flopplan says "digits" with a dataset: read alike)
+        elif self.task is None:
+            raise UserError("task: null is a dataset run's: give --task digits[:RULE[:N]] or --dataset FILE")
         if self.budget_flops is None and self.max_steps is None:
             raise UserError("give a budget (--budget FLOPS or --plan FILE) or a number of steps (--steps N)")
         for name in ("budget_flops", "max_steps", "train_size", "checkpoint_every", "keep_checkpoints", "threads"):
@@ -211,7 +215,7 @@ class TrainConfig:
         if self.dataset is None:
             from flopplan.grpo.tasks import parse_task
 
-            parse_task(self.task)
+            parse_task(self.builtin_task)
         for name in ("dataset", "eval_dataset", "model_path", "reward_model_path"):
             value = getattr(self, name)
             if value is not None and not exists(value, f"{name.replace('_', ' ')} "):
@@ -228,6 +232,13 @@ class TrainConfig:
         if self.model_path is not None and self.random_init:
             raise UserError("--model-path loads weights; --random-init builds the registry architecture without "
                             "them: give one")
+
+    @property
+    def builtin_task(self) -> str:
+        """The built-in task of a run without a dataset (a dataset run has none: ``task`` is None)."""
+        if self.task is None:
+            raise ValueError("a dataset run has no built-in task")
+        return self.task
 
     def _check_evaluation(self) -> None:
         from flopplan.train.targets import parse_targets
@@ -251,7 +262,7 @@ class TrainConfig:
             from flopplan.grpo.tasks import parse_task
             from flopplan.train.targets import long_task
 
-            long_task(parse_task(self.task))
+            long_task(parse_task(self.builtin_task))
 
     def _check_rewards(self) -> None:
         """The reward functions import and take TRL's call (before torch is imported); the data options need a

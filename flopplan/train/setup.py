@@ -166,8 +166,8 @@ def load_data(config: TrainConfig, codec: Codec) -> Data:
         train = load(config.dataset)
         chance = None
     else:
-        task = parse_task(config.task)
-        train = task_split(config.task, config.train_size, r.eval_prompts)[0]
+        task = parse_task(config.builtin_task)
+        train = task_split(config.builtin_task, config.train_size, r.eval_prompts)[0]
         chance = task.chance
     targets: dict[str, list[Problem]] = {}
     if r.eval_prompts:

@@ -77,7 +77,7 @@ def long_problems(task: DigitTask, n: int) -> list[Problem]:
                     variant.answer([int(c) for c in str(n).zfill(variant.length)])) for n in drawn]
 
 
-def target_problems(targets: Sequence[str], eval_prompts: int, *, task: str = "digits",
+def target_problems(targets: Sequence[str], eval_prompts: int, *, task: str | None = "digits",
                     train_size: int = DEFAULT_TRAIN_SIZE, dataset: str | None = None,
                     eval_dataset: str | None = None,
                     load: Callable[[str], list[Problem]] = load_problems) -> dict[str, list[Problem]]:
@@ -91,6 +91,8 @@ def target_problems(targets: Sequence[str], eval_prompts: int, *, task: str = "d
                 raise UserError(f"evaluation target {name!r} is a variant of the built-in task; a dataset run is "
                                 "evaluated on heldout (its --eval-dataset)")
             problems = load(eval_dataset) if eval_dataset else []
+        elif task is None:  # (a dataset run's)
+            raise ValueError("a run without a dataset has a built-in task")
         elif name == "heldout":
             problems = task_split(task, train_size, eval_prompts)[1]
         else:
