@@ -724,7 +724,12 @@ def test_a_failed_pilot_is_named_by_its_signal_and_its_last_line_that_is_not_a_p
     # a pilot killed after a warning (a review's kill -9): the line before it, not the warning's source line
     log.write_text("step 3 done\n/x/transformers/utils/generic.py:1014: FutureWarning: `x` is deprecated\n"
                    "  warnings.warn(\n")
-    assert failure(-9, log) == ("killed by SIGKILL", "step 3 done")
+    assert failure(-9, log) == ("killed by SIGKILL", "no error message; its last log line: step 3 done")
+    # a built-in pilot SIGKILLed (a held-out team's): its last info line is labelled, not given as the reason
+    log.write_text("policy tiny-s: random-initialised (100,928 parameters)\n")
+    assert failure(-9, log) == ("killed by SIGKILL", "no error message; its last log line: policy tiny-s: "
+                                "random-initialised (100,928 parameters)")
+    assert failure(1, log) == ("exit 1", "policy tiny-s: random-initialised (100,928 parameters)")  # exited itself
     # nothing but a warning and bars (a held-out user's kill -9): the warning's message, not its source line
     log.write_text("/x/generic.py:1014: FutureWarning: `x` is deprecated\n  warnings.warn(\nLoading: 100%|#| 2/2\n")
     assert failure(-9, log) == ("killed by SIGKILL",

@@ -54,7 +54,8 @@ def failure(returncode: int, log: Path, since: int = 0) -> tuple[str, str]:
     ``spec.meter`` refused the trainer: under torchrun every rank prints it, ``[rank0]:``-prefixed, before the
     launcher's own report), else the last line that says something: not a progress bar's (tqdm redraws its bar with
     carriage returns: "Writing model shards: 100%|..."), a warning's (:data:`WARNING`) nor a rule of ``=`` or
-    ``-``; failing that, the last warning's message, or the last line (a progress bar's)."""
+    ``-`` (of a process a signal killed with no error in its log, :data:`ERROR`, labelled as its last log line: a
+    log's info line is no reason); failing that, the last warning's message, or the last line (a progress bar's)."""
     how = f"exit {returncode}"
     if returncode < 0:
         with contextlib.suppress(ValueError):
@@ -69,6 +70,8 @@ def failure(returncode: int, log: Path, since: int = 0) -> tuple[str, str]:
     if refusals:
         return how, refusals[-1]
     words = [x for x in lines if not (PROGRESS_BAR.search(x) or WARNING.search(x)) and x.strip("=-")]
+    if words and returncode < 0 and not ERROR.search(text):  # killed: its last line is no reason (a log's info)
+        return how, f"no error message; its last log line: {words[-1]}"
     if words:
         return how, words[-1]
     warned = [x for x in lines if WARNING.search(x) and not x.startswith("warnings.warn(")]
@@ -153,6 +156,8 @@ WARNING = re.compile(r"^warnings\.warn\(|^\S+\.py:\d+: \w*Warning: ")
 ``warnings.warn(``); a pilot killed after one would be reported by it."""
 
 
+ERROR = re.compile(r"^Traceback \(most recent call last\)|^(\[rank\d+\]: *)?[\w.]*(Error|Exception)\b", re.M)
+"""What says a process failed with an error of its own: a traceback, or an exception's line."""
 PROGRESS_BAR = re.compile(r"\d+%\|")
 """A tqdm progress bar's percentage and left edge."""
 
