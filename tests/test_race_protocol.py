@@ -191,12 +191,25 @@ def test_the_manifest_round_trips_and_a_corrupted_one_is_refused(tmp_path):
         assert RaceDesign.load(tmp_path / "r").pilot_cap == int(0.25 * data["budget_flops"])
     (tmp_path / "r" / MANIFEST).write_text(json.dumps({**data, "pilot_fraction": 0.25}))
     one_line_error(cli("race", "analyze", str(tmp_path / "r")), "set pilot_cap to match")
-    # rungs edited up: the pilots could overspend phi x F (every arm runs the first rung), refused before any runs
-    bigger = [b * 4 for b in data["rung_flops"]]
-    for edit in ({"rung_flops": bigger}, {"seeds": [*data["seeds"], *range(100, 108)]}):
-        (tmp_path / "r" / MANIFEST).write_text(json.dumps({**data, **edit}))
-        assert RaceDesign.load(tmp_path / "r").worst_case_flops > data["pilot_cap"]
-        one_line_error(cli("race", "run", str(tmp_path / "r")), "could spend")
+    # seeds edited up: the pilots could overspend phi x F (every arm runs the first rung), refused before any runs
+    (tmp_path / "r" / MANIFEST).write_text(json.dumps({**data, "seeds": [*data["seeds"], *range(100, 108)]}))
+    assert RaceDesign.load(tmp_path / "r").worst_case_flops > data["pilot_cap"]
+    one_line_error(cli("race", "run", str(tmp_path / "r")), "could spend")
+    # a field missing, of the wrong type, or a ladder the arms' steps were not planned for: named, with what is wrong
+    # (a held-out team's edits got only "is malformed: rerun `flopplan race design`")
+    first = data["rung_flops"][0]
+    for edit, fragment in (({"budget_flops": 1e9}, "budget_flops must be a whole number, not 1000000000.0"),
+                           ({"arms": None}, "it has no arms"), ({"arms": 5}, "arms must be a list"),
+                           ({"rung_flops": [first * 1.5, *data["rung_flops"][1:]]}, "rung_flops must be a list of "
+                            "whole numbers, not one holding"),
+                           ({"rung_flops": [first * 3 // 2, *data["rung_flops"][1:]]}, f"rung_flops[0] is "
+                            f"{first * 3 // 2:,} but arm {data['arms'][0]['name']}'s steps at rung 1 were planned for "
+                            f"{first:,}"),
+                           ({"rung_flops": [b * 4 for b in data["rung_flops"]]}, "rung_flops[0]")):
+        edited = {k: v for k, v in ({**data, **edit}).items() if v is not None}
+        (tmp_path / "r" / MANIFEST).write_text(json.dumps(edited))
+        line = one_line_error(cli("race", "run", str(tmp_path / "r")), fragment)
+        assert "is malformed: rerun" not in line
     assert not list((tmp_path / "r").glob("pilots"))
     one_line_error(cli("race", "run", str(tmp_path / "none")), "no RACE manifest")
 

@@ -169,6 +169,9 @@ class RaceDesign:
         if not is_int(data["race_manifest_version"]) or data["race_manifest_version"] not in READABLE:
             raise UserError(f"{where}: race_manifest_version must be {' or '.join(map(str, READABLE))}, not "
                             f"{data['race_manifest_version']!r}")
+        problem = _field_problem(data)
+        if problem:
+            raise UserError(f"{where} is malformed: {problem} (rerun `flopplan race design`)")
         try:
             lists = {k: data[k] for k in ("rung_flops", "keep", "seeds", "eval_points")}
             lists["room"] = data["room"] if data["race_manifest_version"] >= 3 else data["keep"]
@@ -209,6 +212,30 @@ def is_ladder(budgets: Sequence[float]) -> bool:
     writes; the manifest, the analysis's input and race.json are each checked by it)."""
     return (bool(budgets) and all(is_number(b) and b > 0 for b in budgets)
             and all(a < b for a, b in itertools.pairwise(budgets)))
+
+
+def _field_problem(data: dict[str, Any]) -> str:
+    """The first field of a manifest (a hand edit, a damaged copy) that is missing or of the wrong type, named with
+    what it must be: '' when none (the values are checked after, :func:`_manifest_problem`)."""
+    lists = ["rung_flops", "keep", "seeds", "eval_points"] + (["room"] if data["race_manifest_version"] >= 3 else [])
+    for name in ("budget_flops", "pilot_fraction", "eta", *lists, "targets", "fit_targets", "arms"):
+        if name not in data:
+            return f"it has no {name}"
+    for name in ("budget_flops", "eta"):
+        if not is_int(data[name]):
+            return f"{name} must be a whole number, not {data[name]!r}"
+    if not is_number(data["pilot_fraction"]):
+        return f"pilot_fraction must be a number, not {data['pilot_fraction']!r}"
+    for name in lists:
+        value = data[name]
+        if not isinstance(value, list) or not all(is_int(x) for x in value):
+            bad = next((x for x in value if not is_int(x)), None) if isinstance(value, list) else value
+            return f"{name} must be a list of whole numbers, not one holding {bad!r}" if isinstance(
+                value, list) else f"{name} must be a list of whole numbers, not {value!r}"
+    for name in ("targets", "fit_targets", "arms"):
+        if not isinstance(data[name], list):
+            return f"{name} must be a list, not {data[name]!r}"
+    return ""
 
 
 def _manifest_problem(d: RaceDesign) -> str:
@@ -255,6 +282,11 @@ def _derived_problem(d: RaceDesign, data: dict[str, Any]) -> str:
     worst = data.get("worst_case_flops", 0)  # recorded for the reader; not compared (see above), but a number
     if not is_int(worst) or worst < 0:
         return f"worst_case_flops must be a whole number of FLOPs >= 0, not {worst!r}"
+    for arm in d.arms:  # the steps each rung was planned for (the pilots run them) at the ladder's budgets
+        for rung, (entry, flops) in enumerate(zip(arm.rungs, d.rung_flops, strict=True)):
+            if entry.budget.flops != float(flops):
+                return (f"rung_flops[{rung}] is {flops:,} but arm {arm.name}'s steps at rung {rung + 1} were planned "
+                        f"for {entry.budget.flops:,.0f}: the ladder is the design's, not an input")
     if "pilot_cap" in data and data["pilot_cap"] != d.pilot_cap:
         return (f"pilot_cap {data['pilot_cap']!r} is not pilot_fraction x budget_flops ({d.pilot_cap}): it is derived "
                 "from those two, not read; to change the pilots' budget edit them, then set pilot_cap to match or "
