@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import cli, one_line_error
+from helpers import cli, one_line_error, run
 from test_race_protocol import SMALL
 
 from flopplan.fileio import lock_holder
@@ -37,6 +37,18 @@ def test_an_unreachable_address_and_pool_options_are_one_line(tmp_path):
     one_line_error(cli("race", "run", str(tmp_path), "--backend", "ray", "--address", "nowhere"), "HOST:PORT")
     one_line_error(cli("race", "run", str(tmp_path), "--backend", "ray", "--jobs", "2"), "--jobs")
     one_line_error(cli("race", "run", str(tmp_path), "--pilot-gpus", "1"), "--backend ray")
+    assert not (tmp_path / "pilots").exists()
+
+
+def test_a_pilot_larger_than_every_node_is_one_line_before_anything_runs(ray_address, tmp_path):
+    """Ray would queue such a pilot forever, silently: each node counts (a task's CPUs are on one node)."""
+    cli("race", "design", "--budget", "6e10", "--pilot-fraction", "0.5", "--out", str(tmp_path), *SMALL, check=True)
+    out = run("race", "run", str(tmp_path), "--backend", "ray", "--address", ray_address, "--pilot-cpus", "999",
+              timeout=120)  # a new driver, joining the fixture's 2-CPU cluster
+    line = one_line_error(out, "--pilot-cpus 999: no node of the Ray cluster has 999 CPUs (its largest has 2;")
+    assert "lower --pilot-cpus" in line and not out.stdout
+    gpus = cli("race", "run", str(tmp_path), "--backend", "ray", "--address", ray_address, "--pilot-gpus", "1")
+    one_line_error(gpus, "--pilot-gpus 1: no node of the Ray cluster has 1 GPU (none has any;")
     assert not (tmp_path / "pilots").exists()
 
 

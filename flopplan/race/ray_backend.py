@@ -91,13 +91,29 @@ def connect(options: RayOptions) -> Any:
     return ray
 
 
+def check_fits(ray: Any, options: RayOptions) -> None:
+    """Refuse with one line a pilot's CPUs or GPUs that no alive node has: Ray would queue its tasks forever (a
+    task's resources are all on one node, so each node counts, not the cluster's total). Only the nodes alive now
+    count: Ray has no public way to ask whether an autoscaler could add a larger one."""
+    nodes = [node.get("Resources") or {} for node in ray.nodes() if node.get("Alive")]
+    for flag, amount, key in (("--pilot-cpus", options.pilot_cpus, "CPU"), ("--pilot-gpus", options.pilot_gpus, "GPU")):
+        unit = key if amount == 1 else f"{key}s"
+        most = max((float(resources.get(key, 0.0)) for resources in nodes), default=0.0)
+        if amount > most:
+            has = f"its largest has {most:g}" if most else "none has any"
+            raise UserError(f"{flag} {amount:g}: no node of the Ray cluster has {amount:g} {unit} ({has}; a pilot's "
+                            f"{key}s must be on one node): lower {flag}, or start such a node first")
+
+
 def _pilot(folder: str, task: PilotTask, threads: int) -> PilotTask:  # pragma: no cover - runs in a Ray worker
     return run_pilot(RaceDesign.load(folder), Path(folder), task, threads)
 
 
 def ray_executor(options: RayOptions) -> Any:
-    """The runner's executor factory for ``options`` (Ray connected first, so a bad address costs nothing)."""
+    """The runner's executor factory for ``options`` (Ray connected and the pilot's resources checked against its
+    nodes first, so a bad address or a pilot no node can hold costs nothing)."""
     ray = connect(options)
+    check_fits(ray, options)
     remote = ray.remote(num_cpus=options.pilot_cpus, num_gpus=options.pilot_gpus, max_retries=MAX_RETRIES,
                         retry_exceptions=False)(_pilot)
     threads = max(1, int(options.pilot_cpus))
