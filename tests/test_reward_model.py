@@ -341,7 +341,8 @@ def test_the_card_holds_the_agreement_in_both_reads(trained):
     from flopplan.cli.train import learned_reward_notes
 
     for engine, read in (("builtin", card.agreement), ("trl", card.agreement_without_eos)):  # each engine's read
-        config = SimpleNamespace(reward_model_path=str(folder), dataset=None, task="digits", engine=engine)
+        config = SimpleNamespace(reward_model_path=str(folder), dataset=None, task="digits", builtin_task="digits",
+                                 engine=engine)
         notes = learned_reward_notes(config)
         assert f"held-out agreement with the rule {read['accuracy']:.3f}" in notes[0] and len(notes) == 1
 
@@ -358,7 +359,8 @@ def test_a_version_1_card_reads_with_no_agreement_without_eos(tmp_path):
     (tmp_path / REWARD_MODEL_CARD).write_text(old.read_text())
 
     for engine, said in (("builtin", "0.656"), ("trl", "unmeasured without EOS")):
-        config = SimpleNamespace(reward_model_path=str(tmp_path), dataset=None, task="digits", engine=engine)
+        config = SimpleNamespace(reward_model_path=str(tmp_path), dataset=None, task="digits", builtin_task="digits",
+                                 engine=engine)
         notes = learned_reward_notes(config)
         assert said in notes[0]
         assert any("rows ending in EOS only" in n for n in notes) == (engine == "trl")
