@@ -75,6 +75,17 @@ class Guard:
                                      what=what)
         return self.decision
 
+    def decide_cap(self, trained: int, bound_flops: int, cap: int | None) -> StopDecision:
+        """Before the next round, with :meth:`decide`: stop (reason ``budget``) when its training bound (evaluations
+        excluded) could take the run's training FLOPs, ``trained`` so far, past ``cap`` (:func:`passes_cap`: a race
+        pilot's rung, whose budget also holds evaluations that may not run); None: no cap."""
+        if self.decision.stop or not passes_cap(trained, bound_flops, cap):
+            return self.decision
+        self.decision = StopDecision(True, "budget", self.next_round, int(bound_flops), int(cap or 0) - int(trained),
+                                     noun=self.noun, what=f"{self.noun} {self.next_round} (training FLOPs capped at "
+                                     f"{cap:,})")
+        return self.decision
+
     def stop(self, reason: str, detail: str) -> StopDecision:
         """Stop for a reason without numbers (``steps``, ``interrupted``); ``detail`` is its message."""
         if reason not in REASONS:
@@ -104,6 +115,12 @@ class Guard:
         return RunSummary(stop_reason=self.decision.message if self.decision.stop else "",
                           stop=self.decision.to_data() if self.decision.stop else None, **fields,
                           **self.ledger.totals())
+
+
+def passes_cap(trained: int, bound_flops: int, cap: int | None) -> bool:
+    """Whether a round whose training could cost up to ``bound_flops`` could take a run's training FLOPs (evaluations
+    excluded), ``trained`` before it, past its training cap ``cap`` (``flopplan train --train-flops``; None: none)."""
+    return cap is not None and trained + bound_flops > cap
 
 
 def metrics_line(step: int, metrics: Mapping[str, Any], flops: Mapping[str, Any],

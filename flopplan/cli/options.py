@@ -214,8 +214,9 @@ def parse_option(f: Field[Any], value: Any) -> Any:
     flag = f.metadata["option"]
     parsers: dict[str, Callable[[Any], Any]] = {
         "length": lambda text: Length.parse(text, flag), "reward": RewardSystem.parse, "targets": comma_list,
-        "budget": flop_budget, "steps": steps_option, "thresholds": lambda text: flop_thresholds(text, flag),
-        "repeat": tuple, "weights": lambda text: numbers_option(text, flag)}
+        "budget": lambda text: flop_budget(text, flag), "steps": steps_option,
+        "thresholds": lambda text: flop_thresholds(text, flag), "repeat": tuple,
+        "weights": lambda text: numbers_option(text, flag)}
     return parsers[kind](value) if kind in parsers else value
 
 
@@ -305,13 +306,14 @@ def parse_number(text: str, what: str) -> int | float:
     return int(value) if value == value.to_integral_value() else float(value)
 
 
-def flop_budget(budget: str | None) -> int | None:
-    """``--budget`` of a training run: a whole number of FLOPs up to the planner's cap."""
+def flop_budget(budget: str | None, flag: str = "--budget") -> int | None:
+    """``--budget`` of a training run (or its ``--train-flops``, ``flag``): a whole number of FLOPs up to the
+    planner's cap."""
     if budget is None:
         return None
-    value = parse_number(budget, "--budget")
+    value = parse_number(budget, flag)
     if not isinstance(value, int) or value > BUDGET_LIMITS["flops"]:
-        raise UserError(f"--budget must be a whole number of FLOPs, at most {budget_cap('flops')}")
+        raise UserError(f"{flag} must be a whole number of FLOPs, at most {budget_cap('flops')}")
     return value
 
 

@@ -15,8 +15,9 @@ from flopplan.cli import echo_json, fail, main
 from flopplan.cli.options import dataclass_options, dataclass_values, recipe_changes, recipe_options
 from flopplan.train.config import TrainConfig, demo_recipe
 
-RESUME_OPTIONS = {"out_dir", "resume", "max_steps", "budget_flops", "no_progress", "as_json"}
-"""What ``--resume`` accepts besides the run folder: a longer run, a larger budget, no progress bar, JSON."""
+RESUME_OPTIONS = {"out_dir", "resume", "max_steps", "budget_flops", "train_flops", "no_progress", "as_json"}
+"""What ``--resume`` accepts besides the run folder: a longer run, a larger budget or training cap, no progress bar,
+JSON."""
 
 
 @main.command()
@@ -47,7 +48,7 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
         if given:
             option = next(p.opts[0] for p in ctx.command.params if p.name == given[0])
             fail(f"--resume continues the run as it was configured; it takes only --out, --steps, --budget, "
-                 f"--no-progress and --json, not {option}")
+                 f"--train-flops, --no-progress and --json, not {option}")
     knobs = dataclass_values(TrainConfig, opts)  # the run's options first: the recipe's include another --engine
     changes, tuning_given = recipe_changes(opts)
     if no_eval and {"eval_every", "eval_prompts"} & set(changes):
@@ -58,7 +59,7 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
     if resume:
         config = folder.read_config()
         extend["out_dir"] = out_dir  # the folder given now, wherever the run was made
-        for name in ("max_steps", "budget_flops"):  # a finished run can be continued further
+        for name in ("max_steps", "budget_flops", "train_flops"):  # a finished run can be continued further
             if knobs[name] is not None:
                 extend[name] = knobs[name]
         config = replace_config(config, **extend)

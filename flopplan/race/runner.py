@@ -224,9 +224,13 @@ def rung_arms(design: RaceDesign, folder: Path) -> list[list[str]]:
 
 def train_command(design: RaceDesign, folder: Path, task: PilotTask) -> list[str]:
     """The ``flopplan train`` command of a pilot: new (from the arm's plan entry at the top rung, so the plan file
-    is the same for every rung) or resumed with this rung's budget."""
+    is the same for every rung) or resumed with this rung's budget and training cap (``--train-flops``: the rung's
+    training FLOPs; its budget also holds every evaluation that can fall within the rung, and a step that passes
+    several evaluation points runs one, so the budget alone let the evaluations that did not run buy more training,
+    more for an arm of larger steps). The validating run (rung -1) has no cap: its budget ends it."""
+    cap = ["--train-flops", str(design.rung_flops[task.rung])] if task.rung >= 0 else []
     base = [sys.executable, "-m", "flopplan", "train", "--out", str(task.folder), "--budget", str(task.budget),
-            "--no-progress"]
+            *cap, "--no-progress"]
     if (task.folder / CONFIG).is_file():
         return [*base, "--resume"]
     arm = design.arm(task.arm)

@@ -221,7 +221,8 @@ def continue_pilot(pilot: Path, run: Path, points: tuple[int, ...]) -> None:
     with folder_lock(pilot, "pilot run folder"):
         shutil.copytree(pilot, aside, ignore=shutil.ignore_patterns(".lock", TEMPORARY))
     copy = RunFolder(aside)
-    copy.write_config(replace_config(copy.read_config(), out_dir=str(run), eval_at_flops=points))
+    copy.write_config(replace_config(copy.read_config(), out_dir=str(run), eval_at_flops=points,
+                                     train_flops=None))  # its budget ends it, not its pilot's rung
     shutil.rmtree(run, ignore_errors=True)
     os.replace(aside, run)
 

@@ -91,6 +91,9 @@ class TrainConfig:
                                                                    "budget"))
     max_steps: int | None = field(default=None, metadata=option(
         "--steps", "Stop after N steps (also without a budget)", "steps"))
+    train_flops: int | None = field(default=None, metadata=option(
+        "--train-flops", "Stop before a step whose worst case could take the training FLOPs (evaluations excluded) "
+        "past N (a RACE pilot's rung; with --resume: raised)", "budget"))
     plan: PlanEntry | None = None  # the plan entry this run validates (--plan FILE --plan-model NAME)
     model_path: str | None = field(default=None, metadata=option(
         "--model-path", "A local model folder (weights + tokenizer)", "folder"))
@@ -177,7 +180,8 @@ class TrainConfig:
             raise UserError("task: null is a dataset run's: give --task digits[:RULE[:N]] or --dataset FILE")
         if self.budget_flops is None and self.max_steps is None:
             raise UserError("give a budget (--budget FLOPS or --plan FILE) or a number of steps (--steps N)")
-        for name in ("budget_flops", "max_steps", "train_size", "checkpoint_every", "keep_checkpoints", "threads"):
+        for name in ("budget_flops", "max_steps", "train_flops", "train_size", "checkpoint_every", "keep_checkpoints",
+                     "threads"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1)
         if self.train_size > MAX_TRAIN_SIZE:

@@ -9,11 +9,12 @@ one line per target in ``evaluations.jsonl``.
 
 Budget: before each step the core's guard (:func:`flopplan.cost.worst_case_round`: the step's actual prompts,
 every completion at the maximum length, and the evaluation's worst case whenever one may be due after it) prices
-the step; the run stops cleanly when it does not fit what is left. Charges of a step are committed to the ledger
-only when the step completes, so a checkpoint always holds a consistent ledger. Ctrl-C stops after the current
-phase: before the step's first update the step is abandoned (its FLOPs are counted as abandoned, against the
-budget unless ``--lost-outside-budget``; resume redoes it with the same randomness), from the first update on the
-step is completed; either way a checkpoint is written. A second Ctrl-C, more than
+the step; the run stops cleanly when it does not fit what is left, or (``--train-flops``, a RACE pilot's rung) when
+the step's round could take the training FLOPs, evaluations excluded, past that cap. Charges of a step are
+committed to the ledger only when the step completes, so a checkpoint always holds a consistent ledger. Ctrl-C stops
+after the current phase: before the step's first update the step is abandoned (its FLOPs are counted as abandoned,
+against the budget unless ``--lost-outside-budget``; resume redoes it with the same randomness), from the first
+update on the step is completed; either way a checkpoint is written. A second Ctrl-C, more than
 :data:`flopplan.train.interrupt.SAME_CTRL_C` after the first, stops at once. A run killed before its first
 checkpoint starts again on ``--resume``.
 """
@@ -37,7 +38,7 @@ from flopplan.grpo.batching import scoring_batches
 from flopplan.grpo.loss import group_advantages
 from flopplan.grpo.reward_funcs import RewardFuncs, format_bonus
 from flopplan.grpo.tasks import Problem
-from flopplan.guard import Guard, metrics_line
+from flopplan.guard import Guard, metrics_line, passes_cap
 from flopplan.ledger import Ledger, PhaseCharge
 from flopplan.measure.device import hardware_name
 from flopplan.measure.models import recommended_threads
@@ -56,6 +57,7 @@ from flopplan.train.evaluation import (
     worst_case_evaluation,
 )
 from flopplan.train.interrupt import CtrlC
+from flopplan.train.progress import progress_bar
 from flopplan.train.runfolder import RunFolder
 from flopplan.train.setup import Precision, load_data, load_policy, load_reward_model
 
@@ -261,14 +263,18 @@ class Trainer:
 
     def _is_last(self, result: StepResult) -> bool:
         """Whether ``result`` (done, not yet committed) is the run's last step: --steps reached, or the step after
-        it would not fit what the budget leaves (its round and the evaluation kept in reserve)."""
+        it would not fit what the budget leaves (its round and the evaluation kept in reserve) or could take the
+        training FLOPs past --train-flops."""
         if self.config.max_steps is not None and result.step >= self.config.max_steps:
+            return True
+        following = self.worst_case(self.prompts_at(self.data_position + self.recipe.prompts_per_step), False)
+        trained = training_flops(self.ledger) + charges_training_flops(result.charges)
+        if passes_cap(trained, following, self.config.train_flops):  # --train-flops ends the run after it
             return True
         if self.config.budget_flops is None:
             return False
         left = self.ledger.remaining - sum(c.executed_total for c in result.charges)
-        following = self.prompts_at(self.data_position + self.recipe.prompts_per_step)
-        return self.worst_case(following, False) + self.eval_worst > left
+        return following + self.eval_worst > left
 
     # -- phases -----------------------------------------------------------------------------------------------
     @contextmanager
@@ -380,7 +386,11 @@ class Trainer:
             return self.guard.stop("steps", f"reached {self.config.max_steps} steps").stop
         if self.ctrl_c.requested:
             return self.guard.stop("interrupted", "interrupted").stop
-        return self.config.budget_flops is not None and self.guard.decide(self._next_step_worst(problems)).stop
+        if self.config.budget_flops is not None and self.guard.decide(self._next_step_worst(problems)).stop:
+            return True  # then --train-flops: the step's round (evaluations excluded) within the training cap
+        cap = self.config.train_flops
+        return cap is not None and self.guard.decide_cap(training_flops(self.ledger),
+                                                         self.worst_case(problems, False), cap).stop
 
     def run(self) -> RunSummary:
         try:
@@ -413,7 +423,7 @@ class Trainer:
             metrics = evaluation_metrics(evaluation)
             self.last_eval = {"eval_accuracy": metrics["eval_accuracy"]}
             self._commit(0, charges, metrics, evaluation)
-        with self._progress() as bar:
+        with progress_bar(self) as bar:
             self.on_step.append(bar)
             while True:
                 problems = self.prompts_at(self.data_position)
@@ -457,31 +467,6 @@ class Trainer:
         self.ledger.abandoned += partial
         self.ledger.interrupted = {"step": self.step + 1, "abandoned_flops": self.ledger.abandoned}
         return partial
-
-    @contextmanager
-    def _progress(self) -> Iterator[Callable[[StepResult, Ledger], None]]:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        from flopplan.units import eng
-
-        budget = self.config.budget_flops
-        total = budget if budget is not None else float(self.config.max_steps or 1)
-        progress = Progress(TextColumn("[bold]GRPO[/] step {task.fields[step]}"), BarColumn(),
-                            TextColumn("{task.fields[flops]}"), TextColumn("reward {task.fields[reward]}"),
-                            TextColumn("acc {task.fields[acc]}"), TextColumn("eval {task.fields[eval]}"),
-                            TimeElapsedColumn(), TimeRemainingColumn(), disable=not self.progress, transient=False)
-        task = progress.add_task("grpo", total=total, step=self.step, flops="", reward="-", acc="-", eval="-")
-
-        def update(result: StepResult, ledger: Ledger) -> None:
-            spent = ledger.spent
-            flops = f"{eng(spent)} / {eng(budget)}" if budget is not None else eng(spent)
-            progress.update(task, completed=spent if budget is not None else self.step, step=self.step,
-                            flops=flops, reward=f"{result.metrics.get('reward', 0):.3f}",
-                            acc=f"{result.metrics.get('accuracy', 0):.3f}",
-                            eval=f"{self.last_eval.get('eval_accuracy', float('nan')):.3f}")
-
-        with progress:
-            yield update
 
     # -- summary ----------------------------------------------------------------------------------------------
     def summary(self) -> RunSummary:
