@@ -600,10 +600,11 @@ def in_progress(pilot: Path) -> bool:
 @pytest.mark.slow
 def test_a_pilot_whose_rounds_cost_less_than_priced_keeps_its_rungs_last_evaluation(tmp_path):
     """Rounds that cost less than priced (here the script's prompts are shorter than the 12 tokens designed; in
-    general completions that end early, or evaluations below their worst case) let a rung train past its planned
-    training FLOPs, within its budget. The analysis cut each pilot's evaluations at those FLOPs: it dropped the
-    rung's last one and warned that the pilot "stopped at 48%" of the top rung (a review's own script). Every
-    evaluation within the rung's budget is read. The pilots here also exit 1 once trained, as a process killed or
+    general completions that end early, or evaluations below their worst case) let a rung run more rounds than
+    planned, up to its training FLOPs (a pilot's training cap, :mod:`test_race_trl_cap`; before it, past them). The
+    analysis cut each pilot's evaluations at the rung's training FLOPs: it dropped the rung's last one and warned that
+    the pilot "stopped at 48%" of the top rung (a review's own script). Every evaluation within the rung's budget is
+    read. The pilots here also exit 1 once trained, as a process killed or
     crashing in its teardown does: a pilot that finished its rung is done (the race stopped at it)."""
     race = tmp_path / "race"
     longer = [*DESIGN[:DESIGN.index("--prompt-len") + 1], "12", *DESIGN[DESIGN.index("--prompt-len") + 2:]]
@@ -622,7 +623,10 @@ def test_a_pilot_whose_rounds_cost_less_than_priced_keeps_its_rungs_last_evaluat
         pilot = race / "pilots" / curve["arm"] / "seed0"
         rung = json.loads((pilot / "pilot.json").read_text())["rung"]  # the last rung it ran
         last = json.loads((pilot / "evaluations.jsonl").read_text().splitlines()[-1])
-        assert last["train_flops"] > design.rung_flops[rung]  # the case: trained past the rung's planned FLOPs
+        arm = design.arm(curve["arm"])
+        assert last["step"] >= arm.rungs[rung].steps  # the case: cheaper rounds bought rounds beyond the table's,
+        # up to the rung's training FLOPs (the cap, spec.train_flops) and no further than a round short of them
+        assert design.rung_flops[rung] - arm.rungs[rung].step_flops < last["train_flops"] <= design.rung_flops[rung]
         assert curve["max_flops"] == last["train_flops"]  # and read there
     assert not [w for w in target["warnings"] if "stopped at" in w]
 

@@ -48,6 +48,7 @@ from flopplan.passes import BUCKET_OF, BUCKETS, STEP_PHASES
 from flopplan.recipe import Recipe
 from flopplan.runfile import SUMMARY, TRL_ABANDONED, RunSummary
 from flopplan.runfile import TRL_LEDGER as LEDGER_FILE
+from flopplan.train.evaluation import training_flops
 
 UNITS = (*dict.fromkeys(unit_of(phase) for phase in STEP_PHASES), "eval")
 """The units of a round, each charging its phases (:func:`flopplan.ledger.unit_of`)."""
@@ -97,6 +98,8 @@ class TRLMeter:
         #                                            train's: tiny, orm:tiny-rm), not its folders' (policy, ...)
         self.owns_folder = False  # the meter locked the run folder (and unlocks it when training ends)
         self.resuming = False  # meter(resume=True): the run continues its last checkpoint
+        self.train_flops_cap: int | None = None  # training FLOPs (evaluations excluded) no round may take the run
+        #                                          past (a race pilot's rung, flopplan train --train-flops); None: none
         self.boundary_evaluation: Any = None  # () -> whether the evaluation at this round boundary runs, where a
         #                                       callback picks the boundaries that evaluate (FlopPoints); None: TRL's
         self.scratch: Any = None  # a temporary folder with the models' configs where no run folder holds them
@@ -390,13 +393,16 @@ class TRLMeter:
                                 reward_extra=self.reward_extra)
 
     def fits_next_round(self, evaluations: int = 1) -> bool:
-        """Whether the next round fits with ``evaluations`` evaluations kept in reserve (when evaluating); the stop
-        message says what the bound holds where it is more than the round."""
+        """Whether the next round fits with ``evaluations`` evaluations kept in reserve (when evaluating), and its
+        training within :attr:`train_flops_cap`; the stop message says what the bound holds where it is more than
+        the round, or the cap."""
         round_bound, evaluation = self.next_round_bound(), self.evaluation_bound()
         what = (f"round {self.guard.next_round} (up to {round_bound:,} FLOPs) with {evaluations} evaluation"
                 f"{'s' if evaluations > 1 else ''} kept in reserve (up to {evaluation:,} each)"
                 if evaluations and evaluation else "")
-        return not self.guard.decide(round_bound + evaluations * evaluation, what).stop
+        if self.guard.decide(round_bound + evaluations * evaluation, what).stop:
+            return False
+        return not self.guard.decide_cap(training_flops(self.ledger), round_bound, self.train_flops_cap).stop
 
     # -- logs and files -------------------------------------------------------------------------------------------
     def log_figures(self) -> dict[str, float]:

@@ -8,8 +8,10 @@ budget (:meth:`PilotSpec.meter`: :func:`flopplan.trl.meter` plus evaluation at t
 TRL's evaluation loop), then calls ``trainer.train(resume_from_checkpoint=spec.resume_from_checkpoint)``.
 
 Conventions: ``budget`` is the pilot's FLOP budget at its rung (training plus its evaluations, as a built-in
-pilot's); ``eval_points`` are training FLOPs (evaluations excluded) after which the pilot evaluates, besides step 0
-and the step it stops after; ``rung`` -1 is the validating run. ``grpo`` holds the ``GRPOConfig`` fields of the
+pilot's), ``train_flops`` its training FLOPs, which the meter stops it before passing (a round that passes several
+evaluation points evaluates once, and the reserve of those not run would buy training); ``eval_points`` are training
+FLOPs (evaluations excluded) after which the pilot evaluates, besides step 0 and the step it stops after; ``rung``
+-1 is the validating run. ``grpo`` holds the ``GRPOConfig`` fields of the
 arm's recipe on the processes its generation batch implies, one unless designed with a share of the round's rollouts
 (:func:`flopplan.engines.trl.grpo_config_kwargs`, :func:`~flopplan.engines.trl.implied_world_size`), ``settings``
 the GRPOConfig fields its FLOP-neutral axes set (learning rate, loss type, ...: :mod:`flopplan.race.axes`);
@@ -71,6 +73,8 @@ class PilotSpec:
     eval_generations: int | None = None  # completions per evaluation prompt, as designed (race design --eval-loop
     #                                      trl; None: the design priced flopplan's evaluation, or a spec before)
     reward_model: str | None = None  # an orm arm's trained reward model (race design --reward-model-path): a folder
+    train_flops: int | None = field(default=None, metadata=serial.spec(check=serial.POSITIVE))  # the rung's training
+    #   FLOPs, which no round may take the pilot past (:meth:`meter`); None: the validating run, or a spec before
 
     @property
     def resume_from_checkpoint(self) -> str | None:
@@ -206,6 +210,7 @@ class PilotSpec:
         options.setdefault("lost_outside_budget", True)  # as a built-in pilot: a resumed pilot runs its rounds
         metered = meter(trainer, budget=self.budget, out=self.folder, resume=self.resume,
                         check_prompts=self.check_lengths, **options)
+        metered.train_flops_cap = self.train_flops  # the budget also holds evaluations that may not run
         evaluate_at_points(trainer, metered, self.eval_points, self.target, score=score, correct=correct)
         return metered
 

@@ -126,7 +126,8 @@ def write_spec(design: RaceDesign, folder: Path, arm_name: str, seed: int, rung:
                      str(arm.axes.get("policy", recipe.policy_spec.name)), {k: v for k, v in kwargs.items()
                                                                             if k not in EXTRA_KEYS},
                      _peft(kwargs.get("peft"), arm.knobs), str(recipe.reward), recipe, script_overrides(arm),
-                     arm.recipe.eval_prompts, design.eval_generations or None, _reward_model(design, folder, recipe))
+                     arm.recipe.eval_prompts, design.eval_generations or None, _reward_model(design, folder, recipe),
+                     design.rung_flops[rung] if rung >= 0 else None)
     run.mkdir(parents=True, exist_ok=True)
     spec.save()
     return spec
