@@ -179,18 +179,19 @@ def test_train_options_keep_their_defaults_and_meaning():
             "reward_model_path": None,
         "prm_aggregate": "min", "reward_output": "auto", "eval_targets": ("heldout",), "eval_at_flops": (),
         "eval_at_end": False, "charge_lost": True, "fixed_completion": False, "chat_template": None,
-        "system_prompt": None, "reward_funcs": ("exact",), "reward_weights": None}
+        "system_prompt": None, "reward_funcs": ("exact",), "reward_weights": None, "train_flops": None}
     assert values["loss"].upper_clip == 0.2  # --clip-eps-high defaults to --clip-eps
     given = _train_values("--out", "run", "--budget", "1e12", "--steps", "3", "--clip-eps", "0.1",
                           "--clip-eps-high", "0.28", "--loss-aggregation", "sequence", "--scale-rewards", "none",
                           "--lost-outside-budget", "--eval-targets", "heldout,long", "--eval-at-flops", "3e9,1e9",
                           "--fixed-completion-len", "--engine", "trl", "--reward-func", "exact", "--reward-func",
-                          "math", "--reward-weights", "1,0.5")
+                          "math", "--reward-weights", "1,0.5", "--train-flops", "5e9")
     assert given["loss"] == TrainLoss(0.1, 0.28, "none", "sequence")
     assert (given["budget_flops"], given["max_steps"], given["charge_lost"]) == (10**12, 3, False)
     assert given["eval_targets"] == ("heldout", "long") and given["eval_at_flops"] == (10**9, 3 * 10**9)
     assert given["fixed_completion"] is True and given["engine"] == "trl"
     assert given["reward_funcs"] == ("exact", "math") and given["reward_weights"] == (1.0, 0.5)
+    assert given["train_flops"] == 5 * 10**9
     assert _train_values("--out", "run", "--clip-eps", "0.3")["loss"].upper_clip == 0.3
 
 
