@@ -112,6 +112,7 @@ import numpy as np
 import race_blind_check as rbc
 import race_blind_check_round32 as r32
 import race_blind_check_round34 as r34
+import race_blind_check_round36 as r36
 import race_blind_check_round37 as r37  # registers rounds 31-37's families first (keys and streams)
 from scipy.integrate import quad, solve_ivp
 from scipy.optimize import brentq
@@ -123,20 +124,9 @@ X_MAX = 20.0  # clipcap's ODE is solved up to this many F_P (truth_at's widest n
 
 _x, _logu = r34._x, r34._logu  # FLOPs in units of F_P; a log-uniform draw
 
-_ZX, _ZW = np.polynomial.hermite_e.hermegauss(96)  # expectation over a seed's Z ~ N(0, 1)
-_ZW = _ZW / _ZW.sum()
-
-
-def _q(g, gamma):
-    return (g / 4.0) ** gamma
-
-
-def _npdf(z):
-    return np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)
-
-
-def _softplus(z):
-    return np.logaddexp(0.0, z)
+_ZX, _ZW = r37._ZX, r37._ZW  # 96-node Gauss-Hermite over a seed's Z ~ N(0, 1), normalised
+_q, _softplus = r36._quality, r36._softplus  # (G / 4)^gamma: a step's quality; log(1 + e^z)
+_npdf, _psi = r37._npdf, r37._psi  # the normal density; z Phi(z) + phi(z)
 
 
 class _PerSeed:
@@ -212,10 +202,6 @@ def fam_klanneal(rng, r0):
 
 
 # ---- hackdet ---------------------------------------------------------------------------------------------------------
-def _psi(z):
-    return z * ndtr(z) + _npdf(z)
-
-
 class HackDet(_SeedsDiffer):
     def __init__(self, g, r0, r_top, q, k, A, l0, sigma, a, c, T_d, h_max):
         self.g, self.r_top, self.q, self.k, self.A, self.h_max = g, r_top, q, k, A, h_max
