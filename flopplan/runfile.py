@@ -450,15 +450,20 @@ def by_bucket_total(flops: dict[str, int]) -> bool:
     return flops["total"] == sum(v for b, v in flops.items() if b != "total")
 
 
+def ledger_holds(folder: str | Path) -> tuple[int, int]:
+    """The committed steps of a run folder's ledger (its highest step) and the FLOPs they executed."""
+    lines = read_ledger(folder, partial=False)
+    return max((line.step for line in lines), default=0), sum(line.executed_flops for line in lines)
+
+
 def load_summary(folder: str | Path) -> RunSummary:
     """The summary of a run folder, checked; one clear line when the folder is not a run."""
     path = Path(folder) / SUMMARY
     found = exists(path, "run summary ")
     if not found and is_file(Path(folder) / CONFIG, "run config "):  # a run that has not written its summary yet
-        lines = read_ledger(folder, partial=False)
-        rounds = max((line.step for line in lines), default=0)
+        rounds, executed = ledger_holds(folder)
         raise UserError(f"{str(folder)!r} holds a run still going or killed (no {SUMMARY} yet): its ledger holds "
-                        f"{rounds} committed steps, {sum(line.executed_flops for line in lines):,} FLOPs; resume "
+                        f"{rounds} committed steps, {executed:,} FLOPs; resume "
                         "it (flopplan train --resume; a TRL script: meter(..., resume=True) and "
                         "trainer.train(resume_from_checkpoint=True)) or wait for it to end")
     if not found:

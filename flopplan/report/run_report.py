@@ -8,7 +8,7 @@ from pathlib import Path
 from flopplan.fileio import atomic_savefig, lock_holder
 from flopplan.passes import BUCKET_OF, BUCKETS
 from flopplan.report.tables import Table
-from flopplan.runfile import RunSummary, StepRecord, read_ledger
+from flopplan.runfile import RunSummary, StepRecord, ledger_holds
 from flopplan.units import apart, duration, eng, percent
 
 UNIT_BUCKET = {"rollout": "rollout", "eval": "evaluation", "reward": "feedback"}
@@ -19,8 +19,7 @@ def unfinished(folder: str | Path, summary: RunSummary) -> str:
     """Why the summary of ``folder`` is not a finished run's, "" when it is: a process still holds the folder's
     lock (the run goes on), or the ledger holds steps past the summary's, or the built-in trainer (whose last
     summary always records its stop) wrote it at a checkpoint and no process holds the folder (killed)."""
-    lines = read_ledger(folder, partial=False)
-    steps = max((line.step for line in lines), default=0)
+    steps, executed = ledger_holds(folder)
     holder = lock_holder(folder)
     if holder is None and summary.stopped_for and steps <= summary.steps:
         return ""
@@ -28,13 +27,13 @@ def unfinished(folder: str | Path, summary: RunSummary) -> str:
         return ""  # a TRL run ended by its own epochs records no stop decision
     state = f"still running ({holder})" if holder is not None else "killed"
     return (f"not finished: {state}; its ledger holds {steps} committed steps, "
-            f"{sum(line.executed_flops for line in lines):,} FLOPs; the tables are its last checkpoint's "
+            f"{executed:,} FLOPs; the tables are its last checkpoint's "
             f"(step {summary.steps})" + ("" if holder is not None else "; resume it (flopplan train --resume)"))
 
 
-def run_tables(summary: RunSummary, unfinished: str = "") -> tuple[list[Table], list[str]]:
-    """Spent (executed, useful, measured) vs budget vs plan, per bucket; notes on the run (``unfinished``: why the
-    run is not finished, :func:`unfinished`, in place of its stop)."""
+def run_tables(summary: RunSummary, not_finished: str = "") -> tuple[list[Table], list[str]]:
+    """Spent (executed, useful, measured) vs budget vs plan, per bucket; notes on the run (``not_finished``: why
+    the run is not finished, :func:`unfinished`, in place of its stop)."""
     s = summary
     budget = s.budget_flops
     planned = s.plan.flops if s.plan is not None else {}
@@ -58,14 +57,14 @@ def run_tables(summary: RunSummary, unfinished: str = "") -> tuple[list[Table], 
             row += [f"{p:,}", f"{s.flops[bucket] / p:.3f}" if p else "-"]
         row.append(percent(s.flops[bucket], s.flops["total"]) if bucket != "total" else "100.0 %")
         table.rows.append(row)
-    notes = [unfinished or f"stopped: {s.stop_reason or 'finished'}"]
+    notes = [not_finished or f"stopped: {s.stop_reason or 'finished'}"]
     if budget:
         extra = [f"{s.abandoned_flops:,} FLOPs of abandoned steps"] if s.abandoned_flops else []
         extra += [f"{s.lost_flops:,} FLOPs lost to a kill"] if s.lost_flops else []
         verdict = "within the budget" if s.within_budget else "OVER THE BUDGET"
         share = apart(100.0 * s.charged / budget, 100.0, lambda v, d: f"{v:.{max(d - 2, 1)}f} %")  # (99.98 % spent
         # of a budget is not "100.0 %")
-        when = " by the last checkpoint" if unfinished else ""
+        when = " by the last checkpoint" if not_finished else ""
         aside, word = "", "spent" if s.lost_charged or not extra else "charged"
         if extra:  # charged (the default), or recorded beside the budget (--lost-outside-budget)
             aside = (f" (including {' and '.join(extra)})" if s.lost_charged else
