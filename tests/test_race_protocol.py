@@ -72,12 +72,14 @@ def test_the_design_says_when_its_horizon_is_beyond_where_p_best_was_checked():
     assert near_note == f"F is {near:.1f}x the largest pilot: predictions at F extrapolate that far"
 
 
-@pytest.mark.parametrize(("evals", "rungs", "positions"), [(2, 2, 3), (3, 2, 4), (4, 2, None), (3, 1, 3),
+@pytest.mark.parametrize(("evals", "rungs", "positions"), [(2, 2, 4), (3, 2, 4), (4, 2, None), (3, 1, 3),
                                                             (5, 1, None)])
 def test_the_design_says_when_its_pilots_evaluate_too_rarely_to_hold_a_point_out(evals, rungs, positions):
     """The analysis holds an evaluation position out only from 5 on (after step 0: the --evals points, each rung's
     end): with fewer, its families are weighted equally and its intervals not calibrated on the pilots' holdout, and
-    the design says so before any pilot runs (--evals 2 with two rungs gives 3; the quick demo's)."""
+    the design says so before any pilot runs. Counted per arm, at the steps the points fall on: --evals 2 with two
+    rungs gives 4, one of them the point the design adds within the first rung (its two points fell on step 1 and
+    beyond the first rung, with the rung's end 2 positions there)."""
     design = design_race(_base(), Grid(("tiny-s",), (4, 8), (1,), ("rule",), seeds=2, rungs=rungs, evals=evals,
                                        eval_prompts=20), 10**13, 0.3, evaluation_flops=_eval_flops)
     notes = [n for n in design.notes if n.startswith("a top-rung pilot evaluates")]
@@ -85,6 +87,56 @@ def test_the_design_says_when_its_pilots_evaluate_too_rarely_to_hold_a_point_out
         assert notes == []
     else:
         assert len(notes) == 1 and f"about {positions} positions" in notes[0] and "--evals" in notes[0]
+
+
+def test_every_arm_evaluates_at_enough_positions_in_its_first_rung_for_a_curve():
+    """An arm whose steps are dear takes few steps in its first rung, and the grid's log-spaced points fell between
+    them: the demo's tiny-l arms (3 steps) evaluated after steps 1 and 3 only, so an arm the halving set aside was
+    "not fitted". The design adds points within such an arm's first steps (flopplan.race.eval_points), every
+    pilot's budget pays for them, and the worst case still fits phi x F."""
+    from flopplan.race.eval_points import MIN_POSITIONS, evaluated_steps, log_points, positions
+
+    grid = Grid(("tiny-s", "tiny", "tiny-l"), (16,), (1,), ("rule", "orm:tiny-rm"), seeds=2,
+                targets=("heldout", "long"), rungs=2, evals=5, eval_prompts=100, room=1.5)
+    design = design_race(_base(), grid, 10**13, 0.21, evaluation_flops=_eval_flops)
+    first = {a.name: (a.rungs[0].step_flops, a.rungs[0].steps) for a in design.arms}
+    spaced = log_points(min(f for f, _ in first.values()), design.rung_flops[-1], grid.evals)
+    dear = [n for n, (f, s) in first.items() if positions(spaced, f, (s,), design.rung_flops[0]) < MIN_POSITIONS]
+    assert dear and all(n.startswith("tiny-l.") for n in dear)  # the grid's own points leave tiny-l short
+    assert set(spaced) <= set(design.eval_points)
+    for name in dear:  # halfway in ln FLOPs between its first step and its rung's end: steps 1, 2, 3
+        assert evaluated_steps(design.eval_points, first[name][0], first[name][1:], design.rung_flops[0]) == [1, 2, 3]
+    for name, (flops, steps) in first.items():
+        assert positions(design.eval_points, flops, (steps,), design.rung_flops[0]) >= MIN_POSITIONS, name
+    assert design.worst_case_flops <= design.pilot_cap
+    assert all(a.pilot_budget(design, 0) == design.rung_flops[0] + a.eval_flops * (2 + len(
+        [p for p in design.eval_points if p <= design.rung_flops[0]])) for a in design.arms)
+
+
+def test_a_budget_that_cannot_pay_for_the_added_point_is_designed_without_it_and_says_so(tmp_path):
+    """The docs' TRL race (1e10 FLOPs): the point a third position needs costs each pilot one evaluation more, and
+    the first rung then buys tiny 2 steps. The design falls back to the grid's own points rather than refusing a
+    budget that ran before, and names the arms a curve will miss if the halving sets them aside there."""
+    from flopplan.race.eval_points import MIN_POSITIONS, positions
+
+    def design(budget: str, out: str) -> tuple[RaceDesign, str]:
+        result = cli("race", "design", "--budget", budget, "--pilot-fraction", "0.5", "--models", "tiny-s,tiny",
+                     "--group-sizes", "4", "--prompts-per-step", "4", "--prompt-len", "9", "--completion-len", "2",
+                     "--full", "--logprob-head", "fused", "--attention-kernel", "sdpa", "--seeds", "1", "--rungs",
+                     "2", "--evals", "2", "--eval-prompts", "16", "--eval-loop", "trl", "--room", "1", "--out",
+                     str(tmp_path / out), check=True)
+        return RaceDesign.load(tmp_path / out), " ".join(result.stdout.split())
+
+    tight, said = design("1e10", "tight")
+    few = [a.name for a in tight.arms
+           if positions(tight.eval_points, a.rungs[0].step_flops, (a.rungs[0].steps,), tight.rung_flops[0])
+           < MIN_POSITIONS]
+    assert few and all(a.rungs[0].steps >= 3 for a in tight.arms)
+    assert f"{', '.join(few)}: the first-rung pilots evaluate at fewer than the 3 positions" in said
+    roomy, said = design("1e11", "roomy")  # pays for the point: every arm has 3, no note
+    assert all(positions(roomy.eval_points, a.rungs[0].step_flops, (a.rungs[0].steps,), roomy.rung_flops[0])
+               >= MIN_POSITIONS for a in roomy.arms)
+    assert "first-rung pilots evaluate at fewer" not in said
 
 
 def test_the_library_refuses_a_grid_of_one_arm_as_the_cli_does():

@@ -101,7 +101,9 @@ def race(ctx: click.Context) -> None:
               help="The pilot budget pays for up to ROOM x the halving's count at each rung (rounded down): the extra "
                    "arms go on only when the evidence cannot rule them out at F (1: the halving's count only).")
 @click.option("--evals", default=8, show_default=True, type=int,
-              help="Log-spaced evaluation points along the pilots (besides step 0).")
+              help="Log-spaced evaluation points along the pilots (besides step 0 and each rung's end); the design "
+                   "adds one within the first rung of an arm whose steps they fall on too few of (3 positions fit a "
+                   "curve).")
 @recipe_options(race_base(), exclude=("engine", "group_size", "iterations", "reward", "eval_every", "eval_prompts",
                                       "eval_batch", "eval_at_start", "experts", "window"))
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")

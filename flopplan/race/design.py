@@ -12,7 +12,8 @@ the halving does not spend goes to the validating run. At 8x beyond a rung, keep
 best at F in 49 % of the repetitions where curves cross, room for all 4 in 16.5 % (benchmarks/race_halving.py).
 
 Evaluations (greedy, on every evaluation target, at step 0, after the first step whose training FLOPs reach
-each of ``evals`` log-spaced points up to the top rung, and after a pilot's last step at every rung) are charged
+each of ``evals`` log-spaced points up to the top rung, plus a point within the first rung of an arm those fall on too
+few of the steps of (:mod:`flopplan.race.eval_points`), and after a pilot's last step at every rung) are charged
 to each pilot's ledger on top of its training budget: a pilot's FLOP budget is ``b_r`` plus, per evaluation that
 can fall within it, the evaluation's exact worst-case cost. ``b_0`` is the largest budget for which the worst case
 of the whole grid (every rung's ``room`` most expensive survivors, every seed) stays within ``phi x F``; the ledgers of
@@ -36,7 +37,8 @@ from flopplan.fileio import atomic_write_json, is_file, read_json
 from flopplan.planfile import PlanEntry
 from flopplan.planner import plan
 from flopplan.race.axes import CLASSIC, Axis, arm_name, check_knobs, label
-from flopplan.race.design_notes import holdout_note, horizon_note, one_seed_note
+from flopplan.race.design_notes import few_positions_note, holdout_note, horizon_note, one_seed_note
+from flopplan.race.eval_points import MIN_POSITIONS, evaluation_points, positions
 from flopplan.race.grid import EVAL_LOOPS, MAX_ETA, MAX_SEED, Grid, room_ladder
 from flopplan.race.seed_pooling import ONE_SEED_SD, is_seed_sd
 from flopplan.recipe import Recipe, RewardSystem
@@ -315,12 +317,6 @@ def training_only(recipe: Recipe) -> Recipe:
     return recipe.with_(eval_every=None, eval_prompts=0, eval_batch=None)
 
 
-def _log_points(low: float, high: float, n: int) -> tuple[int, ...]:
-    if n == 1 or high <= low:
-        return (int(high),)
-    return tuple(sorted({round(low * (high / low) ** (i / (n - 1))) for i in range(n)}))
-
-
 def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: float, *,
                 evaluation_flops: Any, command: str = "", reward_model_path: str | None = None) -> RaceDesign:
     """The design: every combination of the axes as an arm, b_0 the largest first-rung budget whose worst case
@@ -341,39 +337,49 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
     room = room_ladder(keep, grid.room)
     cap = math.floor(pilot_fraction * budget_flops)
 
-    def build(b0: int) -> RaceDesign:
+    def build(b0: int, fill: bool) -> RaceDesign:
         ladder = tuple(b0 * grid.eta ** r for r in range(grid.rungs))
         arms = tuple(replace(arm, rungs=tuple(PlanEntry.of(plan(training_only(arm.recipe), Budget(flops=float(b))))
                                               for b in ladder)) for arm in recipes)
-        low = min(a.rungs[0].step_flops for a in arms)
+        first = [(a.rungs[0].step_flops, a.rungs[0].steps) for a in arms]
+        points = evaluation_points(min(f for f, _ in first), ladder[-1], grid.evals, first if fill else [], ladder[0])
         return RaceDesign(budget_flops, float(pilot_fraction), ladder, tuple(keep), grid.eta,
                           tuple(range(grid.first_seed, grid.first_seed + grid.seeds)), grid.targets,
                           grid.fit_targets or grid.targets[:1],
-                          _log_points(low, ladder[-1], grid.evals), arms, command, reward_model_path,
+                          points, arms, command, reward_model_path,
                           axes=grid.axes, room=room, one_seed_sd=float(grid.one_seed_sd), eval_loop=grid.eval_loop,
                           eval_generations=grid.eval_generations)
 
     span = grid.eta ** (grid.rungs - 1)  # the top rung over the first
-
-    def fits(b0: int) -> bool:  # a top rung above the pilots' whole budget cannot fit (nor be planned past 1e30)
-        return b0 * span <= cap and build(b0).worst_case_flops <= cap
-
     if span > cap:
         raise UserError(f"--rungs {grid.rungs} at --eta {grid.eta} put the top rung at {grid.eta}^{grid.rungs - 1} x "
                         f"the first, beyond the pilots' budget phi x F = {cap:.3g} FLOPs: use fewer rungs or a smaller "
                         "eta")
-    low, high = 1, max(1, cap // max(1, len(recipes) * grid.seeds))
-    if not fits(low):
-        raise UserError(f"the budget is too small for the smallest rung: phi x F = {cap:.3g} FLOPs cannot pay even "
-                        "for the grid's evaluations; raise --budget or --pilot-fraction, or use fewer arms, seeds or "
-                        "evaluation points (--evals)")
-    while low < high:  # the worst case grows with b0
-        mid = (low + high + 1) // 2
-        low, high = (mid, high) if fits(mid) else (low, mid - 1)
-    design = build(low)
-    short = [(a.name, a.rungs[0].steps) for a in design.arms if a.rungs[0].steps < MIN_STEPS]
-    if short:
-        name, steps = min(short, key=lambda s: s[1])
+
+    def solve(fill: bool) -> RaceDesign:
+        """The largest first rung whose worst case fits phi x F (a top rung above the pilots' whole budget cannot
+        fit, nor be planned past 1e30); ``fill``: with the points an arm of too few positions needs."""
+        def fits(b0: int) -> bool:
+            return b0 * span <= cap and build(b0, fill).worst_case_flops <= cap
+
+        low, high = 1, max(1, cap // max(1, len(recipes) * grid.seeds))
+        if not fits(low):
+            raise UserError(f"the budget is too small for the smallest rung: phi x F = {cap:.3g} FLOPs cannot pay "
+                            "even for the grid's evaluations; raise --budget or --pilot-fraction, or use fewer arms, "
+                            "seeds or evaluation points (--evals)")
+        while low < high:  # the worst case grows with b0
+            mid = (low + high + 1) // 2
+            low, high = (mid, high) if fits(mid) else (low, mid - 1)
+        return build(low, fill)
+
+    def short(d: RaceDesign) -> list[tuple[str, int]]:
+        return [(a.name, a.rungs[0].steps) for a in d.arms if a.rungs[0].steps < MIN_STEPS]
+
+    design = solve(fill=True)
+    if short(design) and not short(unfilled := solve(fill=False)):  # the added evaluations cost a step: without
+        design = unfilled  # them, and the design says which arms a curve may then miss (few_positions_note)
+    if short(design):
+        name, steps = min(short(design), key=lambda s: s[1])
         raise UserError(f"the budget is too small for the smallest rung: {design.rung_flops[0]:.3g} training FLOPs "
                         f"buy {steps} step{'s' if steps != 1 else ''} of {name} (each arm needs {MIN_STEPS}); raise "
                         "--budget or --pilot-fraction, or use fewer arms, seeds, rungs or evaluation points (--evals)")
@@ -387,9 +393,12 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
                         "(--models A,B, --group-sizes G1,G2, --axis NAME=V1,V2, ...)")
     top = max(a.pilot_budget(design, len(keep) - 1) for a in design.arms)
     seeds = len(design.seeds)
-    positions = len({*(p for p in design.eval_points if p <= design.rung_flops[-1]), *design.rung_flops})
+    fewest = min(positions(design.eval_points, a.rungs[-1].step_flops, [e.steps for e in a.rungs],
+                           design.rung_flops[-1]) for a in design.arms)  # a top-rung pilot's, the arm's fewest
+    few = [a.name for a in design.arms if positions(design.eval_points, a.rungs[0].step_flops, (a.rungs[0].steps,),
+                                                    design.rung_flops[0]) < MIN_POSITIONS]
     notes = (horizon_note(budget_flops / top, seeds), *([one_seed_note(grid.one_seed_sd)] if seeds == 1 else []),
-             *filter(None, [holdout_note(positions)]))
+             *filter(None, [holdout_note(fewest), few_positions_note(few)]))
     return replace(design, notes=notes)
 
 

@@ -52,3 +52,15 @@ def holdout_note(positions: int) -> str:
             f"rung's end), fewer than the {HOLDOUT_POSITIONS} from which the analysis holds one out: its curve "
             "families will be weighted equally and its intervals not calibrated on the pilots' own held-out points; "
             "more --evals gives it them")
+
+
+def few_positions_note(arms: list[str]) -> str:
+    """What a design says of arms whose first-rung pilots evaluate at fewer than the 3 positions a curve is fitted
+    from (the budget could not pay for the point that gives them a third: :mod:`flopplan.race.eval_points`): one the
+    halving sets aside there is reported not fitted. '' when there are none."""
+    if not arms:
+        return ""
+    return (f"{', '.join(arms)}: the first-rung pilots evaluate at fewer than the 3 positions a curve is fitted "
+            "from (the evaluation points fall on too few of their steps, and the budget could not pay for one "
+            "more), so an arm the halving sets aside there will be reported not fitted; a larger --budget or "
+            "--pilot-fraction pays for it")

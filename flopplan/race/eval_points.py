@@ -1,0 +1,65 @@
+"""Where a race's pilots evaluate: the training FLOPs after which every pilot evaluates (besides step 0 and its
+last step at each rung), and the positions those give each arm.
+
+A pilot evaluates after the first step whose training FLOPs reach each point (``flopplan train --eval-at-flops``;
+a TRL script's pilot the same, :mod:`flopplan.engines.trl_points`) and after its last step at every rung. The
+points are shared by every arm, log-spaced from the cheapest arm's first step to the top rung (``--evals`` of
+them). An arm whose steps are dear takes few steps in its first rung, and log-spaced points can fall between two
+of them, so several points land on one step: the demo's tiny-l arms took 3 steps at the first rung and evaluated
+after steps 1 and 3 only. A curve needs positions at 3 distinct FLOPs (:func:`flopplan.race.curves.fit_curve`), so
+an arm the halving then set aside could not be fitted at all. :func:`evaluation_points` adds, for such an arm, the
+point halfway in ln FLOPs between its first step and its first rung's end, ``s sqrt(n)`` for n steps of s FLOPs:
+the lowest point (the cheapest arm's first step) falls on its step 1, this one on a step between (step 2 of 3;
+18 of 306), the rung's end on step n, each more than 10 % from the next.
+
+The positions are counted as the analysis counts them (:func:`flopplan.race.families.distinct_positions`: more
+than 10 % apart in FLOPs), at the planner's worst-case step FLOPs; a step that costs less than priced moves a point
+to a later step and gives the pilot more steps (its training FLOPs are capped at the rung, not its steps).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from flopplan.race.families import distinct_positions
+
+MIN_POSITIONS = 3
+"""The fewest positions after step 0 a curve is fitted from (:func:`flopplan.race.curves.fit_curve`)."""
+
+
+def log_points(low: float, high: float, n: int) -> tuple[int, ...]:
+    """``n`` training-FLOP points log-spaced from ``low`` to ``high`` (rounded, each once); ``high`` alone when
+    ``n`` is 1 or the span is empty."""
+    if n == 1 or high <= low:
+        return (int(high),)
+    return tuple(sorted({round(low * (high / low) ** (i / (n - 1))) for i in range(n)}))
+
+
+def evaluated_steps(points: Iterable[int], step_flops: int, ends: Sequence[int], budget: int) -> list[int]:
+    """The steps (1-based) after which a pilot evaluates, each step of ``step_flops`` training FLOPs, having ended
+    its rungs so far after ``ends`` steps (the last its own, within ``budget`` training FLOPs): the first step
+    reaching each point, and each rung's last."""
+    return sorted({min(ends[-1], math.ceil(p / step_flops)) for p in points if p <= budget} | set(ends))
+
+
+def positions(points: Iterable[int], step_flops: int, ends: Sequence[int], budget: int) -> int:
+    """How many distinct positions (as the analysis counts them) those evaluations are at; 0 for a pilot of no
+    step (a budget the design then refuses)."""
+    if not ends or ends[-1] < 1 or step_flops < 1:
+        return 0
+    flops = np.array(evaluated_steps(points, step_flops, ends, budget), dtype=float) * step_flops
+    return int(distinct_positions(np.log(flops)).size)
+
+
+def evaluation_points(low: int, top: int, n: int, arms: Sequence[tuple[int, int]], first_rung: int) -> tuple[int, ...]:
+    """The race's points: ``n`` log-spaced from ``low`` to ``top``, and for each arm (its first rung's ``(step
+    FLOPs, steps)``) whose first rung of ``first_rung`` training FLOPs they give fewer than :data:`MIN_POSITIONS`
+    positions, the point halfway in ln FLOPs between its first step and its first rung's end (module docstring)."""
+    points = set(log_points(low, top, n))
+    for step_flops, steps in arms:
+        if positions(points, step_flops, (steps,), first_rung) < MIN_POSITIONS:
+            points.add(round(step_flops * math.sqrt(steps)))
+    return tuple(sorted(points))
