@@ -38,7 +38,7 @@ def test_a_grpo_config_axis_prices_each_arm_as_its_recipe_shorthand_does(tmp_pat
         assert arm.rungs == tuple(PlanEntry.of(plan(training_only(arm.recipe), Budget(flops=float(b))))
                                   for b in axes.rung_flops)  # exactly the planner's steps at each rung
     data = json.loads((tmp_path / "axes" / "manifest.json").read_text())
-    assert data["race_manifest_version"] == 4 and RaceDesign.from_data(data, "m").to_data() == data
+    assert data["race_manifest_version"] == 5 and RaceDesign.from_data(data, "m").to_data() == data
 
 
 def test_a_recipe_axis_changes_the_price_and_the_pilot_gets_its_knobs(tmp_path):

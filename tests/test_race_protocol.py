@@ -72,14 +72,14 @@ def test_the_design_says_when_its_horizon_is_beyond_where_p_best_was_checked():
     assert near_note == f"F is {near:.1f}x the largest pilot: predictions at F extrapolate that far"
 
 
-@pytest.mark.parametrize(("evals", "rungs", "positions"), [(2, 2, 4), (3, 2, 4), (4, 2, None), (3, 1, 3),
-                                                            (5, 1, None)])
+@pytest.mark.parametrize(("evals", "rungs", "positions"), [(2, 2, 4), (3, 2, None), (4, 2, None), (2, 1, 3),
+                                                            (3, 1, 4), (5, 1, None)])
 def test_the_design_says_when_its_pilots_evaluate_too_rarely_to_hold_a_point_out(evals, rungs, positions):
     """The analysis holds an evaluation position out only from 5 on (after step 0: the --evals points, each rung's
     end): with fewer, its families are weighted equally and its intervals not calibrated on the pilots' holdout, and
     the design says so before any pilot runs. Counted per arm, at the steps the points fall on: --evals 2 with two
-    rungs gives 4, one of them the point the design adds within the first rung (its two points fell on step 1 and
-    beyond the first rung, with the rung's end 2 positions there)."""
+    rungs gives 4 (the G8 arm: steps 1 and 18, the rungs' ends 306 and 612), --evals 3 with one rung 4 (1, 6, 58,
+    612), --evals 2 with one rung 3."""
     design = design_race(_base(), Grid(("tiny-s",), (4, 8), (1,), ("rule",), seeds=2, rungs=rungs, evals=evals,
                                        eval_prompts=20), 10**13, 0.3, evaluation_flops=_eval_flops)
     notes = [n for n in design.notes if n.startswith("a top-rung pilot evaluates")]
@@ -92,13 +92,12 @@ def test_the_design_says_when_its_pilots_evaluate_too_rarely_to_hold_a_point_out
 def test_every_arm_evaluates_at_enough_positions_in_its_first_rung_for_a_curve():
     """An arm whose steps are dear takes few steps in its first rung, and the grid's log-spaced points fell between
     them: the demo's tiny-l arms (3 steps) evaluated after steps 1 and 3 only, so an arm the halving set aside was
-    "not fitted". The design adds points within such an arm's first steps (flopplan.race.eval_points), every
-    pilot's budget pays for them, and the worst case still fits phi x F."""
+    "not fitted". The design adds a point within such an arm's first rung (flopplan.race.eval_points; here tiny-l
+    at G32, 3 steps), every pilot's budget pays for it, and the worst case still fits phi x F."""
     from flopplan.race.eval_points import MIN_POSITIONS, evaluated_steps, log_points, positions
 
-    grid = Grid(("tiny-s", "tiny", "tiny-l"), (16,), (1,), ("rule", "orm:tiny-rm"), seeds=2,
-                targets=("heldout", "long"), rungs=2, evals=5, eval_prompts=100, room=1.5)
-    design = design_race(_base(), grid, 10**13, 0.21, evaluation_flops=_eval_flops)
+    grid = Grid(("tiny-s", "tiny-l"), (4, 32), (1,), ("rule",), seeds=2, rungs=2, evals=3, eval_prompts=20)
+    design = design_race(_base(), grid, 10**13, 0.3, evaluation_flops=_eval_flops)
     first = {a.name: (a.rungs[0].step_flops, a.rungs[0].steps) for a in design.arms}
     spaced = log_points(min(f for f, _ in first.values()), design.rung_flops[-1], grid.evals)
     dear = [n for n, (f, s) in first.items() if positions(spaced, f, (s,), design.rung_flops[0]) < MIN_POSITIONS]
@@ -113,30 +112,35 @@ def test_every_arm_evaluates_at_enough_positions_in_its_first_rung_for_a_curve()
         [p for p in design.eval_points if p <= design.rung_flops[0]])) for a in design.arms)
 
 
-def test_a_budget_that_cannot_pay_for_the_added_point_is_designed_without_it_and_says_so(tmp_path):
-    """The docs' TRL race (1e10 FLOPs): the point a third position needs costs each pilot one evaluation more, and
-    the first rung then buys tiny 2 steps. The design falls back to the grid's own points rather than refusing a
-    budget that ran before, and names the arms a curve will miss if the halving sets them aside there."""
+def test_a_budget_that_cannot_pay_for_the_added_point_is_designed_without_it_and_says_so():
+    """Near the least budget a grid can be designed at, the point that gives a dear arm its third position costs
+    each pilot one evaluation more, and the first rung would then buy that arm 2 steps. The design falls back to
+    the grid's own points rather than refusing the budget, and names the arms a curve will miss if the halving
+    sets them aside there; a budget that pays for the point adds it and says nothing."""
     from flopplan.race.eval_points import MIN_POSITIONS, positions
 
-    def design(budget: str, out: str) -> tuple[RaceDesign, str]:
-        result = cli("race", "design", "--budget", budget, "--pilot-fraction", "0.5", "--models", "tiny-s,tiny",
-                     "--group-sizes", "4", "--prompts-per-step", "4", "--prompt-len", "9", "--completion-len", "2",
-                     "--full", "--logprob-head", "fused", "--attention-kernel", "sdpa", "--seeds", "1", "--rungs",
-                     "2", "--evals", "2", "--eval-prompts", "16", "--eval-loop", "trl", "--room", "1", "--out",
-                     str(tmp_path / out), check=True)
-        return RaceDesign.load(tmp_path / out), " ".join(result.stdout.split())
+    grid = Grid(("tiny-s", "tiny-l"), (4, 32), (1,), ("rule",), seeds=2, rungs=2, evals=3, eval_prompts=20)
 
-    tight, said = design("1e10", "tight")
-    few = [a.name for a in tight.arms
-           if positions(tight.eval_points, a.rungs[0].step_flops, (a.rungs[0].steps,), tight.rung_flops[0])
-           < MIN_POSITIONS]
-    assert few and all(a.rungs[0].steps >= 3 for a in tight.arms)
-    assert f"{', '.join(few)}: the first-rung pilots evaluate at fewer than the 3 positions" in said
-    roomy, said = design("1e11", "roomy")  # pays for the point: every arm has 3, no note
-    assert all(positions(roomy.eval_points, a.rungs[0].step_flops, (a.rungs[0].steps,), roomy.rung_flops[0])
-               >= MIN_POSITIONS for a in roomy.arms)
-    assert "first-rung pilots evaluate at fewer" not in said
+    def design(budget: float) -> RaceDesign | None:
+        try:
+            return design_race(_base(), grid, int(budget), 0.3, evaluation_flops=_eval_flops)
+        except UserError:
+            return None
+
+    def few(d: RaceDesign) -> list[str]:
+        return [a.name for a in d.arms if positions(d.eval_points, a.rungs[0].step_flops, (a.rungs[0].steps,),
+                                                    d.rung_flops[0]) < MIN_POSITIONS]
+
+    low, high = 10**12, 10**13  # the least budget designed (to 0.05 %): refused below, designed above
+    assert design(low) is None and design(high) is not None
+    while high - low > 5 * 10**9:
+        mid = (low + high) // 2
+        low, high = (low, mid) if design(mid) else (mid, high)
+    tight = design(high)
+    assert tight is not None and few(tight) == ["tiny-l.G32.mu1.rule"] and tight.arms[-1].rungs[0].steps == 3
+    assert [n for n in tight.notes if n.startswith("tiny-l.G32.mu1.rule: the first-rung pilots evaluate at fewer")]
+    roomy = design(1.2 * high)
+    assert roomy is not None and few(roomy) == [] and not [n for n in roomy.notes if "evaluate at fewer" in n]
 
 
 def test_the_library_refuses_a_grid_of_one_arm_as_the_cli_does():

@@ -38,7 +38,7 @@ def test_each_pilot_runs_its_rungs_designed_steps_and_trains_no_more_than_the_ru
         reached = 2 if summary.budget_flops == arm.pilot_budget(design, 1) else 1
         continued += reached == 2
         for rung in range(reached):
-            last = max(within_rung(records, arm.pilot_budget(design, rung)), key=lambda r: r.step)
+            last = max(within_rung(records, design, arm.name, rung), key=lambda r: r.step)
             assert last.step == arm.rungs[rung].steps, (arm.name, rung + 1)  # the evaluation at the rung's end
             assert last.train_flops <= design.rung_flops[rung], (arm.name, rung + 1)
         assert summary.steps == arm.rungs[reached - 1].steps

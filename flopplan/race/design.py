@@ -12,7 +12,7 @@ the halving does not spend goes to the validating run. At 8x beyond a rung, keep
 best at F in 49 % of the repetitions where curves cross, room for all 4 in 16.5 % (benchmarks/race_halving.py).
 
 Evaluations (greedy, on every evaluation target, at step 0, after the first step whose training FLOPs reach
-each of ``evals`` log-spaced points up to the top rung, plus a point within the first rung of an arm those fall on too
+each of ``evals`` log-spaced points below the top rung, plus a point within the first rung of an arm those fall on too
 few of the steps of (:mod:`flopplan.race.eval_points`), and after a pilot's last step at every rung) are charged
 to each pilot's ledger on top of its training budget: a pilot's FLOP budget is ``b_r`` plus, per evaluation that
 can fall within it, the evaluation's exact worst-case cost. ``b_0`` is the largest budget for which the worst case
@@ -46,8 +46,8 @@ from flopplan.units import eng
 
 MANIFEST = "manifest.json"
 PILOTS = "pilots"  # the folder of a race's pilots (flopplan.race.pilots.pilot_folder)
-MANIFEST_VERSION = 4
-READABLE = (1, 2, 3, MANIFEST_VERSION)  # version 4: eval_loop, eval_generations (before: flopplan's)
+MANIFEST_VERSION = 5
+READABLE = (1, 2, 3, 4, MANIFEST_VERSION)  # 4: eval_loop, eval_generations; 5: an evaluation per rung's end
 """Version 1 (before any axis): no ``axes``, arms without ``knobs`` or ``grpo``: read as that. Versions 1-2
 (before the room for extra arms): no ``room``: read as room = keep, the halving's count and no more."""
 MIN_STEPS = 3
@@ -74,8 +74,11 @@ class Arm:
 
     def pilot_budget(self, design: RaceDesign, rung: int) -> int:
         """The FLOP budget of this arm's pilot at ``rung``: training, plus every evaluation that can fall in it (at
-        step 0, at the FLOP points, and the one after its last step, kept in reserve at every step)."""
-        return design.rung_flops[rung] + self.eval_flops * (2 + design.evals_within(rung))
+        step 0, at the FLOP points, and the one after its last step at each rung so far, the current rung's kept in
+        reserve at every step). Manifests before version 5 priced one end-of-rung evaluation whatever the rung, so
+        a continued pilot ran a step or two short of its table; they keep that price (their pilots ran at it)."""
+        ends = rung + 1 if design.manifest_version >= 5 else 1
+        return design.rung_flops[rung] + self.eval_flops * (1 + design.evals_within(rung) + ends)
 
     def split(self, rung: int = -1) -> dict[str, float]:
         """The arm's rollout / learning / feedback shares of its training FLOPs at ``rung``."""
@@ -121,6 +124,7 @@ class RaceDesign:
     one_seed_sd: float = ONE_SEED_SD  # the seed sd the analysis assumes for an arm of one seed (--seed-sd)
     eval_loop: str = "flopplan"  # what each evaluation was priced as (EVAL_LOOPS; --eval-loop)
     eval_generations: int = 0  # trl: completions per evaluation prompt (num_generations_eval); flopplan: 0
+    manifest_version: int = MANIFEST_VERSION  # what a loaded manifest was written as (pilot_budget reads it)
 
     def evals_within(self, rung: int) -> int:
         return sum(1 for point in self.eval_points if point <= self.rung_flops[rung])
@@ -150,7 +154,7 @@ class RaceDesign:
         return [(a.name, s) for a in self.arms for s in self.seeds]
 
     def to_data(self) -> dict[str, Any]:
-        return {"race_manifest_version": MANIFEST_VERSION, "flopplan_version": self.flopplan_version,
+        return {"race_manifest_version": self.manifest_version, "flopplan_version": self.flopplan_version,
                 "command": self.command, "budget_flops": self.budget_flops, "pilot_fraction": self.pilot_fraction,
                 "rung_flops": list(self.rung_flops), "keep": list(self.keep),
                 "room": list(self.room), "eta": self.eta,
@@ -189,7 +193,7 @@ class RaceDesign:
                 str(data.get("flopplan_version", "")),
                 tuple(Axis.from_data(a, f"{where}, axis {i + 1}") for i, a in enumerate(data.get("axes") or ())),
                 tuple(lists["room"]), data.get("one_seed_sd", ONE_SEED_SD), data.get("eval_loop", "flopplan"),
-                data.get("eval_generations", 0))
+                data.get("eval_generations", 0), int(data["race_manifest_version"]))
         except (KeyError, TypeError, ValueError):
             raise UserError(f"{where} is malformed: rerun `flopplan race design`") from None
         if len(design.rung_flops) != len(design.keep) or len(design.room) != len(design.keep) or any(
@@ -354,7 +358,7 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
     if span > cap:
         raise UserError(f"--rungs {grid.rungs} at --eta {grid.eta} put the top rung at {grid.eta}^{grid.rungs - 1} x "
                         f"the first, beyond the pilots' budget phi x F = {cap:.3g} FLOPs: use fewer rungs or a smaller "
-                        "eta")
+                        "eta, or raise --budget or --pilot-fraction")
 
     def solve(fill: bool) -> RaceDesign:
         """The largest first rung whose worst case fits phi x F (a top rung above the pilots' whole budget cannot

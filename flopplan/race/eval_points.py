@@ -3,14 +3,15 @@ last step at each rung), and the positions those give each arm.
 
 A pilot evaluates after the first step whose training FLOPs reach each point (``flopplan train --eval-at-flops``;
 a TRL script's pilot the same, :mod:`flopplan.engines.trl_points`) and after its last step at every rung. The
-points are shared by every arm, log-spaced from the cheapest arm's first step to the top rung (``--evals`` of
-them). An arm whose steps are dear takes few steps in its first rung, and log-spaced points can fall between two
-of them, so several points land on one step: the demo's tiny-l arms took 3 steps at the first rung and evaluated
-after steps 1 and 3 only. A curve needs positions at 3 distinct FLOPs (:func:`flopplan.race.curves.fit_curve`), so
-an arm the halving then set aside could not be fitted at all. :func:`evaluation_points` adds, for such an arm, the
-point halfway in ln FLOPs between its first step and its first rung's end, ``s sqrt(n)`` for n steps of s FLOPs:
-the lowest point (the cheapest arm's first step) falls on its step 1, this one on a step between (step 2 of 3;
-18 of 306), the rung's end on step n, each more than 10 % from the next.
+points are shared by every arm: ``--evals`` of them, log-spaced from the cheapest arm's first step up to the top
+rung (:func:`log_points`). An arm whose steps are dear takes few steps in its first rung, and the points can fall
+between two of them, so several land on one step: the demo's tiny-l arms took 3 steps at the first rung and
+evaluated after steps 1 and 3 only. A curve needs positions at 3 distinct FLOPs
+(:func:`flopplan.race.curves.fit_curve`), so an arm the halving then set aside could not be fitted at all.
+:func:`evaluation_points` adds, for such an arm, the point halfway in ln FLOPs between its first step and its first
+rung's end, ``s sqrt(n)`` for n steps of s FLOPs: the lowest point (the cheapest arm's first step) falls on its
+step 1, this one on a step between (step 2 of 3; 18 of 306), the rung's end on step n, each more than 10 % from the
+next.
 
 The positions are counted as the analysis counts them (:func:`flopplan.race.families.distinct_positions`: more
 than 10 % apart in FLOPs), at the planner's worst-case step FLOPs; a step that costs less than priced moves a point
@@ -31,11 +32,13 @@ MIN_POSITIONS = 3
 
 
 def log_points(low: float, high: float, n: int) -> tuple[int, ...]:
-    """``n`` training-FLOP points log-spaced from ``low`` to ``high`` (rounded, each once); ``high`` alone when
-    ``n`` is 1 or the span is empty."""
-    if n == 1 or high <= low:
-        return (int(high),)
-    return tuple(sorted({round(low * (high / low) ** (i / (n - 1))) for i in range(n)}))
+    """``n`` training-FLOP points log-spaced from ``low`` up to, not at, ``high`` (rounded, each once): ``low
+    (high / low)^(i / n)`` for i < n, the last a step of the log spacing below ``high``. A pilot's training stops
+    at or before its rung (``--train-flops``) and evaluates there anyway, so a point at the top rung (as before
+    2026-12-07) was never reached: ``--evals N`` gave N - 1 points. ``low`` alone when the span is empty."""
+    if high <= low:
+        return (round(low),)
+    return tuple(sorted({round(low * (high / low) ** (i / n)) for i in range(n)}))
 
 
 def evaluated_steps(points: Iterable[int], step_flops: int, ends: Sequence[int], budget: int) -> list[int]:

@@ -322,14 +322,18 @@ def pilot_spending(design: RaceDesign, folder: Path) -> dict[str, int]:
     return out
 
 
-def within_rung(records: list[EvalRecord], budget: int) -> list[EvalRecord]:
-    """A pilot's evaluations made within a rung's ``budget`` (:meth:`~flopplan.race.design.Arm.pilot_budget`:
-    its training and evaluations, which the rung's run never passes): all of the rung's, however much training they
-    bought. Rounds or evaluations that cost less than priced (completions that end early, a script's shorter
-    prompts) let a rung train past its planned training FLOPs; cut there, its last evaluation was dropped and the
-    pilot read as stopped short. A pilot continued to its next rung evaluates beyond the budget (but where the
-    first rounds of the next rung happen to fit within it: then what the rung's FLOPs bought)."""
-    return [r for r in records if r.flops <= budget]
+def within_rung(records: list[EvalRecord], design: RaceDesign, arm: str, rung: int) -> list[EvalRecord]:
+    """A pilot's evaluations made within ``rung``: within its budget (:meth:`~flopplan.race.design.Arm.pilot_budget`:
+    its training and evaluations, which the rung's run never passes) and, in a race whose pilots are capped at each
+    rung's training FLOPs (manifest version 5), at training FLOPs within the rung's. Before the cap, rounds or
+    evaluations that cost less than priced (completions that end early, a script's shorter prompts) let a rung train
+    past its planned training FLOPs; cut there, its last evaluation was dropped and the pilot read as stopped short,
+    so such a race reads by the budget alone, and where the first rounds of a pilot's next rung fit within the
+    rung's budget (evaluations that cost less than their reserve), those too. Capped, a pilot's first evaluation of
+    its next rung is never read as the rung's (a pilot already running its next rung would change the rung)."""
+    budget = design.arm(arm).pilot_budget(design, rung)
+    capped = design.manifest_version >= 5
+    return [r for r in records if r.flops <= budget and (not capped or r.train_flops <= design.rung_flops[rung])]
 
 
 def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], command: str,
@@ -355,7 +359,8 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
                 _check_whole(path, records, summary.steps)
             for target in design.targets:
                 points = tuple(EvalPoint(float(r.train_flops), np.asarray(r.scores, dtype=float))
-                               for r in within_rung(records, limit) if r.target == target)
+                               for r in within_rung(records, design, arm.name, reached[arm.name])
+                               if r.target == target)
                 if not points:
                     within = f" within its rung's budget of {limit:.3g} FLOPs" if any(r.target == target
                                                                                        for r in records) else ""

@@ -38,8 +38,7 @@ def design_table(design: RaceDesign) -> tuple[Table, list[str]]:
              f"budget's room {room} (more go on only when the evidence cannot rule them out at F)",
              f"worst case of all pilots {eng(design.worst_case_flops)} <= phi x F = {eng(design.pilot_cap)} "
              f"(phi {design.pilot_fraction:g})",
-             f"evaluations at step 0, at each rung's end and after {len(design.eval_points)} points (log-spaced, and "
-             "one within the first rung of an arm whose steps those fall on too few of), "
+             f"evaluations at step 0, at each rung's end and after {len(design.eval_points)} points, "
              f"{eng(design.eval_points[0])} to {eng(design.eval_points[-1])} training FLOPs, on "
              f"{', '.join(design.targets)} (decisions use {', '.join(design.fit_targets)})", *design.notes]
     return table, notes

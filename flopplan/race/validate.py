@@ -70,10 +70,10 @@ class TargetCheck:
 
 def _arm_data(design: RaceDesign, folder: Path, arm: str, target: str) -> ArmPilots:
     """An arm's pilots on ``target``: every evaluation within its top rung's budget (:func:`within_rung`)."""
-    budget = design.arm(arm).pilot_budget(design, len(design.rung_flops) - 1)
+    top = len(design.rung_flops) - 1
     runs = []
     for seed in design.seeds:
-        records = [r for r in within_rung(load_evaluations(pilot_folder(folder, arm, seed)), budget)
+        records = [r for r in within_rung(load_evaluations(pilot_folder(folder, arm, seed)), design, arm, top)
                    if r.target == target]
         runs.append(SeedRun(seed, tuple(EvalPoint(float(r.train_flops), np.asarray(r.scores, dtype=float))
                                         for r in records)))
