@@ -58,7 +58,7 @@ TINY_67 = ("flopplan plan --model tiny --full --prompts-per-step 16 --group-size
            " --micro-batch 64 --eval-every 10 --eval-prompts 200 --budget 6e11")
 TINY_TRL = ("flopplan plan --model tiny --full --prompts-per-step 4 --group-size 4 --prompt-len 9 --completion-len 4"
             " --generation-batch 8 --micro-batch 8 --logprob-head fused --steps 6 --out plan.json")
-RACE_TRL = ("flopplan race design --budget 1e10 --pilot-fraction 0.5 --models tiny-s,tiny --group-sizes 4 "
+RACE_TRL = ("flopplan race design --budget 1.2e10 --pilot-fraction 0.5 --models tiny-s,tiny --group-sizes 4 "
             "--prompts-per-step 4 --prompt-len 9 --completion-len 2 --full --logprob-head fused "
             "--attention-kernel sdpa --seeds 1 --rungs 2 "
             "--evals 2 --eval-prompts 16 --eval-loop trl --fit-targets heldout --room 1 --out race")

@@ -20,7 +20,7 @@ from flopplan.errors import UserError
 from flopplan.race.design import RaceDesign
 
 EXAMPLE = ROOT / "examples" / "race_trl" / "train_grpo.py"
-DESIGN = ("--budget", "1e10", "--pilot-fraction", "0.5", "--models", "tiny-s,tiny", "--group-sizes", "4",
+DESIGN = ("--budget", "1.2e10", "--pilot-fraction", "0.5", "--models", "tiny-s,tiny", "--group-sizes", "4",
           "--prompts-per-step", "4", "--prompt-len", "9", "--completion-len", "2", "--full", "--logprob-head", "fused",
           "--attention-kernel", "sdpa",
           "--seeds", "1", "--rungs", "2", "--room", "1", "--evals", "2", "--eval-prompts", "16", "--eval-loop", "trl",
@@ -531,7 +531,7 @@ def test_after_a_pilot_fails_no_other_pilot_starts(tmp_path, jobs):
             "Path(spec.folder, 'started').write_text('')\n"
             f"first = {jobs} == 2 and spec.arm == 'tiny-s.G4.mu1.rule' and spec.seed == 0\n"
             "time.sleep(120 if first else 0)\nsys.exit(3 if first else 4)\n")
-    two_seeds = [{"1": "2", "1e10": "4e10"}.get(a, a) for a in DESIGN]
+    two_seeds = [{"1": "2", "1.2e10": "4e10"}.get(a, a) for a in DESIGN]
     cli("race", "design", *two_seeds, "--out", str(tmp_path / "race"), check=True)
     one_line_error(cli("race", "run", str(tmp_path / "race"), "--json", "--jobs", jobs, "--pilot",
                        _script(tmp_path, body)), "failed (exit 4)")
