@@ -38,6 +38,8 @@ def test_a_run_stops_before_a_step_that_could_pass_its_training_cap_and_a_resume
     evaluated = [json.loads(line)["step"] for line in (run / "evaluations.jsonl").read_text().splitlines()]
     assert evaluated[-1] == 3  # --eval-at-end evaluated the step the cap ended the run after
     assert json.loads((run / "config.json").read_text())["train_flops"] == cap
+    lower = cli("train", "--out", str(run), "--resume", "--train-flops", str(step), "--no-progress")
+    one_line_error(lower, f"--train-flops {step:,} does not extend it")  # (it was accepted and did nothing)
     cli("train", "--out", str(run), "--resume", "--budget", "1e12", "--train-flops", str(cap + 2 * step),
         "--no-progress", check=True)  # the next rung's cap
     assert json.loads((run / "summary.json").read_text())["steps"] == 5 and training(run)[-1] <= cap + 2 * step

@@ -47,6 +47,7 @@ TRAIN_REFUSED = {
     "a prompt beyond the context": (["--dataset", "LONG", "--steps", "1", "--no-eval"], "context"),
     "a completion beyond the context": (["--completion-len", "600", "--steps", "1"], "context"),
     "a budget without a step": (["--budget", "1500"], "buys no step"),
+    "a training cap without a step": (["--steps", "1", "--train-flops", "1500"], "--train-flops 1,500 buys no step"),
     "a group of one completion": (["--group-size", "1", "--steps", "1"], "group size of 1 cannot train"),
 }
 

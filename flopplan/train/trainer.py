@@ -172,7 +172,7 @@ class Trainer:
         """A new run, or one killed before its first checkpoint started again (``resume``, or a new run in its
         folder): either way what its logs record as done is lost work, charged (or recorded) alike."""
         if not resume:  # refused before the folder holds the run's files (or its logs are read)
-            self._refuse_a_budget_without_a_step(fresh=True)
+            self._refuse_a_run_without_a_step(fresh=True)
             self.folder.check_new()
         lost = self.folder.lost_after(-1)
         self.folder.create(self.config)
@@ -219,6 +219,9 @@ class Trainer:
         if self.config.budget_flops is not None and self.ledger.charged > self.config.budget_flops:
             raise UserError(f"the run has already spent {self.ledger.charged:,} FLOPs, more than the "
                             f"budget of {self.config.budget_flops:,}")
+        if self.config.train_flops is not None and (trained := training_flops(self.ledger)) >= self.config.train_flops:
+            raise UserError(f"the run has already trained {trained:,} FLOPs (evaluations excluded): --train-flops "
+                            f"{self.config.train_flops:,} does not extend it")
         if self.config.max_steps is not None and self.config.max_steps <= self.step:
             raise UserError(f"the run has done {self.step} steps: --steps {self.config.max_steps} does not extend it "
                             "(give more steps, or a larger --budget)")
@@ -399,24 +402,30 @@ class Trainer:
         finally:
             self.folder.unlock()
 
-    def _refuse_a_budget_without_a_step(self, fresh: bool = False) -> None:
-        """A fresh run whose budget cannot pay for its first step (and the baseline evaluation before it) is
-        refused before any work, with what that step could cost, as the planner refuses such a plan; ``fresh``: a
-        new run, checked before its folder is written (no baseline done)."""
-        budget = self.config.budget_flops
-        if budget is None or self.step > 0:
+    def _refuse_a_run_without_a_step(self, fresh: bool = False) -> None:
+        """A fresh run whose budget cannot pay for its first step (and the baseline evaluation before it), or whose
+        training cap (--train-flops) is below that step's training FLOPs, is refused before any work, with what that
+        step could cost, as the planner refuses such a plan; ``fresh``: a new run, checked before its folder is
+        written (no baseline done)."""
+        budget, cap = self.config.budget_flops, self.config.train_flops
+        if self.step > 0:
             return
-        first = self._next_step_worst(self.prompts_at(self.data_position))
-        baseline = self.eval_worst if self.recipe.eval_every is not None and self.recipe.eval_at_start and \
-            (fresh or not self._baseline_done()) else 0
-        if first + baseline > self.ledger.remaining:
-            extra = f" plus {baseline:,} for the baseline evaluation" if baseline else ""
-            raise UserError(f"the budget ({budget:,} FLOPs) buys no step: the first could cost up to {first:,} FLOPs"
-                            f"{extra}")
+        problems = self.prompts_at(self.data_position)
+        if budget is not None:
+            first = self._next_step_worst(problems)
+            baseline = self.eval_worst if self.recipe.eval_every is not None and self.recipe.eval_at_start and \
+                (fresh or not self._baseline_done()) else 0
+            if first + baseline > self.ledger.remaining:
+                extra = f" plus {baseline:,} for the baseline evaluation" if baseline else ""
+                raise UserError(f"the budget ({budget:,} FLOPs) buys no step: the first could cost up to {first:,} "
+                                f"FLOPs{extra}")
+        if cap is not None and passes_cap(training_flops(self.ledger), round_ := self.worst_case(problems, False), cap):
+            raise UserError(f"--train-flops {cap:,} buys no step: the first could cost up to {round_:,} training "
+                            "FLOPs (evaluations excluded)")
 
     def _run(self) -> RunSummary:
         r, cfg = self.recipe, self.config
-        self._refuse_a_budget_without_a_step()
+        self._refuse_a_run_without_a_step()
         baseline = self.step == 0 and r.eval_every is not None and r.eval_at_start and not self._baseline_done()
         if baseline and self.ledger.fits(self.eval_worst):
             evaluation, charges = self.evaluate(self._baseline_in_progress)
