@@ -269,6 +269,10 @@ REFUSED = {
     "tables outside the repository": (["tables", "--check", "--out", "NOWHERE"], "none of flopplan's tables"),
     "a version as text": (["train", "--out", "RUN", "--plan", "TEXT_VERSION"], "the integer 1"),
     "a plan file without plans": (["train", "--out", "RUN", "--plan", "NO_PLANS"], "holds no plans"),
+    "a task with a dataset": (["train", "--out", "RUN", "--steps", "1", "--no-eval", "--dataset", "DATA", "--task",
+                               "digits:sum"], "--task and --dataset contradict each other"),  # (the task was ignored)
+    "a task size with a dataset": (["train", "--out", "RUN", "--steps", "1", "--no-eval", "--dataset", "DATA",
+                                    "--train-size", "100"], "--train-size and --dataset contradict each other"),
 }
 
 
@@ -277,8 +281,10 @@ def test_what_cannot_work_is_refused(tmp_path, case):
     args, fragment = REFUSED[case]
     (tmp_path / "text.json").write_text(json.dumps({"flopplan_plan_version": "1", "plans": []}))
     (tmp_path / "none.json").write_text(json.dumps({"flopplan_plan_version": 1, "plans": []}))
+    (tmp_path / "data.jsonl").write_text(json.dumps({"prompt": "1 2 3", "answer": "1"}) + "\n")
     swap = {"RUN": str(tmp_path / "run"), "NOWHERE": str(tmp_path / "nowhere"), "r.toml": str(tmp_path / "r.toml"),
-            "TEXT_VERSION": str(tmp_path / "text.json"), "NO_PLANS": str(tmp_path / "none.json")}
+            "TEXT_VERSION": str(tmp_path / "text.json"), "NO_PLANS": str(tmp_path / "none.json"),
+            "DATA": str(tmp_path / "data.jsonl")}
     one_line_error(cli(*[swap.get(a, a) for a in args]), fragment)
 
 

@@ -40,8 +40,8 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
     from flopplan.train.config import replace_config, train_config
     from flopplan.train.runfolder import RunFolder
 
+    ctx = click.get_current_context()
     if resume:
-        ctx = click.get_current_context()
         given = sorted(name for name in ctx.params
                        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
                        and name not in RESUME_OPTIONS)
@@ -50,6 +50,11 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
             fail(f"--resume continues the run as it was configured; it takes only --out, --steps, --budget, "
                  f"--train-flops, --no-progress and --json, not {option}")
     knobs = dataclass_values(TrainConfig, opts)  # the run's options first: the recipe's include another --engine
+    if knobs["dataset"] is not None:  # a dataset's prompts replace the built-in task (TrainConfig.task is None)
+        for name, option in (("task", "--task"), ("train_size", "--train-size")):
+            if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
+                fail(f"{option} and --dataset contradict each other: {option} is the built-in task's, and a run "
+                     "on a dataset has none")
     changes, tuning_given = recipe_changes(opts)
     if no_eval and {"eval_every", "eval_prompts"} & set(changes):
         fail("--no-eval contradicts --eval-every/--eval-prompts")

@@ -99,8 +99,8 @@ class TrainConfig:
         "--model-path", "A local model folder (weights + tokenizer)", "folder"))
     random_init: bool = field(default=False, metadata=option(
         "--random-init", "Registry architecture without weights (FLOP/time-faithful)", "flag"))
-    task: str | None = field(default="digits", metadata=option(
-        "--task", "Built-in task: digits[:first|last|max|sum[:N]]", "text"))  # None with a dataset (see below)
+    task: str | None = field(default="digits", metadata=option(  # None with a dataset (see below)
+        "--task", "Built-in task (not with --dataset): digits[:first|last|max|sum[:N]]", "text"))
     dataset: str | None = field(default=None, metadata=option(
         "--dataset", "JSONL, parquet or a saved datasets folder: prompt (text or chat messages) and answer (or "
         "solution; GSM8K '#### x' and \\boxed{x} ok); other columns go to the reward functions", "path"))
@@ -112,7 +112,8 @@ class TrainConfig:
     system_prompt: str | None = field(default=None, metadata=option(
         "--system-prompt", "A system message opening every prompt (a plain prompt becomes the user message)",
         "text"))
-    train_size: int = field(default=20000, metadata=option("--train-size", "Built-in task problems"))
+    train_size: int = field(default=20000, metadata=option(
+        "--train-size", "Built-in task problems; not with --dataset"))
     engine: str = field(default="builtin", metadata=option(
         "--engine", "Who runs the GRPO loop: flopplan's trainer, or TRL's GRPOTrainer with flopplan's FLOP meter",
         "choice", ENGINES))
