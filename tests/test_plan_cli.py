@@ -191,6 +191,14 @@ BAD = {
                                  "--budget", "1e30"], "solve for steps instead"),
     "share and steps": (["plan", "--target-learning-share", "0.9", "--solve", "iterations", "--steps", "7"],
                         "--steps"),
+    "experts of a dense model": (["plan", "--model", "qwen2.5-0.5b", "--experts", "eager"],
+                                 "--experts applies to models with mixture-of-experts layers; qwen2.5-0.5b has none"),
+    "experts of no compared model": (["compare", "--models", "qwen2.5-0.5b", "--rewards", "rule", "--experts",
+                                      "batched_mm"], "--experts applies"),
+    "a window of a model without one": (["plan", "--window", "windowed"], "--window applies to models with "
+                                        "sliding-window attention layers; none of qwen2.5-0.5b"),
+    "a window given to estimate": (["estimate", "--model", "qwen2.5-0.5b", "--phase", "forward", "--seq", "8",
+                                    "--window", "windowed"], "--window applies"),
 }
 
 
@@ -198,6 +206,17 @@ BAD = {
 def test_bad_input_is_one_line_and_exit_2(case):  # (a window wider than the context is not: test_sliding_window)
     args, fragment = BAD[case]
     one_line_error(run(*args), fragment)
+
+
+def test_the_recipe_line_names_the_experts_and_window_conventions_of_the_models_they_count():
+    """--experts and --window change the counts of a mixture-of-experts and a sliding-window model (and no other:
+    refused there, see BAD): the recipe line says which was counted, as estimate's line does."""
+    moe = run("plan", "--model", "qwen2.5-0.5b,tiny-moe", "--full", "--experts", "eager", check=True).stdout
+    assert "log-prob head fused-compact, experts eager\n" in moe and "windows" not in moe, moe
+    window = run("plan", "--model", "gemma-3-1b", "--window", "windowed", check=True).stdout
+    assert "log-prob head fused-compact, windows windowed\n" in window and "experts" not in window, window
+    dense = run("plan", "--model", "qwen2.5-0.5b", check=True).stdout
+    assert "log-prob head fused-compact\n" in dense
 
 
 @pytest.mark.parametrize(("content", "fragment"), [

@@ -6,6 +6,7 @@ import click
 
 from flopplan.attention import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, WINDOW_CONVENTIONS
 from flopplan.cli import echo_json, fail, main
+from flopplan.cli.options import CONVENTION_OPTIONS, check_conventions_apply
 from flopplan.formulas import Conventions, LoRA
 from flopplan.moe import EXPERTS_IMPLEMENTATIONS
 
@@ -98,6 +99,9 @@ def estimate(model_name: str, phase: str, batch: int, seq: int | None, context: 
     if lora_rank is not None and lora_rank <= 0:
         fail(f"--lora-rank must be a positive integer, not {lora_rank}")
     spec = resolve(model_name)
+    ctx = click.get_current_context()
+    check_conventions_apply([name for name in CONVENTION_OPTIONS  # a value given, not the default
+                             if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT], [spec])
     req = EstimateRequest(
         phase=phase, batch=batch, seq=seq, context=context, prompt=prompt, completion=completion, logits=logits,
         lora=_lora_option(lora_rank, lora_targets),

@@ -158,6 +158,26 @@ def check_applicable(changes: dict[str, Any], recipe: Recipe, evaluates: bool = 
         raise UserError(f"{flag(given[0])} applies with an evaluation (--eval-every K --eval-prompts N)")
 
 
+CONVENTION_OPTIONS = {"experts": ("--experts", "mixture-of-experts layers"),
+                      "window": ("--window", "sliding-window attention layers")}
+"""Counting conventions that apply to some architectures only: the option, and what a model needs for it to apply."""
+
+
+def check_conventions_apply(given: Sequence[str], specs: Sequence[Any]) -> None:
+    """``--experts`` and ``--window`` (``given``: the names of those given) apply to a mixture-of-experts model and
+    to a model with sliding-window layers: one given where no model of ``specs`` (the command's policies and reward
+    models) has them would be ignored, and is refused."""
+    from flopplan.attention import sliding_layers
+
+    applies = {"experts": lambda spec: spec.moe is not None, "window": lambda spec: sliding_layers(spec)[0] > 0}
+    for name in (n for n in CONVENTION_OPTIONS if n in given):
+        if not any(applies[name](spec) for spec in specs):
+            option, needs = CONVENTION_OPTIONS[name]
+            names = list(dict.fromkeys(spec.name for spec in specs))
+            which = f"{names[0]} has none" if len(names) == 1 else f"none of {', '.join(names)} has any"
+            raise UserError(f"{option} applies to models with {needs}; {which}: it would change no count")
+
+
 def build_recipe(recipe_file: str | None, opts: dict[str, Any], base: Recipe | None = None,
                  evaluates: bool = False, arms: Sequence[dict[str, Any]] = ()) -> Recipe:
     """A Recipe from ``base`` (default: the planner's defaults), then the file, then the options given;

@@ -11,10 +11,12 @@ import click
 
 from flopplan.cli import command_line, echo_json, fail, main
 from flopplan.cli.options import (
+    CONVENTION_OPTIONS,
     budget_from,
     budget_given,
     budget_options,
     build_recipe,
+    check_conventions_apply,
     names_option,
     profile_from,
     recipe_options,
@@ -83,13 +85,14 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
     from flopplan.fileio import STDOUT
     from flopplan.planfile import PlanFile
     from flopplan.planner import require_steps
-    from flopplan.report.plan_tables import phase_table, plan_notes, same_flop_table, time_table
+    from flopplan.report.plan_tables import model_specs, phase_table, plan_notes, same_flop_table, time_table
     from flopplan.solver import plan_request
 
     fmt = "json" if as_json else fmt
     if out_file == STDOUT and save_recipe == STDOUT:
         fail("--out - and --save-recipe - would both print: give a file name to one of them")
     extra_notes: list[str] = []
+    conventions = [name for name in CONVENTION_OPTIONS if recipe_opts.get(name) is not None]  # (consumed below)
     if from_trl or from_verl:
         from flopplan.cli.engines import recipe_of_engine_config
 
@@ -114,6 +117,7 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
     plans = plan_request(base, names, the_budget, prof, free=free, steps=steps, target_share=target_learning_share,
                          largest=largest_model, budget_given=budget_given(budget, gpu_hours, dollars))
     require_steps(plans)
+    check_conventions_apply(conventions, model_specs(plans))
     if save_recipe:
         if any(p.recipe != plans[0].recipe for p in plans[1:]):
             fail(f"--save-recipe writes one recipe, and this request has {len(plans)} (one per model): give one "
@@ -145,9 +149,10 @@ def compare(models: tuple[str, ...], rewards: tuple[str, ...], recipe_file: str 
     """Same-FLOP comparisons: every model size under one budget, and every feedback system per model."""
     from flopplan.planfile import PlanEntry
     from flopplan.planner import compare_models, compare_rewards, require_steps
-    from flopplan.report.plan_tables import phase_table, plan_notes, same_flop_table
+    from flopplan.report.plan_tables import model_specs, phase_table, plan_notes, same_flop_table
 
     fmt = "json" if as_json else fmt
+    conventions = [name for name in CONVENTION_OPTIONS if recipe_opts.get(name) is not None]  # (consumed below)
     base = build_recipe(recipe_file, recipe_opts)
     names = names_option(models, "--models") or list(DEFAULT_MODELS)
     reward_names = names_option(rewards, "--rewards") or list(DEFAULT_REWARDS)
@@ -156,6 +161,7 @@ def compare(models: tuple[str, ...], rewards: tuple[str, ...], recipe_file: str 
     sizes = compare_models(base, names, the_budget, prof)
     feedback = compare_rewards(base, reward_names, the_budget, names, prof)
     require_steps(sizes + feedback)
+    check_conventions_apply(conventions, model_specs(sizes + feedback))
     what = "equal FLOPs" if the_budget.flops is not None else "an equal budget"
     tables = [same_flop_table(sizes, f"Model sizes at {what} ({the_budget.describe()}, reward {base.reward})",
                               prof is not None),

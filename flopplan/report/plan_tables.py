@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flopplan.attention import sliding_layers
 from flopplan.passes import BUCKETS, EVAL_PHASES, STEP_PHASES
 from flopplan.planfile import PlanEntry
 from flopplan.planner import Plan, budget_text, hours_unit
@@ -107,6 +108,19 @@ def time_table(plans: list[Plan]) -> Table:
     return table
 
 
+def model_specs(plans: list[Plan]) -> list[Any]:
+    """The models the plans count: each policy, and each reward model."""
+    return [spec for p in plans for spec in (p.recipe.policy_spec, p.recipe.reward_spec) if spec is not None]
+
+
+def _conventions(plans: list[Plan]) -> str:
+    """The recipe's experts implementation and window convention, where a model of the plans has what they count
+    (mixture-of-experts layers, sliding-window layers): they change its counts."""
+    specs, r = model_specs(plans), plans[0].recipe
+    return ((f", experts {r.experts}" if any(s.moe is not None for s in specs) else "")
+            + (f", windows {r.window}" if any(sliding_layers(s)[0] for s in specs) else ""))
+
+
 def plan_notes(plans: list[Plan]) -> list[str]:
     notes = []
     for p in plans:
@@ -125,7 +139,7 @@ def plan_notes(plans: list[Plan]) -> list[str]:
         notes.append(f"recipe: {_tuning(plans[0])}, {r.prompts_per_step} prompts x G={r.group_size}, prompt "
                      f"{r.prompt_len.describe()}, completion {r.completion_len.describe()}, mu={r.iterations}, "
                      f"beta={r.beta:g}, engine {r.engine}, checkpointing {'on' if r.grad_ckpt else 'off'}, "
-                     f"log-prob head {r.logprob_head}")
+                     f"log-prob head {r.logprob_head}{_conventions(plans)}")
         templates = {str(p.recipe.reward): p.recipe.reward_overhead_tokens for p in plans
                      if p.recipe.reward.kind != "rule"}
         if templates:
