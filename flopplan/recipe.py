@@ -166,7 +166,10 @@ class Recipe:
     generation_batch: int | None = field(default=None, metadata=option(
         "--generation-batch", "hf: sequences per generate call (default: all rollouts of a step)"))
     micro_batch: int | None = field(default=None, metadata=option(
-        "--micro-batch", "Sequences per scoring/update forward (default: G)"))
+        "--micro-batch", "Sequences per forward of the scoring passes (old log-probs, reference) and per "
+        "forward-backward of the update, within one --generation-batch (packed, --update-padding none: one each); "
+        "an optimizer step accumulates the gradients of --optimizer-batch / micro-batch of them (TRL's "
+        "per_device_train_batch_size) (default: G)"))
     update_padding: str = field(default="batch", metadata=option(
         "--update-padding", "Pad scoring/update micro-batches to the generation batch's longest (TRL) or not "
         "(packed, verl)", "choice", UPDATE_PADDING))

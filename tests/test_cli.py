@@ -301,11 +301,31 @@ def test_train_help_states_the_training_defaults():
     entries = {option: " ".join(record[1].split()) for option, record in records.items() if record}
     for option, label, default in (("--group-size", "Completions per prompt, G", 16),
                                    ("--prompts-per-step", "Prompts per GRPO step", 16),
-                                   ("--completion-len", "", 2), ("--micro-batch", "", 64)):
+                                   ("--completion-len", "", 2)):
         entry = entries[option]
         assert entry.startswith(label) and entry.endswith(f"(default: {default}).") and entry in printed, option
     assert "--keep-checkpoints" in entries and "--keep-checkpoints" in printed
     assert "(default: 8)" not in entries["--group-size"]
+
+
+def test_train_help_says_what_a_micro_batch_is_and_which_default_a_run_gets(tmp_path):
+    """train --help said "--micro-batch: Sequences per scoring/update forward (default: 64)": 64 is the demo round's
+    (16 x 16), a run given --prompts-per-step or --group-size gets G; nor did it say how micro-batches sit in the
+    generation and optimizer batches (gradient accumulation)."""
+    from flopplan.cli import main
+    from flopplan.cli.train import train
+    from flopplan.train.config import train_config
+
+    context = click.Context(train, info_name="train", parent=click.Context(main, **main.context_settings))
+    record = next(p.get_help_record(context) for p in train.params if p.opts[0] == "--micro-batch")
+    entry = " ".join(record[1].split())
+    assert "--generation-batch" in entry and "--optimizer-batch / micro-batch" in entry, entry
+    assert entry.endswith("(default: 64, the demo's 16 x 16 round; G once --prompts-per-step or --group-size is "
+                          "given)."), entry
+    out = str(tmp_path / "run")
+    assert train_config(out, max_steps=1).recipe.micro_batch_size == 64
+    assert train_config(out, max_steps=1, changes={"group_size": 4}).recipe.micro_batch_size == 4
+    assert train_config(out, max_steps=1, changes={"prompts_per_step": 2}).recipe.micro_batch_size == 16
 
 
 def test_a_name_the_terminal_cannot_show_is_escaped(tmp_path):

@@ -45,12 +45,12 @@ def _default_text(value: Any, name: str) -> str | None:
     return str(value)
 
 
-def help_with_default(f: Field[Any], default: Any) -> str:
+def help_with_default(f: Field[Any], default: Any, text: str | None = None) -> str:
     """An option's help, then its default (a negated flag: off, its field on), which replaces the default the
-    field's help states for None (``--micro-batch``'s G)."""
+    field's help states for None (``--micro-batch``'s G); ``text``: the command's words for its default instead."""
     if f.metadata["kind"] == "negated":
         default = not default
-    text = _default_text(default, f.name)
+    text = text or _default_text(default, f.name)
     if text is None:
         return f.metadata["help"] + "."
     return re.sub(r" \(default: [^)]*\)$", "", f.metadata["help"]) + f" (default: {text})."
@@ -80,9 +80,11 @@ def recipe_option_fields() -> list[Any]:
     return [f for f in fields(Recipe) if "option" in f.metadata]
 
 
-def recipe_options(defaults: Recipe, exclude: tuple[str, ...] = (), hidden: tuple[str, ...] = ()) -> Decorator:
+def recipe_options(defaults: Recipe, exclude: tuple[str, ...] = (), hidden: tuple[str, ...] = (),
+                   default_texts: dict[str, str] | None = None) -> Decorator:
     """``--recipe FILE``, ``--full`` and one option per recipe field (but ``exclude``; ``hidden``: parsed, to be
-    refused by the command in its own words, not listed), their help stating ``defaults``' values."""
+    refused by the command in its own words, not listed), their help stating ``defaults``' values (or the words of
+    ``default_texts``, by field, for a default that is not one value)."""
     options: list[Decorator] = [
         click.option("--recipe", "recipe_file", type=click.Path(dir_okay=False),
                      help="A recipe file (TOML or JSON) to start from; the options below override it."),
@@ -90,7 +92,8 @@ def recipe_options(defaults: Recipe, exclude: tuple[str, ...] = (), hidden: tupl
     for f in recipe_option_fields():
         if f.name in exclude:
             continue
-        options.append(field_option(f, f.name, help_with_default(f, getattr(defaults, f.name)),
+        options.append(field_option(f, f.name, help_with_default(f, getattr(defaults, f.name),
+                                                                 (default_texts or {}).get(f.name)),
                                     hidden=f.name in hidden))
         if f.name == "lora_rank":
             options.append(click.option("--full", "full_ft", is_flag=True, default=None,

@@ -22,6 +22,11 @@ shapes (its prompts are 10 tokens of the tiny family's character tokenizer, its 
 token)."""
 
 
+MICRO_BATCH_DEFAULT = ("each arm's largest that divides its generation and optimizer batches; without those, a "
+                       "step's rollouts in one")
+"""What a design's arms get for --micro-batch unless it or the recipe file sets one (Grid.round_micro_batch)."""
+
+
 def race_base() -> Recipe:
     from flopplan.lengths import Length
 
@@ -105,7 +110,8 @@ def race(ctx: click.Context) -> None:
                    "adds one within the first rung of an arm whose steps they fall on too few of (3 positions fit a "
                    "curve).")
 @recipe_options(race_base(), exclude=("engine", "group_size", "iterations", "reward", "eval_every", "eval_prompts",
-                                      "eval_batch", "eval_at_start", "experts", "window"))
+                                      "eval_batch", "eval_at_start", "experts", "window"),
+                default_texts={"micro_batch": MICRO_BATCH_DEFAULT})
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 def design(budget: str, pilot_fraction: float, out_dir: str, axes: tuple[str, ...], models: tuple[str, ...],
            group_sizes: tuple[str, ...], mus: tuple[str, ...], rewards: tuple[str, ...],

@@ -26,7 +26,9 @@ JSON."""
 @click.option("--model", "model_name", help="Policy: tiny (default), or a registry name with --random-init.")
 @dataclass_options(TrainConfig)
 @recipe_options(demo_recipe(), exclude=("engine", "window"),  # the trainer's kernels compute a masked window
-                hidden=("prompt_len", "eval_prompt_len"))  # refused: a run's prompts are its task's or dataset's
+                hidden=("prompt_len", "eval_prompt_len"),  # refused: a run's prompts are its task's or dataset's
+                default_texts={"micro_batch": "64, the demo's 16 x 16 round; G once --prompts-per-step or "
+                                              "--group-size is given"})
 @click.option("--resume", is_flag=True,
               help="Continue the run in --out from its last checkpoint (--steps/--budget may extend it).")
 @click.option("--no-eval", is_flag=True, help="No held-out evaluation.")
