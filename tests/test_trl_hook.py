@@ -1304,3 +1304,87 @@ def test_a_recipe_matches_a_trainers_when_their_models_compute_the_same_passes(t
     assert name == "policy_spec" and mine.vocab_size + 1 == theirs.vocab_size
     assert first_difference(base, base.with_(attention_kernel="sdpa")) == ("attention_kernel", "eager", "sdpa")
     assert first_difference(base, base.with_(attention_kernel="sdpa"), skip=("attention_kernel",)) is None
+
+
+KILLED_IN_A_REWARD = '''"""A metered GRPO run (full fine-tuning, beta > 0, num_iterations 2: old log-probs
+and the reference are scored; evaluated every round) whose rewards are a reward model, then a function that
+SIGKILLs the process at ``kill_at`` ("round": round 2's rewards; "evaluation": the evaluation at the end of round
+1), after writing what the process executed since its last complete checkpoint (FlopCounterMode and its blind
+spots: the meter's measure=True)."""
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from datasets import Dataset
+from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+from trl import GRPOConfig, GRPOTrainer
+
+from flopplan.runfile import last_complete_checkpoint
+from flopplan.trl import meter
+
+
+def executed_since_checkpoint(trainer, metered):
+    checkpoint = last_complete_checkpoint(trainer.args.output_dir)
+    saved = json.loads((checkpoint / "flopplan_ledger.json").read_text())["ledger"]["unit_measured"] \\
+        if checkpoint is not None else {}
+    running = sum(part["measured"][unit] + sum(part["blind"][unit].values())
+                  for part in (metered.round, metered.evaluation) for unit in part["measured"])
+    return sum(metered.ledger.unit_measured.values()) - sum(saved.values()) + running + metered.outside_units
+
+
+def build(tiny, where, steps, kill_at=None):
+    held = []
+
+    def last_reward(completions, trainer_state, **kwargs):
+        trainer, metered = held
+        evaluating = not trainer.model.training
+        if (kill_at, evaluating, trainer_state.global_step) in {("round", False, 2), ("evaluation", True, 2)}:
+            (where / "executed.json").write_text(json.dumps(executed_since_checkpoint(trainer, metered)))
+            os.kill(os.getpid(), signal.SIGKILL)
+        return [0.0] * len(completions)
+
+    rows = [{"prompt": f"{a}+{a + 1}="} for a in range(24)]
+    policy = AutoModelForCausalLM.from_pretrained(tiny / "policy", attn_implementation="eager")
+    reward = AutoModelForSequenceClassification.from_pretrained(tiny / "orm", num_labels=1,
+                                                                attn_implementation="eager")
+    args = GRPOConfig(output_dir=str(where / "trl"), per_device_train_batch_size=8, num_generations=4,
+                      max_completion_length=8, beta=0.04, num_iterations=2, max_steps=steps, use_cpu=True,
+                      report_to="none", save_strategy="steps", save_steps=2, eval_strategy="steps", eval_steps=2,
+                      per_device_eval_batch_size=8, logging_steps=1, disable_tqdm=True)
+    trainer = GRPOTrainer(model=policy, reward_funcs=[reward, last_reward], args=args,
+                          processing_class=AutoTokenizer.from_pretrained(tiny / "policy"),
+                          reward_processing_classes=[AutoTokenizer.from_pretrained(tiny / "orm"), None],
+                          train_dataset=Dataset.from_list(rows[8:]), eval_dataset=Dataset.from_list(rows[:8]))
+    held += [trainer, meter(trainer, out=where / "run", measure=True, resume=kill_at is None)]
+    return trainer
+
+
+if __name__ == "__main__":
+    build(Path(sys.argv[1]), Path(sys.argv[2]), 4, sys.argv[3]).train()
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_at", ["round", "evaluation"])
+def test_a_kill_in_a_reward_function_charges_every_forward_the_round_ran_before_it(tiny, tmp_path, kill_at):
+    """A held-out user's kill inside a reward function of round 3: the scoring forwards (old log-probs, the
+    reference) and a reward model's forward were recorded only when TRL's ``_generate_and_score_completions``
+    returned, so the resume charged the rollout alone as lost work and the run spent more than its budget (and a
+    kill in an evaluation's rewards lost its scoring forwards). Each forward is on disk as it ends now: killed
+    (SIGKILL) in a reward function after them, in training and in an evaluation, the resumed run's lost work is
+    what the killed process executed after its checkpoint, FlopCounterMode's count, FLOP for FLOP."""
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_IN_A_REWARD)
+    killed = subprocess.run([sys.executable, str(script), str(tiny), str(tmp_path), kill_at], capture_output=True,
+                            text=True, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=600)
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    executed = json.loads((tmp_path / "executed.json").read_text())
+    spec = importlib.util.spec_from_file_location("killed_in_a_reward", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.build(tiny, tmp_path, 2 if kill_at == "evaluation" else 4).train(resume_from_checkpoint=True)
+    s = _summary(tmp_path / "run")
+    assert executed > 0 and s["lost_flops"] == executed and s["lost_charged"]
+    _exact(s)

@@ -4,13 +4,15 @@
 The recipe is read from the trainer (:mod:`flopplan.engines.trl_trainer`); what cannot be priced is refused here,
 before anything runs or is written. Callbacks see no batch, so the executed shapes are read by wrapping the
 trainer *instance's* methods where TRL builds them (a subclass's overrides stay in place): ``_generate_single_turn``
-(the ids generation returned), ``_generate_and_score_completions`` (a round's padded widths), ``_prepare_inputs``
-(an update micro-step), ``_get_per_token_logps_and_entropies`` and ``accelerator.backward`` (timed and, when
-measuring, counted), each reward model's forward, and ``log`` (the ``flops/*`` figures join TRL's logs, so they
-reach whatever ``report_to`` names). A callback holds the stop decision, as TRL's ``_EpochStopCallback`` does: at
-the end of the optimizer step that closes a round it commits the round (summed over processes: every process
-takes the same decision), prices the next one (with an evaluation's worst case in reserve when evaluating) and,
-when that does not fit, stops and asks for the final save.
+(the ids generation returned), ``_generate_and_score_completions`` (a generation round, whose no-grad forwards are
+its scoring passes), ``_prepare_inputs`` (an update micro-step), ``_get_per_token_logps_and_entropies`` (a scoring
+pass or an evaluation's loss forward, at its padded widths), ``accelerator.backward`` (timed and, when measuring,
+counted), each reward model's forward, and ``log`` (the ``flops/*`` figures join TRL's logs, so they reach
+whatever ``report_to`` names). Each unit is on disk as it ends (this process's share of the round in progress:
+:mod:`flopplan.engines.trl_steplog`), so a kill after it charges it on resume. A callback holds the stop decision,
+as TRL's ``_EpochStopCallback`` does: at the end of the optimizer step that closes a round it commits the round
+(summed over processes: every process takes the same decision), prices the next one (with an evaluation's worst
+case in reserve when evaluating) and, when that does not fit, stops and asks for the final save.
 
 Ctrl-C, as in ``flopplan train``'s own loop (:mod:`flopplan.train.interrupt`): ``trainer.train`` is wrapped so that
 the first SIGINT asks the run to stop at the end of the round in progress, where the same callback (summed over
@@ -172,6 +174,41 @@ def _timed(meter: TRLMeter, trainer: Any, fn: Any, unit: Any) -> Any:
     return run
 
 
+def _then_progress(meter: TRLMeter, fn: Any) -> Any:
+    """``fn``, a unit the meter recorded, then this process's share of the round in progress on disk."""
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        result = fn(*args, **kwargs)
+        meter.ran_unit()
+        return result
+    return run
+
+
+def _forwards(meter: TRLMeter, trainer: Any, fn: Any) -> Any:
+    """TRL's ``_get_per_token_logps_and_entropies``: with grad in training, an update's forward (its micro-step
+    recorded by ``_prepare_inputs``); without, a round's scoring pass or an evaluation's loss forward, each recorded
+    at its widths and on disk as it ends, so a kill after it charges it. A no-grad call that is neither (a
+    subclass's own) runs outside the units: when measuring, it is counted as such."""
+    @functools.wraps(fn)
+    def run(model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int, *args: Any, **kwargs: Any) -> Any:
+        call = functools.partial(fn, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
+        training = bool(trainer.model.training)
+        if training and torch.is_grad_enabled():
+            with meter.measuring("update"):
+                return call()
+        phase = meter.scoring_pass()
+        if phase is None and (training or meter.in_round):
+            return call()
+        with meter.measuring("eval" if not training else str(phase)):
+            result = call()
+        rows, batch = input_ids.shape[0], kwargs.get("batch_size", args[0] if args else None)
+        width = (input_ids.shape[1] - int(logits_to_keep), int(logits_to_keep))
+        meter.record_forward(phase, rows, width, int(batch or rows), evaluation=not training)
+        meter.ran_unit()
+        return result
+    return run
+
+
 def _attach(trainer: Any, meter: TRLMeter) -> None:
     """Wrap the trainer instance's methods (see the module docstring) and add the callbacks."""
     trainer.flopplan_meter = meter
@@ -192,10 +229,8 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
 
     @functools.wraps(score_round)
     def generate_and_score(*args: Any, **kwargs: Any) -> Any:
-        out = score_round(*args, **kwargs)
-        meter.record_round(out, evaluation=not training())
-        meter.ran_unit()
-        return out
+        with meter.scoring_round():  # (each unit inside it records itself as it ends)
+            return score_round(*args, **kwargs)
 
     prepare = trainer._prepare_inputs
 
@@ -241,22 +276,13 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
     trainer._generate_and_score_completions = generate_and_score
     trainer._prepare_inputs = prepare_inputs
     trainer.log = log_with_flops
-    trainer._get_per_token_logps_and_entropies = _timed(
-        meter, trainer, trainer._get_per_token_logps_and_entropies,
-        lambda: "update" if torch.is_grad_enabled() else meter.scoring_unit())
-    backward = _timed(meter, trainer, trainer.accelerator.backward, "update")
-
-    @functools.wraps(backward)
-    def backward_then_progress(*args: Any, **kwargs: Any) -> Any:
-        result = backward(*args, **kwargs)
-        meter.ran_unit()
-        return result
-
-    trainer.accelerator.backward = backward_then_progress
+    trainer._get_per_token_logps_and_entropies = _forwards(meter, trainer, trainer._get_per_token_logps_and_entropies)
+    trainer.accelerator.backward = _then_progress(meter, _timed(meter, trainer, trainer.accelerator.backward,
+                                                                "update"))
     for module in trainer.reward_funcs:
         if isinstance(module, torch.nn.Module):
             module.register_forward_pre_hook(reward_inputs, with_kwargs=True)
-            module.forward = _timed(meter, trainer, module.forward, "reward")
+            module.forward = _then_progress(meter, _timed(meter, trainer, module.forward, "reward"))
     callback = FlopBudgetCallback(trainer, meter)
     trainer.flopplan_callback = callback
     trainer.add_callback(callback)

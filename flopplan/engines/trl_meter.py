@@ -4,9 +4,11 @@ figures TRL's logs carry (so they reach whatever ``report_to`` names: the FLOP m
 
 The meter is told what ran by :mod:`flopplan.engines.trl_hook`, which wraps the trainer instance's methods where
 TRL builds the shapes: each ``_generate_single_turn`` call (:meth:`TRLMeter.record_generation`: the ids HF
-``generate`` or vLLM returned), each generation round (:meth:`TRLMeter.record_round`: the padded widths scoring
-runs at), each update micro-step, each reward-model call. Each process charges its own shard; a round's totals are
-summed over processes (:meth:`TRLMeter.commit`), so every process holds the same ledger and decides alike.
+``generate`` or vLLM returned), each no-grad forward (:meth:`TRLMeter.record_forward`: a round's scoring passes and
+an evaluation's loss forward, at the widths TRL padded them to), each update micro-step, each reward-model call.
+As each unit ends, the run folder keeps this process's share of the round in progress (:meth:`TRLMeter.ran_unit`),
+so a kill loses none of it. Each process charges its own shard; a round's totals are summed over processes
+(:meth:`TRLMeter.commit`), so every process holds the same ledger and decides alike.
 
 Conventions: HF ``generate`` runs a process's rows as one call, left-padded to the longest prompt and decoding
 until the longest completion; vLLM pages its KV cache, so every row is charged at its own lengths, and in server
@@ -113,6 +115,7 @@ class TRLMeter:
         self._started = time.perf_counter()
         self._round_seconds = 0.0
         self._scoring_calls = 0
+        self.in_round = False  # a generation round is under way (scoring_round)
 
     @property
     def decision(self) -> Any:
@@ -156,22 +159,21 @@ class TRLMeter:
             self.prompt_max = max(self.prompt_max, width[0])
         target["tokens"] += sum(p + k for p, k in lengths)
 
-    def record_round(self, out: dict[str, Any], evaluation: bool = False) -> None:
-        """A generation round's scoring passes, at the widths TRL padded the process's rows to (its lengths are the
-        ones generation recorded, in the same order); in an evaluation, the loss forward too."""
+    def record_forward(self, phase: str | None, rows: int, width: tuple[int, int], batch: int,
+                       evaluation: bool = False) -> None:
+        """One no-grad forward (TRL's ``_get_per_token_logps_and_entropies``) as it ended, over the last ``rows``
+        rows generation recorded (in their order), padded to ``width`` (prompt, completion), in micro-batches of
+        ``batch`` rows: a scoring pass of :attr:`scoring_order` (``phase``), or, with ``phase`` None, an
+        evaluation's loss forward (``prediction_step``: :func:`loss_forward`)."""
         target = self.evaluation if evaluation else self.round
-        lengths = target["lengths"][-out["completion_ids"].shape[0]:]
-        width = (out["prompt_ids"].shape[1], out["completion_ids"].shape[1])
-        bs = self.run.bs  # TRL scores the padded round in micro-batches of bs rows (FLOPs: linear in rows)
-        for unit in self.scoring_order:
-            calls = [ran(self._template(unit, evaluation), lengths[start:start + bs], width)
-                     for start in range(0, len(lengths), bs)]
-            if evaluation:
-                target["passes"] += calls
-            else:
-                target["charges"][unit] = charge(*calls)
-        if evaluation:  # prediction_step's loss: one no-grad policy forward (adapters on) over the batch
-            target["passes"].append(ran(self._loss_template(), lengths, width))
+        lengths = target["lengths"][-rows:]
+        template = self._loss_template() if phase is None else self._template(phase, evaluation)
+        calls = [ran(template, lengths[start:start + batch], width) for start in range(0, len(lengths), batch)]
+        if evaluation:
+            target["passes"] += calls
+        else:
+            assert phase is not None
+            target["charges"][phase] = charge(*calls)
 
     def _loss_template(self) -> Any:
         """The no-grad loss forward of TRL's ``prediction_step`` (:func:`loss_forward`)."""
@@ -266,12 +268,22 @@ class TRLMeter:
         """The no-grad scoring passes of a round, in the order they run (old log-probs, then the reference)."""
         return [phase for phase in SCORING if phase in self.passes]
 
-    def scoring_unit(self) -> str:
-        """The unit of a no-grad scoring call: each scoring pass once, in :attr:`scoring_order`."""
-        order = self.scoring_order
-        unit = order[min(self._scoring_calls, len(order) - 1)] if order else "old_logprobs"
+    @contextlib.contextmanager
+    def scoring_round(self) -> Any:
+        """A generation round under way (TRL's ``_generate_and_score_completions``: a training round's or an
+        evaluation batch's): its no-grad forwards are its scoring passes (:meth:`scoring_pass`)."""
+        self._scoring_calls, self.in_round = 0, True
+        try:
+            yield
+        finally:
+            self.in_round = False
+
+    def scoring_pass(self) -> str | None:
+        """The phase of a no-grad forward inside a generation round: each scoring pass once, in
+        :attr:`scoring_order`; None outside one (an evaluation's loss forward) or past its passes."""
+        order = self.scoring_order if self.in_round else []
         self._scoring_calls += 1
-        return unit
+        return order[self._scoring_calls - 1] if self._scoring_calls <= len(order) else None
 
     # -- the commits ------------------------------------------------------------------------------------------------
     def _reward_passes(self, target: dict[str, Any], evaluation: bool) -> list[Any]:
@@ -348,7 +360,6 @@ class TRLMeter:
         self.last_flops = self.guard.commit(self.rounds, committed)
         self.last_round_flops = sum(c.executed_total for c in committed)
         self.round = self._empty()
-        self._scoring_calls = 0
         return committed
 
     def commit_evaluation(self, reduce: Any) -> list[PhaseCharge]:
