@@ -46,6 +46,24 @@ def test_report_json_writes_no_plot_and_a_plot_that_cannot_be_written_is_one_lin
     one_line_error(cli("report", str(tmp_path), "--no-plot", "--plot", "x.png"), "contradict")
 
 
+def test_a_run_that_logs_a_reward_and_no_accuracy_is_plotted_without_a_warning(tmp_path):
+    """A metered TRL script without evaluations logs a reward and no accuracy: its report plotted neither and
+    matplotlib printed "No artists with labels found to put in legend" on stderr (a held-out user). The reward is
+    plotted; a run that logged neither is plotted with no legend, and nothing is printed on stderr."""
+    import warnings
+
+    (tmp_path / "summary.json").write_text(json.dumps(_summary()))
+    flops = {"rollout": 1, "learning": 1, "feedback": 0, "evaluation": 0, "total": 2}
+    for metrics in ("", json.dumps({"step": 1, "reward": 0.25, "flops": flops}) + "\n"):
+        (tmp_path / "metrics.jsonl").write_text(metrics)
+        (tmp_path / "report.png").unlink(missing_ok=True)
+        with warnings.catch_warnings(record=True) as caught:  # (in this process: what python -m prints on stderr)
+            warnings.simplefilter("always")
+            out = cli("report", str(tmp_path))
+        assert out.returncode == 0 and out.stderr == "" and (tmp_path / "report.png").is_file(), out.stderr
+        assert [str(w.message) for w in caught] == []
+
+
 @ROOT_ONLY
 def test_report_on_a_read_only_folder_still_reports(tmpfs):
     (tmpfs / "summary.json").write_text(json.dumps(_summary()))

@@ -177,13 +177,13 @@ def plot_run(summary: RunSummary, metrics: list[StepRecord], path: str | Path) -
         return all(isinstance(m.metrics.get(k), (int, float)) and not isinstance(m.metrics.get(k), bool)
                    for k in keys)
 
-    train = [m for m in metrics if m.step > 0 and numeric(m, "reward", "accuracy")]
     evals = [m for m in metrics if numeric(m, "eval_accuracy")]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    if train:
-        x = [m.flops["total"] for m in train]
-        ax1.plot(x, [m.metrics["reward"] for m in train], "--", label="train reward", color="tab:blue", alpha=0.7)
-        ax1.plot(x, [m.metrics["accuracy"] for m in train], label="train accuracy", color="tab:green", alpha=0.7)
+    for key, style, color in (("reward", "--", "tab:blue"), ("accuracy", "-", "tab:green")):
+        train = [m for m in metrics if m.step > 0 and numeric(m, key)]  # (a TRL script logs a reward, no accuracy)
+        if train:
+            ax1.plot([m.flops["total"] for m in train], [m.metrics[key] for m in train], style, label=f"train {key}",
+                     color=color, alpha=0.7)
     if evals:
         ax1.plot([m.flops["total"] for m in evals], [m.metrics["eval_accuracy"] for m in evals], "o-",
                  label="held-out accuracy", color="tab:red")
@@ -191,7 +191,8 @@ def plot_run(summary: RunSummary, metrics: list[StepRecord], path: str | Path) -
         ax1.axhline(summary.chance, ls="--", color="grey", label="chance")
     ax1.set_xlabel("FLOPs spent")
     ax1.set_ylabel("reward / accuracy")
-    ax1.legend(loc="best", fontsize=8)
+    if ax1.get_legend_handles_labels()[0]:  # (nothing logged: no legend, which matplotlib warns of on stderr)
+        ax1.legend(loc="best", fontsize=8)
     ax1.set_title(f"{summary.model}: learning against compute")
     if metrics:
         x = [m.flops["total"] for m in metrics]
