@@ -42,9 +42,10 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
             first field that differs, when it does not describe what the trainer runs.
         measure: also count every unit with torch's FlopCounterMode (plus its named blind spots) and compare.
         peak_flops: the device's peak FLOP/s, for the ``flops/mfu`` metric.
-        resume: continue the run in ``out`` (call ``trainer.train(resume_from_checkpoint=...)``): the ledger saved
-            with the checkpoint is continued; the work a kill lost after that checkpoint (the run folder's logs
-            of committed rounds and of the units of the round in progress) is recorded as ``lost_flops``.
+        resume: continue the run in ``out``, which it needs (call ``trainer.train(resume_from_checkpoint=...)``):
+            the ledger saved with the checkpoint is continued; the work a kill lost after that checkpoint (the run
+            folder's logs of committed rounds and of the units of the round in progress) is recorded as
+            ``lost_flops``.
         lost_outside_budget: lost work is recorded but not charged to the budget, so a resumed run does the rounds
             an uninterrupted one does (RACE's pilots run so); by default it is charged.
 

@@ -984,6 +984,13 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
     with pytest.raises(UserError, match=r"nothing to resume in .*never': no config\.json"):
         meter(trainer(), out=tmp_path / "never", resume=True)  # a folder no run ever wrote
     assert not (tmp_path / "never").exists()
+    # resume continues a run folder's ledger and charges what a kill lost after its checkpoint: without one, it was
+    # accepted and charged nothing (a held-out user); a checkpoint's ledger is continued without it
+    with pytest.raises(UserError, match=r"^resume=True continues the run folder out=") as caught:
+        meter(trainer(), resume=True)
+    assert "\n" not in str(caught.value)
+    with pytest.raises(UserError, match=r"^meter\(\) takes a trl\.GRPOTrainer \(or a subclass\): got object$"):
+        meter(object())  # (a raw AttributeError on its state)
     from flopplan.projections import LORA_TARGETS
 
     # peft writes "all-linear" out as every linear layer's full name: priced as every projection (it was refused);

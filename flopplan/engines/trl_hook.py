@@ -89,12 +89,20 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     model with another tokenizer is taken to read a completion beyond the policy's count
     (:func:`flopplan.engines.trl_prompts.retokenising`), before anything is written (a race pilot refuses prompts
     longer than its race priced)."""
+    if peak_flops is not None and not (is_number(peak_flops) and peak_flops > 0):  # (a bool, a string: refused)
+        raise UserError(f"peak_flops must be the device's peak FLOP/s, a positive number (got {peak_flops!r})")
+    if resume and out is None:  # (the ledger a checkpoint holds is continued without it)
+        raise UserError("resume=True continues the run folder out= and charges what a kill lost after its "
+                        "checkpoint: give out= (without one, trainer.train(resume_from_checkpoint=...) continues "
+                        "the checkpoint's ledger, and no lost work can be known)")
+    from trl import GRPOTrainer
+
+    if not isinstance(trainer, GRPOTrainer):
+        raise UserError(f"meter() takes a trl.GRPOTrainer (or a subclass): got {type(trainer).__name__}")
     if getattr(trainer, "flopplan_meter", None) is not None:
         raise UserError("this trainer is metered already")
     if trainer.state.global_step:
         raise UserError("attach the meter before trainer.train()")
-    if peak_flops is not None and not (is_number(peak_flops) and peak_flops > 0):  # (a bool, a string: refused)
-        raise UserError(f"peak_flops must be the device's peak FLOP/s, a positive number (got {peak_flops!r})")
     rank0 = trainer.accelerator.is_main_process
     folder = RunFolder(out) if out is not None else None
     if folder is not None and rank0 and not resume and config is None:
