@@ -50,13 +50,17 @@ def test_a_continued_pilots_budget_pays_for_the_evaluation_at_each_rungs_end():
     its table where steps cost their worst case. Manifests before version 5 keep that price: their pilots ran at
     it, and a resumed race must find its pilots' budgets unchanged."""
     design = _design(4, rungs=3)
-    for arm in design.arms:
+
+    def runs(d: RaceDesign, arm, rung: int) -> int:  # step 0's, and one per step evaluated up to the rung's end
+        ends = [e.steps for e in arm.rungs[:rung + 1]]
+        return 1 + len(evaluated_steps(d.eval_points, arm.rungs[rung].step_flops, ends, d.rung_flops[rung]))
+
+    for arm in design.arms:  # steps at their worst case: the evaluations a continued pilot runs are paid for
         for rung, flops in enumerate(design.rung_flops):
-            evals = 1 + design.evals_within(rung) + (rung + 1)  # step 0, the points, each rung's end
-            assert arm.pilot_budget(design, rung) == flops + arm.eval_flops * evals
+            assert arm.pilot_budget(design, rung) >= flops + arm.eval_flops * runs(design, arm, rung)
     old = RaceDesign.from_data({**design.to_data(), "race_manifest_version": 4}, "m")
     assert old.to_data()["race_manifest_version"] == 4
-    for arm in old.arms:
-        assert [arm.pilot_budget(old, r) for r in range(3)] == [
-            f + arm.eval_flops * (2 + old.evals_within(r)) for r, f in enumerate(old.rung_flops)]
+    short = [(a.name, r) for a in old.arms for r, f in enumerate(old.rung_flops)
+             if a.pilot_budget(old, r) < f + a.eval_flops * runs(old, a, r)]
+    assert short and all(r >= 1 for _, r in short)  # the older price: continued pilots a step or more short
     assert design.worst_case_flops <= design.pilot_cap

@@ -1376,7 +1376,7 @@ if __name__ == "__main__":
 @pytest.mark.slow
 @pytest.mark.parametrize("kill_at", ["round", "evaluation"])
 def test_a_kill_in_a_reward_function_charges_every_forward_the_round_ran_before_it(tiny, tmp_path, kill_at):
-    """A held-out user's kill inside a reward function of round 3: the scoring forwards (old log-probs, the
+    """A held-out user killed a run inside a reward function (here round 2): the scoring forwards (old log-probs, the
     reference) and a reward model's forward were recorded only when TRL's ``_generate_and_score_completions``
     returned, so the resume charged the rollout alone as lost work and the run spent more than its budget (and a
     kill in an evaluation's rewards lost its scoring forwards). Each forward is on disk as it ends now: killed

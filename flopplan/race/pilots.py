@@ -324,13 +324,17 @@ def pilot_spending(design: RaceDesign, folder: Path) -> dict[str, int]:
 
 def within_rung(records: list[EvalRecord], design: RaceDesign, arm: str, rung: int) -> list[EvalRecord]:
     """A pilot's evaluations made within ``rung``: within its budget (:meth:`~flopplan.race.design.Arm.pilot_budget`:
-    its training and evaluations, which the rung's run never passes) and, in a race whose pilots are capped at each
-    rung's training FLOPs (manifest version 5), at training FLOPs within the rung's. Before the cap, rounds or
-    evaluations that cost less than priced (completions that end early, a script's shorter prompts) let a rung train
-    past its planned training FLOPs; cut there, its last evaluation was dropped and the pilot read as stopped short,
-    so such a race reads by the budget alone, and where the first rounds of a pilot's next rung fit within the
-    rung's budget (evaluations that cost less than their reserve), those too. Capped, a pilot's first evaluation of
-    its next rung is never read as the rung's (a pilot already running its next rung would change the rung)."""
+    its training and evaluations, which the rung's run never passes) and, in a race designed as manifest version 5
+    (whose pilots are capped at each rung's training FLOPs), at training FLOPs within the rung's. Before the cap,
+    rounds or evaluations that cost less than priced (completions that end early, a script's shorter prompts) let a
+    rung train past its planned training FLOPs; cut there, its last evaluation was dropped and the pilot read as
+    stopped short, so an older race reads by the budget alone, and where the first rounds of a pilot's next rung fit
+    within the rung's budget (evaluations that cost less than their reserve), those too; the version stands in for
+    the cap (races of version 4 run since the cap came are capped too, and read the older way). In a capped race a
+    pilot's first evaluation of its next rung is not read as the rung's (a pilot running its next rung would change
+    the rung) unless the rung stopped on its budget before its cap. Left: a TRL script pilot whose reward model
+    reads another tokenizer can train its last round past the cap (the meter's bound learns that model's extra
+    tokens as rounds run), and that round's evaluations are then read as the next rung's."""
     budget = design.arm(arm).pilot_budget(design, rung)
     capped = design.manifest_version >= 5
     return [r for r in records if r.flops <= budget and (not capped or r.train_flops <= design.rung_flops[rung])]

@@ -219,7 +219,8 @@ class Trainer:
         if self.config.budget_flops is not None and self.ledger.charged > self.config.budget_flops:
             raise UserError(f"the run has already spent {self.ledger.charged:,} FLOPs, more than the "
                             f"budget of {self.config.budget_flops:,}")
-        if self.config.train_flops is not None and (trained := training_flops(self.ledger)) >= self.config.train_flops:
+        if self.config.train_flops is not None and (trained := training_flops(self.ledger)) > self.config.train_flops:
+            # (equal: a run that trained to its cap and was killed before its summary, a race pilot rerun: it stops)
             raise UserError(f"the run has already trained {trained:,} FLOPs (evaluations excluded): --train-flops "
                             f"{self.config.train_flops:,} does not extend it")
         if self.config.max_steps is not None and self.config.max_steps <= self.step:
