@@ -57,9 +57,10 @@ DEMO = DemoGrid(budget=10_000_000_000_000, pilot_fraction=0.21, policies=("tiny-
 budget (0.21 F) pays for 12 first-rung pilots and up to 4 x 2 second-rung growths of one first-rung budget each;
 the validating run continues one two-rung pilot (2 of those 20 units). The pilots not continued cost at most
 0.21 x 18/20 = 0.19 F, plus the reward model's training (0.05 F) when a rule arm wins: 0.24 F at worst, within
-the 25 % the protocol aims for. (Room for all six, ``--room 2``, needs phi = 0.25 for tiny-l's 3 first-rung steps
-and costs up to 0.28 F.) The first rung buys tiny-l 3 steps (MIN_STEPS); the price is the horizon, F = 44x the
-largest pilot (17x at the earlier 6e12 and phi = 0.5, where the pilots not continued cost 44 % of F)."""
+the 25 % the protocol aims for. (Room for all six, ``--room 2``, fits at phi = 0.21 too, with a smaller first rung:
+F is then 50x the largest pilot.) The first rung buys tiny-l 3 steps (MIN_STEPS), evaluated after each
+(:mod:`flopplan.race.eval_points`); the price is the horizon, F = 43x the largest pilot (17x at the earlier 6e12 and
+phi = 0.5, where the pilots not continued cost 44 % of F)."""
 QUICK = DemoGrid(budget=125_000_000_000, pilot_fraction=0.5, policies=("tiny-s",), group_sizes=(4,),
                  rewards=("rule", "orm:tiny-rm"), seeds=2, rungs=2, evals=2, eval_prompts=30,
                  reward_model_args=("--samples", "400", "--held-out", "200", "--validation", "100", "--steps", "40",
