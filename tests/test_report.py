@@ -79,6 +79,14 @@ def test_committed_tables_regenerate_identically():
     assert stale_tables(ROOT / "tables") == [], "run `flopplan tables` and commit the result"
 
 
+def test_each_paper_tables_recipe_line_names_the_conventions_of_its_own_models():
+    """The feedback table (dense Qwen2.5 policies and reward models) took the sizes table's recipe line, which names
+    the experts implementation because qwen3-30b-a3b is among the sizes: each table's line is now its own."""
+    tables = all_tables()
+    assert ", experts " in tables["same_flop_sizes.md"] and ", experts " in tables["phase_breakdown.md"]
+    assert "- recipe: " in tables["feedback_systems.md"] and ", experts " not in tables["feedback_systems.md"]
+
+
 def test_tables_record_their_command_and_version():
     from flopplan import __version__
 

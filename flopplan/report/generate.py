@@ -44,12 +44,14 @@ def _plan_files() -> dict[str, str]:
         budget = Budget(flops=flops)
         size_plans = compare_models(recipe, list(PAPER_SIZES), budget)
         feedback_plans = compare_rewards(recipe, list(PAPER_REWARDS), budget, list(PAPER_FEEDBACK_POLICIES))
-        recipe_line = [n for n in plan_notes(size_plans) if n.startswith("recipe:")]
-        for stem, table in (
-                ("same_flop_sizes", same_flop_table(size_plans, f"Model sizes at equal FLOPs: {eng(flops)}")),
-                ("feedback_systems", same_flop_table(feedback_plans, f"Feedback systems at equal FLOPs: {eng(flops)}")),
-                ("phase_breakdown", phase_table(size_plans, f"FLOPs by phase and model size: {eng(flops)}"))):
-            table.notes = recipe_line
+        for stem, plans, table in (  # each table's recipe line from its own plans (the conventions it names)
+                ("same_flop_sizes", size_plans,
+                 same_flop_table(size_plans, f"Model sizes at equal FLOPs: {eng(flops)}")),
+                ("feedback_systems", feedback_plans,
+                 same_flop_table(feedback_plans, f"Feedback systems at equal FLOPs: {eng(flops)}")),
+                ("phase_breakdown", size_plans,
+                 phase_table(size_plans, f"FLOPs by phase and model size: {eng(flops)}"))):
+            table.notes = [n for n in plan_notes(plans) if n.startswith("recipe:")]
             tables[stem].append(table)
         csv_plans["same_flop_sizes"] += size_plans
         csv_plans["feedback_systems"] += feedback_plans
