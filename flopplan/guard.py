@@ -75,10 +75,11 @@ class Guard:
                                      what=what)
         return self.decision
 
-    def decide_cap(self, trained: int, bound_flops: int, cap: int | None) -> StopDecision:
+    def decide_cap(self, bound_flops: int, cap: int | None) -> StopDecision:
         """Before the next round, with :meth:`decide`: stop (reason ``budget``) when its training bound (evaluations
-        excluded) could take the run's training FLOPs, ``trained`` so far, past ``cap`` (:func:`passes_cap`: a race
-        pilot's rung, whose budget also holds evaluations that may not run); None: no cap."""
+        excluded) could take the ledger's training FLOPs past ``cap`` (:func:`passes_cap`: a race pilot's rung, whose
+        budget also holds evaluations that may not run); None: no cap."""
+        trained = self.ledger.training_flops
         if self.decision.stop or not passes_cap(trained, bound_flops, cap):
             return self.decision
         self.decision = StopDecision(True, "budget", self.next_round, int(bound_flops), int(cap or 0) - int(trained),

@@ -126,6 +126,13 @@ class Ledger:
         return sum(self.executed.values())
 
     @property
+    def training_flops(self) -> int:
+        """FLOPs executed outside the evaluation bucket (abandoned and lost work excluded): what a training cap
+        (``--train-flops``) and the evaluation points read."""
+        buckets = by_bucket(self.executed)
+        return int(buckets["total"] - buckets["evaluation"])
+
+    @property
     def spent_in_total(self) -> int:
         """Everything spent, abandoned and lost work included."""
         return self.spent + self.abandoned + self.lost

@@ -50,7 +50,6 @@ from flopplan.passes import BUCKET_OF, BUCKETS, STEP_PHASES
 from flopplan.recipe import Recipe
 from flopplan.runfile import SUMMARY, TRL_ABANDONED, RunSummary
 from flopplan.runfile import TRL_LEDGER as LEDGER_FILE
-from flopplan.train.evaluation import training_flops
 
 UNITS = (*dict.fromkeys(unit_of(phase) for phase in STEP_PHASES), "eval")
 """The units of a round, each charging its phases (:func:`flopplan.ledger.unit_of`)."""
@@ -413,7 +412,7 @@ class TRLMeter:
                 if evaluations and evaluation else "")
         if self.guard.decide(round_bound + evaluations * evaluation, what).stop:
             return False
-        return not self.guard.decide_cap(training_flops(self.ledger), round_bound, self.train_flops_cap).stop
+        return not self.guard.decide_cap(round_bound, self.train_flops_cap).stop
 
     # -- logs and files -------------------------------------------------------------------------------------------
     def log_figures(self) -> dict[str, float]:

@@ -24,7 +24,6 @@ from transformers import TrainerCallback
 
 from flopplan.errors import UserError
 from flopplan.runfile import EVALUATIONS, EvalRecord
-from flopplan.train.evaluation import training_flops
 
 
 def _key(prompt: Any) -> str:
@@ -76,19 +75,19 @@ class FlopPoints(TrainerCallback):
             self.rewards.setdefault(key, []).append(float(reward))
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        self.reached = training_flops(self.meter.ledger)  # resumed: the ledger the meter loaded
+        self.reached = self.meter.ledger.training_flops  # resumed: the ledger the meter loaded
         return control
 
     def due(self) -> bool:
         """Whether a point was reached since the last round boundary: the evaluation at this boundary runs (asked
         by the meter's guard, after the round's commit and before this callback's :meth:`on_step_end`)."""
-        return any(self.reached < point <= training_flops(self.meter.ledger) for point in self.points)
+        return any(self.reached < point <= self.meter.ledger.training_flops for point in self.points)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if state.global_step % self.meter.run.optimizer_steps_per_round:
             return control
         due = self.due()
-        self.reached = training_flops(self.meter.ledger)
+        self.reached = self.meter.ledger.training_flops
         # the last evaluation of a run that ends here; not of one Ctrl-C stops (it goes on when resumed, as an
         # uninterrupted run would, with the evaluations at its points)
         ending = control.should_training_stop and self.meter.decision.reason != "interrupted"
@@ -108,7 +107,7 @@ class FlopPoints(TrainerCallback):
                                 "dataloader_drop_last and the reward functions' output)")
             scores.append(1 if sum(seen) / len(seen) >= self.correct else 0)
         ledger = self.meter.ledger
-        record = EvalRecord(self.meter.rounds, self.target, training_flops(ledger), ledger.spent,
+        record = EvalRecord(self.meter.rounds, self.target, ledger.training_flops, ledger.spent,
                             sum(scores) / len(scores), tuple(scores))
         with open(folder.path / EVALUATIONS, "a") as handle:
             handle.write(json.dumps(record.to_data()) + "\n")

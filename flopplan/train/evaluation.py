@@ -19,8 +19,8 @@ from flopplan.grpo import phases as P
 from flopplan.grpo.codecs import Codec
 from flopplan.grpo.rewards import rule_rewards
 from flopplan.grpo.tasks import Problem
-from flopplan.ledger import Ledger, PhaseCharge
-from flopplan.passes import BUCKET_OF, by_bucket
+from flopplan.ledger import PhaseCharge
+from flopplan.passes import BUCKET_OF
 from flopplan.runfile import EvalRecord
 from flopplan.train.targets import target_evaluation_flops
 
@@ -41,12 +41,6 @@ class EvalSchedule:
     def may_be_due(self, step: int, train_now: int, step_worst: int) -> bool:
         """Whether an evaluation may follow ``step`` if it costs up to ``step_worst`` FLOPs (the guard's view)."""
         return self.due(step, train_now, train_now + step_worst)
-
-
-def training_flops(ledger: Ledger) -> int:
-    """The ledger's FLOPs outside the evaluation bucket (abandoned and lost work excluded)."""
-    buckets = by_bucket(ledger.executed)
-    return int(buckets["total"] - buckets["evaluation"])
 
 
 def charges_training_flops(charges: Sequence[PhaseCharge]) -> int:

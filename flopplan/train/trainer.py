@@ -53,7 +53,6 @@ from flopplan.train.evaluation import (
     charges_training_flops,
     evaluate_targets,
     evaluation_metrics,
-    training_flops,
     worst_case_evaluation,
 )
 from flopplan.train.interrupt import CtrlC
@@ -219,7 +218,7 @@ class Trainer:
         if self.config.budget_flops is not None and self.ledger.charged > self.config.budget_flops:
             raise UserError(f"the run has already spent {self.ledger.charged:,} FLOPs, more than the "
                             f"budget of {self.config.budget_flops:,}")
-        if self.config.train_flops is not None and (trained := training_flops(self.ledger)) > self.config.train_flops:
+        if self.config.train_flops is not None and (trained := self.ledger.training_flops) > self.config.train_flops:
             # (equal: a run that trained to its cap and was killed before its summary, a race pilot rerun: it stops)
             raise UserError(f"the run has already trained {trained:,} FLOPs (evaluations excluded): --train-flops "
                             f"{self.config.train_flops:,} does not extend it")
@@ -261,7 +260,7 @@ class Trainer:
         step_worst = self.worst_case(problems, False)
         if self.recipe.eval_every is None:
             return step_worst
-        due = self.config.eval_at_end or self.schedule.may_be_due(self.step + 1, training_flops(self.ledger),
+        due = self.config.eval_at_end or self.schedule.may_be_due(self.step + 1, self.ledger.training_flops,
                                                                   step_worst)
         return step_worst + (self.eval_worst if due else 0)
 
@@ -271,8 +270,10 @@ class Trainer:
         training FLOPs past --train-flops."""
         if self.config.max_steps is not None and result.step >= self.config.max_steps:
             return True
+        if self.config.budget_flops is None and self.config.train_flops is None:
+            return False  # (nothing to price the following step against)
         following = self.worst_case(self.prompts_at(self.data_position + self.recipe.prompts_per_step), False)
-        trained = training_flops(self.ledger) + charges_training_flops(result.charges)
+        trained = self.ledger.training_flops + charges_training_flops(result.charges)
         if passes_cap(trained, following, self.config.train_flops):  # --train-flops ends the run after it
             return True
         if self.config.budget_flops is None:
@@ -360,7 +361,7 @@ class Trainer:
             "accuracy": float(np.mean(correct)), "completion_tokens": float(np.mean(lengths)),
             "ended_with_eos": float(np.mean(ended)), **stats,
         }
-        trained = training_flops(self.ledger)
+        trained = self.ledger.training_flops
         if self.recipe.eval_every is not None and (self.schedule.due(
                 result.step, trained, trained + charges_training_flops(result.charges)) or (
                 cfg.eval_at_end and self._is_last(result))):
@@ -381,7 +382,7 @@ class Trainer:
                 evaluation: list[TargetScores] | None = None) -> None:
         flops = self.guard.commit(step, charges)
         line = metrics_line(step, metrics, flops, self.clock.line(torch.get_num_threads()))
-        records = [e.record(step, training_flops(self.ledger), flops["flops"]["total"]).to_data()
+        records = [e.record(step, self.ledger.training_flops, flops["flops"]["total"]).to_data()
                    for e in evaluation or []]
         self.folder.append(step, [c.to_data() for c in charges], line, records)
 
@@ -393,8 +394,7 @@ class Trainer:
         if self.config.budget_flops is not None and self.guard.decide(self._next_step_worst(problems)).stop:
             return True  # then --train-flops: the step's round (evaluations excluded) within the training cap
         cap = self.config.train_flops
-        return cap is not None and self.guard.decide_cap(training_flops(self.ledger),
-                                                         self.worst_case(problems, False), cap).stop
+        return cap is not None and self.guard.decide_cap(self.worst_case(problems, False), cap).stop
 
     def run(self) -> RunSummary:
         try:
@@ -420,7 +420,7 @@ class Trainer:
                 extra = f" plus {baseline:,} for the baseline evaluation" if baseline else ""
                 raise UserError(f"the budget ({budget:,} FLOPs) buys no step: the first could cost up to {first:,} "
                                 f"FLOPs{extra}")
-        if cap is not None and passes_cap(training_flops(self.ledger), round_ := self.worst_case(problems, False), cap):
+        if cap is not None and passes_cap(self.ledger.training_flops, round_ := self.worst_case(problems, False), cap):
             raise UserError(f"--train-flops {cap:,} buys no step: the first could cost up to {round_:,} training "
                             "FLOPs (evaluations excluded)")
 
