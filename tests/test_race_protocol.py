@@ -94,19 +94,20 @@ def test_every_arm_evaluates_at_enough_positions_in_its_first_rung_for_a_curve()
     them: the demo's tiny-l arms (3 steps) evaluated after steps 1 and 3 only, so an arm the halving set aside was
     "not fitted". The design adds a point within such an arm's first rung (flopplan.race.eval_points; here tiny-l
     at G32, 3 steps), every pilot's budget pays for it, and the worst case still fits phi x F."""
-    from flopplan.race.eval_points import MIN_POSITIONS, evaluated_steps, log_points, positions
+    from flopplan.race.eval_points import evaluated_steps, log_points, positions
+    from flopplan.race.families import CURVE_POSITIONS
 
     grid = Grid(("tiny-s", "tiny-l"), (4, 32), (1,), ("rule",), seeds=2, rungs=2, evals=3, eval_prompts=20)
     design = design_race(_base(), grid, 10**13, 0.3, evaluation_flops=_eval_flops)
     first = {a.name: (a.rungs[0].step_flops, a.rungs[0].steps) for a in design.arms}
     spaced = log_points(min(f for f, _ in first.values()), design.rung_flops[-1], grid.evals)
-    dear = [n for n, (f, s) in first.items() if positions(spaced, f, (s,), design.rung_flops[0]) < MIN_POSITIONS]
+    dear = [n for n, (f, s) in first.items() if positions(spaced, f, (s,), design.rung_flops[0]) < CURVE_POSITIONS]
     assert dear and all(n.startswith("tiny-l.") for n in dear)  # the grid's own points leave tiny-l short
     assert set(spaced) <= set(design.eval_points)
     for name in dear:  # halfway in ln FLOPs between its first step and its rung's end: steps 1, 2, 3
         assert evaluated_steps(design.eval_points, first[name][0], first[name][1:], design.rung_flops[0]) == [1, 2, 3]
     for name, (flops, steps) in first.items():
-        assert positions(design.eval_points, flops, (steps,), design.rung_flops[0]) >= MIN_POSITIONS, name
+        assert positions(design.eval_points, flops, (steps,), design.rung_flops[0]) >= CURVE_POSITIONS, name
     assert design.worst_case_flops <= design.pilot_cap
     assert all(a.pilot_budget(design, 0) == design.rung_flops[0] + a.eval_flops * (2 + len(
         [p for p in design.eval_points if p <= design.rung_flops[0]])) for a in design.arms)
@@ -117,7 +118,8 @@ def test_a_budget_that_cannot_pay_for_the_added_point_is_designed_without_it_and
     each pilot one evaluation more, and the first rung would then buy that arm 2 steps. The design falls back to
     the grid's own points rather than refusing the budget, and names the arms a curve will miss if the halving
     sets them aside there; a budget that pays for the point adds it and says nothing."""
-    from flopplan.race.eval_points import MIN_POSITIONS, positions
+    from flopplan.race.eval_points import positions
+    from flopplan.race.families import CURVE_POSITIONS
 
     grid = Grid(("tiny-s", "tiny-l"), (4, 32), (1,), ("rule",), seeds=2, rungs=2, evals=3, eval_prompts=20)
 
@@ -129,7 +131,7 @@ def test_a_budget_that_cannot_pay_for_the_added_point_is_designed_without_it_and
 
     def few(d: RaceDesign) -> list[str]:
         return [a.name for a in d.arms if positions(d.eval_points, a.rungs[0].step_flops, (a.rungs[0].steps,),
-                                                    d.rung_flops[0]) < MIN_POSITIONS]
+                                                    d.rung_flops[0]) < CURVE_POSITIONS]
 
     low, high = 10**12, 10**13  # the least budget designed (to 0.05 %): refused below, designed above
     assert design(low) is None and design(high) is not None

@@ -47,7 +47,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, ndtr
 
 from flopplan.errors import UserError
-from flopplan.race.families import distinct_positions
+from flopplan.race.families import CURVE_POSITIONS, distinct_positions
 
 FloatArray = NDArray[np.float64]
 
@@ -392,8 +392,9 @@ def fit_curve(flops: ArrayLike, rewards: ArrayLike, *, r0: float | None = None, 
     keep = (f > 0) & (w > 0)
     if drop_first:
         keep &= ~_first_k_mask(f, None if runs is None else np.asarray(runs, dtype=object).ravel(), drop_first)
-    if distinct_positions(np.log(f[keep])).size < 3:  # as the model average's families count them (seeds' jitter)
-        raise UserError("the curve needs evaluation points at >= 3 distinct FLOPs > 0, more than 10 % apart")
+    if distinct_positions(np.log(f[keep])).size < CURVE_POSITIONS:  # as the model average's families count them
+        raise UserError(f"the curve needs evaluation points at >= {CURVE_POSITIONS} distinct FLOPs > 0, more than 10 % "
+                        "apart")
     g = grids or default_grids(f[keep], r0_, a_step=a_step, a_max=a_max)
     batch = fit_curve_batch(np.log(f[keep]), y[keep][None, :], w[keep][None, :], [r0_], g, refine_f_mid=refine_f_mid)
     return batch.fit(0, dropped_first=drop_first)

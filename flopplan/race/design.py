@@ -38,7 +38,8 @@ from flopplan.planfile import PlanEntry
 from flopplan.planner import plan
 from flopplan.race.axes import CLASSIC, Axis, arm_name, check_knobs, label
 from flopplan.race.design_notes import few_positions_note, holdout_note, horizon_note, one_seed_note
-from flopplan.race.eval_points import MIN_POSITIONS, evaluation_points, positions
+from flopplan.race.eval_points import evaluation_points, positions
+from flopplan.race.families import CURVE_POSITIONS
 from flopplan.race.grid import EVAL_LOOPS, MAX_ETA, MAX_SEED, Grid, room_ladder
 from flopplan.race.seed_pooling import ONE_SEED_SD, is_seed_sd
 from flopplan.recipe import Recipe, RewardSystem
@@ -400,7 +401,7 @@ def design_race(base: Recipe, grid: Grid, budget_flops: int, pilot_fraction: flo
     fewest = min(positions(design.eval_points, a.rungs[-1].step_flops, [e.steps for e in a.rungs],
                            design.rung_flops[-1]) for a in design.arms)  # a top-rung pilot's, the arm's fewest
     few = [a.name for a in design.arms if positions(design.eval_points, a.rungs[0].step_flops, (a.rungs[0].steps,),
-                                                    design.rung_flops[0]) < MIN_POSITIONS]
+                                                    design.rung_flops[0]) < CURVE_POSITIONS]
     notes = (horizon_note(budget_flops / top, seeds), *([one_seed_note(grid.one_seed_sd)] if seeds == 1 else []),
              *filter(None, [holdout_note(fewest), few_positions_note(few)]))
     return replace(design, notes=notes)

@@ -25,10 +25,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from flopplan.race.families import distinct_positions
-
-MIN_POSITIONS = 3
-"""The fewest positions after step 0 a curve is fitted from (:func:`flopplan.race.curves.fit_curve`)."""
+from flopplan.race.families import CURVE_POSITIONS, distinct_positions
 
 
 def log_points(low: float, high: float, n: int) -> tuple[int, ...]:
@@ -59,10 +56,10 @@ def positions(points: Iterable[int], step_flops: int, ends: Sequence[int], budge
 
 def evaluation_points(low: int, top: int, n: int, arms: Sequence[tuple[int, int]], first_rung: int) -> tuple[int, ...]:
     """The race's points: ``n`` log-spaced from ``low`` to ``top``, and for each arm (its first rung's ``(step
-    FLOPs, steps)``) whose first rung of ``first_rung`` training FLOPs they give fewer than :data:`MIN_POSITIONS`
+    FLOPs, steps)``) whose first rung of ``first_rung`` training FLOPs they give fewer than :data:`CURVE_POSITIONS`
     positions, the point halfway in ln FLOPs between its first step and its first rung's end (module docstring)."""
     points = set(log_points(low, top, n))
     for step_flops, steps in arms:
-        if positions(points, step_flops, (steps,), first_rung) < MIN_POSITIONS:
+        if positions(points, step_flops, (steps,), first_rung) < CURVE_POSITIONS:
             points.add(round(step_flops * math.sqrt(steps)))
     return tuple(sorted(points))

@@ -103,6 +103,12 @@ def _grid(family: str, positions: FloatArray) -> FloatArray:
     return np.zeros(1)
 
 
+CURVE_POSITIONS = 3
+"""The fewest distinct positions after step 0 (:func:`distinct_positions`) an arm's curve is fitted from
+(:func:`flopplan.race.curves.fit_curve`; the design gives every arm's first rung as many:
+:mod:`flopplan.race.eval_points`)."""
+
+
 def distinct_positions(u: FloatArray) -> FloatArray:
     """The distinct evaluation positions among u values (ln FLOPs): sorted, a new position wherever a value lies more
     than 0.1 beyond the first of the current one (seeds evaluate at FLOPs within a few % of each other); each

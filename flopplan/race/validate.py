@@ -33,6 +33,7 @@ from flopplan.fileio import TEMPORARY, atomic_write_json, atomic_write_text, fol
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.collect import race_input, unfinished_rung
 from flopplan.race.design import RaceDesign
+from flopplan.race.eval_points import log_points
 from flopplan.race.overhead import budget_left
 from flopplan.race.pilot_data import ArmPilots, EvalPoint, SeedRun
 from flopplan.race.pilots import allow_children, pilot_done, pilot_folder, within_rung
@@ -239,7 +240,7 @@ def _validation_points(design: RaceDesign, arm: Any, budget: int, pilot_train: i
     of its rung, and the run would evaluate again one step later, out of its budget)."""
     train = max(1, budget - arm.eval_flops * (2 + len(design.eval_points) + 4))
     top = max(design.eval_points)
-    extra = tuple(int(top * (train / top) ** (i / 4)) for i in range(1, 5)) if train > top else ()
+    extra = (*log_points(top, train, 4)[1:], train) if train > top else ()  # four, a log step apart, the last at it
     covered = pilot_train + pilot_train / max(1, pilot_steps)
     points = {p for p in design.eval_points if p <= pilot_train or p > covered}
     return tuple(sorted(points | set(extra)))
