@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from flopplan.arch import ArchSpec, orm_head, prm_head, resolve, with_head
-from flopplan.attention import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, WINDOW_CONVENTIONS
+from flopplan.attention import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, WINDOW_CONVENTIONS, sliding_layers
 from flopplan.errors import UserError, check_choice, check_int, check_number
 from flopplan.fileio import atomic_write_text, read_text
 from flopplan.formulas import Conventions, LoRA, Training, train_flops
@@ -465,3 +466,11 @@ def to_toml(data: dict[str, Any]) -> str:
     lines = ["# flopplan recipe (a GRPO run); see `flopplan plan --help` and the README"]
     lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in data.items() if v is not None]
     return "\n".join(lines) + "\n"
+
+
+def conventions_that_apply(specs: Sequence[ArchSpec]) -> set[str]:
+    """The architecture-bound counting conventions of a recipe that change a count of ``specs`` (its policies and
+    reward models): ``experts`` (the experts implementation) for a mixture-of-experts model, ``window`` (the window
+    convention) for one with sliding-window layers."""
+    applies = {"experts": lambda spec: spec.moe is not None, "window": lambda spec: sliding_layers(spec)[0] > 0}
+    return {name for name, test in applies.items() if any(test(spec) for spec in specs)}

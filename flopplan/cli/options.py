@@ -170,11 +170,11 @@ def check_conventions_apply(given: Sequence[str], specs: Sequence[Any]) -> None:
     """``--experts`` and ``--window`` (``given``: the names of those given) apply to a mixture-of-experts model and
     to a model with sliding-window layers: one given where no model of ``specs`` (the command's policies and reward
     models) has them would be ignored, and is refused."""
-    from flopplan.attention import sliding_layers
+    from flopplan.recipe import conventions_that_apply
 
-    applies = {"experts": lambda spec: spec.moe is not None, "window": lambda spec: sliding_layers(spec)[0] > 0}
+    applies = conventions_that_apply(specs)
     for name in (n for n in CONVENTION_OPTIONS if n in given):
-        if not any(applies[name](spec) for spec in specs):
+        if name not in applies:
             option, needs = CONVENTION_OPTIONS[name]
             names = list(dict.fromkeys(spec.name for spec in specs))
             which = f"{names[0]} has none" if len(names) == 1 else f"none of {', '.join(names)} has any"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopplan.attention import sliding_layers
 from flopplan.passes import BUCKETS, EVAL_PHASES, STEP_PHASES
 from flopplan.planfile import PlanEntry
 from flopplan.planner import Plan, budget_text, hours_unit
+from flopplan.recipe import conventions_that_apply
 from flopplan.report.tables import Table
 from flopplan.units import apart, count, duration, eng
 
@@ -116,9 +116,9 @@ def model_specs(plans: list[Plan]) -> list[Any]:
 def _conventions(plans: list[Plan]) -> str:
     """The recipe's experts implementation and window convention, where a model of the plans has what they count
     (mixture-of-experts layers, sliding-window layers): they change its counts."""
-    specs, r = model_specs(plans), plans[0].recipe
-    return ((f", experts {r.experts}" if any(s.moe is not None for s in specs) else "")
-            + (f", windows {r.window}" if any(sliding_layers(s)[0] for s in specs) else ""))
+    applies, r = conventions_that_apply(model_specs(plans)), plans[0].recipe
+    return (f", experts {r.experts}" if "experts" in applies else "") + (
+        f", windows {r.window}" if "window" in applies else "")
 
 
 def plan_notes(plans: list[Plan]) -> list[str]:
