@@ -575,6 +575,25 @@ def test_a_refused_trl_run_writes_nothing(tmp_path):
     assert not out.exists()
 
 
+def test_a_trl_training_cap_below_one_round_is_refused_before_it_starts_and_one_round_is_allowed(tmp_path):
+    """--train-flops below the first round's training FLOPs (evaluations excluded, as the meter's guard prices the
+    round) is refused in one line when the meter attaches, as the built-in trainer refuses one below its first step
+    (it reached TRL's on_train_begin, whose budget message formatted the absent budget: a TypeError, and the run
+    folder was left behind); a cap of exactly one round trains that round and stops before the next."""
+    pytest.importorskip("trl")
+    run = tmp_path / "run"
+    low = one_line_error(cli("train", "--engine", "trl", "--out", str(run), "--steps", "2", "--train-flops", "1000",
+                             *SMALL), "--train-flops 1,000 buys no round: the first could cost up to ")
+    assert not run.exists()
+    found = re.search(r"could cost up to ([\d,]+) training FLOPs \(evaluations excluded\)", low)
+    assert found, low
+    round_ = int(found.group(1).replace(",", ""))
+    s = json.loads(cli("train", "--engine", "trl", "--out", str(run), "--steps", "2", "--train-flops", str(round_),
+                       *SMALL, "--json", check=True).stdout)
+    assert s["steps"] == 1 and s["flops"]["total"] - s["flops"]["evaluation"] == round_
+    assert s["stop"]["reason"] == "budget" and s["stop"]["bound_flops"] == round_
+
+
 @pytest.mark.slow
 def test_a_learned_reward_model_rewards_on_trl_as_on_the_built_in_trainer(tmp_path):
     """A reward model from ``flopplan reward-model train`` under ``--engine trl``: TRL rewards with its raw logit,

@@ -59,6 +59,7 @@ from flopplan.engines.trl_steplog import attach_step_log
 from flopplan.engines.trl_traincall import NoRoundFits, train_call
 from flopplan.engines.trl_trainer import check_explicit, check_generation_configs, read_trainer
 from flopplan.errors import UserError, is_number
+from flopplan.guard import passes_cap
 from flopplan.planner import budget_flops
 from flopplan.recipe import Recipe
 from flopplan.runfile import CONFIG, last_complete_checkpoint
@@ -133,6 +134,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
             probe = TRLMeter(read.recipe, read.run, flops,
                              eval_rows=evaluation_rows(trainer, read.eval_generations)[0])
             probe.know_prompts(lengths, retokenised)
+            probe.train_flops_cap = None if config is None else config.train_flops  # (flopplan train --train-flops)
             _check_first_round(probe, trainer.args)
     except BaseException:  # refused: nothing left behind
         scratch.cleanup()
@@ -321,8 +323,12 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
 
 
 def _check_first_round(meter: TRLMeter, args: Any) -> None:
-    """Refuse a budget that buys no first round (with the baseline evaluation and the next in reserve, when
-    evaluating)."""
+    """Refuse a training cap below the first round's training FLOPs (evaluations excluded), and a budget that buys
+    no first round (with the baseline evaluation and the next in reserve, when evaluating)."""
+    cap = meter.train_flops_cap
+    if passes_cap(meter.ledger.training_flops, bound := meter.next_round_bound(), cap):
+        raise UserError(f"--train-flops {cap:,} buys no round: the first could cost up to {bound:,} training FLOPs "
+                        "(evaluations excluded)")
     if not _first_round_fits(meter, args):
         raise UserError(f"the budget ({meter.ledger.budget_flops:,} FLOPs) buys no round: "
                         f"{meter.guard.decision.message}")
