@@ -49,6 +49,8 @@ TRAIN_REFUSED = {
     "a budget without a step": (["--budget", "1500"], "buys no step"),
     "a training cap without a step": (["--steps", "1", "--train-flops", "1500"], "--train-flops 1,500 buys no step"),
     "a group of one completion": (["--group-size", "1", "--steps", "1"], "group size of 1 cannot train"),
+    "experts of a dense model": (["--steps", "1", "--experts", "eager"],
+                                 "--experts applies to models with mixture-of-experts layers; tiny has none"),
 }
 
 
@@ -66,6 +68,14 @@ def test_a_run_that_cannot_work_is_refused_before_it_starts_and_leaves_no_folder
     (tmp_path / "empty").mkdir()
     one_line_error(cli("train", "--out", str(tmp_path / "empty"), *args, "--no-progress"), TRAIN_REFUSED[case][1])
     assert not list((tmp_path / "empty").iterdir())
+
+
+def test_experts_is_taken_where_the_policy_has_mixture_of_experts_layers(tmp_path):
+    """--experts counts a mixture-of-experts policy (refused for a dense one above, as plan refuses it): the run goes
+    on to its next check, here a budget that buys no step."""
+    pytest.importorskip("torch")
+    one_line_error(cli("train", "--out", str(tmp_path / "run"), "--model", "tiny-moe", "--experts", "eager",
+                       "--budget", "1500", "--no-progress"), "buys no step")
 
 
 def test_a_trl_runs_work_in_progress_is_recorded_under_the_steps_it_belongs_to(tmp_path):

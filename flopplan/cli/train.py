@@ -12,7 +12,14 @@ from typing import Any
 import click
 
 from flopplan.cli import echo_json, fail, main
-from flopplan.cli.options import dataclass_options, dataclass_values, recipe_changes, recipe_options
+from flopplan.cli.options import (
+    CONVENTION_OPTIONS,
+    check_conventions_apply,
+    dataclass_options,
+    dataclass_values,
+    recipe_changes,
+    recipe_options,
+)
 from flopplan.train.config import TrainConfig, demo_recipe
 
 RESUME_OPTIONS = {"out_dir", "resume", "max_steps", "budget_flops", "train_flops", "no_progress", "as_json"}
@@ -86,6 +93,11 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
         config = train_config(plan_file=plan_file, plan_model=plan_model, recipe_file=recipe_file, changes=changes,
                               tuning_given=tuning_given, no_eval=no_eval, model=model_name,
                               engine_recipe=engine_recipe, **knobs)
+        # --experts where no model of the run has mixture-of-experts layers changes no count: refused, as plan does
+        # (the specs read only then: the policy's also checks the LoRA rank, which a load error would come before)
+        if conventions := [name for name in CONVENTION_OPTIONS if name in changes]:
+            check_conventions_apply(conventions, [s for s in (config.recipe.policy_spec, config.recipe.reward_spec)
+                                                  if s is not None])
     if config.engine == "trl":
         _train_on_trl(config, resume, as_json)
         return
