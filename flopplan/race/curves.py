@@ -393,8 +393,7 @@ def fit_curve(flops: ArrayLike, rewards: ArrayLike, *, r0: float | None = None, 
     if drop_first:
         keep &= ~_first_k_mask(f, None if runs is None else np.asarray(runs, dtype=object).ravel(), drop_first)
     if distinct_positions(np.log(f[keep])).size < CURVE_POSITIONS:  # as the model average's families count them
-        raise UserError(f"the curve needs evaluation points at >= {CURVE_POSITIONS} distinct FLOPs > 0, more than 10 % "
-                        "apart")
+        raise UserError(f"the curve needs evaluation points at >= {CURVE_POSITIONS} distinct FLOPs > 0, > 10 % apart")
     g = grids or default_grids(f[keep], r0_, a_step=a_step, a_max=a_max)
     batch = fit_curve_batch(np.log(f[keep]), y[keep][None, :], w[keep][None, :], [r0_], g, refine_f_mid=refine_f_mid)
     return batch.fit(0, dropped_first=drop_first)
