@@ -522,8 +522,8 @@ def test_an_arm_whose_pilots_never_moved_is_not_bounded_by_them(size_race):
     t = an.target("math")
     still = next(p for p in t.budgets[-1].predictions if p.arm == "still")
     assert (still.lo, still.hi, still.usable, still.comparable, still.p_best) == (0.0, 1.0, False, False, 0.0)
-    assert still.gain_hi == pytest.approx(1.0 - (still.reward - still.gain)) and "never moved" in still.note
-    assert any(w.startswith("still: its pilots never moved") for w in t.warnings)
+    assert still.gain_hi == pytest.approx(1.0 - (still.reward - still.gain)) and "never rose" in still.note
+    assert any(w.startswith("still: its pilots never rose above their start") for w in t.warnings)
     assert an.recommendations[0].arm == before.recommendations[0].arm == "strong"
     one = tuple(SeedRun(s, tuple(EvalPoint(f, (np.arange(200) < (1 if f == 8e19 else 0)).astype(float))
                                  for f in (0.0, 1e19, 2e19, 4e19, 8e19))) for s in range(3))
@@ -531,6 +531,35 @@ def test_an_arm_whose_pilots_never_moved_is_not_bounded_by_them(size_race):
                                                                         ArmPilots("still", one)))},
                             reached=inp.reached | {"still": 0}), n_replicates=50).target("math")
     assert next(p for p in moved.budgets[-1].predictions if p.arm == "still").note == ""
+
+
+def test_an_arm_whose_pilots_never_rose_above_their_start_is_not_bounded_by_them(size_race):
+    """The CPU demo's tiny-l + rule arm: one prompt solved on one seed at step 0, then 0 on every prompt at every
+    evaluation; it reached 0.93-1.00 at F in the exhaustive sweep, yet its curves bounded it at 0.015 and the
+    halving set it aside, because its pilots were not exactly constant. Now no prompt above its step-0 score counts
+    as never moved: interval to 1, not comparable. The start is pooled over the seeds (one initial policy): a seed
+    that later solves a prompt another seed solved at step 0 has not risen above the start; a prompt above every
+    seed's step-0 score has."""
+    from flopplan.race.checks import unmoved
+
+    inp, before = size_race
+    flops = (0.0, 1e19, 2e19, 4e19, 8e19)
+    first = (np.arange(200) == 7).astype(float)
+
+    def runs(later: np.ndarray) -> tuple[SeedRun, ...]:
+        return tuple(SeedRun(s, tuple(EvalPoint(f, first if (f == 0 and s == 0) else later if f > 0 else
+                                                np.zeros(200)) for f in flops)) for s in range(3))
+
+    floored, again, above = (ArmPilots("floored", runs(x)) for x in (np.zeros(200), first, np.roll(first, 1)))
+    assert (unmoved(floored), unmoved(again), unmoved(above)) == (True, True, False)
+    arms = (*inp.arms, info("floored", policy="3B", params=3_000_000_000))
+    data = PilotData((*inp.targets["math"].arms, floored))
+    an = analyze(replace(inp, arms=arms, targets={"math": data}, reached=inp.reached | {"floored": 0}),
+                 n_replicates=50)
+    t = an.target("math")
+    p = next(p for p in t.budgets[-1].predictions if p.arm == "floored")
+    assert (p.hi, p.usable, p.comparable, p.p_best) == (1.0, False, False, 0.0) and "never rose" in p.note
+    assert an.recommendations[0].arm == before.recommendations[0].arm == "strong"
 
 
 def test_pilots_too_short_to_hold_a_point_out_say_their_interval_is_not_calibrated_on_them(size_race):

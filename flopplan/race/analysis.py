@@ -209,7 +209,7 @@ class _ArmState:
     monotone: bool = True
     identified: bool = False
     max_flops: float = 0.0
-    still: bool = False  # its pilots never moved (checks.unmoved): nothing bounds it beyond them
+    still: bool = False  # its pilots never rose above their start (checks.unmoved): nothing bounds it beyond them
 
 
 NUMERIC = (UserError, ArithmeticError, ValueError, np.linalg.LinAlgError)  # a fit that fails: reported, not raised

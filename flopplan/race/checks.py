@@ -172,21 +172,33 @@ def by_reward(rewards: Mapping[str, float]) -> list[str]:
     return [names[i] for i in tie_order([rewards[n] for n in names])]
 
 
-UNMOVED = ("its pilots never moved (every prompt scored the same at every evaluation of every seed): nothing bounds "
-           "its reward at the budget, and a take-off after the pilots is not ruled out; its interval there runs to 1, "
-           "and the P(best) leaves it out")
+UNMOVED = ("its pilots never rose above their start (no prompt scored above its step-0 score at any evaluation of "
+           "any seed): nothing bounds its reward at the budget, and a take-off after the pilots is not ruled out; its "
+           "interval there runs to 1, and the P(best) leaves it out")
 
 
 def unmoved(arm: ArmPilots) -> bool:
-    """Whether every score of every evaluation of ``arm``'s pilots is one value (0 on every prompt, say): the curve
-    families all read it as flat to the budget and the bootstrap has nothing to resample, so its interval would be
-    [x, x] however far the budget lies (:data:`UNMOVED` says what the analysis does instead)."""
-    scores = [p.scores for run in arm.runs for p in run.points]
-    return bool(scores) and all(np.all(s == scores[0][0]) for s in scores)
+    """Whether ``arm``'s pilots never rose above their start: no evaluation of any seed scored any prompt above the
+    highest score that prompt got at step 0 (0 FLOPs) over the seeds; without a step-0 evaluation, whether every
+    score of every evaluation is one value.
+
+    Such pilots carry no sign of learning, so nothing bounds what the arm reaches later: the curve families read
+    them as flat to the budget (or falling) and the bootstrap has little or nothing to resample, so their interval
+    would be [x, x + ~0.01] however far the budget lies (:data:`UNMOVED` says what the analysis does instead). The
+    CPU demo's tiny-l + rule arm is the case: 0.01 on one seed at step 0, 0 at every evaluation after, and 0.93-1.00
+    at F in the exhaustive sweep (docs/results.md). An arm with one prompt above its start at one evaluation moved."""
+    points = [p for run in arm.runs for p in run.points]
+    if not points:
+        return False
+    start = [p.scores for p in points if p.flops == 0]
+    if not start:
+        return all(np.all(p.scores == points[0].scores[0]) for p in points)
+    top = np.max(np.stack(start), axis=0)
+    return all(bool(np.all(p.scores <= top)) for p in points)
 
 
 def fit_warnings(arms: Sequence[tuple[ArmPilots, bool, Any, PowerLawCheck | None, Any]], at_f: Any) -> list[str]:
-    """What the fits of each arm (its pilots, whether they never moved (:func:`unmoved`), its fit without the first
+    """What the fits of each arm (its pilots, whether they never rose above their start (:func:`unmoved`), its fit without the first
     evaluation points, its power-law check and its model average's record, :class:`flopplan.race.results.
     EnsembleFit`) say its prediction at F (``at_f``, a :class:`flopplan.race.results.BudgetResult`) does not show."""
     out = []
