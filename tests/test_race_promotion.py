@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -82,3 +83,25 @@ def test_arms_the_pilots_cannot_tell_apart_to_the_fits_residue_take_the_room():
     assert sorted(keep(preds, 2, trends, limit=4)) == sorted(p.arm for p in preds)
     apart = [pred("a", 0.5, 0.45, 0.55, p_best=1.0), pred("b", 0.3, 0.25, 0.45 - 2e-9, p_best=0.0)]
     assert keep(apart, 1, {"a": Trend(0.5, 0.5), "b": Trend(0.3, 0.3)}, limit=2) == ["a"]  # beyond it: ruled out
+
+
+def test_an_arm_whose_pilots_never_rose_goes_on_on_its_upper_bound_alone_after_the_arms_the_evidence_keeps():
+    """An arm at 0 since step 0 (checks.unmoved): interval to 1, not comparable (P(best) 0), slope 0. Neither
+    condition beyond the halving's count can speak for it, and the upper bound says the evidence cannot rule it
+    out: it takes the room after the arms the P(best) or their slope keep (it was dropped whenever the leader's lower
+    bound was above its reach: the true best in 64 % of benchmarks/shapes_round39.py's repetitions)."""
+    from flopplan.race.checks import UNMOVED
+
+    floored = ArmPrediction(arm="floored", ledger_flops=1e20, reward=0.0, lo=0.0, hi=1.0, gain=-0.01, gain_lo=-0.01,
+                            gain_hi=0.99, p_best=0.0, extrapolation=2.0, usable=False, comparable=False, note=UNMOVED,
+                            observed=None)
+    preds = [pred("a", 0.70, 0.65, 0.75, p_best=0.6), pred("b", 0.66, 0.60, 0.72, p_best=0.3), floored,
+             pred("wide", 0.50, 0.30, 0.68, p_best=0.1), pred("bloomer", 0.45, 0.25, 0.68, p_best=0.0)]
+    trends = {"a": Trend(0.5, 0.7), "b": Trend(0.6, 0.6), "floored": Trend(0.0, 0.0), "wide": Trend(0.2, 0.3),
+              "bloomer": Trend(0.2, 0.66)}
+    assert keep(preds, 2, trends) == ["b", "a", "wide", "bloomer", "floored"]
+    assert keep(preds, 2, trends, limit=4) == ["b", "a", "wide", "bloomer"]
+    # a non-comparable arm that did move (say non-monotone) is not kept on its upper bound alone
+    odd = replace(floored, arm="odd", note="non-monotone (fails the envelope check)")
+    assert keep([*preds[:2], odd], 2, {**trends, "odd": Trend(0.0, 0.0)}) == ["b", "a"]
+    assert keep([*preds[:2], floored], 2, trends) == ["b", "a", "floored"]
