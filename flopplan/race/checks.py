@@ -198,9 +198,10 @@ def unmoved(arm: ArmPilots) -> bool:
 
 
 def fit_warnings(arms: Sequence[tuple[ArmPilots, bool, Any, PowerLawCheck | None, Any]], at_f: Any) -> list[str]:
-    """What the fits of each arm (its pilots, whether they never rose above their start (:func:`unmoved`), its fit without the first
-    evaluation points, its power-law check and its model average's record, :class:`flopplan.race.results.
-    EnsembleFit`) say its prediction at F (``at_f``, a :class:`flopplan.race.results.BudgetResult`) does not show."""
+    """What the fits of each arm (its pilots, whether they never rose above their start (:func:`unmoved`), its fit
+    without the first evaluation points, its power-law check and its model average's record, :class:`flopplan.race.
+    results.EnsembleFit`) say its prediction at F (``at_f``, a :class:`flopplan.race.results.BudgetResult`) does not
+    show."""
     out = []
     for arm, still, without_first, check, ensemble in arms:
         p = next(p for p in at_f.predictions if p.arm == arm.name)
