@@ -308,13 +308,9 @@ def test_an_orm_arms_pilot_spec_names_the_reward_model_the_design_trained(tmp_pa
         orm.check_lengths(9, 9, priced + 1, priced + 3)
 
 
-@pytest.mark.slow  # imports TRL (about 13 s)
-def test_a_trainer_that_runs_another_round_than_the_arm_was_priced_for_is_refused(tmp_path):
-    """The example script loads its policy with transformers' default attention (SDPA), whose backward recomputes
-    the scores (2.5x the forward, not eager's 2x): a race priced with eager attention charged every update 495,616
-    FLOPs more than planned and its LoRA pilot stopped a step short of its rung (a held-out axis). A real
-    GRPOTrainer that runs another attention kernel, or another model, than its arm was priced with is refused
-    before it trains, naming what to change; the one that runs the priced round passes."""
+def _eager_pilot(tmp_path: Path) -> tuple:
+    """A rung-0 spec of the tiny-s arm of :data:`DESIGN` priced with eager attention, and a maker of the example's
+    real GRPOTrainers built from it (of a model and an attention implementation)."""
     import importlib.util
 
     from datasets import load_dataset
@@ -344,6 +340,17 @@ def test_a_trainer_that_runs_another_round_than_the_arm_was_priced_for_is_refuse
                            reward_funcs=[example.accuracy_reward], args=config, train_dataset=data["train"],
                            eval_dataset=data["test"])
 
+    return spec, trainer
+
+
+@pytest.mark.slow  # imports TRL (about 13 s)
+def test_a_trainer_that_runs_another_round_than_the_arm_was_priced_for_is_refused(tmp_path):
+    """The example script loads its policy with transformers' default attention (SDPA), whose backward recomputes
+    the scores (2.5x the forward, not eager's 2x): a race priced with eager attention charged every update 495,616
+    FLOPs more than planned and its LoRA pilot stopped a step short of its rung (a held-out axis). A real
+    GRPOTrainer that runs another attention kernel, or another model, than its arm was priced with is refused
+    before it trains, naming what to change; the one that runs the priced round passes."""
+    spec, trainer = _eager_pilot(tmp_path)
     with pytest.raises(UserError, match=r"attention_kernel 'sdpa' \(attn_implementation 'sdpa'\), the arm's "
                                         r"'eager'; design the race with --attention-kernel sdpa, or load the policy "
                                         r"with attn_implementation='eager'"):
@@ -352,6 +359,20 @@ def test_a_trainer_that_runs_another_round_than_the_arm_was_priced_for_is_refuse
                                         r"arm's \d+\).*; load the arm's model"):
         spec.check_round(trainer("tiny", "eager"))
     spec.check_round(trainer("tiny-s", "eager"))  # the round the arm was priced for
+
+
+@pytest.mark.slow  # imports TRL (about 13 s)
+def test_a_pilot_whose_rung_cap_buys_no_round_is_refused_naming_the_rung_not_an_option_never_given(tmp_path):
+    """A script pilot's training cap is its rung's training FLOPs (spec.train_flops), not an option of the user's:
+    where it buys no round, TRL's on_train_begin refused with "--train-flops X buys no round", the option of
+    ``flopplan train``, which the pilot's user never gave."""
+    spec, trainer = _eager_pilot(tmp_path)
+    spec = dataclasses.replace(spec, train_flops=1000)
+    built = trainer("tiny-s", "eager")
+    spec.meter(built)
+    with pytest.raises(UserError, match=r"^the rung's training-FLOP cap 1,000 buys no round: the first could cost up "
+                                        r"to [\d,]+ training FLOPs \(evaluations excluded\)$"):
+        built.train(resume_from_checkpoint=spec.resume_from_checkpoint)
 
 
 @pytest.mark.parametrize("flag, length, dataset", [("--prompt-len", "8", "train_dataset"),

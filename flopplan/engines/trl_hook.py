@@ -55,11 +55,11 @@ from flopplan.engines.trl_resume import (
     keep_lost,
     lost_since,
 )
+from flopplan.engines.trl_start import check_first_round, first_round_fits
 from flopplan.engines.trl_steplog import attach_step_log
 from flopplan.engines.trl_traincall import NoRoundFits, train_call
 from flopplan.engines.trl_trainer import check_explicit, check_generation_configs, read_trainer
 from flopplan.errors import UserError, is_number
-from flopplan.guard import passes_cap
 from flopplan.planner import budget_flops
 from flopplan.recipe import Recipe
 from flopplan.runfile import CONFIG, last_complete_checkpoint
@@ -135,7 +135,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
                              eval_rows=evaluation_rows(trainer, read.eval_generations)[0])
             probe.know_prompts(lengths, retokenised)
             probe.train_flops_cap = None if config is None else config.train_flops  # (flopplan train --train-flops)
-            _check_first_round(probe, trainer.args)
+            check_first_round(probe, trainer.args)
     except BaseException:  # refused: nothing left behind
         scratch.cleanup()
         raise
@@ -322,28 +322,6 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
     trainer._save_checkpoint = save_with_ledger
 
 
-def _check_first_round(meter: TRLMeter, args: Any) -> None:
-    """Refuse a training cap below the first round's training FLOPs (evaluations excluded), and a budget that buys
-    no first round (with the baseline evaluation and the next in reserve, when evaluating)."""
-    cap = meter.train_flops_cap
-    if passes_cap(meter.ledger.training_flops, bound := meter.next_round_bound(), cap):
-        raise UserError(f"--train-flops {cap:,} buys no round: the first could cost up to {bound:,} training FLOPs "
-                        "(evaluations excluded)")
-    if not _first_round_fits(meter, args):
-        raise UserError(f"the budget ({meter.ledger.budget_flops:,} FLOPs) buys no round: "
-                        f"{meter.guard.decision.message}")
-
-
-def _first_round_fits(meter: TRLMeter, args: Any) -> bool:
-    """The first round with the evaluations before the second in reserve: the baseline (``eval_on_start``) and the
-    first round's end's where due."""
-    if not meter.eval_rows:
-        return meter.fits_next_round(0)
-    reserve = evaluations_before_next_round(args, 0, meter.run.optimizer_steps_per_round,
-                                            args.max_steps if args.max_steps > 0 else None)
-    return meter.fits_next_round(reserve if args.eval_on_start else reserve - 1)  # (step 0 is due: the baseline's)
-
-
 class FlopBudgetCallback(TrainerCallback):
     """Commits each round when its last optimizer step ends and stops before a round that could overrun the
     budget, or after one when Ctrl-C was pressed on any process (``ctrl_c``; ``should_training_stop`` is never set
@@ -424,8 +402,8 @@ class FlopBudgetCallback(TrainerCallback):
             self._stop_for_steps(state)  # over (the Trainer would run a step past them: transformers does, unmetered)
             raise NoRoundFits
         if self.meter.rounds == 0 and not self.meter.ledger.lost:
-            _check_first_round(self.meter, args)
-        elif not (_first_round_fits(self.meter, args) if self.meter.rounds == 0 else
+            check_first_round(self.meter, args)
+        elif not (first_round_fits(self.meter, args) if self.meter.rounds == 0 else
                   self.meter.fits_next_round(min(self._reserve(args, 0), 1))):
             # resumed from the checkpoint its budget stopped it at (killed before its summary was written), or
             # started again after lost work that leaves no round: the run is over (the Trainer runs a step before

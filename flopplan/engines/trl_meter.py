@@ -101,6 +101,7 @@ class TRLMeter:
         self.resuming = False  # meter(resume=True): the run continues its last checkpoint
         self.train_flops_cap: int | None = None  # training FLOPs (evaluations excluded) no round may take the run
         #                                          past (a race pilot's rung, flopplan train --train-flops); None: none
+        self.train_flops_cap_name = "--train-flops"  # what a refusal calls the cap (a race pilot: its rung's)
         self.boundary_evaluation: Any = None  # () -> whether the evaluation at this round boundary runs, where a
         #                                       callback picks the boundaries that evaluate (FlopPoints); None: TRL's
         self.scratch: Any = None  # a temporary folder with the models' configs where no run folder holds them

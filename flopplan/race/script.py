@@ -211,6 +211,7 @@ class PilotSpec:
         metered = meter(trainer, budget=self.budget, out=self.folder, resume=self.resume,
                         check_prompts=self.check_lengths, **options)
         metered.train_flops_cap = self.train_flops  # the budget also holds evaluations that may not run
+        metered.train_flops_cap_name = "the rung's training-FLOP cap"  # (the pilot's user gave no --train-flops)
         evaluate_at_points(trainer, metered, self.eval_points, self.target, score=score, correct=correct)
         return metered
 
