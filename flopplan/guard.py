@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flopplan.errors import UserError
 from flopplan.ledger import Ledger, PhaseCharge
 from flopplan.runfile import RunSummary
 
@@ -122,6 +123,15 @@ def passes_cap(trained: int, bound_flops: int, cap: int | None) -> bool:
     """Whether a round whose training could cost up to ``bound_flops`` could take a run's training FLOPs (evaluations
     excluded), ``trained`` before it, past its training cap ``cap`` (``flopplan train --train-flops``; None: none)."""
     return cap is not None and trained + bound_flops > cap
+
+
+def check_cap_extends(ledger: Ledger, cap: int | None, name: str = "--train-flops") -> None:
+    """Refuse to resume a run whose training FLOPs (evaluations excluded) are past its training cap ``cap`` (what
+    the message calls ``name``): the cap does not extend it. Equal passes: a run that trained to its cap and was
+    killed before its summary, a race pilot run again, stops at once."""
+    if cap is not None and (trained := ledger.training_flops) > cap:
+        raise UserError(f"the run has already trained {trained:,} FLOPs (evaluations excluded): {name} {cap:,} does "
+                        "not extend it")
 
 
 def metrics_line(step: int, metrics: Mapping[str, Any], flops: Mapping[str, Any],

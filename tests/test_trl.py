@@ -594,6 +594,24 @@ def test_a_trl_training_cap_below_one_round_is_refused_before_it_starts_and_one_
     assert s["stop"]["reason"] == "budget" and s["stop"]["bound_flops"] == round_
 
 
+def test_a_resumed_trl_run_refuses_a_training_cap_below_what_it_trained_as_the_built_in_trainer_does(tmp_path):
+    """``--resume --train-flops`` below the training FLOPs the checkpoint's ledger holds: the built-in trainer
+    refuses it in one line; the TRL engine stopped at once, exit 0, its stop saying a negative number of FLOPs was
+    left. A cap
+    equal to them is taken (the run stops at once, as a race pilot run again does)."""
+    pytest.importorskip("trl")
+    run = tmp_path / "run"
+    s = json.loads(cli("train", "--engine", "trl", "--out", str(run), "--steps", "1", "--checkpoint-every", "1",
+                       *SMALL, "--json", check=True).stdout)
+    trained = s["flops"]["total"] - s["flops"]["evaluation"]
+    one_line_error(cli("train", "--out", str(run), "--resume", "--steps", "3", "--train-flops", str(trained - 1)),
+                   f"the run has already trained {trained:,} FLOPs (evaluations excluded): --train-flops "
+                   f"{trained - 1:,} does not extend it")
+    again = json.loads(cli("train", "--out", str(run), "--resume", "--steps", "3", "--train-flops", str(trained),
+                           "--json", check=True).stdout)
+    assert again["steps"] == 1 and again["stop"]["reason"] == "budget"
+
+
 @pytest.mark.slow
 def test_a_learned_reward_model_rewards_on_trl_as_on_the_built_in_trainer(tmp_path):
     """A reward model from ``flopplan reward-model train`` under ``--engine trl``: TRL rewards with its raw logit,

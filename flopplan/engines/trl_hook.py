@@ -60,6 +60,7 @@ from flopplan.engines.trl_steplog import attach_step_log
 from flopplan.engines.trl_traincall import NoRoundFits, train_call
 from flopplan.engines.trl_trainer import check_explicit, check_generation_configs, read_trainer
 from flopplan.errors import UserError, is_number
+from flopplan.guard import check_cap_extends
 from flopplan.planner import budget_flops
 from flopplan.recipe import Recipe
 from flopplan.runfile import CONFIG, last_complete_checkpoint
@@ -369,17 +370,20 @@ class FlopBudgetCallback(TrainerCallback):
                                     "resume_from_checkpoint=...) (a race pilot: spec.resume_from_checkpoint)")
                 if folder is not None:
                     check_start_over(folder, args.output_dir, self.resume_from)
+            if state.global_step:  # resumed: continue the ledger saved with the checkpoint, whose training a cap
+                self.meter.load(Path(args.output_dir) / f"checkpoint-{state.global_step}")  # below it cannot extend
+                check_cap_extends(self.meter.ledger, self.meter.train_flops_cap, self.meter.train_flops_cap_name)
         except UserError:
             if self.meter.owns_folder and folder is not None:
                 folder.unlock()  # nothing was written: the right call may follow in this process
             raise
-        if state.global_step:  # resumed: continue the ledger saved with the checkpoint
-            self.meter.load(Path(args.output_dir) / f"checkpoint-{state.global_step}")
-            if args.eval_on_start:  # (read by transformers after this) as flopplan train --engine trl does: an
-                args.eval_on_start = False  # evaluation at a logged step goes into a second line for it, which a
-                self.meter.notes.append(  # later resume from that step's checkpoint would neither keep nor charge
-                    f"eval_on_start skipped: the run resumed at optimizer step {state.global_step}, a step its logs "
-                    "hold")
+        # (eval_on_start is read by transformers after this) as flopplan train --engine trl does: an evaluation at
+        # a logged step goes into a second line for it, which a later resume from that step's checkpoint would
+        # neither keep nor charge
+        if state.global_step and args.eval_on_start:
+            args.eval_on_start = False
+            self.meter.notes.append(f"eval_on_start skipped: the run resumed at optimizer step {state.global_step}, "
+                                    "a step its logs hold")
         if folder is not None and (state.global_step or self.meter.resuming):  # trl_resume: what a kill lost
             count = self.meter.commits  # the checkpoint's (0 from the start)
             lost = lost_since(folder, state.global_step, self.meter.rounds, count)

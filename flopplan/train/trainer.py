@@ -38,7 +38,7 @@ from flopplan.grpo.batching import scoring_batches
 from flopplan.grpo.loss import group_advantages
 from flopplan.grpo.reward_funcs import RewardFuncs, format_bonus
 from flopplan.grpo.tasks import Problem
-from flopplan.guard import Guard, metrics_line, passes_cap
+from flopplan.guard import Guard, check_cap_extends, metrics_line, passes_cap
 from flopplan.ledger import Ledger, PhaseCharge
 from flopplan.measure.device import hardware_name
 from flopplan.measure.models import recommended_threads
@@ -218,10 +218,7 @@ class Trainer:
         if self.config.budget_flops is not None and self.ledger.charged > self.config.budget_flops:
             raise UserError(f"the run has already spent {self.ledger.charged:,} FLOPs, more than the "
                             f"budget of {self.config.budget_flops:,}")
-        if self.config.train_flops is not None and (trained := self.ledger.training_flops) > self.config.train_flops:
-            # (equal: a run that trained to its cap and was killed before its summary, a race pilot rerun: it stops)
-            raise UserError(f"the run has already trained {trained:,} FLOPs (evaluations excluded): --train-flops "
-                            f"{self.config.train_flops:,} does not extend it")
+        check_cap_extends(self.ledger, self.config.train_flops)
         if self.config.max_steps is not None and self.config.max_steps <= self.step:
             raise UserError(f"the run has done {self.step} steps: --steps {self.config.max_steps} does not extend it "
                             "(give more steps, or a larger --budget)")
