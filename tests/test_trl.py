@@ -612,6 +612,24 @@ def test_a_resumed_trl_run_refuses_a_training_cap_below_what_it_trained_as_the_b
     assert again["steps"] == 1 and again["stop"]["reason"] == "budget"
 
 
+def test_a_dense_policys_moe_reward_model_runs_the_experts_implementation_the_run_counts(tmp_path):
+    """--experts names the experts of a mixture-of-experts reward model beside a dense policy too (the plan counts
+    it so), but TRL loads a reward model with the policy's model_init_kwargs, which carried experts_implementation
+    only for an MoE policy: the reward model ran transformers' grouped_mm and the run was refused ("the recipe given
+    does not match the trainer: its experts 'grouped_mm', the recipe's 'eager'"). Now it runs eager, recorded as
+    the run's convention, and what FlopCounterMode counts of it equals the ledger with no grouped matmul missed."""
+    pytest.importorskip("trl")
+    run = tmp_path / "run"
+    s = json.loads(cli("train", "--engine", "trl", "--out", str(run), "--steps", "1", *SMALL, "--no-eval", "--reward",
+                       "orm:tiny-moe", "--experts", "eager", "--measure-flops", "--json", check=True).stdout)
+    assert s["measured_equals_closed_form"] is True
+    assert s["measured_by_unit"]["reward"]["measured"] == s["measured_by_unit"]["reward"]["closed_form"] > 0
+    assert s["conventions"]["experts_implementation"] == "eager"
+    blind = [c["shapes"]["blind_spots"]["grouped_mm"] for line in
+             map(json.loads, (run / "ledger.jsonl").read_text().splitlines()) for c in line["charges"]]
+    assert blind and not any(blind)
+
+
 @pytest.mark.slow
 def test_a_learned_reward_model_rewards_on_trl_as_on_the_built_in_trainer(tmp_path):
     """A reward model from ``flopplan reward-model train`` under ``--engine trl``: TRL rewards with its raw logit,

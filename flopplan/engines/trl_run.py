@@ -100,6 +100,18 @@ def _rewards(config: TrainConfig, work: Path, policy: DevicePolicy, tokenizer: A
     return [str(reward_path), *rules]
 
 
+def _moe_reward_model(path: str, args: Any, experts: str) -> Any:
+    """A mixture-of-experts reward model loaded as TRL loads one (a one-label sequence classifier with the config's
+    ``model_init_kwargs``) and with the run's experts implementation: those kwargs are the policy's, which carry
+    ``experts_implementation`` only for an MoE policy (a dense model refuses the keyword), so the reward model of a
+    dense policy ran transformers' default whatever ``--experts`` said."""
+    from transformers import AutoModelForSequenceClassification
+
+    kwargs = {"trust_remote_code": args.trust_remote_code, **(args.model_init_kwargs or {})}
+    return AutoModelForSequenceClassification.from_pretrained(path, num_labels=1,
+                                                              **{**kwargs, "experts_implementation": experts})
+
+
 def _reward_output(module: Any, output: str) -> None:
     """TRL's reward is the reward model's first logit; the run's ``--reward-output`` turns it into the reward as the
     built-in trainer does (:func:`flopplan.grpo.rewards.orm_output`: a binary classifier's probability under
@@ -285,6 +297,8 @@ def _build(config: TrainConfig, folder: RunFolder, resume: bool) -> tuple[Any, A
     # tokenizer transformers rebuilds)
     reward_tokenizers = [None if not isinstance(f, str) else _local_tokenizer(f, "--reward-model-path")
                          if config.reward_model_path else tokenizer for f in rewards]
+    if r.reward_spec is not None and r.reward_spec.moe is not None:
+        rewards[0] = _moe_reward_model(rewards[0], args, r.experts)
     from datasets import Dataset
     from trl import GRPOTrainer
 

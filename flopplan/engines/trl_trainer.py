@@ -1,7 +1,7 @@
 """The recipe of a GRPOTrainer the user built, read from the trainer itself: its GRPOConfig, the policy (peft
 adapters: rank, targets, layers; gradient checkpointing; attention implementation and the sliding-window
-convention it implies; an MoE policy's experts implementation; dtype), the reference model, the reward functions
-(callables are free; ``nn.Module`` s are reward models, charged) and the processes.
+convention it implies; an MoE policy's experts implementation, else an MoE reward model's; dtype), the reference
+model, the reward functions (callables are free; ``nn.Module`` s are reward models, charged) and the processes.
 
 What flopplan cannot price is refused here, before anything runs or is written, with one line naming the field
 (:class:`~flopplan.errors.UserError`). Model architectures are written as ``config.json`` files into ``folder``
@@ -163,7 +163,7 @@ def attention_kernel(model: Any) -> tuple[str, str]:
 
 
 def experts_implementation(model: Any) -> str | None:
-    """The experts implementation a mixture-of-experts policy runs (transformers' ``_experts_implementation``;
+    """The experts implementation a mixture-of-experts model runs (transformers' ``_experts_implementation``;
     ``grouped_mm`` when unset, transformers' default), None for a dense model; one that flopplan does not count
     is refused."""
     if _architecture(model).moe is None:
@@ -254,6 +254,8 @@ def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
                                          world_size=world, device=device if device in ("cpu", "cuda") else "cuda",
                                          trl_version=installed_trl_version())
     experts = experts_implementation(model)
+    if experts is None and rewards:  # a dense policy's: the reward model's, which --experts also names
+        experts = experts_implementation(rewards[0])
     recipe = recipe.with_(attention_kernel=kernel, window=window_convention(model, impl),
                           **({"experts": experts} if experts is not None else {}))
     base = _base(model)
