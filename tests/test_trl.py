@@ -630,6 +630,18 @@ def test_a_dense_policys_moe_reward_model_runs_the_experts_implementation_the_ru
     assert blind and not any(blind)
 
 
+def test_an_moe_policys_dense_reward_model_loads(tmp_path):
+    """TRL loads a reward model with the policy's model_init_kwargs: an MoE policy's experts_implementation reached
+    a dense reward model, which transformers refuses (a ValueError traceback, "Qwen2ForSequenceClassification does
+    not support setting experts implementation"). It loads without it, and is counted as it runs."""
+    pytest.importorskip("trl")
+    s = json.loads(cli("train", "--engine", "trl", "--out", str(tmp_path / "run"), "--model", "tiny-moe", "--steps",
+                       "1", *SMALL, "--no-eval", "--reward", "orm:tiny", "--measure-flops", "--json",
+                       check=True).stdout)
+    assert s["steps"] == 1 and s["measured_equals_closed_form"] is True
+    assert s["measured_by_unit"]["reward"]["measured"] == s["measured_by_unit"]["reward"]["closed_form"] > 0
+
+
 @pytest.mark.slow
 def test_a_learned_reward_model_rewards_on_trl_as_on_the_built_in_trainer(tmp_path):
     """A reward model from ``flopplan reward-model train`` under ``--engine trl``: TRL rewards with its raw logit,

@@ -100,16 +100,18 @@ def _rewards(config: TrainConfig, work: Path, policy: DevicePolicy, tokenizer: A
     return [str(reward_path), *rules]
 
 
-def _moe_reward_model(path: str, args: Any, experts: str) -> Any:
-    """A mixture-of-experts reward model loaded as TRL loads one (a one-label sequence classifier with the config's
-    ``model_init_kwargs``) and with the run's experts implementation: those kwargs are the policy's, which carry
-    ``experts_implementation`` only for an MoE policy (a dense model refuses the keyword), so the reward model of a
-    dense policy ran transformers' default whatever ``--experts`` said."""
+def _reward_model(path: str, args: Any, experts: str | None) -> Any:
+    """The reward model loaded as TRL loads one (a one-label sequence classifier with the config's
+    ``model_init_kwargs``), with the experts implementation ``experts`` where it has mixture-of-experts layers (else
+    None): those kwargs are the policy's, which carry ``experts_implementation`` for an MoE policy only, so a dense
+    policy's MoE reward model ran transformers' default whatever ``--experts`` said, and a dense reward model beside
+    an MoE policy was refused by transformers (a traceback: it does not support setting experts implementation)."""
     from transformers import AutoModelForSequenceClassification
 
     kwargs = {"trust_remote_code": args.trust_remote_code, **(args.model_init_kwargs or {})}
-    return AutoModelForSequenceClassification.from_pretrained(path, num_labels=1,
-                                                              **{**kwargs, "experts_implementation": experts})
+    kwargs.pop("experts_implementation", None)
+    return AutoModelForSequenceClassification.from_pretrained(
+        path, num_labels=1, **kwargs, **({"experts_implementation": experts} if experts is not None else {}))
 
 
 def _reward_output(module: Any, output: str) -> None:
@@ -297,8 +299,8 @@ def _build(config: TrainConfig, folder: RunFolder, resume: bool) -> tuple[Any, A
     # tokenizer transformers rebuilds)
     reward_tokenizers = [None if not isinstance(f, str) else _local_tokenizer(f, "--reward-model-path")
                          if config.reward_model_path else tokenizer for f in rewards]
-    if r.reward_spec is not None and r.reward_spec.moe is not None:
-        rewards[0] = _moe_reward_model(rewards[0], args, r.experts)
+    if r.reward_spec is not None:
+        rewards[0] = _reward_model(rewards[0], args, r.experts if r.reward_spec.moe is not None else None)
     from datasets import Dataset
     from trl import GRPOTrainer
 
