@@ -612,6 +612,24 @@ def test_a_resumed_trl_run_refuses_a_training_cap_below_what_it_trained_as_the_b
     assert again["steps"] == 1 and again["stop"]["reason"] == "budget"
 
 
+def test_a_resumed_trl_runs_new_limits_are_recorded_with_the_run_as_the_built_in_trainer_records_them(tmp_path):
+    """``--resume --steps/--train-flops`` extends a TRL run, but its config.json kept the old limits (max_steps 1,
+    train_flops null), so a later plain ``--resume`` ran under them: at its old max_steps, stopped for its steps.
+    Now they are recorded once the checkpoint accepted them, and the plain resume stops at the extended cap."""
+    pytest.importorskip("trl")
+    run = tmp_path / "run"
+    s = json.loads(cli("train", "--engine", "trl", "--out", str(run), "--steps", "1", "--checkpoint-every", "1",
+                       *SMALL, "--json", check=True).stdout)
+    cap = 5 * (s["flops"]["total"] - s["flops"]["evaluation"]) // 2  # two rounds fit, not three
+    more = json.loads(cli("train", "--out", str(run), "--resume", "--steps", "4", "--train-flops", str(cap),
+                          "--json", check=True).stdout)
+    assert more["steps"] == 2 and more["stop"]["reason"] == "budget"
+    config = json.loads((run / "config.json").read_text())
+    assert (config["max_steps"], config["train_flops"], config["budget_flops"]) == (4, cap, None)
+    again = json.loads(cli("train", "--out", str(run), "--resume", "--json", check=True).stdout)
+    assert again["steps"] == 2 and again["stop"] == more["stop"]  # (was: its old max_steps, "steps")
+
+
 def test_a_dense_policys_moe_reward_model_runs_the_experts_implementation_the_run_counts(tmp_path):
     """--experts names the experts of a mixture-of-experts reward model beside a dense policy too (the plan counts
     it so), but TRL loads a reward model with the policy's model_init_kwargs, which carried experts_implementation

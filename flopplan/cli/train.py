@@ -68,15 +68,13 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
     if no_eval and {"eval_every", "eval_prompts"} & set(changes):
         fail("--no-eval contradicts --eval-every/--eval-prompts")
     out_dir = knobs["out_dir"]
-    extend: dict[str, Any] = {}
+    limits: dict[str, Any] = {}  # a finished run can be continued further
     folder = RunFolder(out_dir)
     if resume:
-        config = folder.read_config()
-        extend["out_dir"] = out_dir  # the folder given now, wherever the run was made
-        for name in ("max_steps", "budget_flops", "train_flops"):  # a finished run can be continued further
-            if knobs[name] is not None:
-                extend[name] = knobs[name]
-        config = replace_config(config, **extend)
+        limits = {name: knobs[name] for name in ("max_steps", "budget_flops", "train_flops")
+                  if knobs[name] is not None}
+        # (out_dir: the folder given now, wherever the run was made)
+        config = replace_config(folder.read_config(), out_dir=out_dir, **limits)
     else:
         from flopplan.grpo.data import check_datasets
         from flopplan.grpo.reward_funcs import RewardFuncs
@@ -98,8 +96,9 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
         if conventions := [name for name in CONVENTION_OPTIONS if name in changes]:
             check_conventions_apply(conventions, [s for s in (config.recipe.policy_spec, config.recipe.reward_spec)
                                                   if s is not None])
+    record = functools.partial(_record_limits, folder, limits)
     if config.engine == "trl":
-        _train_on_trl(config, resume, as_json)
+        _train_on_trl(config, resume, as_json, record)
         return
     try:
         from flopplan.measure import quiet_transformers
@@ -108,9 +107,7 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
         fail(f"flopplan train needs the torch extra (pip install 'flopplan[torch]'): {exc}")
     quiet_transformers()
     trainer = Trainer(config, resume=resume, progress=not no_progress and not as_json and sys.stdout.isatty())
-    if set(extend) - {"out_dir"}:  # the checkpoint accepted the extension: record it with the run
-        stored = folder.read_config()
-        folder.write_config(replace_config(stored, **{k: v for k, v in extend.items() if k != "out_dir"}))
+    record()  # the checkpoint accepted the extension
     from flopplan.report.console import console
 
     con = console()
@@ -135,6 +132,15 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
         print_tables(tables, notes)
         con.print(f"run folder: {out_dir} (flopplan report {out_dir})")
     _exit_if_interrupted(summary, out_dir)
+
+
+def _record_limits(folder: Any, limits: dict[str, Any]) -> None:
+    """A resumed run's new --steps/--budget/--train-flops, recorded with the run once its checkpoint accepted them
+    (a later --resume, and whoever reads the folder, sees them)."""
+    if limits:
+        from flopplan.train.config import replace_config
+
+        folder.write_config(replace_config(folder.read_config(), **limits))
 
 
 def _exit_if_interrupted(summary: Any, out_dir: str) -> None:
@@ -178,7 +184,7 @@ def learned_reward_notes(config: Any) -> list[str]:
     return notes
 
 
-def _train_on_trl(config: Any, resume: bool, as_json: bool) -> None:
+def _train_on_trl(config: Any, resume: bool, as_json: bool, record: Any) -> None:
     try:
         from flopplan.engines.trl_run import run_trl
         from flopplan.measure import quiet_transformers
@@ -191,7 +197,7 @@ def _train_on_trl(config: Any, resume: bool, as_json: bool) -> None:
 
         for note in learned_reward_notes(config):
             console().print(note)
-    summary, notes = run_trl(config, resume)
+    summary, notes = run_trl(config, resume, record)
     if not rank0:
         return  # under torchrun / accelerate every process ran the loop; the main one reports
     if as_json:

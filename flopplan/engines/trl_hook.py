@@ -377,6 +377,8 @@ class FlopBudgetCallback(TrainerCallback):
             if self.meter.owns_folder and folder is not None:
                 folder.unlock()  # nothing was written: the right call may follow in this process
             raise
+        if self.meter.resuming and self.meter.on_resumed is not None and state.is_world_process_zero:
+            self.meter.on_resumed()  # the checkpoint accepted the run's limits (flopplan train records them)
         # (eval_on_start is read by transformers after this) as flopplan train --engine trl does: an evaluation at
         # a logged step goes into a second line for it, which a later resume from that step's checkpoint would
         # neither keep nor charge

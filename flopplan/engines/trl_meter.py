@@ -99,6 +99,7 @@ class TRLMeter:
         #                                            train's: tiny, orm:tiny-rm), not its folders' (policy, ...)
         self.owns_folder = False  # the meter locked the run folder (and unlocks it when training ends)
         self.resuming = False  # meter(resume=True): the run continues its last checkpoint
+        self.on_resumed: Any = None  # () -> None, once a resumed run's checks passed (flopplan train's limits)
         self.train_flops_cap: int | None = None  # training FLOPs (evaluations excluded) no round may take the run
         #                                          past (a race pilot's rung, flopplan train --train-flops); None: none
         self.train_flops_cap_name = "--train-flops"  # what a refusal calls the cap (a race pilot: its rung's)

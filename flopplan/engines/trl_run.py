@@ -12,6 +12,7 @@ carry the ledger.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -223,10 +224,12 @@ def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def run_trl(config: TrainConfig, resume: bool = False) -> tuple[RunSummary, list[str]]:
+def run_trl(config: TrainConfig, resume: bool = False,
+            on_resumed: Callable[[], None] | None = None) -> tuple[RunSummary, list[str]]:
     """Train ``config`` on TRL's GRPOTrainer with the FLOP meter; the run folder is flopplan's. A new run that is
     refused before training starts (what the meter cannot price, a budget that buys no round) leaves nothing:
-    what this invocation created in the folder is removed."""
+    what this invocation created in the folder is removed. ``on_resumed``: called on the main process once a
+    resumed run's checkpoint accepted its limits (flopplan train records them in the run's config)."""
     folder = RunFolder(config.out_dir)
     rank0 = int(os.environ.get("RANK", "0")) == 0
     fresh = rank0 and not resume
@@ -239,6 +242,7 @@ def run_trl(config: TrainConfig, resume: bool = False) -> tuple[RunSummary, list
         if fresh:
             folder.check_new()  # again, under the lock
         trainer, meter, checkpoint = _build(config, folder, resume)
+        meter.on_resumed = on_resumed
         if fresh:
             folder.begin(config)  # the run can start: its logs and configuration
     except BaseException:
