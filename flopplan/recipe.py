@@ -201,9 +201,9 @@ class Recipe:
         "--attention-kernel", "Attention backward: eager matmuls (2x forward) or fused SDPA as counted on GPU "
         "(2.5x)", "choice", ATTENTION_KERNELS))
     experts: str = field(default="grouped_mm", metadata=option(
-        "--experts", "MoE policies: transformers' experts implementation, counted as it runs: grouped_mm "
-        "(transformers' default), batched_mm (one gathered weight per token-expert pair) or eager (a loop over the "
-        "experts hit; no LoRA on the routed experts)", "choice", EXPERTS_IMPLEMENTATIONS))
+        "--experts", "MoE models (the policy, the reward model): transformers' experts implementation, counted as it "
+        "runs: grouped_mm (transformers' default), batched_mm (one gathered weight per token-expert pair) or eager (a "
+        "loop over the experts hit; no LoRA on the routed experts)", "choice", EXPERTS_IMPLEMENTATIONS))
     window: str = field(default="masked", metadata=option(
         "--window", "Sliding-window layers, in a prefill: masked (eager computes the full score matrix and masks "
         "it) or windowed (a windowed SDPA/flash kernel: only the pairs within the window)", "choice",

@@ -352,6 +352,28 @@ def test_an_os_error_no_check_caught_is_one_line_naming_the_path(capsys):
     assert capsys.readouterr().err == f"flopplan: cannot use {'a' * 300!r}: File name too long\n"
 
 
+def test_the_experts_help_names_each_model_it_applies_to():
+    """--experts said "MoE policies", but it also runs and counts a dense policy's mixture-of-experts reward model
+    (plan and compare take it for one; train loads it so): each command with --experts and --reward says so."""
+    from flopplan.cli import main
+
+    def commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
+        found = []
+        for name, command in group.commands.items():
+            found.append(((*path, name), command))
+            if isinstance(command, click.Group):
+                found += commands(command, (*path, name))
+        return found
+
+    checked = []
+    for path, command in commands(main):
+        options = {p.opts[0]: p for p in command.params if isinstance(p, click.Option)}
+        if "--experts" in options and "--reward" in options:
+            assert "the reward model" in (options["--experts"].help or ""), path
+            checked.append(path[-1])
+    assert {"plan", "compare", "train"} <= set(checked)
+
+
 def test_train_help_states_one_default_per_option_and_lists_no_option_it_refuses():
     """train --help said "--micro-batch ... (default: G) (default: 64)" and listed --prompt-len, which it refuses."""
     text = " ".join(cli("train", "--help", check=True).stdout.split())
