@@ -24,6 +24,7 @@ from flopplan.race.design import PILOTS, RaceDesign
 from flopplan.race.persistence import names_reward_model
 from flopplan.race.pilot_data import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.results import ArmInfo
+from flopplan.race.rung_ends import RungEnd, rung_end
 from flopplan.race.script import SPEC_FILE
 from flopplan.runfile import EVALUATIONS, LEDGER, SUMMARY, EvalRecord, RunSummary, load_evaluations, load_summary
 
@@ -322,20 +323,27 @@ def pilot_spending(design: RaceDesign, folder: Path) -> dict[str, int]:
     return out
 
 
-def within_rung(records: list[EvalRecord], design: RaceDesign, arm: str, rung: int) -> list[EvalRecord]:
-    """A pilot's evaluations made within ``rung``: within its budget (:meth:`~flopplan.race.design.Arm.pilot_budget`:
-    its training and evaluations, which the rung's run never passes) and, in a race designed as manifest version 5
-    (whose pilots are capped at each rung's training FLOPs), at training FLOPs within the rung's. Before the cap,
-    rounds or evaluations that cost less than priced (completions that end early, a script's shorter prompts) let a
-    rung train past its planned training FLOPs; cut there, its last evaluation was dropped and the pilot read as
-    stopped short, so an older race reads by the budget alone, and where the first rounds of a pilot's next rung fit
-    within the rung's budget (evaluations that cost less than their reserve), those too; the version stands in for
-    the cap (races of version 4 run since the cap came are capped too, and read the older way). In a capped race a
-    pilot's first evaluation of its next rung is not read as the rung's (a pilot running its next rung would change
-    the rung) unless the rung stopped on its budget before its cap. Left: a TRL script pilot whose reward model
-    reads another tokenizer can train its last round past the cap (the meter's bound learns that model's extra
-    tokens as rounds run), and that round's evaluations are then read as the next rung's."""
+def within_rung(records: list[EvalRecord], design: RaceDesign, arm: str, rung: int,
+                end: RungEnd | None = None) -> list[EvalRecord]:
+    """A pilot's evaluations made within ``rung``. Where the runner recorded where the pilot's run of the rung
+    ended (``end``: :func:`flopplan.race.rung_ends.rung_end`, its step and training FLOPs then), those up to that
+    end, within its budget: a pilot running its next rung does not change the rung, and a rung whose last round
+    trained past its cap keeps that round's evaluation (a TRL script pilot whose reward model reads another
+    tokenizer can: the meter's bound learns that model's extra tokens as rounds run). Without a record (a race run
+    before it), the rule of the race's manifest version: within its budget
+    (:meth:`~flopplan.race.design.Arm.pilot_budget`: its training and evaluations, which the rung's run never
+    passes) and, in a race designed as manifest version 5 (whose pilots are capped at each rung's training FLOPs),
+    at training FLOPs within the rung's. Before the cap, rounds or evaluations that cost less than priced
+    (completions that end early, a script's shorter prompts) let a rung train past its planned training FLOPs; cut
+    there, its last evaluation was dropped and the pilot read as stopped short, so an older race reads by the
+    budget alone, and where the first rounds of a pilot's next rung fit within the rung's budget (evaluations that
+    cost less than their reserve), those too; the version stands in for the cap (races of version 4 run since the
+    cap came are capped too, and read the older way). In a capped race without a record a pilot's first
+    evaluation of its next rung is not read as the rung's unless the rung stopped on its budget before its cap,
+    and a last round past the cap is read as the next rung's."""
     budget = design.arm(arm).pilot_budget(design, rung)
+    if end is not None and end.rung == rung and end.budget == budget:
+        return [r for r in records if r.flops <= budget and end.holds(r)]
     capped = design.manifest_version >= 5
     return [r for r in records if r.flops <= budget and (not capped or r.train_flops <= design.rung_flops[rung])]
 
@@ -343,10 +351,11 @@ def within_rung(records: list[EvalRecord], design: RaceDesign, arm: str, rung: i
 def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], command: str,
                 running: frozenset[str] = frozenset()) -> RaceInput:
     """The analysis's input from the pilots of the arms in ``reached`` (arm -> the rung all its seeds finished),
-    each pilot's evaluations read up to that rung's budget (:func:`within_rung`), so a pilot already running its
-    next rung does not change it. ``pilot_spend`` holds each arm's pilots' ledgers in seed order (the first is the
-    one a validating run continues), ``trained_rewards`` the reward a pilot's ledger recorded where it disagrees
-    with the design's (each pilot's summary read once for both); ``running``: :attr:`RaceInput.running`."""
+    each pilot's evaluations read up to that rung's end as the runner recorded it, or its budget in a race run
+    before the record (:func:`within_rung`), so a pilot already running its next rung does not change it.
+    ``pilot_spend`` holds each arm's pilots' ledgers in seed order (the first is the one a validating run
+    continues), ``trained_rewards`` the reward a pilot's ledger recorded where it disagrees with the design's (each
+    pilot's summary read once for both); ``running``: :attr:`RaceInput.running`."""
     targets: dict[str, list[ArmPilots]] = {t: [] for t in design.targets}
     infos, spend, trained = [], {}, {}
     for arm in design.arms:
@@ -361,9 +370,10 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
             if summary is not None and ended(summary) and summary.budget_flops == arm.pilot_budget(
                     design, reached[arm.name]):
                 _check_whole(path, records, summary.steps)
+            end = rung_end(path, reached[arm.name], limit)
             for target in design.targets:
                 points = tuple(EvalPoint(float(r.train_flops), np.asarray(r.scores, dtype=float))
-                               for r in within_rung(records, design, arm.name, reached[arm.name])
+                               for r in within_rung(records, design, arm.name, reached[arm.name], end)
                                if r.target == target)
                 if not points:
                     within = f" within its rung's budget of {limit:.3g} FLOPs" if any(r.target == target

@@ -4,11 +4,13 @@ after rung, with successive halving between rungs.
 State lives only in the pilot folders: a pilot is done at a rung when its summary records that rung's budget and
 a finished run; otherwise it is started, or resumed (``--resume --budget``) from its newest checkpoint, so a race
 killed anywhere and run again continues where it was, and a pilot continued to the next rung is the same run,
-not a new one. The promotion after a rung is a deterministic function of the pilots' evaluations and the
-manifest: the analysis of the rung's pilots (:mod:`flopplan.race.analysis`) predicts each arm's reward at the
-target budget F with its interval, and the halving keeps the arms that may be best there, not the ones ahead now
-(:func:`promote`). Every shard and every rerun computes the same decision; ``promotions.json`` records it with a
-digest of the evaluations it read, so a rerun on the same evaluations reuses it instead of refitting.
+not a new one; where each rung's run of a pilot ended is recorded beside it once it has (``rung_ends.json``:
+:func:`record_rung_end`), so the analysis reads a rung's evaluations as the rung's run made them. The promotion
+after a rung is a deterministic function of the pilots' evaluations and the manifest: the analysis of the rung's
+pilots (:mod:`flopplan.race.analysis`) predicts each arm's reward at the target budget F with its interval, and the
+halving keeps the arms that may be best there, not the ones ahead now (:func:`promote`). Every shard and every
+rerun computes the same decision; ``promotions.json`` records it with a digest of the evaluations it read, so a
+rerun on the same evaluations reuses it instead of refitting.
 
 Who runs a rung's pilots (an :data:`Executor`): a local pool of ``jobs`` processes (each with ``cores / jobs``
 threads; :func:`local_pool`), or Ray tasks (:mod:`flopplan.race.ray_backend`); either way each pilot is the same
@@ -61,6 +63,7 @@ from flopplan.race.pilots import (
     summary_as_written,
     unfinished,
 )
+from flopplan.race.rung_ends import RungEnd, rung_end, write_end
 from flopplan.race.seed_pooling import ONE_SEED_SD
 from flopplan.race.user_pilot import record_command, recorded_command, run_script_pilot
 from flopplan.runfile import CONFIG, SUMMARY, load_summary
@@ -273,14 +276,20 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -
     names the command that resumes it."""
     task.folder.parent.mkdir(parents=True, exist_ok=True)
     wait_unlocked(task.folder)
-    if task.rung >= 0 and pilot_done(task.folder, task.budget):  # the process waited for finished it
-        return task
+    if task.rung < 0 or not pilot_done(task.folder, task.budget):  # (the process waited for may have finished it)
+        _run_pilot(design, folder, task, threads)
+    record_rung_end(task.folder, task.rung, task.budget)  # where the rung ended, for the analysis
+    return task
+
+
+def _run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -> None:
     _clear_unstarted(task)
     what = f"rung{task.rung + 1}" if task.rung >= 0 else "validation"  # rungs counted from 1, as the runner says
     log_path = folder / "logs" / f"{task.arm}.seed{task.seed}.{what}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     if recorded_command(folder) is not None:  # the user's script (flopplan.race.user_pilot)
-        return run_script_pilot(design, folder, task, threads, log_path)
+        run_script_pilot(design, folder, task, threads, log_path)
+        return
     command = train_command(design, folder, task)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "OPENBLAS_NUM_THREADS": str(threads)}
@@ -291,7 +300,34 @@ def run_pilot(design: RaceDesign, folder: Path, task: PilotTask, threads: int) -
         stage = f"rung {task.rung + 1}" if task.rung >= 0 else "validation"
         raise unfinished(f"pilot {task.arm} seed {task.seed} ({stage})", returncode, task.folder, before, folder,
                          task.rung, log_path, since)
-    return task
+
+
+def record_rung_end(path: Path, rung: int, budget: int) -> None:
+    """Record where the pilot in ``path`` ended ``rung`` (its budget ``budget``) in its ``rung_ends.json``
+    (:mod:`flopplan.race.rung_ends`), from its run summary, once the rung's run has finished (for its budget or
+    its cap: :func:`pilot_done`) and while the summary is still that rung's (a pilot continued since shows its
+    next rung's, and its record of this rung was written before it went on); a rung already recorded is left as
+    it is. Not for the validating run (``rung`` -1)."""
+    if rung < 0 or rung_end(path, rung, budget) is not None or not pilot_done(path, budget):
+        return
+    summary = load_summary(path)
+    if summary.budget_flops == budget:
+        write_end(path, RungEnd.of(summary, rung))
+
+
+def record_finished_rungs(design: RaceDesign, folder: Path) -> None:
+    """:func:`record_rung_end` for every pilot of the race in ``folder`` whose summary shows a rung's run finished:
+    a driver killed after a pilot ended and before it recorded the end (or a pilot another shard or a lost Ray
+    task finished) is recorded on the next ``race run``, before any promotion reads the rung or the pilot goes on."""
+    for name, seed in design.pilots():
+        path = pilot_folder(folder, name, seed)
+        if not (path / SUMMARY).is_file():
+            continue
+        reached = load_summary(path).budget_flops
+        arm = design.arm(name)
+        for rung in range(len(design.rung_flops)):
+            if arm.pilot_budget(design, rung) == reached:
+                record_rung_end(path, rung, reached)
 
 
 def local_pool(design: RaceDesign, folder: Path, jobs: int, threads: int) -> Executor:
@@ -382,6 +418,7 @@ def _run_rungs(design: RaceDesign, folder: Path, execute: Executor, shard: tuple
     index, count = shard
     ran = 0
     while True:
+        record_finished_rungs(design, folder)  # (the ends a killed driver did not record) before any promotion
         arms = rung_arms(design, folder)
         rung = len(arms) - 1
         tasks = [PilotTask(a, s, rung, design.arm(a).pilot_budget(design, rung), pilot_folder(folder, a, s))
@@ -400,6 +437,7 @@ def _run_rungs(design: RaceDesign, folder: Path, execute: Executor, shard: tuple
                 close = getattr(finished, "close", None)  # not when its generator happens to be collected
                 if close is not None:
                     close()
+            record_finished_rungs(design, folder)  # (a Ray task's pilot: recorded by its worker, and here)
         waiting = [t for t in tasks if not pilot_done(t.folder, t.budget)]
         if waiting:
             log(f"waiting for {len(waiting)} pilot{'s' if len(waiting) > 1 else ''} of rung {rung + 1} run by other "

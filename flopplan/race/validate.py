@@ -38,6 +38,7 @@ from flopplan.race.overhead import budget_left
 from flopplan.race.pilot_data import ArmPilots, EvalPoint, SeedRun
 from flopplan.race.pilots import allow_children, pilot_done, pilot_folder, within_rung
 from flopplan.race.results import ArmPrediction, RaceAnalysis
+from flopplan.race.rung_ends import rung_end
 from flopplan.race.runner import PilotTask, run_pilot
 from flopplan.race.user_pilot import continue_script_pilot, recorded_command
 from flopplan.runfile import CONFIG, EvalRecord, load_evaluations, load_summary
@@ -70,11 +71,14 @@ class TargetCheck:
 
 
 def _arm_data(design: RaceDesign, folder: Path, arm: str, target: str) -> ArmPilots:
-    """An arm's pilots on ``target``: every evaluation within its top rung's budget (:func:`within_rung`)."""
+    """An arm's pilots on ``target``: every evaluation within its top rung (:func:`within_rung`: up to its
+    recorded end, or within its budget)."""
     top = len(design.rung_flops) - 1
+    budget = design.arm(arm).pilot_budget(design, top)
     runs = []
     for seed in design.seeds:
-        records = [r for r in within_rung(load_evaluations(pilot_folder(folder, arm, seed)), design, arm, top)
+        path = pilot_folder(folder, arm, seed)
+        records = [r for r in within_rung(load_evaluations(path), design, arm, top, rung_end(path, top, budget))
                    if r.target == target]
         runs.append(SeedRun(seed, tuple(EvalPoint(float(r.train_flops), np.asarray(r.scores, dtype=float))
                                         for r in records)))
