@@ -13,6 +13,7 @@ from helpers import cli
 
 from flopplan.race.design import RaceDesign
 from flopplan.race.pilots import pilot_folder, within_rung
+from flopplan.race.rung_ends import rung_end
 from flopplan.runfile import load_evaluations, load_summary
 
 DESIGN = ("race", "design", "--budget", "8e10", "--pilot-fraction", "0.5", "--models", "tiny-s", "--seeds", "1",
@@ -41,6 +42,9 @@ def test_each_pilot_runs_its_rungs_designed_steps_and_trains_no_more_than_the_ru
             last = max(within_rung(records, design, arm.name, rung), key=lambda r: r.step)
             assert last.step == arm.rungs[rung].steps, (arm.name, rung + 1)  # the evaluation at the rung's end
             assert last.train_flops <= design.rung_flops[rung], (arm.name, rung + 1)
+            end = rung_end(folder, rung, arm.pilot_budget(design, rung))  # the runner's record of the rung's end
+            assert end is not None and (end.step, end.train_flops) == (last.step, last.train_flops), (arm.name, rung)
+            assert within_rung(records, design, arm.name, rung, end) == within_rung(records, design, arm.name, rung)
         assert summary.steps == arm.rungs[reached - 1].steps
         assert summary.flops["total"] - summary.flops["evaluation"] <= design.rung_flops[reached - 1]
     assert continued  # some pilot was continued to the second rung

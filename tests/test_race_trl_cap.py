@@ -15,6 +15,7 @@ from helpers import cli
 from test_race_trl import DESIGN, EXAMPLE
 
 from flopplan.race.design import RaceDesign
+from flopplan.race.rung_ends import rung_end
 
 
 @pytest.mark.slow  # two TRL pilots (about 15 s each)
@@ -42,3 +43,5 @@ def test_a_script_pilot_whose_rounds_pass_several_evaluation_points_trains_no_mo
             assert "training FLOPs capped at" in summary["stop_reason"]
         last = json.loads((folder / "evaluations.jsonl").read_text().splitlines()[-1])
         assert last["train_flops"] == trained  # the last round evaluated
+        end = rung_end(folder, 0, arm.pilot_budget(design, 0))  # the runner's record of where the rung ended
+        assert end is not None and (end.step, end.train_flops) == (last["step"], trained)
