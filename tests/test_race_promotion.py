@@ -89,7 +89,7 @@ def test_an_arm_whose_pilots_never_rose_goes_on_on_its_upper_bound_alone_after_t
     """An arm at 0 since step 0 (checks.unmoved): interval to 1, not comparable (P(best) 0), slope 0. Neither
     condition beyond the halving's count can speak for it, and the upper bound says the evidence cannot rule it
     out: it takes the room after the arms the P(best) or their slope keep (it was dropped whenever the leader's lower
-    bound was above its reach: the true best in 64 % of benchmarks/shapes_round39.py's repetitions)."""
+    bound was above its reach: the true best in 65 % of benchmarks/shapes_round39.py's repetitions)."""
     from flopplan.race.checks import UNMOVED
 
     floored = ArmPrediction(arm="floored", ledger_flops=1e20, reward=0.0, lo=0.0, hi=1.0, gain=-0.01, gain_lo=-0.01,
