@@ -21,7 +21,7 @@ from test_race_protocol import SMALL
 from flopplan.race.collect import race_input
 from flopplan.race.design import MANIFEST, RaceDesign
 from flopplan.race.pilots import pilot_done, pilot_folder
-from flopplan.race.promotion import P_OPEN
+from flopplan.race.promotion import FIT_RESIDUE, P_OPEN
 from flopplan.race.results import load_analysis
 from flopplan.race.runner import recorded_promotions, rung_arms
 from flopplan.race.validate import predicted_at
@@ -191,8 +191,12 @@ def test_the_pilots_spend_at_most_phi_f_and_evaluate_from_step_0_to_each_rung_en
     promoted = recorded_promotions(straight)
     predicted, trends = promoted[0]["predictions"], promoted[0]["trends"]
     assert len(promoted) == 1 and design.keep[1] <= len(promoted[0]["promoted"]) <= design.room[1]
+    comparable = [p for p in predicted.values() if p["comparable"]] or list(predicted.values())
+    floor = max(comparable, key=lambda p: p["reward"])["lo"] - FIT_RESIDUE  # the leader's lower bound at F
     for extra in promoted[0]["promoted"][design.keep[1]:]:  # beyond the halving's count: not ruled out at F
-        assert predicted[extra]["p_best"] >= P_OPEN
+        p = predicted[extra]  # by its P(best), its slope, or nothing bounds it (its pilots never rose: hi 1)
+        assert p["hi"] >= floor and (p["p_best"] >= P_OPEN or trends[extra]["reach"] >= floor
+                                     or (p["hi"] == 1.0 and not p["comparable"]))
     assert set(predicted) | set(promoted[0]["unfitted"]) == {a.name for a in design.arms}
     if trends:  # the best observed first, then by where the last slope leads at F
         assert promoted[0]["promoted"][0] == min(trends, key=lambda a: (-trends[a]["observed"], a))
