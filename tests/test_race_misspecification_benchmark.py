@@ -164,10 +164,10 @@ def test_the_blind_check_runs_every_family_and_resumes_after_its_rows(tmp_path):
 ROUND31 = ("lrsched", "entropy", "hetero", "loglin", "stairs")  # benchmarks/race_blind_check_round31.py's
 
 
-def _runs_through(script: str, families: tuple[str, ...], tmp_path, monkeypatch):
+def _runs_through(script: str, families: tuple[str, ...], tmp_path, monkeypatch, checks: str | None = None):
     """One repetition of each of a blind check's ``families`` through the check's protocol: no analysis error, no
-    malformed number, truths inside (0, 1); its leader share runs on the truths alone, family by family. Returns
-    the script, imported (its families' truths are checked beside)."""
+    malformed number, truths inside (0, 1); its leader share (the script's, or its ``checks`` module's) runs on the
+    truths alone, family by family. Returns the script, imported (its families' truths are checked beside)."""
     import importlib
     import json
     import subprocess
@@ -178,7 +178,8 @@ def _runs_through(script: str, families: tuple[str, ...], tmp_path, monkeypatch)
     for fam in families:
         (row,) = [json.loads(x) for x in (tmp_path / f"rows_{fam}.jsonl").read_text().splitlines()]
         assert "error" not in row and row["bad"] == [] and all(0 < t < 1 for t in row["truth"].values())
-    shares = subprocess.run([sys.executable, path, "--leader-share", "--reps", "3", "--seed", "3"],
+    shares = subprocess.run([sys.executable, str(ROOT / "benchmarks" / checks) if checks else path, "--leader-share",
+                             "--reps", "3", "--seed", "3"],
                             capture_output=True, text=True, check=True, timeout=120).stdout.splitlines()
     assert [x.split()[0] for x in shares] == list(families)
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
@@ -529,3 +530,35 @@ def test_round_38s_blind_families_run_through_the_check_and_their_truths_are_wha
             tau = brentq(lambda s, arm=arm, x=x: arm.x_of(s) - x, 4 * x / arm.g, 4 * x / (arm.g - arm.phi) + 1e-12,
                          xtol=1e-15, rtol=1e-15)
             assert float(arm.steps(x)) == pytest.approx(tau, abs=1e-10)
+
+
+ROUND40 = ("fmtfind", "fmtbreak", "discover", "sharpen", "lenblow")  # benchmarks/race_blind_check_round40.py's
+
+
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")  # quad's roundoff note; the 1e-9 holds
+def test_round_40s_blind_families_run_through_the_check_and_their_truths_are_what_they_say(tmp_path, monkeypatch):
+    """benchmarks/race_blind_check_round40.py: one repetition per family through the check's protocol, no analysis
+    error and no malformed number; the leader share (its checks module's) runs on the truths alone; each arm's truth
+    equals the checks module's independent computation (root solves and adaptive quadrature where the family uses
+    closed forms, ODE solutions and fixed-node quadrature); an arm at an exact floor scores 0 on every prompt, where
+    the harness's own simulation clips every pass rate to at least 0.002."""
+    import importlib
+
+    r40 = _runs_through("race_blind_check_round40.py", ROUND40, tmp_path, monkeypatch,
+                        checks="race_blind_check_round40_checks.py")
+    checks = importlib.import_module("race_blind_check_round40_checks")
+    rng = np.random.default_rng(40)
+    for family in r40.MINE.values():
+        for arm in family(rng, 0.2)[::3]:  # g4 and g32
+            assert float(arm(np.array([r40.rbc.F]))[0]) == pytest.approx(checks._indep(arm, r40.rbc.F / r40.rbc.F_P),
+                                                                         abs=1e-9)
+
+    class Floor:
+        start = 0.0
+
+        def __call__(self, f):
+            return np.zeros(np.shape(f))
+
+    d = r40.rbc.DIFF_SD * rng.standard_normal(r40.rbc.N_PROMPTS)
+    _, scores = r40.simulate(rng, "floor", Floor(), d, 0.2)
+    assert scores.shape[-1] == r40.rbc.N_PROMPTS and not scores.any()
