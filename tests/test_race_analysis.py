@@ -562,6 +562,39 @@ def test_an_arm_whose_pilots_never_rose_above_their_start_is_not_bounded_by_them
     assert an.recommendations[0].arm == before.recommendations[0].arm == "strong"
 
 
+def test_an_arm_whose_pilots_fell_below_half_their_start_is_not_bounded_by_them(size_race):
+    """Round 40's blind lenblow: answers cut at the generation limit take an arm from R0 down to a floor that
+    sampling lifts now and then, and it recovers after the pilots. Its curves read the fall and bounded it low (the
+    halving dropped the best arm in 70-74 % of repetitions). Now an arm every seed of which ends below half its
+    step-0 reward (from at least 0.05) is not bounded by its pilots: interval to 1, not comparable, a note saying
+    so. A fall to 60 % of the start, or one seed that did not fall, is read as before."""
+    from flopplan.race.checks import FELL, fell, unbounded
+
+    inp, before = size_race
+    rng = np.random.default_rng(4)
+    flops = (0.0, 1e19, 2e19, 4e19, 8e19)
+
+    def runs(levels: tuple[float, ...], last: tuple[float, float, float]) -> tuple[SeedRun, ...]:
+        return tuple(SeedRun(s, tuple(EvalPoint(f, (rng.uniform(size=200) < (last[s] if i == len(flops) - 1 else p))
+                                               .astype(float)) for i, (f, p) in enumerate(zip(flops, levels,
+                                                                                             strict=True))))
+                     for s in range(3))
+
+    down = ArmPilots("down", runs((0.25, 0.15, 0.05, 0.02, 0.01), (0.01, 0.02, 0.01)))
+    assert fell(down) and unbounded(down) == FELL
+    assert not fell(ArmPilots("some", runs((0.25, 0.2, 0.18, 0.16, 0.15), (0.15, 0.16, 0.15))))  # 60 % of start
+    assert not fell(ArmPilots("one", runs((0.25, 0.15, 0.05, 0.02, 0.01), (0.01, 0.02, 0.3))))  # one seed did not
+    assert not fell(ArmPilots("low", runs((0.03, 0.02, 0.01, 0.0, 0.0), (0.0, 0.0, 0.0))))  # from below 0.05
+    arms = (*inp.arms, info("down", policy="3B", params=3_000_000_000))
+    data = PilotData((*inp.targets["math"].arms, down))
+    an = analyze(replace(inp, arms=arms, targets={"math": data}, reached=inp.reached | {"down": 0}), n_replicates=50)
+    t = an.target("math")
+    p = next(p for p in t.budgets[-1].predictions if p.arm == "down")
+    assert (p.hi, p.usable, p.comparable, p.p_best, p.note) == (1.0, False, False, 0.0, FELL)
+    assert any(w == f"down: {FELL}" for w in t.warnings)
+    assert an.recommendations[0].arm == before.recommendations[0].arm == "strong"
+
+
 def test_pilots_too_short_to_hold_a_point_out_say_their_interval_is_not_calibrated_on_them(size_race):
     """The model average weighs its families and calibrates its interval on held-out evaluation positions, and holds
     none out below 5 (race design --evals 2 gives the top rung 4 or 5): the analysis now says so per arm, where

@@ -90,7 +90,7 @@ def test_an_arm_whose_pilots_never_rose_goes_on_on_its_upper_bound_alone_after_t
     condition beyond the halving's count can speak for it, and the upper bound says the evidence cannot rule it
     out: it takes the room after the arms the P(best) or their slope keep (it was dropped whenever the leader's lower
     bound was above its reach: the true best in 65 % of benchmarks/shapes_round39.py's repetitions)."""
-    from flopplan.race.checks import UNMOVED
+    from flopplan.race.checks import FELL, UNMOVED
 
     floored = ArmPrediction(arm="floored", ledger_flops=1e20, reward=0.0, lo=0.0, hi=1.0, gain=-0.01, gain_lo=-0.01,
                             gain_hi=0.99, p_best=0.0, extrapolation=2.0, usable=False, comparable=False, note=UNMOVED,
@@ -105,3 +105,5 @@ def test_an_arm_whose_pilots_never_rose_goes_on_on_its_upper_bound_alone_after_t
     odd = replace(floored, arm="odd", note="non-monotone (fails the envelope check)")
     assert keep([*preds[:2], odd], 2, {**trends, "odd": Trend(0.0, 0.0)}) == ["b", "a"]
     assert keep([*preds[:2], floored], 2, trends) == ["b", "a", "floored"]
+    fallen = replace(floored, arm="fallen", note=FELL)  # its pilots fell below half their start: as unbounded
+    assert keep([*preds[:2], fallen], 2, {**trends, "fallen": Trend(0.0, 0.0)}) == ["b", "a", "fallen"]

@@ -209,7 +209,7 @@ class _ArmState:
     monotone: bool = True
     identified: bool = False
     max_flops: float = 0.0
-    still: bool = False  # its pilots never rose above their start (checks.unmoved): nothing bounds it beyond them
+    still: str = ""  # why nothing bounds it beyond its pilots (checks.unbounded: never rose, or fell); "" if they do
 
 
 NUMERIC = (UserError, ArithmeticError, ValueError, np.linalg.LinAlgError)  # a fit that fails: reported, not raised
@@ -228,7 +228,7 @@ def _prepare(info: ArmInfo, arm: ArmPilots, at: float) -> _ArmState:
         law, law_reason = checks.power_law(arm, fit, at), ""
     except NUMERIC as exc:
         law, law_reason = None, str(exc) or type(exc).__name__
-    return _ArmState(info, arm, fit, reading, without_reason, law, law_reason, still=checks.unmoved(arm))
+    return _ArmState(info, arm, fit, reading, without_reason, law, law_reason, still=checks.unbounded(arm))
 
 
 def _curve(st: _ArmState, res: BootstrapResult, ens: ensemble.EnsembleResult, band: FloatArray,
@@ -279,7 +279,7 @@ def _at_budget(label: str, budget: float, states: list[_ArmState], ens: ensemble
         g_lo, g_hi = bootstrap_interval(reps - r0_reps, point - r0, level)
         g_lo, g_hi = min(g_lo, point - r0), max(g_hi, point - r0)
         set_aside, still = ledger <= 0, st.still
-        note = ("the upfront FLOPs exceed the budget" if ledger <= 0 else checks.UNMOVED if still else
+        note = ("the upfront FLOPs exceed the budget" if ledger <= 0 else still if still else
                 "non-monotone (fails the envelope check)" if not st.monotone else "")
         share = (info.split.get("feedback", 0.0) * ledger + info.upfront_flops) / budget if ledger > 0 else 1.0
         comparable = st.monotone and not set_aside and not still

@@ -197,11 +197,45 @@ def unmoved(arm: ArmPilots) -> bool:
     return all(bool(np.all(p.scores <= top)) for p in points)
 
 
-def fit_warnings(arms: Sequence[tuple[ArmPilots, bool, Any, PowerLawCheck | None, Any]], at_f: Any) -> list[str]:
-    """What the fits of each arm (its pilots, whether they never rose above their start (:func:`unmoved`), its fit
-    without the first evaluation points, its power-law check and its model average's record, :class:`flopplan.race.
-    results.EnsembleFit`) say its prediction at F (``at_f``, a :class:`flopplan.race.results.BudgetResult`) does not
-    show."""
+FELL = ("its pilots fell: every seed ended below half its step-0 reward, and the curves cannot tell a lasting fall "
+        "from a dip the policy recovers from after the pilots (answers cut at the length limit, a format broken by "
+        "early updates): nothing bounds its reward at the budget; its interval there runs to 1, and the P(best) "
+        "leaves it out")
+FELL_SHARE = 0.5
+"""A seed has fallen when its last evaluation's reward is below this share of its step-0 reward."""
+FELL_START = 0.05
+"""...and its step-0 reward is at least this: below it, a fall is a prompt or two (:func:`unmoved` reads those)."""
+
+
+def fell(arm: ArmPilots) -> bool:
+    """Whether every seed of ``arm``'s pilots evaluated at step 0 and after it, started at a reward of at least
+    :data:`FELL_START` and ended (its last evaluation) below :data:`FELL_SHARE` of it. Round 40's blind `lenblow`
+    (answers cut at the generation limit, then repaired after the pilots) is the case: its curves read the fall
+    and bounded the arm low, and the halving dropped the best arm in 70-74 % of repetitions (docs/results.md)."""
+    ends = []
+    for run in arm.runs:
+        points = sorted(run.points, key=lambda p: p.flops)
+        if len(points) < 2 or points[0].flops != 0:
+            return False
+        ends.append((float(np.mean(points[0].scores)), float(np.mean(points[-1].scores))))
+    return bool(ends) and all(start >= FELL_START and last < FELL_SHARE * start for start, last in ends)
+
+
+UNBOUNDED = (UNMOVED, FELL)
+"""The notes of arms whose pilots bound nothing beyond them (:func:`unbounded`)."""
+
+
+def unbounded(arm: ArmPilots) -> str:
+    """Why nothing bounds ``arm``'s reward beyond its pilots: :data:`UNMOVED` (:func:`unmoved`) or :data:`FELL`
+    (:func:`fell`); "" when its curves do."""
+    return UNMOVED if unmoved(arm) else FELL if fell(arm) else ""
+
+
+def fit_warnings(arms: Sequence[tuple[ArmPilots, str, Any, PowerLawCheck | None, Any]], at_f: Any) -> list[str]:
+    """What the fits of each arm (its pilots, why nothing bounds it beyond them (:func:`unbounded`, "" when they
+    do), its fit without the first evaluation points, its power-law check and its model average's record,
+    :class:`flopplan.race.results.EnsembleFit`) say its prediction at F (``at_f``, a :class:`flopplan.race.results.
+    BudgetResult`) does not show."""
     out = []
     for arm, still, without_first, check, ensemble in arms:
         p = next(p for p in at_f.predictions if p.arm == arm.name)
@@ -210,7 +244,7 @@ def fit_warnings(arms: Sequence[tuple[ArmPilots, bool, Any, PowerLawCheck | None
                        f"{without_first.predicted_at_budget:.3f} without the first evaluation points (more than half "
                        "the interval's width)")
         if still:
-            out.append(f"{p.arm}: {UNMOVED}")
+            out.append(f"{p.arm}: {still}")
         elif check is not None and check.law.sse < check.scalerl_sse:
             out.append(f"{p.arm}: the power law fits its points better than the ScaleRL curve (SSE "
                        f"{check.law.sse:.4g} vs {check.scalerl_sse:.4g}): the run may not have bent yet")

@@ -22,13 +22,13 @@ one per fitted arm, from the model-averaged, calibrated ensemble of :mod:`floppl
    benchmarks/race_halving.py (4 arms, 200 repetitions per truth family) this kept 3.0-3.8 arms on average and
    dropped the true best in at most 16.5 % of the repetitions (where curves cross; 0-3.5 % in the eight other
    families), against 49 % where curves cross with the halving's 2 alone. The upper bound alone (before the
-   P(best) and slope conditions) kept 3.7-3.9 arms. An arm whose pilots never rose above their start
-   (:func:`flopplan.race.checks.unmoved`: its interval at F runs to 1, it is not comparable, so its P(best) is 0, and
-   its slope is 0) has nothing the evidence could rule it out with, nor anything that speaks for it: it goes on when
-   its upper bound reaches the leader's lower bound alone, after every arm the two conditions keep (in the
-   held-out shape of benchmarks/shapes_round39.py, where half the arms fall to 0 and take off near the largest
-   pilot, the halving dropped the true best in 65 % of repetitions without this and 7.5 % with it: docs/results.md,
-   round 39).
+   P(best) and slope conditions) kept 3.7-3.9 arms. An arm whose pilots never rose above their start or fell
+   (:func:`flopplan.race.checks.unbounded`: its interval at F runs to 1, it is not comparable, so its P(best) is 0,
+   and its slope is 0 or falls) has nothing the evidence could rule it out with, nor anything that speaks for it:
+   it goes on when its upper bound reaches the leader's lower bound alone, after every arm the two conditions keep
+   (in the held-out shape of benchmarks/shapes_round39.py, where half the arms fall to 0 and take off near the
+   largest pilot, the halving dropped the true best in 65 % of repetitions without this and 7.5 % with it:
+   docs/results.md, round 39).
 
 An arm without a trend is read at its predicted reward at F for both ranks. Arms without a prediction (not fitted)
 are not kept: the caller reports them.
@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from flopplan.errors import UserError, check_int
-from flopplan.race.checks import UNMOVED, by_reward
+from flopplan.race.checks import UNBOUNDED, by_reward
 from flopplan.race.results import ArmPrediction, Observation
 
 P_OPEN = 0.05
@@ -106,6 +106,6 @@ def keep(predictions: Sequence[ArmPrediction], n_keep: int, trends: Mapping[str,
     leader = ([p for p in by_prediction if p.comparable] or by_prediction)[0]
     floor = leader.lo - FIT_RESIDUE
     open_ = [p for p in predictions if p.arm not in out and p.hi >= floor
-             and (p.p_best >= P_OPEN or seen[p.arm].reach >= floor or p.note == UNMOVED)]
-    out += [p.arm for p in sorted(open_, key=lambda p: (p.note == UNMOVED, -p.p_best, -p.hi, p.arm))]
+             and (p.p_best >= P_OPEN or seen[p.arm].reach >= floor or p.note in UNBOUNDED)]
+    out += [p.arm for p in sorted(open_, key=lambda p: (p.note in UNBOUNDED, -p.p_best, -p.hi, p.arm))]
     return out if limit is None else out[:limit]

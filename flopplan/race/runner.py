@@ -79,7 +79,7 @@ PROMOTION_RULE = ("the arm with the best observed reward at the rung (fitted or 
                   "arm whose upper bound at F (the model-averaged analysis of the rung's pilots, first fitted target) "
                   f"reaches the leader's lower bound and that is the best in at least {promotion.P_OPEN * 100:g} % "
                   "of the replicates or whose last slope carries it to that bound, by P(best), then those whose "
-                  "pilots never rose above their start (no prompt above its step-0 score) on that bound alone; at "
+                  "pilots never rose above their start or fell below half of it, on that bound alone; at "
                   "most what the pilot budget affords (the design's room)")
 
 
