@@ -147,6 +147,12 @@ class RunSummary:
         return self.flops["total"] + self.abandoned_flops + self.lost_flops
 
     @property
+    def training_flops(self) -> int:
+        """The run's FLOPs outside the evaluation bucket (abandoned and lost work excluded), as
+        :attr:`flopplan.ledger.Ledger.training_flops` counts them."""
+        return self.flops["total"] - self.flops.get("evaluation", 0)
+
+    @property
     def leftover_flops(self) -> int | None:
         return None if self.budget_flops is None else self.budget_flops - self.charged
 

@@ -93,7 +93,7 @@ def test_a_rung_whose_last_step_trained_past_its_cap_keeps_its_last_evaluation_w
     runner.record_rung_end(path, 0, design.arm(arm).pilot_budget(design, 0))
     end = rung_end(path, 0, design.arm(arm).pilot_budget(design, 0))
     assert end == RungEnd(0, design.arm(arm).pilot_budget(design, 0), 3, last.train_flops, last.flops)
-    assert within_rung(records, design, arm, 0, end) == records
+    assert within_rung(records, design, arm, 0, path) == records
     assert _last(pilot_input(design, race, {arm: 0}, ""), arm) == last.train_flops
 
 
@@ -113,8 +113,8 @@ def test_a_pilot_continued_to_its_next_rung_keeps_its_rungs_record_and_adds_the_
     ends = recorded_ends(path)
     assert ends[0] == recorded_ends_of(first)[0] and ends[1].step == 6 and ends[1].budget == budgets[1]
     records = load_evaluations(path)
-    assert within_rung(records, design, arm, 0, ends[0]) == rung0  # the next rung's evaluations left out
-    assert within_rung(records, design, arm, 1, ends[1]) == records
+    assert within_rung(records, design, arm, 0, path) == rung0  # the next rung's evaluations left out
+    assert within_rung(records, design, arm, 1, path) == records
     assert _last(pilot_input(design, race, {arm: 0}, ""), arm) == rung0[-1].train_flops
     assert _last(pilot_input(design, race, {arm: 1}, ""), arm) == records[-1].train_flops
 

@@ -44,7 +44,7 @@ def test_each_pilot_runs_its_rungs_designed_steps_and_trains_no_more_than_the_ru
             assert last.train_flops <= design.rung_flops[rung], (arm.name, rung + 1)
             end = rung_end(folder, rung, arm.pilot_budget(design, rung))  # the runner's record of the rung's end
             assert end is not None and (end.step, end.train_flops) == (last.step, last.train_flops), (arm.name, rung)
-            assert within_rung(records, design, arm.name, rung, end) == within_rung(records, design, arm.name, rung)
+            assert within_rung(records, design, arm.name, rung, folder) == within_rung(records, design, arm.name, rung)
         assert summary.steps == arm.rungs[reached - 1].steps
         assert summary.flops["total"] - summary.flops["evaluation"] <= design.rung_flops[reached - 1]
     assert continued  # some pilot was continued to the second rung

@@ -24,7 +24,7 @@ from flopplan.race.design import PILOTS, RaceDesign
 from flopplan.race.persistence import names_reward_model
 from flopplan.race.pilot_data import ArmPilots, EvalPoint, PilotData, SeedRun
 from flopplan.race.results import ArmInfo
-from flopplan.race.rung_ends import RungEnd, rung_end
+from flopplan.race.rung_ends import rung_end
 from flopplan.race.script import SPEC_FILE
 from flopplan.runfile import EVALUATIONS, LEDGER, SUMMARY, EvalRecord, RunSummary, load_evaluations, load_summary
 
@@ -324,13 +324,13 @@ def pilot_spending(design: RaceDesign, folder: Path) -> dict[str, int]:
 
 
 def within_rung(records: list[EvalRecord], design: RaceDesign, arm: str, rung: int,
-                end: RungEnd | None = None) -> list[EvalRecord]:
+                pilot: Path | None = None) -> list[EvalRecord]:
     """A pilot's evaluations made within ``rung``. Where the runner recorded where the pilot's run of the rung
-    ended (``end``: :func:`flopplan.race.rung_ends.rung_end`, its step and training FLOPs then), those up to that
-    end, within its budget: a pilot running its next rung does not change the rung, and a rung whose last round
-    trained past its cap keeps that round's evaluation (a TRL script pilot whose reward model reads another
-    tokenizer can: the meter's bound learns that model's extra tokens as rounds run). Without a record (a race run
-    before it), the rule of the race's manifest version: within its budget
+    ended (in its folder ``pilot``: :func:`flopplan.race.rung_ends.rung_end`, its step and training FLOPs then),
+    those up to that end, within its budget: a pilot running its next rung does not change the rung, and a rung
+    whose last round trained past its cap keeps that round's evaluation (a TRL script pilot whose reward model
+    reads another tokenizer can: the meter's bound learns that model's extra tokens as rounds run). Without a
+    record (a race run before it, or no ``pilot`` given), the rule of the race's manifest version: within its budget
     (:meth:`~flopplan.race.design.Arm.pilot_budget`: its training and evaluations, which the rung's run never
     passes) and, in a race designed as manifest version 5 (whose pilots are capped at each rung's training FLOPs),
     at training FLOPs within the rung's. Before the cap, rounds or evaluations that cost less than priced
@@ -342,7 +342,7 @@ def within_rung(records: list[EvalRecord], design: RaceDesign, arm: str, rung: i
     evaluation of its next rung is not read as the rung's unless the rung stopped on its budget before its cap,
     and a last round past the cap is read as the next rung's."""
     budget = design.arm(arm).pilot_budget(design, rung)
-    if end is not None and end.rung == rung and end.budget == budget:
+    if pilot is not None and (end := rung_end(pilot, rung, budget)) is not None:
         return [r for r in records if r.flops <= budget and end.holds(r)]
     capped = design.manifest_version >= 5
     return [r for r in records if r.flops <= budget and (not capped or r.train_flops <= design.rung_flops[rung])]
@@ -370,10 +370,9 @@ def pilot_input(design: RaceDesign, folder: Path, reached: dict[str, int], comma
             if summary is not None and ended(summary) and summary.budget_flops == arm.pilot_budget(
                     design, reached[arm.name]):
                 _check_whole(path, records, summary.steps)
-            end = rung_end(path, reached[arm.name], limit)
             for target in design.targets:
                 points = tuple(EvalPoint(float(r.train_flops), np.asarray(r.scores, dtype=float))
-                               for r in within_rung(records, design, arm.name, reached[arm.name], end)
+                               for r in within_rung(records, design, arm.name, reached[arm.name], path)
                                if r.target == target)
                 if not points:
                     within = f" within its rung's budget of {limit:.3g} FLOPs" if any(r.target == target

@@ -40,9 +40,8 @@ class RungEnd:
     @classmethod
     def of(cls, summary: RunSummary, rung: int) -> RungEnd:
         """The end of ``rung`` from the run summary its finished run left."""
-        total = int(summary.flops["total"])
-        return cls(rung, int(summary.budget_flops or 0), int(summary.steps),
-                   total - int(summary.flops.get("evaluation", 0)), total)
+        return cls(rung, int(summary.budget_flops or 0), int(summary.steps), int(summary.training_flops),
+                   int(summary.flops["total"]))
 
     def holds(self, record: EvalRecord) -> bool:
         """Whether ``record`` was made within this rung: at or before its last step, by the step and the training

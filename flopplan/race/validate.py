@@ -38,7 +38,6 @@ from flopplan.race.overhead import budget_left
 from flopplan.race.pilot_data import ArmPilots, EvalPoint, SeedRun
 from flopplan.race.pilots import allow_children, pilot_done, pilot_folder, within_rung
 from flopplan.race.results import ArmPrediction, RaceAnalysis
-from flopplan.race.rung_ends import rung_end
 from flopplan.race.runner import PilotTask, run_pilot
 from flopplan.race.user_pilot import continue_script_pilot, recorded_command
 from flopplan.runfile import CONFIG, EvalRecord, load_evaluations, load_summary
@@ -74,11 +73,10 @@ def _arm_data(design: RaceDesign, folder: Path, arm: str, target: str) -> ArmPil
     """An arm's pilots on ``target``: every evaluation within its top rung (:func:`within_rung`: up to its
     recorded end, or within its budget)."""
     top = len(design.rung_flops) - 1
-    budget = design.arm(arm).pilot_budget(design, top)
     runs = []
     for seed in design.seeds:
         path = pilot_folder(folder, arm, seed)
-        records = [r for r in within_rung(load_evaluations(path), design, arm, top, rung_end(path, top, budget))
+        records = [r for r in within_rung(load_evaluations(path), design, arm, top, path)
                    if r.target == target]
         runs.append(SeedRun(seed, tuple(EvalPoint(float(r.train_flops), np.asarray(r.scores, dtype=float))
                                         for r in records)))
@@ -162,8 +160,7 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | N
     origin = load_summary(pilot)
     budget = origin.flops["total"] + left
     run = folder / VALIDATION / arm.name
-    points = _validation_points(design, arm, budget, origin.flops["total"] - origin.flops.get("evaluation", 0),
-                                origin.steps)
+    points = _validation_points(design, arm, budget, origin.training_flops, origin.steps)
     script = recorded_command(folder) is not None
     if not (run / CONFIG).is_file() and not _has_checkpoint(pilot, script):
         raise UserError(f"pilot {arm.name} seed {seed} has no checkpoint to continue ({pilot / 'checkpoints'} holds "
