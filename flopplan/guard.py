@@ -125,6 +125,15 @@ def passes_cap(trained: int, bound_flops: int, cap: int | None) -> bool:
     return cap is not None and trained + bound_flops > cap
 
 
+def check_cap_buys_one(ledger: Ledger, bound_flops: int, cap: int | None, unit: str,
+                       name: str = "--train-flops") -> None:
+    """Refuse a training cap ``cap`` (what the message calls ``name``) that buys no first ``unit`` (step, round):
+    its training bound, evaluations excluded, would take the ledger's training FLOPs past it (:func:`passes_cap`)."""
+    if passes_cap(ledger.training_flops, bound_flops, cap):
+        raise UserError(f"{name} {cap:,} buys no {unit}: the first could cost up to {bound_flops:,} training FLOPs "
+                        "(evaluations excluded)")
+
+
 def check_cap_extends(ledger: Ledger, cap: int | None, name: str = "--train-flops") -> None:
     """Refuse to resume a run whose training FLOPs (evaluations excluded) are past its training cap ``cap`` (what
     the message calls ``name``): the cap does not extend it. Equal passes: a run that trained to its cap and was

@@ -8,17 +8,16 @@ from typing import Any
 from flopplan.engines.trl_boundaries import evaluations_before_next_round
 from flopplan.engines.trl_meter import TRLMeter
 from flopplan.errors import UserError
-from flopplan.guard import passes_cap
+from flopplan.guard import check_cap_buys_one
 
 
 def check_first_round(meter: TRLMeter, args: Any) -> None:
     """Refuse a training cap below the first round's training FLOPs (evaluations excluded), named as the caller
     names it (:attr:`TRLMeter.train_flops_cap_name`), and a budget that buys no first round (with the baseline
     evaluation and the next in reserve, when evaluating)."""
-    cap = meter.train_flops_cap
-    if passes_cap(meter.ledger.training_flops, bound := meter.next_round_bound(), cap):
-        raise UserError(f"{meter.train_flops_cap_name} {cap:,} buys no round: the first could cost up to {bound:,} "
-                        "training FLOPs (evaluations excluded)")
+    if meter.train_flops_cap is not None:
+        check_cap_buys_one(meter.ledger, meter.next_round_bound(), meter.train_flops_cap, "round",
+                           meter.train_flops_cap_name)
     if not first_round_fits(meter, args):
         raise UserError(f"the budget ({meter.ledger.budget_flops:,} FLOPs) buys no round: "
                         f"{meter.guard.decision.message}")

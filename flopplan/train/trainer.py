@@ -38,7 +38,7 @@ from flopplan.grpo.batching import scoring_batches
 from flopplan.grpo.loss import group_advantages
 from flopplan.grpo.reward_funcs import RewardFuncs, format_bonus
 from flopplan.grpo.tasks import Problem
-from flopplan.guard import Guard, check_cap_extends, metrics_line, passes_cap
+from flopplan.guard import Guard, check_cap_buys_one, check_cap_extends, metrics_line, passes_cap
 from flopplan.ledger import Ledger, PhaseCharge
 from flopplan.measure.device import hardware_name
 from flopplan.measure.models import recommended_threads
@@ -417,9 +417,8 @@ class Trainer:
                 extra = f" plus {baseline:,} for the baseline evaluation" if baseline else ""
                 raise UserError(f"the budget ({budget:,} FLOPs) buys no step: the first could cost up to {first:,} "
                                 f"FLOPs{extra}")
-        if cap is not None and passes_cap(self.ledger.training_flops, round_ := self.worst_case(problems, False), cap):
-            raise UserError(f"--train-flops {cap:,} buys no step: the first could cost up to {round_:,} training "
-                            "FLOPs (evaluations excluded)")
+        if cap is not None:
+            check_cap_buys_one(self.ledger, self.worst_case(problems, False), cap, "step")
 
     def _run(self) -> RunSummary:
         r, cfg = self.recipe, self.config
