@@ -77,12 +77,18 @@ def _last(inp, arm: str) -> float:
     return run.points[-1].flops
 
 
-def test_a_rung_whose_last_step_trained_past_its_cap_keeps_its_last_evaluation_with_the_record(tmp_path):
+def _first_rung(tmp_path: Path) -> tuple[Path, RaceDesign, str, Path, list]:
+    """A two-rung race whose first arm's seed-0 pilot ran its first rung, its last step past the rung's cap: the race
+    folder, the design, the arm, the pilot folder and its evaluations."""
     race, design = _design(tmp_path, 2)
     arm = design.arms[0].name
     path = pilot_folder(race, arm, design.seeds[0])
     _pilot(design, path, arm, 0)
-    records = load_evaluations(path)
+    return race, design, arm, path, load_evaluations(path)
+
+
+def test_a_rung_whose_last_step_trained_past_its_cap_keeps_its_last_evaluation_with_the_record(tmp_path):
+    race, design, arm, path, records = _first_rung(tmp_path)
     last = records[-1]
     assert last.train_flops == design.rung_flops[0] + PAST  # the pilot this test needs: past its rung's cap
     assert last.flops <= design.arm(arm).pilot_budget(design, 0)
@@ -145,11 +151,7 @@ def test_no_record_is_written_for_a_rung_the_pilot_has_not_finished(tmp_path, st
 
 
 def test_a_race_folder_without_records_or_with_a_foreign_one_reads_by_its_manifest_version(tmp_path):
-    race, design = _design(tmp_path, 2)
-    arm = design.arms[0].name
-    path = pilot_folder(race, arm, design.seeds[0])
-    _pilot(design, path, arm, 0)
-    records = load_evaluations(path)
+    race, design, arm, path, records = _first_rung(tmp_path)
     budget = design.arm(arm).pilot_budget(design, 0)
     before = [r for r in records if r.flops <= budget and r.train_flops <= design.rung_flops[0]]  # today's rule
     assert before == records[:-1]
