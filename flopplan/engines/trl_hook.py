@@ -135,7 +135,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
             probe = TRLMeter(read.recipe, read.run, flops,
                              eval_rows=evaluation_rows(trainer, read.eval_generations)[0])
             probe.know_prompts(lengths, retokenised)
-            probe.train_flops_cap = None if config is None else config.train_flops  # (flopplan train --train-flops)
+            probe.train_flops_cap = _train_cap(config)
             check_first_round(probe, trainer.args)
     except BaseException:  # refused: nothing left behind
         scratch.cleanup()
@@ -160,10 +160,17 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
     m.summary_fields = {"conventions": read.conventions, "device": str(trainer.accelerator.device),
                         "dtype": read.conventions["dtype"]}
     m.owns_folder = writes and config is None
+    m.train_flops_cap = _train_cap(config)
     m.resuming = resume
     m.scratch = None if writes else scratch
     _attach(trainer, m)
     return m
+
+
+def _train_cap(config: TrainConfig | None) -> int | None:
+    """The training cap of a run ``flopplan train`` configured (``--train-flops``); a race pilot sets its rung's on
+    the meter after this."""
+    return None if config is None else config.train_flops
 
 
 def _watched(meter: TRLMeter, step: Any) -> Any:

@@ -322,7 +322,6 @@ def _build(config: TrainConfig, folder: RunFolder, resume: bool) -> tuple[Any, A
                          measure=config.measure_flops, peak_flops=_datasheet_peak(policy.device),
                          lost_outside_budget=not config.charge_lost)
     meter.accuracy_metric = accuracy_metric(config)
-    meter.train_flops_cap = config.train_flops  # --train-flops
     meter.names = (meter_recipe.policy_spec.name, str(r.reward))  # (the meter reads the models from TRL's folders)
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
