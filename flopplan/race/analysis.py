@@ -20,7 +20,7 @@ Per fitted target (``fitted_targets``; the others are observed only, never fitte
 3. The regime at each budget and the recommendation at F (:mod:`flopplan.race.regime`, rules stated there and in
    the report); a warning when the best G decreases as the budget grows.
 4. The temporal holdout of each surviving arm (reached the top rung): refit on the first half of its FLOPs,
-   predict the second half (:func:`temporal_holdout`), error and interval coverage in numbers.
+   predict the second half (:mod:`flopplan.race.holdout_records`), error and interval coverage in numbers.
 
 Deterministic for a ``seed``: each target's and each holdout's random stream is derived from the seed and the
 target's (and arm's) name, so the order of targets does not change the numbers.
@@ -36,8 +36,8 @@ from numpy.typing import NDArray
 
 from flopplan import __version__
 from flopplan.errors import UserError, check_int, check_number, is_int, is_number
-from flopplan.race import bootstrap, checks, ensemble, persistence, regime
-from flopplan.race.bootstrap import BootstrapResult, bootstrap_interval, paired_bootstrap, temporal_holdout
+from flopplan.race import bootstrap, checks, ensemble, holdout_records, persistence, regime
+from flopplan.race.bootstrap import BootstrapResult, bootstrap_interval, paired_bootstrap
 from flopplan.race.curves import CurveFit
 from flopplan.race.design import is_ladder
 from flopplan.race.families import ArmSample
@@ -54,8 +54,6 @@ from flopplan.race.results import (
     Band,
     BudgetResult,
     FitReading,
-    HoldoutRecord,
-    HoldoutSummary,
     PowerLawCheck,
     RaceAnalysis,
     Recommendation,
@@ -73,15 +71,16 @@ STATEMENT = ("RACE is a diagnostic pilot-grid protocol, not a guarantee of held-
              "cheap pilots, says which allocation they favour at the target budget and how sure the pilots make "
              "it, and checks itself (temporal holdout here; the validating run and the held-out target later). A "
              "recommendation is a hypothesis for the validating run to test.")
-COVERED = ("What the intervals cover: the seed-to-seed variation the pilots showed (moderated halfway toward the "
-           "other arms': raised where an arm's few seeds agree more than the grid's, lowered where they spread more) "
-           "and the sampling of evaluation prompts (the same prompt draws for every arm), propagated through a refit "
-           "of every curve family per replicate; the disagreement between the families (ScaleRL's sigmoid, a "
-           "saturating power law, a capped log-linear rise, a two-stage rise, a rise that can turn down, and a steep "
-           "fall for an arm whose pilots fall), weighted by how well each predicted the pilots' own last points; and "
-           "a width no smaller than those held-out errors imply per unit of log-extrapolation (split-conformal). R0 "
-           "is resampled with them, so the gain R - R0 has its own interval. Both gain and absolute R are reported, "
-           "since policies of different sizes start from different R0; decisions use absolute R.")
+COVERED = ("What the intervals cover: the seed-to-seed variation the pilots showed (moderated halfway toward the other "
+           "arms': raised where an arm's few seeds agree more than the grid's, lowered where they spread more) and the "
+           "sampling of evaluation prompts (the same prompt draws for every arm), propagated through a refit of every "
+           "curve family per replicate; the disagreement between the families (ScaleRL's sigmoid, a saturating power "
+           "law, a capped log-linear rise, a two-stage rise, a rise that can turn down, and a steep fall for an arm "
+           "whose pilots fall), weighted by how well each predicted the pilots' own last points; and a width no "
+           "smaller than those held-out errors imply per unit of log-extrapolation (split-conformal). R0 is resampled "
+           "with them, so the gain R - R0 has its own interval. Both "
+           "gain and absolute R are reported, since policies of different sizes start from different R0; decisions use "
+           "absolute R.")
 
 NOT_SHOWN = ("Not shown by the interval: a change of shape that none of the families follows and the pilots do not "
              "show yet (a collapse or a second take-off after the largest pilot), another evaluation target or "
@@ -162,33 +161,6 @@ def _observed_only(info: ArmInfo, arm: ArmPilots, rungs: tuple[float, ...], reas
                              noise=noise, noise_method=how, observations=checks.observations(arm),
                              observed_at_rungs=tuple(checks.observed_near(arm, r - info.upfront_flops) for r in rungs),
                              envelope=checks.envelope(arm))
-
-
-def _holdout(arm: ArmPilots, n_replicates: int, level: float, rng: np.random.Generator) -> HoldoutRecord:
-    try:
-        ho = temporal_holdout(arm, n_replicates=n_replicates, level=level, rng=rng)
-    except UserError as exc:
-        return HoldoutRecord(arm=arm.name, ok=False, reason=str(exc), split_flops=None, identified=None, points=(),
-                             mean_abs_error=None, coverage=None, consistency=None)
-    return HoldoutRecord(arm=arm.name, ok=True, reason="", split_flops=ho.split_flops, identified=ho.arm_fit.identified,
-                         points=ho.points, mean_abs_error=ho.mean_abs_error, coverage=ho.coverage,
-                         consistency=ho.consistency)
-
-
-def _holdout_summary(records: list[HoldoutRecord], n_replicates: int, level: float) -> HoldoutSummary | None:
-    ok = [r for r in records if r.ok]
-    pts = [p for r in ok for p in r.points]
-    if not pts:
-        return None
-    err = np.abs([p.error for p in pts])
-    method = (f"refit on the evaluation positions with FLOPs <= 0.5 x the arm's largest (+2 %), the rest predicted; "
-              f"paired bootstrap of {n_replicates} replicates over prompts and seeds; coverage: share of held-out "
-              f"observations inside the {level:.0%} percentile interval of the predicted curve (it leaves out the "
-              f"point's own noise, so a calibrated fit covers less than {level:.0%}); consistency: share whose "
-              f"{level:.0%} interval of observed - predicted contains 0 (calibrated: about {level:.0%})")
-    return HoldoutSummary(n_arms=len(ok), n_points=len(pts), mean_abs_error=float(err.mean()),
-                          max_abs_error=float(err.max()), coverage=float(np.mean([p.inside for p in pts])),
-                          consistency=float(np.mean([p.consistent for p in pts])), method=method)
 
 
 @dataclass
@@ -286,8 +258,7 @@ def _at_budget(label: str, budget: float, states: list[_ArmState], ens: ensemble
         cands.append(Candidate(info.name, info.axes, info.params, share, point, reps, not note, note, st.noise,
                                comparable, in_play=not set_aside))
         hi, g_hi = (1.0, 1.0 - r0) if still else (float(hi), float(g_hi))  # unmoved: to a pass rate's most
-        # an arm whose upfront FLOPs use up the budget trains none of it: read at its start (ledger 0), never at a
-        # negative ledger (a review found -4e20 FLOPs and -3.99x in race.json and the report)
+        # upfront FLOPs that use up the budget: read at the start (ledger 0), never at a negative ledger (-4e20)
         preds.append(ArmPrediction(arm=info.name, ledger_flops=max(ledger, 0.0), reward=point, lo=float(lo), hi=hi,
                                    gain=point - r0, gain_lo=float(g_lo), gain_hi=float(g_hi), p_best=0.0,
                                    extrapolation=max(ledger, 0.0) / st.max_flops, usable=not note,
@@ -453,13 +424,13 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
     warnings += persistence.horizon_caveat(recommendation)
     warnings += persistence.prompts_caveat(name, data.n_prompts)
     warnings += persistence.arms_caveat(name, len(inp.arms))
-    holdouts = [_holdout(st.arm, n_replicates, level, _stream(seed, name, st.info.name, "holdout"))
+    holdouts = [holdout_records.record(st.arm, n_replicates, level, _stream(seed, name, st.info.name, "holdout"))
                 for st in states if holdout and survived[st.info.name]]
     return TargetResult(name=name, fitted=True, n_prompts=data.n_prompts,
                         curves=tuple(curves[a.name] for a in inp.arms), budgets=tuple(budget_results),
                         recommendation=recommendation, holdout=tuple(holdouts),
-                        holdout_summary=_holdout_summary(holdouts, n_replicates, level), warnings=tuple(warnings),
-                        interval_method=method)
+                        holdout_summary=holdout_records.summary(holdouts, n_replicates, level),
+                        warnings=tuple(warnings), interval_method=method)
 
 
 def analyze(inp: RaceInput, *, n_replicates: int = 500, level: float = 0.9, seed: int = 0,
