@@ -595,6 +595,38 @@ def test_an_arm_whose_pilots_fell_below_half_their_start_is_not_bounded_by_them(
     assert an.recommendations[0].arm == before.recommendations[0].arm == "strong"
 
 
+def test_a_fall_in_one_arm_lowers_the_other_arms_lower_ends_beyond_their_pilots(size_race):
+    """Round 40's lenblow again: the large-group arms reach the cut after their pilots, their curves read a rise,
+    and 24 of 50 usable intervals at F lay above the truth. When one arm's pilots fell, every other arm's lower end
+    beyond its pilots goes down to the lowest reward a fallen arm ended at; within the pilots, and the points, upper
+    ends and P(best), stay the curves'. Without the fall the same arms' lower ends at F are far above it."""
+    from flopplan.race.checks import SUPPORT_TOL
+    from flopplan.race.grid_fall import grid_fall
+
+    inp, before = size_race
+    rng = np.random.default_rng(4)
+    flops, levels = (0.0, 1e19, 2e19, 4e19, 8e19), (0.25, 0.15, 0.05, 0.02, 0.01)
+    down = ArmPilots("down", tuple(SeedRun(s, tuple(EvalPoint(f, (rng.uniform(size=200) < p).astype(float))
+                                                    for f, p in zip(flops, levels, strict=True))) for s in range(3)))
+    floor = float(np.mean([r.points[-1].scores.mean() for r in down.runs]))
+    fall = grid_fall((*inp.targets["math"].arms, down))
+    assert fall is not None and fall.arms == ("down",) and fall.floor == pytest.approx(floor)
+    assert grid_fall(inp.targets["math"].arms) is None
+    arms = (*inp.arms, info("down", policy="3B", params=3_000_000_000))
+    data = PilotData((*inp.targets["math"].arms, down))
+    t = analyze(replace(inp, arms=arms, targets={"math": data}, reached=inp.reached | {"down": 0}),
+                n_replicates=50).target("math")
+    old = {p.arm: p for p in before.target("math").budgets[-1].predictions}
+    beyond = [p for p in t.budgets[-1].predictions if p.arm != "down" and p.extrapolation > SUPPORT_TOL]
+    assert beyond and all(p.lo <= floor + 1e-12 and p.gain_lo <= floor - (p.reward - p.gain) + 1e-12 for p in beyond)
+    assert all(p.hi > p.reward >= p.lo for p in beyond)
+    assert all(old[p.arm].lo > floor + 0.05 for p in beyond)  # what the rule lowers: far above the fall's end
+    within = [p for b in t.budgets for p in b.predictions if p.arm != "down" and p.extrapolation <= SUPPORT_TOL]
+    assert within and any(p.lo > floor + 0.05 for p in within)
+    assert any(w.startswith("down: its pilots fell; a fall that comes from the shared set-up") and f"{floor:.3f}" in w
+               for w in t.warnings)
+
+
 def test_pilots_too_short_to_hold_a_point_out_say_their_interval_is_not_calibrated_on_them(size_race):
     """The model average weighs its families and calibrates its interval on held-out evaluation positions, and holds
     none out below 5 (race design --evals 2 gives the top rung 4 or 5): the analysis now says so per arm, where
