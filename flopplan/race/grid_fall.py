@@ -47,8 +47,9 @@ class GridFall:
 
 
 def grid_fall(arms: Sequence[ArmPilots]) -> GridFall | None:
-    """The arms of ``arms`` whose pilots fell (:func:`flopplan.race.checks.fell`) and the lowest of their end
-    rewards; None when none fell."""
+    """The arms of ``arms`` (every arm of the target with pilots, its curve fitted or not: a fall is seen in the
+    pilots) whose pilots fell (:func:`flopplan.race.checks.fell`) and the lowest of their end rewards; None when
+    none fell."""
     fallen = [(a.name, float(np.mean([pts[-1].scores.mean() for pts in seed_points(a)]))) for a in arms if fell(a)]
     return GridFall(tuple(n for n, _ in fallen), min(r for _, r in fallen)) if fallen else None
 
