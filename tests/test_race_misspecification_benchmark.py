@@ -562,3 +562,33 @@ def test_round_40s_blind_families_run_through_the_check_and_their_truths_are_wha
     d = r40.rbc.DIFF_SD * rng.standard_normal(r40.rbc.N_PROMPTS)
     _, scores = r40.simulate(rng, "floor", Floor(), d, 0.2)
     assert scores.shape[-1] == r40.rbc.N_PROMPTS and not scores.any()
+
+
+ROUND41 = ("truncdip", "goldhump", "tiblowup", "bigstep", "klrescue")  # benchmarks/race_blind_check_round41.py's
+
+
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")  # quad's roundoff note; the 1e-8 holds
+def test_round41s_blind_families_run_through_the_check_and_their_truths_are_what_they_say(tmp_path, monkeypatch):
+    """benchmarks/race_blind_check_round41.py: one repetition per family through the check's protocol, no analysis
+    error and no malformed number; the leader share (its checks module's) runs on the truths alone; every arm starts
+    at r0; the truth the harness states for each arm (race_blind_check.truth_at, wrapped for this round) equals the
+    checks module's independent quadrature (adaptive in the timing shift, numerical in gain and wobble, nested over a
+    seed's collapse time); the closed-form clipped mean equals that numerical one at the clip's edges; a curve of
+    another round keeps the harness's own truth."""
+    import importlib
+
+    r41 = _runs_through("race_blind_check_round41.py", ROUND41, tmp_path, monkeypatch,
+                        checks="race_blind_check_round41_checks.py")
+    checks = importlib.import_module("race_blind_check_round41_checks")
+    rbc = r41.rbc
+    rng = np.random.default_rng(41)
+    for name, family in r41.MINE.items():
+        arms = family(rng, 0.2)
+        for arm in arms:
+            assert float(arm(np.array([1e-30 * rbc.F_P]))[0]) == pytest.approx(0.2, abs=1e-9)
+        for arm in arms[::3] if name != "tiblowup" else arms[:1]:  # g4 and g32 (tiblowup's nested quad: g4)
+            assert rbc.truth_at(arm, rbc.F) == pytest.approx(checks._indep(arm, rbc.F / rbc.F_P), abs=1e-8)
+    for m in (0.0, 0.004, 0.02, 0.2, 0.6, 0.99, 1.0):
+        assert float(r41.clip_mean(np.array(m), 0.25)) == pytest.approx(checks._h(m, 0.25), abs=1e-12)
+    other = lambda f: 0.3 + 0.2 * np.asarray(f, dtype=float) / rbc.F  # noqa: E731
+    assert rbc.truth_at(other, rbc.F) == pytest.approx(0.3 + 0.2 * np.exp(rbc.SHIFT_SD ** 2 / 2), abs=1e-12)
