@@ -80,12 +80,29 @@ class MoE:
                 "shared_intermediate": self.shared_intermediate, "shared_gate": self.shared_gate}
 
 
-PEFT_EXPERT_LORA_FAMILIES = ("qwen3_moe",)
-"""Families whose routed experts peft (0.21) adapts when the LoRA targets name the MLP projections: it maps
+PEFT_EXPERT_LORA_FAMILIES = ("qwen3_moe", "qwen2_moe")
+"""Families whose routed experts peft (0.22) adapts when the LoRA targets name the MLP projections: it maps
 ``gate_proj`` + ``up_proj`` to the fused ``gate_up_proj`` parameter (rank ``2r``: both adapters stacked) and
-``down_proj`` to ``down_proj`` (rank ``r``), as ``ParamWrapper``s, when the model has no module of that name.
-Measured: Qwen2-MoE's names match its shared expert's modules instead, and Mixtral's experts answer only to
-``w1``/``w2``/``w3``, so there the MLP targets leave the routed experts frozen and unadapted."""
+``down_proj`` to ``down_proj`` (rank ``r``), as ``ParamWrapper``s. Qwen2-MoE's names also match its shared expert's
+``nn.Linear`` modules, which keep their own adapters: peft 0.22 adapts the routed experts' parameters beside them
+(peft PR #3945; ``qwen2_moe`` joined its conversion patterns in 0.22, and peft 0.21 left Qwen2-MoE's routed experts
+frozen, so flopplan's torch extra needs peft >= 0.22). Mixtral's experts answer only to ``w1``/``w2``/``w3``, so
+there the MLP targets leave the routed experts frozen and unadapted."""
+
+
+PEFT_ADAPTS_QWEN2_MOE_EXPERTS = (0, 22)
+"""The first peft release that adapts Qwen2-MoE's routed experts for the MLP names (see PEFT_EXPERT_LORA_FAMILIES)."""
+
+
+def check_peft_experts(family: str, targets: tuple[str, ...] | list[str], peft_version: str) -> None:
+    """Refuses, with one line, LoRA on a Qwen2-MoE policy's MLP names under a peft release that leaves its routed
+    experts frozen (before :data:`PEFT_ADAPTS_QWEN2_MOE_EXPERTS`): flopplan prices the adapters peft 0.22 puts on them,
+    and would charge FLOPs that do not run."""
+    release = tuple(int(p) for p in re.findall(r"\d+", peft_version)[:2])
+    if family == "qwen2_moe" and set(targets) & set(MLP_TARGETS) and release < PEFT_ADAPTS_QWEN2_MOE_EXPERTS:
+        raise UserError(f"peft {peft_version} leaves a Qwen2-MoE policy's routed experts frozen under LoRA on "
+                        f"{', '.join(t for t in targets if t in MLP_TARGETS)}, where peft >= 0.22 adapts them and "
+                        "flopplan prices that: pip install 'peft>=0.22'")
 
 
 def expert_lora_targets(family: str, targets: tuple[str, ...]) -> tuple[str, ...]:
@@ -117,12 +134,13 @@ PEFT_ALL_LINEAR: dict[str, tuple[str, str]] = {
     "mixtral": ("the four attention projections, the routed experts (w1 and w3 as gate_up_proj at rank 2r, w2 as "
                 "down_proj) and the router (gate.weight)", "the router and on Mixtral's routed experts"),
     "qwen2_moe": ("the four attention projections, the shared expert (gate_proj, up_proj, down_proj) and its gate "
-                  "(shared_expert_gate)", "shared_expert_gate"),
+                  "(shared_expert_gate), the routed experts (gate_up_proj at rank 2r, down_proj) and the router "
+                  "(gate.weight)", "the router and shared_expert_gate"),
 }
-"""What peft 0.21 adapts for ``target_modules="all-linear"`` on an MoE policy, and what of it flopplan does not
-price. peft resolves all-linear to every ``nn.Linear`` but the output layer (the attention projections; Qwen2-MoE's
-shared expert and its gate, whose router is no ``nn.Linear``), and for the model types transformers' conversion
-mapping covers (qwen3_moe, mixtral: ``_MODEL_TO_CONVERSION_PATTERN``) adds every key of peft's
+"""What peft 0.22 adapts for ``target_modules="all-linear"`` on an MoE policy, and what of it flopplan does not price.
+peft resolves all-linear to every ``nn.Linear`` but the output layer (the attention projections; Qwen2-MoE's shared
+expert and its gate, whose router is no ``nn.Linear``), and for the model types transformers' conversion mapping
+covers (qwen3_moe, mixtral, and from peft 0.22 qwen2_moe: ``_MODEL_TO_CONVERSION_PATTERN``) adds every key of peft's
 ``_MOE_TARGET_MODULE_MAPPING`` (utils/transformers_weight_conversion.py ``_resolve_string_target_modules``), which
 ``_convert_peft_config_moe`` turns into ``target_parameters``: the experts and the router (``gate.weight``)."""
 
@@ -140,12 +158,12 @@ def all_linear_targets(family: str, field: str) -> tuple[str, ...]:
 
 
 FUSED_EXPERT_KEY = rf".*\.{re.escape('gate_up_proj')}"
-"""peft 0.21's ``rank_pattern``/``alpha_pattern`` key for the fused ``gate_up_proj`` expert parameter (2r, 2 alpha)."""
+"""peft 0.22's ``rank_pattern``/``alpha_pattern`` key for the fused ``gate_up_proj`` expert parameter (2r, 2 alpha)."""
 
 
 @contextlib.contextmanager
 def fused_expert_patterns_quiet(family: str, targets: tuple[str, ...]) -> Iterator[None]:
-    """Around ``get_peft_model`` with LoRA on ``targets`` of a ``family`` model: silence peft 0.21's two
+    """Around ``get_peft_model`` with LoRA on ``targets`` of a ``family`` model: silence peft 0.22's two
     RuntimeWarnings that the :data:`FUSED_EXPERT_KEY` rank and alpha patterns its own MoE conversion wrote "did not
     match any targeted module and were ignored", where the conversion adapts the fused experts
     (:func:`expert_lora_targets`). peft checks the patterns against the modules it adapted only, not the parameters
@@ -162,7 +180,7 @@ def fused_expert_patterns_quiet(family: str, targets: tuple[str, ...]) -> Iterat
 
 def peft_expert_targets(family: str, parameters: Any, rank: int, alpha: Any, rank_pattern: Any,
                         alpha_pattern: Any) -> tuple[str, ...]:
-    r"""The MLP projection names a converted peft LoraConfig was given, read back from what peft 0.21's
+    r"""The MLP projection names a converted peft LoraConfig was given, read back from what peft 0.22's
     ``_convert_peft_config_moe`` (utils/transformers_weight_conversion.py) wrote for them on a
     :data:`PEFT_EXPERT_LORA_FAMILIES` policy: it moves ``gate_proj``/``up_proj``/``down_proj`` from
     ``target_modules`` into ``target_parameters`` as :func:`expert_lora_targets` names them, and for the fused

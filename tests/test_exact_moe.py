@@ -35,7 +35,7 @@ from flopplan.formulas import (  # noqa: E402
 from flopplan.measure import counters  # noqa: E402
 from flopplan.measure.meter import grouped_mm_flops  # noqa: E402
 from flopplan.measure.models import add_lora, build_model  # noqa: E402
-from flopplan.moe import EXPERTS_IMPLEMENTATIONS  # noqa: E402
+from flopplan.moe import EXPERTS_IMPLEMENTATIONS, PEFT_EXPERT_LORA_FAMILIES  # noqa: E402
 
 B, T, N = 2, 12, 5
 CONTEXT, PROMPT, COMPLETION = 7, 5, 3
@@ -154,7 +154,7 @@ also checked on dense models by tests/test_exact_counts.py) run in `make test`."
 def _train_cases():
     for family in FAMILIES:
         for implementation in EXPERTS_IMPLEMENTATIONS:
-            expert_lora_refused = implementation == "eager" and family == "qwen3_moe"
+            expert_lora_refused = implementation == "eager" and family in PEFT_EXPERT_LORA_FAMILIES
             for label in TRAININGS:
                 if expert_lora_refused and label in EXPERT_LORA:
                     continue  # refused: see test_expert_lora_under_the_eager_loop_is_refused

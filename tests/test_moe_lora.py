@@ -1,9 +1,10 @@
-"""LoRA targets on a mixture-of-experts policy priced as peft 0.21 adapts them, or refused with one line: peft's
+"""LoRA targets on a mixture-of-experts policy priced as peft 0.22 adapts them, or refused with one line: peft's
 ``target_modules="all-linear"`` adapts more of an MoE model than the seven projections (Qwen3-MoE and Mixtral: the
-routed experts and the router; Qwen2-MoE: the shared expert's gate), which flopplan priced as the seven (a Mixtral
-training step counted 5,651,968 FLOPs where 11,458,048 ran); Mixtral's MLP names match no module, so targets that
-name only them adapt nothing (peft raises) and were priced. Every place that builds a recipe is checked: ``plan``,
-``estimate``, ``plan --from-trl`` and verl's config. Real transformers models, random-initialised, and real peft."""
+routed experts and the router; Qwen2-MoE: those and the shared expert's gate), which flopplan priced as the seven (a
+Mixtral training step counted 5,651,968 FLOPs where 11,458,048 ran); Mixtral's MLP names match no module, so targets
+that name only them adapt nothing (peft raises) and were priced. Every place that builds a recipe is checked:
+``plan``, ``estimate``, ``plan --from-trl`` and verl's config. Real transformers models, random-initialised, and
+real peft."""
 
 from __future__ import annotations
 
@@ -130,22 +131,24 @@ def test_mixtral_lora_on_mlp_names_alone_adapts_nothing_and_is_refused(targets, 
 SEVEN = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
-def _peft_model(targets, **extra):
+def _peft_model(targets, family="qwen3_moe", **extra):
     from peft import LoraConfig, get_peft_model
 
     from flopplan.measure.models import build_model
 
-    return get_peft_model(build_model(tiny("qwen3_moe"), device="cpu", seed=0),
+    return get_peft_model(build_model(tiny(family), device="cpu", seed=0),
                           LoraConfig(r=4, lora_alpha=8, target_modules=targets, **extra))
 
 
+@pytest.mark.parametrize("family", ["qwen3_moe", "qwen2_moe"])
 @pytest.mark.parametrize("targets", [SEVEN, ["q_proj", "down_proj"], ["gate_proj", "up_proj"]])
-def test_the_meter_reads_pefts_conversion_of_the_mlp_names_back(targets):
-    """peft moves a Qwen3-MoE's MLP names into target_parameters (gate_up_proj at rank 2r, down_proj); the meter
-    refused any target_parameters, so flopplan's own default plan (LoRA on the seven) could not run on TRL."""
+def test_the_meter_reads_pefts_conversion_of_the_mlp_names_back(targets, family):
+    """peft moves a Qwen3-MoE's MLP names into target_parameters (gate_up_proj at rank 2r, down_proj), and from
+    0.22 adds Qwen2-MoE's routed experts there beside its shared expert's modules; the meter refused any
+    target_parameters, so flopplan's own default plan (LoRA on the seven) could not run on TRL."""
     from flopplan.engines.trl_trainer import policy_lora
 
-    model = _peft_model(targets)
+    model = _peft_model(targets, family)
     assert model.peft_config["default"].target_parameters  # converted by peft
     rank, names = policy_lora(model)
     assert rank == 4 and set(names) == set(targets)
@@ -256,3 +259,19 @@ def test_a_qwen3_moe_lora_on_the_seven_targets_is_metered_as_it_runs_on_trl(tmp_
     assert counts[aten._grouped_mm] > 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["flops"]["total"] == counter.get_total_flops() > 0
+
+
+def test_qwen2_moe_routed_experts_are_priced_only_under_a_peft_that_adapts_them():
+    """peft 0.22 adapts Qwen2-MoE's routed experts for the MLP names (beside its shared expert's modules), as it did
+    Qwen3-MoE's; peft 0.21 left them frozen. flopplan prices peft 0.22's adapters (the exactness tests count them
+    against FlopCounterMode), so an older peft there is refused with one line rather than charged for FLOPs that do
+    not run; attention-only targets, and Qwen3-MoE, are priced on either."""
+    from flopplan.moe import check_peft_experts
+
+    assert {"mlp.experts", "mlp.shared_expert.down_proj"} <= _peft_adapts("qwen2_moe", ["down_proj"])  # peft >= 0.22
+    check_peft_experts("qwen2_moe", ("down_proj",), "0.22.0")
+    check_peft_experts("qwen2_moe", ("q_proj", "v_proj"), "0.21.2")
+    check_peft_experts("qwen3_moe", ("gate_proj", "up_proj", "down_proj"), "0.21.2")
+    with pytest.raises(UserError, match=r"peft 0\.21\.2 leaves a Qwen2-MoE policy's routed experts frozen .* "
+                                        r"down_proj.*peft>=0\.22"):
+        check_peft_experts("qwen2_moe", ("v_proj", "down_proj"), "0.21.2")

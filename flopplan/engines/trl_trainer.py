@@ -23,7 +23,7 @@ from flopplan.engines.trl import GRPO_DEFAULTS, TRLRun, installed_trl_version, r
 from flopplan.engines.trl_generation import CACHE_PRICED, CACHES, check_model_generation
 from flopplan.errors import UserError
 from flopplan.lengths import Length
-from flopplan.moe import EXPERTS_IMPLEMENTATIONS, peft_expert_targets
+from flopplan.moe import EXPERTS_IMPLEMENTATIONS, check_peft_experts, peft_expert_targets
 from flopplan.projections import LORA_TARGETS
 from flopplan.recipe import Recipe
 
@@ -107,6 +107,10 @@ def policy_lora(model: Any) -> tuple[int | None, tuple[str, ...] | None]:
     order = {name: i for i, name in enumerate(LORA_TARGETS)}  # flopplan's order; unknown names refused later
     names = tuple(sorted(targets, key=lambda t: (order.get(t, len(order)), t))) \
         if isinstance(targets, (set, list, tuple)) else targets
+    if isinstance(names, tuple):
+        from peft import __version__
+
+        check_peft_experts(_config_dict(model).get("model_type", ""), names, __version__)
     return int(config.r), names
 
 

@@ -12,7 +12,7 @@ from torch import nn
 from flopplan.arch import ArchSpec
 from flopplan.formulas import LoRA
 from flopplan.hf_config import to_hf_config
-from flopplan.moe import fused_expert_patterns_quiet
+from flopplan.moe import check_peft_experts, fused_expert_patterns_quiet
 from flopplan.projections import lora_modules
 
 
@@ -130,9 +130,10 @@ def check_memory(spec: ArchSpec, device: torch.device, dtype: torch.dtype) -> No
 def add_lora(model: nn.Module, lora: LoRA, alpha: int | None = None, dropout: float = 0.0) -> nn.Module:
     """Wrap a model with a peft LoRA adapter on the spec's target projections (base frozen); on Phi-3 the fused
     modules that stand for them (:func:`flopplan.projections.lora_modules`)."""
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, __version__, get_peft_model
 
     family = getattr(model.config, "model_type", "")
+    check_peft_experts(family, lora.targets, __version__)
     modules = lora_modules(family, lora.targets)
     config = LoraConfig(r=lora.rank, lora_alpha=alpha if alpha is not None else 2 * lora.rank,
                         target_modules=list(modules), lora_dropout=dropout, bias="none")
