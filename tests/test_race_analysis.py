@@ -597,21 +597,24 @@ def test_an_arm_whose_pilots_fell_below_half_their_start_is_not_bounded_by_them(
 
 def test_a_fall_in_one_arm_lowers_the_other_arms_lower_ends_beyond_their_pilots(size_race):
     """Round 40's lenblow again: the large-group arms reach the cut after their pilots, their curves read a rise,
-    and 24 of 50 usable intervals at F lay above the truth. When one arm's pilots fell, every other arm's lower end
-    beyond its pilots goes down to the lowest reward a fallen arm ended at; within the pilots, and the points, upper
-    ends and P(best), stay the curves'. Without the fall the same arms' lower ends at F are far above it."""
+    and 24 of 50 usable intervals at F lay above the truth. When a seed's pilots fell, every arm's lower end beyond
+    its pilots goes down to the lowest reward a fallen seed ended at; within the pilots, and the points, upper ends
+    and P(best), stay the curves'. Without the fall the same arms' lower ends at F are far above it."""
     from flopplan.race.checks import SUPPORT_TOL
-    from flopplan.race.grid_fall import grid_fall
+    from flopplan.race.grid_fall import fallen_seeds, grid_fall
 
     inp, before = size_race
     rng = np.random.default_rng(4)
     flops, levels = (0.0, 1e19, 2e19, 4e19, 8e19), (0.25, 0.15, 0.05, 0.02, 0.01)
     down = ArmPilots("down", tuple(SeedRun(s, tuple(EvalPoint(f, (rng.uniform(size=200) < p).astype(float))
                                                     for f, p in zip(flops, levels, strict=True))) for s in range(3)))
-    floor = float(np.mean([r.points[-1].scores.mean() for r in down.runs]))
+    floor = float(min(r.points[-1].scores.mean() for r in down.runs))
     fall = grid_fall((*inp.targets["math"].arms, down))
-    assert fall is not None and fall.arms == ("down",) and fall.floor == pytest.approx(floor)
+    assert fall is not None and (fall.arms, fall.seeds) == (("down",), 3) and fall.floor == pytest.approx(floor)
     assert grid_fall(inp.targets["math"].arms) is None
+    one = ArmPilots("one", (*inp.targets["math"].arms[0].runs[:2], down.runs[2]))  # one seed of three fell
+    assert fallen_seeds(one) == [pytest.approx(float(down.runs[2].points[-1].scores.mean()))]
+    assert grid_fall((*inp.targets["math"].arms, one)).seeds == 1
     arms = (*inp.arms, info("down", policy="3B", params=3_000_000_000))
     data = PilotData((*inp.targets["math"].arms, down))
     t = analyze(replace(inp, arms=arms, targets={"math": data}, reached=inp.reached | {"down": 0}),
@@ -623,8 +626,8 @@ def test_a_fall_in_one_arm_lowers_the_other_arms_lower_ends_beyond_their_pilots(
     assert all(old[p.arm].lo > floor + 0.05 for p in beyond)  # what the rule lowers: far above the fall's end
     within = [p for b in t.budgets for p in b.predictions if p.arm != "down" and p.extrapolation <= SUPPORT_TOL]
     assert within and any(p.lo > floor + 0.05 for p in within)
-    assert any(w.startswith("down: its pilots fell; a fall that comes from the shared set-up") and f"{floor:.3f}" in w
-               for w in t.warnings)
+    assert any(w.startswith("down: 3 seeds fell below half their start; a fall that comes from the shared set-up")
+               and f"{floor:.3f}" in w for w in t.warnings)
 
 
 def test_pilots_too_short_to_hold_a_point_out_say_their_interval_is_not_calibrated_on_them(size_race):

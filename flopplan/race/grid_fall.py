@@ -1,28 +1,33 @@
-"""A fall in one arm of the grid lowers the others' lower ends beyond their pilots.
+"""A seed's fall lowers every arm's lower end beyond its pilots.
 
 Why. The arms of one grid share the policy, the prompts, the reward and the evaluation; they differ in how the
-compute is spent (group size, prompts per step, update passes, model size, reward system). A fall below half the
-start (:func:`flopplan.race.checks.fell`) often comes from the shared set-up: answers that outgrow the generation
-limit and are cut until an overlong penalty teaches the policy to finish (Yu et al. 2025, "DAPO"), a format that
-the training reward penalises before the required one is found (Liu et al. 2025, "Understanding R1-Zero-Like
-Training"), entropy collapse (Cui et al. 2025). Such mechanisms run on optimizer updates or samples, which the arms
-buy at different rates per FLOP, so an arm whose pilots did not fall may not yet have reached the point where
-another arm fell, and nothing in its own pilots can show that. Round 40's blind ``lenblow`` family is the case
-(benchmarks/race_blind_check_round40.py; docs/results.md): the large-group arms reach the cut eight times later
-in FLOPs, after their pilots; their curves read a rise, and 24 of the 50 usable intervals at F (all but one of
-the misses) lay above the truth.
+compute is spent (group size, prompts per step, update passes, model size, reward system), and their seeds in
+draws. A fall below half the start often comes from the shared set-up: answers that outgrow the generation limit
+and are cut until an overlong penalty teaches the policy to finish (Yu et al. 2025, "DAPO"), a format that the
+training reward penalises before the required one is found (Liu et al. 2025, "Understanding R1-Zero-Like
+Training"), entropy collapse (Cui et al. 2025), a run that a training-inference mismatch blows up at a random
+number of samples (Liu et al. 2025, "When speed kills stability"). Such mechanisms run on optimizer updates or
+samples, which the arms buy at different rates per FLOP, and strike seeds at different times, so an arm, or a
+seed, whose pilots did not fall may not yet have reached the point where another fell, and nothing in its own
+pilots can show that. Round 40's blind ``lenblow`` family is the case (benchmarks/race_blind_check_round40.py;
+docs/results.md): the large-group arms reach the cut eight times later in FLOPs, after their pilots; their curves
+read a rise, and 24 of the 50 usable intervals at F (all but one of the misses) lay above the truth.
 
-What. When some arm's pilots fell, the lower end of every other arm's interval (its reward's and its gain's) at a
-budget beyond its pilots (extrapolation above :data:`flopplan.race.checks.SUPPORT_TOL`) goes down to the lowest
-reward a fallen arm's pilots ended at (the mean over its seeds of each one's last evaluation), where it lay above
-that. The point, the upper end, the replicates and so the P(best) are the curves' own: the interval says that a
-fall like the fallen arm's is not ruled out; the P(best) does not weigh one. A lower end read by the decision (the
+What. When some seed fell (:func:`fallen_seeds`: its last evaluation below :data:`~flopplan.race.checks.FELL_SHARE`
+of a step-0 reward of at least :data:`~flopplan.race.checks.FELL_START`, the test
+:func:`flopplan.race.checks.fell` applies to every seed of an arm), the lower end of every arm's interval (its
+reward's and its gain's) at a budget beyond its pilots (extrapolation above :data:`flopplan.race.checks.SUPPORT_TOL`)
+goes down to the lowest reward a fallen seed ended at, where it lay above that; arms whose pilots bound nothing
+(:func:`flopplan.race.checks.unbounded`: every seed fell, or none rose) keep their own intervals, which run to 1.
+The point, the upper end, the replicates and so the P(best) are the curves' own: the interval says that a fall
+like the fallen seed's is not ruled out; the P(best) does not weigh one. A lower end read by the decision (the
 promotion's leader, the naive pick's comparison, the tied arms) is the lowered one, so fewer arms are set aside and
-fewer picks are called apart.
+fewer picks are called apart. The floor is a seed's, below what a mean over seeds would reach: the lower end is
+conservative where only some seeds fall.
 
-What it costs. Where the fall was the fallen arm's own (a learning rate or an update count the others do not
-share), the others' lower ends are lower than their truths need: the intervals over-cover there, and "cannot tell"
-is said more often. benchmarks/shapes_round41.py measures both cases (docs/results.md, round 41).
+What it costs. Where the fall was one arm's own (a learning rate or an update count the others do not share), the
+others' lower ends are lower than their truths need: the intervals over-cover there, and "cannot tell" is said
+more often. benchmarks/shapes_round41.py measures both cases (docs/results.md, round 41).
 """
 
 from __future__ import annotations
@@ -32,26 +37,42 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from flopplan.race.checks import SUPPORT_TOL, fell, seed_points
+from flopplan.race.checks import FELL_SHARE, FELL_START, SUPPORT_TOL
 from flopplan.race.pilot_data import ArmPilots
 from flopplan.race.results import BudgetResult
 
 
 @dataclass(frozen=True)
 class GridFall:
-    """The arms whose pilots fell and the lowest reward one of them ended at (the mean over its seeds of each
-    seed's last evaluation)."""
+    """The arms with a seed whose pilots fell, how many seeds fell in all, and the lowest reward a fallen seed ended
+    at (its last evaluation)."""
 
     arms: tuple[str, ...]
+    seeds: int
     floor: float
 
 
+def fallen_seeds(arm: ArmPilots) -> list[float]:
+    """The last rewards of ``arm``'s seeds that fell: evaluated at step 0, at a reward of at least
+    :data:`flopplan.race.checks.FELL_START` (the mean of its step-0 evaluations), and after it, the last evaluation
+    below :data:`flopplan.race.checks.FELL_SHARE` of that (the test :func:`flopplan.race.checks.fell` applies to every
+    seed of an arm)."""
+    out = []
+    for run in arm.runs:
+        start = [float(p.scores.mean()) for p in run.points if p.flops == 0]
+        later = sorted((p for p in run.points if p.flops > 0), key=lambda p: p.flops)
+        if start and later and np.mean(start) >= FELL_START and later[-1].scores.mean() < FELL_SHARE * np.mean(start):
+            out.append(float(later[-1].scores.mean()))
+    return out
+
+
 def grid_fall(arms: Sequence[ArmPilots]) -> GridFall | None:
-    """The arms of ``arms`` (every arm of the target with pilots, its curve fitted or not: a fall is seen in the
-    pilots) whose pilots fell (:func:`flopplan.race.checks.fell`) and the lowest of their end rewards; None when
-    none fell."""
-    fallen = [(a.name, float(np.mean([pts[-1].scores.mean() for pts in seed_points(a)]))) for a in arms if fell(a)]
-    return GridFall(tuple(n for n, _ in fallen), min(r for _, r in fallen)) if fallen else None
+    """The seeds of ``arms`` (every arm of the target with pilots, its curve fitted or not: a fall is seen in the
+    pilots) that fell (:func:`fallen_seeds`), their arms and the lowest of their end rewards; None when none fell."""
+    fallen = [(a.name, r) for a in arms for r in fallen_seeds(a)]
+    if not fallen:
+        return None
+    return GridFall(tuple(dict.fromkeys(n for n, _ in fallen)), len(fallen), min(r for _, r in fallen))
 
 
 def lowered(result: BudgetResult, fall: GridFall | None, still: Mapping[str, str]) -> BudgetResult:
@@ -66,12 +87,13 @@ def lowered(result: BudgetResult, fall: GridFall | None, still: Mapping[str, str
 
 
 def warning(fall: GridFall | None) -> list[str]:
-    """What the analysis says when some arm's pilots fell (empty otherwise)."""
+    """What the analysis says when some seed's pilots fell (empty otherwise)."""
     if fall is None:
         return []
     who = ", ".join(fall.arms)
-    return [f"{who}: {'its' if len(fall.arms) == 1 else 'their'} pilots fell; a fall that comes from the shared set-up "
-            "(answers cut at the length limit, a penalised format) reaches each arm after its own number of updates, "
-            "possibly after its pilots, so every other arm's interval beyond its pilots runs down to "
-            f"{fall.floor:.3f}, the lowest reward a fallen arm ended at (its point, upper end and P(best) are its "
-            "curves')"]
+    seeds = "a seed" if fall.seeds == 1 else f"{fall.seeds} seeds"
+    return [f"{who}: {seeds} fell below half {'its' if fall.seeds == 1 else 'their'} start; a fall that comes from the "
+            "shared set-up (answers cut at the length limit, a penalised format, a run that blows up) reaches each "
+            "seed after its own number of updates or samples, possibly after its pilots, so every arm's interval "
+            f"beyond its pilots runs down to {fall.floor:.3f}, the lowest reward a fallen seed ended at (its point, "
+            "upper end and P(best) are its curves')"]
