@@ -18,8 +18,8 @@ Per fitted target (``fitted_targets``; the others are observed only, never fitte
    its R0*, the replicate curve's limit at F -> 0 (read at 1e-300 FLOPs, where expit(B (ln F - ln F_mid)) < 1e-15
    for every B on the grid; the other families read R0 there).
 3. The regime at each budget and the recommendation at F (:mod:`flopplan.race.regime`, rules stated there and in
-   the report); a warning when the best G decreases as the budget grows. Where some arm's pilots fell, the other
-   arms' lower ends beyond their pilots are lowered first (:mod:`flopplan.race.grid_fall`).
+   the report); a warning when the best G decreases as the budget grows. Where some seed's pilots fell, every
+   arm's lower end beyond its pilots is lowered first (:mod:`flopplan.race.grid_fall`).
 4. The temporal holdout of each surviving arm (reached the top rung): refit on the first half of its FLOPs,
    predict the second half (:mod:`flopplan.race.holdout_records`), error and interval coverage in numbers.
 
@@ -79,8 +79,9 @@ COVERED = ("What the intervals cover: the seed-to-seed variation the pilots show
            "law, a capped log-linear rise, a two-stage rise, a rise that can turn down, and a steep fall for an arm "
            "whose pilots fall), weighted by how well each predicted the pilots' own last points; and a width no "
            "smaller than those held-out errors imply per unit of log-extrapolation (split-conformal). R0 is resampled "
-           "with them, so the gain R - R0 has its own interval. Where another arm's pilots fell, the lower end beyond "
-           "an arm's pilots runs down to where that arm ended (a fall of the shared set-up may come later to it). Both "
+           "with them, so the gain R - R0 has its own interval. Where a seed's pilots fell, the lower end beyond each "
+           "arm's pilots runs down to where the fallen seeds ended (a fall of the shared set-up may come later to the "
+           "others). Both "
            "gain and absolute R are reported, since policies of different sizes start from different R0; decisions use "
            "absolute R.")
 
@@ -398,7 +399,7 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
             warnings.append(f"{st.info.name}: {curves[st.info.name].checks_failed[0]}")
     fall, still = grid_fall.grid_fall(list(present.values())), {st.info.name: st.still for st in states}
     budget_results = [grid_fall.lowered(_at_budget(label, b, states, ens, col, level), fall, still)
-                      for label, b in zip(labels, budgets, strict=True)]  # another arm's fall: lower ends lowered
+                      for label, b in zip(labels, budgets, strict=True)]  # a seed's fall: lower ends lowered
     g_of = {a.name: (float(a.axes["group_size"]) if "group_size" in a.axes else None) for a in inp.arms}
     warnings += g_warnings(budget_results, g_of) + grid_fall.warning(fall)
     at_f = budget_results[-1]

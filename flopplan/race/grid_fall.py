@@ -17,13 +17,13 @@ What. When some seed fell (:func:`fallen_seeds`: its last evaluation below :data
 of a step-0 reward of at least :data:`~flopplan.race.checks.FELL_START`, the test
 :func:`flopplan.race.checks.fell` applies to every seed of an arm), the lower end of every arm's interval (its
 reward's and its gain's) at a budget beyond its pilots (extrapolation above :data:`flopplan.race.checks.SUPPORT_TOL`)
-goes down to the lowest reward a fallen seed ended at, where it lay above that; arms whose pilots bound nothing
+goes down to where the fallen seeds ended (:func:`grid_fall`: the lowest, over the arms, of the mean of an arm's
+fallen seeds' last evaluations), where it lay above that; arms whose pilots bound nothing
 (:func:`flopplan.race.checks.unbounded`: every seed fell, or none rose) keep their own intervals, which run to 1.
 The point, the upper end, the replicates and so the P(best) are the curves' own: the interval says that a fall
 like the fallen seed's is not ruled out; the P(best) does not weigh one. A lower end read by the decision (the
 promotion's leader, the naive pick's comparison, the tied arms) is the lowered one, so fewer arms are set aside and
-fewer picks are called apart. The floor is a seed's, below what a mean over seeds would reach: the lower end is
-conservative where only some seeds fall.
+fewer picks are called apart.
 
 What it costs. Where the fall was one arm's own (a learning rate or an update count the others do not share), the
 others' lower ends are lower than their truths need: the intervals over-cover there, and "cannot tell" is said
@@ -44,8 +44,7 @@ from flopplan.race.results import BudgetResult
 
 @dataclass(frozen=True)
 class GridFall:
-    """The arms with a seed whose pilots fell, how many seeds fell in all, and the lowest reward a fallen seed ended
-    at (its last evaluation)."""
+    """The arms with a seed whose pilots fell, how many seeds fell in all, and where they ended (:func:`grid_fall`)."""
 
     arms: tuple[str, ...]
     seeds: int
@@ -68,11 +67,14 @@ def fallen_seeds(arm: ArmPilots) -> list[float]:
 
 def grid_fall(arms: Sequence[ArmPilots]) -> GridFall | None:
     """The seeds of ``arms`` (every arm of the target with pilots, its curve fitted or not: a fall is seen in the
-    pilots) that fell (:func:`fallen_seeds`), their arms and the lowest of their end rewards; None when none fell."""
-    fallen = [(a.name, r) for a in arms for r in fallen_seeds(a)]
+    pilots) that fell (:func:`fallen_seeds`), their arms, and the floor: over those arms, the lowest mean of an arm's
+    fallen seeds' end rewards (an arm's reward is a mean over its seeds, and where a fall reaches every seed the mean
+    sits where the fallen seeds' does; the lowest single seed, a few 0/1 prompts near 0, lies below what a mean
+    reaches); None when none fell."""
+    fallen = {a.name: ends for a in arms if (ends := fallen_seeds(a))}
     if not fallen:
         return None
-    return GridFall(tuple(dict.fromkeys(n for n, _ in fallen)), len(fallen), min(r for _, r in fallen))
+    return GridFall(tuple(fallen), sum(map(len, fallen.values())), min(float(np.mean(e)) for e in fallen.values()))
 
 
 def lowered(result: BudgetResult, fall: GridFall | None, still: Mapping[str, str]) -> BudgetResult:
@@ -95,5 +97,5 @@ def warning(fall: GridFall | None) -> list[str]:
     return [f"{who}: {seeds} fell below half {'its' if fall.seeds == 1 else 'their'} start; a fall that comes from the "
             "shared set-up (answers cut at the length limit, a penalised format, a run that blows up) reaches each "
             "seed after its own number of updates or samples, possibly after its pilots, so every arm's interval "
-            f"beyond its pilots runs down to {fall.floor:.3f}, the lowest reward a fallen seed ended at (its point, "
+            f"beyond its pilots runs down to {fall.floor:.3f}, where the fallen seeds ended (its point, "
             "upper end and P(best) are its curves')"]
