@@ -21,7 +21,7 @@ from flopplan.errors import UserError
 from flopplan.race.bootstrap import bootstrap_interval
 from flopplan.race.curves import A_MAX, CurveFit, PowerLawFit, fit_curve, fit_power_law, monotone_envelope
 from flopplan.race.design_notes import HOLDOUT_POSITIONS
-from flopplan.race.pilot_data import ArmPilots, EvalPoint
+from flopplan.race.pilot_data import ArmPilots, EvalPoint, SeedRun
 from flopplan.race.results import ArmCurve, EnvelopeResult, Observation, PowerLawCheck
 
 FloatArray = NDArray[np.float64]
@@ -207,18 +207,23 @@ FELL_START = 0.05
 """...and its step-0 reward is at least this: below it, a fall is a prompt or two (:func:`unmoved` reads those)."""
 
 
+def seed_fall(run: SeedRun) -> float | None:
+    """Where a seed of pilots that fell ended: its last evaluation's reward, when it evaluated at step 0 (the mean of
+    its step-0 evaluations, as :func:`seed_points` reads them) at a reward of at least :data:`FELL_START` and after
+    it, and its last evaluation is below :data:`FELL_SHARE` of that; None otherwise."""
+    start = [float(p.scores.mean()) for p in run.points if p.flops == 0]
+    later = [p for p in run.points if p.flops > 0]
+    if not start or not later:
+        return None
+    s0, last = float(np.mean(start)), float(max(later, key=lambda p: p.flops).scores.mean())
+    return last if s0 >= FELL_START and last < FELL_SHARE * s0 else None
+
+
 def fell(arm: ArmPilots) -> bool:
-    """Whether every seed of ``arm``'s pilots evaluated at step 0 and after it, started at a reward of at least
-    :data:`FELL_START` and ended (its last evaluation) below :data:`FELL_SHARE` of it. Round 40's blind `lenblow`
-    (answers cut at the generation limit, then repaired after the pilots) is the case: its curves read the fall
-    and bounded the arm low, and the halving dropped the best arm in 70-74 % of repetitions (docs/results.md)."""
-    ends = []
-    for run in arm.runs:
-        points = sorted(run.points, key=lambda p: p.flops)
-        if len(points) < 2 or points[0].flops != 0:
-            return False
-        ends.append((float(np.mean(points[0].scores)), float(np.mean(points[-1].scores))))
-    return bool(ends) and all(start >= FELL_START and last < FELL_SHARE * start for start, last in ends)
+    """Whether every seed of ``arm``'s pilots fell (:func:`seed_fall`). Round 40's blind `lenblow` (answers cut at
+    the generation limit, then repaired after the pilots) is the case: its curves read the fall and bounded the arm
+    low, and the halving dropped the best arm in 70-74 % of repetitions (docs/results.md)."""
+    return bool(arm.runs) and all(seed_fall(run) is not None for run in arm.runs)
 
 
 UNBOUNDED = (UNMOVED, FELL)

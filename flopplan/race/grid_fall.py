@@ -13,15 +13,14 @@ pilots can show that. Round 40's blind ``lenblow`` family is the case (benchmark
 docs/results.md): the large-group arms reach the cut eight times later in FLOPs, after their pilots; their curves
 read a rise, and 24 of the 50 usable intervals at F (all but one of the misses) lay above the truth.
 
-What. When some seed fell (:func:`fallen_seeds`: its last evaluation below :data:`~flopplan.race.checks.FELL_SHARE`
-of a step-0 reward of at least :data:`~flopplan.race.checks.FELL_START`, the test
-:func:`flopplan.race.checks.fell` applies to every seed of an arm), the lower end of every arm's interval (its
-reward's and its gain's) at a budget beyond its pilots (extrapolation above :data:`flopplan.race.checks.SUPPORT_TOL`)
-goes down to where the fallen seeds ended (:func:`grid_fall`: the lowest, over the arms, of the mean of an arm's
-fallen seeds' last evaluations), where it lay above that; arms whose pilots bound nothing
-(:func:`flopplan.race.checks.unbounded`: every seed fell, or none rose) keep their own intervals, which run to 1.
-The point, the upper end, the replicates and so the P(best) are the curves' own: the interval says that a fall
-like the fallen seed's is not ruled out; the P(best) does not weigh one. A lower end read by the decision (the
+What. When some seed fell (:func:`flopplan.race.checks.seed_fall`: its last evaluation below half a step-0 reward of
+at least 0.05; :func:`flopplan.race.checks.fell` asks it of every seed of an arm), the lower end of every arm's
+interval (its reward's and its gain's) at a budget beyond its pilots (extrapolation above
+:data:`flopplan.race.checks.SUPPORT_TOL`) goes down to where the fallen seeds ended (:func:`grid_fall`: the lowest,
+over the arms, of the mean of an arm's fallen seeds' last evaluations), where it lay above that; arms whose pilots
+bound nothing (:func:`flopplan.race.checks.unbounded`: every seed fell, or none rose) keep their own intervals, which
+run to 1. The point, the upper end, the replicates and so the P(best) are the curves' own: the interval says that a
+fall like the fallen seed's is not ruled out; the P(best) does not weigh one. A lower end read by the decision (the
 promotion's leader, the naive pick's comparison, the tied arms) is the lowered one, so fewer arms are set aside and
 fewer picks are called apart.
 
@@ -37,7 +36,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from flopplan.race.checks import FELL_SHARE, FELL_START, SUPPORT_TOL
+from flopplan.race.checks import SUPPORT_TOL, seed_fall
 from flopplan.race.pilot_data import ArmPilots
 from flopplan.race.results import BudgetResult
 
@@ -52,17 +51,8 @@ class GridFall:
 
 
 def fallen_seeds(arm: ArmPilots) -> list[float]:
-    """The last rewards of ``arm``'s seeds that fell: evaluated at step 0, at a reward of at least
-    :data:`flopplan.race.checks.FELL_START` (the mean of its step-0 evaluations), and after it, the last evaluation
-    below :data:`flopplan.race.checks.FELL_SHARE` of that (the test :func:`flopplan.race.checks.fell` applies to every
-    seed of an arm)."""
-    out = []
-    for run in arm.runs:
-        start = [float(p.scores.mean()) for p in run.points if p.flops == 0]
-        later = sorted((p for p in run.points if p.flops > 0), key=lambda p: p.flops)
-        if start and later and np.mean(start) >= FELL_START and later[-1].scores.mean() < FELL_SHARE * np.mean(start):
-            out.append(float(later[-1].scores.mean()))
-    return out
+    """Where ``arm``'s seeds that fell ended (:func:`flopplan.race.checks.seed_fall`)."""
+    return [end for run in arm.runs if (end := seed_fall(run)) is not None]
 
 
 def grid_fall(arms: Sequence[ArmPilots]) -> GridFall | None:
