@@ -429,6 +429,25 @@ def table(families, reps=None):
     return "\n".join(lines)
 
 
+def checks_main(families, commands, seed, mc):
+    """The command line of a round's checks script (race_blind_check_round40_checks.py and after): ``--families``
+    (default and choices: the round's ``families``), ``--reps``, ``--seed`` (default ``seed``), ``--mc`` (Monte
+    Carlo seeds, default ``mc``) and exactly one of ``commands``: flag -> (function of (families, reps, seed, mc),
+    its default repetitions)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--families", nargs="*", default=list(families), choices=list(families))
+    ap.add_argument("--reps", type=int, default=None, help="repetitions (default: the command's own)")
+    ap.add_argument("--seed", type=int, default=seed)
+    ap.add_argument("--mc", type=int, default=mc, help="Monte Carlo seeds per arm (--truth-check)")
+    which = ap.add_mutually_exclusive_group(required=True)
+    for flag in commands:
+        which.add_argument(flag, action="store_true")
+    a = ap.parse_args()
+    flag = next(f for f in commands if getattr(a, f.lstrip("-").replace("-", "_")))
+    run, reps = commands[flag]
+    run(a.families, reps if a.reps is None else a.reps, a.seed, a.mc)
+
+
 def main():
     global OUT  # the folder table() and the runs read and write
     ap = argparse.ArgumentParser()

@@ -16,7 +16,6 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import itertools
-import sys
 
 import numpy as np
 import race_blind_check as rbc
@@ -134,27 +133,9 @@ def truth_check(families, reps, seed, n_mc):
 
 
 def main():
-    args = sys.argv[1:]
-
-    def opt(name, default, typ=int):
-        return typ(args[args.index(name) + 1]) if name in args else default
-
-    fams = list(MINE)
-    if "--families" in args:
-        i = args.index("--families") + 1
-        fams = []
-        while i < len(args) and not args[i].startswith("--"):
-            fams.append(args[i])
-            i += 1
-    if "--truth-check" in args:
-        truth_check(fams, opt("--reps", 10), opt("--seed", 4040), opt("--mc", 4000))
-    elif "--zero-share" in args:
-        zero_share(fams, opt("--reps", 100), opt("--seed", 4040))
-    elif "--leader-share" in args:
-        leader_share(fams, opt("--reps", 100), opt("--seed", 4040))
-    else:
-        sys.exit("one of --truth-check, --zero-share, --leader-share")
-
+    rbc.checks_main(MINE, {"--truth-check": (truth_check, 10),
+                     "--zero-share": (lambda f, r, s, _: zero_share(f, r, s), 100),
+                     "--leader-share": (lambda f, r, s, _: leader_share(f, r, s), 100)}, seed=4040, mc=4000)
 
 if __name__ == "__main__":
     main()

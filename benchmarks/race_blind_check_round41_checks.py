@@ -20,7 +20,6 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import itertools
-import sys
 
 import numpy as np
 import race_blind_check as rbc
@@ -143,25 +142,8 @@ def leader_share(families, reps, seed):
 
 
 def main():
-    args = sys.argv[1:]
-
-    def opt(name, default, typ=int):
-        return typ(args[args.index(name) + 1]) if name in args else default
-
-    fams = list(MINE)
-    if "--families" in args:
-        i = args.index("--families") + 1
-        fams = []
-        while i < len(args) and not args[i].startswith("--"):
-            fams.append(args[i])
-            i += 1
-    if "--truth-check" in args:
-        truth_check(fams, opt("--reps", 10), opt("--seed", 4141), opt("--mc", 2000))
-    elif "--leader-share" in args:
-        leader_share(fams, opt("--reps", 100), opt("--seed", 4141))
-    else:
-        sys.exit("one of --truth-check, --leader-share")
-
+    rbc.checks_main(MINE, {"--truth-check": (truth_check, 10),
+                     "--leader-share": (lambda f, r, s, _: leader_share(f, r, s), 100)}, seed=4141, mc=2000)
 
 if __name__ == "__main__":
     main()
