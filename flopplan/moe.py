@@ -98,8 +98,11 @@ def check_peft_experts(family: str, targets: tuple[str, ...] | list[str], peft_v
     """Refuses, with one line, LoRA on a Qwen2-MoE policy's MLP names under a peft release that leaves its routed
     experts frozen (before :data:`PEFT_ADAPTS_QWEN2_MOE_EXPERTS`): flopplan prices the adapters peft 0.22 puts on them,
     and would charge FLOPs that do not run."""
-    release = tuple(int(p) for p in re.findall(r"\d+", peft_version)[:2])
-    if family == "qwen2_moe" and set(targets) & set(MLP_TARGETS) and release < PEFT_ADAPTS_QWEN2_MOE_EXPERTS:
+    if family != "qwen2_moe" or not set(targets) & set(MLP_TARGETS):
+        return
+    from packaging.version import Version  # peft's own dependency: read only where peft is installed
+
+    if Version(peft_version).release[:2] < PEFT_ADAPTS_QWEN2_MOE_EXPERTS:
         raise UserError(f"peft {peft_version} leaves a Qwen2-MoE policy's routed experts frozen under LoRA on "
                         f"{', '.join(t for t in targets if t in MLP_TARGETS)}, where peft >= 0.22 adapts them and "
                         "flopplan prices that: pip install 'peft>=0.22'")
