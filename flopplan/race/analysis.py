@@ -396,8 +396,8 @@ def _fitted_target(inp: RaceInput, name: str, data: PilotData, stopped: tuple[st
                                       f_target - st.info.upfront_flops)
         if not st.monotone:
             warnings.append(f"{st.info.name}: {curves[st.info.name].checks_failed[0]}")
-    fall, still = grid_fall.grid_fall(list(present.values())), {st.info.name: st.still for st in states}
-    budget_results = [grid_fall.lowered(_at_budget(label, b, states, ens, col, level), fall, still)
+    fall = grid_fall.grid_fall(list(present.values()))
+    budget_results = [grid_fall.lowered(_at_budget(label, b, states, ens, col, level), fall)
                       for label, b in zip(labels, budgets, strict=True)]  # a seed's fall: lower ends lowered
     g_of = {a.name: (float(a.axes["group_size"]) if "group_size" in a.axes else None) for a in inp.arms}
     warnings += g_warnings(budget_results, g_of) + grid_fall.warning(fall)

@@ -31,12 +31,12 @@ more often. benchmarks/shapes_round41.py measures both cases (docs/results.md, r
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from flopplan.race.checks import SUPPORT_TOL, seed_fall
+from flopplan.race.checks import SUPPORT_TOL, UNBOUNDED, seed_fall
 from flopplan.race.pilot_data import ArmPilots
 from flopplan.race.results import BudgetResult
 
@@ -67,14 +67,14 @@ def grid_fall(arms: Sequence[ArmPilots]) -> GridFall | None:
     return GridFall(tuple(fallen), sum(map(len, fallen.values())), min(float(np.mean(e)) for e in fallen.values()))
 
 
-def lowered(result: BudgetResult, fall: GridFall | None, still: Mapping[str, str]) -> BudgetResult:
-    """``result`` with the lower ends of the module docstring: each arm bounded by its pilots (``still[arm]`` "":
-    :func:`flopplan.race.checks.unbounded`) and read beyond them gets a lower end no higher than ``fall.floor``
-    (its gain's: that less its R0)."""
+def lowered(result: BudgetResult, fall: GridFall | None) -> BudgetResult:
+    """``result`` with the lower ends of the module docstring: each arm its pilots bound (its note not among
+    :data:`flopplan.race.checks.UNBOUNDED`) and read beyond them gets a lower end no higher than ``fall.floor`` (its
+    gain's: that less its R0)."""
     if fall is None:
         return result
     preds = tuple(replace(p, lo=min(p.lo, fall.floor), gain_lo=min(p.gain_lo, fall.floor - (p.reward - p.gain)))
-                  if not still.get(p.arm, "") and p.extrapolation > SUPPORT_TOL else p for p in result.predictions)
+                  if p.note not in UNBOUNDED and p.extrapolation > SUPPORT_TOL else p for p in result.predictions)
     return replace(result, predictions=preds)
 
 
