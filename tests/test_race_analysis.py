@@ -595,7 +595,25 @@ def test_an_arm_whose_pilots_fell_below_half_their_start_is_not_bounded_by_them(
     assert an.recommendations[0].arm == before.recommendations[0].arm == "strong"
 
 
-def test_a_fall_in_one_arm_lowers_the_other_arms_lower_ends_beyond_their_pilots(size_race):
+def _falling_arm(seed: int = 4) -> ArmPilots:
+    """Three seeds that fall from 0.25 at step 0 to 0.01 at 8e19 FLOPs (200 prompts)."""
+    rng = np.random.default_rng(seed)
+    flops, levels = (0.0, 1e19, 2e19, 4e19, 8e19), (0.25, 0.15, 0.05, 0.02, 0.01)
+    return ArmPilots("down", tuple(SeedRun(s, tuple(EvalPoint(f, (rng.uniform(size=200) < p).astype(float))
+                                                    for f, p in zip(flops, levels, strict=True))) for s in range(3)))
+
+
+@pytest.fixture(scope="module")
+def fall_race(size_race):
+    """size_race's grid with a fourth arm whose every seed fell (:func:`_falling_arm`), analysed."""
+    inp, _ = size_race
+    arms = (*inp.arms, info("down", policy="3B", params=3_000_000_000))
+    data = PilotData((*inp.targets["math"].arms, _falling_arm()))
+    return analyze(replace(inp, arms=arms, targets={"math": data}, reached=inp.reached | {"down": 0}),
+                   n_replicates=50)
+
+
+def test_a_fall_in_one_arm_lowers_the_other_arms_lower_ends_beyond_their_pilots(size_race, fall_race):
     """Round 40's lenblow again: the large-group arms reach the cut after their pilots, their curves read a rise,
     and 24 of 50 usable intervals at F lay above the truth. When a seed's pilots fell, every arm's lower end beyond
     its pilots goes down to where the fallen seeds ended (the mean of an arm's fallen seeds); within the pilots,
@@ -605,10 +623,7 @@ def test_a_fall_in_one_arm_lowers_the_other_arms_lower_ends_beyond_their_pilots(
     from flopplan.race.grid_fall import fallen_seeds, grid_fall
 
     inp, before = size_race
-    rng = np.random.default_rng(4)
-    flops, levels = (0.0, 1e19, 2e19, 4e19, 8e19), (0.25, 0.15, 0.05, 0.02, 0.01)
-    down = ArmPilots("down", tuple(SeedRun(s, tuple(EvalPoint(f, (rng.uniform(size=200) < p).astype(float))
-                                                    for f, p in zip(flops, levels, strict=True))) for s in range(3)))
+    down = _falling_arm()
     floor = float(np.mean([r.points[-1].scores.mean() for r in down.runs]))
     fall = grid_fall((*inp.targets["math"].arms, down))
     assert fall is not None and (fall.arms, fall.seeds) == (("down",), 3) and fall.floor == pytest.approx(floor)
@@ -616,10 +631,7 @@ def test_a_fall_in_one_arm_lowers_the_other_arms_lower_ends_beyond_their_pilots(
     one = ArmPilots("one", (*inp.targets["math"].arms[0].runs[:2], down.runs[2]))  # one seed of three fell
     assert fallen_seeds(one) == [pytest.approx(float(down.runs[2].points[-1].scores.mean()))]
     assert grid_fall((*inp.targets["math"].arms, one)).seeds == 1
-    arms = (*inp.arms, info("down", policy="3B", params=3_000_000_000))
-    data = PilotData((*inp.targets["math"].arms, down))
-    t = analyze(replace(inp, arms=arms, targets={"math": data}, reached=inp.reached | {"down": 0}),
-                n_replicates=50).target("math")
+    t = fall_race.target("math")
     old = {p.arm: p for p in before.target("math").budgets[-1].predictions}
     beyond = [p for p in t.budgets[-1].predictions if p.arm != "down" and p.extrapolation > SUPPORT_TOL]
     assert beyond and all(p.lo <= floor + 1e-12 and p.gain_lo <= floor - (p.reward - p.gain) + 1e-12 for p in beyond)
@@ -629,6 +641,43 @@ def test_a_fall_in_one_arm_lowers_the_other_arms_lower_ends_beyond_their_pilots(
     assert within and any(p.lo > floor + 0.05 for p in within)
     assert any(w.startswith("down: 3 seeds fell below half their start; a fall that comes from the shared set-up")
                and f"{floor:.3f}" in w for w in t.warnings)
+
+
+def test_the_curves_plot_draws_the_intervals_the_decision_read_where_they_leave_the_band(fall_race, tmp_path,
+                                                                                          monkeypatch):
+    """The band of race_curves_<target>.png is the model average's calibrated percentiles; the decision reads
+    intervals with two more adjustments (a seed's fall lowers every arm's lower end beyond its pilots; an arm whose
+    pilots never rose or fell runs to 1). The plot showed only the band, narrower than what race.json and the report
+    state at F: it now draws each arm's interval at every budget beyond its pilots as the decision read it."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from flopplan.race import plots
+
+    t = fall_race.target("math")
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda _plt, fig, path: figures.append(fig) or path)
+    plots._curves(plt, fall_race, t, tmp_path / "curves.png")
+    at_f = {p.arm: p for p in t.budgets[-1].predictions}
+    axes = {ax.get_title().split(" (")[0]: ax for ax in figures[0].axes if ax.get_title()}
+    checked = 0
+    for c in t.curves:
+        if c.arm == "down" or c.band is None or at_f[c.arm].extrapolation <= 1.05:
+            continue
+        p = at_f[c.arm]
+        band_lo = float(np.interp(np.log(p.ledger_flops), np.log(c.band.flops), c.band.lo))
+        assert band_lo > p.lo + 0.05  # the band alone would show a lower end far above the stated one
+        bars = [ct for ct in axes[c.arm].containers if type(ct).__name__ == "ErrorbarContainer"]
+        segments = [seg for ct in bars for seg in ct.lines[2][0].get_segments()]
+        assert any(abs(seg[0][0] - t.budgets[-1].flops) <= 1e-6 * t.budgets[-1].flops
+                   and seg[:, 1].min() == pytest.approx(p.lo) and seg[:, 1].max() == pytest.approx(p.hi)
+                   for seg in map(np.asarray, segments))
+        checked += 1
+    assert checked
+    plt.close("all")
 
 
 def test_pilots_too_short_to_hold_a_point_out_say_their_interval_is_not_calibrated_on_them(size_race):

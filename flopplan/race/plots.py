@@ -1,7 +1,10 @@
 """The plots of a RACE analysis, drawn from race.json's data alone (so a reloaded analysis redraws them):
 
 * ``race_curves_<target>.png``: per arm, reward against total FLOPs (ledger + upfront): each seed's evaluations,
-  the fitted ScaleRL curve and its bootstrap band, R0, the rung budgets and the target budget;
+  the curve the decisions read (the model average of :mod:`flopplan.race.ensemble`) and its calibrated band, R0,
+  the rung budgets and the target budget, and at each budget beyond the arm's pilots the interval the decision
+  read there (:func:`budget_marks`: where it differs from the band, an arm whose pilots never rose or fell runs
+  to 1, and a seed's fall lowers the lower end, :mod:`flopplan.race.grid_fall`);
 * ``race_frontier_<target>.png``: every arm's fitted curve and their upper envelope (the frontier) over the parts
   where the arm is usable (dashed beyond: A unidentified past its pilots), the regime named at each budget;
 * ``race_split.png``: each arm's FLOP split at the target budget: rollout, learning, feedback, upfront.
@@ -53,7 +56,12 @@ def _curves(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> Pa
         if c.band is not None and c.band.flops:
             x = np.asarray(c.band.flops) + u
             ax.fill_between(x, c.band.lo, c.band.hi, color="tab:blue", alpha=0.2, label="band")
-            ax.plot(x, c.band.point, color="tab:blue", lw=1.2, label="ScaleRL fit")
+            ax.plot(x, c.band.point, color="tab:blue", lw=1.2, label="model average")
+        marks = budget_marks(t, c.arm)
+        if marks:
+            bx, by, blo, bhi = map(np.asarray, zip(*marks, strict=True))
+            ax.errorbar(bx, by, yerr=[by - blo, bhi - by], fmt="s", ms=3, color="black", capsize=2, lw=0.9,
+                        label="interval the decision read", gid="decision-intervals")
         if c.fit is not None:
             ax.axhline(c.fit.r0, color="grey", lw=0.6, ls="-.", label="R0")
         _marks(ax, analysis)
@@ -67,11 +75,20 @@ def _curves(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> Pa
         ax.axis("off")
     axes.flat[0].set_ylabel(f"reward on {t.name}")
     axes.flat[0].legend(fontsize=6, loc="best")
-    fig.suptitle(f"RACE pilots and fitted curves: {t.name} ({analysis.level:.0%} bootstrap band; dashed: target "
+    fig.suptitle(f"RACE pilots and fitted curves: {t.name} ({analysis.level:.0%} calibrated band; dashed: target "
                  "budget, dotted: rungs)", fontsize=10)
     fig.tight_layout(rect=(0, 0.03, 1, 0.95))
     _foot(fig, analysis)
     return _save(plt, fig, path)
+
+
+def budget_marks(t: TargetResult, arm: str) -> list[tuple[float, float, float, float]]:
+    """(budget FLOPs, reward, lo, hi) of ``arm``'s prediction at each of ``t``'s budgets read beyond its pilots
+    (extrapolation above :data:`flopplan.race.checks.SUPPORT_TOL`): the interval the decision read there, which
+    the band (the model average's calibrated percentiles) shows without its two adjustments (an unbounded arm's
+    upper end at 1, a seed's fall's lower end)."""
+    return [(b.flops, p.reward, p.lo, p.hi) for b in t.budgets for p in b.predictions
+            if p.arm == arm and p.extrapolation > SUPPORT_TOL]
 
 
 def _valid(c: ArmCurve, x_ledger: np.ndarray) -> np.ndarray:

@@ -115,7 +115,10 @@ class EnvelopeResult:
 
 @dataclass(frozen=True)
 class Band:
-    """The fitted curve and its bootstrap interval on a grid of ledger FLOPs (for plots)."""
+    """The model average (the curve the decisions read) and its calibrated interval on a grid of ledger FLOPs, for
+    the plots. The budgets' intervals carry two adjustments this band leaves out: an arm whose pilots never rose or
+    fell runs to 1, and a seed's fall lowers every arm's lower end beyond its pilots
+    (:mod:`flopplan.race.grid_fall`)."""
 
     flops: tuple[float, ...]
     point: tuple[float, ...]
