@@ -184,6 +184,7 @@ class _ArmState:
     identified: bool = False
     max_flops: float = 0.0
     still: str = ""  # why nothing bounds it beyond its pilots (checks.unbounded: never rose, or fell); "" if they do
+    end: float = 0.0  # where its pilots ended (checks.ended)
 
 
 NUMERIC = (UserError, ArithmeticError, ValueError, np.linalg.LinAlgError)  # a fit that fails: reported, not raised
@@ -202,7 +203,8 @@ def _prepare(info: ArmInfo, arm: ArmPilots, at: float) -> _ArmState:
         law, law_reason = checks.power_law(arm, fit, at), ""
     except NUMERIC as exc:
         law, law_reason = None, str(exc) or type(exc).__name__
-    return _ArmState(info, arm, fit, reading, without_reason, law, law_reason, still=checks.unbounded(arm))
+    return _ArmState(info, arm, fit, reading, without_reason, law, law_reason, still=checks.unbounded(arm),
+                     end=checks.ended(arm))
 
 
 def _curve(st: _ArmState, res: BootstrapResult, ens: ensemble.EnsembleResult, band: FloatArray,
@@ -260,6 +262,8 @@ def _at_budget(label: str, budget: float, states: list[_ArmState], ens: ensemble
         cands.append(Candidate(info.name, info.axes, info.params, share, point, reps, not note, note, st.noise,
                                comparable, in_play=not set_aside))
         hi, g_hi = (1.0, 1.0 - r0) if still else (float(hi), float(g_hi))  # unmoved: to a pass rate's most
+        if still:  # and down to where its pilots ended (checks.ended: its curves cannot follow a fall)
+            lo, g_lo = min(lo, st.end), min(g_lo, st.end - r0)
         # upfront FLOPs that use up the budget: read at the start (ledger 0), never at a negative ledger (-4e20)
         preds.append(ArmPrediction(arm=info.name, ledger_flops=max(ledger, 0.0), reward=point, lo=float(lo), hi=hi,
                                    gain=point - r0, gain_lo=float(g_lo), gain_hi=float(g_hi), p_best=0.0,

@@ -174,7 +174,7 @@ def by_reward(rewards: Mapping[str, float]) -> list[str]:
 
 UNMOVED = ("its pilots never rose above their start (no prompt scored above its step-0 score at any evaluation of "
            "any seed): nothing bounds its reward at the budget, and a take-off after the pilots is not ruled out; its "
-           "interval there runs to 1, and the P(best) leaves it out")
+           "interval there runs from where its pilots ended (or below) to 1, and the P(best) leaves it out")
 
 
 def unmoved(arm: ArmPilots) -> bool:
@@ -199,8 +199,8 @@ def unmoved(arm: ArmPilots) -> bool:
 
 FELL = ("its pilots fell: every seed ended below half its step-0 reward, and the curves cannot tell a lasting fall "
         "from a dip the policy recovers from after the pilots (answers cut at the length limit, a format broken by "
-        "early updates): nothing bounds its reward at the budget; its interval there runs to 1, and the P(best) "
-        "leaves it out")
+        "early updates): nothing bounds its reward at the budget; its interval there runs from where its pilots ended "
+        "(or below) to 1, and the P(best) leaves it out")
 FELL_SHARE = 0.5
 """A seed has fallen when its last evaluation's reward is below this share of its step-0 reward."""
 FELL_START = 0.05
@@ -224,6 +224,16 @@ def fell(arm: ArmPilots) -> bool:
     the generation limit, then repaired after the pilots) is the case: its curves read the fall and bounded the arm
     low, and the halving dropped the best arm in 70-74 % of repetitions (docs/results.md)."""
     return bool(arm.runs) and all(seed_fall(run) is not None for run in arm.runs)
+
+
+def ended(arm: ArmPilots) -> float:
+    """Where ``arm``'s pilots ended: the mean over its seeds of each seed's last evaluation after step 0 (its step-0
+    mean for a seed with none). An arm its pilots do not bound (:func:`unbounded`) has its lower end at every budget
+    no higher than this: its curves cannot follow a fall (every family but the steep fall rises or bends over from
+    the start, and ScaleRL's sigmoid reads fallen pilots as flat at R0: a fallen arm ending at 0.01 was stated
+    0.237 [0.202, 1] at the rung where it was seen at 0.01), and a lasting fall stays where it ended."""
+    ends = [float(max(pts, key=lambda p: p.flops).scores.mean()) for pts in seed_points(arm) if pts]
+    return float(np.mean(ends)) if ends else 0.0
 
 
 UNBOUNDED = (UNMOVED, FELL)

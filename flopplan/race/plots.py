@@ -2,9 +2,10 @@
 
 * ``race_curves_<target>.png``: per arm, reward against total FLOPs (ledger + upfront): each seed's evaluations,
   the curve the decisions read (the model average of :mod:`flopplan.race.ensemble`) and its calibrated band, R0,
-  the rung budgets and the target budget, and at each budget beyond the arm's pilots the interval the decision
-  read there (:func:`budget_marks`: where it differs from the band, an arm whose pilots never rose or fell runs
-  to 1, and a seed's fall lowers the lower end, :mod:`flopplan.race.grid_fall`);
+  the rung budgets and the target budget, and the interval the decision read at each budget beyond the arm's
+  pilots, at every budget for an arm whose pilots never rose or fell (:func:`budget_marks`; they differ from the
+  band there: such an arm runs from where its pilots ended to 1, and a seed's fall lowers every arm's lower end,
+  :mod:`flopplan.race.grid_fall`);
 * ``race_frontier_<target>.png``: every arm's fitted curve and their upper envelope (the frontier) over the parts
   where the arm is usable (dashed beyond: A unidentified past its pilots), the regime named at each budget;
 * ``race_split.png``: each arm's FLOP split at the target budget: rollout, learning, feedback, upfront.
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from flopplan.fileio import atomic_savefig
-from flopplan.race.checks import SUPPORT_TOL
+from flopplan.race.checks import SUPPORT_TOL, UNBOUNDED
 from flopplan.race.results import ArmCurve, RaceAnalysis, TargetResult
 from flopplan.units import eng
 
@@ -84,11 +85,12 @@ def _curves(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> Pa
 
 def budget_marks(t: TargetResult, arm: str) -> list[tuple[float, float, float, float]]:
     """(budget FLOPs, reward, lo, hi) of ``arm``'s prediction at each of ``t``'s budgets read beyond its pilots
-    (extrapolation above :data:`flopplan.race.checks.SUPPORT_TOL`): the interval the decision read there, which
+    (extrapolation above :data:`flopplan.race.checks.SUPPORT_TOL`), and at every budget for an arm its pilots do not
+    bound (:data:`flopplan.race.checks.UNBOUNDED`): the interval the decision read there, which
     the band (the model average's calibrated percentiles) shows without its two adjustments (an unbounded arm's
-    upper end at 1, a seed's fall's lower end)."""
+    interval from where its pilots ended to 1, a seed's fall's lower end)."""
     return [(b.flops, p.reward, p.lo, p.hi) for b in t.budgets for p in b.predictions
-            if p.arm == arm and p.extrapolation > SUPPORT_TOL]
+            if p.arm == arm and (p.extrapolation > SUPPORT_TOL or p.note in UNBOUNDED)]
 
 
 def _valid(c: ArmCurve, x_ledger: np.ndarray) -> np.ndarray:

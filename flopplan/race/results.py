@@ -117,7 +117,7 @@ class EnvelopeResult:
 class Band:
     """The model average (the curve the decisions read) and its calibrated interval on a grid of ledger FLOPs, for
     the plots. The budgets' intervals carry two adjustments this band leaves out: an arm whose pilots never rose or
-    fell runs to 1, and a seed's fall lowers every arm's lower end beyond its pilots
+    fell runs from where its pilots ended to 1, and a seed's fall lowers every arm's lower end beyond its pilots
     (:mod:`flopplan.race.grid_fall`)."""
 
     flops: tuple[float, ...]
