@@ -592,3 +592,42 @@ def test_round41s_blind_families_run_through_the_check_and_their_truths_are_what
         assert float(r41.clip_mean(np.array(m), 0.25)) == pytest.approx(checks._h(m, 0.25), abs=1e-12)
     other = lambda f: 0.3 + 0.2 * np.asarray(f, dtype=float) / rbc.F  # noqa: E731
     assert rbc.truth_at(other, rbc.F) == pytest.approx(0.3 + 0.2 * np.exp(rbc.SHIFT_SD ** 2 / 2), abs=1e-12)
+
+
+ROUND42 = ("aha", "unlock", "warmup", "resets", "entkeep")  # benchmarks/race_blind_check_round42.py's
+
+
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")  # quad's roundoff note; the 1e-8 holds
+def test_round42s_blind_families_run_through_the_check_and_their_truths_are_what_they_say(tmp_path, monkeypatch):
+    """benchmarks/race_blind_check_round42.py: one repetition per family through the check's protocol, no analysis
+    error and no malformed number; the leader share (its checks module's) runs on the truths alone; every arm starts
+    at r0; each arm's mean equals the checks module's recomputation from its definition, and the truth the harness
+    states for it (race_blind_check.truth_at, wrapped for this round) the checks module's independent quadrature;
+    unlock's two waits agree with their convolution where the hazards are equal; a curve of round 41 and a plain
+    curve keep their truths."""
+    import importlib
+
+    from scipy.integrate import quad
+
+    r42 = _runs_through("race_blind_check_round42.py", ROUND42, tmp_path, monkeypatch,
+                        checks="race_blind_check_round42_checks.py")
+    checks = importlib.import_module("race_blind_check_round42_checks")
+    rbc = r42.rbc
+    rng = np.random.default_rng(42)
+    for family in r42.MINE.values():
+        arms = family(rng, 0.2)
+        for arm in arms:
+            assert float(arm(np.array([1e-30 * rbc.F_P]))[0]) == pytest.approx(0.2, abs=1e-9)
+            for x in (0.05, 1.0, 3.0):
+                assert float(arm.mean(np.array(x))) == pytest.approx(checks.mean_of(arm, x), abs=1e-10)
+        for arm in arms[::3]:  # g4 and g32
+            assert rbc.truth_at(arm, rbc.F) == pytest.approx(checks._indep(arm, rbc.F / rbc.F_P), abs=1e-8)
+    for lam, x in ((0.7, 2.0), (3.0, 0.5)):
+        conv = quad(lambda t, lam=lam, x=x: lam * np.exp(-lam * t) * -np.expm1(-lam * (x - t)), 0.0, x)[0]
+        assert float(r42.both_by(lam, lam, x)) == pytest.approx(conv, abs=1e-12)
+        assert float(r42.both_by(lam, lam * (1 + 1e-9), x)) == pytest.approx(conv, abs=1e-8)
+    r41 = importlib.import_module("race_blind_check_round41")
+    old = r41.fam_goldhump(rng, 0.2)[0]
+    assert rbc.truth_at(old, rbc.F) == old.truth_r41(rbc.F)
+    other = lambda f: 0.3 + 0.2 * np.asarray(f, dtype=float) / rbc.F  # noqa: E731
+    assert rbc.truth_at(other, rbc.F) == pytest.approx(0.3 + 0.2 * np.exp(rbc.SHIFT_SD ** 2 / 2), abs=1e-12)
