@@ -174,7 +174,7 @@ def by_reward(rewards: Mapping[str, float]) -> list[str]:
 
 UNMOVED = ("its pilots never rose above their start (no prompt scored above its step-0 score at any evaluation of "
            "any seed): nothing bounds its reward at the budget, and a take-off after the pilots is not ruled out; its "
-           "interval there runs from where its pilots ended (or below) to 1, and the P(best) leaves it out")
+           "interval there runs to 1, and the P(best) leaves it out")
 
 
 def unmoved(arm: ArmPilots) -> bool:
@@ -199,8 +199,8 @@ def unmoved(arm: ArmPilots) -> bool:
 
 FELL = ("its pilots fell: every seed ended below half its step-0 reward, and the curves cannot tell a lasting fall "
         "from a dip the policy recovers from after the pilots (answers cut at the length limit, a format broken by "
-        "early updates): nothing bounds its reward at the budget; its interval there runs from where its pilots ended "
-        "(or below) to 1, and the P(best) leaves it out")
+        "early updates): nothing bounds its reward at the budget; its interval there runs to 1, and the P(best) "
+        "leaves it out")
 FELL_SHARE = 0.5
 """A seed has fallen when its last evaluation's reward is below this share of its step-0 reward."""
 FELL_START = 0.05
