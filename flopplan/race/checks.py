@@ -232,7 +232,8 @@ def ended(arm: ArmPilots) -> float:
     no higher than this: its curves cannot follow a fall (every family but the steep fall rises or bends over from
     the start, and ScaleRL's sigmoid reads fallen pilots as flat at R0: a fallen arm ending at 0.01 was stated
     0.237 [0.202, 1] at the rung where it was seen at 0.01), and a lasting fall stays where it ended."""
-    ends = [float(max(pts, key=lambda p: p.flops).scores.mean()) for pts in seed_points(arm) if pts]
+    ends = [float(np.mean([p.scores.mean() for p in run.points if p.flops == last]))
+            for run in arm.runs if run.points for last in [max(p.flops for p in run.points)]]
     return float(np.mean(ends)) if ends else 0.0
 
 
