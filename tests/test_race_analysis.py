@@ -643,11 +643,12 @@ def test_a_fall_in_one_arm_lowers_the_other_arms_lower_ends_beyond_their_pilots(
                and f"{floor:.3f}" in w for w in t.warnings)
 
 
-def test_an_arm_whose_pilots_fell_is_stated_down_to_where_they_ended_at_every_budget(fall_race):
-    """An arm whose every seed fell is read as unbounded (its interval runs to 1), but its lower end was the
-    curves': ScaleRL's sigmoid cannot fall, reads such pilots as flat at R0, and the arm, seen at 0.01 at its rung,
-    was stated 0.237 [0.202, 1] there and 0.237 [0.162, 1] at F. Its lower end is now no higher than where its
-    pilots ended (checks.ended: the mean of its seeds' last evaluations), at every budget."""
+def test_an_arm_whose_pilots_fell_is_stated_at_what_they_showed_down_to_where_they_ended(fall_race):
+    """An arm whose every seed fell is read as unbounded (its interval runs to 1), but its point and lower end were
+    the curves': ScaleRL's sigmoid cannot fall, reads such pilots as flat at R0, and the arm, seen at 0.01 at its
+    rung, was stated 0.237 [0.202, 1] there and 0.237 [0.162, 1] at F. It is now stated at what its pilots showed
+    (its observed reward at a rung, where they ended beyond them: checks.shown_at), with a lower end no higher than
+    where they ended (checks.ended: the mean of its seeds' last evaluations), at every budget."""
     from flopplan.race.checks import FELL, ended
 
     down = _falling_arm()
@@ -657,8 +658,10 @@ def test_an_arm_whose_pilots_fell_is_stated_down_to_where_they_ended_at_every_bu
     preds = [p for b in t.budgets for p in b.predictions if p.arm == "down"]
     assert len(preds) == len(t.budgets) and all(p.note == FELL and p.hi == 1.0 for p in preds)
     assert all(p.lo <= end + 1e-12 and p.gain_lo <= end - (p.reward - p.gain) + 1e-12 for p in preds)
-    assert all(p.lo <= p.observed <= p.hi for p in preds if p.observed is not None)
-    assert any(p.reward > end + 0.1 for p in preds)  # the point stays the curves' (not used: it is not comparable)
+    assert all(p.reward == pytest.approx(end if p.observed is None else p.observed) for p in preds)
+    assert sum(p.observed is None for p in preds) == 1 and any(p.observed > end + 0.03 for p in preds if p.observed)
+    assert all(p.lo <= min(p.reward, end) + 1e-12 and p.gain == pytest.approx(p.reward - t.curves[-1].fit.r0)
+               for p in preds) and t.curves[-1].arm == "down"
 
 
 def test_the_curves_plot_draws_the_intervals_the_decision_read_where_they_leave_the_band(fall_race, tmp_path,

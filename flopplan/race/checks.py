@@ -228,13 +228,23 @@ def fell(arm: ArmPilots) -> bool:
 
 def ended(arm: ArmPilots) -> float:
     """Where ``arm``'s pilots ended: the mean over its seeds of each seed's last evaluation after step 0 (its step-0
-    mean for a seed with none). An arm its pilots do not bound (:func:`unbounded`) has its lower end at every budget
-    no higher than this: its curves cannot follow a fall (every family but the steep fall rises or bends over from
-    the start, and ScaleRL's sigmoid reads fallen pilots as flat at R0: a fallen arm ending at 0.01 was stated
-    0.237 [0.202, 1] at the rung where it was seen at 0.01), and a lasting fall stays where it ended."""
+    mean for a seed with none). An arm its pilots do not bound (:func:`unbounded`) is stated there beyond its pilots
+    (:func:`shown_at`), with a lower end no higher than this at every budget: its curves cannot follow a fall (every
+    family but the steep fall rises or bends over from the start, and ScaleRL's sigmoid reads fallen pilots as flat
+    at R0: a fallen arm ending at 0.01 was stated 0.237 [0.202, 1] at the rung where it was seen at 0.01), and a
+    lasting fall stays where it ended."""
     ends = [float(np.mean([p.scores.mean() for p in run.points if p.flops == last]))
             for run in arm.runs if run.points for last in [max(p.flops for p in run.points)]]
     return float(np.mean(ends)) if ends else 0.0
+
+
+def shown_at(arm: ArmPilots, ledger: float, end: float) -> float:
+    """What an arm its pilots do not bound (:func:`unbounded`) is stated at, at ledger FLOPs ``ledger``: its
+    observed reward there (:func:`observed_near`) within its pilots, ``end`` (where they ended, :func:`ended`)
+    beyond them. Its curves' point is no reading of such pilots (a fallen arm's is flat at R0), and the interval
+    runs from there, or below, to 1."""
+    seen = observed_near(arm, ledger)
+    return end if seen is None else seen
 
 
 UNBOUNDED = (UNMOVED, FELL)
