@@ -698,6 +698,15 @@ def test_the_curves_plot_draws_the_intervals_the_decision_read_where_they_leave_
                    for seg in map(np.asarray, segments))
         checked += 1
     assert checked
+    from matplotlib.collections import PolyCollection
+
+    down = axes["down"]  # its pilots fell: its curves are not read, so no band; its intervals at every budget
+    bands = {arm: [c for c in ax.collections if isinstance(c, PolyCollection)] for arm, ax in axes.items()}
+    assert not bands["down"] and all(bands[arm] for arm in axes if arm != "down")
+    assert {ln.get_label() for ln in down.get_lines()}.isdisjoint({"model average"})
+    bars = [ct for ct in down.containers if type(ct).__name__ == "ErrorbarContainer"]
+    assert bars and len(bars[0].lines[2][0].get_segments()) == len(t.budgets)
+    assert any(c.band is not None for c in t.curves if c.arm == "down")  # race.json keeps its band
     plt.close("all")
 
 

@@ -4,10 +4,11 @@
   the curve the decisions read (the model average of :mod:`flopplan.race.ensemble`) and its calibrated band, R0,
   the rung budgets and the target budget, and the interval the decision read at each budget beyond the arm's
   pilots, at every budget for an arm whose pilots never rose or fell (:func:`budget_marks`; they differ from the
-  band there: such an arm runs from where its pilots ended to 1, and a seed's fall lowers every arm's lower end,
-  :mod:`flopplan.race.grid_fall`);
+  band there: such an arm is stated at what its pilots showed, from there to 1, and its band is not drawn; a seed's
+  fall lowers every arm's lower end, :mod:`flopplan.race.grid_fall`);
 * ``race_frontier_<target>.png``: every arm's fitted curve and their upper envelope (the frontier) over the parts
-  where the arm is usable (dashed beyond: A unidentified past its pilots), the regime named at each budget;
+  where the arm is usable (dashed beyond: A unidentified past its pilots; dashed throughout: an arm whose pilots
+  bound nothing), the regime named at each budget;
 * ``race_split.png``: each arm's FLOP split at the target budget: rollout, learning, feedback, upfront.
 
 matplotlib is imported inside :func:`draw_all` only; without it no plot is drawn.
@@ -54,7 +55,8 @@ def _curves(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> Pa
             pts = [(o.flops + u, o.reward) for o in c.observations if o.seed == s and o.flops > 0]
             if pts:
                 ax.plot(*zip(*pts, strict=True), "o", ms=3, alpha=0.6, color=f"C{i % 10}", label=f"seed {s}")
-        if c.band is not None and c.band.flops:
+        unbounded = _unbounded(t, c.arm)
+        if c.band is not None and c.band.flops and not unbounded:  # an unbounded arm's curves are not read
             x = np.asarray(c.band.flops) + u
             ax.fill_between(x, c.band.lo, c.band.hi, color="tab:blue", alpha=0.2, label="band")
             ax.plot(x, c.band.point, color="tab:blue", lw=1.2, label="model average")
@@ -68,7 +70,8 @@ def _curves(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> Pa
         _marks(ax, analysis)
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(plt.NullFormatter())  # under a decade, every minor tick would be labelled
-        state = ("identified" if c.identified else "A unidentified") if c.fitted else "not fitted"
+        state = ("unbounded: curves not read" if unbounded else "identified" if c.identified else "A unidentified") \
+            if c.fitted else "not fitted"
         ax.set_title(f"{c.arm} ({state}{'' if c.stable or not c.fitted else ', unstable'})", fontsize=9)
         ax.set_xlabel("FLOPs (ledger + upfront)", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -93,6 +96,11 @@ def budget_marks(t: TargetResult, arm: str) -> list[tuple[float, float, float, f
             if p.arm == arm and (p.extrapolation > SUPPORT_TOL or p.note in UNBOUNDED)]
 
 
+def _unbounded(t: TargetResult, arm: str) -> bool:
+    """Whether ``arm``'s pilots bound nothing (:data:`flopplan.race.checks.UNBOUNDED`): its curves are not read."""
+    return any(p.arm == arm and p.note in UNBOUNDED for b in t.budgets for p in b.predictions)
+
+
 def _valid(c: ArmCurve, x_ledger: np.ndarray) -> np.ndarray:
     return np.asarray((c.identified | (x_ledger <= SUPPORT_TOL * c.max_flops)) & c.stable)
 
@@ -110,7 +118,7 @@ def _frontier(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> 
         y = np.full(x.shape, np.nan)
         ok = xl >= band.flops[0]
         y[ok] = np.interp(np.log(xl[ok]), np.log(band.flops), band.point)
-        valid = _valid(c, xl) & ok
+        valid = _valid(c, xl) & ok & (not _unbounded(t, c.arm))
         ax.plot(x[valid], y[valid], color=f"C{i % 10}", lw=1, label=c.arm)
         ax.plot(x[ok & ~valid], y[ok & ~valid], color=f"C{i % 10}", lw=1, ls="--", alpha=0.6)
         curves.append(np.where(valid, y, np.nan))
@@ -130,7 +138,8 @@ def _frontier(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> 
     ax.set_xlabel("budget FLOPs (ledger + upfront)")
     ax.set_ylabel(f"predicted reward on {t.name}")
     ax.legend(fontsize=7, loc="upper left")
-    ax.set_title(f"RACE frontier: {t.name} (dashed: A unidentified beyond the pilots, not used)", fontsize=10)
+    ax.set_title(f"RACE frontier: {t.name} (dashed, not used: A unidentified beyond the pilots, or pilots that bound "
+                 "nothing)", fontsize=10)
     fig.tight_layout(rect=(0, 0.03, 1, 0.93))
     _foot(fig, analysis)
     return _save(plt, fig, path)
