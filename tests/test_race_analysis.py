@@ -664,6 +664,27 @@ def test_an_arm_whose_pilots_fell_is_stated_at_what_they_showed_down_to_where_th
                for p in preds) and t.curves[-1].arm == "down"
 
 
+def test_an_arm_that_fell_from_the_top_still_unsettles_the_regime_while_stated_at_what_it_showed(size_race):
+    """A review of the change above: the regime reads the highest predicted arm among those in play, and an arm
+    whose pilots fell from above the others (0.9 at step 0 to 0.05) had been that arm by its curves' reading (its
+    start: a dip it recovers from returns there), which made every budget "unstable" and the pick's confidence
+    low. Stating it at what its pilots showed must not change that: the decision keeps the curves' reading, and its
+    curves, which are not read, no longer raise a "without the first evaluation points" warning against it."""
+    inp, _ = size_race
+    rng = np.random.default_rng(9)
+    flops, levels = (0.0, 1e19, 2e19, 4e19, 8e19), (0.9, 0.6, 0.3, 0.1, 0.05)
+    high = ArmPilots("high", tuple(SeedRun(s, tuple(EvalPoint(f, (rng.uniform(size=200) < p).astype(float))
+                                                    for f, p in zip(flops, levels, strict=True))) for s in range(3)))
+    arms = (*inp.arms, info("high", policy="3B", params=3_000_000_000))
+    t = analyze(replace(inp, arms=arms, targets={"math": PilotData((*inp.targets["math"].arms, high))},
+                        reached=inp.reached | {"high": 0}), n_replicates=50).target("math")
+    at_f = {p.arm: p for p in t.budgets[-1].predictions}
+    assert at_f["high"].reward < 0.1 and at_f["high"].hi == 1.0 and not at_f["high"].comparable
+    assert all(b.decision.regime == "unstable" and b.decision.top == "high" for b in t.budgets)
+    assert t.recommendation.confidence != "high"
+    assert not [w for w in t.warnings if w.startswith("high: R at the target budget moves")]
+
+
 def test_the_curves_plot_draws_the_intervals_the_decision_read_where_they_leave_the_band(fall_race, tmp_path,
                                                                                           monkeypatch):
     """The band of race_curves_<target>.png is the model average's calibrated percentiles; the decision reads

@@ -255,19 +255,20 @@ def _at_budget(label: str, budget: float, states: list[_ArmState], ens: ensemble
         g_lo, g_hi = bootstrap_interval(reps - r0_reps, point - r0, level)
         g_lo, g_hi = min(g_lo, point - r0), max(g_hi, point - r0)
         set_aside, still = ledger <= 0, st.still
-        if still and not set_aside:  # stated at what its pilots showed (its curves cannot follow a fall)
-            point = checks.shown_at(st.arm, ledger, st.end)
-            lo, g_lo = min(lo, point, st.end), min(g_lo, min(point, st.end) - r0)
         note = ("the upfront FLOPs exceed the budget" if ledger <= 0 else still if still else
                 "non-monotone (fails the envelope check)" if not st.monotone else "")
         share = (info.split.get("feedback", 0.0) * ledger + info.upfront_flops) / budget if ledger > 0 else 1.0
         comparable = st.monotone and not set_aside and not still
         cands.append(Candidate(info.name, info.axes, info.params, share, point, reps, not note, note, st.noise,
                                comparable, in_play=not set_aside))
+        stated = point  # the candidate keeps the curves' reading: an arm fallen from the top still unsettles the regime
+        if still and not set_aside:  # stated at what its pilots showed (its curves cannot follow a fall)
+            stated = checks.shown_at(st.arm, ledger)
+            lo, g_lo = min(lo, stated, st.end), min(g_lo, min(stated, st.end) - r0)
         hi, g_hi = (1.0, 1.0 - r0) if still else (float(hi), float(g_hi))  # unmoved: to a pass rate's most
         # upfront FLOPs that use up the budget: read at the start (ledger 0), never at a negative ledger (-4e20)
-        preds.append(ArmPrediction(arm=info.name, ledger_flops=max(ledger, 0.0), reward=point, lo=float(lo), hi=hi,
-                                   gain=point - r0, gain_lo=float(g_lo), gain_hi=float(g_hi), p_best=0.0,
+        preds.append(ArmPrediction(arm=info.name, ledger_flops=max(ledger, 0.0), reward=stated, lo=float(lo), hi=hi,
+                                   gain=stated - r0, gain_lo=float(g_lo), gain_hi=float(g_hi), p_best=0.0,
                                    extrapolation=max(ledger, 0.0) / st.max_flops, usable=not note,
                                    comparable=comparable,
                                    note=note,

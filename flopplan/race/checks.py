@@ -9,6 +9,7 @@ into one. A point's reward is the mean of its scores over the target's prompts.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cmp_to_key
@@ -215,7 +216,7 @@ def seed_fall(run: SeedRun) -> float | None:
     later = [p for p in run.points if p.flops > 0]
     if not start or not later:
         return None
-    s0, last = float(np.mean(start)), float(max(later, key=lambda p: p.flops).scores.mean())
+    s0, last = float(np.mean(start)), float(sorted(later, key=lambda p: p.flops)[-1].scores.mean())  # ties: later
     return last if s0 >= FELL_START and last < FELL_SHARE * s0 else None
 
 
@@ -226,25 +227,22 @@ def fell(arm: ArmPilots) -> bool:
     return bool(arm.runs) and all(seed_fall(run) is not None for run in arm.runs)
 
 
+def shown_at(arm: ArmPilots, ledger: float) -> float:
+    """What ``arm``'s pilots showed at ledger FLOPs ``ledger``: the mean over its seeds of each seed's last
+    evaluation at or below the top of :data:`NEAR` x ``ledger`` (its step-0 mean for a seed with none; of two at the
+    same FLOPs, the later, as :func:`observed_near` and :func:`seed_fall` read them). Beyond the pilots, where they
+    ended (:func:`ended`). An arm its pilots do not bound (:func:`unbounded`) is stated there, its interval from there
+    (or below) to 1: its curves' point is no reading of such pilots (ScaleRL's sigmoid reads a fall as flat at R0: a
+    fallen arm seen at 0.010 at its rung was stated 0.237 [0.202, 1] there)."""
+    return float(np.mean([[p for p in pts if p.flops <= NEAR[1] * ledger][-1].scores.mean()
+                          for pts in seed_points(arm)]))
+
+
 def ended(arm: ArmPilots) -> float:
-    """Where ``arm``'s pilots ended: the mean over its seeds of each seed's last evaluation after step 0 (its step-0
-    mean for a seed with none). An arm its pilots do not bound (:func:`unbounded`) is stated there beyond its pilots
-    (:func:`shown_at`), with a lower end no higher than this at every budget: its curves cannot follow a fall (every
-    family but the steep fall rises or bends over from the start, and ScaleRL's sigmoid reads fallen pilots as flat
-    at R0: a fallen arm ending at 0.01 was stated 0.237 [0.202, 1] at the rung where it was seen at 0.01), and a
-    lasting fall stays where it ended."""
-    ends = [float(np.mean([p.scores.mean() for p in run.points if p.flops == last]))
-            for run in arm.runs if run.points for last in [max(p.flops for p in run.points)]]
-    return float(np.mean(ends)) if ends else 0.0
-
-
-def shown_at(arm: ArmPilots, ledger: float, end: float) -> float:
-    """What an arm its pilots do not bound (:func:`unbounded`) is stated at, at ledger FLOPs ``ledger``: its
-    observed reward there (:func:`observed_near`) within its pilots, ``end`` (where they ended, :func:`ended`)
-    beyond them. Its curves' point is no reading of such pilots (a fallen arm's is flat at R0), and the interval
-    runs from there, or below, to 1."""
-    seen = observed_near(arm, ledger)
-    return end if seen is None else seen
+    """Where ``arm``'s pilots ended: the mean over its seeds of each seed's last evaluation (:func:`shown_at` beyond
+    them). An arm its pilots do not bound has its lower end no higher than this at every budget: a lasting fall
+    stays where it ended."""
+    return shown_at(arm, math.inf)
 
 
 UNBOUNDED = (UNMOVED, FELL)
@@ -265,7 +263,8 @@ def fit_warnings(arms: Sequence[tuple[ArmPilots, str, Any, PowerLawCheck | None,
     out = []
     for arm, still, without_first, check, ensemble in arms:
         p = next(p for p in at_f.predictions if p.arm == arm.name)
-        if without_first is not None and abs(without_first.predicted_at_budget - p.reward) > (p.hi - p.lo) / 2:
+        if without_first is not None and not still \
+                and abs(without_first.predicted_at_budget - p.reward) > (p.hi - p.lo) / 2:  # curves not read
             out.append(f"{p.arm}: R at the target budget moves from {p.reward:.3f} to "
                        f"{without_first.predicted_at_budget:.3f} without the first evaluation points (more than half "
                        "the interval's width)")

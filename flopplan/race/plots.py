@@ -89,9 +89,9 @@ def _curves(plt: Any, analysis: RaceAnalysis, t: TargetResult, path: Path) -> Pa
 def budget_marks(t: TargetResult, arm: str) -> list[tuple[float, float, float, float]]:
     """(budget FLOPs, reward, lo, hi) of ``arm``'s prediction at each of ``t``'s budgets read beyond its pilots
     (extrapolation above :data:`flopplan.race.checks.SUPPORT_TOL`), and at every budget for an arm its pilots do not
-    bound (:data:`flopplan.race.checks.UNBOUNDED`): the interval the decision read there, which
-    the band (the model average's calibrated percentiles) shows without its two adjustments (an unbounded arm's
-    interval from where its pilots ended to 1, a seed's fall's lower end)."""
+    bound (:data:`flopplan.race.checks.UNBOUNDED`): the interval the decision read there, which the band (the model
+    average's calibrated percentiles) shows without its two adjustments (an unbounded arm stated at what its pilots
+    showed, its interval from there or below to 1; a seed's fall's lower end)."""
     return [(b.flops, p.reward, p.lo, p.hi) for b in t.budgets for p in b.predictions
             if p.arm == arm and (p.extrapolation > SUPPORT_TOL or p.note in UNBOUNDED)]
 

@@ -117,8 +117,8 @@ class EnvelopeResult:
 class Band:
     """The model average (the curve the decisions read) and its calibrated interval on a grid of ledger FLOPs, for
     the plots. The budgets' intervals carry two adjustments this band leaves out: an arm whose pilots never rose or
-    fell runs from where its pilots ended to 1, and a seed's fall lowers every arm's lower end beyond its pilots
-    (:mod:`flopplan.race.grid_fall`)."""
+    fell is stated at what its pilots showed, its interval from there (or below) to 1, and a seed's fall lowers
+    every arm's lower end beyond its pilots (:mod:`flopplan.race.grid_fall`)."""
 
     flops: tuple[float, ...]
     point: tuple[float, ...]
