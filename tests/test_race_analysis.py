@@ -681,6 +681,8 @@ def test_an_arm_that_fell_from_the_top_still_unsettles_the_regime_while_stated_a
     at_f = {p.arm: p for p in t.budgets[-1].predictions}
     assert at_f["high"].reward < 0.1 and at_f["high"].hi == 1.0 and not at_f["high"].comparable
     assert all(b.decision.regime == "unstable" and b.decision.top == "high" for b in t.budgets)
+    assert "the arm with the highest predicted reward by its curves, which its pilots do not bound, high (0." \
+        in t.budgets[-1].decision.rule
     assert t.recommendation.confidence != "high"
     assert not [w for w in t.warnings if w.startswith("high: R at the target budget moves")]
 

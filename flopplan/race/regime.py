@@ -70,7 +70,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from flopplan.race.bootstrap import bootstrap_interval, p_best
-from flopplan.race.checks import ObservedBest, tie_order
+from flopplan.race.checks import UNBOUNDED, ObservedBest, tie_order
 from flopplan.race.design import AXES
 from flopplan.race.naive import naive_fields, naive_stands
 from flopplan.race.persistence import Challenger
@@ -240,8 +240,9 @@ def decide(cands: Sequence[Candidate], level: float) -> Decision:
     comparisons.sort(key=lambda a: (AXES.index(a.axis) if a.axis in AXES else len(AXES), a.axis))
     kw["comparisons"] = tuple(comparisons)
     if not top.usable:
-        return out("unstable", f"the arm with the highest predicted reward, {top.name} ({top.point:.3f}), is not "
-                   f"usable: {top.note}", **kw)
+        by = " by its curves, which its pilots do not bound" if top.note in UNBOUNDED else ""  # stated otherwise
+        return out("unstable", f"the arm with the highest predicted reward{by}, {top.name} ({top.point:.3f}), is "
+                   f"not usable: {top.note}", **kw)
     if p < UNDECIDED_P:
         return out("undecided", f"P(best) of {best.name} is {p:.2f} < {UNDECIDED_P:g}", **kw)
     if rest:
