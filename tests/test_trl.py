@@ -77,6 +77,13 @@ def test_the_log_prob_head_follows_the_trl_version_and_device():
     assert logprob_head_for("1.15.0", "cuda") == "fused-compact"
     with pytest.raises(UserError, match="Triton"):
         logprob_head_for("1.15.0", "cpu")
+    # pre-releases and local builds read by their release (the digits were split by hand: "1.16rc1" was refused)
+    assert logprob_head_for("1.16rc1", "cpu") == logprob_head_for("1.16.0.dev0", "cpu") == "fused"
+    assert logprob_head_for("1.17.0+cu128", "cuda") == "fused-compact"
+    assert logprob_head_for("1.14", "cpu") == "completion"
+    for bad in ("", "trl", "1", "one.two"):
+        with pytest.raises(UserError, match="cannot read the TRL version"):
+            logprob_head_for(bad, "cpu")
 
 
 def _flop_fields(recipe: Recipe) -> dict:

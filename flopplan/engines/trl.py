@@ -19,6 +19,7 @@ version and the device (:func:`logprob_head_for`).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -225,9 +226,10 @@ def logprob_head_for(trl_version: str, device: str) -> str:
     """Which log-prob head a TRL release runs on a device (trl/trainer/utils.py add_fused_lm_head,
     trl/kernels/chunked_logprob.py ``_use_triton``): <= 1.14 keeps K + 1 logits; 1.15 needs Triton; >= 1.16 runs
     the chunked head, compact with Triton (CUDA), on every position but the last without (CPU)."""
-    parts = tuple(int(p) for p in trl_version.split("+")[0].split(".")[:2] if p.isdigit())
-    if len(parts) < 2:
+    release = re.match(r"\s*v?(\d+)\.(\d+)", trl_version)  # PEP 440's release: "1.16rc1", "1.16.0.dev0", "1.16+cu"
+    if release is None:
         raise UserError(f"cannot read the TRL version {trl_version!r}")
+    parts = (int(release[1]), int(release[2]))
     if parts < (1, 15):
         return "completion"
     if device not in ("cpu", "cuda"):
