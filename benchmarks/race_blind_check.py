@@ -209,6 +209,25 @@ def truth_at(curve, f):
     return float((curve(f * np.exp(SHIFT_SD * _HX)) * _HW).sum())
 
 
+def own_truth(attr):
+    """A later round's truth: :func:`truth_at` (as earlier rounds left it) wrapped so that a curve with the attribute
+    ``attr`` (a function of FLOPs) answers with it, and every other curve as before."""
+    prior = truth_at
+
+    def wrapped(curve, f):
+        own = getattr(curve, attr, None)
+        return float(own(f)) if own is not None else prior(curve, f)
+
+    globals()["truth_at"] = wrapped
+
+
+def round_main(families):
+    """A round's run: :func:`main`, every flag of it, with ``--families`` defaulting to the round's ``families``."""
+    if "--families" not in sys.argv[1:]:
+        sys.argv[1:1] = ["--families", *families]
+    main()
+
+
 def simulate(rng, name, curve, d, r0):
     """All evaluations of one arm's 3 seeds (step 0, rung 0, rung 1): flops (S, T), scores (S, T, Q),
     and the expected scores over these 200 prompts (S, T) for the fixed-prompt truth."""

@@ -445,9 +445,7 @@ rbc.register(MINE, "round 40")
 def main():
     """The run (every flag of race_blind_check; without --families, these five). The checks of the truths, the
     all-zero pilots and the leaders: benchmarks/race_blind_check_round40_checks.py."""
-    if "--families" not in sys.argv[1:]:
-        sys.argv[1:1] = ["--families", *MINE]
-    rbc.main()
+    rbc.round_main(MINE)
 
 
 if __name__ == "__main__":

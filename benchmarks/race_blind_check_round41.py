@@ -87,8 +87,6 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import sys
-
 import numpy as np
 import race_blind_check as rbc
 import race_blind_check_round40  # noqa: F401  registers rounds 31-40's families first (keys and streams)
@@ -334,16 +332,7 @@ def fam_klrescue(rng, r0):
 
 
 # ---- the truth the harness states for this round's curves --------------------------------------------------------
-_prior_truth_at = rbc.truth_at
-
-
-def truth_at(curve, f):
-    """This round's curves: the expected clipped pass rate over the harness's seed draw; any other: as before."""
-    own = getattr(curve, "truth_r41", None)
-    return float(own(f)) if own is not None else _prior_truth_at(curve, f)
-
-
-rbc.truth_at = truth_at
+rbc.own_truth("truth_r41")  # this round's curves: the expected clipped pass rate over the harness's seed draw
 
 MINE = {"truncdip": fam_truncdip, "goldhump": fam_goldhump, "tiblowup": fam_tiblowup, "bigstep": fam_bigstep,
         "klrescue": fam_klrescue}
@@ -353,9 +342,7 @@ rbc.register(MINE, "round 41")
 def main():
     """The run (every flag of race_blind_check; without --families, these five). The checks of the truths and the
     leaders: benchmarks/race_blind_check_round41_checks.py."""
-    if "--families" not in sys.argv[1:]:
-        sys.argv[1:1] = ["--families", *MINE]
-    rbc.main()
+    rbc.round_main(MINE)
 
 
 if __name__ == "__main__":

@@ -72,8 +72,6 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import sys
-
 import numpy as np
 import race_blind_check as rbc
 from race_blind_check_round41 import (  # registers rounds 31-41's families first (keys and streams)
@@ -275,16 +273,7 @@ def fam_entkeep(rng, r0):
 
 
 # ---- the truth the harness states for this round's curves ----------------------------------------------------------
-_prior_truth_at = rbc.truth_at
-
-
-def truth_at(curve, f):
-    """This round's curves: the expected clipped pass rate over the harness's seed draw; any other: as before."""
-    own = getattr(curve, "truth_r42", None)
-    return float(own(f)) if own is not None else _prior_truth_at(curve, f)
-
-
-rbc.truth_at = truth_at
+rbc.own_truth("truth_r42")  # this round's curves: the expected clipped pass rate over the harness's seed draw
 
 MINE = {"aha": fam_aha, "unlock": fam_unlock, "warmup": fam_warmup, "resets": fam_resets, "entkeep": fam_entkeep}
 rbc.register(MINE, "round 42")
@@ -293,9 +282,7 @@ rbc.register(MINE, "round 42")
 def main():
     """The run (every flag of race_blind_check; without --families, these five). The checks of the truths and the
     leaders: benchmarks/race_blind_check_round42_checks.py."""
-    if "--families" not in sys.argv[1:]:
-        sys.argv[1:1] = ["--families", *MINE]
-    rbc.main()
+    rbc.round_main(MINE)
 
 
 if __name__ == "__main__":
