@@ -23,7 +23,7 @@ import itertools
 
 import numpy as np
 import race_blind_check as rbc
-from race_blind_check_round41 import HI, LO, MINE, Mismatch
+from race_blind_check_round41 import GROUPS, HI, LO, MINE, Mismatch
 from scipy.integrate import quad
 from scipy.interpolate import CubicSpline
 
@@ -128,15 +128,20 @@ def truth_check(families, reps, seed, n_mc):
           f"max|diff| {dq_all.max():.1e}")
 
 
+def leaders(fam, reps, seed):
+    """Over ``reps`` repetitions of ``fam``: how often the arm best at F_P is not the best at F, how often each arm is
+    the best at F, and per repetition (r0, the arms' truths at F_P, at F)."""
+    draws = [(r0, [rbc.truth_at(a, rbc.F_P) for a in arms], [rbc.truth_at(a, rbc.F) for a in arms])
+             for r0, arms in _reps(fam, reps, seed)]
+    moved = sum(int(np.argmax(fp) != np.argmax(f)) for _, fp, f in draws)
+    best = np.bincount([int(np.argmax(f)) for _, _, f in draws], minlength=len(GROUPS))
+    return moved, best, draws
+
+
 def leader_share(families, reps, seed):
     for fam in families:
-        moved, best, fell = 0, np.zeros(4, int), 0
-        for r0, arms in _reps(fam, reps, seed):
-            at_fp = [rbc.truth_at(a, rbc.F_P) for a in arms]
-            at_f = [rbc.truth_at(a, rbc.F) for a in arms]
-            moved += int(np.argmax(at_fp) != np.argmax(at_f))
-            best[int(np.argmax(at_f))] += 1
-            fell += sum(t < r0 - 0.05 for t in at_f)
+        moved, best, draws = leaders(fam, reps, seed)
+        fell = sum(t < r0 - 0.05 for r0, _, at_f in draws for t in at_f)
         print(f"{fam:<9} leader at F_P not best at F: {moved / reps:.3f} of {reps}; best at F g4/g8/g16/g32: "
               f"{'/'.join(map(str, best))}; arms more than 0.05 below r0 at F: {fell / (4 * reps):.3f}")
 

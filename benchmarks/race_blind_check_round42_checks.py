@@ -25,7 +25,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 import race_blind_check as rbc
-from race_blind_check_round41_checks import _h, _mc, _reps, _zpoints
+from race_blind_check_round41_checks import _h, _mc, _reps, _zpoints, leaders
 from race_blind_check_round42 import MINE, Aha, Entropy, Resets, Unlock, Warmup
 from scipy.integrate import quad
 from scipy.optimize import brentq
@@ -127,13 +127,9 @@ def truth_check(families, reps, seed, n_mc):
 
 def leader_share(families, reps, seed):
     for fam in families:
-        moved, best, late = 0, np.zeros(4, int), []
-        for r0, arms in _reps(fam, reps, seed):
-            at_fp = [rbc.truth_at(a, rbc.F_P) for a in arms]
-            at_f = [rbc.truth_at(a, rbc.F) for a in arms]
-            moved += int(np.argmax(at_fp) != np.argmax(at_f))
-            best[int(np.argmax(at_f))] += 1
-            late += [(b - a) / (b - r0) for a, b in zip(at_fp, at_f, strict=True) if b - r0 > 0.01]
+        moved, best, draws = leaders(fam, reps, seed)
+        late = [(b - a) / (b - r0) for r0, at_fp, at_f in draws for a, b in zip(at_fp, at_f, strict=True)
+                if b - r0 > 0.01]
         print(f"{fam:<8} leader at F_P not best at F: {moved / reps:.3f} of {reps}; best at F g4/g8/g16/g32: "
               f"{'/'.join(map(str, best))}; share of the gain by F after F_P: median {np.median(late):.2f}, "
               f"above 0.3 in {np.mean(np.array(late) > 0.3):.2f} of arms")
