@@ -184,7 +184,6 @@ class _ArmState:
     identified: bool = False
     max_flops: float = 0.0
     still: str = ""  # why nothing bounds it beyond its pilots (checks.unbounded: never rose, or fell); "" if they do
-    end: float = 0.0  # where its pilots ended (checks.ended)
 
 
 NUMERIC = (UserError, ArithmeticError, ValueError, np.linalg.LinAlgError)  # a fit that fails: reported, not raised
@@ -203,8 +202,7 @@ def _prepare(info: ArmInfo, arm: ArmPilots, at: float) -> _ArmState:
         law, law_reason = checks.power_law(arm, fit, at), ""
     except NUMERIC as exc:
         law, law_reason = None, str(exc) or type(exc).__name__
-    return _ArmState(info, arm, fit, reading, without_reason, law, law_reason, still=checks.unbounded(arm),
-                     end=checks.ended(arm))
+    return _ArmState(info, arm, fit, reading, without_reason, law, law_reason, still=checks.unbounded(arm))
 
 
 def _curve(st: _ArmState, res: BootstrapResult, ens: ensemble.EnsembleResult, band: FloatArray,
@@ -263,8 +261,8 @@ def _at_budget(label: str, budget: float, states: list[_ArmState], ens: ensemble
                                comparable, in_play=not set_aside))
         stated = point  # the candidate keeps the curves' reading: an arm fallen from the top still unsettles the regime
         if still and not set_aside:  # stated at what its pilots showed (its curves cannot follow a fall)
-            stated = checks.shown_at(st.arm, ledger)
-            lo, g_lo = min(lo, stated, st.end), min(g_lo, min(stated, st.end) - r0)
+            stated, end = checks.shown_at(st.arm, ledger), checks.ended(st.arm)
+            lo, g_lo = min(lo, stated, end), min(g_lo, min(stated, end) - r0)
         hi, g_hi = (1.0, 1.0 - r0) if still else (float(hi), float(g_hi))  # unmoved: to a pass rate's most
         # upfront FLOPs that use up the budget: read at the start (ledger 0), never at a negative ledger (-4e20)
         preds.append(ArmPrediction(arm=info.name, ledger_flops=max(ledger, 0.0), reward=stated, lo=float(lo), hi=hi,
