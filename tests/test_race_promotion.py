@@ -107,3 +107,25 @@ def test_an_arm_whose_pilots_never_rose_goes_on_on_its_upper_bound_alone_after_t
     assert keep([*preds[:2], floored], 2, trends) == ["b", "a", "floored"]
     fallen = replace(floored, arm="fallen", note=FELL)  # its pilots fell below half their start: as unbounded
     assert keep([*preds[:2], fallen], 2, {**trends, "fallen": Trend(0.0, 0.0)}) == ["b", "a", "fallen"]
+
+
+def test_arms_whose_pilots_never_rose_take_short_room_by_their_last_slope_not_by_name():
+    """Three arms whose pilots never rose, room for two: they go in rule 2's order (reach, then observed), where
+    they went by name (in the demo's race, the arm second best at F was set aside by its name). Exact ties still go
+    by name."""
+    from flopplan.race.checks import UNMOVED
+
+    def flat(arm: str) -> ArmPrediction:
+        return ArmPrediction(arm=arm, ledger_flops=1e20, reward=0.0, lo=0.0, hi=1.0, gain=0.0, gain_lo=0.0,
+                             gain_hi=1.0, p_best=0.0, extrapolation=50.0, usable=False, comparable=False, note=UNMOVED,
+                             observed=None)
+
+    preds = [pred("a", 0.70, 0.65, 0.75, p_best=0.7), pred("b", 0.66, 0.60, 0.72, p_best=0.3),
+             flat("aa.flat"), flat("ab.flat"), flat("zz.flat")]
+    trends = {"a": Trend(0.5, 0.7), "b": Trend(0.6, 0.6), "aa.flat": Trend(0.0, 0.0), "ab.flat": Trend(0.01, 0.01),
+              "zz.flat": Trend(0.0, 0.03)}
+    assert keep(preds, 2, trends, limit=4) == ["b", "a", "zz.flat", "ab.flat"]
+    level = {**trends, "zz.flat": Trend(0.01, 0.01)}  # zz ties ab on reach; its observed is the same: the name
+    assert keep(preds, 2, level, limit=4) == ["b", "a", "ab.flat", "zz.flat"]
+    seen = {**trends, "zz.flat": Trend(0.02, 0.01)}  # the same reach, more observed
+    assert keep(preds, 2, seen, limit=4) == ["b", "a", "zz.flat", "ab.flat"]

@@ -28,7 +28,10 @@ one per fitted arm, from the model-averaged, calibrated ensemble of :mod:`floppl
    it goes on when its upper bound reaches the leader's lower bound alone, after every arm the two conditions keep
    (in the held-out shape of benchmarks/shapes_round39.py, where half the arms fall to 0 and take off near the
    largest pilot, the halving dropped the true best in 65 % of repetitions without this and 7.5 % with it:
-   docs/results.md, round 39).
+   docs/results.md, round 39). Where the room is short of such arms, they take it in rule 2's order (reach, then
+   observed), the name breaking exact ties only: by the name alone, the demo's room went to the first three of four
+   arms that had not risen, and the arm second best at F was set aside (docs/results.md, "RACE against the
+   exhaustive answer").
 
 An arm without a trend is read at its predicted reward at F for both ranks. Arms without a prediction (not fitted)
 are not kept: the caller reports them.
@@ -107,5 +110,6 @@ def keep(predictions: Sequence[ArmPrediction], n_keep: int, trends: Mapping[str,
     floor = leader.lo - FIT_RESIDUE
     open_ = [p for p in predictions if p.arm not in out and p.hi >= floor
              and (p.p_best >= P_OPEN or seen[p.arm].reach >= floor or p.note in UNBOUNDED)]
-    out += [p.arm for p in sorted(open_, key=lambda p: (p.note in UNBOUNDED, -p.p_best, -p.hi, p.arm))]
+    out += [p.arm for p in sorted(open_, key=lambda p: (p.note in UNBOUNDED, -p.p_best, -p.hi, -seen[p.arm].reach,
+                                                        -seen[p.arm].observed, p.arm))]
     return out if limit is None else out[:limit]
