@@ -161,6 +161,12 @@ class Ledger:
             self.unit_measured[c.unit] = self.unit_measured.get(c.unit, 0) + c.measured
         self.seconds[c.unit] = self.seconds.get(c.unit, 0.0) + c.seconds
 
+    def measured_differences(self) -> dict[str, int]:
+        """Each measured unit whose FLOPs counted (FlopCounterMode and the named blind spots) differ from the FLOPs
+        charged: measured - charged (the backward of a trainer subclass's own forward runs inside the update's)."""
+        return {u: m - self.unit_executed.get(u, 0) for u, m in self.unit_measured.items()
+                if m != self.unit_executed.get(u, 0)}
+
     def totals(self) -> dict[str, Any]:
         """The ledger's part of a run summary (:class:`flopplan.runfile.RunSummary` fields)."""
         data: dict[str, Any] = {

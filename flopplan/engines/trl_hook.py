@@ -267,8 +267,10 @@ def _attach(trainer: Any, meter: TRLMeter) -> None:
             committed = meter.commit_evaluation(callback.reduce)
             for observer in callback.on_evaluation:
                 observer(committed)
-        if not trainer.state.global_step % meter.run.optimizer_steps_per_round:  # within a round TRL has counted
-            meter.check_tokens(trainer.state.num_input_tokens_seen)  # its tokens, the meter at its end (num_tokens)
+        # within a round TRL has counted its tokens, the meter at its end (num_tokens); a callback's evaluation at a
+        # round's last step runs before the meter's callback commits the round, and is not checked there
+        if not trainer.state.global_step % meter.run.optimizer_steps_per_round and not meter.round_under_way():
+            meter.check_tokens(trainer.state.num_input_tokens_seen)
         logs.update(meter.log_figures())
         return log(logs, *args, **kwargs)
 
@@ -473,10 +475,15 @@ class FlopBudgetCallback(TrainerCallback):
             self.meter.check_tokens(state.num_input_tokens_seen)
         if self.meter.measure:  # what ran outside the charged units, over every process
             self.meter.commit_outside(self.reduce)
-            outside = self.meter.outside_committed
+            outside, differ = self.meter.outside_committed, self.meter.ledger.measured_differences()
             if outside:
                 self.meter.notes.append(f"{outside:,} FLOPs ran in TRL's steps outside the units the meter charges "
                                         "(a subclass's own model calls?): not in the ledger")
+            if differ:  # (a subclass's own forward outside the units has its backward inside the update's)
+                beyond = outside + sum(v for v in differ.values() if v > 0)
+                self.meter.notes.append(
+                    "measured - charged FLOPs by unit: " + ", ".join(f"{u} {v:+,}" for u, v in differ.items())
+                    + (f"; {beyond:,} FLOPs ran beyond the ledger in all" if beyond > outside else ""))
         if not self.meter.guard.decision.stop:
             self._stop_for_steps(state)
         self.ended = True

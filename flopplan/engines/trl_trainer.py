@@ -66,10 +66,10 @@ def _architecture(model: Any) -> Any:
     return spec_from_config(_config_dict(model), name="", source="")
 
 
-def _write_config(model: Any, folder: Path, name: str) -> str:
+def _write_config(model: Any, folder: Path, name: str, **overrides: Any) -> str:
     path = folder / name / "config.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_config_dict(model), indent=1, default=str))
+    path.write_text(json.dumps({**_config_dict(model), **overrides}, indent=1, default=str))
     return str(path)
 
 
@@ -92,7 +92,8 @@ def policy_lora(model: Any) -> tuple[int | None, tuple[str, ...] | None]:
                          ("exclude_modules", None), ("layers_pattern", None), ("trainable_token_indices", None)):
         value = getattr(config, name, priced)
         if value not in (priced, None) and not (isinstance(value, (set, frozenset, list, tuple, dict)) and not value):
-            raise UserError(f"peft {name}={value!r}: flopplan prices LoRA of one rank on every layer's projections")
+            raise UserError(f"peft {name}={value!r} is not priced: flopplan prices plain LoRA of one rank on every "
+                            "layer's projections")
     # a Qwen3-MoE's MLP names, which peft moved into target_parameters (and rank/alpha patterns), read back; the
     # model's type is read only where peft wrote either (a policy without them needs no config)
     parameters, patterns = getattr(config, "target_parameters", None), getattr(config, "rank_pattern", None)
@@ -140,7 +141,35 @@ def _reward_models(funcs: list[Any]) -> list[nn.Module]:
             raise UserError(f"reward_funcs: {f!r} is neither a function nor a model")
     if len(models) > 1:
         raise UserError(f"reward_funcs holds {len(models)} reward models: flopplan prices one reward model a round")
+    for model in models:
+        _check_reward_model(model)
     return models
+
+
+def _check_reward_model(model: nn.Module) -> None:
+    """A reward model is priced from its config as transformers' ``<Family>ForSequenceClassification`` computes it:
+    the decoder, then one bias-free ``hidden -> num_labels`` score layer. TRL scores with any ``nn.Module`` that has
+    a config and returns logits, so a module of another class (a team's own pooling head, an ensemble of
+    backbones), one whose forward is its own, a replaced score head or peft adapters are refused: each runs what
+    the config does not describe (a held-out user's ensemble of two backbones ran 47 % beyond the budget with its
+    ledger at the budget)."""
+    from transformers import PreTrainedModel
+
+    name = type(model).__name__
+    if getattr(model, "peft_config", None):
+        raise UserError(f"reward model {name} carries peft adapters: flopplan prices a reward model's own forward, "
+                        "without adapters")
+    forward = next((k for k in type(model).__mro__ if "forward" in vars(k)), object)
+    if not (isinstance(model, PreTrainedModel) and name.endswith("ForSequenceClassification")
+            and forward.__module__.startswith("transformers.")):
+        raise UserError(f"reward model {name}: flopplan prices transformers' <Family>ForSequenceClassification "
+                        "(a decoder and a score head, from its config); a reward model of another class, or with "
+                        "a forward of its own, runs what its config does not describe")
+    score, labels = getattr(model, "score", None), model.config.num_labels
+    if not (isinstance(score, nn.Linear) and score.bias is None and score.out_features == labels
+            and score.in_features == model.config.get_text_config().hidden_size):
+        raise UserError(f"reward model {name}: its score head is not the bias-free hidden_size -> num_labels "
+                        f"({labels}) layer transformers builds, which is what flopplan prices")
 
 
 def _refuse_paths(trainer: Any) -> None:
@@ -237,7 +266,10 @@ def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
     folder.mkdir(parents=True, exist_ok=True)
     policy = _write_config(model, folder, "policy")
     if rewards:
-        fields["reward_funcs"] = [_write_config(rewards[0], folder, "reward")]
+        # the class that runs names the head: a causal LM's checkpoint loaded for classification keeps architectures
+        # ["...ForCausalLM"], which priced a one-label head whatever its num_labels
+        runs = type(rewards[0]).__name__
+        fields["reward_funcs"] = [_write_config(rewards[0], folder, "reward", architectures=[runs])]
     check_generation_configs(trainer)
     impl, kernel = attention_kernel(model)
     if rewards:
