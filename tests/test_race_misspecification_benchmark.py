@@ -631,3 +631,34 @@ def test_round42s_blind_families_run_through_the_check_and_their_truths_are_what
     assert rbc.truth_at(old, rbc.F) == old.truth_r41(rbc.F)
     other = lambda f: 0.3 + 0.2 * np.asarray(f, dtype=float) / rbc.F  # noqa: E731
     assert rbc.truth_at(other, rbc.F) == pytest.approx(0.3 + 0.2 * np.exp(rbc.SHIFT_SD ** 2 / 2), abs=1e-12)
+
+
+ROUND43 = ("sigfit", "flatgroups", "iccrise", "broad")  # benchmarks/race_blind_check_round43.py's
+
+
+def test_round43s_blind_families_run_through_the_check_and_their_truths_are_what_they_say(tmp_path, monkeypatch):
+    """benchmarks/race_blind_check_round43.py: one repetition per family through the check's protocol, no analysis
+    error and no malformed number; the leader share (its checks module's) runs on the truths alone; every arm starts
+    at r0; each arm's mean equals the checks module's recomputation from its definition, and the truth the harness
+    states for it (race_blind_check.truth_at, wrapped for this round) the checks module's independent quadrature; a
+    curve of round 42 and a plain curve keep their truths."""
+    import importlib
+
+    r43 = _runs_through("race_blind_check_round43.py", ROUND43, tmp_path, monkeypatch,
+                        checks="race_blind_check_round43_checks.py")
+    checks = importlib.import_module("race_blind_check_round43_checks")
+    rbc = r43.rbc
+    rng = np.random.default_rng(43)
+    for family in r43.MINE.values():
+        arms = family(rng, 0.2)
+        for arm in arms:
+            assert float(arm(np.array([1e-30 * rbc.F_P]))[0]) == pytest.approx(0.2, abs=1e-9)
+            for x in (0.05, 1.0, 3.0):
+                assert float(arm.mean(np.array(x))) == pytest.approx(checks.mean_of(arm, x), abs=1e-10)
+        for arm in arms[::3]:  # g4 and g32
+            assert rbc.truth_at(arm, rbc.F) == pytest.approx(checks._indep(arm, rbc.F / rbc.F_P), abs=1e-8)
+    r42 = importlib.import_module("race_blind_check_round42")
+    old = r42.fam_warmup(rng, 0.2)[0]
+    assert rbc.truth_at(old, rbc.F) == old.truth_r42(rbc.F)
+    other = lambda f: 0.3 + 0.2 * np.asarray(f, dtype=float) / rbc.F  # noqa: E731
+    assert rbc.truth_at(other, rbc.F) == pytest.approx(0.3 + 0.2 * np.exp(rbc.SHIFT_SD ** 2 / 2), abs=1e-12)
