@@ -157,8 +157,8 @@ def _check_reward_model(model: nn.Module) -> None:
 
     name = type(model).__name__
     if getattr(model, "peft_config", None):
-        raise UserError(f"reward model {name} carries peft adapters: flopplan prices a reward model's own forward, "
-                        "without adapters")
+        raise UserError(f"reward model {name} carries peft adapters, which flopplan does not price on a reward "
+                        "model: merge them into it first (merge_and_unload())")
     forward = next((k for k in type(model).__mro__ if "forward" in vars(k)), object)
     if not (isinstance(model, PreTrainedModel) and name.endswith("ForSequenceClassification")
             and forward.__module__.startswith("transformers.")):
