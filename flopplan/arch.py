@@ -21,6 +21,7 @@ from flopplan.attention import FULL, SLIDING
 from flopplan.config_defaults import check_values, windows, with_family_defaults
 from flopplan.errors import Note, UserError
 from flopplan.fileio import exists, is_dir, read_json
+from flopplan.heads import Head, HeadLayer, head_from_config, prm_head
 from flopplan.moe import MOE_MODEL_TYPES, MoE, moe_from_config
 from flopplan.projections import (
     FUSED_FAMILIES,
@@ -48,33 +49,6 @@ def split_targets(targets: tuple[str, ...], policy: str, field: str) -> tuple[st
     names = {part for name in targets for part in FUSED_PROJECTIONS.get(name, (name,))}
     order = {name: i for i, name in enumerate(LORA_TARGETS)}
     return tuple(sorted(names, key=lambda t: (order.get(t, len(order)), t)))
-
-
-@dataclass(frozen=True)
-class HeadLayer:
-    """One linear layer of a model's head (activations between layers cost no counted FLOPs)."""
-
-    in_features: int
-    out_features: int
-    bias: bool = False
-
-
-@dataclass(frozen=True)
-class Head:
-    """What sits on the last hidden state: the LM head (``kind="lm"``) or a score head (``kind="score"``).
-
-    The LM head's single layer is ``hidden -> vocab`` and is derived from the spec, so ``layers`` is empty for it.
-    A score head lists its linear layers, e.g. Qwen2.5-Math-PRM: ``3584 -> 3584 (bias), ReLU, 3584 -> 2 (bias)``.
-    """
-
-    kind: str = "lm"
-    layers: tuple[HeadLayer, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("lm", "score"):
-            raise ValueError(f"head kind must be 'lm' or 'score', not {self.kind!r}")
-        if self.kind == "score" and not self.layers:
-            raise ValueError("a score head needs at least one layer")
 
 
 @dataclass(frozen=True)
@@ -247,12 +221,6 @@ def _qwen25(name: str, hidden: int, inter: int, layers: int, heads: int, kv: int
                     num_kv_heads=kv, head_dim=hidden // heads, vocab_size=vocab, tie_embeddings=tied,
                     family="qwen2", qkv_bias=True, head=head or Head(), max_position_embeddings=max_pos,
                     rope_theta=rope_theta)
-
-
-def prm_head(hidden: int) -> Head:
-    """Qwen2.5-Math-PRM's score head on every position: ``Linear(h, h, bias) -> ReLU -> Linear(h, 2, bias)``; a
-    step's reward is the softmax probability of class 1 at the separator token after the step."""
-    return Head("score", (HeadLayer(hidden, hidden, True), HeadLayer(hidden, 2, True)))
 
 
 _PRM_HEAD = prm_head(3584)
@@ -440,7 +408,10 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
         "gemma3_text": (attention_bias, attention_bias, False),
         "phi3": (False, False, False),
     }[base]
-    head = _head_from_config(cfg, hidden, where)
+    head = head_from_config(cfg, hidden, where)
+    context = cfg.get("max_position_embeddings")
+    if context is not None and (isinstance(context, bool) or not isinstance(context, int) or context <= 0):
+        raise UserError(f"{where}: max_position_embeddings must be a positive integer or null, not {context!r:.60}")
     rope = cfg.get("rope_theta")
     if rope is None and isinstance(cfg.get("rope_parameters"), dict):
         rope = cfg["rope_parameters"].get("rope_theta")
@@ -451,29 +422,11 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
             vocab_size=sizes["vocab_size"], tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             family=model_type, qkv_bias=bias[0], o_bias=bias[1], mlp_bias=bias[2],
             qk_norm=base in ("qwen3", "gemma3_text"),
-            head=head, max_position_embeddings=cfg.get("max_position_embeddings"),
+            head=head, max_position_embeddings=context,
             rope_theta=float(rope) if isinstance(rope, (int, float)) else None,
             sliding_window=sliding_window, source=source, moe=moe, layer_types=layer_types)
     except ValueError as exc:
         raise UserError(f"{where}: {exc}") from None
-
-
-def _head_from_config(cfg: dict[str, Any], hidden: int, where: str) -> Head:
-    architectures = cfg.get("architectures") or []
-    if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
-        raise UserError(f"{where}: architectures must be a list of class names, not {architectures!r}")
-    arch = architectures[0] if architectures else ""
-    if arch.endswith("ForProcessRewardModel"):
-        return prm_head(hidden)
-    if arch.endswith("ForSequenceClassification") or arch.endswith("ForRewardModel"):
-        labels = cfg.get("num_labels")
-        if labels is None and isinstance(cfg.get("id2label"), dict):
-            labels = len(cfg["id2label"])
-        labels = labels or 2  # transformers' default
-        if isinstance(labels, bool) or not isinstance(labels, int) or labels <= 0:
-            raise UserError(f"{where}: num_labels must be a positive integer, not {labels!r}")
-        return Head("score", (HeadLayer(hidden, labels, False),))
-    return Head()
 
 
 def with_head(spec: ArchSpec, head: Head, name: str | None = None) -> ArchSpec:

@@ -91,6 +91,18 @@ def writable_target(path: str | Path, what: str = "") -> Path:
     return target
 
 
+def writable_targets(*paths: str | Path) -> None:
+    """The files one command writes, each checked by :func:`writable_target` before the first is written (a refusal
+    of the third left the first two written: the folder held a config without its launcher), and no two the same
+    file (``--out plan.json --save-recipe plan.json`` kept only the last). ``-`` (standard output) is left out."""
+    seen: dict[str, str] = {}
+    for path in (p for p in paths if str(p) != STDOUT):
+        key = os.path.realpath(writable_target(path))
+        if key in seen:
+            raise UserError(f"will not write {seen[key]!r} and {str(path)!r}: they are the same file")
+        seen[key] = str(path)
+
+
 def _make_folder(given: Path, target: Path) -> None:
     """The folder a write to ``given`` needs: ``given``'s own is made; when ``given`` is a link, the folder of what
     it points to (``target``) must already exist. A link into a missing folder writes nowhere, as open() would,

@@ -90,6 +90,9 @@ def not_an_orm(architecture: str) -> str:
     if architecture.endswith("ForProcessRewardModel"):
         return (f"a process reward model ({architecture}: a local PRM needs its own modeling code, custom code "
                 "flopplan does not run)")
+    if architecture.endswith("ForRewardModel"):
+        return (f"an outcome reward model with a head of its own ({architecture}: custom code flopplan does not "
+                "run)")
     if architecture.endswith("ForTokenClassification"):
         return f"a token-classification model ({architecture}: a score per token), not an outcome reward model"
     if architecture.endswith("ForCausalLM"):

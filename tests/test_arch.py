@@ -87,6 +87,11 @@ REFUSED = {
     "layer-types-number": (dict(QWEN3_0_6B, layer_types=5), "layer_types must list one"),
     "mlp-bias-text": (dict(LLAMA_3_2_1B, mlp_bias="yes"), "mlp_bias must be true or false"),
     "tied-number": (dict(LLAMA_3_2_1B, tie_word_embeddings=1), "tie_word_embeddings must be true or false"),
+    # a context that is not a number crashed plan, compare, race design and train with a traceback (a held-out
+    # user); a sliding window of 1 keeps transformers' whole cache (cache_utils keeps the last window - 1 tokens)
+    "context-text": (dict(LLAMA_3_2_1B, max_position_embeddings="x"), "max_position_embeddings must be a positive"),
+    "context-negative": (dict(LLAMA_3_2_1B, max_position_embeddings=-5), "max_position_embeddings must be a pos"),
+    "window-1": (dict(MISTRAL_7B_V01, sliding_window=1), "sliding_window 1 is not counted"),
     **{f"huge-{key}": (dict(LLAMA_3_2_1B, **{key: 10**40}), "too large")
        for key in ("num_hidden_layers", "vocab_size", "intermediate_size", "hidden_size")},
 }

@@ -23,6 +23,7 @@ from flopplan.fileio import (
     proc_stat,
     read_json,
     temporary_of,
+    writable_targets,
 )
 
 
@@ -242,3 +243,22 @@ def test_a_fifo_given_as_an_input_is_one_line(tmp_path):
     os.mkfifo(tmp_path / "f.json")
     for args in (["plan", "--recipe"], ["plan", "--model"], ["export", "trl"]):
         one_line_error(cli(*args, str(tmp_path / "f.json")), "FIFO")
+
+
+def test_a_command_that_writes_several_files_checks_them_all_before_writing_any(tmp_path):
+    """A held-out user's export whose launcher's name was a folder left the two configs written beside no launcher;
+    --out and --save-recipe naming one file kept only the plan. Both are refused before anything is written."""
+    plan = tmp_path / "plan.json"
+    cli(*TINY, "--out", str(plan), check=True)
+    (tmp_path / "trl" / "train_trl.sh").mkdir(parents=True)
+    one_line_error(cli("export", "trl", str(plan), "--out", str(tmp_path / "trl")), "train_trl.sh': it is a directory")
+    assert [p.name for p in (tmp_path / "trl").iterdir()] == ["train_trl.sh"]  # nothing beside it
+    same = tmp_path / "same" / "plan.json"
+    one_line_error(cli(*TINY, "--out", str(same), "--save-recipe", str(tmp_path / "same" / "." / "plan.json")),
+                   "they are the same file")
+    assert not same.parent.exists()
+    link = tmp_path / "link.json"
+    link.symlink_to(plan)
+    with pytest.raises(UserError, match="same file"):
+        writable_targets(plan, link)  # through a link too
+    writable_targets(tmp_path / "a", tmp_path / "b", "-", "-")  # standard output twice is the caller's to refuse

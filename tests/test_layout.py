@@ -28,6 +28,7 @@ CORE_ORDER = (
     "attention",  # query-key pairs under the attention and window conventions, layer types
     "breakdown",  # FLOPs by term, the type every count returns
     "config_defaults",  # what transformers reads for the keys a config.json leaves out, and its windows
+    "heads",  # a model's head by the class its config names
     "arch", "hf_config", "lengths", "formulas", "peers", "estimate", "passes",
     "recipe", "timing", "ledger", "cost", "hardware", "grid", "planner", "solver", "planfile", "runfile",
     "guard",  # the budget guard and run recorder every training loop calls

@@ -357,6 +357,9 @@ def test_an_orm_plan_prices_back_from_its_export_at_the_plans_step_flops(tmp_pat
     rule.write_text(yaml.safe_dump({"num_generations": 4, "per_device_train_batch_size": 4}))
     one_line_error(cli("plan", "--from-trl", str(rule), "--model", "tiny", "--prompt-len", "9", "--reward-overhead",
                        "4"), "not a rule")
+    for processes in ("0", "-1"):  # 0 was priced as one process (a held-out user)
+        one_line_error(cli("plan", "--from-trl", str(rule), "--model", "tiny", "--prompt-len", "9", "--world-size",
+                           processes), f"the world size must be a positive integer, not {processes}")
 
 
 def test_num_train_epochs_is_known_and_a_run_without_max_steps_says_what_it_prices(tmp_path):

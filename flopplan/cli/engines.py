@@ -12,7 +12,7 @@ import click
 
 from flopplan.cli import echo_json, fail, main
 from flopplan.errors import UserError
-from flopplan.fileio import atomic_write_text, read_text
+from flopplan.fileio import atomic_write_text, read_text, writable_targets
 from flopplan.hardware import DATASHEETS
 from flopplan.recipe import Recipe
 
@@ -94,7 +94,8 @@ def recipe_of_engine_config(from_trl: tuple[str, ...], from_verl: str | None, re
 
         data = read_trl_configs(from_trl)
         recipe, run, notes = recipe_from_trl(data, model=model, prompt_len=changes.get("prompt_len"),
-                                             completion_len=changes.get("completion_len"), world_size=world_size or 1,
+                                             completion_len=changes.get("completion_len"),
+                                             world_size=1 if world_size is None else world_size,
                                              device=target)
         if "reward_overhead_tokens" in changes and recipe.reward.kind == "rule":
             fail("--reward-overhead applies to a reward model (a model's name or path in reward_funcs), not a rule")
@@ -171,6 +172,7 @@ def export_trl(plan_file: str, plan_model: str | None, world_size: int, out_dir:
     kwargs = grpo_config_kwargs(entry.recipe, world_size=world_size, steps=entry.steps if entry.priced else None)
     own = {"model_name_or_path": entry.recipe.policy, **{k: kwargs.pop(k) for k in EXTRA_KEYS if k in kwargs}}
     folder = Path(out_dir)
+    writable_targets(*(folder / name for name in ("grpo_config.yaml", "flopplan.yaml", "train_trl.sh")))
     header = f"# {entry.model}: {entry.steps} rounds of the plan {plan_file} (flopplan export trl; trl {TESTED_TRL})\n"
     config_path = atomic_write_text(folder / "grpo_config.yaml", header + yaml.safe_dump(kwargs, sort_keys=False))
     own_path = atomic_write_text(folder / "flopplan.yaml", header + "# flopplan's keys beside GRPOConfig's: the policy,"
@@ -238,6 +240,7 @@ def export_verl(plan_file: str, plan_model: str | None, gpus_per_node: int, nnod
                                model_path=model_path, rollout=rollout, reward_function=reward_function,
                                reward_model_path=reward_model_path, notes=notes)
     folder = Path(out_dir)
+    writable_targets(folder / "overrides.txt", folder / "run_verl.sh")
     flags = _length_flags(recipe, notes)  # verl's config holds only the maxima: the plan's lengths go as flags
     # a --model-path flopplan may not read (a folder on the training machine): the command names the model
     model = f" --model {shlex.quote(recipe.policy)}" if model_path else ""

@@ -82,7 +82,7 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
     With no options: a 1e19 FLOP budget, LoRA r=64, G=8, 64 prompts per step, 256-token prompts, 1024-token
     completions, rule reward, Qwen2.5 0.5B to 14B.
     """
-    from flopplan.fileio import STDOUT
+    from flopplan.fileio import STDOUT, writable_targets
     from flopplan.planfile import PlanFile
     from flopplan.planner import require_steps
     from flopplan.report.plan_tables import model_specs, phase_table, plan_notes, same_flop_table, time_table
@@ -91,6 +91,7 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
     fmt = "json" if as_json else fmt
     if out_file == STDOUT and save_recipe == STDOUT:
         fail("--out - and --save-recipe - would both print: give a file name to one of them")
+    writable_targets(*(f for f in (out_file, save_recipe) if f))
     extra_notes: list[str] = []
     conventions = [name for name in CONVENTION_OPTIONS if recipe_opts.get(name) is not None]  # (consumed below)
     if from_trl or from_verl:

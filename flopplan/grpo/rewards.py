@@ -83,10 +83,10 @@ class RewardModel:
         if path is not None:
             from flopplan.hf_config import LOCAL_ORMS_ONLY, architecture_name, not_an_orm
 
+            architecture = architecture_name(Path(path))  # what the CLI's check says (train.config)
+            if not architecture.endswith("ForSequenceClassification"):
+                raise UserError(f"the reward model in {path!r} holds {not_an_orm(architecture)}: {LOCAL_ORMS_ONLY}")
             spec = load_config(Path(path))
-            if spec.head.kind != "score" or len(spec.head.layers) != 1:  # what the CLI's check says (train.config)
-                raise UserError(f"the reward model in {path!r} holds {not_an_orm(architecture_name(Path(path)))}: "
-                                f"{LOCAL_ORMS_ONLY}")
             if system.kind == "prm":
                 raise UserError(f"{system} is a process reward model, but the folder {path!r} holds an outcome "
                                 f"reward model: score with it as orm:{Path(path) / 'config.json'}; a local PRM "

@@ -303,11 +303,11 @@ class TrainConfig:
             raise UserError(f"--reward-model-path {str(path)!r} has no config.json")
         if (path / REWARD_MODEL_CARD).exists():  # trained by flopplan: its card must be readable
             load_reward_model_card(path)
-        loaded, priced = load_config(path), self.recipe.reward_spec
-        architecture = architecture_name(path)
-        own = f"orm:{path / 'config.json'}"  # what prices the folder's own architecture
-        if loaded.head.kind != "score" or len(loaded.head.layers) != 1:  # not AutoModelForSequenceClassification
+        architecture = architecture_name(path)  # (before the config is read: a head flopplan does not count is
+        if not architecture.endswith("ForSequenceClassification"):  # named as what the folder holds)
             raise UserError(f"--reward-model-path {str(path)!r} holds {not_an_orm(architecture)}: {LOCAL_ORMS_ONLY}")
+        loaded, priced = load_config(path), self.recipe.reward_spec
+        own = f"orm:{path / 'config.json'}"  # what prices the folder's own architecture
         if self.recipe.reward.kind == "prm":
             raise UserError(f"--reward {self.recipe.reward} is a process reward model, but --reward-model-path "
                             f"{str(path)!r} holds an outcome reward model ({architecture or 'sequence classification'}"
