@@ -25,6 +25,8 @@ def to_hf_config(spec: ArchSpec) -> dict[str, Any]:
         architecture = f"{prefix}ForCausalLM"
     elif len(spec.head.layers) == 1 and not spec.head.layers[0].bias:
         architecture = f"{prefix}ForSequenceClassification"
+    elif spec.head.layers[-1].out_features == 1:  # Qwen2.5-Math-RM's two-layer head (flopplan.heads.orm_mlp_head)
+        architecture = f"{prefix}ForRewardModel"
     else:
         architecture = f"{prefix}ForProcessRewardModel"
     cfg: dict[str, Any] = {

@@ -28,3 +28,15 @@ def test_the_other_families_round_trip_to_an_equal_spec(name, cfg, architecture)
     written = to_hf_config(spec)
     assert written["architectures"] == [architecture] and written["model_type"] == spec.family
     assert spec_from_config(written, name) == spec
+
+
+@pytest.mark.parametrize("architecture", ["Qwen2ForRewardModel", "Qwen2ForProcessRewardModel",
+                                          "Qwen2ForSequenceClassification"])
+def test_each_score_head_round_trips_to_its_class(architecture):
+    """Qwen2.5-Math-RM's two-layer head was written as a process reward model's class (two labels on reading)."""
+    cfg = {"architectures": [architecture], "model_type": "qwen2", "hidden_size": 64, "intermediate_size": 96,
+           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 77,
+           "num_labels": 3, "rope_theta": 1e6}
+    spec = spec_from_config(cfg, "rm")
+    written = to_hf_config(spec)
+    assert written["architectures"] == [architecture] and spec_from_config(written, "rm") == spec
