@@ -290,14 +290,15 @@ def _another_org(text: str, key: str) -> bool:
     return "/" in text and text not in _ALIASES and text.split("/", 1)[0] != _ORGS.get(key)
 
 
-def resolve(name_or_path: str) -> ArchSpec:
+def resolve(name_or_path: str, reward: bool = False) -> ArchSpec:
     """A registry name or Hub id (case-insensitive: ``qwen2.5-7b``, ``Qwen/Qwen2.5-7B-Instruct``,
     ``Qwen/Qwen3-30B-A3B``), a config.json file or folder, or another Hub id through :mod:`flopplan.hub` (the
     local Hugging Face cache, else a download of config.json alone). A registry model's Hub id is read as
     transformers' ``from_pretrained`` reads it: a local folder (or file) of that name first, then the config.json
     the local cache holds for it; else, under its publisher's organisation, the registry's shapes (no download),
     and under another organisation (a fine-tune may change the vocabulary or prune layers) a download of its
-    config.json, else the registry's shapes with a :class:`~flopplan.errors.Note` saying so."""
+    config.json, else the registry's shapes with a :class:`~flopplan.errors.Note` saying so. ``reward``: read as
+    a reward model's config (:func:`flopplan.heads.head_from_config`)."""
     key = _registry_key(name_or_path)
     name = name_or_path.rsplit("/", 1)[-1].lower()
     if key is not None and "/" in name_or_path:  # a local folder first, as from_pretrained reads it
@@ -305,7 +306,7 @@ def resolve(name_or_path: str) -> ArchSpec:
         found = Path(name_or_path) if exists(name_or_path, "model ") else \
             hub.found_config(name_or_path) if other else hub.cached_config(name_or_path)
         if found is not None:
-            return load_config(found, name=name)
+            return load_config(found, name=name, reward=reward)
         why = "HF_HUB_OFFLINE is set" if hub.offline() else "it could not be downloaded"
         if other:
             warnings.warn(f"{name_or_path} has no config.json in the local Hugging Face cache and {why}: counted "
@@ -316,9 +317,9 @@ def resolve(name_or_path: str) -> ArchSpec:
     path = Path(name_or_path)
     there = exists(path, "model ")
     if not there and hub.is_repo_id(name_or_path):
-        return load_config(hub.config_path(name_or_path), name=name)
+        return load_config(hub.config_path(name_or_path), name=name, reward=reward)
     if there or name_or_path.endswith(".json") or "/" in name_or_path:
-        return load_config(path)
+        return load_config(path, reward=reward)
     raise UserError(f"unknown model {name_or_path!r}: use one of {', '.join(REGISTRY)}, a Hub id ORG/NAME "
                     "or a path to a config.json")
 
@@ -329,7 +330,7 @@ SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "llama", "mistral", "gemma2", "gemma3
 _MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size", "num_experts_per_tok")
 
 
-def load_config(path: str | Path, name: str | None = None) -> ArchSpec:
+def load_config(path: str | Path, name: str | None = None, reward: bool = False) -> ArchSpec:
     """Load a Hugging Face ``config.json`` (or a folder holding one) of a supported decoder-only model.
 
     Refuses, with a :class:`UserError` naming the reason, anything whose FLOPs this model would get wrong:
@@ -341,15 +342,16 @@ def load_config(path: str | Path, name: str | None = None) -> ArchSpec:
     cfg = read_json(file, "config")
     if not isinstance(cfg, dict):
         raise UserError(f"config {str(file)!r} is not a JSON object")
-    return spec_from_config(cfg, name=name or _name_from_path(file), source=str(file))
+    return spec_from_config(cfg, name=name or _name_from_path(file), source=str(file), reward=reward)
 
 
 def _name_from_path(file: Path) -> str:
     return file.parent.name if file.name == "config.json" and file.parent.name else file.stem
 
 
-def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> ArchSpec:
-    """Build an :class:`ArchSpec` from the dictionary of a Hugging Face config."""
+def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config", reward: bool = False) -> ArchSpec:
+    """Build an :class:`ArchSpec` from the dictionary of a Hugging Face config (``reward``: a reward model's,
+    :func:`flopplan.heads.head_from_config`)."""
     where = f"config {source!r}"
     if cfg.get("is_encoder_decoder"):
         raise UserError(f"{where}: encoder-decoder models are not supported (decoder-only only)")
@@ -362,7 +364,11 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
                         f"(supported: {', '.join(MOE_MODEL_TYPES)})")
     if model_type == "gemma3" and isinstance(cfg.get("text_config"), dict):
         # Gemma 3 4B and up: the language model only (the vision tower and projector are not counted)
-        cfg = {**cfg["text_config"], "model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"]}
+        outer = cfg.get("architectures")  # a sequence classifier's class and labels are the outer config's
+        classifier = isinstance(outer, list) and bool(outer) and str(outer[0]).endswith("ForSequenceClassification")
+        cfg = {**cfg["text_config"], "model_type": "gemma3_text",
+               "architectures": outer if classifier else ["Gemma3ForCausalLM"],
+               **({k: cfg[k] for k in ("num_labels", "id2label") if k in cfg} if classifier else {})}
         model_type = "gemma3_text"
     cfg = with_family_defaults(cfg, model_type)  # the keys a config.json leaves out, as transformers reads them
     if "text_config" in cfg or "vision_config" in cfg:
@@ -408,7 +414,7 @@ def spec_from_config(cfg: dict[str, Any], name: str, source: str = "config") -> 
         "gemma3_text": (attention_bias, attention_bias, False),
         "phi3": (False, False, False),
     }[base]
-    head = head_from_config(cfg, hidden, where)
+    head = head_from_config(cfg, hidden, where, reward)
     context = cfg.get("max_position_embeddings")
     if context is not None and (isinstance(context, bool) or not isinstance(context, int) or context <= 0):
         raise UserError(f"{where}: max_position_embeddings must be a positive integer or null, not {context!r:.60}")

@@ -81,10 +81,6 @@ def windows(cfg: dict[str, Any], model_type: str, where: str) -> tuple[int | Non
         return None, None
     if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
         raise UserError(f"{where}: sliding_window must be a positive integer or null, not {window!r}")
-    if window == 1:  # transformers' sliding cache keeps keys[:, :, -window + 1:], at 1 the whole cache
-        raise UserError(f"{where}: sliding_window 1 is not counted: transformers' sliding cache keeps its last "
-                        "window - 1 tokens, at 1 every token, so a decode step attends to the whole cache or to "
-                        "one token as the kernel decides")
     types = None if model_type == "qwen3_moe" else cfg.get("layer_types")
     if types is None and model_type in ("qwen2", "qwen3", "qwen2_moe"):
         max_window_layers = cfg.get("max_window_layers")  # (FAMILY_DEFAULTS: 28 where the config has none)
@@ -102,6 +98,10 @@ def windows(cfg: dict[str, Any], model_type: str, where: str) -> tuple[int | Non
         raise UserError(f"{where}: layer_types must list {SLIDING} or {FULL} for each of the {layers} layers")
     if types is not None and SLIDING not in types:
         return None, None  # every layer is a full-attention layer
+    if window == 1:  # transformers' sliding cache keeps keys[:, :, -window + 1:], at 1 the whole cache
+        raise UserError(f"{where}: sliding_window 1 is not counted: transformers' sliding cache keeps its last "
+                        "window - 1 tokens, at 1 every token, so a decode step attends to the whole cache or to "
+                        "one token as the kernel decides")
     if types is None or FULL not in types:
         return window, None  # every layer slides
     return window, tuple(types)

@@ -91,12 +91,16 @@ def writable_target(path: str | Path, what: str = "") -> Path:
     return target
 
 
-def writable_targets(*paths: str | Path) -> None:
+def writable_targets(*paths: str | Path, reads: tuple[str | Path, ...] = ()) -> None:
     """The files one command writes, each checked by :func:`writable_target` before the first is written (a refusal
-    of the third left the first two written: the folder held a config without its launcher), and no two the same
-    file (``--out plan.json --save-recipe plan.json`` kept only the last). ``-`` (standard output) is left out."""
+    of the third left the first two written: the folder held a config without its launcher), no two the same file
+    (``--out plan.json --save-recipe plan.json`` kept only the last), and none of the files it ``reads`` (``plan
+    --from-trl X --out X`` replaced the TRL config with the plan). ``-`` (standard output) is left out."""
+    inputs = {os.path.realpath(p): str(p) for p in reads if str(p) != STDOUT}
     seen: dict[str, str] = {}
     for path in (p for p in paths if str(p) != STDOUT):
+        if os.path.realpath(path) in inputs:
+            raise UserError(f"will not write {str(path)!r}: the command reads it ({inputs[os.path.realpath(path)]!r})")
         key = os.path.realpath(writable_target(path))
         if key in seen:
             raise UserError(f"will not write {seen[key]!r} and {str(path)!r}: they are the same file")

@@ -53,14 +53,22 @@ HEADS = ("ForCausalLM", "ForSequenceClassification", "ForRewardModel", "ForProce
 """The classes whose head flopplan counts, by the suffix of a config's ``architectures[0]`` (none: a causal LM)."""
 
 
-def head_from_config(cfg: dict[str, Any], hidden: int, where: str) -> Head:
+def head_from_config(cfg: dict[str, Any], hidden: int, where: str, reward: bool = False) -> Head:
     """The head of the class a config's ``architectures[0]`` names (``where``: the config, for errors): a sequence
     classifier's bias-free ``hidden -> num_labels`` layer (transformers' default 2 labels), Qwen's reward and
-    process-reward heads, or the LM head (a causal LM, or no class named); another class is refused."""
+    process-reward heads, or the LM head (a causal LM, or no class named); another class is refused.
+
+    ``reward``: the config read as a reward model's (``orm:``/``prm:``), which TRL, verl and flopplan load with
+    ``AutoModelForSequenceClassification`` whatever class it names (TRL: ``num_labels=1``): a sequence classifier
+    keeps its head, a process reward model its own, and any other class comes without a head, which
+    :meth:`flopplan.recipe.RewardSystem.spec` gives the one the loader builds (a token classifier or
+    Qwen2.5-Math-RM's config given to TRL runs a one-label layer, not its own head)."""
     architectures = cfg.get("architectures") or []
     if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
         raise UserError(f"{where}: architectures must be a list of class names, not {architectures!r}")
     arch = architectures[0] if architectures else ""
+    if reward and not arch.endswith(("ForSequenceClassification", "ForProcessRewardModel")):
+        return Head()
     if arch and not arch.endswith(HEADS):  # e.g. ...ForTokenClassification, ...Model: another head or none
         raise UserError(f"{where}: architectures {arch!r} is not counted: flopplan counts the heads of "
                         f"{', '.join('...' + h for h in HEADS)}")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from flopplan.arch import ArchSpec
+from flopplan.errors import UserError
 from flopplan.moe import MOE_MODEL_TYPES, moe_config
 
 _ARCHITECTURES = {"qwen2": "Qwen2", "qwen3": "Qwen3", "llama": "Llama", "mistral": "Mistral",
@@ -77,7 +78,10 @@ def architecture_name(folder: Path) -> str:
     """The class its ``config.json`` names first in ``architectures`` ("" when it names none)."""
     from flopplan.fileio import read_json
 
-    names = read_json(folder / "config.json", "config").get("architectures")
+    data = read_json(folder / "config.json", "config")
+    if not isinstance(data, dict):
+        raise UserError(f"config {str(folder / 'config.json')!r} is not a JSON object")
+    names = data.get("architectures")
     return names[0] if isinstance(names, list) and names and isinstance(names[0], str) else ""
 
 
@@ -93,8 +97,8 @@ def not_an_orm(architecture: str) -> str:
         return (f"a process reward model ({architecture}: a local PRM needs its own modeling code, custom code "
                 "flopplan does not run)")
     if architecture.endswith("ForRewardModel"):
-        return (f"an outcome reward model with a head of its own ({architecture}: custom code flopplan does not "
-                "run)")
+        return (f"{architecture} (a reward model of its own class: remote modeling code flopplan does not run), "
+                "not a sequence classifier")
     if architecture.endswith("ForTokenClassification"):
         return f"a token-classification model ({architecture}: a score per token), not an outcome reward model"
     if architecture.endswith("ForCausalLM"):

@@ -104,7 +104,7 @@ class RewardSystem:
         """The reward model's architecture (with the head the reward system uses), or None for rules."""
         if self.model is None:
             return None
-        base = resolve(self.model)
+        base = resolve(self.model, reward=True)  # as AutoModelForSequenceClassification loads it
         if base.head.kind == "score":
             labels = base.head.layers[-1].out_features
             if self.kind == "prm" and labels != 2:

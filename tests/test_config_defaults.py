@@ -155,3 +155,12 @@ def test_a_dense_layer_is_refused_only_where_transformers_builds_one(model_type,
             spec_from_config(cfg, "dense")
     else:
         assert spec_from_config(cfg, "sparse").moe is not None
+
+
+def test_a_window_of_1_is_refused_only_where_a_layer_slides():
+    """transformers' sliding cache keeps its last window - 1 tokens, at 1 every token; where no layer slides the
+    window is never read (a review: it was refused there too)."""
+    cfg = {**_bare("gemma2"), "num_hidden_layers": 2, "sliding_window": 1}
+    with pytest.raises(UserError, match="sliding_window 1 is not counted"):
+        spec_from_config(cfg, "w1")
+    assert spec_from_config({**cfg, "layer_types": ["full_attention"] * 2}, "w1").sliding_window is None

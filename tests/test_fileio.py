@@ -262,3 +262,17 @@ def test_a_command_that_writes_several_files_checks_them_all_before_writing_any(
     with pytest.raises(UserError, match="same file"):
         writable_targets(plan, link)  # through a link too
     writable_targets(tmp_path / "a", tmp_path / "b", "-", "-")  # standard output twice is the caller's to refuse
+
+
+def test_no_file_of_several_is_written_where_one_cannot_be_and_no_output_replaces_an_input(tmp_path):
+    """A review: `tables` wrote five files before refusing the sixth; `plan --from-trl X --out X` replaced the TRL
+    config with the plan."""
+    (tmp_path / "t" / "phase_breakdown.md").mkdir(parents=True)
+    one_line_error(cli("tables", "--out", str(tmp_path / "t")), "phase_breakdown.md': it is a directory")
+    assert [p.name for p in (tmp_path / "t").iterdir()] == ["phase_breakdown.md"]
+    config = tmp_path / "grpo.json"
+    config.write_text(json.dumps({"num_generations": 4, "per_device_train_batch_size": 4}))
+    before = config.read_text()
+    one_line_error(cli("plan", "--from-trl", str(config), "--model", "tiny", "--prompt-len", "9", "--out",
+                       str(config)), "the command reads it")
+    assert config.read_text() == before

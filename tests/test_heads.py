@@ -84,3 +84,30 @@ def test_a_causal_lm_or_no_class_named_has_the_lm_head_and_two_labels_is_the_def
     assert classifier.layers == (HeadLayer(64, 2, False),)
     by_ids = head_from_config({"architectures": ["LlamaForSequenceClassification"], "id2label": {"0": "a"}}, 64, "x")
     assert by_ids.layers == (HeadLayer(64, 1, False),)
+
+
+def test_a_reward_models_config_is_read_as_the_reward_loaders_build_it(tmp_path):
+    """TRL, verl and flopplan load a reward model with AutoModelForSequenceClassification whatever class its config
+    names: a token classifier (TRL's PRMTrainer output) or Qwen2.5-Math-RM's config given as a reward runs a
+    one-label layer (a review: the first was refused and the second priced with its own two-layer head)."""
+    import json
+
+    from flopplan.recipe import RewardSystem
+
+    for architecture in ("Qwen2ForTokenClassification", "Qwen2ForRewardModel", "Qwen2ForCausalLM"):
+        path = tmp_path / f"{architecture}.json"
+        path.write_text(json.dumps({**CONFIG, "architectures": [architecture]}))
+        assert RewardSystem.parse(f"orm:{path}").spec().head.layers == (HeadLayer(64, 1, False),), architecture
+    classifier = tmp_path / "cls.json"
+    classifier.write_text(json.dumps({**CONFIG, "architectures": ["Qwen2ForSequenceClassification"], "num_labels": 3}))
+    assert RewardSystem.parse(f"orm:{classifier}").spec().head.layers == (HeadLayer(64, 3, False),)
+
+
+def test_a_gemma3_sequence_classifier_keeps_its_class_and_labels():
+    """The multimodal Gemma 3 config is read as its language model: a sequence classifier's class and num_labels are
+    the outer config's (a review: priced with the LM head's class, one label)."""
+    text = {k: v for k, v in CONFIG.items() if k != "model_type"}
+    cfg = {"model_type": "gemma3", "architectures": ["Gemma3ForSequenceClassification"], "num_labels": 3,
+           "text_config": {**text, "head_dim": 16}, "vision_config": {}}
+    assert spec_from_config(cfg, "g").head.layers == (HeadLayer(64, 3, False),)
+    assert spec_from_config({**cfg, "architectures": ["Gemma3ForConditionalGeneration"]}, "g").head.kind == "lm"

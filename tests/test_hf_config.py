@@ -40,3 +40,13 @@ def test_each_score_head_round_trips_to_its_class(architecture):
     spec = spec_from_config(cfg, "rm")
     written = to_hf_config(spec)
     assert written["architectures"] == [architecture] and spec_from_config(written, "rm") == spec
+
+
+def test_a_reward_folders_class_is_read_from_a_config_that_is_a_json_object(tmp_path):
+    """A review: a config.json holding a list crashed `train --reward-model-path` with an AttributeError."""
+    from flopplan.errors import UserError
+    from flopplan.hf_config import architecture_name
+
+    (tmp_path / "config.json").write_text("[]")
+    with pytest.raises(UserError, match=r"config '.*config\.json' is not a JSON object"):
+        architecture_name(tmp_path)

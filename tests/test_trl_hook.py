@@ -184,6 +184,16 @@ def test_the_budget_stops_the_script_and_it_resumes_with_its_ledger(tiny, tmp_pa
     assert r["steps"] > s["steps"] and r["flops"]["total"] + r["lost_flops"] <= 2 * budget
     assert [m["step"] for m in map(json.loads, (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())] == \
         list(range(1, r["steps"] + 1))
+    # resumed without budget=, the run goes on with its own (it ran to max_steps unguarded: 1.52x its budget in a
+    # held-out user's run), and a budget below what it charged is refused (it was accepted, the summary over it)
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["budget_flops"] == 2 * budget  # recorded
+    (tmp_path / "run" / "summary.json").unlink()
+    _, kept = _run(tiny, tmp_path, *COMMON, "--attn", "eager", "--resume")
+    k = _summary(tmp_path / "run")
+    assert kept.ledger.budget_flops == 2 * budget and k["stop"]["reason"] == "budget" and k["steps"] == r["steps"]
+    with pytest.raises(UserError, match=rf"^the budget of {budget:,} FLOPs is below the {r['flops']['total']:,} "
+                                        "FLOPs this run charged by checkpoint-"):
+        _run(tiny, tmp_path, *COMMON, "--attn", "eager", "--budget", str(budget), "--resume")
 
 
 @pytest.mark.slow
@@ -649,13 +659,15 @@ def test_a_run_that_ends_inside_a_round_charges_what_that_round_ran(tiny, tmp_pa
     assert saved["rounds"] == 2 and saved["tokens"] == metered.tokens  # the final checkpoint holds the round
     assert trainer.state.log_history[-1]["flops/total"] == evaluated["flops"]["total"]  # what TRL's logs got (the
     assert trainer.state.log_history[-2]["flops/total"] == s["flops"]["total"]  # evaluation's line, the train's)
+    # a resume from that checkpoint is refused: TRL's generation counter starts again at a resume, so its rounds
+    # would run a step off the meter's and its checkpoints' (a held-out user's later resume regenerated a round
+    # the ledger had counted as used)
     resumed = make(args=_grpo_args(tmp_path, steps_per_generation=2, max_steps=5), eval_dataset=held_out)
     meter(resumed, out=tmp_path / "run", measure=True, resume=True)
-    resumed.train(resume_from_checkpoint=str(tmp_path / "trl" / "checkpoint-3"))
-    after = _summary(tmp_path / "run")
-    _exact(after)
-    assert after["lost_flops"] == 0 and after["flops"]["total"] > evaluated["flops"]["total"]
-    assert after["flops"]["evaluation"] == evaluated["flops"]["evaluation"]
+    with pytest.raises(UserError, match=r"^checkpoint-3 was saved inside a round \(a round takes 2 optimizer steps\)"
+                                        r".*no checkpoint ends a round: start the run again$"):
+        resumed.train(resume_from_checkpoint=str(tmp_path / "trl" / "checkpoint-3"))
+    assert _summary(tmp_path / "run") == evaluated  # nothing written
 
 
 @pytest.mark.slow
@@ -909,6 +921,29 @@ def test_a_subclass_forward_with_its_backward_in_the_update_is_named_with_all_it
            "in all" in metered.notes
 
 
+def test_a_compiled_reward_model_or_a_subclass_keeping_transformers_forward_is_priced_as_its_class(tiny):
+    """A review: TRL takes compiled reward models, and the class check read torch.compile's wrapper (refused what the
+    previous code metered exactly), as it did a subclass with no forward of its own."""
+    torch = pytest.importorskip("torch")
+    from transformers import AutoModelForSequenceClassification, Qwen2ForSequenceClassification
+
+    from flopplan.engines.trl_trainer import reward_model_class
+
+    class Mine(Qwen2ForSequenceClassification):
+        pass
+
+    plain = AutoModelForSequenceClassification.from_pretrained(str(tiny / "orm"))
+    assert reward_model_class(torch.compile(plain, backend="eager")) == "Qwen2ForSequenceClassification"
+    assert reward_model_class(Mine.from_pretrained(str(tiny / "orm"))) == "Qwen2ForSequenceClassification"
+
+    class Own(Qwen2ForSequenceClassification):
+        def forward(self, *args, **kwargs):
+            return super().forward(*args, **kwargs)
+
+    with pytest.raises(UserError, match=r"^reward model Own: flopplan prices transformers'"):
+        reward_model_class(Own.from_pretrained(str(tiny / "orm")))
+
+
 @pytest.mark.slow
 def test_a_reward_model_from_a_causal_lm_and_a_callbacks_evaluation_are_metered_exactly(tiny, tmp_path):
     """Two held-out scripts' findings. A causal LM's checkpoint loaded for classification with two labels keeps
@@ -1013,7 +1048,7 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
         # 47 % beyond the budget with the ledger at the budget; a replaced score head; adapters)
         ("reward model MeanPooled: flopplan prices transformers'", lambda: trainer(reward_funcs=[_mean_pooled(orm)])),
         ("its score head is not the bias-free", lambda: trainer(reward_funcs=[_two_layer_head(orm)])),
-        ("carries peft adapters", lambda: trainer(reward_funcs=[get_peft_model(
+        ("carries adapters, which flopplan does not price", lambda: trainer(reward_funcs=[get_peft_model(
             AutoModelForSequenceClassification.from_pretrained(orm), LoraConfig(r=4, target_modules=["q_proj"]))])),
         # a PeftModel the script wrapped, with beta > 0: TRL adds the 'ref' adapter the reference forward runs with
         # (it was refused as "the policy carries 2 adapters", which the script had not made)

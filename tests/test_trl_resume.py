@@ -322,3 +322,34 @@ def test_a_resume_reads_the_recipes_models_where_the_run_saved_them_whatever_the
     scratch.write_text(json.dumps(to_hf_config(REGISTRY["tiny-s"])))
     with pytest.raises(UserError, match=r"another recipe than this trainer's \(policy "):
         check_same_recipe(tmp_path / "start" / "run", Read(policy=str(scratch), group_size=4))
+
+
+def test_a_resume_inside_a_round_is_refused_naming_the_last_checkpoint_at_a_rounds_end(tmp_path):
+    """TRL starts its generation counter again at a resume: from checkpoint-9 of 2-step rounds its rounds ran
+    (10, 11), (12, 13), ... while the meter committed at even steps (a held-out user's run)."""
+    from flopplan.engines.trl_resume import check_resume_point
+    from flopplan.runfile import TRL_LEDGER
+
+    for step, complete in ((4, True), (6, True), (8, False), (9, True)):  # checkpoint-8: a kill during its save
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        if complete:
+            (folder / "trainer_state.json").write_text("{}")
+            (folder / TRL_LEDGER).write_text("{}")
+    check_resume_point(6, 2, tmp_path)  # at a round's end: nothing to say
+    with pytest.raises(UserError, match=r"^checkpoint-9 was saved inside a round \(a round takes 2 optimizer steps\)"
+                                        r".*; resume from checkpoint-6, the last at a round's end$"):
+        check_resume_point(9, 2, tmp_path)
+    with pytest.raises(UserError, match=r"no checkpoint ends a round: start the run again$"):
+        check_resume_point(3, 2, tmp_path)
+
+
+def test_a_resumed_budget_is_the_one_given_else_the_run_folders():
+    from flopplan.engines.trl_resume import check_budget_covers
+    from flopplan.ledger import Ledger
+
+    check_budget_covers(Ledger(budget_flops=100, executed={**Ledger().executed, "rollout": 100}), 4)
+    with pytest.raises(UserError, match=r"^the budget of 99 FLOPs is below the 100 FLOPs this run charged by "
+                                        r"checkpoint-4: resume with a larger budget"):
+        check_budget_covers(Ledger(budget_flops=99, executed={**Ledger().executed, "rollout": 100}), 4)
+    check_budget_covers(Ledger(budget_flops=None, executed={**Ledger().executed, "rollout": 100}), 4)

@@ -91,7 +91,9 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
     fmt = "json" if as_json else fmt
     if out_file == STDOUT and save_recipe == STDOUT:
         fail("--out - and --save-recipe - would both print: give a file name to one of them")
-    writable_targets(*(f for f in (out_file, save_recipe) if f))
+    engine_files = (*from_trl, *([from_verl] if from_verl else []))  # (--save-recipe may rewrite --recipe's file)
+    writable_targets(*(f for f in (out_file, save_recipe) if f), reads=engine_files)
+    writable_targets(*([out_file] if out_file else []), reads=(*engine_files, *([recipe_file] if recipe_file else [])))
     extra_notes: list[str] = []
     conventions = [name for name in CONVENTION_OPTIONS if recipe_opts.get(name) is not None]  # (consumed below)
     if from_trl or from_verl:

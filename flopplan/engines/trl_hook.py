@@ -49,11 +49,13 @@ from flopplan.engines.trl_prompts import (
     reward_prompt_reads,
 )
 from flopplan.engines.trl_resume import (
-    abandon_newer,
+    charge_lost_work,
+    check_budget_covers,
+    check_resume_point,
     check_same_recipe,
     check_start_over,
-    keep_lost,
-    lost_since,
+    record_budget,
+    resumed_budget,
 )
 from flopplan.engines.trl_start import check_first_round, first_round_fits
 from flopplan.engines.trl_steplog import attach_step_log
@@ -129,6 +131,8 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         if resume and folder is not None and config is None:  # (flopplan train's folder holds its own recipe, and
             check_same_recipe(folder.path, read.recipe)  # its --resume takes no option that would change it)
         flops = budget_flops(budget, read.recipe, profile, price_per_hour)
+        if resume and folder is not None and config is None:  # the run's own, unless another is given
+            flops = resumed_budget(folder.path, flops)
         check_boundaries(trainer.args, read.run.optimizer_steps_per_round, read.eval_generations is not None,
                          trainer.args.max_steps if trainer.args.max_steps > 0 else None)
         if not resume:  # a budget that buys no round is refused here, not when training starts
@@ -347,6 +351,7 @@ class FlopBudgetCallback(TrainerCallback):
         self.on_evaluation: list[Any] = []
         self.training = self.ended = False  # train() is running; a train() has ended (its summary written)
         self.calls = 0  # train() calls on this trainer
+        self.measured_whole = True  # every charge in the ledger was measured (a resume may continue an unmeasured run)
 
     def reduce(self, tensor: torch.Tensor) -> torch.Tensor:
         accelerator = self.trainer.accelerator
@@ -380,14 +385,19 @@ class FlopBudgetCallback(TrainerCallback):
                 if folder is not None:
                     check_start_over(folder, args.output_dir, self.resume_from)
             if state.global_step:  # resumed: continue the ledger saved with the checkpoint, whose training a cap
+                check_resume_point(state.global_step, self.meter.run.optimizer_steps_per_round, args.output_dir)
                 self.meter.load(Path(args.output_dir) / f"checkpoint-{state.global_step}")  # below it cannot extend
                 check_cap_extends(self.meter.ledger, self.meter.train_flops_cap, self.meter.train_flops_cap_name)
+                check_budget_covers(self.meter.ledger, state.global_step)
+                self.measured_whole = set(self.meter.ledger.unit_measured) >= set(self.meter.ledger.unit_executed)
         except UserError:
             if self.meter.owns_folder and folder is not None:
                 folder.unlock()  # nothing was written: the right call may follow in this process
             raise
         if self.meter.resuming and self.meter.on_resumed is not None and state.is_world_process_zero:
             self.meter.on_resumed()  # the checkpoint accepted the run's limits (flopplan train records them)
+        elif self.meter.resuming and self.meter.owns_folder and folder is not None:  # a script's: its budget
+            record_budget(folder.path, self.meter.ledger.budget_flops)
         # (eval_on_start is read by transformers after this) as flopplan train --engine trl does: an evaluation at
         # a logged step goes into a second line for it, which a later resume from that step's checkpoint would
         # neither keep nor charge
@@ -396,23 +406,7 @@ class FlopBudgetCallback(TrainerCallback):
             self.meter.notes.append(f"eval_on_start skipped: the run resumed at optimizer step {state.global_step}, "
                                     "a step its logs hold")
         if folder is not None and (state.global_step or self.meter.resuming):  # trl_resume: what a kill lost
-            count = self.meter.commits  # the checkpoint's (0 from the start)
-            lost = lost_since(folder, state.global_step, self.meter.rounds, count)
-            self.meter.ledger.lost += lost
-            how = "charged" if self.meter.ledger.charge_lost else "recorded, not charged"
-            if not state.global_step:
-                self.meter.notes.append("no checkpoint yet: the run starts again")
-            if lost:
-                self.meter.notes.append(f"{lost:,} FLOPs done after the last checkpoint were lost and are {how}"
-                                        if state.global_step else
-                                        f"{lost:,} FLOPs done before the kill were lost and are {how}")
-            self.trainer.accelerator.wait_for_everyone()  # every process has read the logs
-            if state.is_world_process_zero:
-                keep_lost(folder, state.global_step, self.meter.rounds, lost, count)
-                left = abandon_newer(args.output_dir, state.global_step) if state.global_step else []
-                if left:
-                    self.meter.notes.append(f"{', '.join(left)}: left behind (resumed from an older checkpoint)")
-            self.trainer.accelerator.wait_for_everyone()  # the logs trimmed before any process logs its share
+            charge_lost_work(self.meter, folder, state, args.output_dir, self.trainer.accelerator.wait_for_everyone)
         if state.global_step and state.global_step >= state.max_steps:  # resumed at its max_steps: the run is
             self._stop_for_steps(state)  # over (the Trainer would run a step past them: transformers does, unmetered)
             raise NoRoundFits
@@ -479,7 +473,8 @@ class FlopBudgetCallback(TrainerCallback):
             if outside:
                 self.meter.notes.append(f"{outside:,} FLOPs ran in TRL's steps outside the units the meter charges "
                                         "(a subclass's own model calls?): not in the ledger")
-            if differ:  # (a subclass's own forward outside the units has its backward inside the update's)
+            if differ and self.measured_whole:  # (a subclass's own forward outside the units has its backward
+                # inside the update's; a run measured from a resume on compares only part of each unit)
                 beyond = outside + sum(v for v in differ.values() if v > 0)
                 self.meter.notes.append(
                     "measured - charged FLOPs by unit: " + ", ".join(f"{u} {v:+,}" for u, v in differ.items())

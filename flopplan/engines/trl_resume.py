@@ -183,6 +183,70 @@ def check_same_recipe(folder: Path, recipe: Any) -> None:
                         "data it started with, or start a new run in another folder")
 
 
+def charge_lost_work(meter: Any, folder: RunFolder, state: Any, output_dir: str | Path, wait: Any) -> None:
+    """What a kill lost since the checkpoint a run resumes from (since its start, without one), added to the
+    meter's ledger and noted; rank 0 then keeps it in the run folder's logs and sets aside the checkpoints newer
+    than the one resumed. ``wait``: every process's barrier (each reads the logs before rank 0 trims them)."""
+    count = meter.commits  # the checkpoint's (0 from the start)
+    lost = lost_since(folder, state.global_step, meter.rounds, count)
+    meter.ledger.lost += lost
+    how = "charged" if meter.ledger.charge_lost else "recorded, not charged"
+    if not state.global_step:
+        meter.notes.append("no checkpoint yet: the run starts again")
+    if lost:
+        meter.notes.append(f"{lost:,} FLOPs done after the last checkpoint were lost and are {how}"
+                           if state.global_step else f"{lost:,} FLOPs done before the kill were lost and are {how}")
+    wait()  # every process has read the logs
+    if state.is_world_process_zero:
+        keep_lost(folder, state.global_step, meter.rounds, lost, count)
+        left = abandon_newer(output_dir, state.global_step) if state.global_step else []
+        if left:
+            meter.notes.append(f"{', '.join(left)}: left behind (resumed from an older checkpoint)")
+    wait()  # the logs trimmed before any process logs its share
+
+
+def resumed_budget(folder: Path, given: int | None) -> int | None:
+    """The budget a resumed run of a user's script goes on with: the one given, else the one its run folder
+    recorded (a resume without ``budget=`` ran to ``max_steps`` unguarded, to 1.52x the budget its config.json
+    kept: a held-out user)."""
+    if given is not None:
+        return given
+    data = read_json(folder / CONFIG, "run configuration") if (folder / CONFIG).is_file() else None
+    recorded = data.get("budget_flops") if isinstance(data, dict) else None
+    return int(recorded) if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) else None
+
+
+def record_budget(folder: Path, budget: int | None) -> None:
+    """A budget given on resume, written into the run folder's configuration (what a later resume goes on with)."""
+    data = read_json(folder / CONFIG, "run configuration") if (folder / CONFIG).is_file() else None
+    if isinstance(data, dict) and data.get("budget_flops") != budget:
+        atomic_write_json(folder / CONFIG, {**data, "budget_flops": budget})
+
+
+def check_resume_point(step: int, per_round: int, output_dir: str | Path) -> None:
+    """A resume must start at a round's boundary. TRL's generation counter starts again at a resume, so from a
+    checkpoint inside a round (the final one of a run that ended in a round) TRL's rounds ran one step off the
+    rounds the meter charges and the checkpoints it saves at: a later resume regenerated a round's rollouts and
+    the ledger counted the first ones as used (a held-out user's run)."""
+    if not step % per_round:
+        return
+    earlier = [path for n, path in trl_checkpoints(output_dir) if n < step and not n % per_round
+               and (path / "trainer_state.json").is_file() and (path / TRL_LEDGER).is_file()]
+    instead = f"resume from {earlier[-1].name}, the last at a round's end" if earlier else \
+        "no checkpoint ends a round: start the run again"
+    raise UserError(f"checkpoint-{step} was saved inside a round (a round takes {per_round} optimizer steps): TRL "
+                    f"would start its rounds again there, off the rounds the meter charges; {instead}")
+
+
+def check_budget_covers(ledger: Any, step: int) -> None:
+    """A resumed run's budget must hold what its checkpoint's ledger charged already (a lower one was accepted and
+    the run ended at once, its summary over the budget)."""
+    budget, charged = ledger.budget_flops, ledger.charged
+    if budget is not None and charged > budget:
+        raise UserError(f"the budget of {budget:,.0f} FLOPs is below the {charged:,} FLOPs this run charged by "
+                        f"checkpoint-{step}: resume with a larger budget, or with none to keep the run's own")
+
+
 def _saved_model(folder: Path, value: Any) -> Path | None:
     """The config.json a run's recipe names for a model (``policy``, or an ``orm:`` reward): the path as written,
     which is relative to the directory the run started from when its folder was given so, else the same model's

@@ -142,26 +142,29 @@ def _reward_models(funcs: list[Any]) -> list[nn.Module]:
     if len(models) > 1:
         raise UserError(f"reward_funcs holds {len(models)} reward models: flopplan prices one reward model a round")
     for model in models:
-        _check_reward_model(model)
+        reward_model_class(model)
     return models
 
 
-def _check_reward_model(model: nn.Module) -> None:
+def reward_model_class(model: nn.Module) -> str:
     """A reward model is priced from its config as transformers' ``<Family>ForSequenceClassification`` computes it:
     the decoder, then one bias-free ``hidden -> num_labels`` score layer. TRL scores with any ``nn.Module`` that has
     a config and returns logits, so a module of another class (a team's own pooling head, an ensemble of
-    backbones), one whose forward is its own, a replaced score head or peft adapters are refused: each runs what
-    the config does not describe (a held-out user's ensemble of two backbones ran 47 % beyond the budget with its
-    ledger at the budget)."""
+    backbones), one whose forward is its own, a replaced score head or adapters are refused: each runs what the
+    config does not describe (a held-out user's ensemble of two backbones ran 47 % beyond the budget with its
+    ledger at the budget). A compiled model is read through ``torch.compile``'s wrapper, and a subclass that keeps
+    transformers' forward is its class. Returns the transformers class that runs."""
     from transformers import PreTrainedModel
 
+    model = getattr(model, "_orig_mod", model)  # torch.compile's OptimizedModule (TRL takes compiled models)
     name = type(model).__name__
     if getattr(model, "peft_config", None):
-        raise UserError(f"reward model {name} carries peft adapters, which flopplan does not price on a reward "
-                        "model: merge them into it first (merge_and_unload())")
+        raise UserError(f"reward model {name} carries adapters, which flopplan does not price on a reward model: "
+                        "merge them into its weights first (peft's merge_and_unload()), or remove them")
+    runs = next((k for k in type(model).__mro__ if k.__name__.endswith("ForSequenceClassification")
+                 and k.__module__.startswith("transformers.")), None)
     forward = next((k for k in type(model).__mro__ if "forward" in vars(k)), object)
-    if not (isinstance(model, PreTrainedModel) and name.endswith("ForSequenceClassification")
-            and forward.__module__.startswith("transformers.")):
+    if not (isinstance(model, PreTrainedModel) and runs is not None and forward.__module__.startswith("transformers.")):
         raise UserError(f"reward model {name}: flopplan prices transformers' <Family>ForSequenceClassification "
                         "(a decoder and a score head, from its config); a reward model of another class, or with "
                         "a forward of its own, runs what its config does not describe")
@@ -170,6 +173,7 @@ def _check_reward_model(model: nn.Module) -> None:
             and score.in_features == model.config.get_text_config().hidden_size):
         raise UserError(f"reward model {name}: its score head is not the bias-free hidden_size -> num_labels "
                         f"({labels}) layer transformers builds, which is what flopplan prices")
+    return runs.__name__
 
 
 def _refuse_paths(trainer: Any) -> None:
@@ -268,7 +272,7 @@ def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
     if rewards:
         # the class that runs names the head: a causal LM's checkpoint loaded for classification keeps architectures
         # ["...ForCausalLM"], which priced a one-label head whatever its num_labels
-        runs = type(rewards[0]).__name__
+        runs = reward_model_class(rewards[0])
         fields["reward_funcs"] = [_write_config(rewards[0], folder, "reward", architectures=[runs])]
     check_generation_configs(trainer)
     impl, kernel = attention_kernel(model)

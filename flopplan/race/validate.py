@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from flopplan.errors import UserError
-from flopplan.fileio import TEMPORARY, atomic_write_json, atomic_write_text, folder_lock
+from flopplan.fileio import TEMPORARY, atomic_write_json, atomic_write_text, folder_lock, writable_targets
 from flopplan.race.analysis import RaceInput, analyze
 from flopplan.race.collect import race_input, unfinished_rung
 from flopplan.race.design import RaceDesign
@@ -205,6 +205,7 @@ def run_validation(folder: str | Path, analysis: RaceAnalysis, *, cores: int | N
            "steps": summary.steps, "stop_reason": summary.stop_reason, "level": analysis.level,
            "extrapolation": last_train(records) / max(1.0, pilot_max),
            "checks": [c.to_data() for c in checks], "statement": DIAGNOSTIC}
+    writable_targets(folder / VALIDATION / "validation.json", folder / VALIDATION / "validation.md")
     atomic_write_json(folder / VALIDATION / "validation.json", out)
     atomic_write_text(folder / VALIDATION / "validation.md", render(out))
     return out

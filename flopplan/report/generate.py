@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from flopplan.fileio import atomic_write_text
+from flopplan.fileio import atomic_write_text, writable_targets
 from flopplan.report.tables import to_latex, to_markdown
 
 COMMAND = "flopplan tables"
@@ -78,6 +78,7 @@ def all_tables() -> dict[str, str]:
 def write_tables(directory: str | Path, generate: Callable[[], dict[str, str]] | None = None) -> list[Path]:
     """Write the closed-form tables (or what ``generate`` makes) into ``directory``."""
     files = (generate or all_tables)()
+    writable_targets(*(Path(directory) / name for name in files))  # all checked before the first is written
     return [atomic_write_text(Path(directory) / name, text) for name, text in sorted(files.items())]
 
 
