@@ -150,7 +150,7 @@ def test_a_resume_from_an_older_checkpoint_leaves_the_newer_ones_behind(tmp_path
     from flopplan.engines.trl_meter import TRLMeter
 
     with pytest.raises(UserError, match=r"checkpoint-6' was left behind when this run resumed from an older "
-                                        r"checkpoint: resume from its newest complete one"):
+                                        r"checkpoint: resume from checkpoint-3$"):  # (it named a function)
         TRLMeter.load(object.__new__(TRLMeter), output / "checkpoint-6")  # (what resume_from_checkpoint=True picks)
 
 

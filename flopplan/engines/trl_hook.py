@@ -487,6 +487,7 @@ class FlopBudgetCallback(TrainerCallback):
     def _stop_for_steps(self, state: Any) -> None:
         """Record the steps as the run's stop: ``max_steps`` reached (or the last epoch's end), or another callback
         stopped the trainer."""
-        how = f"reached {state.global_step} optimizer steps" if state.global_step >= state.max_steps else \
-            f"stopped by the trainer at optimizer step {state.global_step} of {state.max_steps} (a callback)"
-        self.meter.guard.stop("steps", f"{how} ({self.meter.rounds} rounds)")
+        steps, rounds = state.global_step, self.meter.rounds
+        how = f"reached {steps} optimizer step{'s' * (steps != 1)}" if steps >= state.max_steps else \
+            f"stopped by the trainer at optimizer step {steps} of {state.max_steps} (a callback)"
+        self.meter.guard.stop("steps", f"{how} ({rounds} round{'s' * (rounds != 1)})")

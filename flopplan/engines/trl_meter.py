@@ -48,7 +48,7 @@ from flopplan.ledger import Ledger, PhaseCharge, charge, ran, unit_of
 from flopplan.measure.meter import BLIND_SPOTS, FlopMeter
 from flopplan.passes import BUCKET_OF, BUCKETS, STEP_PHASES
 from flopplan.recipe import Recipe
-from flopplan.runfile import SUMMARY, TRL_ABANDONED, RunSummary
+from flopplan.runfile import SUMMARY, TRL_ABANDONED, RunSummary, last_complete_checkpoint
 from flopplan.runfile import TRL_LEDGER as LEDGER_FILE
 
 UNITS = (*dict.fromkeys(unit_of(phase) for phase in STEP_PHASES), "eval")
@@ -453,8 +453,9 @@ class TRLMeter:
     def load(self, folder: str | Path) -> None:
         path = Path(folder) / LEDGER_FILE
         if not path.exists() and (Path(folder) / TRL_ABANDONED).exists():
+            newest = last_complete_checkpoint(Path(folder).parent)  # (the docs: the refusal names it)
             raise UserError(f"{str(folder)!r} was left behind when this run resumed from an older checkpoint: resume "
-                            "from its newest complete one (flopplan.runfile.last_complete_checkpoint(output_dir))")
+                            f"from {newest.name if newest else 'its newest complete one'}")
         if not path.exists():
             raise UserError(f"{str(folder)!r} holds no flopplan ledger: it is not a checkpoint of a metered run")
         state = read_json(path, "flopplan ledger")
