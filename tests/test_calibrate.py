@@ -209,3 +209,22 @@ def test_time_model_profile_prices_each_call(tmp_path):
     decode_flops = p.phases["rollout.decode"]
     assert p.seconds["rollout.decode"] > decode_flops / TRUE["roofline"]["throughput"]
     assert p.gpu_hours <= 100
+
+
+def test_a_profiles_peak_is_a_rate_it_measured_not_a_fit_that_drifted(tmp_path):
+    """A quick CPU calibration on a busy machine fitted a throughput of 1.6e18 FLOP/s (times that barely grew with
+    FLOPs), wrote it as the profile's peak, and the profile reader refused the file: the calibration test failed
+    because the machine was busy. The peak is each kind's best measured rate now, a fitted one at most 1e18."""
+    from flopplan.calibrate.fit import simple_rates
+    from flopplan.hardware import MAX_RATE
+
+    drifted = {"train": {"form": "saturating", "throughput_max": 1.578e18}, "forward": {"throughput_max": 4e9},
+               "prefill": {"throughput_max": 5e9}, "decode": {"form": "roofline", "throughput": 1e9}}
+    peak, efficiency = simple_rates(drifted, {"train": 3e9, "forward": 2e9, "prefill": 2.5e9, "decode": 4e8})
+    assert peak == 3e9 and efficiency == {"train": 1.0, "forward": 2 / 3, "prefill": 2.5 / 3, "decode": 4e8 / 3e9}
+    peak, efficiency = simple_rates(drifted)  # no measurements (a profile fitted on runs): capped
+    assert peak == MAX_RATE and efficiency["forward"] == 4e9 / MAX_RATE and max(efficiency.values()) == 1.0
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({"flopplan_profile_version": 1, "device": "cpu", "peak_flops": peak,
+                                "efficiency": efficiency}))
+    assert load_profile(path).peak_flops == MAX_RATE  # what the calibration writes, the reader reads

@@ -78,6 +78,21 @@ def fit_kind(kind: str, train: list[Measurement], bytes_per_element: float) -> d
     return {name: float(v) for name, v in zip(PARAMETERS[KIND_FORM[kind]], np.exp(result.x), strict=True)}
 
 
+def simple_rates(time_model: dict[str, dict[str, Any]], observed: dict[str, float] | None = None
+                 ) -> tuple[float, dict[str, float]]:
+    """A profile's ``peak_flops`` and efficiency by kind, the interface for readers that ignore the time model: each
+    kind's best measured rate (FLOPs / seconds) where ``observed`` has it, else its fitted rate, at most
+    :data:`flopplan.hardware.MAX_RATE`. A fitted rate can drift where the measurements do not identify it (times
+    that barely grow with FLOPs on a busy machine): a quick CPU calibration wrote a peak of 1.6e18 FLOP/s, which
+    the profile reader refuses, and the test that read it back failed on a loaded machine."""
+    from flopplan.hardware import MAX_RATE
+
+    fitted = {k: m.get("throughput_max", m.get("throughput", 0.0)) for k, m in time_model.items()}
+    rates = {k: min((observed or {}).get(k) or v, MAX_RATE) for k, v in fitted.items()}
+    peak = max(rates.values(), default=1.0) or 1.0
+    return peak, {k: (rates[k] / peak if rates.get(k) else 1.0) for k in KIND_FORM}
+
+
 def _errors(kind: str, params: dict[str, float], group: list[Measurement], bytes_per_element: float) -> list[float]:
     predicted = _predict(kind, params, group, bytes_per_element)
     return [p / m.seconds - 1 for p, m in zip(predicted, group, strict=True)]

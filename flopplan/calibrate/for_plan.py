@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from flopplan import __version__
-from flopplan.calibrate.fit import KIND_FORM
+from flopplan.calibrate.fit import KIND_FORM, simple_rates
 from flopplan.calibrate.fit_runs import fit_phases
 from flopplan.calibrate.runs import TimedUnit, charge_calls
 from flopplan.errors import UserError
@@ -128,14 +128,13 @@ def profile_for_plan(recipe: Recipe, units: list[TimedUnit], optimizer: list[flo
     if set(non_phase) <= {"optimizer_step"}:
         notes.append("rounds, evaluations, checkpoints and the start-up are not swept: give --profile BASE (a profile "
                      "fitted on runs) to keep them")
-    throughput = {k: m.get("throughput_max", m.get("throughput", 0.0)) for k, m in phases.time_model.items()}
-    peak = max(throughput.values())
-    data = {
+    peak, efficiency = simple_rates(phases.time_model)  # (fitted rates, at most what a profile can state)
+    data: dict[str, Any] = {
         "flopplan_profile_version": PROFILE_VERSION, "device": device_name, "dtype": dtype,
         "bytes_per_element": bytes_per_element, "flopplan_version": __version__,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "source": source,
         "models": [recipe.policy], "model_params": {recipe.policy: recipe.policy_spec.params},
-        "peak_flops": peak, "efficiency": {k: (throughput[k] / peak if throughput.get(k) else 1.0) for k in KIND_FORM},
+        "peak_flops": peak, "efficiency": efficiency,
         "time_model": {k: {"form": m["form"], **{p: m[p] for p in (*PARAMETERS[m["form"]], *OPTIONAL_PARAMETERS)
                                                  if p in m}} for k, m in phases.time_model.items()},
         "non_phase": non_phase,

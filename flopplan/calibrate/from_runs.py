@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from flopplan import __version__
-from flopplan.calibrate.fit import KIND_FORM
+from flopplan.calibrate.fit import KIND_FORM, simple_rates
 from flopplan.calibrate.fit_runs import (
     NonPhaseFit,
     PhaseFit,
@@ -115,11 +115,10 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
                      f"here, median of {SHUTDOWN_REPEATS})")
     elif "shutdown" not in non_phase.coefficients:
         notes.append("the process's exit after its last file is not modelled (--probe-shutdown times it)")
-    throughput = {k: m.get("throughput_max", m.get("throughput", 0.0)) for k, m in phases.time_model.items()}
-    peak = max(throughput.values())
+    peak, efficiency = simple_rates(phases.time_model)  # (fitted rates, at most what a profile can state)
     rows = [breakdown(r, phases, non_phase) for r in runs]
     today = datetime.date.today().isoformat()
-    data = {
+    data: dict[str, Any] = {
         "flopplan_profile_version": PROFILE_VERSION,
         "device": base.device if base else f"{machines[0] if len(machines) == 1 else devices[0]} ({runs[0].dtype})",
         "device_type": devices[0].split(":")[0],
@@ -131,7 +130,7 @@ def fit_from_runs(folders: list[str], base: Profile | None = None,
         "models": sorted({r.model for r in runs}),
         "model_params": {r.recipe.policy: r.recipe.policy_spec.params for r in runs},
         "peak_flops": peak,
-        "efficiency": {k: (throughput[k] / peak if throughput.get(k) else 1.0) for k in KIND_FORM},
+        "efficiency": efficiency,
         "time_model": {k: {"form": m["form"], **{p: m[p] for p in (*PARAMETERS[m["form"]], *OPTIONAL_PARAMETERS)
                                                  if p in m}} for k, m in phases.time_model.items()},
         "non_phase": non_phase.coefficients,

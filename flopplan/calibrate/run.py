@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from flopplan import __version__
-from flopplan.calibrate.fit import KIND_FORM, Measurement, fit, holdout_indices
+from flopplan.calibrate.fit import Measurement, fit, holdout_indices, simple_rates
 from flopplan.calibrate.specs import spec_named, sweepable
 from flopplan.fileio import atomic_write_json, writable_folder
 from flopplan.hardware import PROFILE_VERSION
@@ -46,8 +46,10 @@ def profile_data(policy: DevicePolicy, models: list[str], fits: dict[str, dict[s
     import transformers
 
     device = policy.device
-    throughput = {k: f.get("throughput_max", f.get("throughput", 0.0)) for k, f in fits.items()}
-    peak = max(throughput.values()) if throughput else 1.0
+    observed: dict[str, float] = {}
+    for m in measurements:
+        observed[m.kind] = max(observed.get(m.kind, 0.0), m.flops / m.seconds if m.seconds > 0 else 0.0)
+    peak, efficiency = simple_rates(fits, observed)
     time_model = {k: {"form": f["form"], **{p: f[p] for p in PARAMETERS[f["form"]]}} for k, f in fits.items()}
     held = holdout_indices(measurements)
     return {
@@ -67,7 +69,7 @@ def profile_data(policy: DevicePolicy, models: list[str], fits: dict[str, dict[s
         "source": f"calibrated {datetime.date.today().isoformat()}",
         # the simple interface (FLOPs / (peak x efficiency)) for readers that ignore the time model
         "peak_flops": peak,
-        "efficiency": {k: (throughput[k] / peak if throughput.get(k) else 1.0) for k in KIND_FORM},
+        "efficiency": efficiency,
         "time_model": time_model,
         "fit": fits,
         "measurements": [{**asdict(m), "heldout": i in held} for i, m in enumerate(measurements)],
