@@ -17,7 +17,7 @@ from flopplan.errors import UserError
 from flopplan.ledger import Ledger, PhaseCharge
 from flopplan.runfile import RunSummary
 
-REASONS = ("budget", "steps", "interrupted")
+REASONS = ("budget", "steps", "interrupted", "stopped")
 """Why a loop stops: the next round might not fit the budget; the step (or round, or optimizer-step) limit was
 reached; the user interrupted it."""
 
@@ -89,7 +89,8 @@ class Guard:
         return self.decision
 
     def stop(self, reason: str, detail: str) -> StopDecision:
-        """Stop for a reason without numbers (``steps``, ``interrupted``); ``detail`` is its message."""
+        """Stop for a reason without numbers (``steps``, ``interrupted``, ``stopped``: the script's own rule, a TRL
+        callback, ended its training short of its step limit); ``detail`` is its message."""
         if reason not in REASONS:
             raise ValueError(f"unknown stop reason {reason!r}")
         self.decision = StopDecision(True, reason, self.next_round, detail=detail, noun=self.noun)
@@ -97,9 +98,9 @@ class Guard:
 
     def resume(self, steps: bool = False) -> None:
         """The same run goes on after a Ctrl-C stopped it (TRL's ``train()`` called again on the trainer): the
-        ``interrupted`` stop is lifted, and with ``steps`` a ``steps`` one (trained further: the loop checks its
-        step limit again); a budget stop stays."""
-        if self.decision.reason == "interrupted" or (steps and self.decision.reason == "steps"):
+        ``interrupted`` stop is lifted, and with ``steps`` a ``steps`` or ``stopped`` one (trained further: the loop
+        checks its step limit again); a budget stop stays."""
+        if self.decision.reason == "interrupted" or (steps and self.decision.reason in ("steps", "stopped")):
             self.decision = StopDecision(noun=self.noun)
 
     def commit(self, step: int, charges: Iterable[PhaseCharge]) -> dict[str, Any]:

@@ -450,3 +450,14 @@ def test_a_steep_power_law_is_computed_in_logs_and_stays_finite():
     assert law.predict(1.05e20) == pytest.approx(0.2215) and np.isfinite(law.predict(2e20))
     assert law.predict(0.0) == pytest.approx(0.2)
     assert law.f_at_ceiling is not None and law.predict(law.f_at_ceiling) == pytest.approx(1.0)  # A_MAX, reached
+
+
+def test_the_temporal_holdout_reads_an_observed_0_inside_a_curve_at_0():
+    """An arm that scored 0 everywhere: the holdout's curve at 0 is read with a fit's residue (5.2e-37 in a held-out
+    race), and an exact comparison put the observed 0 outside (coverage and consistency 0.00 in its report)."""
+    rng = np.random.default_rng(5)
+    flops, scores = synthetic_scores(rng, a=0.6, b=1.5, f_mid=F_PILOT / 8, r0=0.2, f_pilot=F_PILOT, n_points=6,
+                                     seed_sd=0.0, n_prompts=50)
+    ho = temporal_holdout(ArmPilots.from_arrays("zero", flops, np.zeros_like(scores)), n_replicates=50, rng=0)
+    assert all(p.observed == 0.0 and p.inside and p.consistent for p in ho.points), ho.points
+    assert ho.coverage == ho.consistency == 1.0

@@ -921,6 +921,31 @@ def test_a_subclass_forward_with_its_backward_in_the_update_is_named_with_all_it
            "in all" in metered.notes
 
 
+@pytest.mark.slow
+def test_a_callback_that_ends_training_early_is_a_stop_of_its_own_not_a_step_limit(tiny, tmp_path):
+    """An early-stopping callback was recorded as a stop for steps, and a race read its pilot as done with its rung
+    at 3 of 17 steps (a held-out team's race completed on short pilots). It is a stop of its own now, which a race
+    refuses as short of the budget; trained further, the run goes on."""
+    from transformers import TrainerCallback
+
+    from flopplan.race.pilots import ended
+    from flopplan.runfile import load_summary
+    from flopplan.trl import meter
+
+    class StopAtOne(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_training_stop = state.global_step >= 1
+
+    trainer = _trainers(tiny, tmp_path)(args=_grpo_args(tmp_path, max_steps=100, save_strategy="no"),
+                                        callbacks=[StopAtOne()])
+    metered = meter(trainer, out=tmp_path / "run")
+    trainer.train()
+    summary = load_summary(tmp_path / "run")
+    assert metered.decision.reason == summary.stopped_for == "stopped" and summary.steps == 1
+    assert summary.stop_reason == "stopped by the trainer at optimizer step 1 of 100 (a callback) (1 round)"
+    assert not ended(summary)
+
+
 def test_a_compiled_reward_model_or_a_subclass_keeping_transformers_forward_is_priced_as_its_class(tiny):
     """A review: TRL takes compiled reward models, and the class check read torch.compile's wrapper (refused what the
     previous code metered exactly), as it did a subclass with no forward of its own."""

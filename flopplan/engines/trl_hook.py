@@ -487,7 +487,8 @@ class FlopBudgetCallback(TrainerCallback):
     def _stop_for_steps(self, state: Any) -> None:
         """Record the steps as the run's stop: ``max_steps`` reached (or the last epoch's end), or another callback
         stopped the trainer."""
-        steps, rounds = state.global_step, self.meter.rounds
-        how = f"reached {steps} optimizer step{'s' * (steps != 1)}" if steps >= state.max_steps else \
-            f"stopped by the trainer at optimizer step {steps} of {state.max_steps} (a callback)"
-        self.meter.guard.stop("steps", f"{how} ({rounds} round{'s' * (rounds != 1)})")
+        steps, rounds, reached = state.global_step, self.meter.rounds, state.global_step >= state.max_steps
+        how = f"reached {steps} optimizer step{'s' * (steps != 1)}" if reached else \
+            f"stopped by the trainer at optimizer step {steps} of {state.max_steps} (a callback)"  # (a race pilot
+        self.meter.guard.stop("steps" if reached else "stopped", f"{how} ({rounds} round{'s' * (rounds != 1)})")
+        # stopped so is short of its rung, not done with it: race.pilots.ended)
