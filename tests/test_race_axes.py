@@ -262,3 +262,13 @@ def test_the_default_grid_does_not_silently_replace_a_recipe_files_policy(tmp_pa
     cli("race", "design", "--budget", "1e19", "--recipe", str(saved), "--models", "qwen2.5-0.5b", "--out",
         str(tmp_path / "b"), check=True)
     assert {a.recipe.policy for a in RaceDesign.load(tmp_path / "b").arms} == {"qwen2.5-0.5b"}
+
+
+def test_an_arm_named_by_an_absolute_path_does_not_start_like_a_flag():
+    """An arm whose policy is an absolute folder was named ``-tmp-...``: `--plan-model -tmp-...` reads as a flag."""
+    from flopplan.race.axes import arm_name
+
+    name = arm_name({"policy": "/tmp/team/models/llama-a", "group_size": 4, "iterations": 1, "reward": "rule"}, ())
+    assert name == "tmp-team-models-llama-a.G4.mu1.rule"
+    plain = arm_name({"policy": "tiny-s", "group_size": 8, "iterations": 2, "reward": "rule"}, ())
+    assert plain == "tiny-s.G8.mu2.rule"

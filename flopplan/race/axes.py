@@ -247,7 +247,8 @@ def arm_name(axes: dict[str, Any], extra: tuple[Axis, ...]) -> str:
         value = safe(axes[axis.name])
         return f".{axis.name}{'' if value[:1].isdigit() else '-'}{value}"
 
-    name = f"{safe(axes['policy'])}.G{axes['group_size']}.mu{axes['iterations']}.{safe(axes['reward'])}"
+    policy = safe(axes['policy']).lstrip("-.") or "policy"  # (an absolute path: no name a command line reads as a flag)
+    name = f"{policy}.G{axes['group_size']}.mu{axes['iterations']}.{safe(axes['reward'])}"
     return name + "".join(part(axis) for axis in extra)
 
 
