@@ -497,3 +497,45 @@ def test_a_budget_plan_exported_to_verl_keeps_its_budget(tmp_path):
                             check=True).stdout)["plans"][0]
     assert steps < planned["steps"] and priced["steps"] == steps
     assert priced["flops"]["total"] <= 1e18 < priced["flops"]["total"] + priced["step_flops"]
+
+
+def test_a_config_that_leaves_calculate_log_probs_to_verl_is_priced(tmp_path):
+    """A held-out user's five overrides were refused ("calculate_log_probs must be true or false, not None"): the key
+    was not among the defaults flopplan reads verl's config with (its default is checked against the wheel above)."""
+    from helpers import cli
+
+    overrides = tmp_path / "overrides.txt"
+    overrides.write_text("algorithm.adv_estimator=grpo\nactor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct\n"
+                         "actor_rollout_ref.rollout.name=vllm\n"
+                         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4\n"
+                         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8\n")
+    priced = json.loads(cli("plan", "--from-verl", str(overrides), "--format", "json", check=True).stdout)
+    assert priced["plans"][0]["steps"] > 0 and priced["plans"][0]["recipe"]["policy"] == "qwen2.5-0.5b"
+    # the same user's: a search the config fixes was run over it (G 2925 where rollout.n is 1), and a sequence-
+    # parallel size the 8 GPUs do not divide into was priced (verl's device mesh is (world // sp, sp))
+    from helpers import one_line_error
+
+    one_line_error(cli("plan", "--from-verl", str(overrides), "--solve", "group_size", "--steps", "10"),
+                   "--solve group_size searches the recipe, which the engine configuration fixes")
+    one_line_error(cli("plan", "--from-verl", str(overrides), "--target-learning-share", "0.3"),
+                   "--target-learning-share searches the recipe")
+    sp3 = tmp_path / "sp3.txt"
+    sp3.write_text(overrides.read_text() + "actor_rollout_ref.actor.ulysses_sequence_parallel_size=3\n")
+    one_line_error(cli("plan", "--from-verl", str(sp3)), "the 8 GPUs do not divide into "
+                                                          "ulysses_sequence_parallel_size (3) groups")
+
+
+def test_a_plan_for_gpu_hours_exports_the_steps_its_budget_buys_under_verls_conventions(tmp_path):
+    """A held-out user's plan for 100 GPU-hours kept its 25,119 steps, which cost 114.5 GPU-hours priced back under
+    verl's conventions: a budget in hours (or dollars) is re-solved on the plan's profile, as one in FLOPs was."""
+    from helpers import cli
+
+    plan = tmp_path / "plan.json"
+    cli("plan", "--model", "qwen2.5-0.5b", "--engine", "vllm", "--logprob-head", "completion", "--prompt-len", "2048",
+        "--completion-len", "128", "--gpu-hours", "100", "--device", "h100", "--out", str(plan), check=True)
+    out = json.loads(cli("export", "verl", str(plan), "--out", str(tmp_path / "v"), "--json", check=True).stdout)
+    assert any("steps fit the plan's budget of 100 GPU-hours" in n for n in out["notes"]), out["notes"]
+    back = json.loads(cli("plan", "--from-verl", str(tmp_path / "v" / "overrides.txt"), "--device", "h100",
+                          "--format", "json", check=True).stdout)["plans"][0]
+    original = json.loads(plan.read_text())["plans"][0]
+    assert back["steps"] < original["steps"] and back["gpu_hours"] <= 100

@@ -287,17 +287,24 @@ def _verl_steps(entry: Any, recipe: Recipe, notes: list[str]) -> int:
     if recipe == entry.recipe:
         return int(entry.steps)
     cost = int(step_cost(recipe).step_flops)
-    if entry.priced or entry.budget_flops is None:
+    timed = entry.budget is not None and entry.budget.flops is None and entry.profile is not None  # hours, dollars
+    if entry.priced or (entry.budget_flops is None and not timed):
         notes.append(f"under verl's conventions the {entry.steps} steps cost {eng(cost * entry.steps)} "
                      f"({cost / entry.step_flops - 1:+.1%} a step)")
         return int(entry.steps)
+    from flopplan.hardware import profile_from_data
     from flopplan.planner import plan
 
-    steps = plan(recipe, Budget(flops=float(entry.budget_flops))).steps
+    # a budget in GPU-hours or dollars is re-solved on the plan's own profile (it kept the plan's steps, 114.5 of a
+    # 100 GPU-hour budget under verl's conventions: a held-out user)
+    budget = entry.budget if timed else Budget(flops=float(entry.budget_flops))
+    profile = profile_from_data(entry.profile, "the plan's profile") if timed else None
+    steps = plan(recipe, budget, profile).steps
+    what = budget.describe() if timed else eng(entry.budget_flops)
     if steps < 1:
-        fail(f"under verl's conventions one step of {entry.model} costs {eng(cost)}: the plan's budget "
-             f"({eng(entry.budget_flops)}) buys none")
+        fail(f"under verl's conventions one step of {entry.model} costs {eng(cost)}: the plan's budget ({what}) "
+             "buys none")
     if steps != entry.steps:
         notes.append(f"verl's conventions cost {cost / entry.step_flops - 1:+.1%} a step: {steps} steps fit the "
-                     f"plan's budget of {eng(entry.budget_flops)} (the plan had {entry.steps})")
+                     f"plan's budget of {what} (the plan had {entry.steps})")
     return int(steps)

@@ -96,6 +96,9 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
     writable_targets(*([out_file] if out_file else []), reads=(*engine_files, *([recipe_file] if recipe_file else [])))
     extra_notes: list[str] = []
     conventions = [name for name in CONVENTION_OPTIONS if recipe_opts.get(name) is not None]  # (consumed below)
+    if (from_trl or from_verl) and (free != "steps" or target_learning_share is not None):
+        fail(f"--{'solve ' + free if free != 'steps' else 'target-learning-share'} searches the recipe, which the "
+             "engine configuration fixes: price it as it is (--steps or a budget), or plan the recipe without it")
     if from_trl or from_verl:
         from flopplan.cli.engines import recipe_of_engine_config
 

@@ -121,6 +121,8 @@ def check_verl_rules(overrides: dict[str, Any], *, known_keys: Collection[str] |
               f"({old_micro})", "workers/config/actor.py:232-237")
         _rule(old_micro * sp < n_gpus, f"ppo_micro_batch_size ({old_micro}) * ulysses_sequence_parallel_size ({sp}) "
               f"must be >= n_gpus ({n_gpus})", "workers/config/actor.py:238-242")
+    _rule(n_gpus % sp != 0, f"the {n_gpus} GPUs do not divide into ulysses_sequence_parallel_size ({sp}) groups: "
+          "the actor's device mesh is (world // sp, sp)", "workers/fsdp_workers.py, init_device_mesh")
     _rule(sp > 1 and not c.flag(M + "use_remove_padding"), "When using sequence parallelism for actor/ref policy, "
           "you must enable `use_remove_padding`.", "workers/config/actor.py:331-341")
     use_reference = c.flag("algorithm.use_kl_in_reward") or c.flag(A + "use_kl_loss")  # trainer/ppo/utils.py:75-79
@@ -294,6 +296,8 @@ def verl_overrides(recipe: Recipe, *, steps: int, gpus_per_node: int, nnodes: in
 
 
 def _model_name(path: Any, key: str) -> str:
+    if path is None or path == MISSING:  # (read as 'None', the registry's list followed)
+        raise UserError(f"{key} is not set: give the model's path or Hub id")
     try:
         spec = resolve(str(path))
     except UserError as exc:
@@ -340,8 +344,8 @@ def recipe_from_verl(overrides: dict[str, Any] | str | Path, *, model: str | Non
              f"{mini}: verl adds synthetic 128-token samples (trainer_base.py:1589-1621, padding_utils.py:144-168)"),
             (not fixed and batch % mini != 0, f"data.train_batch_size {batch} is not a multiple of {A}"
              f"ppo_mini_batch_size {mini} (with {A}use_dynamic_bsz): flopplan prices whole mini-batches"),
-            ((kl_loss or kl_reward) and beta <= 0, "use_kl_loss or use_kl_in_reward with a KL coefficient of 0 runs "
-             "the reference forward all the same (trainer/ppo/utils.py:75-79), and flopplan prices that forward "
+            ((kl_loss or kl_reward) and beta <= 0, f"use_kl_loss or use_kl_in_reward with a KL coefficient of {beta:g} "
+             "runs the reference forward all the same (trainer/ppo/utils.py:75-79), and flopplan prices that forward "
              "only with a coefficient above 0: set the coefficient above 0, or the KL off")]:
         if bad:
             raise UserError(f"cannot price this verl config: {why}")

@@ -35,6 +35,7 @@ DEFAULTS: dict[str, Any] = {  # defaults of the keys the rules and the reverse m
     R + "prompt_length": "${oc.select:data.max_prompt_length,512}", "data.filter_overlong_prompts": False,
     R + "response_length": "${oc.select:data.max_response_length,512}", R + "name": MISSING,  # gen:302-303,521
     R + "mode": "async", R + "n": 1, R + "temperature": 1.0,  # gen:293-297,329
+    R + "calculate_log_probs": True,  # verl 0.9.1's default (a config that left it out was refused as None)
     R + "tensor_model_parallel_size": 2, R + "data_parallel_size": 1, R + "expert_parallel_size": 1,
     R + "pipeline_model_parallel_size": 1, R + "enable_prefix_caching": True,  # gen:310-318
     R + "log_prob_micro_batch_size": None, R + "log_prob_micro_batch_size_per_gpu": None,  # gen:323-324
