@@ -539,3 +539,30 @@ def test_a_plan_for_gpu_hours_exports_the_steps_its_budget_buys_under_verls_conv
                           "--format", "json", check=True).stdout)["plans"][0]
     original = json.loads(plan.read_text())["plans"][0]
     assert back["steps"] < original["steps"] and back["gpu_hours"] <= 100
+
+
+def test_an_export_round_trip_keeps_the_plans_counting_conventions(tmp_path):
+    """A plan counted with causal attention was exported with its steps and priced back under the default
+    convention, 99.2 PFLOP for a 98 PFLOP budget, with nothing said; --from-verl and --from-trl refused the
+    convention options. The printed price-back command (verl) and a note (TRL) now carry them, and they apply."""
+    from helpers import cli
+
+    plan = tmp_path / "plan.json"
+    cli("plan", "--model", "qwen2.5-1.5b", "--attention", "causal", "--attention-kernel", "sdpa", "--engine", "vllm",
+        "--logprob-head", "all", "--update-padding", "none", "--budget", "9.8e16", "--out", str(plan), check=True)
+    original = json.loads(plan.read_text())["plans"][0]
+    cli("export", "verl", str(plan), "--out", str(tmp_path / "v"), check=True)
+    header = (tmp_path / "v" / "overrides.txt").read_text().splitlines()[0]
+    assert header.endswith("--attention causal --attention-kernel sdpa"), header
+    back = json.loads(cli("plan", "--from-verl", str(tmp_path / "v" / "overrides.txt"), "--attention", "causal",
+                          "--attention-kernel", "sdpa", "--format", "json", check=True).stdout)["plans"][0]
+    assert (back["steps"], back["flops"]["total"]) == (original["steps"], original["flops"]["total"])
+    for_trl = tmp_path / "trl-plan.json"  # (TRL 1.16 runs its own log-prob head: the planner's default)
+    cli("plan", "--model", "qwen2.5-1.5b", "--attention", "causal", "--attention-kernel", "sdpa", "--prompt-len",
+        "128", "--completion-len", "256", "--steps", "10", "--out", str(for_trl), check=True)
+    out = json.loads(cli("export", "trl", str(for_trl), "--out", str(tmp_path / "t"), "--json", check=True).stdout)
+    assert any("the plan counted with --attention causal --attention-kernel sdpa" in n for n in out["notes"])
+    trl = json.loads(cli("plan", "--from-trl", out["grpo_config"], "--from-trl", out["flopplan_config"],
+                         "--prompt-len", "128", "--device", "cuda", "--attention", "causal", "--attention-kernel",
+                         "sdpa", "--format", "json", check=True).stdout)["plans"][0]
+    assert trl["flops"]["total"] == json.loads(for_trl.read_text())["plans"][0]["flops"]["total"]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from pathlib import Path
@@ -18,6 +19,10 @@ from flopplan.recipe import Recipe
 
 ENGINE_OPTIONS = ("prompt_len", "completion_len")
 """The recipe options an engine configuration leaves to the user: the lengths its data will have."""
+COUNTING_OPTIONS = ("attention", "attention_kernel", "window", "experts")
+"""flopplan's counting conventions, not the engine's settings: they apply to an engine configuration as to a
+recipe, and an export's price-back command carries the plan's (an export priced under causal attention read back
+under the default, 99.2 PFLOP for a 98 PFLOP budget: a held-out user)."""
 TRL_OPTIONS = (*ENGINE_OPTIONS, "reward_overhead_tokens")
 """A TRL configuration's: the lengths, and the reward model's template tokens, which the data's form decides
 (:data:`flopplan.engines.trl.REWARD_TEMPLATE`)."""
@@ -80,11 +85,13 @@ def recipe_of_engine_config(from_trl: tuple[str, ...], from_verl: str | None, re
     if recipe_file:
         fail("an engine configuration carries the recipe: give --from-trl/--from-verl or --recipe, not both")
     changes, _ = recipe_changes(recipe_opts)
-    others = sorted(set(changes) - set(TRL_OPTIONS if from_trl else ENGINE_OPTIONS))
+    others = sorted(set(changes) - set(TRL_OPTIONS if from_trl else ENGINE_OPTIONS) - set(COUNTING_OPTIONS))
     if others:
         flag = next(f.metadata["option"] for f in recipe_option_fields() if f.name == others[0])
         fail(f"the engine configuration sets the recipe; of its options only --prompt-len and --completion-len"
-             f"{' (and --reward-overhead for TRL)' if from_trl else ''} apply, not {flag}")
+             f"{' (and --reward-overhead for TRL)' if from_trl else ''} and the counting conventions (--attention, "
+             f"--attention-kernel, --window, --experts) apply, not {flag}")
+    counting = {key: changes[key] for key in COUNTING_OPTIONS if key in changes}
     model = models[0] if models else None
     if len(models) > 1:
         fail("an engine configuration trains one policy: give one --model")
@@ -97,6 +104,7 @@ def recipe_of_engine_config(from_trl: tuple[str, ...], from_verl: str | None, re
                                              completion_len=changes.get("completion_len"),
                                              world_size=1 if world_size is None else world_size,
                                              device=target)
+        recipe = recipe.with_(**counting) if counting else recipe
         if "reward_overhead_tokens" in changes and recipe.reward.kind == "rule":
             fail("--reward-overhead applies to a reward model (a model's name or path in reward_funcs), not a rule")
         if "reward_overhead_tokens" in changes:  # the user states their data's template
@@ -124,6 +132,7 @@ def recipe_of_engine_config(from_trl: tuple[str, ...], from_verl: str | None, re
         notes = []
         recipe, rounds = recipe_from_verl(from_verl, model=model, prompt_len=changes.get("prompt_len"),
                                           completion_len=changes.get("completion_len"), notes=notes)
+        recipe = recipe.with_(**counting) if counting else recipe
         verl = verl_mfu_estimate(recipe)
         if verl["verl_update_flops"] is None:
             notes.append(f"verl's MFU formula for model_type {verl['model_type']} (utils/flops_counter.py) is not "
@@ -186,6 +195,9 @@ def export_trl(plan_file: str, plan_model: str | None, world_size: int, out_dir:
     notes = [f"the plan charges each reward call {own['reward_overhead_tokens']} template tokens "
              f"(reward_overhead_tokens in flopplan.yaml): {REWARD_TEMPLATE}; for plain-text data plan with "
              "--reward-overhead 0"] if own.get("reward_overhead_tokens") else []
+    if counting := _counting_flags(entry.recipe):  # (read back under the defaults, the price differed unnamed)
+        notes.append(f"the plan counted with{counting}: give them to plan --from-trl {shlex.quote(str(config_path))} "
+                     f"--from-trl {shlex.quote(str(own_path))} to price these files as the plan did")
     if as_json:
         echo_json({"grpo_config": str(config_path), "flopplan_config": str(own_path), "launcher": str(launcher),
                    "command": command, "config": kwargs, "flopplan": own, "notes": notes})
@@ -244,7 +256,8 @@ def export_verl(plan_file: str, plan_model: str | None, gpus_per_node: int, nnod
     flags = _length_flags(recipe, notes)  # verl's config holds only the maxima: the plan's lengths go as flags
     # a --model-path flopplan may not read (a folder on the training machine): the command names the model
     model = f" --model {shlex.quote(recipe.policy)}" if model_path else ""
-    check = f"flopplan plan --from-verl {shlex.quote(str(folder / 'overrides.txt'))}{model}{flags}"
+    check = f"flopplan plan --from-verl {shlex.quote(str(folder / 'overrides.txt'))}{model}{flags}" \
+        f"{_counting_flags(recipe)}"
     header = (f"# {entry.model}: {steps} steps of the plan {plan_file} as verl {VERL_VERSION} overrides "
               f"(flopplan export verl); price them with {check}\n")
     listing = atomic_write_text(folder / "overrides.txt", header + "".join(
@@ -261,6 +274,17 @@ def export_verl(plan_file: str, plan_model: str | None, gpus_per_node: int, nnod
     click.echo(f"wrote {listing}\nwrote {script}\nrun on {gpus_per_node * nnodes} GPUs: bash {script}")
     for note in notes:
         click.echo(f"note: {note}")
+
+
+def _counting_flags(recipe: Recipe) -> str:
+    """The plan's counting conventions that are not the default, as the options that give them
+    (:data:`COUNTING_OPTIONS`)."""
+    from flopplan.cli.options import recipe_option_fields
+
+    defaults = {f.name: f.default for f in dataclasses.fields(Recipe)}
+    return "".join(f" {field.metadata['option']} {shlex.quote(str(getattr(recipe, field.name)))}"
+                   for field in recipe_option_fields() if field.name in COUNTING_OPTIONS
+                   and getattr(recipe, field.name) != defaults.get(field.name))
 
 
 def _length_flags(recipe: Recipe, notes: list[str]) -> str:
