@@ -223,6 +223,29 @@ def test_a_function_that_cannot_take_trls_call_is_refused(data, tmp_path):
             load_reward_func(bad)
 
 
+def test_what_a_reward_function_returns_is_read_as_trl_reads_it_and_the_rest_refused_in_one_line():
+    """A held-out researcher's functions: a dict's keys were read as its rewards, a scalar or None crashed with a
+    traceback, infinity made the loss NaN and the next step crash; NumPy numbers, 0-d tensors and booleans (which
+    TRL's float32 tensor takes) were refused. A column named as a TRL keyword replaced the completions."""
+    import numpy as np
+
+    from flopplan.grpo.reward_funcs import _rewards
+
+    assert _rewards("f", [np.float32(0.5), True, None, float("nan")], 4)[:3] == [0.5, 1.0, None]
+    assert _rewards("f", np.array([1, 2]), 2) == [1.0, 2.0] and _rewards("f", (0, 1), 2) == [0.0, 1.0]
+    torch = pytest.importorskip("torch")
+    assert _rewards("f", torch.tensor([0.25, 1.0]), 2) == [0.25, 1.0]
+    for out, fragment in (({0: 0.0, 1: 0.0}, "a list of 2 rewards"), (0.5, "a list of 2 rewards"),
+                          (None, "a list of 2 rewards"), ((x for x in (1, 2)), "a list of 2 rewards"),
+                          ([1.0, float("inf")], "rewards must be finite"), ([1e300, 0], "must be finite in float32"),
+                          (["1", 0], "rewards are numbers or None"), ([1.0], "returned 1 rewards for 2")):
+        with pytest.raises(UserError, match=fragment) as caught:
+            _rewards("f", out, 2)
+        assert "\n" not in str(caught.value)
+    with pytest.raises(UserError, match="the dataset's column 'completions' is one of the keywords"):
+        RewardFuncs.load(("exact",)).check_columns(("answer", "completions"))
+
+
 def test_the_math_reward_verifies_with_math_verify():
     pytest.importorskip("math_verify")
     from flopplan.grpo.reward_funcs import math_reward

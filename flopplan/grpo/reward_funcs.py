@@ -30,6 +30,8 @@ from flopplan.errors import UserError, first_line
 from flopplan.grpo.tasks import Problem, extract_answer, is_correct
 
 BUILTIN_REWARDS = ("exact", "math")
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest float32: the rewards become a float32 tensor (a reward of 1e300 was infinite there)."""
 TRL_KEYWORDS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric")
 """What TRL's GRPOTrainer (1.16 ``_calculate_rewards``) passes every reward function besides the dataset columns."""
 
@@ -108,6 +110,28 @@ def _import(module_name: str) -> Any:
     return importlib.import_module(module_name)
 
 
+def _rewards(spec: str, out: Any, n: int) -> list[float | None]:
+    """A reward function's output as TRL reads it: a list (or tuple, array, tensor) of ``n`` numbers or None
+    (NumPy and 0-d torch numbers and booleans are numbers, as TRL's float32 tensor takes them). A scalar, None, a
+    dict (whose keys were read as the rewards), a generator, or a number that is not finite is refused in one line
+    (infinity made the loss NaN and the next step's sampling crash)."""
+    if isinstance(out, (str, bytes, dict)) or not hasattr(out, "__len__") or not hasattr(out, "__iter__"):
+        raise UserError(f"reward function {spec!r} returned {out!r:.80}: a list of {n} rewards (numbers or None)")
+    values = list(out)
+    if len(values) != n:
+        raise UserError(f"reward function {spec!r} returned {len(values)} rewards for {n} completions")
+    read: list[float | None] = []
+    for v in values:
+        number = v.item() if hasattr(v, "item") and getattr(v, "ndim", 0) == 0 else v  # NumPy, a 0-d tensor
+        if number is not None and (isinstance(number, str) or not isinstance(number, (int, float))):
+            raise UserError(f"reward function {spec!r} returned {v!r:.80}: rewards are numbers or None")
+        if number is not None and abs(float(number)) > FLOAT32_MAX:  # (inf, or inf once read as float32)
+            raise UserError(f"reward function {spec!r} returned {v!r}: rewards must be finite in float32 (NaN and "
+                            "None count 0)")
+        read.append(None if number is None else float(number))
+    return read
+
+
 def check_signature(spec: str, func: Callable[..., Any], columns: Sequence[str]) -> None:
     """Refuse a function TRL's call (its keywords and ``columns``, by keyword) would fail on; with no columns
     (before the data is read) only the keywords TRL always passes are checked."""
@@ -148,6 +172,13 @@ class RewardFuncs:
                            tuple(float(w) for w in weights) if weights is not None else (1.0,) * len(specs))
 
     def check_columns(self, columns: Sequence[str]) -> None:
+        """Refuse a dataset column named as one of TRL's keywords (it replaced the prompts or completions the
+        functions were given: a held-out user's ``completions`` column scored every completion right; TRL refuses
+        it as a keyword given twice), then each function's signature."""
+        clash = sorted(set(columns) & set(TRL_KEYWORDS))
+        if clash:
+            raise UserError(f"the dataset's column {clash[0]!r} is one of the keywords a reward function is called "
+                            f"with ({', '.join(TRL_KEYWORDS)}): rename it")
         for spec, func in zip(self.specs, self.funcs, strict=True):
             check_signature(spec, func, columns)
 
@@ -161,15 +192,7 @@ class RewardFuncs:
             out = func(**kwargs)
             if inspect.isawaitable(out):
                 out = asyncio.run(_awaited(out))
-            values = list(out)
-            if len(values) != len(completions):
-                raise UserError(f"reward function {spec!r} returned {len(values)} rewards for {len(completions)} "
-                                "completions")
-            bad = next((v for v in values if v is not None and (isinstance(v, bool)
-                                                                or not isinstance(v, (int, float)))), None)
-            if bad is not None:
-                raise UserError(f"reward function {spec!r} returned {bad!r}: rewards are numbers or None")
-            per_func[spec] = [None if v is None else float(v) for v in values]
+            per_func[spec] = _rewards(spec, out, len(completions))
         total = [sum(w * (0.0 if v is None or v != v else v) for w, v in zip(self.weights, row, strict=True))
                  for row in zip(*per_func.values(), strict=True)]
         return total, per_func
