@@ -107,25 +107,40 @@ def _mc(arm, r0, n, rng):
     return float(vals.mean()), float(vals.std(ddof=1) / np.sqrt(n))
 
 
-def truth_check(families, reps, seed, n_mc):
-    rng = np.random.default_rng([seed, 41])
-    zs_all, dq_all = [], []
+def check_truths(families, reps, seed, n_mc, indep, salt, mean_of=None):
+    """The truth the harness states at F for every arm of ``families`` against ``indep(arm, F / F_P)`` (a round's
+    independent quadrature) and against a Monte Carlo of seeds through the harness's simulate (``n_mc`` draws,
+    random stream ``[seed, salt]``); with ``mean_of(arm, x)``, each arm's mean against that recomputation from its
+    definition too. A line per family, then one for all (rounds 41-43 each check their families through it)."""
+    rng = np.random.default_rng([seed, salt])
+    width = max(len(f) for f in (*families, "all")) + 1
+    zs_all, dq_all, dm_all = [], [], []
     for fam in families:
-        zs, dq = [], []
+        zs, dq, dm = [], [], []
         for r0, arms in _reps(fam, reps, seed):
             for arm in arms:
                 t = rbc.truth_at(arm, rbc.F)
-                dq.append(abs(t - _indep(arm, rbc.F / rbc.F_P)))
+                dq.append(abs(t - indep(arm, rbc.F / rbc.F_P)))
+                if mean_of is not None:
+                    dm.append(max(abs(float(arm.mean(np.array(y))) - mean_of(arm, y)) for y in (0.3, 1.0, 2.0, 4.0)))
                 m, se = _mc(arm, r0, n_mc, rng)
                 zs.append((m - t) / se)
         zs, dq = np.array(zs), np.array(dq)
         zs_all += list(zs)
         dq_all += list(dq)
-        print(f"{fam:<9} arms {zs.size:>3}  Monte Carlo ({n_mc} draws of 3 seeds): max|z| {np.abs(zs).max():.2f}, "
-              f"mean z^2 {np.mean(zs ** 2):.2f}; independent quadrature: max|diff| {dq.max():.1e}", flush=True)
+        dm_all += dm
+        means = f" (means {max(dm):.1e})" if dm else ""
+        print(f"{fam:<{width}} arms {zs.size:>3}  Monte Carlo ({n_mc} draws of 3 seeds): max|z| "
+              f"{np.abs(zs).max():.2f}, mean z^2 {np.mean(zs ** 2):.2f}; independent quadrature: max|diff| "
+              f"{dq.max():.1e}{means}", flush=True)
     zs_all, dq_all = np.array(zs_all), np.array(dq_all)
-    print(f"all       arms {zs_all.size:>3}  max|z| {np.abs(zs_all).max():.2f}, mean z^2 {np.mean(zs_all ** 2):.2f}, "
-          f"max|diff| {dq_all.max():.1e}")
+    means = f" (means {max(dm_all):.1e})" if dm_all else ""
+    print(f"{'all':<{width}} arms {zs_all.size:>3}  max|z| {np.abs(zs_all).max():.2f}, mean z^2 "
+          f"{np.mean(zs_all ** 2):.2f}, max|diff| {dq_all.max():.1e}{means}")
+
+
+def truth_check(families, reps, seed, n_mc):
+    check_truths(families, reps, seed, n_mc, _indep, 41)
 
 
 def leaders(fam, reps, seed):

@@ -25,7 +25,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 import race_blind_check as rbc
-from race_blind_check_round41_checks import _h, _mc, _reps, _zpoints, leaders
+from race_blind_check_round41_checks import _h, _zpoints, check_truths, leaders
 from race_blind_check_round42 import MINE, Aha, Entropy, Resets, Unlock, Warmup
 from scipy.integrate import quad
 from scipy.optimize import brentq
@@ -102,27 +102,7 @@ def _indep(arm, x, own=False):
 
 
 def truth_check(families, reps, seed, n_mc):
-    rng = np.random.default_rng([seed, 42])
-    zs_all, dq_all, dm_all = [], [], []
-    for fam in families:
-        zs, dq, dm = [], [], []
-        for r0, arms in _reps(fam, reps, seed):
-            for arm in arms:
-                t = rbc.truth_at(arm, rbc.F)
-                dq.append(abs(t - _indep(arm, rbc.F / rbc.F_P)))
-                dm.append(max(abs(float(arm.mean(np.array(y))) - mean_of(arm, y)) for y in (0.3, 1.0, 2.0, 4.0)))
-                m, se = _mc(arm, r0, n_mc, rng)
-                zs.append((m - t) / se)
-        zs, dq, dm = np.array(zs), np.array(dq), np.array(dm)
-        zs_all += list(zs)
-        dq_all += list(dq)
-        dm_all += list(dm)
-        print(f"{fam:<8} arms {zs.size:>3}  Monte Carlo ({n_mc} draws of 3 seeds): max|z| {np.abs(zs).max():.2f}, "
-              f"mean z^2 {np.mean(zs ** 2):.2f}; independent quadrature: max|diff| {dq.max():.1e} (means "
-              f"{dm.max():.1e})", flush=True)
-    zs_all, dq_all, dm_all = np.array(zs_all), np.array(dq_all), np.array(dm_all)
-    print(f"all      arms {zs_all.size:>3}  max|z| {np.abs(zs_all).max():.2f}, mean z^2 {np.mean(zs_all ** 2):.2f}, "
-          f"max|diff| {dq_all.max():.1e} (means {dm_all.max():.1e})")
+    check_truths(families, reps, seed, n_mc, _indep, 42, mean_of)
 
 
 def leader_share(families, reps, seed):
