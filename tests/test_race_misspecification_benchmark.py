@@ -564,6 +564,23 @@ def test_round_40s_blind_families_run_through_the_check_and_their_truths_are_wha
     assert scores.shape[-1] == r40.rbc.N_PROMPTS and not scores.any()
 
 
+def _arms_are_what_their_checks_say(round_module, checks, rng, checked=lambda name, arms: arms[::3], means=True):
+    """Every arm of a blind round's families starts at r0; with ``means``, its mean equals the checks module's
+    recomputation from its definition; the truth the harness states at F equals the checks module's independent
+    quadrature for the arms ``checked`` (g4 and g32); a plain curve keeps the harness's own truth."""
+    rbc = round_module.rbc
+    for name, family in round_module.MINE.items():
+        arms = family(rng, 0.2)
+        for arm in arms:
+            assert float(arm(np.array([1e-30 * rbc.F_P]))[0]) == pytest.approx(0.2, abs=1e-9)
+            for x in (0.05, 1.0, 3.0) if means else ():
+                assert float(arm.mean(np.array(x))) == pytest.approx(checks.mean_of(arm, x), abs=1e-10)
+        for arm in checked(name, arms):
+            assert rbc.truth_at(arm, rbc.F) == pytest.approx(checks._indep(arm, rbc.F / rbc.F_P), abs=1e-8)
+    other = lambda f: 0.3 + 0.2 * np.asarray(f, dtype=float) / rbc.F  # noqa: E731
+    assert rbc.truth_at(other, rbc.F) == pytest.approx(0.3 + 0.2 * np.exp(rbc.SHIFT_SD ** 2 / 2), abs=1e-12)
+
+
 ROUND41 = ("truncdip", "goldhump", "tiblowup", "bigstep", "klrescue")  # benchmarks/race_blind_check_round41.py's
 
 
@@ -580,18 +597,10 @@ def test_round41s_blind_families_run_through_the_check_and_their_truths_are_what
     r41 = _runs_through("race_blind_check_round41.py", ROUND41, tmp_path, monkeypatch,
                         checks="race_blind_check_round41_checks.py")
     checks = importlib.import_module("race_blind_check_round41_checks")
-    rbc = r41.rbc
-    rng = np.random.default_rng(41)
-    for name, family in r41.MINE.items():
-        arms = family(rng, 0.2)
-        for arm in arms:
-            assert float(arm(np.array([1e-30 * rbc.F_P]))[0]) == pytest.approx(0.2, abs=1e-9)
-        for arm in arms[::3] if name != "tiblowup" else arms[:1]:  # g4 and g32 (tiblowup's nested quad: g4)
-            assert rbc.truth_at(arm, rbc.F) == pytest.approx(checks._indep(arm, rbc.F / rbc.F_P), abs=1e-8)
+    _arms_are_what_their_checks_say(r41, checks, np.random.default_rng(41), means=False,  # (tiblowup's nested
+                                    checked=lambda name, arms: arms[::3] if name != "tiblowup" else arms[:1])  # quad)
     for m in (0.0, 0.004, 0.02, 0.2, 0.6, 0.99, 1.0):
         assert float(r41.clip_mean(np.array(m), 0.25)) == pytest.approx(checks._h(m, 0.25), abs=1e-12)
-    other = lambda f: 0.3 + 0.2 * np.asarray(f, dtype=float) / rbc.F  # noqa: E731
-    assert rbc.truth_at(other, rbc.F) == pytest.approx(0.3 + 0.2 * np.exp(rbc.SHIFT_SD ** 2 / 2), abs=1e-12)
 
 
 ROUND42 = ("aha", "unlock", "warmup", "resets", "entkeep")  # benchmarks/race_blind_check_round42.py's
@@ -612,16 +621,8 @@ def test_round42s_blind_families_run_through_the_check_and_their_truths_are_what
     r42 = _runs_through("race_blind_check_round42.py", ROUND42, tmp_path, monkeypatch,
                         checks="race_blind_check_round42_checks.py")
     checks = importlib.import_module("race_blind_check_round42_checks")
-    rbc = r42.rbc
-    rng = np.random.default_rng(42)
-    for family in r42.MINE.values():
-        arms = family(rng, 0.2)
-        for arm in arms:
-            assert float(arm(np.array([1e-30 * rbc.F_P]))[0]) == pytest.approx(0.2, abs=1e-9)
-            for x in (0.05, 1.0, 3.0):
-                assert float(arm.mean(np.array(x))) == pytest.approx(checks.mean_of(arm, x), abs=1e-10)
-        for arm in arms[::3]:  # g4 and g32
-            assert rbc.truth_at(arm, rbc.F) == pytest.approx(checks._indep(arm, rbc.F / rbc.F_P), abs=1e-8)
+    rbc, rng = r42.rbc, np.random.default_rng(42)
+    _arms_are_what_their_checks_say(r42, checks, rng)
     for lam, x in ((0.7, 2.0), (3.0, 0.5)):
         conv = quad(lambda t, lam=lam, x=x: lam * np.exp(-lam * t) * -np.expm1(-lam * (x - t)), 0.0, x)[0]
         assert float(r42.both_by(lam, lam, x)) == pytest.approx(conv, abs=1e-12)
@@ -629,8 +630,6 @@ def test_round42s_blind_families_run_through_the_check_and_their_truths_are_what
     r41 = importlib.import_module("race_blind_check_round41")
     old = r41.fam_goldhump(rng, 0.2)[0]
     assert rbc.truth_at(old, rbc.F) == old.truth_r41(rbc.F)
-    other = lambda f: 0.3 + 0.2 * np.asarray(f, dtype=float) / rbc.F  # noqa: E731
-    assert rbc.truth_at(other, rbc.F) == pytest.approx(0.3 + 0.2 * np.exp(rbc.SHIFT_SD ** 2 / 2), abs=1e-12)
 
 
 ROUND43 = ("sigfit", "flatgroups", "iccrise", "broad")  # benchmarks/race_blind_check_round43.py's
@@ -647,18 +646,8 @@ def test_round43s_blind_families_run_through_the_check_and_their_truths_are_what
     r43 = _runs_through("race_blind_check_round43.py", ROUND43, tmp_path, monkeypatch,
                         checks="race_blind_check_round43_checks.py")
     checks = importlib.import_module("race_blind_check_round43_checks")
-    rbc = r43.rbc
     rng = np.random.default_rng(43)
-    for family in r43.MINE.values():
-        arms = family(rng, 0.2)
-        for arm in arms:
-            assert float(arm(np.array([1e-30 * rbc.F_P]))[0]) == pytest.approx(0.2, abs=1e-9)
-            for x in (0.05, 1.0, 3.0):
-                assert float(arm.mean(np.array(x))) == pytest.approx(checks.mean_of(arm, x), abs=1e-10)
-        for arm in arms[::3]:  # g4 and g32
-            assert rbc.truth_at(arm, rbc.F) == pytest.approx(checks._indep(arm, rbc.F / rbc.F_P), abs=1e-8)
+    _arms_are_what_their_checks_say(r43, checks, rng)
     r42 = importlib.import_module("race_blind_check_round42")
     old = r42.fam_warmup(rng, 0.2)[0]
-    assert rbc.truth_at(old, rbc.F) == old.truth_r42(rbc.F)
-    other = lambda f: 0.3 + 0.2 * np.asarray(f, dtype=float) / rbc.F  # noqa: E731
-    assert rbc.truth_at(other, rbc.F) == pytest.approx(0.3 + 0.2 * np.exp(rbc.SHIFT_SD ** 2 / 2), abs=1e-12)
+    assert r43.rbc.truth_at(old, r43.rbc.F) == old.truth_r42(r43.rbc.F)
