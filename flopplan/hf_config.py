@@ -91,6 +91,16 @@ LOCAL_ORMS_ONLY = ("flopplan runs local outcome reward models only (sequence cla
 """What a local reward model folder flopplan cannot run is told to do instead."""
 
 
+def require_local_orm(folder: Path, what: str) -> str:
+    """The class a local reward model folder's config names, which must be a sequence classifier: read before the
+    config is counted (a head flopplan does not count is named as what the folder holds); ``what``: how the
+    refusal names the folder."""
+    architecture = architecture_name(folder)
+    if not architecture.endswith("ForSequenceClassification"):
+        raise UserError(f"{what} holds {not_an_orm(architecture)}: {LOCAL_ORMS_ONLY}")
+    return architecture
+
+
 def not_an_orm(architecture: str) -> str:
     """What a reward model folder without a sequence-classification head holds, by its config's class name."""
     if architecture.endswith("ForProcessRewardModel"):

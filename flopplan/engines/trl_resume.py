@@ -161,8 +161,8 @@ def check_same_recipe(folder: Path, recipe: Any) -> None:
     from flopplan.arch import load_config
     from flopplan.engines.trl_trainer import priced_spec
 
-    data = read_json(folder / CONFIG, "run configuration") if (folder / CONFIG).is_file() else None
-    saved = data.get("recipe") if isinstance(data, dict) else None
+    data = _run_config(folder)
+    saved = data.get("recipe") if data is not None else None
     if not isinstance(saved, dict):
         return
     now = recipe.to_data()
@@ -211,15 +211,15 @@ def resumed_budget(folder: Path, given: int | None) -> int | None:
     kept: a held-out user)."""
     if given is not None:
         return given
-    data = read_json(folder / CONFIG, "run configuration") if (folder / CONFIG).is_file() else None
-    recorded = data.get("budget_flops") if isinstance(data, dict) else None
+    data = _run_config(folder)
+    recorded = data.get("budget_flops") if data is not None else None
     return int(recorded) if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) else None
 
 
 def record_budget(folder: Path, budget: int | None) -> None:
     """A budget given on resume, written into the run folder's configuration (what a later resume goes on with)."""
-    data = read_json(folder / CONFIG, "run configuration") if (folder / CONFIG).is_file() else None
-    if isinstance(data, dict) and data.get("budget_flops") != budget:
+    data = _run_config(folder)
+    if data is not None and data.get("budget_flops") != budget:
         atomic_write_json(folder / CONFIG, {**data, "budget_flops": budget})
 
 
@@ -245,6 +245,12 @@ def check_budget_covers(ledger: Any, step: int) -> None:
     if budget is not None and charged > budget:
         raise UserError(f"the budget of {budget:,.0f} FLOPs is below the {charged:,} FLOPs this run charged by "
                         f"checkpoint-{step}: resume with a larger budget, or with none to keep the run's own")
+
+
+def _run_config(folder: Path) -> dict[str, Any] | None:
+    """The run folder's configuration as written (None: none, or not an object)."""
+    data = read_json(folder / CONFIG, "run configuration") if (folder / CONFIG).is_file() else None
+    return data if isinstance(data, dict) else None
 
 
 def _saved_model(folder: Path, value: Any) -> Path | None:

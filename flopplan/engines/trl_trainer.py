@@ -141,8 +141,6 @@ def _reward_models(funcs: list[Any]) -> list[nn.Module]:
             raise UserError(f"reward_funcs: {f!r} is neither a function nor a model")
     if len(models) > 1:
         raise UserError(f"reward_funcs holds {len(models)} reward models: flopplan prices one reward model a round")
-    for model in models:
-        reward_model_class(model)
     return models
 
 

@@ -81,11 +81,9 @@ class RewardModel:
             raise UserError(f"the reward output must be one of {', '.join(ORM_OUTPUTS)}")
         codec = None
         if path is not None:
-            from flopplan.hf_config import LOCAL_ORMS_ONLY, architecture_name, not_an_orm
+            from flopplan.hf_config import require_local_orm
 
-            architecture = architecture_name(Path(path))  # what the CLI's check says (train.config)
-            if not architecture.endswith("ForSequenceClassification"):
-                raise UserError(f"the reward model in {path!r} holds {not_an_orm(architecture)}: {LOCAL_ORMS_ONLY}")
+            require_local_orm(Path(path), f"the reward model in {path!r}")  # what the CLI's check says (train.config)
             spec = load_config(Path(path))
             if system.kind == "prm":
                 raise UserError(f"{system} is a process reward model, but the folder {path!r} holds an outcome "

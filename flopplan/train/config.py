@@ -293,7 +293,7 @@ class TrainConfig:
         recipe prices (``orm:tiny-rm`` with a tiny-rm folder): the budget guard and the plan price the recipe's,
         the ledger charges the one that runs."""
         from flopplan.arch import load_config
-        from flopplan.hf_config import LOCAL_ORMS_ONLY, architecture_name, not_an_orm
+        from flopplan.hf_config import require_local_orm
         from flopplan.runfile import REWARD_MODEL_CARD, load_reward_model_card
 
         path = Path(str(self.reward_model_path))
@@ -303,9 +303,7 @@ class TrainConfig:
             raise UserError(f"--reward-model-path {str(path)!r} has no config.json")
         if (path / REWARD_MODEL_CARD).exists():  # trained by flopplan: its card must be readable
             load_reward_model_card(path)
-        architecture = architecture_name(path)  # (before the config is read: a head flopplan does not count is
-        if not architecture.endswith("ForSequenceClassification"):  # named as what the folder holds)
-            raise UserError(f"--reward-model-path {str(path)!r} holds {not_an_orm(architecture)}: {LOCAL_ORMS_ONLY}")
+        architecture = require_local_orm(path, f"--reward-model-path {str(path)!r}")
         loaded, priced = load_config(path), self.recipe.reward_spec
         own = f"orm:{path / 'config.json'}"  # what prices the folder's own architecture
         if self.recipe.reward.kind == "prm":
