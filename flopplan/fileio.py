@@ -99,8 +99,8 @@ def writable_targets(*paths: str | Path, reads: tuple[str | Path, ...] = ()) -> 
     inputs = {os.path.realpath(p): str(p) for p in reads if str(p) != STDOUT}
     seen: dict[str, str] = {}
     for path in (p for p in paths if str(p) != STDOUT):
-        if os.path.realpath(path) in inputs:
-            raise UserError(f"will not write {str(path)!r}: the command reads it ({inputs[os.path.realpath(path)]!r})")
+        if (read := inputs.get(os.path.realpath(path))) is not None:
+            raise UserError(f"will not write {str(path)!r}: the command reads it ({read!r})")
         key = os.path.realpath(writable_target(path))
         if key in seen:
             raise UserError(f"will not write {seen[key]!r} and {str(path)!r}: they are the same file")
