@@ -324,6 +324,15 @@ def resolve(name_or_path: str, reward: bool = False) -> ArchSpec:
                     "or a path to a config.json")
 
 
+def local_model_path(name_or_path: str) -> str | None:
+    """The absolute path of the local config file or folder :func:`resolve` reads for ``name_or_path``, or None
+    where it reads the registry or the Hub. A record that must be read again from another folder (a race's arms,
+    which its pilots and Ray workers read wherever they run) keeps this path, not the spelling it was given."""
+    if _registry_key(name_or_path) is not None and "/" not in name_or_path:
+        return None  # a registry name is the registry's, whatever folder of that name is here
+    return str(Path(name_or_path).absolute()) if exists(name_or_path, "model ") else None
+
+
 # -- Hugging Face config.json ---------------------------------------------------------------------------------
 
 SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "llama", "mistral", "gemma2", "gemma3_text", "phi3", *MOE_MODEL_TYPES)

@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from flopplan.arch import ArchSpec, orm_head, prm_head, resolve, with_head
+from flopplan.arch import ArchSpec, local_model_path, orm_head, prm_head, resolve, with_head
 from flopplan.attention import ATTENTION_CONVENTIONS, ATTENTION_KERNELS, WINDOW_CONVENTIONS, sliding_layers
 from flopplan.errors import UserError, check_choice, check_int, check_number
 from flopplan.fileio import atomic_write_text, read_text
@@ -349,6 +349,13 @@ class Recipe:
                 self.reward_overhead_tokens == reward_template_tokens(self.reward):
             changes["reward_overhead_tokens"] = None
         return replace(self, **changes)
+
+    def with_local_paths_absolute(self) -> Recipe:
+        """This recipe with its policy and reward model named by absolute path where they are local files or
+        folders (:func:`flopplan.arch.local_model_path`), so that it reads the same models from any folder."""
+        policy = local_model_path(self.policy) or self.policy
+        model = self.reward.model and (local_model_path(self.reward.model) or self.reward.model)
+        return replace(self, policy=policy, reward=RewardSystem(self.reward.kind, model))
 
     def describe(self) -> str:
         tuning = "full" if self.lora_rank is None else f"LoRA r={self.lora_rank}"

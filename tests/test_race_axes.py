@@ -272,3 +272,24 @@ def test_an_arm_named_by_an_absolute_path_does_not_start_like_a_flag():
     assert name == "tmp-team-models-llama-a.G4.mu1.rule"
     plain = arm_name({"policy": "tiny-s", "group_size": 8, "iterations": 2, "reward": "rule"}, ())
     assert plain == "tiny-s.G8.mu2.rule"
+
+
+def test_an_arm_whose_policy_is_a_relative_config_reads_it_from_any_folder(tmp_path, monkeypatch):
+    """A policy given by a relative path was kept as given: `race run` (and a Ray worker) elsewhere could not read
+    it ("cannot read config 'pol/config.json'"). The arms' recipes name it by its absolute path, their names by the
+    spelling given; a registry name stays a registry name, whatever folder of that name is here."""
+    (tmp_path / "pol").mkdir()
+    config = {"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 300, "max_position_embeddings": 512}
+    (tmp_path / "pol" / "config.json").write_text(json.dumps(config))
+    (tmp_path / "tiny-s").mkdir()  # a folder of a registry name: not what `tiny-s` names
+    monkeypatch.chdir(tmp_path)
+    cli("race", "design", "--budget", "1.2e12", "--pilot-fraction", "0.5", "--models", "pol/config.json,tiny-s",
+        "--seeds", "2", "--rungs", "2", "--evals", "3", "--eval-prompts", "20", "--out", "r", check=True)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    design = RaceDesign.load("../r")
+    policies = {a.name.split(".G")[0]: a.recipe.policy for a in design.arms}
+    assert policies == {"pol-config.json": str(tmp_path / "pol" / "config.json"), "tiny-s": "tiny-s"}
+    for arm in design.arms:  # what the runner plans each pilot with, read from here
+        assert plan(arm.recipe, Budget(flops=float(design.rung_flops[-1]))).steps >= 1

@@ -208,3 +208,29 @@ def test_a_resume_or_a_new_run_removes_the_temporaries_a_kill_left_and_nothing_e
     cli("train", *args, "--steps", "1", check=True)
     assert not [name for name in STALE if (run / name).exists()]
     assert all((run / name).exists() for name in KEPT)
+
+
+def test_a_run_started_with_relative_paths_resumes_from_another_folder(tmp_path, monkeypatch):
+    """A run records the folder it started in (work_dir): its relative paths (a dataset, a reward function's file)
+    are read from there when it resumes from elsewhere (they were read from the folder it resumed in, and the resume
+    refused a dataset it could not find); where that folder is gone, the refusal says so."""
+    start, elsewhere = tmp_path / "start", tmp_path / "elsewhere"
+    start.mkdir()
+    elsewhere.mkdir()
+    (start / "train.jsonl").write_text("".join(json.dumps({"prompt": f"{a}+{b}=", "answer": str(a + b)}) + "\n"
+                                               for a in range(5) for b in range(5)))
+    (start / "rewards.py").write_text("def has_answer(completions, answer, **kw):\n"
+                                      "    return [float(a in c) for c, a in zip(completions, answer)]\n")
+    monkeypatch.chdir(start)
+    small = ("--prompts-per-step", "4", "--group-size", "4", "--micro-batch", "8", "--completion-len", "2")
+    cli("train", "--out", "run", "--dataset", "train.jsonl", "--reward-func", "rewards.py:has_answer", "--steps", "1",
+        *small, "--no-eval", "--no-progress", check=True)
+    assert json.loads((start / "run" / "config.json").read_text())["work_dir"] == str(start)
+    monkeypatch.chdir(elsewhere)
+    cli("train", "--out", "../start/run", "--resume", "--steps", "2", "--no-progress", check=True)
+    assert json.loads((start / "run" / "summary.json").read_text())["steps"] == 2
+    monkeypatch.chdir(tmp_path)  # (the resume moved this process to where the run started)
+    start.rename(tmp_path / "moved")
+    one_line_error(cli("train", "--out", "moved/run", "--resume", "--steps", "3", "--no-progress"),
+                   f"cannot read dataset 'train.jsonl': no such file or folder (the run started in {str(start)!r}, "
+                   "which is gone")

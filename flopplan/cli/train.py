@@ -20,6 +20,7 @@ from flopplan.cli.options import (
     recipe_changes,
     recipe_options,
 )
+from flopplan.errors import UserError
 from flopplan.train.config import TrainConfig, demo_recipe
 
 RESUME_OPTIONS = {"out_dir", "resume", "max_steps", "budget_flops", "train_flops", "no_progress", "as_json"}
@@ -73,8 +74,8 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
     if resume:
         limits = {name: knobs[name] for name in ("max_steps", "budget_flops", "train_flops")
                   if knobs[name] is not None}
-        # (out_dir: the folder given now, wherever the run was made)
-        config = replace_config(folder.read_config(), out_dir=out_dir, **limits)
+        folder = _from_where_it_started(folder)  # (out_dir: the folder given now, wherever the run was made)
+        config = replace_config(_read_config(folder), out_dir=str(folder.path), **limits)
     else:
         from flopplan.grpo.data import check_datasets
         from flopplan.grpo.reward_funcs import RewardFuncs
@@ -184,6 +185,32 @@ def learned_reward_notes(config: Any) -> list[str]:
     return notes
 
 
+def _from_where_it_started(folder: Any) -> Any:
+    """The run folder, read from the folder its run was started from: a resume from elsewhere moves this process
+    there (the folder given now made absolute first), so that the run's relative paths (a dataset, a reward
+    function's file, a chat template, a policy's config) name what they named when it started. Where that folder
+    is gone, nothing moves (:func:`_read_config` then says so if a path cannot be read)."""
+    from flopplan.train.runfolder import RunFolder
+
+    start = folder.started_in()
+    if start is None or not Path(start).is_dir() or Path(start).resolve() == Path.cwd().resolve():
+        return folder
+    moved = RunFolder(str(folder.path.resolve()))
+    os.chdir(start)
+    return moved
+
+
+def _read_config(folder: Any) -> Any:
+    try:
+        return folder.read_config()
+    except UserError as exc:
+        start = folder.started_in()
+        if start is None or Path(start).is_dir():
+            raise
+        raise UserError(f"{exc} (the run started in {start!r}, which is gone: its relative paths were read from "
+                        "there)") from None
+
+
 def _train_on_trl(config: Any, resume: bool, as_json: bool, record: Any) -> None:
     try:
         from flopplan.engines.trl_run import run_trl
@@ -220,7 +247,6 @@ def _train_on_trl(config: Any, resume: bool, as_json: bool, record: Any) -> None
 @click.option("--no-plot", is_flag=True, help="Do not draw.")
 def report(run_dir: str, as_json: bool, plot_file: str | None, no_plot: bool) -> None:
     """Summarise a training run: FLOPs by bucket vs budget vs plan, and reward/accuracy against FLOPs spent."""
-    from flopplan.errors import UserError
     from flopplan.report.console import print_tables
     from flopplan.report.run_report import plot_run, run_tables, unfinished
     from flopplan.runfile import load_run

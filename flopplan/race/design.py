@@ -460,7 +460,8 @@ def _arm_of(base: Recipe, grid: Grid, values: dict[str, Any], evaluation_flops: 
     changes = recipe_fields(values, grid.axes)
     axes = {k: label(v) for k, v in values.items()}
     try:
-        recipe = base.with_(**changes, eval_every=EVAL_NEVER, eval_prompts=grid.eval_prompts, eval_at_start=True)
+        recipe = base.with_(**changes, eval_every=EVAL_NEVER, eval_prompts=grid.eval_prompts,
+                            eval_at_start=True).with_local_paths_absolute()  # its pilots run from anywhere
         if grid.round_micro_batch and base.micro_batch is None and "micro_batch" not in changes:
             recipe = recipe.with_(micro_batch=math.gcd(recipe.generation_batch_size, recipe.optimizer_batch_size))
         step = step_cost(training_only(recipe)).step_flops  # the policy's spec read here (a LoRA rank, its targets)

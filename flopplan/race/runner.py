@@ -233,8 +233,8 @@ def train_command(design: RaceDesign, folder: Path, task: PilotTask) -> list[str
     several evaluation points runs one, so the budget alone let the evaluations that did not run buy more training,
     more for an arm of larger steps). The validating run (rung -1) has no cap: its budget ends it."""
     cap = ["--train-flops", str(design.rung_flops[task.rung])] if task.rung >= 0 else []
-    base = [sys.executable, "-m", "flopplan", "train", "--out", str(task.folder), "--budget", str(task.budget),
-            *cap, "--no-progress"]
+    base = [sys.executable, "-m", "flopplan", "train", "--out", str(task.folder.absolute()), "--budget",
+            str(task.budget), *cap, "--no-progress"]
     if (task.folder / CONFIG).is_file():
         return [*base, "--resume"]
     arm = design.arm(task.arm)
@@ -243,11 +243,11 @@ def train_command(design: RaceDesign, folder: Path, task: PilotTask) -> list[str
         top = arm.pilot_budget(design, len(design.rung_flops) - 1)
         PlanFile((PlanEntry.of(plan(arm.recipe, Budget(flops=float(top)))),), design.command).save(plan_path)
     points = ",".join(str(p) for p in design.eval_points)
-    command = [*base, "--plan", str(plan_path), "--seed", str(task.seed), "--eval-targets", ",".join(design.targets),
-               "--eval-at-flops", points, "--checkpoint-every", "1", "--keep-checkpoints", "2", "--lost-outside-budget",
-               "--eval-at-end"]
+    command = [*base, "--plan", str(plan_path.absolute()), "--seed", str(task.seed), "--eval-targets",
+               ",".join(design.targets), "--eval-at-flops", points, "--checkpoint-every", "1", "--keep-checkpoints",
+               "2", "--lost-outside-budget", "--eval-at-end"]
     if design.reward_model_path and arm.recipe.reward.kind == "orm":
-        command += ["--reward-model-path", str(folder / design.reward_model_path)]  # an absolute path stays
+        command += ["--reward-model-path", str((folder / design.reward_model_path).absolute())]  # (one stays)
     return command + knob_options(arm.knobs)
 
 

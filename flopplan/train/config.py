@@ -6,6 +6,7 @@ changes) into a :class:`TrainConfig`; the CLI, RACE pilots and the engine launch
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -172,6 +173,9 @@ class TrainConfig:
     fixed_completion: bool = field(default=False, metadata=option(
         "--fixed-completion-len", "Every completion runs to --completion-len tokens (EOS held back): fixed shapes, "
         "as exactness checks use", "flag"))
+    work_dir: str | None = None  # the folder the run was started from (absolute): a resume from another folder
+    # reads the run's relative paths (dataset, reward files, a chat template, a policy's config) from there, as the
+    # run's start did (flopplan.cli.train); None: a run recorded before this field, read from where it resumes
 
     def __post_init__(self) -> None:
         r = self.recipe
@@ -199,6 +203,8 @@ class TrainConfig:
             check_int("lora_alpha", self.lora_alpha, 1)
         if self.budget_flops is not None:
             Budget(flops=self.budget_flops)  # the planner's limits
+        if self.work_dir is not None and not (isinstance(self.work_dir, str) and Path(self.work_dir).is_absolute()):
+            raise UserError(f"work_dir must be an absolute folder (where the run started), not {self.work_dir!r}")
         if self.reward_model_path is not None and r.reward.kind == "rule":
             raise UserError("--reward-model-path needs a model reward (--reward orm:MODEL), not a rule")
         if self.reward_output != "auto" and r.reward.kind != "orm":
@@ -444,7 +450,8 @@ def train_config(out_dir: str, *, plan_file: str | None = None, plan_model: str 
         if entry.budget_flops is None:
             raise UserError("this plan has no FLOP budget (GPU-hours or dollars): give --budget FLOPS")
         budget_flops = entry.budget_flops
-    return TrainConfig(recipe=recipe, out_dir=out_dir, budget_flops=budget_flops, plan=entry, **knobs)
+    return TrainConfig(recipe=recipe, out_dir=out_dir, budget_flops=budget_flops, plan=entry,
+                       work_dir=os.getcwd(), **knobs)
 
 
 __all__ = ["DEMO_RECIPE", "FLAT_LOSS_KEYS", "TrainConfig", "TrainLoss", "demo_recipe", "replace_config",

@@ -184,6 +184,16 @@ class RunFolder:
         atomic_write_json(self.path / CONFIG, {"flopplan_version": __version__, "flopplan_run_version": RUN_VERSION,
                                                **data})
 
+    def started_in(self) -> str | None:
+        """The folder the run was started from (its config's ``work_dir``), or None: none recorded (a run of an
+        earlier version, a metered TRL script's) or no readable config (which :meth:`read_config` refuses)."""
+        try:
+            data = json.loads((self.path / CONFIG).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        where = data.get("work_dir") if isinstance(data, dict) else None
+        return where if isinstance(where, str) and Path(where).is_absolute() else None
+
     def read_config(self) -> TrainConfig:
         path = self.path / CONFIG
         if not path.exists():
