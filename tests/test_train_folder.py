@@ -234,3 +234,46 @@ def test_a_run_started_with_relative_paths_resumes_from_another_folder(tmp_path,
     one_line_error(cli("train", "--out", "moved/run", "--resume", "--steps", "3", "--no-progress"),
                    f"cannot read dataset 'train.jsonl': no such file or folder (the run started in {str(start)!r}, "
                    "which is gone")
+
+
+def test_a_resume_on_data_that_changed_since_its_checkpoint_is_refused(tmp_path):
+    """The checkpoint's data position counts prompts of the data it was trained on: a resume after the dataset was
+    edited went on silently with other prompts. It is refused in one line naming the part; restored, it resumes."""
+    data = tmp_path / "train.jsonl"
+    rows = "".join(json.dumps({"prompt": f"{a}+{b}=", "answer": str(a + b)}) + "\n" for a in range(5) for b in range(5))
+    data.write_text(rows)
+    run = tmp_path / "run"
+    small = ("--prompts-per-step", "4", "--group-size", "4", "--micro-batch", "8", "--completion-len", "2")
+    cli("train", "--out", str(run), "--dataset", str(data), "--steps", "1", *small, "--no-eval", "--no-progress",
+        check=True)
+    data.write_text(rows.replace('"answer": "4"', '"answer": "5"', 1))
+    one_line_error(cli("train", "--out", str(run), "--resume", "--steps", "2", "--no-progress"),
+                   "the run's data changed since step-000001.pt (train:")
+    data.write_text(rows)
+    cli("train", "--out", str(run), "--resume", "--steps", "2", "--no-progress", check=True)
+    assert json.loads((run / "summary.json").read_text())["steps"] == 2
+
+
+def test_a_reward_function_that_raises_abandons_its_step_with_a_checkpoint_and_one_line(tmp_path, monkeypatch):
+    """A user's reward function that raised (or returned what TRL would not read) mid-step printed a traceback and
+    left a folder that `report` called still going or killed. The step is abandoned as a Ctrl-C abandons it (its
+    rewards come before the first update: its FLOPs counted, redone on resume), with a checkpoint and one line;
+    fixed, the run resumes and does the steps an uninterrupted one does."""
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps({"prompt": f"{a}+{b}=", "answer": str(a + b)}) + "\n"
+                                                  for a in range(5) for b in range(5)))
+    rewards = tmp_path / "rewards.py"
+    rewards.write_text("def score(completions, answer, **kw):\n    raise KeyError('label')\n")
+    monkeypatch.chdir(tmp_path)
+    small = ("--prompts-per-step", "4", "--group-size", "4", "--micro-batch", "8", "--completion-len", "2")
+    result = cli("train", "--out", "run", "--dataset", "train.jsonl", "--reward-func", "rewards.py:score",
+                 "--steps", "2", *small, "--no-eval", "--no-progress")
+    one_line_error(result, "reward function 'rewards.py:score' raised KeyError: 'label': step 1 was abandoned (")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["steps"] == 0 and summary["stop"]["reason"] == "interrupted"
+    abandoned = summary["abandoned_flops"]
+    assert abandoned > 0 and f"({abandoned:,} FLOPs, counted against the budget)" in result.stderr
+    assert cli("report", "run", "--no-plot").returncode == 0
+    rewards.write_text("def score(completions, answer, **kw):\n    return [float(a in c) for c, a in "
+                       "zip(completions, answer)]\n")
+    cli("train", "--out", "run", "--resume", "--no-progress", check=True)
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 2

@@ -152,6 +152,16 @@ def check_signature(spec: str, func: Callable[..., Any], columns: Sequence[str])
             from None
 
 
+class RewardFailed(UserError):
+    """A reward function raised, or returned what TRL would not read, during a step: the trainer abandons the step
+    (its rewards come before the first update), writes a checkpoint, and says so in one line."""
+
+    def abandoned(self, step: int, flops: int, out_dir: str) -> UserError:
+        return UserError(f"{self}: step {step} was abandoned ({flops:,} FLOPs, counted against the budget) and a "
+                         f"checkpoint written; fix the function and continue with flopplan train --out {out_dir} "
+                         "--resume")
+
+
 @dataclass
 class RewardFuncs:
     """The run's reward functions and their weights (TRL's ``reward_weights``)."""
@@ -189,10 +199,16 @@ class RewardFuncs:
         for spec, func in zip(self.specs, self.funcs, strict=True):
             kwargs = {"prompts": prompts, "completions": completions, "completion_ids": completion_ids,
                       "trainer_state": None, "log_extra": None, "log_metric": None, **columns}
-            out = func(**kwargs)
-            if inspect.isawaitable(out):
-                out = asyncio.run(_awaited(out))
-            per_func[spec] = _rewards(spec, out, len(completions))
+            try:
+                out = func(**kwargs)
+                if inspect.isawaitable(out):
+                    out = asyncio.run(_awaited(out))
+                per_func[spec] = _rewards(spec, out, len(completions))
+            except UserError as exc:  # what it returned
+                raise RewardFailed(str(exc)) from None
+            except Exception as exc:  # whatever the user's function raises (a Ctrl-C is not caught here)
+                raise RewardFailed(f"reward function {spec!r} raised {type(exc).__name__}: {first_line(exc)}") \
+                    from None
         total = [sum(w * (0.0 if v is None or v != v else v) for w, v in zip(self.weights, row, strict=True))
                  for row in zip(*per_func.values(), strict=True)]
         return total, per_func

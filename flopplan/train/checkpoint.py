@@ -90,3 +90,15 @@ def load_latest(folder: Path, where: str) -> tuple[Path, dict[str, Any], list[st
     if notes:
         raise UserError(f"nothing to resume in {where!r}: no checkpoint can be read ({notes[0]})")
     raise UserError(f"nothing to resume in {where!r}: no checkpoint")
+
+
+def refuse_changed_data(kept: Any, now: dict[str, str], path: Path) -> None:
+    """Refuse a resume on data other than the checkpoint's (``kept``: its digests; None from a checkpoint that
+    predates them, which is not checked), naming the parts that changed."""
+    if not isinstance(kept, dict):
+        return
+    changed = [part for part in now if part in kept and kept[part] != now[part]]
+    if changed:
+        raise UserError(f"the run's data changed since {path.name} ({', '.join(changed)}: the files, the chat "
+                        "template or the system prompt the run reads): the checkpoint's data position counts the "
+                        "prompts it was trained on; restore them, or start a new run")

@@ -5,6 +5,8 @@ flopplan.grpo.data)."""
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,6 +154,21 @@ class Data:
     def evaluation(self) -> list[Problem]:
         """The first target's problems (``heldout`` unless the run chose otherwise)."""
         return next(iter(self.targets.values()), [])
+
+    def digests(self) -> dict[str, str]:
+        """A SHA-256 of each part's problems as the run reads them (prompt as rendered, answer, conversation,
+        columns), in order: ``train`` and each evaluation target. A checkpoint keeps them, so that a resume on
+        data that changed since (an edited dataset, another chat template) is refused: the checkpoint's data
+        position counts prompts of the data it was trained on."""
+        def digest(problems: list[Problem]) -> str:
+            h = hashlib.sha256()
+            for p in problems:
+                row = [p.prompt, p.answer, p.messages, None if p.columns is None else dict(p.columns)]
+                h.update(json.dumps(row, sort_keys=True, default=repr).encode() + b"\n")
+            return h.hexdigest()
+
+        return {"train": digest(self.train), **{f"evaluation target {name}": digest(problems)
+                                                 for name, problems in self.targets.items()}}
 
 
 def load_data(config: TrainConfig, codec: Codec) -> Data:

@@ -36,7 +36,7 @@ from flopplan.errors import UserError
 from flopplan.grpo import phases as P
 from flopplan.grpo.batching import scoring_batches
 from flopplan.grpo.loss import group_advantages
-from flopplan.grpo.reward_funcs import RewardFuncs, format_bonus
+from flopplan.grpo.reward_funcs import RewardFailed, RewardFuncs, format_bonus
 from flopplan.grpo.tasks import Problem
 from flopplan.guard import Guard, check_cap_buys_one, check_cap_extends, metrics_line, passes_cap
 from flopplan.ledger import Ledger, PhaseCharge
@@ -110,6 +110,7 @@ class Trainer:
             if threads:
                 torch.set_num_threads(threads)
         self.data = load_data(config, self.codec)
+        self.data_digests = self.data.digests()  # kept with each checkpoint; a resume compares them
         self.rewards = RewardFuncs.load(config.reward_funcs, config.reward_weights)
         if self.data.train:
             self.rewards.check_columns(self.rewards.columns(self.data.train[0]))
@@ -163,7 +164,7 @@ class Trainer:
                  "optimizer": self.policy.optimizer.state_dict(), "rng": ckpt.rng_state(),
                  "data_position": self.data_position, "last_eval": dict(self.last_eval),
                  "ledger": self.ledger.to_state(), "config": self.config.to_data(),
-                 "wall_seconds": self.clock.wall()}
+                 "wall_seconds": self.clock.wall(), "data_digests": self.data_digests}
         ckpt.save_checkpoint(self.folder.checkpoints, self.step, state, self.config.keep_checkpoints)
         self.folder.write_summary(self.summary())
 
@@ -202,6 +203,7 @@ class Trainer:
             self.clock.before = state.get("wall_seconds")  # None from a checkpoint that predates the record
         except Exception as exc:  # a checkpoint of another run or version: one clear line
             raise UserError(f"checkpoint {str(path)!r} cannot be read ({type(exc).__name__}: {exc})") from None
+        ckpt.refuse_changed_data(state.get("data_digests"), self.data_digests, path)
         self.ledger.budget_flops = self.config.budget_flops
         self.ledger.charge_lost = self.config.charge_lost
         baseline = self.recipe.eval_every is not None and self.recipe.eval_at_start and (
@@ -438,10 +440,14 @@ class Trainer:
                 rng = ckpt.rng_state()
                 try:
                     result = self.run_step(problems)
-                except Interrupted:
+                except (Interrupted, RewardFailed) as exc:  # before the first update: the step is abandoned
                     partial = self._abandon(rng)
-                    self.guard.stop("interrupted", f"interrupted during step {self.step + 1} ({partial:,} FLOPs "
-                                    "abandoned)")
+                    failed = exc if isinstance(exc, RewardFailed) else None
+                    self.guard.stop("interrupted", f"interrupted during step {self.step + 1}"
+                                    f"{' by its reward function' if failed else ''} ({partial:,} FLOPs abandoned)")
+                    if failed:
+                        self.save_checkpoint()
+                        raise failed.abandoned(self.step + 1, partial, cfg.out_dir) from None
                     break
                 self.step = result.step
                 self.data_position += r.prompts_per_step
@@ -489,3 +495,4 @@ class Trainer:
             device=str(self.device), hardware=hardware_name(self.device), dtype=self.precision.describe(),
             plan=None if plan is None else PlanReference.of(plan), wall_seconds=self.clock.wall(),
             core_share=self.clock.core_share(torch.get_num_threads()) if self.device.type == "cpu" else None)
+
