@@ -117,3 +117,21 @@ def test_every_race_design_the_docs_show_designs(page, command, tmp_path):
                           check=False)
     assert done.returncode == 0, f"{page}: {command}\n{done.stderr}"
     assert (tmp_path / "race" / "manifest.json").is_file()
+
+
+def test_the_horizons_the_race_guide_quotes_are_what_race_design_states(tmp_path):
+    """docs/guide/race.md quotes F over the largest pilot for the default grid at F = 1e14 and each lever; four of
+    them had gone stale (59.1x where the design states 58.9x)."""
+    from helpers import cli
+
+    text = re.sub(r"\s+", " ", (DOCS / "guide" / "race.md").read_text())
+    start = text.index("grid at F = 1e14")
+    paragraph = text[start:start + 700]
+    quoted = {"": re.match(r"grid at F = 1e14 \(([\d.]+)x\)", paragraph).group(1),
+              **dict(re.findall(r"`(--[a-z-]+ [\d.]+)` (?:gives )?([\d.]+)x", paragraph))}
+    assert len(quoted) == 7, quoted
+    for lever, horizon in quoted.items():
+        out = cli("race", "design", "--budget", "1e14", "--out", str(tmp_path / (lever.replace(" ", "") or "grid")),
+                  *lever.split(), "--json")
+        assert out.returncode == 0, out.stderr
+        assert f"F is {horizon}x the largest pilot" in out.stdout, (lever, horizon)

@@ -22,6 +22,7 @@ from flopplan.engines.trl import (
     NO_FLOPS,
     check_grpo_config,
     grpo_config_kwargs,
+    installed_trl_version,
     logprob_head_for,
     recipe_from_trl,
     trl_run,
@@ -84,6 +85,19 @@ def test_the_log_prob_head_follows_the_trl_version_and_device():
     for bad in ("", "trl", "1", "one.two"):
         with pytest.raises(UserError, match="cannot read the TRL version"):
             logprob_head_for(bad, "cpu")
+
+
+def test_a_trl_config_that_sets_use_cpu_is_priced_on_the_cpus_head(tmp_path):
+    """TRL runs a config with use_cpu on the CPU (its log-prob head the CPU's), but --from-trl priced it with the
+    GPU's head unless --device cpu was given; a GPU named beside use_cpu contradicts it and is refused."""
+    config = tmp_path / "args.json"
+    config.write_text(json.dumps({"num_generations": 4, "per_device_train_batch_size": 4,
+                                  "max_completion_length": 16, "use_cpu": True}))
+    args = ("plan", "--from-trl", str(config), "--model", "tiny", "--prompt-len", "8", "--steps", "3", "--json")
+    priced = json.loads(cli(*args, check=True).stdout)["plans"][0]["recipe"]["logprob_head"]
+    on_cpu = json.loads(cli(*args, "--device", "cpu", check=True).stdout)["plans"][0]["recipe"]["logprob_head"]
+    assert priced == on_cpu == logprob_head_for(installed_trl_version(), "cpu")
+    one_line_error(cli(*args, "--device", "h100"), "the TRL configuration sets use_cpu")
 
 
 def _flop_fields(recipe: Recipe) -> dict:

@@ -100,6 +100,11 @@ def recipe_of_engine_config(from_trl: tuple[str, ...], from_verl: str | None, re
         from flopplan.engines.trl import GRPO_DEFAULTS, REWARD_TEMPLATE, recipe_from_trl, rounds_of
 
         data = read_trl_configs(from_trl)
+        if data.get("use_cpu") is True:  # TRL (accelerate) then runs on the CPU, whatever GPU the machine has
+            if device is not None and target != "cpu":
+                fail(f"the TRL configuration sets use_cpu: its run is on the CPU, not --device {device}: give "
+                     "--device cpu, or price the run without use_cpu")
+            target = "cpu"
         recipe, run, notes = recipe_from_trl(data, model=model, prompt_len=changes.get("prompt_len"),
                                              completion_len=changes.get("completion_len"),
                                              world_size=1 if world_size is None else world_size,
