@@ -261,9 +261,11 @@ def require_steps(plans: list[Plan]) -> None:
     """Refuse a request in which no plan affords a single step (the message says what one step costs)."""
     if plans and all(p.steps == 0 for p in plans):
         what = budget_text(plans[0].budget, plans[0].profile)
+        rewards = len({str(p.recipe.reward) for p in plans}) > 1  # (compare: each model with each reward system)
+        costs = dict.fromkeys(f"{p.model}{f' with reward {p.recipe.reward}' if rewards else ''}: {p.shortfall}"
+                              for p in plans)  # (once each: a compare row can repeat another's recipe)
         raise UserError(plans[0].notes[-1] if len(plans) == 1 else
-                        f"the budget ({what}) buys no step of any model: " + "; ".join(
-                            f"{p.model}: {p.shortfall}" for p in plans))
+                        f"the budget ({what}) buys no step of any model: " + "; ".join(costs))
 
 
 # -- comparisons ------------------------------------------------------------------------------------------------

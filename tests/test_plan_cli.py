@@ -388,3 +388,12 @@ def test_a_budget_title_and_its_spends_never_read_alike_and_time_and_leftovers_s
     dollars = json.loads(run("plan", "--model", "qwen2.5-7b", "--dollars", "200", "--price-per-gpu-hour", "2",
                              "--device", "h100", "--json").stdout)["plans"][0]
     assert dollars["dollars"] < 200 and dollars["dollars"] == pytest.approx(dollars["gpu_hours"] * 2, rel=1e-5)
+
+
+def test_a_compare_that_buys_no_step_names_each_rows_model_and_reward_system_once():
+    """compare's refusal listed "qwen2.5-7b: one step costs 0.0333 GPU-hours; qwen2.5-7b: ... 0.0345 ...": the same
+    model at other costs, with no word of the reward system that made them differ."""
+    result = cli("compare", "--models", "qwen2.5-7b,qwen2.5-0.5b", "--gpu-hours", "1e-7", "--device", "h100")
+    one_line_error(result, "the budget (1e-07 GPU-hours) buys no step of any model: qwen2.5-7b with reward rule: ")
+    parts = result.stderr.strip().split(": ", 2)[2].split("; ")
+    assert len(parts) == len(set(parts)) == 8 and all(" with reward " in part for part in parts), parts
