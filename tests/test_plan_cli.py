@@ -236,6 +236,7 @@ def test_tables_check_detects_a_stale_file(tmp_path):
     target.write_text(target.read_text().replace("qwen2.5-7b", "qwen2.5-8b"))
     out = run("tables", "--out", str(tmp_path), "--check")
     assert out.returncode == 1 and "same_flop_sizes.md" in out.stderr
+    assert f"(run `flopplan tables --out {tmp_path}`)" in out.stderr  # the folder it checked, not the default
 
 
 EXAMPLES = {

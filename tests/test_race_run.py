@@ -332,7 +332,8 @@ def test_the_paper_tables_come_from_race_json_and_check_clean(races, tmp_path):
     assert "\\begin{tabular}" in (out / "race_recommendation.tex").read_text()
     assert cli("tables", "--race", str(straight), "--out", str(out), "--check").returncode == 0
     (out / "race_arms.md").write_text(arms.replace("tiny-s", "tiny-x"))
-    assert cli("tables", "--race", str(straight), "--out", str(out), "--check").returncode == 1
+    stale = cli("tables", "--race", str(straight), "--out", str(out), "--check")
+    assert stale.returncode == 1 and f"(run `flopplan tables --race {straight} --out {out}`)" in stale.stderr
 
 
 def test_a_second_runner_of_the_same_shard_is_refused(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import shlex
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -206,7 +207,9 @@ def tables(out_dir: str, check: bool, race_dir: str | None, as_json: bool) -> No
         if as_json:
             echo_json({"folder": out_dir, "stale": stale})
         elif stale:
-            click.echo(f"flopplan: stale tables in {out_dir}: {', '.join(stale)} (run `flopplan tables`)", err=True)
+            again = shlex.join(["flopplan", "tables", *(["--race", race_dir] if race_dir is not None else []),
+                                "--out", out_dir])
+            click.echo(f"flopplan: stale tables in {out_dir}: {', '.join(stale)} (run `{again}`)", err=True)
         else:
             click.echo(f"all tables in {out_dir} are up to date")
         if stale:
