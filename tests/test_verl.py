@@ -202,10 +202,23 @@ def test_export_settings_follow_the_recipe():
     (Recipe(**BASE), {"rollout": "hf"}, "rollout must be vllm or sglang"),
     (Recipe(**BASE), {"steps": 0}, "steps must be"),
     (Recipe(**{**BASE, "policy": "tiny"}), {}, "has no Hugging Face repository"),
+    # a path verl's OmegaConf would not read as written (it was passed through), a reward option the plan's reward
+    # system does not use (it was ignored without a word)
+    (Recipe(**BASE), {"reward_function": "${HOME}/r.py"}, r"reads \$\{NAME\} as another config key"),
+    (Recipe(**BASE), {"model_path": "$WORK/qwen"}, r"--model-path '\$WORK/qwen'"),
+    (Recipe(**BASE), {"reward_model_path": "/rm"}, "the plan's reward is rule"),
+    (Recipe(**BASE, reward=RewardSystem.parse("orm:qwen2.5-1.5b")), {"reward_function": "r.py"},
+     "--reward-function is a rule reward's file; the plan's reward is orm:qwen2.5-1.5b"),
 ])
 def test_export_refuses_what_verl_cannot_run(recipe, kwargs, fragment):
     with pytest.raises(UserError, match=fragment):
         verl_overrides(recipe, **{"steps": 7, "gpus_per_node": 8, **kwargs})
+
+
+def test_an_environment_variable_as_omegaconf_reads_it_is_passed_to_verl():
+    path = "${oc.env:HOME}/rewards/score.py"
+    assert verl_overrides(Recipe(**BASE), steps=7, gpus_per_node=8,
+                          reward_function=path)["reward.custom_reward_function.path"] == path
 
 
 def test_export_notes_name_the_placeholders_and_gaps():

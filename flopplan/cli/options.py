@@ -363,7 +363,8 @@ def budget_options(func: Any) -> Any:
     options = [
         click.option("--budget", help=f"FLOP budget, e.g. 1e19 (default {DEFAULT_BUDGET_FLOPS:.0e})."),
         click.option("--gpu-hours", type=float, help="Budget in GPU-hours (needs --device or --profile)."),
-        click.option("--dollars", type=float, help="Budget in dollars (needs --device or --profile, and --price-per-gpu-hour)."),
+        click.option("--dollars", type=float,
+                     help="Budget in dollars (needs --device or --profile, and --price-per-gpu-hour)."),
         click.option("--device", help=f"Datasheet profile: {', '.join(PEAK_BF16_FLOPS)}."),
         click.option("--profile", "profile_file", type=click.Path(dir_okay=False),
                      help="A calibrated profile JSON (flopplan calibrate)."),

@@ -39,6 +39,7 @@ Decided from the code (each refusal cites its line):
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from collections.abc import Collection
 from pathlib import Path
@@ -245,6 +246,8 @@ def verl_overrides(recipe: Recipe, *, steps: int, gpus_per_node: int, nnodes: in
     if rollout not in ("vllm", "sglang"):
         raise UserError(f"rollout must be vllm or sglang, not {rollout!r}")
     _check_expressible(r)
+    _check_paths(r, {"--model-path": model_path, "--reward-function": reward_function,
+                     "--reward-model-path": reward_model_path})
     n_gpus, lora = gpus_per_node * nnodes, r.lora_rank is not None
     micro = math.gcd(r.micro_batch_size, max(1, r.optimizer_batch_size // n_gpus)) if micro_batch_per_gpu is None \
         else check_int("micro_batch_per_gpu", micro_batch_per_gpu, 1)
@@ -293,6 +296,22 @@ def verl_overrides(recipe: Recipe, *, steps: int, gpus_per_node: int, nnodes: in
         (r.eval_every is not None, f"validation: data.val_files must hold eval_prompts ({r.eval_prompts}) prompts; "
          "verl also validates after the last step (trainer_base.py:491-492) and scores it")) if due]
     return out
+
+
+def _check_paths(r: Recipe, paths: dict[str, str | None]) -> None:
+    """Refuse a path verl would not read as the file it names: ``${NAME}`` is OmegaConf's reference to another
+    config key (an environment variable is ``${oc.env:NAME}``), a ``$NAME`` the shell left unexpanded stays literal;
+    and a reward option the plan's reward system does not use (it was ignored without a word)."""
+    for option, path in paths.items():
+        if path is not None and (re.search(r"\$\{(?!oc\.)", path) or re.search(r"\$[A-Za-z_]", path)):
+            raise UserError(f"{option} {path!r}: verl's config (OmegaConf) reads ${{NAME}} as another config key and "
+                            "$NAME as text: let the shell expand it (unquoted $HOME), or write ${oc.env:NAME}")
+    if paths["--reward-function"] is not None and r.reward.kind != "rule":
+        raise UserError(f"--reward-function is a rule reward's file; the plan's reward is {r.reward}, which verl "
+                        "scores with its reward model (--reward-model-path)")
+    if paths["--reward-model-path"] is not None and r.reward.kind != "orm":
+        raise UserError(f"--reward-model-path is a reward model's folder; the plan's reward is {r.reward} "
+                        "(a rule: --reward-function)")
 
 
 def _model_name(path: Any, key: str) -> str:
