@@ -21,9 +21,11 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import stat
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -242,6 +244,30 @@ def lock_holder(folder: str | Path) -> str | None:
             handle.seek(0)
             return handle.read().strip() or "another process"
     return None
+
+
+SCRATCH_GRACE = 60.0
+"""Seconds a scratch folder of another process may stand unlocked: the moment between its creation and its lock."""
+
+
+def scratch_folder(prefix: str) -> tempfile.TemporaryDirectory[str]:
+    """A temporary folder for this process, locked while it lives (removed on cleanup, collection or exit), after
+    removing the folders of ``prefix`` that processes killed before their cleanup left: this user's, unlocked (a
+    lock dies with its process) and older than :data:`SCRATCH_GRACE`."""
+    base = Path(tempfile.gettempdir())
+    for old in base.glob(f"{prefix}*"):
+        with contextlib.suppress(OSError):
+            info = old.lstat()
+            if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and \
+                    time.time() - info.st_mtime > SCRATCH_GRACE and lock_holder(old) is None:
+                shutil.rmtree(old)
+    scratch = tempfile.TemporaryDirectory(prefix=prefix)
+    handle = open(Path(scratch.name) / ".lock", "w")  # noqa: SIM115 (held as long as the folder)
+    fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    handle.write(f"process {os.getpid()}")
+    handle.flush()
+    scratch.lock = handle  # type: ignore[attr-defined]
+    return scratch
 
 
 def writable_folder(folder: str | Path, what: str = "folder") -> Path:

@@ -30,7 +30,6 @@ called from another thread leaves SIGINT to the main thread's handler.
 from __future__ import annotations
 
 import functools
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +61,7 @@ from flopplan.engines.trl_steplog import attach_step_log
 from flopplan.engines.trl_traincall import NoRoundFits, train_call
 from flopplan.engines.trl_trainer import check_explicit, check_generation_configs, read_trainer
 from flopplan.errors import UserError, is_number
+from flopplan.fileio import scratch_folder
 from flopplan.guard import check_cap_extends
 from flopplan.planner import budget_flops
 from flopplan.recipe import Recipe
@@ -115,7 +115,7 @@ def meter(trainer: Any, *, budget: Any = None, out: str | Path | None = None, pr
         raise UserError(f"nothing to resume in {str(folder.path)!r}: no {CONFIG} (start the run without resume)")
     # the models' configs, which the recipe names, go into a folder that lives as long as the meter (removed when it
     # is collected or Python exits) unless this process writes them into the run folder
-    scratch = tempfile.TemporaryDirectory(prefix="flopplan-trl-")
+    scratch = scratch_folder("flopplan-trl-")
     try:  # validate first: nothing written yet
         evaluation = read_trainer(trainer, Path(scratch.name), 1).eval_generations is not None
         tokenizer_notes = check_tokenizers(trainer)
