@@ -1551,3 +1551,32 @@ def test_a_kill_in_a_reward_function_charges_every_forward_the_round_ran_before_
     s = _summary(tmp_path / "run")
     assert executed > 0 and s["lost_flops"] == executed and s["lost_charged"]
     _exact(s)
+
+
+def test_a_ctrl_c_during_the_evaluation_at_a_rounds_end_stops_there_with_its_checkpoint(tiny, tmp_path):
+    """The meter decides at a round's end, before the evaluation due there: a Ctrl-C during that evaluation ran one
+    more round before the run stopped. It stops after the evaluation, with that round's checkpoint, recorded as the
+    stop, and the script ends with KeyboardInterrupt."""
+    import signal
+
+    from flopplan.trl import meter
+
+    example, sent = _example(), []
+
+    def accuracy(completions, answer, **kwargs):  # SIGINT once, during the first evaluation's rewards
+        if not sent and not trainer.model.training:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+        return example.accuracy_reward(completions, answer)
+
+    make = _trainers(tiny, tmp_path)
+    held_out = make().train_dataset.select(range(8))
+    trainer = make(args=_grpo_args(tmp_path, max_steps=3, save_steps=1, eval_strategy="steps", eval_steps=1,
+                                   per_device_eval_batch_size=8), eval_dataset=held_out, reward_funcs=[accuracy])
+    meter(trainer, out=tmp_path / "run")
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    s = _summary(tmp_path / "run")
+    assert sent and s["steps"] == 1 and s["stop"]["reason"] == "interrupted", s["stop_reason"]
+    assert "during its evaluation" in s["stop_reason"] and s["flops"]["evaluation"] > 0
+    assert (tmp_path / "trl" / "checkpoint-1").is_dir() and not (tmp_path / "trl" / "checkpoint-2").exists()

@@ -30,6 +30,8 @@ import functools
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from flopplan.engines.trl_boundaries import evaluation_at_next_boundary
 from flopplan.engines.trl_prompts import eval_datasets, longest_prompts
 from flopplan.errors import UserError
@@ -188,12 +190,22 @@ class EvaluationGuard:
 
     def decide_after(self) -> None:
         """After an evaluation inside ``train()``: where what training admitted no longer fits (an evaluation the
-        guard did not reserve), training stops on the budget, with its checkpoint."""
-        admitted = self.admitted()
+        guard did not reserve), training stops on the budget, with its checkpoint. A Ctrl-C that reached any process
+        during an evaluation at a round's end (after the meter's callback decided to go on) stops training there,
+        with that round's checkpoint: it ran one more round. Every process evaluates, so all decide alike."""
+        admitted, step = self.admitted(), self.trainer.state.global_step
         if admitted and not self.meter.ledger.fits(admitted):
-            step = self.trainer.state.global_step
             self.meter.guard.decide(admitted, f"round {self.meter.guard.next_round} (with the evaluation at its end "
                                               f"where due), after an unreserved evaluation at optimizer step {step},")
+            self.stop()
+        callback = self.callback
+        if callback.stopped or not step or step % self.meter.run.optimizer_steps_per_round:
+            return
+        if int(callback.reduce(torch.tensor([int(callback.ctrl_c.requested)]))[0]):
+            callback.ctrl_c_anywhere = True
+            if step < self.trainer.state.max_steps:
+                self.meter.guard.stop("interrupted", f"interrupted after round {self.meter.rounds} (optimizer step "
+                                      f"{step}, during its evaluation), with a checkpoint")
             self.stop()
 
     def stop(self) -> None:
