@@ -104,6 +104,18 @@ class PlanEntry:
                         if getattr(run_recipe, f.name) != getattr(self.recipe, f.name))
         return replace(self, overridden=changed)
 
+    def check_priced_as_written(self, what: str) -> None:
+        """Refuse an entry whose recipe no longer prices to the step it records: the recipe edited by hand, or a
+        plan of a flopplan whose count has changed since. An export runs the recipe for the entry's steps, so it
+        would spend other FLOPs than the plan says (and verl has no meter to stop it)."""
+        from flopplan.cost import step_cost  # (the cost model imports the recipe, as this module does)
+
+        now = as_int(step_cost(self.recipe).step_flops)
+        if now != self.step_flops:
+            raise UserError(f"{what}: the plan of {self.model} records {self.step_flops:,} FLOPs a step, and its "
+                            f"recipe prices at {now:,} (edited by hand, or planned by another flopplan version): plan "
+                            "it again (flopplan plan --recipe FILE, or the plan's command)")
+
     @staticmethod
     def of(plan: Plan) -> PlanEntry:
         totals = plan.totals()

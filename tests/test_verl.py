@@ -496,6 +496,25 @@ def test_export_verl_from_a_plan_file_then_plan_from_verl_prices_what_verl_runs(
     one_line_error(cli("export", "verl", str(tmp_path / "missing.json")), "missing.json")
 
 
+def test_a_plan_whose_recipe_was_edited_after_pricing_is_not_exported(tmp_path):
+    """A plan file whose recipe was edited by hand (its group size doubled) was exported as it stood: verl (which has
+    no meter) would run the plan's steps at twice the priced step. Both exports refuse it in one line; the plan as
+    written exports."""
+    from helpers import cli, one_line_error
+
+    plan = tmp_path / "plan.json"
+    cli("plan", "--model", "qwen2.5-0.5b", "--steps", "40", "--prompts-per-step", "16", "-G", "8", "--out", str(plan),
+        check=True)
+    cli("export", "verl", str(plan), "--out", str(tmp_path / "verl"), check=True)
+    data = json.loads(plan.read_text())
+    data["plans"][0]["recipe"]["group_size"] = 16
+    plan.write_text(json.dumps(data))
+    for engine in ("verl", "trl"):
+        one_line_error(cli("export", engine, str(plan), "--out", str(tmp_path / f"{engine}-edited")),
+                       "FLOPs a step, and its recipe prices at")
+        assert not (tmp_path / f"{engine}-edited").exists()
+
+
 def test_a_budget_plan_exported_to_verl_keeps_its_budget(tmp_path):
     """verl always computes old log-probs and runs the head on every token: a budget plan exports the steps that
     fit its budget under those conventions, not the plan's own steps."""

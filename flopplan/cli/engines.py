@@ -182,6 +182,7 @@ def export_trl(plan_file: str, plan_model: str | None, world_size: int, out_dir:
     from flopplan.planfile import PlanFile
 
     entry = PlanFile.load(plan_file).select(plan_model)
+    entry.check_priced_as_written(plan_file)
     check_export_head(entry.recipe)
     kwargs = grpo_config_kwargs(entry.recipe, world_size=world_size, steps=entry.steps if entry.priced else None)
     own = {"model_name_or_path": entry.recipe.policy, **{k: kwargs.pop(k) for k in EXTRA_KEYS if k in kwargs}}
@@ -248,6 +249,7 @@ def export_verl(plan_file: str, plan_model: str | None, gpus_per_node: int, nnod
     from flopplan.planfile import PlanFile
 
     entry = PlanFile.load(plan_file).select(plan_model)
+    entry.check_priced_as_written(plan_file)
     if entry.steps < 1:
         fail(f"the plan of {entry.model} buys no step: nothing to export")
     notes: list[str] = []
