@@ -651,3 +651,40 @@ def test_round43s_blind_families_run_through_the_check_and_their_truths_are_what
     r42 = importlib.import_module("race_blind_check_round42")
     old = r42.fam_warmup(rng, 0.2)[0]
     assert r43.rbc.truth_at(old, r43.rbc.F) == old.truth_r42(r43.rbc.F)
+
+
+ROUND44 = ("anneal", "wsd", "klreset", "explore")  # benchmarks/race_blind_check_round44.py's
+
+
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")  # quad's roundoff note; the 1e-8 holds
+def test_round44s_blind_families_run_through_the_check_and_their_truths_are_what_they_say(tmp_path, monkeypatch):
+    """benchmarks/race_blind_check_round44.py: one repetition per family through the check's protocol, no analysis
+    error and no malformed number; the leader share (its checks module's) runs on the truths alone; every arm starts
+    at r0, and its pilot (the arm called with FLOPs) is the run planned for F_P, not a prefix of the run planned for
+    F; each arm's mean, for either horizon, equals the checks module's recomputation from its definition, and the
+    truth the harness states at F and at F_P (race_blind_check.truth_at, wrapped for this round) the checks module's
+    independent quadrature for a run planned for that budget; a curve of round 43 and a plain curve keep their
+    truths."""
+    import importlib
+
+    r44 = _runs_through("race_blind_check_round44.py", ROUND44, tmp_path, monkeypatch,
+                        checks="race_blind_check_round44_checks.py")
+    checks = importlib.import_module("race_blind_check_round44_checks")
+    rbc, rng = r44.rbc, np.random.default_rng(44)
+    for family in r44.MINE.values():
+        arms = family(rng, 0.2)
+        for arm in arms:
+            assert float(arm(np.array([1e-30 * rbc.F_P]))[0]) == pytest.approx(0.2, abs=1e-9)
+            assert float(arm(np.array([rbc.F_P]))[0]) == float(arm.mean(np.array(1.0), 1.0))
+            assert abs(float(arm.mean(np.array(1.0), 1.0)) - float(arm.mean(np.array(1.0), 2.0))) > 1e-4
+            for x in (0.05, 1.0, 3.0):
+                for h in (1.0, 2.0):
+                    assert float(arm.mean(np.array(x), h)) == pytest.approx(checks.mean_of(arm, x, h), abs=1e-10)
+        for arm in arms[::3]:
+            assert rbc.truth_at(arm, rbc.F) == pytest.approx(checks._indep(arm, 2.0, 2.0), abs=1e-8)
+            assert rbc.truth_at(arm, rbc.F_P) == pytest.approx(checks._indep(arm, 1.0, 1.0), abs=1e-8)
+    r43 = importlib.import_module("race_blind_check_round43")
+    old = r43.fam_sigfit(rng, 0.2)[0]
+    assert rbc.truth_at(old, rbc.F) == old.truth_r43(rbc.F)
+    other = lambda f: 0.3 + 0.2 * np.asarray(f, dtype=float) / rbc.F  # noqa: E731
+    assert rbc.truth_at(other, rbc.F) == pytest.approx(0.3 + 0.2 * np.exp(rbc.SHIFT_SD ** 2 / 2), abs=1e-12)
