@@ -90,7 +90,7 @@ from scipy.special import expit
 
 _TX, _TW = np.polynomial.legendre.leggauss(64)
 _TX, _TW = (_TX + 1) / 2, _TW / 2  # on [0, 1]
-_HX, _HW = np.polynomial.hermite_e.hermegauss(48)
+_HX, _HW = np.polynomial.hermite_e.hermegauss(160)
 _HW = _HW / _HW.sum()
 
 
@@ -217,7 +217,7 @@ def fam_wsd(rng, r0):
 
 # ---- klreset --------------------------------------------------------------------------------------------------------
 def m_sigma(theta, sigma):
-    """E[expit(theta + sigma Z)], Z ~ N(0, 1) (Gauss-Hermite, 48 nodes)."""
+    """E[expit(theta + sigma Z)], Z ~ N(0, 1) (Gauss-Hermite, 160 nodes)."""
     theta = np.asarray(theta, dtype=float)
     return expit(theta[..., None] + sigma * _HX) @ _HW
 
