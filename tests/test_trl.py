@@ -755,3 +755,22 @@ def test_trl_evaluation_is_metered_into_the_evaluation_bucket(tmp_path):
     assert s["conventions"]["attention_kernel"] in ("eager", "sdpa") and all(
         c["shapes"]["attention_kernel"] == s["conventions"]["attention_kernel"]
         for line in lines for c in line["charges"] if c["unit"] == "update")
+
+
+def test_a_refused_policy_architecture_names_where_it_was_loaded_from(tmp_path):
+    """A held-out user's MoE policy with a dense layer between its MoE layers was refused as "config ''": the
+    refusal names the folder the model was loaded from (or the trainer's model, built in memory)."""
+    import transformers
+
+    from flopplan.engines.trl_trainer import _architecture
+
+    config = transformers.Qwen3MoeConfig(hidden_size=32, intermediate_size=64, moe_intermediate_size=16,
+                                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                         head_dim=8, vocab_size=100, num_experts=4, num_experts_per_tok=2,
+                                         mlp_only_layers=[1])
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "moe")
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "moe")
+    with pytest.raises(UserError, match=rf"^config '{tmp_path / 'moe'}': layer 1 of 2 would be dense"):
+        _architecture(loaded)
+    with pytest.raises(UserError, match="^config \"the trainer's model\": layer 1 of 2 would be dense"):
+        _architecture(transformers.AutoModelForCausalLM.from_config(config))

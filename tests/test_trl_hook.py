@@ -847,6 +847,8 @@ def test_resume_from_checkpoint_true_takes_the_last_complete_checkpoint_and_a_fi
     further = _summary(run)
     assert finished.state.global_step == 3 and further["steps"] == 3 and further["stop"]["reason"] == "steps"
     assert further["lost_flops"] == fresh["lost_flops"] and further["flops"]["total"] > fresh["flops"]["total"]
+    notes = finished.flopplan_meter.notes  # each once, after resumes and train() again (a held-out user: 3 copies)
+    assert notes and len(notes) == len(set(notes)), notes
 
 
 @pytest.mark.slow

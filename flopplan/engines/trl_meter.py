@@ -469,7 +469,7 @@ class TRLMeter:
         self.rounds, self.tokens = state["rounds"], state["tokens"]
         # the run's notes so far: those saved with the checkpoint, then a finished summary's (a run resumed to go
         # further, or rerun at its max_steps), then this session's
-        self.notes[:0] = [*state.get("notes", []), *_summary_notes(self.folder)]
+        self.notes[:] = dict.fromkeys([*state.get("notes", []), *_summary_notes(self.folder), *self.notes])
         # the longest prompts: what the checkpoint saw or what the data holds, whichever is longer (a ledger saved
         # before the reward model's read of chat prompts was known has 0 for it)
         self.prompt_max = max(self.prompt_max, state["prompt_max"])

@@ -193,9 +193,11 @@ def charge_lost_work(meter: Any, folder: RunFolder, state: Any, output_dir: str 
     how = "charged" if meter.ledger.charge_lost else "recorded, not charged"
     if not state.global_step:
         meter.notes.append("no checkpoint yet: the run starts again")
-    if lost:
-        meter.notes.append(f"{lost:,} FLOPs done after the last checkpoint were lost and are {how}"
-                           if state.global_step else f"{lost:,} FLOPs done before the kill were lost and are {how}")
+    if lost:  # (the run's whole lost work with it: an earlier resume's note counted part of this one's again)
+        since = f"after checkpoint-{state.global_step}, the one resumed from," if state.global_step else \
+            "before the kill"
+        meter.notes.append(f"{lost:,} FLOPs done {since} were lost and are {how} (the run's lost work: "
+                           f"{meter.ledger.lost:,} FLOPs in all)")
     wait()  # every process has read the logs
     if state.is_world_process_zero:
         keep_lost(folder, state.global_step, meter.rounds, lost, count)

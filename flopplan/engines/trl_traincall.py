@@ -66,6 +66,7 @@ def train_call(train: Any, meter: Any, callback: Any) -> Any:
                     return None
         finally:
             callback.training = False
+            meter.notes[:] = dict.fromkeys(meter.notes)  # each note once (a call again, a resume, say some again)
         if (ctrl_c.requested or callback.ctrl_c_anywhere) and meter.raise_on_ctrl_c:  # the script stops, however
             # the run ended, on every process (the stop after a Ctrl-C to one of them is every process's)
             raise KeyboardInterrupt(meter.decision.message)

@@ -62,8 +62,10 @@ def _config_dict(model: Any) -> dict[str, Any]:
 
 
 def _architecture(model: Any) -> Any:
-    """What flopplan prices of a model: its architecture, whatever its name."""
-    return spec_from_config(_config_dict(model), name="", source="")
+    """What flopplan prices of a model: its architecture, whatever its name (a refusal names the folder or Hub id it
+    was loaded from, else the trainer's model)."""
+    where = getattr(_base(model).config, "_name_or_path", "") or "the trainer's model"
+    return spec_from_config(_config_dict(model), name="", source=str(where))
 
 
 def _write_config(model: Any, folder: Path, name: str, **overrides: Any) -> str:
