@@ -324,12 +324,18 @@ def resolve(name_or_path: str, reward: bool = False) -> ArchSpec:
                     "or a path to a config.json")
 
 
+def is_local_model(name: Any) -> bool:
+    """Whether :func:`resolve` could read ``name`` as a local file or folder (not a registry name, which is the
+    registry's whatever folder of that name is here)."""
+    return isinstance(name, str) and not (_registry_key(name) is not None and "/" not in name)
+
+
 def local_model_path(name_or_path: str) -> str | None:
     """The absolute path of the local config file or folder :func:`resolve` reads for ``name_or_path``, or None
     where it reads the registry or the Hub. A record that must be read again from another folder (a race's arms,
     which its pilots and Ray workers read wherever they run) keeps this path, not the spelling it was given."""
-    if _registry_key(name_or_path) is not None and "/" not in name_or_path:
-        return None  # a registry name is the registry's, whatever folder of that name is here
+    if not is_local_model(name_or_path):
+        return None
     return str(Path(name_or_path).absolute()) if exists(name_or_path, "model ") else None
 
 

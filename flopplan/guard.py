@@ -17,9 +17,10 @@ from flopplan.errors import UserError
 from flopplan.ledger import Ledger, PhaseCharge
 from flopplan.runfile import RunSummary
 
-REASONS = ("budget", "steps", "interrupted", "stopped")
+REASONS = ("budget", "steps", "interrupted", "stopped", "failed")
 """Why a loop stops: the next round might not fit the budget; the step (or round, or optimizer-step) limit was
-reached; the user interrupted it."""
+reached; the user interrupted it; the script's own rule ended it short of its limit; the user's code (a reward
+function) failed in a step, which was abandoned (like an interruption, the run resumes once it is fixed)."""
 
 
 @dataclass(frozen=True)

@@ -163,8 +163,9 @@ class RunSummary:
 
     @property
     def stopped_for(self) -> str:
-        """Why the run stopped: ``budget``, ``steps``, ``interrupted`` or ``stopped`` (:data:`flopplan.guard.REASONS`;
-        the last: a script's own rule, a TRL callback, ended it short of its step limit); "" while
+        """Why the run stopped: ``budget``, ``steps``, ``interrupted``, ``stopped`` or ``failed``
+        (:data:`flopplan.guard.REASONS`; ``stopped``: a script's own rule, a TRL callback, ended it short of its step
+        limit; ``failed``: a reward function failed in a step, abandoned, resumable); "" while
         it goes on. Read from the decision the run recorded (``stop``), or, in a summary written without one, from
         its message (an interruption's starts with "interrupted"; any other stopped it for its budget)."""
         reason = self.stop.get("reason") if isinstance(self.stop, dict) else None

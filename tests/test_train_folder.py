@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import ROOT, ROOT_ONLY, cli, one_line_error
@@ -210,10 +211,13 @@ def test_a_resume_or_a_new_run_removes_the_temporaries_a_kill_left_and_nothing_e
     assert all((run / name).exists() for name in KEPT)
 
 
-def test_a_run_started_with_relative_paths_resumes_from_another_folder(tmp_path, monkeypatch):
-    """A run records the folder it started in (work_dir): its relative paths (a dataset, a reward function's file)
-    are read from there when it resumes from elsewhere (they were read from the folder it resumed in, and the resume
-    refused a dataset it could not find); where that folder is gone, the refusal says so."""
+def test_a_run_started_with_relative_paths_resumes_from_another_folder(tmp_path, monkeypatch, capsys):
+    """A run records the folder it started in (work_dir): a resume from elsewhere reads the relative paths it does
+    not find there (a dataset, a reward function's file) from that folder, and says so (it read them from where it
+    resumed, and refused a dataset it could not find); a copied project resumed in its copy reads the copy's own
+    files; where the start folder is gone, the refusal says so."""
+    import shutil
+
     start, elsewhere = tmp_path / "start", tmp_path / "elsewhere"
     start.mkdir()
     elsewhere.mkdir()
@@ -227,9 +231,18 @@ def test_a_run_started_with_relative_paths_resumes_from_another_folder(tmp_path,
         *small, "--no-eval", "--no-progress", check=True)
     assert json.loads((start / "run" / "config.json").read_text())["work_dir"] == str(start)
     monkeypatch.chdir(elsewhere)
-    cli("train", "--out", "../start/run", "--resume", "--steps", "2", "--no-progress", check=True)
+    resumed = cli("train", "--out", "../start/run", "--resume", "--steps", "2", "--no-progress", check=True)
     assert json.loads((start / "run" / "summary.json").read_text())["steps"] == 2
-    monkeypatch.chdir(tmp_path)  # (the resume moved this process to where the run started)
+    assert f"note: read from {start}, where the run started (not found here): train.jsonl, rewards.py" in \
+        resumed.stderr and Path.cwd() == elsewhere  # (this process stays where it was)
+
+    shutil.copytree(start, tmp_path / "copy")  # a copied project, its reward function changed: the copy's is read
+    (tmp_path / "copy" / "rewards.py").write_text("def has_answer(completions, **kw):\n    raise KeyError('copy')\n")
+    monkeypatch.chdir(tmp_path / "copy")
+    one_line_error(cli("train", "--out", "run", "--resume", "--steps", "3", "--no-progress"),
+                   "reward function 'rewards.py:has_answer' raised KeyError: 'copy'")
+
+    monkeypatch.chdir(tmp_path)
     start.rename(tmp_path / "moved")
     one_line_error(cli("train", "--out", "moved/run", "--resume", "--steps", "3", "--no-progress"),
                    f"cannot read dataset 'train.jsonl': no such file or folder (the run started in {str(start)!r}, "
@@ -253,6 +266,18 @@ def test_a_resume_on_data_that_changed_since_its_checkpoint_is_refused(tmp_path)
     cli("train", "--out", str(run), "--resume", "--steps", "2", "--no-progress", check=True)
     assert json.loads((run / "summary.json").read_text())["steps"] == 2
 
+    # the rows, not their rendering: a chat template may print the date (Llama 3's), which would refuse every
+    # resume on another day; here the template file itself changes, and the resume goes on
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text("".join(json.dumps({"prompt": [{"role": "user", "content": f"{a} {b} >"}], "answer": str(a + b)})
+                            + "\n" for a in range(5) for b in range(5)))
+    template = tmp_path / "template.jinja"
+    template.write_text("{{ messages[-1]['content'] }}=")
+    cli("train", "--out", str(tmp_path / "chat-run"), "--dataset", str(chat), "--chat-template", str(template),
+        "--steps", "1", *small, "--no-eval", "--no-progress", check=True)
+    template.write_text("1{{ messages[-1]['content'] }}=")
+    cli("train", "--out", str(tmp_path / "chat-run"), "--resume", "--steps", "2", "--no-progress", check=True)
+
 
 def test_a_reward_function_that_raises_abandons_its_step_with_a_checkpoint_and_one_line(tmp_path, monkeypatch):
     """A user's reward function that raised (or returned what TRL would not read) mid-step printed a traceback and
@@ -269,7 +294,10 @@ def test_a_reward_function_that_raises_abandons_its_step_with_a_checkpoint_and_o
                  "--steps", "2", *small, "--no-eval", "--no-progress")
     one_line_error(result, "reward function 'rewards.py:score' raised KeyError: 'label': step 1 was abandoned (")
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["steps"] == 0 and summary["stop"]["reason"] == "interrupted"
+    assert summary["steps"] == 0 and summary["stop"]["reason"] == "failed"  # resumable, and not the user's Ctrl-C:
+    from flopplan.race.pilots import interruption  # a race reports such a pilot as failed, with its line
+
+    assert interruption(2, tmp_path / "run", None) is None
     abandoned = summary["abandoned_flops"]
     assert abandoned > 0 and f"({abandoned:,} FLOPs, counted against the budget)" in result.stderr
     assert cli("report", "run", "--no-plot").returncode == 0

@@ -74,8 +74,8 @@ def train(plan_file: str | None, plan_model: str | None, model_name: str | None,
     if resume:
         limits = {name: knobs[name] for name in ("max_steps", "budget_flops", "train_flops")
                   if knobs[name] is not None}
-        folder = _from_where_it_started(folder)  # (out_dir: the folder given now, wherever the run was made)
-        config = replace_config(_read_config(folder), out_dir=str(folder.path), **limits)
+        # (out_dir: the folder given now, wherever the run was made)
+        config = replace_config(_read_config(folder), out_dir=out_dir, **limits)
     else:
         from flopplan.grpo.data import check_datasets
         from flopplan.grpo.reward_funcs import RewardFuncs
@@ -139,9 +139,7 @@ def _record_limits(folder: Any, limits: dict[str, Any]) -> None:
     """A resumed run's new --steps/--budget/--train-flops, recorded with the run once its checkpoint accepted them
     (a later --resume, and whoever reads the folder, sees them)."""
     if limits:
-        from flopplan.train.config import replace_config
-
-        folder.write_config(replace_config(folder.read_config(), **limits))
+        folder.record_limits(limits)
 
 
 def _exit_if_interrupted(summary: Any, out_dir: str) -> None:
@@ -185,30 +183,22 @@ def learned_reward_notes(config: Any) -> list[str]:
     return notes
 
 
-def _from_where_it_started(folder: Any) -> Any:
-    """The run folder, read from the folder its run was started from: a resume from elsewhere moves this process
-    there (the folder given now made absolute first), so that the run's relative paths (a dataset, a reward
-    function's file, a chat template, a policy's config) name what they named when it started. Where that folder
-    is gone, nothing moves (:func:`_read_config` then says so if a path cannot be read)."""
-    from flopplan.train.runfolder import RunFolder
-
-    start = folder.started_in()
-    if start is None or not Path(start).is_dir() or Path(start).resolve() == Path.cwd().resolve():
-        return folder
-    moved = RunFolder(str(folder.path.resolve()))
-    os.chdir(start)
-    return moved
-
-
 def _read_config(folder: Any) -> Any:
+    """The run's configuration for a resume, its relative paths read where :func:`flopplan.train.config.anchored`
+    says (a note names those read from the folder the run started in); where that folder is gone and a path cannot
+    be read, the refusal says so."""
     try:
-        return folder.read_config()
+        config = folder.read_config(resume=True)
     except UserError as exc:
         start = folder.started_in()
         if start is None or Path(start).is_dir():
             raise
         raise UserError(f"{exc} (the run started in {start!r}, which is gone: its relative paths were read from "
                         "there)") from None
+    if folder.read_from_start:
+        click.echo(f"note: read from {config.work_dir}, where the run started (not found here): "
+                   f"{', '.join(folder.read_from_start)}", err=True)
+    return config
 
 
 def _train_on_trl(config: Any, resume: bool, as_json: bool, record: Any) -> None:

@@ -19,6 +19,7 @@ import asyncio
 import importlib
 import importlib.util
 import inspect
+import shlex
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -158,8 +159,8 @@ class RewardFailed(UserError):
 
     def abandoned(self, step: int, flops: int, out_dir: str) -> UserError:
         return UserError(f"{self}: step {step} was abandoned ({flops:,} FLOPs, counted against the budget) and a "
-                         f"checkpoint written; fix the function and continue with flopplan train --out {out_dir} "
-                         "--resume")
+                         "checkpoint written; fix the function and continue with flopplan train --out "
+                         f"{shlex.quote(out_dir)} --resume")
 
 
 @dataclass

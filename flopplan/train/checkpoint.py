@@ -99,6 +99,6 @@ def refuse_changed_data(kept: Any, now: dict[str, str], path: Path) -> None:
         return
     changed = [part for part in now if part in kept and kept[part] != now[part]]
     if changed:
-        raise UserError(f"the run's data changed since {path.name} ({', '.join(changed)}: the files, the chat "
-                        "template or the system prompt the run reads): the checkpoint's data position counts the "
-                        "prompts it was trained on; restore them, or start a new run")
+        raise UserError(f"the run's data changed since {path.name} ({', '.join(changed)}: the rows the run reads): "
+                        "the checkpoint's data position counts the rows it was trained on; restore the data, or "
+                        "start a new run")

@@ -34,7 +34,7 @@ from flopplan.runfile import (
     last_complete_checkpoint,
     read_ledger,
 )
-from flopplan.train.config import TrainConfig
+from flopplan.train.config import TrainConfig, anchored
 
 CONFIG_LAYOUT = serial.Layout("run config", "flopplan_run_version", RUN_VERSION, unversioned=RUN_VERSION)
 """A run's config.json: the run layout's version, as its summary has it (one without it reads as this one)."""
@@ -55,6 +55,7 @@ class RunFolder:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock: contextlib.ExitStack | None = None
+        self.read_from_start: list[str] = []  # the relative paths a resume's read_config took from the start folder
 
     def lock(self) -> None:
         """Take the folder's one-writer lock for as long as this process runs (or until :meth:`unlock`): a second
@@ -184,6 +185,12 @@ class RunFolder:
         atomic_write_json(self.path / CONFIG, {"flopplan_version": __version__, "flopplan_run_version": RUN_VERSION,
                                                **data})
 
+    def record_limits(self, limits: dict[str, Any]) -> None:
+        """A resumed run's new limits (``max_steps``, ``budget_flops``, ``train_flops``, checked by the config the
+        resume built) written into its config; the rest stays as recorded (its relative paths as given)."""
+        data = read_json(self.path / CONFIG, "run config")
+        atomic_write_json(self.path / CONFIG, {**data, **limits})
+
     def started_in(self) -> str | None:
         """The folder the run was started from (its config's ``work_dir``), or None: none recorded (a run of an
         earlier version, a metered TRL script's) or no readable config (which :meth:`read_config` refuses)."""
@@ -194,7 +201,10 @@ class RunFolder:
         where = data.get("work_dir") if isinstance(data, dict) else None
         return where if isinstance(where, str) and Path(where).is_absolute() else None
 
-    def read_config(self) -> TrainConfig:
+    def read_config(self, resume: bool = False) -> TrainConfig:
+        """The run's configuration; ``resume``: its relative paths read as a resume reads them
+        (:func:`flopplan.train.config.anchored`), those read from the folder the run started in kept in
+        ``read_from_start``."""
         path = self.path / CONFIG
         if not path.exists():
             raise UserError(f"nothing to resume in {str(self.path)!r}: no {CONFIG}")
@@ -203,6 +213,8 @@ class RunFolder:
             raise UserError(f"{str(path)!r} is not a flopplan run config")
         data.pop("flopplan_version", None)
         data = serial.upgrade(CONFIG_LAYOUT, data, repr(str(path)))  # the run version, as a summary's is read
+        if resume:
+            data, self.read_from_start = anchored(data)
         try:
             return TrainConfig.from_data(data, repr(str(path)))
         except TypeError as exc:
@@ -353,13 +365,14 @@ class RunFolder:
 
 
 def _finished(summary: Path) -> bool:
-    """Whether a run summary records a final stop (its budget or its steps; a Ctrl-C's ``interrupted`` stop is
-    resumed). One that cannot be read counts as finished: the folder is not a new run's either way."""
+    """Whether a run summary records a final stop (its budget or its steps; a Ctrl-C's ``interrupted`` stop and a
+    reward function's ``failed`` one are resumed). One that cannot be read counts as finished: the folder is not a
+    new run's either way."""
     try:
         stop = json.loads(summary.read_text(encoding="utf-8")).get("stop")
     except (OSError, ValueError, AttributeError):
         return True
-    return not (isinstance(stop, dict) and stop.get("reason") == "interrupted")
+    return not (isinstance(stop, dict) and stop.get("reason") in ("interrupted", "failed"))
 
 
 def _ranges(values: list[int]) -> str:

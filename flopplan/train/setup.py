@@ -156,14 +156,16 @@ class Data:
         return next(iter(self.targets.values()), [])
 
     def digests(self) -> dict[str, str]:
-        """A SHA-256 of each part's problems as the run reads them (prompt as rendered, answer, conversation,
-        columns), in order: ``train`` and each evaluation target. A checkpoint keeps them, so that a resume on
-        data that changed since (an edited dataset, another chat template) is refused: the checkpoint's data
-        position counts prompts of the data it was trained on."""
+        """A SHA-256 of each part's rows as the data holds them (the prompt's text or conversation, not as a chat
+        template renders it, which may print the date; the answer; the columns), in order: ``train`` and each
+        evaluation target. A checkpoint keeps them, so that a resume on data that changed since (an edited,
+        reordered or replaced dataset) is refused: the checkpoint's data position counts rows of the data it was
+        trained on."""
         def digest(problems: list[Problem]) -> str:
             h = hashlib.sha256()
             for p in problems:
-                row = [p.prompt, p.answer, p.messages, None if p.columns is None else dict(p.columns)]
+                row = [p.prompt if p.messages is None else p.messages, p.answer,
+                       None if p.columns is None else dict(p.columns)]
                 h.update(json.dumps(row, sort_keys=True, default=repr).encode() + b"\n")
             return h.hexdigest()
 

@@ -443,8 +443,8 @@ class Trainer:
                 except (Interrupted, RewardFailed) as exc:  # before the first update: the step is abandoned
                     partial = self._abandon(rng)
                     failed = exc if isinstance(exc, RewardFailed) else None
-                    self.guard.stop("interrupted", f"interrupted during step {self.step + 1}"
-                                    f"{' by its reward function' if failed else ''} ({partial:,} FLOPs abandoned)")
+                    self.guard.stop("failed" if failed else "interrupted", f"{'failed' if failed else 'interrupted'} "
+                                    f"during step {self.step + 1} ({partial:,} FLOPs abandoned)")
                     if failed:
                         self.save_checkpoint()
                         raise failed.abandoned(self.step + 1, partial, cfg.out_dir) from None
