@@ -774,3 +774,30 @@ def test_a_refused_policy_architecture_names_where_it_was_loaded_from(tmp_path):
         _architecture(loaded)
     with pytest.raises(UserError, match="^config \"the trainer's model\": layer 1 of 2 would be dense"):
         _architecture(transformers.AutoModelForCausalLM.from_config(config))
+
+
+def test_a_reward_function_that_fails_on_trl_stops_the_run_in_one_line_and_it_resumes_once_fixed(tmp_path,
+                                                                                                  monkeypatch):
+    """`flopplan train --engine trl` with a reward function that raised (or returned a count other than the
+    completions') ended in TRL's traceback; it stops in one line naming the function, and once the function is
+    fixed the run resumes, what ran since its last checkpoint charged as lost. An async function stays async."""
+    pytest.importorskip("trl")
+    import asyncio
+
+    from flopplan.grpo.reward_funcs import RewardFailed, RewardFuncs
+
+    rewards = tmp_path / "rewards.py"
+    rewards.write_text("def score(completions, **kw):\n    raise KeyError('label')\n\n"
+                       "async def short(completions, **kw):\n    return [1.0]\n")
+    monkeypatch.chdir(tmp_path)
+    guarded = RewardFuncs.load(["rewards.py:score", "rewards.py:short"]).guarded()
+    assert [f.__name__ for f in guarded] == ["score", "short"] and asyncio.iscoroutinefunction(guarded[1])
+    with pytest.raises(RewardFailed, match="returned 1 rewards for 2 completions"):
+        asyncio.run(guarded[1](prompts=["a", "b"], completions=["1", "2"], completion_ids=[[1], [2]]))
+    run = tmp_path / "run"
+    failed = cli("train", "--engine", "trl", "--out", str(run), "--steps", "2", *SMALL, "--reward-func",
+                 "rewards.py:score")
+    one_line_error(failed, "reward function 'rewards.py:score' raised KeyError: 'label': the run stopped in round 1")
+    rewards.write_text("def score(completions, **kw):\n    return [0.5] * len(completions)\n")
+    s = json.loads(cli("train", "--out", str(run), "--resume", "--json", check=True).stdout)
+    assert s["steps"] == 2 and s["lost_flops"] > 0 and s["within_budget"]

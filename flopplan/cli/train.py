@@ -223,8 +223,8 @@ def _train_on_trl(config: Any, resume: bool, as_json: bool, record: Any) -> None
         from flopplan.report.console import console, print_tables
         from flopplan.report.run_report import run_tables
 
-        tables, run_notes = run_tables(summary)
-        print_tables(tables, [*run_notes, *notes])
+        tables, run_notes = run_tables(summary)  # (the summary's notes among them: the meter's others follow)
+        print_tables(tables, [*run_notes, *(n for n in notes if not any(r.endswith(n) for r in run_notes))])
         console().print(f"run folder: {config.out_dir} (flopplan report {config.out_dir})")
     _exit_if_interrupted(summary, config.out_dir)
 

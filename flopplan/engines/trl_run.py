@@ -12,6 +12,7 @@ carry the ledger.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from flopplan.engines.trl_trainer import ATTENTION_KERNELS
 from flopplan.errors import UserError
 from flopplan.grpo.codecs import hf_char_tokenizer, local_tokenizer
 from flopplan.grpo.data import read_template, trl_rows
-from flopplan.grpo.reward_funcs import RewardFuncs
+from flopplan.grpo.reward_funcs import RewardFailed, RewardFuncs
 from flopplan.grpo.tasks import parse_task
 from flopplan.hardware import DATASHEETS
 from flopplan.measure.device import DevicePolicy, hardware_name
@@ -81,7 +82,7 @@ def _rewards(config: TrainConfig, work: Path, policy: DevicePolicy, tokenizer: A
     with the policy's tokenizer) followed by the rules at weight 0 (:func:`reward_weights`), which TRL logs as they
     score (the run's accuracy, as the built-in trainer reports it), adding nothing to the reward."""
     r = config.recipe
-    rules = list(_rule_funcs(config).funcs)
+    rules = _rule_funcs(config).guarded()  # (a failure is one line: run_trl)
     if r.reward.kind == "prm":
         raise UserError("--engine trl: TRL's GRPOTrainer takes outcome reward models, not a PRM")
     if r.reward.kind != "orm":
@@ -252,6 +253,10 @@ def run_trl(config: TrainConfig, resume: bool = False,
     meter.raise_on_ctrl_c = False  # a Ctrl-C's stop is reported by the caller (flopplan train), as the built-in's
     try:
         trainer.train(resume_from_checkpoint=checkpoint)
+    except RewardFailed as exc:  # inside a round: what ran since the last checkpoint is lost, charged on resume
+        raise UserError(f"{exc}: the run stopped in round {meter.rounds + 1}, and what it ran since its last "
+                        "checkpoint is charged as lost when it resumes; fix the function and continue with flopplan "
+                        f"train --out {shlex.quote(config.out_dir)} --resume") from None
     finally:
         if rank0:
             folder.unlock()

@@ -16,6 +16,7 @@ is importable, as with ``python -m``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -214,6 +215,42 @@ class RewardFuncs:
                  for row in zip(*per_func.values(), strict=True)]
         return total, per_func
 
+
+    def guarded(self) -> list[Callable[..., Any]]:
+        """The functions as TRL's GRPOTrainer calls them (``flopplan train --engine trl``), each raising
+        :class:`RewardFailed` where it raises or returns what TRL would not read (:func:`_rewards`), its name and its
+        being sync or ``async`` kept (TRL names its metrics by the one and awaits by the other)."""
+        def guard(spec: str, func: Callable[..., Any]) -> Callable[..., Any]:
+            def read(out: Any, kwargs: dict[str, Any]) -> Any:
+                try:
+                    _rewards(spec, out, len(kwargs.get("completions") or ()))
+                except UserError as exc:
+                    raise RewardFailed(str(exc)) from None
+                return out
+
+            def failed(exc: Exception) -> RewardFailed:
+                return RewardFailed(f"reward function {spec!r} raised {type(exc).__name__}: {first_line(exc)}")
+
+            if inspect.iscoroutinefunction(func):
+                @functools.wraps(func)
+                async def run_async(**kwargs: Any) -> Any:
+                    try:
+                        out = await func(**kwargs)
+                    except Exception as exc:
+                        raise failed(exc) from None
+                    return read(out, kwargs)
+                return run_async
+
+            @functools.wraps(func)
+            def run(**kwargs: Any) -> Any:
+                try:
+                    out = func(**kwargs)
+                except Exception as exc:
+                    raise failed(exc) from None
+                return read(out, kwargs)
+            return run
+
+        return [guard(spec, func) for spec, func in zip(self.specs, self.funcs, strict=True)]
 
     def columns(self, problem: Problem) -> tuple[str, ...]:
         """The keyword columns a problem's row hands the reward functions."""
