@@ -1582,3 +1582,18 @@ def test_a_ctrl_c_during_the_evaluation_at_a_rounds_end_stops_there_with_its_che
     assert sent and s["steps"] == 1 and s["stop"]["reason"] == "interrupted", s["stop_reason"]
     assert "during its evaluation" in s["stop_reason"] and s["flops"]["evaluation"] > 0
     assert (tmp_path / "trl" / "checkpoint-1").is_dir() and not (tmp_path / "trl" / "checkpoint-2").exists()
+
+
+def test_a_reference_of_the_policys_architecture_loaded_from_another_folder_is_accepted(tiny, tmp_path):
+    """The check that the reference model is of the policy's architecture compared the specs whole, the folder each
+    was loaded from included: a reference loaded from a copy of the policy's folder would have been refused."""
+    import shutil
+
+    from transformers import AutoModelForCausalLM
+
+    from flopplan.trl import meter
+
+    shutil.copytree(tiny / "policy", tmp_path / "reference")
+    trainer = _trainers(tiny, tmp_path)(args=_grpo_args(tmp_path, beta=0.04))
+    trainer.ref_model = AutoModelForCausalLM.from_pretrained(tmp_path / "reference")
+    assert meter(trainer).recipe.beta == 0.04

@@ -283,7 +283,7 @@ def read_trainer(trainer: Any, folder: Path, prompt_max: int) -> TrainerRecipe:
                             f"one convention (the policy runs {impl!r})")
     ref = getattr(trainer, "ref_model", None)
     if ref is not None:
-        if _architecture(ref) != _architecture(model):
+        if priced_spec(_architecture(ref)) != priced_spec(_architecture(model)):  # (not where each was loaded)
             raise UserError("ref_model: its config differs from the policy's; flopplan prices a reference of the "
                             "policy's architecture")
         ref_impl, _ = attention_kernel(ref)
