@@ -113,8 +113,8 @@ def _train_leaves(cls=None, prefix=""):
     cls = cls or TrainConfig
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        if f.name in ("recipe", "plan"):  # the recipe's own options and --plan/--plan-model fill these
-            continue
+        if f.name in ("recipe", "plan", "work_dir"):  # the recipe's own options and --plan/--plan-model fill the
+            continue  # first two; the folder a run started in is recorded, not chosen
         if dataclasses.is_dataclass(hints[f.name]):
             yield from _train_leaves(hints[f.name], f"{prefix}{f.name}_")
             continue
