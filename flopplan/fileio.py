@@ -252,14 +252,16 @@ SCRATCH_GRACE = 60.0
 
 def scratch_folder(prefix: str) -> tempfile.TemporaryDirectory[str]:
     """A temporary folder for this process, locked while it lives (removed on cleanup, collection or exit), after
-    removing the folders of ``prefix`` that processes killed before their cleanup left: this user's, unlocked (a
-    lock dies with its process) and older than :data:`SCRATCH_GRACE`."""
+    removing the folders of ``prefix`` that processes killed before their cleanup left: this user's, older than
+    :data:`SCRATCH_GRACE`, holding a lock file that no process holds (a lock dies with its process). A folder with
+    no lock file stays: an earlier flopplan's, whose process may still run."""
     base = Path(tempfile.gettempdir())
     for old in base.glob(f"{prefix}*"):
         with contextlib.suppress(OSError):
             info = old.lstat()
             if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and \
-                    time.time() - info.st_mtime > SCRATCH_GRACE and lock_holder(old) is None:
+                    time.time() - info.st_mtime > SCRATCH_GRACE and (old / ".lock").is_file() and \
+                    lock_holder(old) is None:
                 shutil.rmtree(old)
     scratch = tempfile.TemporaryDirectory(prefix=prefix)
     handle = open(Path(scratch.name) / ".lock", "w")  # noqa: SIM115 (held as long as the folder)

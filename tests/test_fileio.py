@@ -283,7 +283,8 @@ def test_no_file_of_several_is_written_where_one_cannot_be_and_no_output_replace
 def test_a_scratch_folder_removes_what_killed_processes_left_and_keeps_a_live_ones(tmp_path, monkeypatch):
     """The TRL meter's scratch folders (the models' configs) were left in the temp folder by every killed process
     (57 in one session's tests). A new one removes those: unlocked and older than the grace; a live process's
-    (locked) and a new one's (within the grace: its lock may not be taken yet) stay, as does what is not a folder."""
+    (locked), a new one's (within the grace: its lock may not be taken yet) and one without a lock file (an earlier
+    flopplan's, whose process may still run) stay, as does what is not a folder."""
     import tempfile
 
     from flopplan.fileio import SCRATCH_GRACE, scratch_folder
@@ -293,14 +294,18 @@ def test_a_scratch_folder_removes_what_killed_processes_left_and_keeps_a_live_on
     left = tmp_path / "flopplan-trl-left"
     left.mkdir()
     (left / "policy").mkdir()
+    (left / ".lock").write_text("process 1")  # its process gone: its lock is free
+    earlier = tmp_path / "flopplan-trl-earlier"
+    earlier.mkdir()
     young = tmp_path / "flopplan-trl-young"
     young.mkdir()
     (tmp_path / "flopplan-trl-file").write_text("a user's")
     live = scratch_folder("flopplan-trl-")
-    for path in (left, tmp_path / "flopplan-trl-file", Path(live.name)):
+    for path in (left, earlier, tmp_path / "flopplan-trl-file", Path(live.name)):
         os.utime(path, (old, old))
     fresh = scratch_folder("flopplan-trl-")
     assert not left.exists() and young.is_dir() and Path(live.name).is_dir() and Path(fresh.name).is_dir()
+    assert earlier.is_dir()
     assert (tmp_path / "flopplan-trl-file").read_text() == "a user's"
     live.cleanup()
     fresh.cleanup()

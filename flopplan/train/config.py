@@ -81,9 +81,10 @@ FLAT_LOSS_KEYS = {"clip_low": "clip_low", "clip_high": "clip_high", "scale_rewar
 @dataclass(frozen=True)
 class TrainConfig:
     """A run: its recipe (or plan entry) and the knobs a plan does not fix. Every leaf field but ``recipe``, ``plan``
-    and ``work_dir`` (recorded: the folder the run started in) carries its ``flopplan train`` option (:func:`flopplan.recipe.option`; flopplan.cli.options builds the
-    option, its help and default from it, and lists the kinds) and is saved under its own name, a nested group
-    (metadata ``nested``: ``loss``) as a table: a new knob is one field."""
+    and ``work_dir`` (recorded: the folder the run started in) carries its ``flopplan train`` option
+    (:func:`flopplan.recipe.option`; flopplan.cli.options builds the option, its help and default from it, and lists
+    the kinds) and is saved under its own name, a nested group (metadata ``nested``: ``loss``) as a table: a new
+    knob is one field."""
 
     recipe: Recipe
     out_dir: str = field(metadata=option(
