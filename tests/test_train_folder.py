@@ -305,3 +305,27 @@ def test_a_reward_function_that_raises_abandons_its_step_with_a_checkpoint_and_o
                        "zip(completions, answer)]\n")
     cli("train", "--out", "run", "--resume", "--no-progress", check=True)
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 2
+
+    # a held-out researcher's: an exit() in the function left a folder report called killed (exit code 3, nothing
+    # said), and rewards finite in float32 whose group sum is not (3e38 each) filled the policy with NaN and the
+    # next step's sampling crashed with a traceback
+    for body, fragment in (("raise SystemExit(3)", "raised SystemExit: 3: step 1 was abandoned"),
+                           ("return [3e38 for _ in completions]", "give group advantages that are not finite in "
+                                                                  "float32: scale the rewards or their weights down")):
+        rewards.write_text(f"def score(completions, answer, **kw):\n    {body}\n")
+        out = tmp_path / f"run-{len(fragment)}"
+        one_line_error(cli("train", "--out", str(out), "--dataset", "train.jsonl", "--reward-func", "rewards.py:score",
+                           "--steps", "2", *small, "--no-eval", "--no-progress"), fragment)
+        assert json.loads((out / "summary.json").read_text())["stop"]["reason"] == "failed"
+
+
+def test_an_eval_set_smaller_than_the_evaluation_names_the_option_that_fits(tmp_path):
+    """A held-out researcher's 10-row --eval-dataset against the default 200 evaluation prompts was refused with no
+    word of what to give; the line names --eval-prompts."""
+    rows = "".join(json.dumps({"prompt": f"{a}+{b}=", "answer": str(a + b)}) + "\n" for a in range(3) for b in range(3))
+    (tmp_path / "train.jsonl").write_text(rows)
+    (tmp_path / "eval.jsonl").write_text(rows)
+    one_line_error(cli("train", "--out", str(tmp_path / "run"), "--dataset", str(tmp_path / "train.jsonl"),
+                       "--eval-dataset", str(tmp_path / "eval.jsonl"), "--steps", "1", "--no-progress"),
+                   "eval_prompts 200 but the eval set has 9 problems (give --eval-prompts 9 or fewer)")
+    assert not (tmp_path / "run").exists()

@@ -175,7 +175,8 @@ def _datasets(config: TrainConfig) -> tuple[list[dict[str, Any]], list[dict[str,
         rows = trl_rows(config.dataset, config.system_prompt)
         heldout = trl_rows(config.eval_dataset, config.system_prompt) if config.eval_dataset and held else []
         if len(heldout) < held:
-            hint = "" if config.eval_dataset else " (give --eval-dataset FILE, or --no-eval)"
+            hint = f" (give --eval-prompts {len(heldout)} or fewer)" if config.eval_dataset and heldout else \
+                "" if config.eval_dataset else " (give --eval-dataset FILE, or --no-eval)"
             raise UserError(f"eval_prompts {held} but the eval set has {len(heldout)} problems{hint}")
         return rows, heldout[:held] if held else None
     if held:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from flopplan.grpo.config import LossConfig
+from flopplan.grpo.reward_funcs import RewardFailed
 
 
 def grpo_loss(logps: torch.Tensor, old: torch.Tensor, ref: torch.Tensor | None, advantages: torch.Tensor,
@@ -30,6 +31,18 @@ def grpo_loss(logps: torch.Tensor, old: torch.Tensor, ref: torch.Tensor | None, 
         stats = {"clip_fraction": float((((ratio - clipped).abs() > 0).float() * maskf).sum() / tokens),
                  "kl": float((kl * maskf).sum() / tokens) if kl is not None else 0.0}
     return loss, stats
+
+
+def finite_advantages(rewards: list[float], group: int, scale: str, device: torch.device) -> torch.Tensor:
+    """:func:`group_advantages` of a step's rewards, refused before any update (a :class:`RewardFailed`, which the
+    trainer abandons the step on) where they are not finite in float32: rewards near float32's limit, or weights
+    that take their sum there, overflowed the group's mean, filled the policy with NaN and crashed the next step's
+    sampling."""
+    advantages = group_advantages(torch.tensor(rewards, dtype=torch.float32, device=device), group, scale)
+    if not bool(torch.isfinite(advantages).all()):
+        raise RewardFailed(f"the step's rewards (up to {max(abs(v) for v in rewards):.3g} in size) give group "
+                           "advantages that are not finite in float32: scale the rewards or their weights down")
+    return advantages
 
 
 def group_advantages(rewards: torch.Tensor, group: int, scale: str = "group", eps: float = 1e-4) -> torch.Tensor:

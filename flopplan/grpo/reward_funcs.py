@@ -208,7 +208,8 @@ class RewardFuncs:
                 per_func[spec] = _rewards(spec, out, len(completions))
             except UserError as exc:  # what it returned
                 raise RewardFailed(str(exc)) from None
-            except Exception as exc:  # whatever the user's function raises (a Ctrl-C is not caught here)
+            except (Exception, SystemExit) as exc:  # whatever the user's function raises, an exit() included (a
+                # Ctrl-C is the trainer's: its handler stops after the phase)
                 raise RewardFailed(f"reward function {spec!r} raised {type(exc).__name__}: {first_line(exc)}") \
                     from None
         total = [sum(w * (0.0 if v is None or v != v else v) for w, v in zip(self.weights, row, strict=True))
@@ -228,7 +229,7 @@ class RewardFuncs:
                     raise RewardFailed(str(exc)) from None
                 return out
 
-            def failed(exc: Exception) -> RewardFailed:
+            def failed(exc: BaseException) -> RewardFailed:
                 return RewardFailed(f"reward function {spec!r} raised {type(exc).__name__}: {first_line(exc)}")
 
             if inspect.iscoroutinefunction(func):
@@ -236,7 +237,7 @@ class RewardFuncs:
                 async def run_async(**kwargs: Any) -> Any:
                     try:
                         out = await func(**kwargs)
-                    except Exception as exc:
+                    except (Exception, SystemExit) as exc:
                         raise failed(exc) from None
                     return read(out, kwargs)
                 return run_async
@@ -245,7 +246,7 @@ class RewardFuncs:
             def run(**kwargs: Any) -> Any:
                 try:
                     out = func(**kwargs)
-                except Exception as exc:
+                except (Exception, SystemExit) as exc:
                     raise failed(exc) from None
                 return read(out, kwargs)
             return run

@@ -98,7 +98,8 @@ def target_problems(targets: Sequence[str], eval_prompts: int, *, task: str | No
         else:
             problems = long_problems(parse_task(task), eval_prompts)
         if len(problems) < eval_prompts:
-            hint = " (give --eval-dataset FILE, or --no-eval)" if dataset and not eval_dataset else ""
+            hint = " (give --eval-dataset FILE, or --no-eval)" if dataset and not eval_dataset else \
+                f" (give --eval-prompts {len(problems)} or fewer)" if problems else ""
             raise UserError(f"eval_prompts {eval_prompts} but the eval set has {len(problems)} problems{hint}")
         out[name] = problems[:eval_prompts]
     return out

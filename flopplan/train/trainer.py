@@ -35,7 +35,7 @@ from flopplan.cost import worst_case_round
 from flopplan.errors import UserError
 from flopplan.grpo import phases as P
 from flopplan.grpo.batching import scoring_batches
-from flopplan.grpo.loss import group_advantages
+from flopplan.grpo.loss import finite_advantages
 from flopplan.grpo.reward_funcs import RewardFailed, RewardFuncs, format_bonus
 from flopplan.grpo.tasks import Problem
 from flopplan.guard import Guard, check_cap_buys_one, check_cap_extends, metrics_line, passes_cap
@@ -328,8 +328,7 @@ class Trainer:
                 rewards, charge = self.reward_model.score(self.codec, texts, rollouts.completions, passes["reward"],
                                                           cfg.measure_flops, cfg.max_new_tokens)
                 self._charged(result, charge)
-        reward_t = torch.tensor(rewards, dtype=torch.float32, device=self.device)
-        advantages = group_advantages(reward_t, r.group_size, cfg.loss.scale_rewards)
+        advantages = finite_advantages(rewards, r.group_size, cfg.loss.scale_rewards, self.device)
         batches = scoring_batches(rollouts, self.codec.pad_id, r.micro_batch_size, self.device, r.update_padding)
         old = ref = None
         if "old_logprobs" in passes:
