@@ -34,7 +34,7 @@ from flopplan.runfile import (
     last_complete_checkpoint,
     read_ledger,
 )
-from flopplan.train.config import TrainConfig, anchored
+from flopplan.train.config import PATH_FIELDS, TrainConfig, anchored, replace_config
 
 CONFIG_LAYOUT = serial.Layout("run config", "flopplan_run_version", RUN_VERSION, unversioned=RUN_VERSION)
 """A run's config.json: the run layout's version, as its summary has it (one without it reads as this one)."""
@@ -186,10 +186,14 @@ class RunFolder:
                                                **data})
 
     def record_limits(self, limits: dict[str, Any]) -> None:
-        """A resumed run's new limits (``max_steps``, ``budget_flops``, ``train_flops``, checked by the config the
-        resume built) written into its config; the rest stays as recorded (its relative paths as given)."""
-        data = read_json(self.path / CONFIG, "run config")
-        atomic_write_json(self.path / CONFIG, {**data, **limits})
+        """A resumed run's new limits (``max_steps``, ``budget_flops``, ``train_flops``) written into its config, in
+        the current layout, its paths as recorded (not as this resume read them: :func:`anchored`)."""
+        data = replace_config(self.read_config(resume=True), **limits).to_data()
+        raw = read_json(self.path / CONFIG, "run config")
+        data.update({name: raw[name] for name in (*PATH_FIELDS, "reward_funcs") if name in raw})
+        if isinstance(raw.get("recipe"), dict):
+            data["recipe"].update({key: raw["recipe"][key] for key in ("policy", "reward") if key in raw["recipe"]})
+        self.write_config(data)
 
     def started_in(self) -> str | None:
         """The folder the run was started from (its config's ``work_dir``), or None: none recorded (a run of an
