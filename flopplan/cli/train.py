@@ -184,7 +184,7 @@ def learned_reward_notes(config: Any) -> list[str]:
 
 
 def _read_config(folder: Any) -> Any:
-    """The run's configuration for a resume, its relative paths read where :func:`flopplan.train.config.anchored`
+    """The run's configuration for a resume, its relative paths read where :func:`flopplan.train.paths.anchored`
     says (a note names those read from the folder the run started in); where that folder is gone and a path cannot
     be read, the refusal says so."""
     try:

@@ -34,7 +34,8 @@ from flopplan.runfile import (
     last_complete_checkpoint,
     read_ledger,
 )
-from flopplan.train.config import PATH_FIELDS, TrainConfig, anchored, replace_config
+from flopplan.train.config import TrainConfig, replace_config
+from flopplan.train.paths import PATH_FIELDS, anchored
 
 CONFIG_LAYOUT = serial.Layout("run config", "flopplan_run_version", RUN_VERSION, unversioned=RUN_VERSION)
 """A run's config.json: the run layout's version, as its summary has it (one without it reads as this one)."""
@@ -207,7 +208,7 @@ class RunFolder:
 
     def read_config(self, resume: bool = False) -> TrainConfig:
         """The run's configuration; ``resume``: its relative paths read as a resume reads them
-        (:func:`flopplan.train.config.anchored`), those read from the folder the run started in kept in
+        (:func:`flopplan.train.paths.anchored`), those read from the folder the run started in kept in
         ``read_from_start``."""
         path = self.path / CONFIG
         if not path.exists():
