@@ -293,3 +293,10 @@ def test_an_arm_whose_policy_is_a_relative_config_reads_it_from_any_folder(tmp_p
     assert policies == {"pol-config.json": str(tmp_path / "pol" / "config.json"), "tiny-s": "tiny-s"}
     for arm in design.arms:  # what the runner plans each pilot with, read from here
         assert plan(arm.recipe, Budget(flops=float(design.rung_flops[-1]))).steps >= 1
+    # what a script pilot loads (spec.model): the path, not the arm's relative spelling (a held-out team's pilots
+    # ran where it did not exist, and transformers looked for a Hub model of that name)
+    from flopplan.race.user_pilot import write_spec
+
+    arm = next(a for a in design.arms if a.name.startswith("pol-config.json"))
+    spec = write_spec(design, tmp_path / "r", arm.name, 0, 0, arm.pilot_budget(design, 0), tmp_path / "pilot")
+    assert spec.model == str(tmp_path / "pol" / "config.json")

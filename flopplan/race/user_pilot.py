@@ -108,6 +108,13 @@ def _reward_model(design: RaceDesign, folder: Path, recipe: Any) -> str | None:
     return str((folder / design.reward_model_path).resolve())
 
 
+def _model(arm: Any, recipe: Any) -> str:
+    """The model a script pilot loads (``spec.model``): the arm's policy as its recipe names it (a local folder by
+    its absolute path since race design records it so: the relative spelling of the arm's axes did not exist where
+    the pilot ran, and transformers then looked for a Hub model of that name), else the registry's name."""
+    return str(arm.recipe.policy) if "policy" in arm.axes else recipe.policy_spec.name
+
+
 def write_spec(design: RaceDesign, folder: Path, arm_name: str, seed: int, rung: int, budget: int,
                run: Path) -> PilotSpec:
     """The spec of a pilot at ``rung`` in run folder ``run`` (the validating run: rung -1, its evaluation points
@@ -123,7 +130,7 @@ def write_spec(design: RaceDesign, folder: Path, arm_name: str, seed: int, rung:
     run = run.resolve()
     spec = PilotSpec(str(folder.resolve()), arm.name, dict(arm.axes), seed, rung, int(budget), str(run),
                      str(run / "checkpoints"), (run / CONFIG).is_file(), design.fit_targets[0], tuple(points),
-                     str(arm.axes.get("policy", recipe.policy_spec.name)), {k: v for k, v in kwargs.items()
+                     _model(arm, recipe), {k: v for k, v in kwargs.items()
                                                                             if k not in EXTRA_KEYS},
                      _peft(kwargs.get("peft"), arm.knobs), str(recipe.reward), recipe, script_overrides(arm),
                      arm.recipe.eval_prompts, design.eval_generations or None, _reward_model(design, folder, recipe),
