@@ -35,6 +35,14 @@ def test_an_unreachable_address_and_pool_options_are_one_line(tmp_path):
     one_line_error(cli("race", "run", str(tmp_path), "--backend", "ray", "--address", f"127.0.0.1:{port}"),
                    "no Ray cluster answers")
     one_line_error(cli("race", "run", str(tmp_path), "--backend", "ray", "--address", "nowhere"), "HOST:PORT")
+    # an IPv6 literal was read with its brackets ("Name or service not known"); RAY_ADDRESS, which Ray joins as it
+    # joins --address, was not checked (a held-out team's run then waited minutes on Ray's own retries)
+    ipv6 = cli("race", "run", str(tmp_path), "--backend", "ray", "--address", f"[::1]:{port}")
+    one_line_error(ipv6, f"no Ray cluster answers at [::1]:{port} (")
+    assert "not known" not in ipv6.stderr  # the host looked up as "[::1]" (whatever this machine's IPv6 answers)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+        one_line_error(cli("race", "run", str(tmp_path), "--backend", "ray"), "no Ray cluster answers at 127.0.0.1")
     one_line_error(cli("race", "run", str(tmp_path), "--backend", "ray", "--jobs", "2"), "--jobs")
     one_line_error(cli("race", "run", str(tmp_path), "--pilot-gpus", "1"), "--backend ray")
     assert not (tmp_path / "pilots").exists()
