@@ -91,7 +91,8 @@ class Guard:
 
     def stop(self, reason: str, detail: str) -> StopDecision:
         """Stop for a reason without numbers (``steps``, ``interrupted``, ``stopped``: the script's own rule, a TRL
-        callback, ended its training short of its step limit); ``detail`` is its message."""
+        callback, ended its training short of its step limit; ``failed``: a reward function's error abandoned a
+        step); ``detail`` is its message."""
         if reason not in REASONS:
             raise ValueError(f"unknown stop reason {reason!r}")
         self.decision = StopDecision(True, reason, self.next_round, detail=detail, noun=self.noun)

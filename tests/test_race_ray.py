@@ -42,7 +42,8 @@ def test_an_unreachable_address_and_pool_options_are_one_line(tmp_path):
     assert "not known" not in ipv6.stderr  # the host looked up as "[::1]" (whatever this machine's IPv6 answers)
     with pytest.MonkeyPatch.context() as env:
         env.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
-        one_line_error(cli("race", "run", str(tmp_path), "--backend", "ray"), "no Ray cluster answers at 127.0.0.1")
+        one_line_error(cli("race", "run", str(tmp_path), "--backend", "ray"),
+                       f"no Ray cluster answers at 127.0.0.1:{port} (RAY_ADDRESS)")
     one_line_error(cli("race", "run", str(tmp_path), "--backend", "ray", "--jobs", "2"), "--jobs")
     one_line_error(cli("race", "run", str(tmp_path), "--pilot-gpus", "1"), "--backend ray")
     assert not (tmp_path / "pilots").exists()

@@ -300,7 +300,10 @@ def test_a_reward_function_that_raises_abandons_its_step_with_a_checkpoint_and_o
     assert interruption(2, tmp_path / "run", None) is None
     abandoned = summary["abandoned_flops"]
     assert abandoned > 0 and f"({abandoned:,} FLOPs, counted against the budget)" in result.stderr
-    assert cli("report", "run", "--no-plot").returncode == 0
+    assert "KeyError: 'label'" in summary["stop_reason"]  # what failed, as report and a race show it
+    report = cli("report", "run", "--no-plot")
+    assert report.returncode == 0 and "failed in step 1 before its first update" in report.stdout
+    assert "interrupted" not in report.stdout, report.stdout
     rewards.write_text("def score(completions, answer, **kw):\n    return [float(a in c) for c, a in "
                        "zip(completions, answer)]\n")
     cli("train", "--out", "run", "--resume", "--no-progress", check=True)
@@ -309,13 +312,16 @@ def test_a_reward_function_that_raises_abandons_its_step_with_a_checkpoint_and_o
     # a held-out researcher's: an exit() in the function left a folder report called killed (exit code 3, nothing
     # said), and rewards finite in float32 whose group sum is not (3e38 each) filled the policy with NaN and the
     # next step's sampling crashed with a traceback
-    for body, fragment in (("raise SystemExit(3)", "raised SystemExit: 3: step 1 was abandoned"),
-                           ("return [3e38 for _ in completions]", "give group advantages that are not finite in "
-                                                                  "float32: scale the rewards or their weights down")):
+    for body, fragment, flag in (
+            ("raise SystemExit(3)", "raised SystemExit: 3: step 1 was abandoned", "--lost-outside-budget"),
+            ("return [3e38 for _ in completions]", "give group advantages that are not finite in float32: scale the "
+                                                   "rewards or their weights down", "--no-progress")):
         rewards.write_text(f"def score(completions, answer, **kw):\n    {body}\n")
         out = tmp_path / f"run-{len(fragment)}"
-        one_line_error(cli("train", "--out", str(out), "--dataset", "train.jsonl", "--reward-func", "rewards.py:score",
-                           "--steps", "2", *small, "--no-eval", "--no-progress"), fragment)
+        failed = cli("train", "--out", str(out), "--dataset", "train.jsonl", "--reward-func", "rewards.py:score",
+                     "--steps", "2", *small, "--no-eval", "--no-progress", flag)
+        one_line_error(failed, fragment)  # (pilots record abandoned work outside the budget: the line says so)
+        assert ("recorded, not charged" in failed.stderr) == (flag == "--lost-outside-budget"), failed.stderr
         assert json.loads((out / "summary.json").read_text())["stop"]["reason"] == "failed"
 
 

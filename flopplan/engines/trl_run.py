@@ -256,7 +256,8 @@ def run_trl(config: TrainConfig, resume: bool = False,
         trainer.train(resume_from_checkpoint=checkpoint)
     except RewardFailed as exc:  # inside a round: what ran since the last checkpoint is lost, charged on resume
         raise UserError(f"{exc}: the run stopped in round {meter.rounds + 1}, and what it ran since its last "
-                        "checkpoint is charged as lost when it resumes; fix the function and continue with flopplan "
+                        f"checkpoint is {'charged' if config.charge_lost else 'recorded, not charged,'} as lost when "
+                        "it resumes; fix the function and continue with flopplan "
                         f"train --out {shlex.quote(config.out_dir)} --resume") from None
     finally:
         if rank0:

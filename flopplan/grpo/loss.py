@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from flopplan.grpo.config import LossConfig
@@ -40,8 +42,10 @@ def finite_advantages(rewards: list[float], group: int, scale: str, device: torc
     sampling."""
     advantages = group_advantages(torch.tensor(rewards, dtype=torch.float32, device=device), group, scale)
     if not bool(torch.isfinite(advantages).all()):
-        raise RewardFailed(f"the step's rewards (up to {max(abs(v) for v in rewards):.3g} in size) give group "
-                           "advantages that are not finite in float32: scale the rewards or their weights down")
+        finite = [abs(v) for v in rewards if math.isfinite(v)]
+        size = f"up to {max(finite):.3g} in size" if len(finite) == len(rewards) else "some not finite"
+        raise RewardFailed(f"the step's rewards ({size}) give group advantages that are not finite in float32: "
+                           "scale the rewards or their weights down")
     return advantages
 
 

@@ -158,8 +158,9 @@ class RewardFailed(UserError):
     """A reward function raised, or returned what TRL would not read, during a step: the trainer abandons the step
     (its rewards come before the first update), writes a checkpoint, and says so in one line."""
 
-    def abandoned(self, step: int, flops: int, out_dir: str) -> UserError:
-        return UserError(f"{self}: step {step} was abandoned ({flops:,} FLOPs, counted against the budget) and a "
+    def abandoned(self, step: int, flops: int, out_dir: str, charged: bool = True) -> UserError:
+        counted = "counted against the budget" if charged else "recorded, not charged (--lost-outside-budget)"
+        return UserError(f"{self}: step {step} was abandoned ({flops:,} FLOPs, {counted}) and a "
                          "checkpoint written; fix the function and continue with flopplan train --out "
                          f"{shlex.quote(out_dir)} --resume")
 

@@ -59,20 +59,22 @@ def import_ray() -> Any:
     return ray
 
 
-def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
-    """Refuse with one line an address whose head does not answer within ``timeout`` seconds."""
+def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT, given: str = "--address") -> None:
+    """Refuse with one line an address whose head does not answer within ``timeout`` seconds (``given``: where the
+    address came from, --address or the environment's RAY_ADDRESS)."""
     if address == "auto":
         return
     host_port = address.split("://", 1)[-1]
     host, sep, port = host_port.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")  # an IPv6 literal, [::1]:6379
     if not sep or not host or not port.isdigit():
-        raise UserError(f"--address must be HOST:PORT (the head's), ray://HOST:PORT or auto, not {address!r}")
+        raise UserError(f"{given} must be HOST:PORT (the head's), ray://HOST:PORT or auto, not {address!r}")
     try:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as exc:
-        raise UserError(f"no Ray cluster answers at {address} ({exc.strerror or exc}): start one (`ray start "
-                        "--head`) or give its head's address") from None
+        raise UserError(f"no Ray cluster answers at {address}{' (RAY_ADDRESS)' * (given == 'RAY_ADDRESS')} "
+                        f"({exc.strerror or exc}): start one (`ray start --head`) or give its head's address") \
+            from None
 
 
 def connect(options: RayOptions) -> Any:
@@ -82,7 +84,7 @@ def connect(options: RayOptions) -> Any:
     if options.address is not None:
         check_reachable(options.address)
     elif os.environ.get("RAY_ADDRESS", "auto") not in ("auto", "local", ""):  # Ray joins it as it joins --address
-        check_reachable(os.environ["RAY_ADDRESS"])
+        check_reachable(os.environ["RAY_ADDRESS"], given="RAY_ADDRESS")
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
         if options.address is None and not os.environ.get("RAY_ADDRESS"):

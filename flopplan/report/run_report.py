@@ -102,7 +102,8 @@ def interruption(summary: RunSummary) -> str:
     if not isinstance(step, int) or not isinstance(flops, int):
         return f"interrupted: {i}"  # (not what flopplan's trainer records)
     charged = "charged to the budget" if summary.lost_charged else "recorded, not charged (--lost-outside-budget)"
-    return (f"interrupted in step {step} before its first update: the step is abandoned and redone on resume; "
+    how = "failed" if summary.stopped_for == "failed" else "interrupted"  # (a reward function's error, a Ctrl-C)
+    return (f"{how} in step {step} before its first update: the step is abandoned and redone on resume; "
             f"abandoned steps have spent {flops:,} FLOPs, {charged}")
 
 

@@ -174,9 +174,9 @@ class TrainConfig:
     fixed_completion: bool = field(default=False, metadata=option(
         "--fixed-completion-len", "Every completion runs to --completion-len tokens (EOS held back): fixed shapes, "
         "as exactness checks use", "flag"))
-    work_dir: str | None = None  # the folder the run was started from (absolute): a resume from another folder
-    # reads the run's relative paths (dataset, reward files, a chat template, a policy's config) from there, as the
-    # run's start did (flopplan.cli.train); None: a run recorded before this field, read from where it resumes
+    work_dir: str | None = None  # the folder the run was started from (absolute): a resume reads each relative path
+    # (dataset, reward files, a chat template, a policy's config) from the current folder where it is there, else
+    # from this one (flopplan.train.paths); None: a run recorded before this field, read from where it resumes
 
     def __post_init__(self) -> None:
         r = self.recipe

@@ -442,11 +442,12 @@ class Trainer:
                 except (Interrupted, RewardFailed) as exc:  # before the first update: the step is abandoned
                     partial = self._abandon(rng)
                     failed = exc if isinstance(exc, RewardFailed) else None
-                    self.guard.stop("failed" if failed else "interrupted", f"{'failed' if failed else 'interrupted'} "
-                                    f"during step {self.step + 1} ({partial:,} FLOPs abandoned)")
+                    how = "failed" if failed else "interrupted"
+                    self.guard.stop(how, f"{how} during step {self.step + 1} ({partial:,} FLOPs abandoned)"
+                                         f"{f': {failed}' if failed else ''}")
                     if failed:
                         self.save_checkpoint()
-                        raise failed.abandoned(self.step + 1, partial, cfg.out_dir) from None
+                        raise failed.abandoned(self.step + 1, partial, cfg.out_dir, cfg.charge_lost) from None
                     break
                 self.step = result.step
                 self.data_position += r.prompts_per_step
