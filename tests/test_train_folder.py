@@ -335,3 +335,17 @@ def test_an_eval_set_smaller_than_the_evaluation_names_the_option_that_fits(tmp_
                        "--eval-dataset", str(tmp_path / "eval.jsonl"), "--steps", "1", "--no-progress"),
                    "eval_prompts 200 but the eval set has 9 problems (give --eval-prompts 9 or fewer)")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_resume_refuses_an_evaluation_line_that_is_not_one(tmp_path):
+    """A complete evaluations.jsonl line with a score of 2 (no kill writes one) was carried on by a resume, where
+    every analysis of the run refuses it; the resume refuses it in one line naming the file and step."""
+    run = tmp_path / "run"
+    cli("train", "--out", str(run), "--steps", "1", "--prompts-per-step", "4", "--group-size", "4", "--micro-batch",
+        "8", "--completion-len", "2", "--eval-every", "1", "--eval-prompts", "4", "--no-progress", check=True)
+    lines = (run / "evaluations.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["scores"] = [2, *first["scores"][1:]]
+    (run / "evaluations.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    one_line_error(cli("train", "--out", str(run), "--resume", "--steps", "2", "--no-progress"),
+                   "evaluations.jsonl', step 0: ")

@@ -32,6 +32,7 @@ from flopplan.runfile import (
     LedgerRecord,
     RunSummary,
     last_complete_checkpoint,
+    load_evaluations,
     read_ledger,
 )
 from flopplan.train.config import TrainConfig, replace_config
@@ -322,10 +323,13 @@ class RunFolder:
                                 "run)")
 
     def check_evaluations(self, step: int, targets: tuple[str, ...]) -> None:
-        """Every evaluation the metrics record up to ``step`` must be in ``evaluations.jsonl``, each target once."""
+        """Every evaluation the metrics record up to ``step`` must be in ``evaluations.jsonl``, each target once, and
+        every complete line of it an evaluation (:func:`flopplan.runfile.load_evaluations`: a score of 2 was carried
+        on, where the analysis of the run refuses it)."""
         evaluated = sorted(line["step"] for line in self.metrics() if "eval_accuracy" in line and line["step"] <= step)
         if not evaluated:
             return
+        load_evaluations(self.path)
         path = self.path / EVALUATIONS
         have = {(line["step"], line.get("target")) for line in read_step_log(path)}
         missing = sorted({s for s in evaluated for t in targets if (s, t) not in have})
