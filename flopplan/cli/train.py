@@ -184,17 +184,9 @@ def learned_reward_notes(config: Any) -> list[str]:
 
 
 def _read_config(folder: Any) -> Any:
-    """The run's configuration for a resume, its relative paths read where :func:`flopplan.train.paths.anchored`
-    says (a note names those read from the folder the run started in); where that folder is gone and a path cannot
-    be read, the refusal says so."""
-    try:
-        config = folder.read_config(resume=True)
-    except UserError as exc:
-        start = folder.started_in()
-        if start is None or Path(start).is_dir():
-            raise
-        raise UserError(f"{exc} (the run started in {start!r}, which is gone: its relative paths were read from "
-                        "there)") from None
+    """The run's configuration for a resume (:meth:`RunFolder.read_config`), with a note naming the relative paths
+    read from the folder the run started in (:func:`flopplan.train.paths.anchored`)."""
+    config = folder.read_config(resume=True)
     if folder.read_from_start:
         click.echo(f"note: read from {config.work_dir}, where the run started (not found here): "
                    f"{', '.join(folder.read_from_start)}", err=True)

@@ -197,20 +197,10 @@ class RunFolder:
             data["recipe"].update({key: raw["recipe"][key] for key in ("policy", "reward") if key in raw["recipe"]})
         self.write_config(data)
 
-    def started_in(self) -> str | None:
-        """The folder the run was started from (its config's ``work_dir``), or None: none recorded (a run of an
-        earlier version, a metered TRL script's) or no readable config (which :meth:`read_config` refuses)."""
-        try:
-            data = json.loads((self.path / CONFIG).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        where = data.get("work_dir") if isinstance(data, dict) else None
-        return where if isinstance(where, str) and Path(where).is_absolute() else None
-
     def read_config(self, resume: bool = False) -> TrainConfig:
         """The run's configuration; ``resume``: its relative paths read as a resume reads them
         (:func:`flopplan.train.paths.anchored`), those read from the folder the run started in kept in
-        ``read_from_start``."""
+        ``read_from_start``, and a path that cannot be read refused saying so where that folder is gone."""
         path = self.path / CONFIG
         if not path.exists():
             raise UserError(f"nothing to resume in {str(self.path)!r}: no {CONFIG}")
@@ -225,6 +215,12 @@ class RunFolder:
             return TrainConfig.from_data(data, repr(str(path)))
         except TypeError as exc:
             raise UserError(f"{str(path)!r} is not a flopplan run config ({exc})") from None
+        except UserError as exc:
+            start = data.get("work_dir") if resume else None
+            if not isinstance(start, str) or Path(start).is_dir():
+                raise
+            raise UserError(f"{exc} (the run started in {start!r}, which is gone: its relative paths were read "
+                            "from there)") from None
 
     def append(self, step: int, charges: list[dict[str, Any]], metrics_line: dict[str, Any],
                evaluations: Sequence[dict[str, Any]] = (), commits: int | None = None,
