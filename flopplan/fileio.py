@@ -264,11 +264,9 @@ def scratch_folder(prefix: str) -> tempfile.TemporaryDirectory[str]:
                     lock_holder(old) is None:
                 shutil.rmtree(old)
     scratch = tempfile.TemporaryDirectory(prefix=prefix)
-    handle = open(Path(scratch.name) / ".lock", "w")  # noqa: SIM115 (held as long as the folder)
-    fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-    handle.write(f"process {os.getpid()}")
-    handle.flush()
-    scratch.lock = handle  # type: ignore[attr-defined]
+    lock = contextlib.ExitStack()  # held as long as the folder (its object), released with the process
+    lock.enter_context(folder_lock(scratch.name, "scratch folder"))
+    scratch.lock = lock  # type: ignore[attr-defined]
     return scratch
 
 
