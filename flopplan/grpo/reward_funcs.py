@@ -112,6 +112,20 @@ def _import(module_name: str) -> Any:
     return importlib.import_module(module_name)
 
 
+def _raised(spec: str, exc: BaseException) -> RewardFailed:
+    """What a reward function raised during a run (an ``exit()`` included; a Ctrl-C is the trainer's, whose handler
+    stops after the phase), as its one line."""
+    return RewardFailed(f"reward function {spec!r} raised {type(exc).__name__}: {first_line(exc)}")
+
+
+def _checked(spec: str, out: Any, n: int) -> list[float | None]:
+    """:func:`_rewards` of what a reward function returned during a run, refused as a :class:`RewardFailed`."""
+    try:
+        return _rewards(spec, out, n)
+    except UserError as exc:
+        raise RewardFailed(str(exc)) from None
+
+
 def _rewards(spec: str, out: Any, n: int) -> list[float | None]:
     """A reward function's output as TRL reads it: a list (or tuple, array, tensor) of ``n`` numbers or None
     (NumPy and 0-d torch numbers and booleans are numbers, as TRL's float32 tensor takes them). A scalar, None, a
@@ -206,13 +220,9 @@ class RewardFuncs:
                 out = func(**kwargs)
                 if inspect.isawaitable(out):
                     out = asyncio.run(_awaited(out))
-                per_func[spec] = _rewards(spec, out, len(completions))
-            except UserError as exc:  # what it returned
-                raise RewardFailed(str(exc)) from None
-            except (Exception, SystemExit) as exc:  # whatever the user's function raises, an exit() included (a
-                # Ctrl-C is the trainer's: its handler stops after the phase)
-                raise RewardFailed(f"reward function {spec!r} raised {type(exc).__name__}: {first_line(exc)}") \
-                    from None
+            except (Exception, SystemExit) as exc:
+                raise _raised(spec, exc) from None
+            per_func[spec] = _checked(spec, out, len(completions))
         total = [sum(w * (0.0 if v is None or v != v else v) for w, v in zip(self.weights, row, strict=True))
                  for row in zip(*per_func.values(), strict=True)]
         return total, per_func
@@ -224,14 +234,8 @@ class RewardFuncs:
         being sync or ``async`` kept (TRL names its metrics by the one and awaits by the other)."""
         def guard(spec: str, func: Callable[..., Any]) -> Callable[..., Any]:
             def read(out: Any, kwargs: dict[str, Any]) -> Any:
-                try:
-                    _rewards(spec, out, len(kwargs.get("completions") or ()))
-                except UserError as exc:
-                    raise RewardFailed(str(exc)) from None
+                _checked(spec, out, len(kwargs.get("completions") or ()))
                 return out
-
-            def failed(exc: BaseException) -> RewardFailed:
-                return RewardFailed(f"reward function {spec!r} raised {type(exc).__name__}: {first_line(exc)}")
 
             if inspect.iscoroutinefunction(func):
                 @functools.wraps(func)
@@ -239,7 +243,7 @@ class RewardFuncs:
                     try:
                         out = await func(**kwargs)
                     except (Exception, SystemExit) as exc:
-                        raise failed(exc) from None
+                        raise _raised(spec, exc) from None
                     return read(out, kwargs)
                 return run_async
 
@@ -248,7 +252,7 @@ class RewardFuncs:
                 try:
                     out = func(**kwargs)
                 except (Exception, SystemExit) as exc:
-                    raise failed(exc) from None
+                    raise _raised(spec, exc) from None
                 return read(out, kwargs)
             return run
 
