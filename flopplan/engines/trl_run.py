@@ -43,7 +43,7 @@ from flopplan.projections import lora_modules
 from flopplan.runfile import PlanReference, RunSummary, last_complete_checkpoint
 from flopplan.train.config import TrainConfig
 from flopplan.train.runfolder import RunFolder
-from flopplan.train.targets import task_split
+from flopplan.train.targets import check_eval_set, task_split
 
 
 def _datasheet_peak(device: torch.device) -> float | None:
@@ -174,10 +174,7 @@ def _datasets(config: TrainConfig) -> tuple[list[dict[str, Any]], list[dict[str,
     if config.dataset:
         rows = trl_rows(config.dataset, config.system_prompt)
         heldout = trl_rows(config.eval_dataset, config.system_prompt) if config.eval_dataset and held else []
-        if len(heldout) < held:
-            hint = f" (give --eval-prompts {len(heldout)} or fewer)" if config.eval_dataset and heldout else \
-                "" if config.eval_dataset else " (give --eval-dataset FILE, or --no-eval)"
-            raise UserError(f"eval_prompts {held} but the eval set has {len(heldout)} problems{hint}")
+        check_eval_set(held, len(heldout), given=bool(config.eval_dataset))
         return rows, heldout[:held] if held else None
     if held:
         train, test = task_split(config.builtin_task, config.train_size, held)

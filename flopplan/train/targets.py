@@ -97,12 +97,18 @@ def target_problems(targets: Sequence[str], eval_prompts: int, *, task: str | No
             problems = task_split(task, train_size, eval_prompts)[1]
         else:
             problems = long_problems(parse_task(task), eval_prompts)
-        if len(problems) < eval_prompts:
-            hint = " (give --eval-dataset FILE, or --no-eval)" if dataset and not eval_dataset else \
-                f" (give --eval-prompts {len(problems)} or fewer)" if problems else ""
-            raise UserError(f"eval_prompts {eval_prompts} but the eval set has {len(problems)} problems{hint}")
+        check_eval_set(eval_prompts, len(problems), given=not (dataset and not eval_dataset))
         out[name] = problems[:eval_prompts]
     return out
+
+
+def check_eval_set(asked: int, has: int, given: bool) -> None:
+    """Refuse an evaluation of ``asked`` prompts from a set of ``has`` in one line naming what to give: an
+    ``--eval-dataset`` (``given`` False: a dataset run without one), else fewer ``--eval-prompts``."""
+    if has < asked:
+        hint = " (give --eval-dataset FILE, or --no-eval)" if not given else \
+            f" (give --eval-prompts {has} or fewer)" if has else ""
+        raise UserError(f"eval_prompts {asked} but the eval set has {has} problems{hint}")
 
 
 def builtin_encode(text: str) -> list[int]:
