@@ -79,6 +79,11 @@ def test_answers_are_reduced_and_other_columns_kept(tmp_path):
     ({"prompt": "1 >", "answer": None}, "line 2: answer is null"),
     ({"prompt": "1 >", "answer": ["1"]}, "line 2: answer must be text or a number"),
     ({"prompt": "1 >"}, "line 2: no answer"),
+    ({"prompt": "1 >", "answer": float("nan")}, "line 2: answer is nan"),
+    ({"prompt": "1 >", "solution": float("inf")}, "line 2: solution is inf"),
+    ({"prompt": "1 >", "answer": ""}, "line 2: answer is empty$"),
+    ({"prompt": "1 >", "answer": "the sum is #### "}, "line 2: answer is empty after reduction"),
+    ({"prompt": "  ", "answer": "1"}, "line 2: prompt is empty"),
     ([1, 2], "line 2: expected an object"),
     ({"prompt": [{"role": "user", "content": "1"}], "answer": "1"}, "line 2: prompt is chat messages"),
 ])

@@ -15,6 +15,7 @@ prompt becomes its user message) that starts with it, unless the row has its own
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,8 @@ def check_prompt(prompt: Any, where: str) -> str | Messages:
     if prompt is None:
         raise UserError(f"{where}: prompt is null")
     if isinstance(prompt, str):
+        if not prompt.strip():
+            raise UserError(f"{where}: prompt is empty")
         return prompt
     if not isinstance(prompt, list) or not prompt:
         raise UserError(f"{where}: prompt must be text or a non-empty list of chat messages, not "
@@ -120,7 +123,12 @@ def check_row(record: Any, where: str) -> dict[str, Any]:
         raise UserError(f"{where}: {column} is null")
     if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
         raise UserError(f"{where}: {column} must be text or a number, not {type(answer).__name__}")
-    return {**record, "prompt": check_prompt(record["prompt"], where), "answer": reference_answer(str(answer))}
+    if isinstance(answer, float) and not math.isfinite(answer):  # a missing value, as pandas and json write it
+        raise UserError(f"{where}: {column} is {answer}, not a number to compare against")
+    reduced = reference_answer(str(answer))
+    if not reduced:
+        raise UserError(f"{where}: {column} is empty" + (f" after reduction ({str(answer)!r})" if answer else ""))
+    return {**record, "prompt": check_prompt(record["prompt"], where), "answer": reduced}
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
