@@ -128,6 +128,12 @@ class Profile:
     # a calibrated profile: its error and how it was measured (read from its fit's diagnostics: stated_error)
     stated_error: str | None = field(default=None, metadata=serial.spec(omit=True))
 
+    @property
+    def on_cpu(self) -> bool:
+        """A profile of a CPU, as ``flopplan calibrate`` names one (``CPU <model> (N threads)``,
+        :func:`flopplan.measure.device.hardware_name`); a GPU's name or a datasheet's otherwise."""
+        return self.device.startswith("CPU ")
+
     def extrapolation_note(self, params: int) -> str | None:
         """A warning when a calibrated profile prices a model far outside the sizes it was fitted on."""
         if not self.fitted_on:

@@ -32,6 +32,8 @@ from flopplan.lengths import Length
 from flopplan.recipe import Recipe, RewardSystem
 from flopplan.runfile import trl_checkpoints
 
+CPU_PROFILE = ROOT / "calibration" / "cpu-amd-epyc-2-threads-quick" / "profile.json"
+
 PROMPT = 9  # the built-in task's prompts: "6 3 1 1 >" (no BOS with the character tokenizer TRL gets)
 
 
@@ -98,6 +100,24 @@ def test_a_trl_config_that_sets_use_cpu_is_priced_on_the_cpus_head(tmp_path):
     on_cpu = json.loads(cli(*args, "--device", "cpu", check=True).stdout)["plans"][0]["recipe"]["logprob_head"]
     assert priced == on_cpu == logprob_head_for(installed_trl_version(), "cpu")
     one_line_error(cli(*args, "--device", "h100"), "the TRL configuration sets use_cpu")
+    gpu = tmp_path / "gpu.json"  # a calibrated GPU's profile, as flopplan calibrate names one
+    gpu.write_text(json.dumps({**json.loads(CPU_PROFILE.read_text()), "device": "NVIDIA H100 80GB HBM3"}))
+    one_line_error(cli(*args, "--profile", str(gpu)), "not on the --profile's 'NVIDIA H100 80GB HBM3'")
+    with_profile = json.loads(cli(*args, "--profile", str(CPU_PROFILE), check=True).stdout)
+    assert with_profile["plans"][0]["recipe"]["logprob_head"] == on_cpu
+
+
+def test_a_trl_config_timed_with_a_cpus_profile_is_priced_on_the_cpus_head(tmp_path):
+    """Without use_cpu, TRL runs where the machine has a GPU; a CPU's --profile says the run is timed on a CPU,
+    where TRL runs on the CPU and its log-prob head is the CPU's (it was priced with the GPU's)."""
+    config = tmp_path / "args.json"
+    config.write_text(json.dumps({"num_generations": 4, "per_device_train_batch_size": 4,
+                                  "max_completion_length": 16}))
+    args = ("plan", "--from-trl", str(config), "--model", "tiny", "--prompt-len", "8", "--steps", "3", "--json")
+    heads = {flag: json.loads(cli(*args, *flag, check=True).stdout)["plans"][0]["recipe"]["logprob_head"]
+             for flag in (("--profile", str(CPU_PROFILE)), ("--device", "cpu"), ("--device", "cuda"))}
+    assert heads[("--profile", str(CPU_PROFILE))] == heads[("--device", "cpu")]
+    assert heads[("--device", "cpu")] != heads[("--device", "cuda")]  # else this test could not fail
 
 
 def _flop_fields(recipe: Recipe) -> dict:

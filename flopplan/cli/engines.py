@@ -14,7 +14,7 @@ import click
 from flopplan.cli import echo_json, fail, main
 from flopplan.errors import UserError
 from flopplan.fileio import atomic_write_text, read_text, writable_targets
-from flopplan.hardware import DATASHEETS
+from flopplan.hardware import DATASHEETS, Profile
 from flopplan.recipe import Recipe
 
 ENGINE_OPTIONS = ("prompt_len", "completion_len")
@@ -75,9 +75,10 @@ def engine_device(device: str | None) -> tuple[str, str | None]:
 
 def recipe_of_engine_config(from_trl: tuple[str, ...], from_verl: str | None, recipe_file: str | None,
                             models: tuple[str, ...], recipe_opts: dict[str, Any], steps: int | None,
-                            world_size: int | None, device: str | None,
-                            budget_given: bool) -> tuple[Recipe, int | None, list[str], str | None]:
-    """The recipe an engine's configuration runs, the steps (rounds) to price, notes, and the profile device."""
+                            world_size: int | None, device: str | None, budget_given: bool,
+                            profile: Profile | None = None) -> tuple[Recipe, int | None, list[str], str | None]:
+    """The recipe an engine's configuration runs, the steps (rounds) to price, notes, and the profile device;
+    ``profile`` (a ``--profile`` file's) says where the run is timed, a CPU's or a GPU's, as ``--device`` does."""
     from flopplan.cli.options import recipe_changes, recipe_option_fields
 
     if from_trl and from_verl:
@@ -96,6 +97,8 @@ def recipe_of_engine_config(from_trl: tuple[str, ...], from_verl: str | None, re
     if len(models) > 1:
         fail("an engine configuration trains one policy: give one --model")
     target, profile_device = engine_device(device)
+    if profile is not None:
+        target = "cpu" if profile.on_cpu else "cuda"
     if from_trl:
         from flopplan.engines.trl import GRPO_DEFAULTS, REWARD_TEMPLATE, recipe_from_trl, rounds_of
 
@@ -104,6 +107,10 @@ def recipe_of_engine_config(from_trl: tuple[str, ...], from_verl: str | None, re
             if device is not None and target != "cpu":
                 fail(f"the TRL configuration sets use_cpu: its run is on the CPU, not --device {device}: give "
                      "--device cpu, or price the run without use_cpu")
+            if profile is not None and not profile.on_cpu:
+                fail(f"the TRL configuration sets use_cpu: its run is on the CPU, not on the --profile's "
+                     f"{profile.device!r}: give a CPU's profile (flopplan calibrate on the CPU), or price the run "
+                     "without use_cpu")
             target = "cpu"
         recipe, run, notes = recipe_from_trl(data, model=model, prompt_len=changes.get("prompt_len"),
                                              completion_len=changes.get("completion_len"),

@@ -66,8 +66,8 @@ def _output(tables: list[Any], fmt: str, notes: list[str], command: str, data: C
               help="Price an existing TRL run: a JSON/YAML file of GRPOConfig fields (TRL's names; "
                    "GRPOConfig(...).to_dict() or a saved training_args.bin too); repeat it for a file of peft, "
                    "reward_funcs, model_name_or_path and reward_overhead_tokens (export trl's flopplan.yaml); "
-                   "--device cpu|cuda (or a GPU name) picks TRL's log-prob head; --prompt-len, --completion-len "
-                   "and --reward-overhead state the data.")
+                   "--device cpu|cuda (or a GPU name) or a --profile's device picks TRL's log-prob head; "
+                   "--prompt-len, --completion-len and --reward-overhead state the data.")
 @click.option("--from-verl", "from_verl", type=click.Path(dir_okay=False),
               help="Price an existing verl GRPO run: a file of Hydra overrides (key=value lines) or a YAML config.")
 @click.option("--world-size", type=int, help="With --from-trl: the processes the run uses (default 1).")
@@ -105,7 +105,8 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
 
         base, steps, extra_notes, device = recipe_of_engine_config(
             from_trl, from_verl, recipe_file, models, recipe_opts, steps, world_size, device,
-            budget_given(budget, gpu_hours, dollars))
+            budget_given(budget, gpu_hours, dollars),
+            profile_from(device, profile_file, price_per_gpu_hour, "hf") if profile_file else None)
         models = (base.policy,)
     elif world_size is not None:
         fail("--world-size goes with --from-trl")
