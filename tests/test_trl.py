@@ -821,3 +821,32 @@ def test_a_reward_function_that_fails_on_trl_stops_the_run_in_one_line_and_it_re
     rewards.write_text("def score(completions, **kw):\n    return [0.5] * len(completions)\n")
     s = json.loads(cli("train", "--out", str(run), "--resume", "--json", check=True).stdout)
     assert s["steps"] == 2 and s["lost_flops"] > 0 and s["within_budget"]
+    # rewards finite in float32 whose group sums are not (3e38 each) made TRL's advantages NaN, which filled the
+    # policy with NaN; the round stops in one line, as the built-in trainer's step does
+    rewards.write_text("def score(completions, **kw):\n    return [3e38] * len(completions)\n")
+    one_line_error(cli("train", "--engine", "trl", "--out", str(tmp_path / "big"), "--steps", "2", *SMALL,
+                       "--reward-func", "rewards.py:score"),
+                   "give group advantages that are not finite in float32: scale the rewards or their weights down: "
+                   "the run stopped in round 1")
+
+
+@pytest.mark.parametrize(("columns", "weights", "overflows"), [
+    ([[3e38] * 4], [1.0], True),  # the group's sum
+    ([[2e38, 1.0, 1.0, 1.0], [2e38, 1.0, 1.0, 1.0]], [1.0, 1.0], True),  # the sum over functions
+    ([[1e10, 2e10, 3e10, 4e10]], [1e30], True),  # the weight
+    ([[1e19, -1e19, 1e19, -1e19]], [1.0], True),  # the squared deviations the std sums
+    ([[1e18, -1e18, 5.0, float("nan")], [float("nan")] * 4], [1.0, 2.0], False),  # NaN: a function returned None
+    ([[0.0, 1.0, 1.0, 0.0] * 2], [1.0], False),
+])
+def test_rewards_trl_normalises_are_refused_where_float32_overflows(columns, weights, overflows):
+    import torch
+
+    from flopplan.grpo.loss import check_trl_rewards
+    from flopplan.grpo.reward_funcs import RewardFailed
+
+    rewards = torch.tensor(columns, dtype=torch.float32).T  # a row per completion, a column per function
+    if overflows:
+        with pytest.raises(RewardFailed, match="not finite in float32"):
+            check_trl_rewards(rewards, torch.tensor(weights), 4)
+    else:
+        check_trl_rewards(rewards, torch.tensor(weights), 4)

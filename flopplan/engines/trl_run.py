@@ -11,6 +11,7 @@ carry the ledger.
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from flopplan.engines.trl_trainer import ATTENTION_KERNELS
 from flopplan.errors import UserError
 from flopplan.grpo.codecs import hf_char_tokenizer, local_tokenizer
 from flopplan.grpo.data import read_template, trl_rows
+from flopplan.grpo.loss import check_trl_rewards
 from flopplan.grpo.reward_funcs import RewardFailed, RewardFuncs
 from flopplan.grpo.tasks import parse_task
 from flopplan.hardware import DATASHEETS
@@ -275,6 +277,21 @@ def _remove_created(folder: RunFolder, before: set[Path] | None) -> None:
             path.unlink(missing_ok=True)
 
 
+def _refuse_overflow(trainer: Any) -> None:
+    """A round whose rewards overflow float32 where TRL normalises them stops as a failing function does
+    (:func:`check_trl_rewards`), before their NaN advantages reach the policy."""
+    calculate = trainer._calculate_rewards
+
+    @functools.wraps(calculate)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        rewards = calculate(*args, **kwargs)
+        check_trl_rewards(rewards, trainer.reward_weights,
+                          trainer.num_generations if trainer.model.training else trainer.num_generations_eval)
+        return rewards
+
+    trainer._calculate_rewards = checked
+
+
 def _build(config: TrainConfig, folder: RunFolder, resume: bool) -> tuple[Any, Any, str | None]:
     """The GRPOTrainer of ``config`` with the meter attached (which refuses what it cannot price), and the
     checkpoint to resume from."""
@@ -326,6 +343,7 @@ def _build(config: TrainConfig, folder: RunFolder, resume: bool) -> tuple[Any, A
                          measure=config.measure_flops, peak_flops=_datasheet_peak(policy.device),
                          lost_outside_budget=not config.charge_lost)
     meter.accuracy_metric = accuracy_metric(config)
+    _refuse_overflow(trainer)
     meter.names = (meter_recipe.policy_spec.name, str(r.reward))  # (the meter reads the models from TRL's folders)
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 

@@ -42,11 +42,33 @@ def finite_advantages(rewards: list[float], group: int, scale: str, device: torc
     sampling."""
     advantages = group_advantages(torch.tensor(rewards, dtype=torch.float32, device=device), group, scale)
     if not bool(torch.isfinite(advantages).all()):
-        finite = [abs(v) for v in rewards if math.isfinite(v)]
-        size = f"up to {max(finite):.3g} in size" if len(finite) == len(rewards) else "some not finite"
-        raise RewardFailed(f"the step's rewards ({size}) give group advantages that are not finite in float32: "
-                           "scale the rewards or their weights down")
+        raise _overflow(rewards)
     return advantages
+
+
+def check_trl_rewards(rewards_per_func: torch.Tensor, weights: torch.Tensor, group: int) -> None:
+    """Refuse (a :class:`RewardFailed`) a round's rewards as TRL's GRPOTrainer gathers them (a row per completion,
+    a column per function, NaN where a function returned None) where what it normalises them with is not finite in
+    float32: the weighted rewards, their sum per completion, or the squared deviations its group and batch stds sum
+    (``sum_then_normalize`` and ``normalize_then_sum`` both). An overflow there makes some advantages NaN, which
+    fill the policy with NaN. Every process holds the same gathered rewards, so every one refuses alike."""
+    weighted = rewards_per_func.float() * weights.float().to(rewards_per_func.device).unsqueeze(0)
+    total = weighted.nansum(dim=1)
+
+    def spread(values: torch.Tensor, dim: int) -> torch.Tensor:  # squared deviations about the mean, summed
+        return (values - values.nanmean(dim=dim, keepdim=True)).square().nansum(dim=dim)
+
+    parts = (weighted, total, spread(total.view(-1, group), 1), spread(total, 0),
+             spread(weighted.view(-1, group, weighted.shape[1]), 1))
+    if any(bool(torch.isinf(part).any()) for part in parts):
+        raise _overflow([v for v in rewards_per_func.flatten().tolist() if not math.isnan(v)])  # (NaN: None)
+
+
+def _overflow(rewards: list[float]) -> RewardFailed:
+    finite = [abs(v) for v in rewards if math.isfinite(v)]
+    size = f"up to {max(finite):.3g} in size" if len(finite) == len(rewards) else "some not finite"
+    return RewardFailed(f"the step's rewards ({size}) give group advantages that are not finite in float32: "
+                        "scale the rewards or their weights down")
 
 
 def group_advantages(rewards: torch.Tensor, group: int, scale: str = "group", eps: float = 1e-4) -> torch.Tensor:
