@@ -49,6 +49,35 @@ def test_an_unreachable_address_and_pool_options_are_one_line(tmp_path):
     assert not (tmp_path / "pilots").exists()
 
 
+@pytest.mark.parametrize("reply", [b"", b"SSH-2.0-OpenSSH_9.6\r\n", b"HTTP/1.1 400 Bad Request\r\n\r\n"])
+def test_an_address_that_answers_but_is_no_ray_head_is_one_line(tmp_path, reply):
+    """A port that accepts but is not a Ray head's (nothing said, another protocol, Ray's dashboard) kept ray.init
+    retrying for minutes (a held-out team's race, left open); the check asks for the HTTP/2 reply gRPC gives."""
+    import threading
+
+    pytest.importorskip("ray")
+    cli("race", "design", "--budget", "6e10", "--pilot-fraction", "0.5", "--out", str(tmp_path), *SMALL, check=True)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+
+        def answer() -> None:
+            connection, _ = server.accept()
+            with connection:
+                connection.recv(64)
+                connection.sendall(reply)
+                if not reply:
+                    connection.recv(64)  # (held open, silent, until the client gives up)
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        one_line_error(cli("race", "run", str(tmp_path), "--backend", "ray", "--address", address),
+                       f"{address} answers, but not as a Ray head does")
+        thread.join(timeout=30)
+    assert not (tmp_path / "pilots").exists()
+
+
 def test_a_pilot_larger_than_every_node_is_one_line_before_anything_runs(ray_address, tmp_path):
     """Ray would queue such a pilot forever, silently: each node counts (a task's CPUs are on one node)."""
     cli("race", "design", "--budget", "6e10", "--pilot-fraction", "0.5", "--out", str(tmp_path), *SMALL, check=True)

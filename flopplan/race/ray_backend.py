@@ -69,12 +69,39 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT, given: str =
     host = host.removeprefix("[").removesuffix("]")  # an IPv6 literal, [::1]:6379
     if not sep or not host or not port.isdigit():
         raise UserError(f"{given} must be HOST:PORT (the head's), ray://HOST:PORT or auto, not {address!r}")
+    where = f"{address}{' (RAY_ADDRESS)' * (given == 'RAY_ADDRESS')}"
     try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
+        connection = socket.create_connection((host, int(port)), timeout=timeout)
     except OSError as exc:
-        raise UserError(f"no Ray cluster answers at {address}{' (RAY_ADDRESS)' * (given == 'RAY_ADDRESS')} "
-                        f"({exc.strerror or exc}): start one (`ray start --head`) or give its head's address") \
-            from None
+        raise UserError(f"no Ray cluster answers at {where} ({exc.strerror or exc}): start one (`ray start --head`) "
+                        "or give its head's address") from None
+    with connection:
+        if os.environ.get("RAY_USE_TLS", "0").lower() not in ("0", "false", ""):
+            return  # (a TLS handshake comes first: no plain preface to answer)
+        try:
+            frame = _first_http2_frame(connection)
+        except OSError:
+            frame = b""
+    if len(frame) < 9 or frame[3] != HTTP2_SETTINGS:
+        raise UserError(f"{where} answers, but not as a Ray head does (gRPC over HTTP/2, within {timeout:g} s): give "
+                        "the head's address (`ray start --head` prints it)")
+
+
+HTTP2_SETTINGS = 0x4
+"""The type of the frame an HTTP/2 server sends first (RFC 9113, section 3.4), as Ray's GCS and Ray Client
+servers (gRPC) do."""
+
+
+def _first_http2_frame(connection: socket.socket) -> bytes:
+    """The first 9 bytes (a frame's header) an HTTP/2 server sends after a client's connection preface and empty
+    SETTINGS frame (RFC 9113, section 3.4); fewer where it closes first. A server that speaks another protocol, or
+    none (a port that accepts and never answers: ``ray.init`` waited on it for minutes, retrying), raises
+    ``TimeoutError`` or returns what it sent."""
+    connection.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, HTTP2_SETTINGS, 0, 0, 0, 0, 0]))
+    head = b""
+    while len(head) < 9 and (chunk := connection.recv(9 - len(head))):
+        head += chunk
+    return head
 
 
 def connect(options: RayOptions) -> Any:
