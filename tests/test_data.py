@@ -222,6 +222,11 @@ def test_a_function_that_cannot_take_trls_call_is_refused(data, tmp_path):
     funcs.check_columns(("answer",))
     with pytest.raises(UserError, match="level"):
         funcs.check_columns(("answer", "level"))
+    # a function with **kwargs that reads a column the data lacks was told to add **kwargs (a held-out team's)
+    with pytest.raises(UserError, match=r"needs 'level', which is neither a keyword TRL passes nor a column of the "
+                                        r"dataset \(its columns: answer\): add the column") as refused:
+        RewardFuncs.load((spec + "length_penalty",)).check_columns(("answer",))
+    assert "**kwargs" not in str(refused.value)
     for bad, fragment in ((spec + "missing", "has no missing"), ("nosuch_module_x:f", "cannot import"),
                           ("exactly", "MODULE:FUNCTION")):
         with pytest.raises(UserError, match=fragment):

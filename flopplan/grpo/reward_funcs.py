@@ -163,6 +163,12 @@ def check_signature(spec: str, func: Callable[..., Any], columns: Sequence[str])
             signature.bind_partial(**offered)
     except TypeError as exc:
         takes = ", ".join(columns) if columns else "the dataset's columns"
+        needed = [name for name, p in signature.parameters.items() if name not in offered and p.default is p.empty
+                  and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        if columns and needed:  # a column the function reads that the data does not have: **kwargs would not help
+            raise UserError(f"--reward-func {spec!r} needs {', '.join(map(repr, needed))}, which is neither a "
+                            f"keyword TRL passes nor a column of the dataset (its columns: {takes}): add the column "
+                            "to the data, or give the argument a default") from None
         raise UserError(f"--reward-func {spec!r} does not take TRL's call f(prompts, completions, completion_ids, "
                         f"trainer_state, log_extra, log_metric, {takes}) by keyword ({exc}): add **kwargs") \
             from None
