@@ -338,6 +338,44 @@ def test_defaults_and_field_names_are_trls():
     assert set(fields) >= NO_FLOPS
 
 
+def test_every_field_of_trls_grpo_config_is_priced_read_past_or_refused():
+    """plan --from-trl told a held-out team to check the spelling of 13 fields trl 1.16 has (entropy_coef,
+    chat_template_kwargs, ...): every field of the release is now classified, and only a name it lacks is noted."""
+    trl = pytest.importorskip("trl")
+    from flopplan.engines.trl import BATCH_KEYS, PRICED
+    from flopplan.engines.trl_fields import READ_PAST, SPECIAL, TRL_FIELDS
+
+    if trl.__version__ == "1.16.0":
+        assert {f.name for f in dataclasses.fields(trl.GRPOConfig)} == TRL_FIELDS
+    classes = (PRICED | frozenset(BATCH_KEYS), NO_FLOPS, READ_PAST, SPECIAL)
+    assert set().union(*classes) == TRL_FIELDS
+    assert all(not a & b for i, a in enumerate(classes) for b in classes[i + 1:])  # each field in one class
+
+
+@pytest.mark.parametrize(("extra", "outcome"), [
+    ({"entropy_coef": 0.01, "chat_template_kwargs": {"think": True}, "ddp_timeout": 600, "lr_scheduler_kwargs": {}},
+     None),
+    ({"entropy_coef": 0.01, "learnign_rate": 1e-6}, "fields trl 1.16's GRPOConfig does not have (read past: check "
+                                                    "their spelling): learnign_rate"),
+    ({"auto_find_batch_size": True}, "auto_find_batch_size: where a batch runs out of memory"),
+    ({"eval_on_start": True}, "refused: GRPOConfig eval_on_start"),
+    ({"fsdp": "full_shard", "fsdp_config": {"activation_checkpointing": True}},
+     "refused: GRPOConfig fsdp_config activation_checkpointing"),
+])
+def test_a_trl_configs_other_fields_are_noted_only_where_trl_lacks_them_or_they_change_the_price(tmp_path, extra,
+                                                                                                 outcome):
+    config = tmp_path / "args.json"
+    config.write_text(json.dumps({"num_generations": 4, "per_device_train_batch_size": 4,
+                                  "max_completion_length": 16, **extra}))
+    out = cli("plan", "--from-trl", str(config), "--model", "tiny", "--prompt-len", "8", "--steps", "3", "--json")
+    if outcome is not None and outcome.startswith("refused: "):
+        one_line_error(out, outcome.removeprefix("refused: "))
+        return
+    notes = json.loads(out.stdout)["notes"]
+    assert not any("check their spelling" in n for n in notes) if outcome is None else \
+        any(n.startswith(outcome) for n in notes), notes
+
+
 def test_an_exported_config_loads_in_grpo_config_and_trl_parser_and_prices_back(tmp_path):
     trl = pytest.importorskip("trl")
     plan = tmp_path / "plan.json"

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from flopplan.arch import resolve, split_targets
-from flopplan.engines.trl_checkpointing import CHECKPOINT_ALIASES, check_checkpointing, resolve_checkpointing
+from flopplan.engines.trl_checkpointing import check_checkpointing, resolve_checkpointing
+from flopplan.engines.trl_fields import TRL_FIELDS, check_fields, field_notes
 from flopplan.engines.trl_generation import check_generation
 from flopplan.errors import UserError, is_int, is_number
 from flopplan.lengths import Length
@@ -61,8 +62,11 @@ NO_FLOPS = frozenset({
     "vllm_server_port", "vllm_gpu_memory_utilization", "vllm_tensor_parallel_size",
     "vllm_importance_sampling_cap",  # (TRL's deprecated alias of vllm_importance_sampling_clip_max)
 })
-"""Fields that change what is learned or logged, not what a round computes: read past (mask_truncated_completions
-shifts only the fused-compact head's rows, by the truncated completions)."""
+"""Fields that change what is learned or logged, not what a round computes: read past (and the others of
+:data:`flopplan.engines.trl_fields.READ_PAST`). mask_truncated_completions is the exception a price cannot follow: it
+drops the truncated completions' rows from the update's log-prob head (the CPU's fused head and the GPU's
+fused-compact one), and how many truncate is the run's to know; this prices none dropped, the meter charges what
+runs."""
 LOSS_TYPES = {"token": "dapo", "sequence": "grpo"}
 """flopplan's loss aggregation (TrainLoss.aggregation) and the TRL loss_type that averages the same way."""
 PRICED = frozenset({k for k in GRPO_DEFAULTS} - NO_FLOPS)
@@ -85,8 +89,7 @@ def check_grpo_config(data: dict[str, Any], where: str) -> None:
     model_keys = [k for k in MODEL_CONFIG_KEYS if k in data]
     if model_keys:
         raise UserError(f"{where} is a model's configuration ({model_keys[0]}), not GRPOConfig fields")
-    known = set(GRPO_DEFAULTS) | NO_FLOPS | set(EXTRA_KEYS) | set(BATCH_KEYS) | {"output_dir"} | {
-        new for _, new in CHECKPOINT_ALIASES}
+    known = TRL_FIELDS | set(EXTRA_KEYS)
     if data and not set(data) & known:
         raise UserError(f"{where} holds no GRPOConfig field (it has {', '.join(sorted(data)[:3])}"
                         f"{', ...' if len(data) > 3 else ''})")
@@ -370,6 +373,7 @@ def recipe_from_trl(config: dict[str, Any], *, model: str | None = None, prompt_
                         "on the eval dataset (its rows and prompt lengths), which the config does not hold: price "
                         "the training with eval_strategy no")
     check_generation(config)
+    check_fields(config)
     if _flag(config, "gradient_checkpointing"):  # (its keywords do nothing without it)
         check_checkpointing(config.get("gradient_checkpointing_kwargs"))
     policy = model or config.get("model_name_or_path")
@@ -391,10 +395,7 @@ def recipe_from_trl(config: dict[str, Any], *, model: str | None = None, prompt_
     if not is_int(overhead) or overhead < 0:
         raise UserError(f"reward_overhead_tokens must be an integer >= 0 (the reward model's template tokens), not "
                         f"{overhead!r:.60}")
-    unknown = [] if complete_dump(config) else sorted(
-        k for k in config if k not in PRICED and k not in NO_FLOPS and k not in EXTRA_KEYS and k not in BATCH_KEYS)
-    notes = [f"fields flopplan does not know (read past: check their spelling): {', '.join(unknown)}"] if unknown \
-        else []
+    notes = field_notes(config, EXTRA_KEYS, complete_dump(config))
     engine = "vllm" if run.use_vllm else "hf"
     recipe = Recipe(
         policy=policy, lora_rank=rank, lora_targets=targets, prompts_per_step=run.rollouts // run.generations,

@@ -1,0 +1,124 @@
+"""GRPOConfig's fields (trl 1.16, TrainingArguments' among them) and the ones ``plan --from-trl`` reads past
+besides :data:`flopplan.engines.trl.NO_FLOPS`: every field of the release is priced, read past or refused, so a field
+noted as unknown is one that release does not have (a misspelling, or another release's)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from flopplan.errors import UserError
+
+TRL_FIELDS = frozenset({
+    'accelerator_config', 'activation_checkpointing', 'activation_checkpointing_kwargs', 'adam_beta1', 'adam_beta2',
+    'adam_epsilon', 'auto_find_batch_size', 'average_tokens_across_devices', 'batch_eval_metrics', 'beta', 'bf16',
+    'bf16_full_eval', 'cache_implementation', 'cast_lm_head_to_fp32', 'chat_template_kwargs', 'data_seed',
+    'dataloader_drop_last', 'dataloader_in_order', 'dataloader_multiprocessing_context', 'dataloader_num_workers',
+    'dataloader_persistent_workers', 'dataloader_pin_memory', 'dataloader_prefetch_factor', 'ddp_backend',
+    'ddp_broadcast_buffers', 'ddp_bucket_cap_mb', 'ddp_find_unused_parameters', 'ddp_static_graph', 'ddp_timeout',
+    'debug', 'deepspeed', 'delta', 'disable_dropout', 'disable_tqdm', 'do_eval', 'do_predict', 'do_train',
+    'ds3_gather_for_generation', 'enable_jit_checkpoint', 'entropy_coef', 'entropy_coef_delta', 'entropy_coef_max',
+    'entropy_coef_min', 'entropy_target', 'epsilon', 'epsilon_high', 'eval_accumulation_steps', 'eval_delay',
+    'eval_do_concat_batches', 'eval_on_start', 'eval_steps', 'eval_strategy', 'eval_use_gather_object', 'fp16',
+    'fp16_full_eval', 'fsdp', 'fsdp_config', 'full_determinism', 'generation_batch_size', 'generation_kwargs',
+    'gradient_accumulation_steps', 'gradient_checkpointing', 'gradient_checkpointing_kwargs', 'greater_is_better',
+    'hub_always_push', 'hub_model_id', 'hub_private_repo', 'hub_revision', 'hub_strategy', 'hub_token',
+    'ignore_data_skip', 'importance_sampling_level', 'include_for_metrics', 'include_num_input_tokens_seen',
+    'label_names', 'label_smoothing_factor', 'learning_rate', 'length_column_name', 'liger_kernel_config',
+    'load_best_model_at_end', 'local_rank', 'log_completions', 'log_completions_hub_repo', 'log_level',
+    'log_level_replica', 'log_multimodal', 'log_on_each_node', 'log_unique_prompts', 'logging_first_step',
+    'logging_nan_inf_filter', 'logging_steps', 'logging_strategy', 'loss_type', 'lr_scheduler_kwargs',
+    'lr_scheduler_type', 'mask_truncated_completions', 'max_completion_length', 'max_grad_norm', 'max_steps',
+    'max_tool_calling_iterations', 'metric_for_best_model', 'min_p', 'model_init_kwargs',
+    'multi_objective_aggregation', 'neftune_noise_alpha', 'num_completions_to_print', 'num_generations',
+    'num_generations_eval', 'num_iterations', 'num_train_epochs', 'off_policy_mask_threshold', 'optim', 'optim_args',
+    'optim_target_modules', 'output_dir', 'pad_to_multiple_of', 'parallelism_config', 'per_device_eval_batch_size',
+    'per_device_train_batch_size', 'prediction_loss_only', 'project', 'push_to_hub', 'ref_model_mixup_alpha',
+    'ref_model_sync_steps', 'remove_unused_columns', 'repetition_penalty', 'report_to',
+    'restore_callback_states_from_checkpoint', 'resume_from_checkpoint', 'reward_weights', 'router_aux_loss_coef',
+    'run_name', 'sapo_temperature_neg', 'sapo_temperature_pos', 'save_on_each_node', 'save_only_model', 'save_steps',
+    'save_strategy', 'save_total_limit', 'scale_rewards', 'seed', 'shuffle_dataset', 'skip_memory_metrics',
+    'steps_per_generation', 'sync_ref_model', 'temperature', 'tf32', 'top_entropy_quantile', 'top_k', 'top_p',
+    'torch_compile', 'torch_compile_backend', 'torch_compile_mode', 'torch_empty_cache_steps', 'trackio_bucket_id',
+    'trackio_space_id', 'trackio_static_space_id', 'train_sampling_strategy',
+    'transformers_continuous_batching_config', 'trust_remote_code', 'use_adaptive_entropy', 'use_bias_correction_kl',
+    'use_cache', 'use_cpu', 'use_liger_kernel', 'use_transformers_continuous_batching', 'use_transformers_paged',
+    'use_vllm', 'vespo_k_neg', 'vespo_k_pos', 'vespo_lambda_neg', 'vespo_lambda_pos', 'vllm_enable_sleep_mode',
+    'vllm_gpu_memory_utilization', 'vllm_group_port', 'vllm_importance_sampling_cap',
+    'vllm_importance_sampling_clip_max', 'vllm_importance_sampling_clip_min', 'vllm_importance_sampling_correction',
+    'vllm_importance_sampling_mode', 'vllm_max_model_length', 'vllm_mode', 'vllm_model_impl', 'vllm_server_base_url',
+    'vllm_server_host', 'vllm_server_port', 'vllm_server_timeout', 'vllm_structured_outputs_regex',
+    'vllm_tensor_parallel_size', 'warmup_steps', 'weight_decay',
+})
+"""The fields of trl 1.16.0's ``GRPOConfig`` (a test compares them with the installed TRL of that release)."""
+
+READ_PAST = frozenset({
+    # where the run writes, logs, reports and pushes
+    "log_completions_hub_repo", "log_multimodal", "log_unique_prompts", "disable_tqdm", "hub_always_push",
+    "hub_private_repo", "hub_revision", "hub_strategy", "hub_token", "include_num_input_tokens_seen", "log_level",
+    "log_level_replica", "log_on_each_node", "logging_first_step", "logging_nan_inf_filter", "project",
+    "save_on_each_node", "save_only_model", "skip_memory_metrics", "trackio_bucket_id", "trackio_space_id",
+    "trackio_static_space_id", "enable_jit_checkpoint", "restore_callback_states_from_checkpoint",
+    "resume_from_checkpoint", "debug", "do_train", "do_eval", "do_predict",
+    # the data loader and the processes (the same rounds, on the same shapes)
+    "accelerator_config", "average_tokens_across_devices", "data_seed", "dataloader_drop_last",
+    "dataloader_in_order", "dataloader_multiprocessing_context", "dataloader_persistent_workers",
+    "dataloader_pin_memory", "dataloader_prefetch_factor", "ddp_backend", "ddp_broadcast_buffers", "ddp_bucket_cap_mb",
+    "ddp_find_unused_parameters", "ddp_static_graph", "ddp_timeout", "deepspeed", "fsdp", "parallelism_config",
+    "local_rank", "full_determinism", "ignore_data_skip", "train_sampling_strategy", "length_column_name",
+    "label_names", "torch_empty_cache_steps", "trust_remote_code", "chat_template_kwargs",  # (the data's lengths
+    # are stated: --prompt-len)
+    # what is learned: the optimizer, its schedule, and the loss's elementwise terms (FlopCounterMode counts the
+    # matmuls, which these leave as they were)
+    "lr_scheduler_kwargs", "optim_args", "optim_target_modules", "label_smoothing_factor", "neftune_noise_alpha",
+    "entropy_coef", "entropy_coef_delta", "entropy_coef_max", "entropy_coef_min", "entropy_target",
+    "use_adaptive_entropy", "off_policy_mask_threshold", "use_bias_correction_kl", "multi_objective_aggregation",
+    "sapo_temperature_neg", "sapo_temperature_pos", "vespo_k_neg", "vespo_k_pos", "vespo_lambda_neg",
+    "vespo_lambda_pos", "router_aux_loss_coef",
+    # numerics and compilation that keep every matmul's shape; the model's cache flag in training (generation keeps
+    # its own, GenerationConfig's)
+    "tf32", "torch_compile", "torch_compile_backend", "torch_compile_mode", "use_cache",
+    # evaluation, which runs only where eval_strategy or eval_on_start asks for one (refused before: its FLOPs
+    # depend on the eval dataset)
+    "batch_eval_metrics", "bf16_full_eval", "fp16_full_eval", "eval_accumulation_steps", "eval_delay",
+    "eval_do_concat_batches", "eval_steps", "eval_use_gather_object", "greater_is_better", "include_for_metrics",
+    "load_best_model_at_end", "metric_for_best_model", "num_generations_eval", "per_device_eval_batch_size",
+    "prediction_loss_only",
+    # paths refused where they are on (tools come with the trainer, not the config; continuous batching, Liger)
+    "max_tool_calling_iterations", "transformers_continuous_batching_config", "liger_kernel_config",
+    # vLLM's server and engine settings (use_vllm prices vLLM's rollouts; these place or bound the server)
+    "vllm_enable_sleep_mode", "vllm_group_port", "vllm_importance_sampling_mode", "vllm_max_model_length",
+    "vllm_model_impl", "vllm_server_base_url", "vllm_server_timeout", "vllm_structured_outputs_regex",
+})
+"""GRPOConfig fields that change neither a round's shapes nor what FlopCounterMode counts of it, grouped by why."""
+
+SPECIAL = frozenset({"auto_find_batch_size", "eval_on_start", "fsdp_config", "use_transformers_paged",
+                     "activation_checkpointing", "activation_checkpointing_kwargs"})
+"""Fields read where they apply: a note (``auto_find_batch_size``), a refusal (an evaluation at the start, FSDP's
+own activation checkpointing, the paged path), or another name's value (checkpointing: trl_checkpointing)."""
+
+
+def check_fields(config: dict[str, Any]) -> None:
+    """Refuse the fields whose FLOPs a configuration cannot price: an evaluation at the start (transformers runs it
+    whatever ``eval_strategy`` says; its FLOPs are the eval dataset's) and FSDP's own activation checkpointing."""
+    if config.get("eval_on_start") is True:
+        raise UserError("GRPOConfig eval_on_start: an evaluation's FLOPs depend on the eval dataset, which the config "
+                        "does not hold: price the training without it")
+    fsdp = config.get("fsdp_config")
+    if isinstance(fsdp, dict) and fsdp.get("activation_checkpointing") not in (None, False, "false", "False"):
+        raise UserError("GRPOConfig fsdp_config activation_checkpointing: flopplan prices transformers' own "
+                        "checkpointing (gradient_checkpointing), not FSDP's wrapper; meter the run (flopplan.meter), "
+                        "which charges the recompute as it runs")
+
+
+def field_notes(config: dict[str, Any], extra: Collection[str], complete: bool) -> list[str]:
+    """Notes on a configuration's fields: those trl 1.16 does not have (``extra``: flopplan's own keys beside them;
+    none where ``complete``, a whole saved GRPOConfig, whose every field is its release's), and
+    ``auto_find_batch_size``, which changes the batch after an out-of-memory error."""
+    unknown = [] if complete else sorted(k for k in config if k not in TRL_FIELDS and k not in extra)
+    notes = [f"fields trl 1.16's GRPOConfig does not have (read past: check their spelling): {', '.join(unknown)}"] \
+        if unknown else []
+    if config.get("auto_find_batch_size") is True:
+        notes.append("auto_find_batch_size: where a batch runs out of memory, transformers halves "
+                     "per_device_train_batch_size and starts again, which changes the rounds this prices")
+    return notes
