@@ -151,10 +151,12 @@ def test_an_moe_policy_is_metered_exactly(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_budget_stops_the_script_and_it_resumes_with_its_ledger(tiny, tmp_path):
+def test_the_budget_stops_the_script_and_it_resumes_with_its_ledger(tiny, tmp_path, capsys):
     budget = 1_600_000_000
     _, meter = _run(tiny, tmp_path, *COMMON, "--attn", "eager", "--budget", str(budget))
     s = _summary(tmp_path / "run")
+    # a held-out team's script stopped short of max_steps without a word (the stop only in summary.json)
+    assert f"flopplan: the run stopped, its budget spent: {s['stop_reason']}\n" in capsys.readouterr().err
     assert s["stop"]["reason"] == "budget" and s["flops"]["total"] <= budget
     assert s["flops"]["total"] + s["stop"]["bound_flops"] > budget  # it stopped only because the next might not fit
     assert meter.decision.stop and meter.ledger.spent == s["flops"]["total"]

@@ -108,6 +108,7 @@ class TRLMeter:
         self.scratch: Any = None  # a temporary folder with the models' configs where no run folder holds them
         self.raise_on_ctrl_c = True  # trainer.train() raises KeyboardInterrupt after a Ctrl-C's checkpoint (a
         #                              caller that reports the stop itself, flopplan train, sets it False)
+        self.says_budget_stop = True  # rank 0 prints a budget stop's line on stderr (flopplan train prints its own)
         self.last_round_flops = 0
         self.outside_units = 0  # when measuring: what FlopMeter counted in TRL's steps outside the units on this
         #                         process since the last commit (work the meter does not charge: a subclass's own)

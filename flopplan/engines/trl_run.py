@@ -251,6 +251,7 @@ def run_trl(config: TrainConfig, resume: bool = False,
             _remove_created(folder, before)
         raise
     meter.raise_on_ctrl_c = False  # a Ctrl-C's stop is reported by the caller (flopplan train), as the built-in's
+    meter.says_budget_stop = False  # (and a budget's, in its summary)
     try:
         trainer.train(resume_from_checkpoint=checkpoint)
     except RewardFailed as exc:  # inside a round: what ran since the last checkpoint is lost, charged on resume

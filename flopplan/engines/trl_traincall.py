@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import threading
 from typing import Any
 
@@ -63,10 +64,13 @@ def train_call(train: Any, meter: Any, callback: Any) -> Any:
                             if meter.decision.reason == "steps" else "its budget buys no further round"
                         raise UserError(f"trainer.train() trained nothing: the run is over ({meter.decision.message})"
                                         f": {how}") from None
-                    return None
+                    result = None
         finally:
             callback.training = False
             meter.notes[:] = dict.fromkeys(meter.notes)  # each note once (a call again, a resume, say some again)
+        if meter.decision.reason == "budget" and meter.says_budget_stop and \
+                callback.trainer.accelerator.is_main_process:  # (training just ended, short of max_steps)
+            print(f"flopplan: the run stopped, its budget spent: {meter.decision.message}", file=sys.stderr)
         if (ctrl_c.requested or callback.ctrl_c_anywhere) and meter.raise_on_ctrl_c:  # the script stops, however
             # the run ended, on every process (the stop after a Ctrl-C to one of them is every process's)
             raise KeyboardInterrupt(meter.decision.message)
