@@ -688,3 +688,65 @@ def test_round44s_blind_families_run_through_the_check_and_their_truths_are_what
     assert rbc.truth_at(old, rbc.F) == old.truth_r43(rbc.F)
     other = lambda f: 0.3 + 0.2 * np.asarray(f, dtype=float) / rbc.F  # noqa: E731
     assert rbc.truth_at(other, rbc.F) == pytest.approx(0.3 + 0.2 * np.exp(rbc.SHIFT_SD ** 2 / 2), abs=1e-12)
+
+
+ROUND45 = ("curriculum", "epochs", "allsame", "evalshift")  # benchmarks/race_blind_check_round45.py's
+
+
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")  # quad's roundoff note; the 1e-8 holds
+def test_round45s_blind_families_run_through_the_check_and_their_truths_are_what_they_say(tmp_path, monkeypatch):
+    """benchmarks/race_blind_check_round45.py: one repetition per family through the check's protocol, no analysis
+    error and no malformed number; the leader share (its checks module's) runs on the truths alone; every arm starts
+    at r0 and its pilot (the arm called with FLOPs) is a prefix of the run to F; each arm's mean equals the checks
+    module's recomputation from its definition, and the truth the harness states at F and at F_P (race_blind_check.
+    truth_at, wrapped for this round) the checks module's independent quadrature at that budget, and a Monte Carlo
+    through the harness's simulate; the data each family's docstring describes: the curriculum reaches its hard end
+    later for a larger group, in its first epoch an arm learns as if its data were endless and a repeat is worth less,
+    a larger group keeps more informative groups and the logit moves at k I_G, the transfer tends to phi_inf; a curve
+    of round 44 and a plain curve keep their truths."""
+    import importlib
+
+    r45 = _runs_through("race_blind_check_round45.py", ROUND45, tmp_path, monkeypatch,
+                        checks="race_blind_check_round45_checks.py")
+    checks = importlib.import_module("race_blind_check_round45_checks")
+    r44checks = importlib.import_module("race_blind_check_round44_checks")
+    rbc, rng = r45.rbc, np.random.default_rng(45)
+    for name, family in r45.MINE.items():
+        arms = family(rng, 0.2)
+        for arm in arms:
+            assert float(arm(np.array([1e-30 * rbc.F_P]))[0]) == pytest.approx(0.2, abs=1e-9)
+            f = np.array([rbc.F_P / 4, rbc.F_P, rbc.F])
+            assert np.array_equal(arm(f), arm.mean(f / rbc.F_P))
+            for x in (0.05, 1.0, 3.0):
+                assert float(arm.mean(np.array(x))) == pytest.approx(checks.mean_of(arm, x), abs=1e-10)
+        for arm in arms[::3]:
+            assert rbc.truth_at(arm, rbc.F) == pytest.approx(checks._indep(arm, 2.0), abs=1e-8)
+            assert rbc.truth_at(arm, rbc.F_P) == pytest.approx(checks._indep(arm, 1.0), abs=1e-8)
+        m, se = r44checks._mc(arms[2], 0.2, 150, rng, rbc.F)  # g16's seeds through the harness's own simulate
+        assert abs(m - rbc.truth_at(arms[2], rbc.F)) < 4.5 * se, name
+    g4, *_, g32 = r45.fam_curriculum(rng, 0.2)  # g32 pays 8 times g4's FLOPs a prompt: it reaches hard ones later
+    assert abs(g32.T / g4.T - 8.0) < 1e-12
+    assert g32.seen(1.0) == min(1.0, 1.0 / g32.T) <= g4.seen(1.0)
+    for arm in r45.fam_epochs(rng, 0.2):
+        x = np.linspace(0.01, 3.0, 60)
+        fresh = arm.r0 + (arm.A - arm.r0) * (1 - (1 + x * (arm.g / 4) ** (arm.omega - 1) / arm.c) ** -arm.alpha)
+        new = x <= arm.E
+        assert np.allclose(arm.mean(x)[new], fresh[new], atol=1e-12, rtol=0)
+        assert np.all(arm.mean(x)[~new] < fresh[~new] + 1e-12)  # a repeat is worth less than new data
+    for arm in r45.fam_allsame(rng, 0.2):
+        x, h = 0.7, 1e-5
+        slope = (arm.theta(np.array(x + h)) - arm.theta(np.array(x - h))) / (2 * h)
+        assert float(slope) == pytest.approx(arm.k * float(arm.share(arm.theta(np.array(x)))), rel=1e-6)
+        p = np.array([0.05, 0.5, 0.97])
+        assert np.allclose(r45.informative(arm.g, p), [1 - sum(np.array([q ** arm.g, (1 - q) ** arm.g]))
+                                                       for q in p], atol=1e-15)
+    shares = [float(a.share(1.5)) / a.A for a in r45.fam_allsame(rng, 0.2)]
+    assert shares == sorted(shares)  # at the same logit a larger group keeps more informative groups
+    for arm in r45.fam_evalshift(rng, 0.2):
+        end = arm.r0 + (arm.A - arm.r0) * arm.phi_inf
+        assert float(arm.mean(np.array(1e9))) == pytest.approx(end, abs=1e-3 * (arm.A - arm.r0))
+    r44 = importlib.import_module("race_blind_check_round44")
+    old = r44.fam_wsd(rng, 0.2)[0]
+    assert rbc.truth_at(old, rbc.F) == old.truth_r44(rbc.F)
+    other = lambda f: 0.3 + 0.2 * np.asarray(f, dtype=float) / rbc.F  # noqa: E731
+    assert rbc.truth_at(other, rbc.F) == pytest.approx(0.3 + 0.2 * np.exp(rbc.SHIFT_SD ** 2 / 2), abs=1e-12)
