@@ -6,6 +6,9 @@ data each family's arms have met at F_P and at F).
 
     python benchmarks/race_blind_check_round45_checks.py --truth-check --reps 10 --seed 4545 [--mc 2000]
     python benchmarks/race_blind_check_round45_checks.py --leader-share --reps 100 --seed 4545
+    cd benchmarks && python -c "import race_blind_check_round45_checks as c; c.recheck('curriculum', 9, 4, 4545, 20000)"
+
+(the last: one arm's Monte Carlo again, with more draws of a stream of its own, for the worst |z| --truth-check names).
 
 The independent quadrature shares no rule with the run's. Each mean is recomputed from its definition by adaptive
 quadrature (scipy's quad): curriculum's exposure as the integral over FLOPs of the transfer from the difficulty then
