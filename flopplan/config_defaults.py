@@ -71,9 +71,16 @@ def windows(cfg: dict[str, Any], model_type: str, where: str) -> tuple[int | Non
     ``use_sliding_window`` is set, Qwen2/Qwen3: layer i slides iff i >= ``max_window_layers``, Qwen2-MoE: iff i is
     even and i < ``max_window_layers``, Qwen3-MoE: every layer (its attention reads no layer types); Gemma 2: every
     other layer from the first; Gemma 3: all but every ``sliding_window_pattern``-th; Mistral, Mixtral, Phi-3:
-    every layer when ``sliding_window`` is set; Llama: none. (None, None): full attention."""
+    every layer when ``sliding_window`` is set; Llama: none, and a Llama config with a window (its decode cache
+    slides, its prefill mask does not) is refused. (None, None): full attention."""
     layers: int = cfg["num_hidden_layers"]  # checked a positive integer by the caller
     window = cfg.get("sliding_window")
+    if model_type == "llama" and (window is not None or SLIDING in (cfg.get("layer_types") or ())):
+        keys = "sliding_window" if window is not None else "sliding layer_types"
+        raise UserError(f"{where}: a llama config with {keys} is not counted: transformers 5.25's Llama masks its "
+                        "prefill causally over the whole context but builds its decode cache sliding from these keys; "
+                        "remove them (a Llama attends to the whole context), or give the config of a family that "
+                        "slides throughout (mistral)")
     if model_type == "llama" or window is None:
         return None, None
     qwen = model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe")

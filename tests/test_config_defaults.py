@@ -164,3 +164,17 @@ def test_a_window_of_1_is_refused_only_where_a_layer_slides():
     with pytest.raises(UserError, match="sliding_window 1 is not counted"):
         spec_from_config(cfg, "w1")
     assert spec_from_config({**cfg, "layer_types": ["full_attention"] * 2}, "w1").sliding_window is None
+
+
+@pytest.mark.parametrize("keys", [{"sliding_window": 8}, {"sliding_window": None, "layer_types": ["sliding_attention",
+                                                                                                 "full_attention"]}])
+def test_a_llama_config_with_a_window_is_refused_not_counted_as_full_attention(keys):
+    """A held-out user's Llama config.json carrying sliding_window (LlamaConfig keeps the key): transformers 5.25's
+    decode cache slides on it while the prefill mask does not, and flopplan counted full attention, 3.5 % over a
+    GRPO rollout at 8B and 8,192 tokens. Refused in one line; the decode here shows the window acting."""
+    with pytest.raises(UserError, match="a llama config with .* is not counted"):
+        spec_from_config({**_bare("llama"), **keys}, "windowed")
+    if keys.get("sliding_window"):
+        full = spec_from_config(_bare("llama"), "full")
+        model = _built({**_bare("llama"), **keys})
+        assert counters.decode(model, 1, 64) < decode_flops(full, 1, 64).total  # (what the refusal is for)
