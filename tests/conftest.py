@@ -127,7 +127,7 @@ def ray_address():
     """A local Ray cluster of 2 CPUs for the requesting module (this process holds it; drivers join it by address;
     two modules on two xdist workers hold two clusters, each on its own ports)."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         yield ray.get_runtime_context().gcs_address
     finally:
