@@ -127,12 +127,15 @@ class Profile:
         lambda v: 0 < v <= 1, "a share of a core in (0, 1]")))
     # a calibrated profile: its error and how it was measured (read from its fit's diagnostics: stated_error)
     stated_error: str | None = field(default=None, metadata=serial.spec(omit=True))
+    # torch's device type the profile was measured on (cpu, cuda), as calibrate writes it; None: not stated
+    device_type: str | None = field(default=None, metadata=serial.spec(omit=True))
 
     @property
     def on_cpu(self) -> bool:
-        """A profile of a CPU, as ``flopplan calibrate`` names one (``CPU <model> (N threads)``,
-        :func:`flopplan.measure.device.hardware_name`); a GPU's name or a datasheet's otherwise."""
-        return self.device.startswith("CPU ")
+        """A profile of a CPU: its ``device_type`` (calibrate writes torch's), else its name as ``flopplan
+        calibrate`` names a CPU (``CPU <model> (N threads)``, :func:`flopplan.measure.device.hardware_name`); a GPU's
+        name or a datasheet's otherwise."""
+        return self.device_type == "cpu" if self.device_type else self.device.startswith("CPU ")
 
     def extrapolation_note(self, params: int) -> str | None:
         """A warning when a calibrated profile prices a model far outside the sizes it was fitted on."""

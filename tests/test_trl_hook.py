@@ -1084,6 +1084,9 @@ def test_what_cannot_be_priced_is_refused_at_attach_time(tiny, tmp_path):
         ("TRL added a 'ref' copy of the adapter", lambda: trainer(model=get_peft_model(
             AutoModelForCausalLM.from_pretrained(str(tiny / "policy")), LoraConfig(r=4, target_modules=["q_proj"])),
             args=_grpo_args(tmp_path, beta=0.04))),
+        # each process's share of one batch (helper 139: metered as a batch per process, world_size x over)
+        ("accelerator_config split_batches", lambda: trainer(args=_grpo_args(
+            tmp_path, accelerator_config={"split_batches": True}))),
     ):
         with pytest.raises(UserError, match=fragment) as caught:
             meter(made(), out=out)

@@ -8,6 +8,7 @@ from collections.abc import Collection
 from typing import Any
 
 from flopplan.errors import UserError
+from flopplan.fileio import read_json
 
 TRL_FIELDS = frozenset({
     'accelerator_config', 'activation_checkpointing', 'activation_checkpointing_kwargs', 'adam_beta1', 'adam_beta2',
@@ -61,10 +62,10 @@ READ_PAST = frozenset({
     "trackio_static_space_id", "enable_jit_checkpoint", "restore_callback_states_from_checkpoint",
     "resume_from_checkpoint", "debug", "do_train", "do_eval", "do_predict",
     # the data loader and the processes (the same rounds, on the same shapes)
-    "accelerator_config", "average_tokens_across_devices", "data_seed", "dataloader_drop_last",
+    "average_tokens_across_devices", "data_seed", "dataloader_drop_last",
     "dataloader_in_order", "dataloader_multiprocessing_context", "dataloader_persistent_workers",
     "dataloader_pin_memory", "dataloader_prefetch_factor", "ddp_backend", "ddp_broadcast_buffers", "ddp_bucket_cap_mb",
-    "ddp_find_unused_parameters", "ddp_static_graph", "ddp_timeout", "deepspeed", "fsdp", "parallelism_config",
+    "ddp_find_unused_parameters", "ddp_static_graph", "ddp_timeout", "deepspeed", "fsdp",
     "local_rank", "full_determinism", "ignore_data_skip", "train_sampling_strategy", "length_column_name",
     "label_names", "torch_empty_cache_steps", "trust_remote_code", "chat_template_kwargs",  # (the data's lengths
     # are stated: --prompt-len)
@@ -93,32 +94,70 @@ READ_PAST = frozenset({
 """GRPOConfig fields that change neither a round's shapes nor what FlopCounterMode counts of it, grouped by why."""
 
 SPECIAL = frozenset({"auto_find_batch_size", "eval_on_start", "fsdp_config", "use_transformers_paged",
-                     "activation_checkpointing", "activation_checkpointing_kwargs"})
-"""Fields read where they apply: a note (``auto_find_batch_size``), a refusal (an evaluation at the start, FSDP's
-own activation checkpointing, the paged path), or another name's value (checkpointing: trl_checkpointing)."""
+                     "activation_checkpointing", "activation_checkpointing_kwargs", "accelerator_config",
+                     "parallelism_config"})
+"""Fields read where they apply (:func:`check_fields`): refused where they are on (a batch found by trial, an
+evaluation at the start, FSDP's own activation checkpointing, batches split across processes, tensor parallelism,
+the paged path), or another name's value (checkpointing: trl_checkpointing)."""
+TRUE_STRINGS = ("true", "1", "yes", "y", "on", "t")
+"""What transformers' ``str_to_bool`` reads as true (a fsdp_config value, which may come from a JSON file)."""
 
 
 def check_fields(config: dict[str, Any]) -> None:
-    """Refuse the fields whose FLOPs a configuration cannot price: an evaluation at the start (transformers runs it
-    whatever ``eval_strategy`` says; its FLOPs are the eval dataset's) and FSDP's own activation checkpointing."""
-    if config.get("eval_on_start") is True:
+    """Refuse the fields whose FLOPs a configuration cannot price: ``auto_find_batch_size`` (TRL 1.16 refuses it);
+    an evaluation at the start (transformers runs it whatever ``eval_strategy`` says; its FLOPs are the eval
+    dataset's); FSDP's own activation checkpointing (read as transformers reads ``fsdp_config``: only with ``fsdp``
+    on, from a dict or a JSON file, keys with or without ``fsdp_``); accelerate's ``split_batches`` (each process
+    then gets its share of one batch, not a batch of its own) and tensor parallelism (ranks share a batch)."""
+    for name in ("auto_find_batch_size", "eval_on_start"):
+        value = config.get(name, False)
+        if not isinstance(value, bool):  # (a string "false" reaches transformers truthy)
+            raise UserError(f"GRPOConfig {name} must be true or false, not {value!r:.60}")
+    if config.get("auto_find_batch_size"):
+        raise UserError("GRPOConfig auto_find_batch_size: TRL's GRPOConfig refuses it (GRPO does not support it)")
+    if config.get("eval_on_start"):
         raise UserError("GRPOConfig eval_on_start: an evaluation's FLOPs depend on the eval dataset, which the config "
                         "does not hold: price the training without it")
-    fsdp = config.get("fsdp_config")
-    if isinstance(fsdp, dict) and fsdp.get("activation_checkpointing") not in (None, False, "false", "False"):
+    if _fsdp_checkpointing(config):
         raise UserError("GRPOConfig fsdp_config activation_checkpointing: flopplan prices transformers' own "
                         "checkpointing (gradient_checkpointing), not FSDP's wrapper; meter the run (flopplan.meter), "
                         "which charges the recompute as it runs")
+    accelerator = config.get("accelerator_config")
+    if isinstance(accelerator, str):  # (transformers takes a JSON file's path too)
+        accelerator = read_json(accelerator, "accelerator_config")
+    if isinstance(accelerator, dict) and _true(accelerator.get("split_batches", False)):
+        raise UserError("GRPOConfig accelerator_config split_batches: each process then trains on its share of one "
+                        "batch, where flopplan prices a batch per process (per_device_train_batch_size each): "
+                        "price the run without it")
+    parallel = config.get("parallelism_config")
+    tp = parallel.get("tp_size", 1) if isinstance(parallel, dict) else 1
+    if tp not in (None, 1):
+        raise UserError(f"GRPOConfig parallelism_config tp_size {tp!r}: tensor-parallel ranks share one batch, where "
+                        "flopplan prices a batch per process: price the run without it")
+
+
+def _true(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() in TRUE_STRINGS) or \
+        (isinstance(value, int) and not isinstance(value, bool) and value != 0)
+
+
+def _fsdp_checkpointing(config: dict[str, Any]) -> bool:
+    """Whether the configuration turns on FSDP's activation checkpointing, as transformers 5.25's TrainingArguments
+    reads it (``_process_fsdp_args``): only where ``fsdp`` is on; ``fsdp_config`` a dict or a JSON file's path."""
+    fsdp, settings = config.get("fsdp"), config.get("fsdp_config")
+    if not fsdp or settings is None:
+        return False
+    if isinstance(settings, str):
+        settings = read_json(settings, "fsdp_config")
+    if not isinstance(settings, dict):
+        raise UserError(f"GRPOConfig fsdp_config must be an object or a JSON file's path, not {settings!r:.60}")
+    keys = {key.removeprefix("fsdp_"): value for key, value in settings.items()}
+    return _true(keys.get("activation_checkpointing", False))
 
 
 def field_notes(config: dict[str, Any], extra: Collection[str], complete: bool) -> list[str]:
-    """Notes on a configuration's fields: those trl 1.16 does not have (``extra``: flopplan's own keys beside them;
-    none where ``complete``, a whole saved GRPOConfig, whose every field is its release's), and
-    ``auto_find_batch_size``, which changes the batch after an out-of-memory error."""
+    """A note of the configuration's fields trl 1.16 does not have (``extra``: flopplan's own keys beside them;
+    none where ``complete``, a whole saved GRPOConfig, whose every field is its release's)."""
     unknown = [] if complete else sorted(k for k in config if k not in TRL_FIELDS and k not in extra)
-    notes = [f"fields trl 1.16's GRPOConfig does not have (read past: check their spelling): {', '.join(unknown)}"] \
+    return [f"fields trl 1.16's GRPOConfig does not have (read past: check their spelling): {', '.join(unknown)}"] \
         if unknown else []
-    if config.get("auto_find_batch_size") is True:
-        notes.append("auto_find_batch_size: where a batch runs out of memory, transformers halves "
-                     "per_device_train_batch_size and starts again, which changes the rounds this prices")
-    return notes

@@ -187,6 +187,14 @@ def _refuse_paths(trainer: Any) -> None:
         raise UserError("GRPOTrainer model: a vision-language model is not priced (text decoders only)")
     if getattr(trainer.args, "use_transformers_continuous_batching", False):
         raise UserError("GRPOConfig use_transformers_continuous_batching: flopplan does not price that path yet")
+    accelerator = trainer.accelerator  # (a round is a batch per process: see trl_fields.check_fields)
+    if getattr(accelerator, "split_batches", False):
+        raise UserError("GRPOConfig accelerator_config split_batches: each process then trains on its share of one "
+                        "batch, where flopplan charges a batch per process: meter the run without it")
+    tp = getattr(getattr(accelerator, "parallelism_config", None), "tp_size", 1)
+    if tp not in (None, 1):
+        raise UserError(f"GRPOConfig parallelism_config tp_size {tp}: tensor-parallel ranks share one batch, where "
+                        "flopplan charges a batch per process")
 
 
 def attention_kernel(model: Any) -> tuple[str, str]:
