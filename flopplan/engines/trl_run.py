@@ -287,7 +287,8 @@ def _refuse_overflow(trainer: Any) -> None:
     def checked(*args: Any, **kwargs: Any) -> Any:
         rewards = calculate(*args, **kwargs)
         check_trl_rewards(rewards, trainer.reward_weights,
-                          trainer.num_generations if trainer.model.training else trainer.num_generations_eval)
+                          trainer.num_generations if trainer.model.training else trainer.num_generations_eval,
+                          trainer.scale_rewards, trainer.multi_objective_aggregation)
         return rewards
 
     trainer._calculate_rewards = checked

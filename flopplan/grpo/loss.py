@@ -46,20 +46,29 @@ def finite_advantages(rewards: list[float], group: int, scale: str, device: torc
     return advantages
 
 
-def check_trl_rewards(rewards_per_func: torch.Tensor, weights: torch.Tensor, group: int) -> None:
-    """Refuse (a :class:`RewardFailed`) a round's rewards as TRL's GRPOTrainer gathers them (a row per completion,
-    a column per function, NaN where a function returned None) where what it normalises them with is not finite in
-    float32: the weighted rewards, their sum per completion, or the squared deviations its group and batch stds sum
-    (``sum_then_normalize`` and ``normalize_then_sum`` both). An overflow there makes some advantages NaN, which
-    fill the policy with NaN. Every process holds the same gathered rewards, so every one refuses alike."""
+def check_trl_rewards(rewards_per_func: torch.Tensor, weights: torch.Tensor, group: int, scale: str = "group",
+                      aggregation: str = "sum_then_normalize") -> None:
+    """Refuse (a :class:`RewardFailed`) a round's rewards as TRL 1.16's GRPOTrainer gathers them (a row per
+    completion, a column per function, NaN where a function returned None) where a sum TRL normalises them with is
+    not finite in float32: the weighted rewards, their sum per completion, each group's sum (its mean), and the
+    squared deviations its stds sum, as ``scale_rewards`` (group, batch; none takes no std) and
+    ``multi_objective_aggregation`` (``normalize_then_sum``: each function's group std) ask for them. There TRL's
+    advantages overflow: it sets a NaN one to 0 (``nan_to_num``; the run learns nothing from that group, silently)
+    and an infinite one to float32's limit, which fills the policy with NaN under ``scale_rewards="none"``. Every
+    process holds the same gathered rewards, so every one refuses alike."""
     weighted = rewards_per_func.float() * weights.float().to(rewards_per_func.device).unsqueeze(0)
     total = weighted.nansum(dim=1)
 
     def spread(values: torch.Tensor, dim: int) -> torch.Tensor:  # squared deviations about the mean, summed
         return (values - values.nanmean(dim=dim, keepdim=True)).square().nansum(dim=dim)
 
-    parts = (weighted, total, spread(total.view(-1, group), 1), spread(total, 0),
-             spread(weighted.view(-1, group, weighted.shape[1]), 1))
+    parts = [weighted, total, total.view(-1, group).nansum(dim=1)]
+    if aggregation == "normalize_then_sum":
+        parts.append(spread(weighted.view(-1, group, weighted.shape[1]), 1))
+    elif scale == "group":
+        parts.append(spread(total.view(-1, group), 1))
+    elif scale == "batch":
+        parts.append(spread(total, 0))
     if any(bool(torch.isinf(part).any()) for part in parts):
         raise _overflow([v for v in rewards_per_func.flatten().tolist() if not math.isnan(v)])  # (NaN: None)
 
