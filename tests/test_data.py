@@ -13,7 +13,7 @@ import pytest
 from helpers import ROOT, cli, one_line_error
 
 from flopplan.errors import UserError
-from flopplan.grpo.data import load_problems, read_rows, trl_rows
+from flopplan.grpo.data import check_datasets, load_problems, read_rows, trl_rows
 from flopplan.grpo.reward_funcs import RewardFuncs, load_reward_func
 
 CHAT = [{"prompt": [{"role": "user", "content": f"{i} 2 3 4 >"}], "answer": str(i), "level": i % 3}
@@ -32,6 +32,9 @@ def no_kwargs(completions, answer):
     return [0.0 for _ in completions]
 
 def columns_only(prompts, completions, completion_ids, trainer_state, log_extra, log_metric, answer):
+    return [0.0 for _ in completions]
+
+def posonly(prompts, completions, /, **kwargs):
     return [0.0 for _ in completions]
 '''
 
@@ -84,6 +87,8 @@ def test_answers_are_reduced_and_other_columns_kept(tmp_path):
     ({"prompt": "1 >", "answer": ""}, "line 2: answer is empty$"),
     ({"prompt": "1 >", "answer": "the sum is #### "}, "line 2: answer is empty after reduction"),
     ({"prompt": "  ", "answer": "1"}, "line 2: prompt is empty"),
+    ({"prompt": [{"role": "system", "content": "be brief"}, {"role": "user", "content": ""}], "answer": "1"},
+     "line 2: prompt message 2, the last, is empty"),
     ([1, 2], "line 2: expected an object"),
     ({"prompt": [{"role": "user", "content": "1"}], "answer": "1"}, "line 2: prompt is chat messages"),
 ])
@@ -227,6 +232,16 @@ def test_a_function_that_cannot_take_trls_call_is_refused(data, tmp_path):
                                         r"dataset \(its columns: answer\): add the column") as refused:
         RewardFuncs.load((spec + "length_penalty",)).check_columns(("answer",))
     assert "**kwargs" not in str(refused.value)
+    with pytest.raises(UserError, match="takes 'prompts', 'completions' by position only, and TRL passes every "
+                                        "argument by keyword"):
+        load_reward_func(spec + "posonly")
+    # a column the evaluation set lacks (the training set has it): the refusal names the set
+    train, held = (_jsonl(tmp_path / f"{name}.jsonl", rows) for name, rows in (
+        ("train", CHAT[:2]), ("held", [{k: v for k, v in r.items() if k != "level"} for r in CHAT[:2]])))
+    funcs = RewardFuncs.load((spec + "length_penalty",))
+    check_datasets([str(train), None], funcs)
+    with pytest.raises(UserError, match=f"nor a column of dataset '{held}'"):
+        check_datasets([str(train), str(held)], funcs)
     for bad, fragment in ((spec + "missing", "has no missing"), ("nosuch_module_x:f", "cannot import"),
                           ("exactly", "MODULE:FUNCTION")):
         with pytest.raises(UserError, match=fragment):

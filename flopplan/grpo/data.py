@@ -105,6 +105,8 @@ def check_prompt(prompt: Any, where: str) -> str | Messages:
                 what = "missing" if key not in message else "null" if value is None else type(value).__name__
                 raise UserError(f"{where}: prompt message {i} {key} must be text, not {what}")
         messages.append({"role": message["role"], "content": message["content"]})
+    if not messages[-1]["content"].strip():  # (what the policy answers; a system prompt alone asks nothing)
+        raise UserError(f"{where}: prompt message {len(messages)}, the last, is empty")
     return messages
 
 
@@ -195,7 +197,7 @@ def check_datasets(paths: list[str | None], reward_funcs: Any) -> None:
     for path in paths:
         if path is not None:
             rows = read_rows(path)
-            reward_funcs.check_columns(tuple(columns_of(rows[0])))
+            reward_funcs.check_columns(tuple(columns_of(rows[0])), f"dataset {str(path)!r}")
 
 
 def read_template(path: str | None) -> str | None:

@@ -148,9 +148,9 @@ def _rewards(spec: str, out: Any, n: int) -> list[float | None]:
     return read
 
 
-def check_signature(spec: str, func: Callable[..., Any], columns: Sequence[str]) -> None:
+def check_signature(spec: str, func: Callable[..., Any], columns: Sequence[str], data: str = "the dataset") -> None:
     """Refuse a function TRL's call (its keywords and ``columns``, by keyword) would fail on; with no columns
-    (before the data is read) only the keywords TRL always passes are checked."""
+    (before the data is read) only the keywords TRL always passes are checked. ``data``: the dataset, in words."""
     try:
         signature = inspect.signature(func)
     except (TypeError, ValueError):
@@ -165,9 +165,13 @@ def check_signature(spec: str, func: Callable[..., Any], columns: Sequence[str])
         takes = ", ".join(columns) if columns else "the dataset's columns"
         needed = [name for name, p in signature.parameters.items() if name not in offered and p.default is p.empty
                   and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        positional = [name for name, p in signature.parameters.items() if p.kind == p.POSITIONAL_ONLY]
+        if positional:  # (TRL passes every argument by keyword)
+            raise UserError(f"--reward-func {spec!r} takes {', '.join(map(repr, positional))} by position only, and "
+                            "TRL passes every argument by keyword: drop the '/' from its signature") from None
         if columns and needed:  # a column the function reads that the data does not have: **kwargs would not help
             raise UserError(f"--reward-func {spec!r} needs {', '.join(map(repr, needed))}, which is neither a "
-                            f"keyword TRL passes nor a column of the dataset (its columns: {takes}): add the column "
+                            f"keyword TRL passes nor a column of {data} (its columns: {takes}): add the column "
                             "to the data, or give the argument a default") from None
         raise UserError(f"--reward-func {spec!r} does not take TRL's call f(prompts, completions, completion_ids, "
                         f"trainer_state, log_extra, log_metric, {takes}) by keyword ({exc}): add **kwargs") \
@@ -204,16 +208,16 @@ class RewardFuncs:
         return RewardFuncs(tuple(specs), tuple(load_reward_func(s) for s in specs),
                            tuple(float(w) for w in weights) if weights is not None else (1.0,) * len(specs))
 
-    def check_columns(self, columns: Sequence[str]) -> None:
+    def check_columns(self, columns: Sequence[str], data: str = "the dataset") -> None:
         """Refuse a dataset column named as one of TRL's keywords (it replaced the prompts or completions the
         functions were given: a held-out user's ``completions`` column scored every completion right; TRL refuses
         it as a keyword given twice), then each function's signature."""
         clash = sorted(set(columns) & set(TRL_KEYWORDS))
         if clash:
-            raise UserError(f"the dataset's column {clash[0]!r} is one of the keywords a reward function is called "
+            raise UserError(f"{data}'s column {clash[0]!r} is one of the keywords a reward function is called "
                             f"with ({', '.join(TRL_KEYWORDS)}): rename it")
         for spec, func in zip(self.specs, self.funcs, strict=True):
-            check_signature(spec, func, columns)
+            check_signature(spec, func, columns, data)
 
     def score(self, prompts: list[Any], completions: list[Any], completion_ids: list[list[int]],
               columns: dict[str, list[Any]]) -> tuple[list[float], dict[str, list[float | None]]]:
