@@ -172,7 +172,7 @@ def test_a_llama_config_with_a_window_is_refused_not_counted_as_full_attention(k
     """A held-out user's Llama config.json carrying sliding_window (LlamaConfig keeps the key): transformers 5.25's
     decode cache slides on it while the prefill mask does not, and flopplan counted full attention, 3.5 % over a
     GRPO rollout at 8B and 8,192 tokens. Refused in one line; the decode here shows the window acting."""
-    with pytest.raises(UserError, match="a llama config with .* is not counted"):
+    with pytest.raises(UserError, match=r"a llama config with .* is not counted"):
         spec_from_config({**_bare("llama"), **keys}, "windowed")
     if keys.get("sliding_window"):
         full = spec_from_config(_bare("llama"), "full")

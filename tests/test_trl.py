@@ -118,6 +118,11 @@ def test_a_trl_config_timed_with_a_cpus_profile_is_priced_on_the_cpus_head(tmp_p
              for flag in (("--profile", str(CPU_PROFILE)), ("--device", "cpu"), ("--device", "cuda"))}
     assert heads[("--profile", str(CPU_PROFILE))] == heads[("--device", "cpu")]
     assert heads[("--device", "cpu")] != heads[("--device", "cuda")]  # else this test could not fail
+    named = tmp_path / "xeon.json"  # a profile named by hand, its device_type stated (as calibrate writes it)
+    named.write_text(json.dumps({**json.loads(CPU_PROFILE.read_text()), "device": "Intel Xeon Platinum 8480+",
+                                 "device_type": "cpu"}))
+    out = json.loads(cli(*args, "--profile", str(named), check=True).stdout)
+    assert out["plans"][0]["recipe"]["logprob_head"] == heads[("--device", "cpu")]
 
 
 def _flop_fields(recipe: Recipe) -> dict:
@@ -357,10 +362,20 @@ def test_every_field_of_trls_grpo_config_is_priced_read_past_or_refused():
      None),
     ({"entropy_coef": 0.01, "learnign_rate": 1e-6}, "fields trl 1.16's GRPOConfig does not have (read past: check "
                                                     "their spelling): learnign_rate"),
-    ({"auto_find_batch_size": True}, "auto_find_batch_size: where a batch runs out of memory"),
-    ({"eval_on_start": True}, "refused: GRPOConfig eval_on_start"),
+    ({"auto_find_batch_size": True}, "refused: GRPOConfig auto_find_batch_size: TRL's GRPOConfig refuses it"),
+    ({"eval_on_start": True}, "refused: GRPOConfig eval_on_start: an evaluation's FLOPs"),
+    ({"eval_on_start": "false"}, "refused: GRPOConfig eval_on_start must be true or false, not 'false'"),
     ({"fsdp": "full_shard", "fsdp_config": {"activation_checkpointing": True}},
      "refused: GRPOConfig fsdp_config activation_checkpointing"),
+    # read as transformers reads it (helper 139): the fsdp_ prefix, a string, and only with fsdp on
+    ({"fsdp": "full_shard", "fsdp_config": {"fsdp_activation_checkpointing": "true"}},
+     "refused: GRPOConfig fsdp_config activation_checkpointing"),
+    ({"fsdp": "full_shard", "fsdp_config": {"activation_checkpointing": "no"}}, None),
+    ({"fsdp_config": {"activation_checkpointing": True}}, None),
+    # each process's share of one batch, and ranks that share one: the round is not a batch per process
+    ({"accelerator_config": {"split_batches": True}}, "refused: GRPOConfig accelerator_config split_batches"),
+    ({"accelerator_config": {"split_batches": False, "dispatch_batches": None}}, None),
+    ({"parallelism_config": {"tp_size": 2}}, "refused: GRPOConfig parallelism_config tp_size 2"),
 ])
 def test_a_trl_configs_other_fields_are_noted_only_where_trl_lacks_them_or_they_change_the_price(tmp_path, extra,
                                                                                                  outcome):
@@ -861,8 +876,9 @@ def test_a_reward_function_that_fails_on_trl_stops_the_run_in_one_line_and_it_re
     rewards.write_text("def score(completions, **kw):\n    return [0.5] * len(completions)\n")
     s = json.loads(cli("train", "--out", str(run), "--resume", "--json", check=True).stdout)
     assert s["steps"] == 2 and s["lost_flops"] > 0 and s["within_budget"]
-    # rewards finite in float32 whose group sums are not (3e38 each) made TRL's advantages NaN, which filled the
-    # policy with NaN; the round stops in one line, as the built-in trainer's step does
+    # rewards finite in float32 whose group sums are not (3e38 each) made TRL's advantages NaN, which TRL 1.16 sets
+    # to 0 (the run learned nothing, silently; under scale_rewards none they fill the policy with NaN); the round
+    # stops in one line, as the built-in trainer's step does
     rewards.write_text("def score(completions, **kw):\n    return [3e38] * len(completions)\n")
     one_line_error(cli("train", "--engine", "trl", "--out", str(tmp_path / "big"), "--steps", "2", *SMALL,
                        "--reward-func", "rewards.py:score"),
@@ -870,15 +886,19 @@ def test_a_reward_function_that_fails_on_trl_stops_the_run_in_one_line_and_it_re
                    "the run stopped in round 1")
 
 
-@pytest.mark.parametrize(("columns", "weights", "overflows"), [
-    ([[3e38] * 4], [1.0], True),  # the group's sum
-    ([[2e38, 1.0, 1.0, 1.0], [2e38, 1.0, 1.0, 1.0]], [1.0, 1.0], True),  # the sum over functions
-    ([[1e10, 2e10, 3e10, 4e10]], [1e30], True),  # the weight
-    ([[1e19, -1e19, 1e19, -1e19]], [1.0], True),  # the squared deviations the std sums
-    ([[1e18, -1e18, 5.0, float("nan")], [float("nan")] * 4], [1.0, 2.0], False),  # NaN: a function returned None
-    ([[0.0, 1.0, 1.0, 0.0] * 2], [1.0], False),
+@pytest.mark.parametrize(("columns", "weights", "scale", "overflows"), [
+    ([[3e38] * 4], [1.0], "group", True),  # the group's sum
+    ([[3e38] * 4], [1.0], "none", True),
+    ([[2e38, 1.0, 1.0, 1.0], [2e38, 1.0, 1.0, 1.0]], [1.0, 1.0], "group", True),  # the sum over functions
+    ([[1e10, 2e10, 3e10, 4e10]], [1e30], "group", True),  # the weight
+    ([[1e19, -1e19, 1e19, -1e19]], [1.0], "group", True),  # the squared deviations the group's std sums
+    ([[1e19, -1e19, 1e19, -1e19]], [1.0], "none", False),  # none takes no std: TRL's advantages are finite
+    ([[0.0, 1e19] * 8], [1.0], "group", False),  # (helper 139: refused on the batch's spread, which group does not
+    ([[0.0, 1e19] * 8], [1.0], "batch", True),   # take; TRL's advantages were +-0.866)
+    ([[1e18, -1e18, 5.0, float("nan")], [float("nan")] * 4], [1.0, 2.0], "group", False),  # NaN: a None
+    ([[0.0, 1.0, 1.0, 0.0] * 2], [1.0], "batch", False),
 ])
-def test_rewards_trl_normalises_are_refused_where_float32_overflows(columns, weights, overflows):
+def test_rewards_trl_normalises_are_refused_where_float32_overflows(columns, weights, scale, overflows):
     import torch
 
     from flopplan.grpo.loss import check_trl_rewards
@@ -887,6 +907,16 @@ def test_rewards_trl_normalises_are_refused_where_float32_overflows(columns, wei
     rewards = torch.tensor(columns, dtype=torch.float32).T  # a row per completion, a column per function
     if overflows:
         with pytest.raises(RewardFailed, match="not finite in float32"):
-            check_trl_rewards(rewards, torch.tensor(weights), 4)
+            check_trl_rewards(rewards, torch.tensor(weights), 4, scale)
     else:
-        check_trl_rewards(rewards, torch.tensor(weights), 4)
+        check_trl_rewards(rewards, torch.tensor(weights), 4, scale)
+
+
+def test_an_fsdp_config_file_that_turns_on_fsdps_checkpointing_is_refused(tmp_path):
+    """transformers reads fsdp_config from a JSON file's path too; its activation checkpointing was priced as none."""
+    (tmp_path / "fsdp.json").write_text(json.dumps({"activation_checkpointing": True}))
+    config = tmp_path / "args.json"
+    config.write_text(json.dumps({"num_generations": 4, "per_device_train_batch_size": 4, "max_completion_length": 16,
+                                  "fsdp": "full_shard", "fsdp_config": str(tmp_path / "fsdp.json")}))
+    one_line_error(cli("plan", "--from-trl", str(config), "--model", "tiny", "--prompt-len", "8", "--steps", "3"),
+                   "GRPOConfig fsdp_config activation_checkpointing")
