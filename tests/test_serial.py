@@ -75,7 +75,7 @@ def test_a_profile_of_today_reads_and_writes_back_its_keys():
     profile = load_profile(FILES / "profile.json")
     written = profile.to_data()
     assert {k: v for k, v in written.items() if k in data} == {k: v for k, v in data.items() if k in written}
-    assert set(data) - set(written) == {"device_type", "dtype", "flopplan_version", "date", "models", "fit_from_runs"}
+    assert set(data) - set(written) == {"dtype", "flopplan_version", "date", "models", "fit_from_runs"}
     assert set(written) - set(data) == {"price_per_hour", "stated_error"} and written["price_per_hour"] is None
     assert "held out" in written["stated_error"] or "in-sample" in written["stated_error"]
     assert profile_from_data(written, "profile", source="other") == profile

@@ -101,7 +101,8 @@ def test_a_trl_config_that_sets_use_cpu_is_priced_on_the_cpus_head(tmp_path):
     assert priced == on_cpu == logprob_head_for(installed_trl_version(), "cpu")
     one_line_error(cli(*args, "--device", "h100"), "the TRL configuration sets use_cpu")
     gpu = tmp_path / "gpu.json"  # a calibrated GPU's profile, as flopplan calibrate names one
-    gpu.write_text(json.dumps({**json.loads(CPU_PROFILE.read_text()), "device": "NVIDIA H100 80GB HBM3"}))
+    gpu.write_text(json.dumps({**json.loads(CPU_PROFILE.read_text()), "device": "NVIDIA H100 80GB HBM3",
+                               "device_type": "cuda"}))
     one_line_error(cli(*args, "--profile", str(gpu)), "not on the --profile's 'NVIDIA H100 80GB HBM3'")
     with_profile = json.loads(cli(*args, "--profile", str(CPU_PROFILE), check=True).stdout)
     assert with_profile["plans"][0]["recipe"]["logprob_head"] == on_cpu
