@@ -132,6 +132,28 @@ def _tensorboard_has_the_ledger(output: Path, summary: dict) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["llama", "gemma2"])
+def test_a_llama_or_gemma2_policy_is_metered_exactly(tmp_path, model_type):
+    """Two families the meter had not run here (models.md said so; two held-out probes metered them exactly): a
+    Llama, and a Gemma 2 whose 4-token window every prompt crosses, each the tiny policy's size, under eager
+    attention, LoRA, beta and two iterations."""
+    pytest.importorskip("torch")
+    from flopplan.arch import REGISTRY, spec_from_config
+
+    tiny = REGISTRY["tiny"]
+    config = {"model_type": model_type, "hidden_size": tiny.hidden_size, "intermediate_size": tiny.intermediate_size,
+              "num_hidden_layers": tiny.num_layers, "num_attention_heads": tiny.num_heads,
+              "num_key_value_heads": tiny.num_kv_heads, "head_dim": tiny.head_dim, "vocab_size": tiny.vocab_size,
+              "max_position_embeddings": tiny.max_position_embeddings,
+              **({"sliding_window": 4} if model_type == "gemma2" else {})}
+    spec = spec_from_config(config, f"tiny-{model_type}")
+    assert (spec.family, spec.sliding_window) == (model_type, 4 if model_type == "gemma2" else None)
+    models = _save_models(tmp_path / "models", (("policy", spec, 0),))
+    _run(models, tmp_path, *COMMON, "--max-steps", "2", "--measure", "--attn", "eager")
+    _exact(_summary(tmp_path / "run"))
+
+
+@pytest.mark.slow
 def test_an_moe_policy_is_metered_exactly(tmp_path):
     """tiny-moe (Qwen3-MoE) loaded as TRL loads a model: transformers' default grouped_mm experts, which the meter
     reads from the model and charges; FlopCounterMode misses their matmuls, counted apart by name."""
