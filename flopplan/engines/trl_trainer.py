@@ -186,7 +186,8 @@ def _refuse_paths(trainer: Any) -> None:
     if getattr(trainer, "_is_vlm", False):
         raise UserError("GRPOTrainer model: a vision-language model is not priced (text decoders only)")
     if getattr(trainer.args, "use_transformers_continuous_batching", False):
-        raise UserError("GRPOConfig use_transformers_continuous_batching: flopplan does not price that path yet")
+        raise UserError("GRPOConfig use_transformers_continuous_batching (or use_transformers_paged, its deprecated "
+                        "alias): flopplan does not price that path yet")
     accelerator = trainer.accelerator  # (a round is a batch per process: see trl_fields.check_fields)
     if getattr(accelerator, "split_batches", False):
         raise UserError("GRPOConfig accelerator_config split_batches: each process then trains on its share of one "
