@@ -135,7 +135,8 @@ class Profile:
         """A profile of a CPU: its ``device_type`` (calibrate writes torch's), else its name as ``flopplan
         calibrate`` names a CPU (``CPU <model> (N threads)``, :func:`flopplan.measure.device.hardware_name`); a GPU's
         name or a datasheet's otherwise."""
-        return self.device_type == "cpu" if self.device_type else self.device.startswith("CPU ")
+        kind = (self.device_type or "").strip().lower()
+        return kind == "cpu" if kind else self.device.startswith("CPU ")
 
     def extrapolation_note(self, params: int) -> str | None:
         """A warning when a calibrated profile prices a model far outside the sizes it was fitted on."""

@@ -35,6 +35,12 @@ def test_an_unreachable_address_and_pool_options_are_one_line(tmp_path):
     one_line_error(cli("race", "run", str(tmp_path), "--backend", "ray", "--address", f"127.0.0.1:{port}"),
                    "no Ray cluster answers")
     one_line_error(cli("race", "run", str(tmp_path), "--backend", "ray", "--address", "nowhere"), "HOST:PORT")
+    # helper 141's: an empty label (the IDNA codec's UnicodeError), a port past a C long, a superscript digit (which
+    # str.isdigit takes), a port past 65535: tracebacks, or a refusal that blamed the cluster
+    for address, fragment in (("a..b:6379", "'a..b' is not a host name"), ("localhost:99999999999999999999",
+                              "a port 1-65535"), ("localhost:\u00b2", "a port 1-65535"), ("localhost:70000",
+                              "a port 1-65535")):
+        one_line_error(cli("race", "run", str(tmp_path), "--backend", "ray", "--address", address), fragment)
     # an IPv6 literal was read with its brackets ("Name or service not known"); RAY_ADDRESS, which Ray joins as it
     # joins --address, was not checked (a held-out team's run then waited minutes on Ray's own retries)
     ipv6 = cli("race", "run", str(tmp_path), "--backend", "ray", "--address", f"[::1]:{port}")

@@ -121,7 +121,7 @@ def test_a_trl_config_timed_with_a_cpus_profile_is_priced_on_the_cpus_head(tmp_p
     assert heads[("--device", "cpu")] != heads[("--device", "cuda")]  # else this test could not fail
     named = tmp_path / "xeon.json"  # a profile named by hand, its device_type stated (as calibrate writes it)
     named.write_text(json.dumps({**json.loads(CPU_PROFILE.read_text()), "device": "Intel Xeon Platinum 8480+",
-                                 "device_type": "cpu"}))
+                                 "device_type": " CPU "}))  # (as typed by hand: read as calibrate's "cpu")
     out = json.loads(cli(*args, "--profile", str(named), check=True).stdout)
     assert out["plans"][0]["recipe"]["logprob_head"] == heads[("--device", "cpu")]
 
@@ -377,6 +377,12 @@ def test_every_field_of_trls_grpo_config_is_priced_read_past_or_refused():
     ({"accelerator_config": {"split_batches": True}}, "refused: GRPOConfig accelerator_config split_batches"),
     ({"accelerator_config": {"split_batches": False, "dispatch_batches": None}}, None),
     ({"parallelism_config": {"tp_size": 2}}, "refused: GRPOConfig parallelism_config tp_size 2"),
+    # helper 141's: settings of another type were read past, truthy values read as false, a tp_size true as 1
+    ({"accelerator_config": ["split_batches"]}, "refused: GRPOConfig accelerator_config must be an object or"),
+    ({"accelerator_config": {"split_batches": [1]}}, "refused: GRPOConfig accelerator_config split_batches"),
+    ({"parallelism_config": "tp=2"}, "refused: GRPOConfig parallelism_config must be an object, not 'tp=2'"),
+    ({"parallelism_config": {"tp_size": True}}, "refused: parallelism_config tp_size must be a positive integer"),
+    ({"parallelism_config": {"tp_size": 0}}, "refused: parallelism_config tp_size must be a positive integer"),
 ])
 def test_a_trl_configs_other_fields_are_noted_only_where_trl_lacks_them_or_they_change_the_price(tmp_path, extra,
                                                                                                  outcome):
@@ -911,6 +917,18 @@ def test_rewards_trl_normalises_are_refused_where_float32_overflows(columns, wei
             check_trl_rewards(rewards, torch.tensor(weights), 4, scale)
     else:
         check_trl_rewards(rewards, torch.tensor(weights), 4, scale)
+
+
+def test_a_trl_config_whose_field_names_are_not_text_is_refused_in_one_line(tmp_path):
+    """YAML reads `5: 3`, `null: 3` or a date as a key; the notes joined them as text and raised TypeError."""
+    for key in ("5", "null", "2020-01-01"):
+        config = tmp_path / "args.yaml"
+        config.write_text(f"num_generations: 4\nper_device_train_batch_size: 4\n{key}: 3\n")
+        one_line_error(cli("plan", "--from-trl", str(config), "--model", "tiny", "--prompt-len", "8", "--steps", "3"),
+                       "field names are text, not")
+    config.write_text("num_generations: 4\nper_device_train_batch_size: 4\nfsdp: full_shard\nfsdp_config: {1: 2}\n")
+    one_line_error(cli("plan", "--from-trl", str(config), "--model", "tiny", "--prompt-len", "8", "--steps", "3"),
+                   "GRPOConfig fsdp_config: its keys are text, not 1")
 
 
 def test_an_fsdp_config_file_that_turns_on_fsdps_checkpointing_is_refused(tmp_path):

@@ -122,36 +122,48 @@ def check_fields(config: dict[str, Any]) -> None:
         raise UserError("GRPOConfig fsdp_config activation_checkpointing: flopplan prices transformers' own "
                         "checkpointing (gradient_checkpointing), not FSDP's wrapper; meter the run (flopplan.meter), "
                         "which charges the recompute as it runs")
-    accelerator = config.get("accelerator_config")
-    if isinstance(accelerator, str):  # (transformers takes a JSON file's path too)
-        accelerator = read_json(accelerator, "accelerator_config")
-    if isinstance(accelerator, dict) and _true(accelerator.get("split_batches", False)):
+    accelerator = _settings(config, "accelerator_config")
+    if _true(accelerator.get("split_batches", False)):
         raise UserError("GRPOConfig accelerator_config split_batches: each process then trains on its share of one "
                         "batch, where flopplan prices a batch per process (per_device_train_batch_size each): "
                         "price the run without it")
-    parallel = config.get("parallelism_config")
-    tp = parallel.get("tp_size", 1) if isinstance(parallel, dict) else 1
+    tp = _settings(config, "parallelism_config", files=False).get("tp_size", 1)
+    if tp is not None and (isinstance(tp, bool) or not isinstance(tp, int) or tp < 1):
+        raise UserError(f"GRPOConfig parallelism_config tp_size must be a positive integer, not {tp!r:.60}")
     if tp not in (None, 1):
         raise UserError(f"GRPOConfig parallelism_config tp_size {tp!r}: tensor-parallel ranks share one batch, where "
                         "flopplan prices a batch per process: price the run without it")
 
 
 def _true(value: Any) -> bool:
-    return value is True or (isinstance(value, str) and value.strip().lower() in TRUE_STRINGS) or \
-        (isinstance(value, int) and not isinstance(value, bool) and value != 0)
+    """A setting read as transformers and accelerate read it: a string by ``str_to_bool``, anything else by its
+    truthiness."""
+    return value.strip().lower() in TRUE_STRINGS if isinstance(value, str) else bool(value)
+
+
+def _settings(config: dict[str, Any], name: str, files: bool = True) -> dict[str, Any]:
+    """A field of settings: an object, or (``files``) a JSON file's path holding one, as transformers takes them;
+    {} where unset. Its keys are text."""
+    settings = config.get(name)
+    if settings is None:
+        return {}
+    if isinstance(settings, str) and files:
+        settings = read_json(settings, name) if settings else settings
+    if not isinstance(settings, dict):
+        what = "an object or a JSON file's path" if files else "an object"
+        raise UserError(f"GRPOConfig {name} must be {what}, not {settings!r:.60}")
+    odd = next((k for k in settings if not isinstance(k, str)), None)
+    if odd is not None or None in settings:
+        raise UserError(f"GRPOConfig {name}: its keys are text, not {odd!r}")
+    return settings
 
 
 def _fsdp_checkpointing(config: dict[str, Any]) -> bool:
     """Whether the configuration turns on FSDP's activation checkpointing, as transformers 5.25's TrainingArguments
     reads it (``_process_fsdp_args``): only where ``fsdp`` is on; ``fsdp_config`` a dict or a JSON file's path."""
-    fsdp, settings = config.get("fsdp"), config.get("fsdp_config")
-    if not fsdp or settings is None:
+    if not config.get("fsdp"):
         return False
-    if isinstance(settings, str):
-        settings = read_json(settings, "fsdp_config")
-    if not isinstance(settings, dict):
-        raise UserError(f"GRPOConfig fsdp_config must be an object or a JSON file's path, not {settings!r:.60}")
-    keys = {key.removeprefix("fsdp_"): value for key, value in settings.items()}
+    keys = {key.removeprefix("fsdp_"): value for key, value in _settings(config, "fsdp_config").items()}
     return _true(keys.get("activation_checkpointing", False))
 
 

@@ -67,11 +67,14 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT, given: str =
     host_port = address.split("://", 1)[-1]
     host, sep, port = host_port.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")  # an IPv6 literal, [::1]:6379
-    if not sep or not host or not port.isdigit():
-        raise UserError(f"{given} must be HOST:PORT (the head's), ray://HOST:PORT or auto, not {address!r}")
+    if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) <= 65535:
+        raise UserError(f"{given} must be HOST:PORT (the head's; a port 1-65535), ray://HOST:PORT or auto, not "
+                        f"{address!r}")
     where = f"{address}{' (RAY_ADDRESS)' * (given == 'RAY_ADDRESS')}"
     try:
         connection = socket.create_connection((host, int(port)), timeout=timeout)
+    except UnicodeError:  # (a host name the IDNA codec refuses: an empty or over-long label)
+        raise UserError(f"{given} {address!r}: {host!r} is not a host name") from None
     except OSError as exc:
         raise UserError(f"no Ray cluster answers at {where} ({exc.strerror or exc}): start one (`ray start --head`) "
                         "or give its head's address") from None
