@@ -85,16 +85,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 import race_blind_check as rbc
 from race_blind_check_round41 import GROUPS, _logu, clip_mean
-from race_blind_check_round44 import _grade, m_sigma, znodes  # registers rounds 31-44's families first
+from race_blind_check_round44 import _HW, _HX, _grade, m_sigma, znodes  # registers rounds 31-44's families first
+from race_blind_check_round44 import _TW as _QW  # 64-node Gauss-Legendre on [0, 1]
+from race_blind_check_round44 import _TX as _QX
 from scipy.optimize import brentq
 from scipy.special import expit
 
-_QX, _QW = np.polynomial.legendre.leggauss(64)
-_QX, _QW = (_QX + 1) / 2, _QW / 2  # on [0, 1]
 _CX, _CW = np.polynomial.legendre.leggauss(12)
 _CX, _CW = (_CX + 1) / 2, _CW / 2
-_HX, _HW = np.polynomial.hermite_e.hermegauss(160)
-_HW = _HW / _HW.sum()
 
 
 def informative(g, p):
