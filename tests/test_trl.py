@@ -928,7 +928,7 @@ def test_a_trl_config_whose_field_names_are_not_text_is_refused_in_one_line(tmp_
                        "field names are text, not")
     config.write_text("num_generations: 4\nper_device_train_batch_size: 4\nfsdp: full_shard\nfsdp_config: {1: 2}\n")
     one_line_error(cli("plan", "--from-trl", str(config), "--model", "tiny", "--prompt-len", "8", "--steps", "3"),
-                   "GRPOConfig fsdp_config: its keys are text, not 1")
+                   "GRPOConfig fsdp_config: field names are text, not 1")
 
 
 def test_an_fsdp_config_file_that_turns_on_fsdps_checkpointing_is_refused(tmp_path):

@@ -100,13 +100,14 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
     if (from_trl or from_verl) and (free != "steps" or target_learning_share is not None):
         fail(f"--{'solve ' + free if free != 'steps' else 'target-learning-share'} searches the recipe, which the "
              "engine configuration fixes: price it as it is (--steps or a budget), or plan the recipe without it")
+    # a profile file is read once (its engine plays no part): an engine configuration's head follows its device
+    file_profile = profile_from(device, profile_file, price_per_gpu_hour, "hf") if profile_file else None
     if from_trl or from_verl:
         from flopplan.cli.engines import recipe_of_engine_config
 
         base, steps, extra_notes, device = recipe_of_engine_config(
             from_trl, from_verl, recipe_file, models, recipe_opts, steps, world_size, device,
-            budget_given(budget, gpu_hours, dollars),
-            profile_from(device, profile_file, price_per_gpu_hour, "hf") if profile_file else None)
+            budget_given(budget, gpu_hours, dollars), file_profile)
         models = (base.policy,)
     elif world_size is not None:
         fail("--world-size goes with --from-trl")
@@ -120,7 +121,7 @@ def plan(models: tuple[str, ...], recipe_file: str | None, budget: str | None, g
         names = [base.policy]
     names = names or list(DEFAULT_MODELS)
     the_budget = budget_from(budget, gpu_hours, dollars)
-    prof = profile_from(device, profile_file, price_per_gpu_hour, base.engine)
+    prof = file_profile or profile_from(device, None, price_per_gpu_hour, base.engine)
     steps_option(steps)
     plans = plan_request(base, names, the_budget, prof, free=free, steps=steps, target_share=target_learning_share,
                          largest=largest_model, budget_given=budget_given(budget, gpu_hours, dollars))

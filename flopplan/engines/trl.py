@@ -26,7 +26,7 @@ from typing import Any
 
 from flopplan.arch import resolve, split_targets
 from flopplan.engines.trl_checkpointing import check_checkpointing, resolve_checkpointing
-from flopplan.engines.trl_fields import TRL_FIELDS, check_fields, field_notes
+from flopplan.engines.trl_fields import TRL_FIELDS, check_fields, check_text_keys, field_notes
 from flopplan.engines.trl_generation import check_generation
 from flopplan.errors import UserError, is_int, is_number
 from flopplan.lengths import Length
@@ -86,9 +86,7 @@ MODEL_CONFIG_KEYS = ("model_type", "architectures", "_from_model_config", "trans
 def check_grpo_config(data: dict[str, Any], where: str) -> None:
     """Refuse what is not a TRL configuration: a model's configuration, or fields none of which GRPOConfig (or
     flopplan's own keys) has; an empty object is TRL's defaults."""
-    odd = next((k for k in data if not isinstance(k, str)), None)  # (YAML reads 5:, null: or a date as a key)
-    if odd is not None or None in data:
-        raise UserError(f"{where}: field names are text, not {odd!r}")
+    check_text_keys(data, where)
     model_keys = [k for k in MODEL_CONFIG_KEYS if k in data]
     if model_keys:
         raise UserError(f"{where} is a model's configuration ({model_keys[0]}), not GRPOConfig fields")

@@ -123,16 +123,23 @@ def check_fields(config: dict[str, Any]) -> None:
                         "checkpointing (gradient_checkpointing), not FSDP's wrapper; meter the run (flopplan.meter), "
                         "which charges the recompute as it runs")
     accelerator = _settings(config, "accelerator_config")
-    if _true(accelerator.get("split_batches", False)):
+    check_batch_per_process(_true(accelerator.get("split_batches", False)),
+                            _settings(config, "parallelism_config", files=False).get("tp_size", 1))
+
+
+def check_batch_per_process(split_batches: bool, tp_size: Any) -> None:
+    """Refuse a run whose processes share a batch, where flopplan counts a batch per process
+    (``per_device_train_batch_size`` each): accelerate's ``split_batches`` (each process trains on its share of one
+    batch) and tensor parallelism (its ranks share one); the configuration's (:func:`check_fields`) or the
+    trainer's accelerator's (the meter)."""
+    if split_batches:
         raise UserError("GRPOConfig accelerator_config split_batches: each process then trains on its share of one "
-                        "batch, where flopplan prices a batch per process (per_device_train_batch_size each): "
-                        "price the run without it")
-    tp = _settings(config, "parallelism_config", files=False).get("tp_size", 1)
-    if tp is not None and (isinstance(tp, bool) or not isinstance(tp, int) or tp < 1):
-        raise UserError(f"GRPOConfig parallelism_config tp_size must be a positive integer, not {tp!r:.60}")
-    if tp not in (None, 1):
-        raise UserError(f"GRPOConfig parallelism_config tp_size {tp!r}: tensor-parallel ranks share one batch, where "
-                        "flopplan prices a batch per process: price the run without it")
+                        "batch, where flopplan counts a batch per process: run it without split_batches")
+    if tp_size is not None and (isinstance(tp_size, bool) or not isinstance(tp_size, int) or tp_size < 1):
+        raise UserError(f"GRPOConfig parallelism_config tp_size must be a positive integer, not {tp_size!r:.60}")
+    if tp_size not in (None, 1):
+        raise UserError(f"GRPOConfig parallelism_config tp_size {tp_size!r}: tensor-parallel ranks share one batch, "
+                        "where flopplan counts a batch per process: run it without tensor parallelism")
 
 
 def _true(value: Any) -> bool:
@@ -152,10 +159,15 @@ def _settings(config: dict[str, Any], name: str, files: bool = True) -> dict[str
     if not isinstance(settings, dict):
         what = "an object or a JSON file's path" if files else "an object"
         raise UserError(f"GRPOConfig {name} must be {what}, not {settings!r:.60}")
-    odd = next((k for k in settings if not isinstance(k, str)), None)
-    if odd is not None or None in settings:
-        raise UserError(f"GRPOConfig {name}: its keys are text, not {odd!r}")
+    check_text_keys(settings, f"GRPOConfig {name}")
     return settings
+
+
+def check_text_keys(data: dict[Any, Any], where: str) -> None:
+    """Refuse keys that are not text (YAML reads ``5:``, ``null:`` or a date as one), which no field is named."""
+    odd = [key for key in data if not isinstance(key, str)]
+    if odd:
+        raise UserError(f"{where}: field names are text, not {odd[0]!r}")
 
 
 def _fsdp_checkpointing(config: dict[str, Any]) -> bool:

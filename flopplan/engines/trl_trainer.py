@@ -20,6 +20,7 @@ from torch import nn
 
 from flopplan.arch import spec_from_config
 from flopplan.engines.trl import GRPO_DEFAULTS, TRLRun, installed_trl_version, recipe_from_trl
+from flopplan.engines.trl_fields import check_batch_per_process
 from flopplan.engines.trl_generation import CACHE_PRICED, CACHES, check_model_generation
 from flopplan.errors import UserError
 from flopplan.lengths import Length
@@ -188,14 +189,9 @@ def _refuse_paths(trainer: Any) -> None:
     if getattr(trainer.args, "use_transformers_continuous_batching", False):
         raise UserError("GRPOConfig use_transformers_continuous_batching (or use_transformers_paged, its deprecated "
                         "alias): flopplan does not price that path yet")
-    accelerator = trainer.accelerator  # (a round is a batch per process: see trl_fields.check_fields)
-    if getattr(accelerator, "split_batches", False):
-        raise UserError("GRPOConfig accelerator_config split_batches: each process then trains on its share of one "
-                        "batch, where flopplan charges a batch per process: meter the run without it")
-    tp = getattr(getattr(accelerator, "parallelism_config", None), "tp_size", 1)
-    if tp not in (None, 1):
-        raise UserError(f"GRPOConfig parallelism_config tp_size {tp}: tensor-parallel ranks share one batch, where "
-                        "flopplan charges a batch per process")
+    accelerator = trainer.accelerator
+    check_batch_per_process(bool(getattr(accelerator, "split_batches", False)),
+                            getattr(getattr(accelerator, "parallelism_config", None), "tp_size", 1))
 
 
 def attention_kernel(model: Any) -> tuple[str, str]:
