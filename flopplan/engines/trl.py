@@ -26,7 +26,7 @@ from typing import Any
 
 from flopplan.arch import resolve, split_targets
 from flopplan.engines.trl_checkpointing import check_checkpointing, resolve_checkpointing
-from flopplan.engines.trl_fields import TRL_FIELDS, check_fields, check_text_keys, field_notes
+from flopplan.engines.trl_fields import TRL_FIELDS, check_fields, check_text_keys, field_notes, flag
 from flopplan.engines.trl_generation import check_generation
 from flopplan.errors import UserError, is_int, is_number
 from flopplan.lengths import Length
@@ -165,11 +165,8 @@ def _field(config: dict[str, Any], name: str) -> Any:
 
 
 def _flag(config: dict[str, Any], name: str) -> bool:
-    """A boolean field, true or false: TrlParser hands a YAML file's values to GRPOConfig as they are (parse_dict),
-    so a string "false" or a number would reach TRL as truthy; it is refused, not read by its truthiness."""
-    if not isinstance(value := _field(config, name), bool):
-        raise UserError(f"GRPOConfig {name} must be true or false, not {value!r:.60}")
-    return value
+    """A boolean field (:func:`~flopplan.engines.trl_fields.flag`), GRPOConfig's default where unset."""
+    return flag(name, _field(config, name))
 
 
 def _positive(config: dict[str, Any], name: str) -> int:

@@ -109,13 +109,9 @@ def check_fields(config: dict[str, Any]) -> None:
     dataset's); FSDP's own activation checkpointing (read as transformers reads ``fsdp_config``: only with ``fsdp``
     on, from a dict or a JSON file, keys with or without ``fsdp_``); accelerate's ``split_batches`` (each process
     then gets its share of one batch, not a batch of its own) and tensor parallelism (ranks share a batch)."""
-    for name in ("auto_find_batch_size", "eval_on_start"):
-        value = config.get(name, False)
-        if not isinstance(value, bool):  # (a string "false" reaches transformers truthy)
-            raise UserError(f"GRPOConfig {name} must be true or false, not {value!r:.60}")
-    if config.get("auto_find_batch_size"):
+    if flag("auto_find_batch_size", config.get("auto_find_batch_size", False)):
         raise UserError("GRPOConfig auto_find_batch_size: TRL's GRPOConfig refuses it (GRPO does not support it)")
-    if config.get("eval_on_start"):
+    if flag("eval_on_start", config.get("eval_on_start", False)):
         raise UserError("GRPOConfig eval_on_start: an evaluation's FLOPs depend on the eval dataset, which the config "
                         "does not hold: price the training without it")
     if _fsdp_checkpointing(config):
@@ -125,6 +121,14 @@ def check_fields(config: dict[str, Any]) -> None:
     accelerator = _settings(config, "accelerator_config")
     check_batch_per_process(_true(accelerator.get("split_batches", False)),
                             _settings(config, "parallelism_config", files=False).get("tp_size", 1))
+
+
+def flag(name: str, value: Any) -> bool:
+    """A boolean field, true or false: TrlParser hands a YAML file's values to GRPOConfig as they are (parse_dict),
+    so a string "false" or a number would reach TRL as truthy; it is refused, not read by its truthiness."""
+    if not isinstance(value, bool):
+        raise UserError(f"GRPOConfig {name} must be true or false, not {value!r:.60}")
+    return value
 
 
 def check_batch_per_process(split_batches: bool, tp_size: Any) -> None:
